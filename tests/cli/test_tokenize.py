@@ -1,0 +1,75 @@
+"""The tokenizer subcommands, run as a real process: ``python -m app encode|count|decode|tokenizers|verify``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from app.engine import get_encoding
+
+from ..conftest import REPO_ROOT
+
+
+def run(*args: str, stdin: str = "", env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    import os
+
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "app", *args], input=stdin, capture_output=True, text=True, cwd=REPO_ROOT,
+        env=full_env, timeout=120,
+    )
+
+
+def test_encode_count_decode_round_trip(tmp_path: Path) -> None:
+    text = "Hello <|endoftext|> wörld\n"
+    enc = get_encoding("gpt2")
+    out = run("encode", "-t", "r50k_base", stdin=text)
+    assert out.returncode == 0, out.stderr
+    ids = [int(x) for x in out.stdout.split()]
+    assert ids == enc.encode(text)
+    assert 50256 not in ids
+    assert run("count", "-t", "gpt2", stdin=text).stdout.strip() == str(len(ids))
+    back = run("decode", "-t", "gpt2", stdin=out.stdout)
+    assert back.returncode == 0 and back.stdout == text
+
+
+def test_files_json_and_specials(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("one two three")
+    b.write_text("четыре пять")
+    enc = get_encoding("cl100k_base")
+    out = run("count", "--json", str(a), str(b))
+    doc = json.loads(out.stdout)
+    assert doc["counts"] == {str(a): enc.count("one two three"), str(b): enc.count("четыре пять")}
+    assert doc["total"] == sum(doc["counts"].values())
+    out = run("encode", "--json", "--suffix", "<|endoftext|>", str(a))
+    assert json.loads(out.stdout)["ids"] == enc.encode("one two three", suffix=["<|endoftext|>"])
+
+
+def test_errors_are_one_line_and_exit_2() -> None:
+    out = run("encode", "-t", "nope", stdin="x")
+    assert out.returncode == 2
+    assert out.stderr.startswith("error: unknown tokenizer 'nope'") and "Traceback" not in out.stderr
+    out = run("encode", "--suffix", "<|eot_id|>", stdin="x")
+    assert out.returncode == 2 and "allowed: <|endofprompt|>" in out.stderr
+    out = run("decode", stdin="1 2 x")
+    assert out.returncode == 2 and "'x' is not a token id" in out.stderr
+    out = run("decode", stdin="100256")
+    assert out.returncode == 2 and "100256" in out.stderr
+
+
+def test_tokenizers_and_verify(store_copy: Path) -> None:
+    out = run("tokenizers", "--json")
+    names = [t["name"] for t in json.loads(out.stdout)["tokenizers"]]
+    assert names == ["gpt2", "cl100k_base", "o200k_base", "o200k_harmony", "llama3"]
+    ok = run("verify")
+    assert ok.returncode == 0 and "5 of 5 tokenizers verified" in ok.stdout
+    path = store_copy / "llama3.tiktoken"
+    path.write_bytes(path.read_bytes()[:-10])
+    bad = run("verify", "--store", str(store_copy))
+    assert bad.returncode == 1
+    assert "FAIL llama3" in bad.stdout and str(path) in bad.stdout and "4 of 5" in bad.stdout
+    bad_env = run("verify", env={"TOKENIZER_STORE": str(store_copy)})
+    assert bad_env.returncode == 1

@@ -1,0 +1,87 @@
+"""The pre-token cache: bounded, counted, thread-safe, and invisible in the output."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import pytest
+
+from app.engine import Store, load_encoding
+from app.engine.cache import MAX_CACHED_PIECE_CHARS, PieceCache
+
+
+def _words(n: int, seed: int = 0) -> str:
+    rng = random.Random(seed)
+    alphabet = "abcdefghijklmnopqrstuvwxyzäöüßжщ語"
+    return " ".join("".join(rng.choice(alphabet) for _ in range(rng.randint(3, 12))) for _ in range(n))
+
+
+def test_output_is_identical_with_the_cache_on_or_off() -> None:
+    spec = Store.load().spec("cl100k_base")
+    cached, uncached = load_encoding(spec, cache_size=64), load_encoding(spec, cache_size=0)
+    text = _words(3000)
+    assert cached.encode(text) == uncached.encode(text)
+    assert cached.encode(text) == uncached.encode(text)  # second pass: served from the cache
+    assert uncached.cache_stats().hits == 0 and uncached.cache_stats().size == 0
+
+
+def test_counters_and_the_size_bound() -> None:
+    calls: list[str] = []
+
+    def compute(piece: str) -> tuple[int, ...]:
+        calls.append(piece)
+        return (len(piece),)
+
+    cache = PieceCache(compute, max_size=2)
+    assert cache.lookup("ab") == (2,)
+    assert cache.lookup("ab") == (2,)
+    cache.lookup("cd")
+    cache.lookup("ef")  # evicts "ab", the least recently used
+    cache.lookup("ab")
+    stats = cache.stats()
+    assert (stats.hits, stats.misses, stats.size, stats.max_size) == (1, 4, 2, 2)
+    assert calls == ["ab", "cd", "ef", "ab"]
+    long_piece = "x" * (MAX_CACHED_PIECE_CHARS + 1)
+    cache.lookup(long_piece)
+    assert cache.stats().size == 2  # long pieces bypass the cache
+    cache.clear()
+    assert cache.stats() == type(stats)(0, 0, 0, 2)
+    with pytest.raises(ValueError):
+        PieceCache(compute, max_size=-1)
+
+
+def test_concurrent_use_gives_the_same_ids() -> None:
+    enc = load_encoding(Store.load().spec("o200k_base"), cache_size=128)  # small: constant eviction
+    texts = [_words(400, seed) for seed in range(8)]
+    expected = [load_encoding(Store.load().spec("o200k_base"), cache_size=0).encode(t) for t in texts]
+    results: dict[int, list[int]] = {}
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            for _ in range(3):
+                results[i] = enc.encode(texts[i])
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(texts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert [results[i] for i in range(len(texts))] == expected
+    assert enc.cache_stats().size <= 128
+
+
+def test_cache_size_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.engine.cache import CACHE_SIZE_ENV, DEFAULT_CACHE_SIZE, default_cache_size
+
+    monkeypatch.delenv(CACHE_SIZE_ENV, raising=False)
+    assert default_cache_size() == DEFAULT_CACHE_SIZE
+    monkeypatch.setenv(CACHE_SIZE_ENV, "0")
+    assert default_cache_size() == 0
+    monkeypatch.setenv(CACHE_SIZE_ENV, "-5")
+    with pytest.raises(ValueError):
+        default_cache_size()

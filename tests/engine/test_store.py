@@ -1,0 +1,168 @@
+"""The store: manifest validation, sha256 verification, error messages that name the file and both hashes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from app.engine import (
+    ArtifactError,
+    ManifestError,
+    Store,
+    UnknownTokenizerError,
+    get_encoding,
+    list_encodings,
+    load_encoding,
+    reset,
+)
+from app.engine.store import STORE_ENV, bundled_store_dir, default_store_dir
+
+BUNDLED = {"gpt2", "cl100k_base", "o200k_base", "o200k_harmony", "llama3"}
+PUBLISHED_SHA256 = {
+    "gpt2.tiktoken": "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930",
+    "cl100k_base.tiktoken": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+    "o200k_base.tiktoken": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+    "llama3.tiktoken": "82e9d31979e92ab929cd544440f129d9ecd797b69e327f80f17e1c50d5551b55",
+}
+
+
+def _manifest(store: Path) -> dict:
+    return json.loads((store / "manifest.json").read_text())
+
+
+def _write_manifest(store: Path, doc: dict) -> None:
+    (store / "manifest.json").write_text(json.dumps(doc))
+    reset()
+
+
+def test_bundled_store_lists_every_tokenizer() -> None:
+    assert set(list_encodings()) == BUNDLED
+    store = Store.load()
+    assert store.resolve("r50k_base") == "gpt2"
+    assert store.resolve("llama3.1") == "llama3"
+
+
+def test_bundled_artifacts_hash_to_the_published_sha256() -> None:
+    store = Store.load(bundled_store_dir())
+    for spec in store:
+        published = PUBLISHED_SHA256[spec.artifact_path.name]
+        assert spec.sha256 == published
+        assert hashlib.sha256(spec.artifact_path.read_bytes()).hexdigest() == published
+
+
+def test_vocab_sizes_and_special_ids_match_the_reference_facts() -> None:
+    expected = {
+        "gpt2": (50257, {"<|endoftext|>": 50256}),
+        "cl100k_base": (100277, {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
+                                 "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276}),
+        "o200k_base": (200019, {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}),
+    }
+    for name, (n_vocab, specials) in expected.items():
+        enc = get_encoding(name)
+        assert enc.n_vocab == n_vocab
+        assert enc.special_tokens == specials
+    harmony = get_encoding("o200k_harmony")
+    assert harmony.n_vocab == 201088
+    assert harmony.special_token_id("<|start|>") == 200006
+    assert harmony.special_token_id("<|reserved_200500|>") == 200500
+    llama = get_encoding("llama3")
+    assert llama.n_vocab == 128256
+    assert len(llama.special_tokens) == 256
+    assert llama.special_token_id("<|begin_of_text|>") == 128000
+    assert llama.special_token_id("<|eot_id|>") == 128009
+    assert llama.special_token_id("<|python_tag|>") == 128010
+    assert llama.special_token_id("<|reserved_special_token_2|>") == 128011
+    assert llama.special_token_id("<|reserved_special_token_246|>") == 128255  # Meta's naming (HF: _247)
+
+
+def test_unknown_tokenizer_lists_known_names() -> None:
+    with pytest.raises(UnknownTokenizerError) as info:
+        get_encoding("cl200k")
+    message = str(info.value)
+    assert "cl200k" in message
+    for name in (*BUNDLED, "r50k_base"):
+        assert name in message
+
+
+def test_store_env_var_selects_the_store(store_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    doc = _manifest(store_copy)
+    doc["tokenizers"] = [t for t in doc["tokenizers"] if t["name"] == "gpt2"]
+    _write_manifest(store_copy, doc)
+    monkeypatch.setenv(STORE_ENV, str(store_copy))
+    assert default_store_dir() == store_copy.resolve()
+    assert list_encodings() == ["gpt2"]
+    assert get_encoding("r50k_base").encode("hello") == [31373]
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "truncate", "delete"])
+def test_damaged_artifact_is_refused_naming_the_file_and_hashes(store_copy: Path, damage: str) -> None:
+    path = store_copy / "gpt2.tiktoken"
+    data = path.read_bytes()
+    if damage == "corrupt":
+        path.write_bytes(data[:1000] + bytes([data[1000] ^ 1]) + data[1001:])
+    elif damage == "truncate":
+        path.write_bytes(data[: len(data) // 2])
+    else:
+        path.unlink()
+    spec = Store.load(store_copy).spec("gpt2")
+    with pytest.raises(ArtifactError) as info:
+        load_encoding(spec)
+    message = str(info.value)
+    assert str(path) in message
+    if damage == "delete":
+        assert "missing" in message
+    else:
+        assert PUBLISHED_SHA256["gpt2.tiktoken"] in message
+        assert hashlib.sha256(path.read_bytes()).hexdigest() in message
+
+
+def test_manifest_problems_are_reported(store_copy: Path) -> None:
+    (store_copy / "manifest.json").write_text("{not json")
+    with pytest.raises(ManifestError, match="cannot read manifest"):
+        Store.load(store_copy)
+    (store_copy / "manifest.json").unlink()
+    with pytest.raises(ManifestError, match="no manifest"):
+        Store.load(store_copy)
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"kind": "wordpiece"}, "kind must be one of"),
+        ({"artifact": "../outside.tiktoken"}, "inside the store"),
+        ({"pattern": "nope"}, "unknown pattern id"),
+        ({"pattern_regex": "x"}, "exactly one"),
+        ({"special_tokens": {"<|x|>": -1}}, "special_tokens"),
+        ({"sha256": None}, "sha256"),
+    ],
+)
+def test_invalid_manifest_entries_are_refused(store_copy: Path, change: dict, match: str) -> None:
+    doc = _manifest(store_copy)
+    doc["tokenizers"][0].update(change)
+    _write_manifest(store_copy, doc)
+    with pytest.raises(ManifestError, match=match):
+        Store.load(store_copy)
+
+
+def test_duplicate_alias_is_refused(store_copy: Path) -> None:
+    doc = _manifest(store_copy)
+    doc["tokenizers"][1]["aliases"] = ["r50k_base"]
+    _write_manifest(store_copy, doc)
+    with pytest.raises(ManifestError, match="used twice"):
+        Store.load(store_copy)
+
+
+def test_wrong_vocab_size_is_refused(store_copy: Path) -> None:
+    doc = _manifest(store_copy)
+    doc["tokenizers"][0]["vocab_size"] = 50000
+    _write_manifest(store_copy, doc)
+    with pytest.raises(ArtifactError, match="vocab_size 50000"):
+        load_encoding(Store.load(store_copy).spec("gpt2"))
+
+
+def test_manifest_round_trips_through_specs(store_copy: Path) -> None:
+    store = Store.load(store_copy)
+    assert [s.to_entry(store_copy) for s in store] == _manifest(store_copy)["tokenizers"]
