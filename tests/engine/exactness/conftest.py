@@ -1,0 +1,30 @@
+"""Exactness-suite fixtures and the terminal summary of strings compared / mismatches per tokenizer."""
+
+from __future__ import annotations
+
+import pytest
+
+from .reference import TALLY, TOKENIZERS
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print how many strings were compared with tiktoken per tokenizer, and how many differed."""
+    if not TALLY.compared:
+        return
+    tr = terminalreporter
+    tr.write_sep("=", "exactness vs tiktoken 0.14: strings compared / mismatches")
+    names = [n for n in TOKENIZERS if n in TALLY.compared] + sorted(set(TALLY.compared) - set(TOKENIZERS))
+    for name in names:
+        sources = ", ".join(f"{src} {n}" for (tok, src), n in sorted(TALLY.by_source.items()) if tok == name)
+        tr.write_line(
+            f"{name:14s} compared {TALLY.compared[name]:>9,d}  mismatches {TALLY.mismatched.get(name, 0):>4d}"
+            f"  ({sources})"
+        )
+    total = sum(TALLY.compared.values())
+    tr.write_line(f"{'total':14s} compared {total:>9,d}  mismatches {sum(TALLY.mismatched.values()):>4d}")
+
+
+@pytest.fixture(params=TOKENIZERS)
+def tokenizer(request: pytest.FixtureRequest) -> str:
+    """Each bundled tokenizer name in turn."""
+    return str(request.param)
