@@ -1,0 +1,1 @@
+"""Benchmarks: corpora (bench.corpora), engine throughput (bench.engine), service and trainer benches."""
