@@ -1,0 +1,103 @@
+"""The service's per-process state (settings, verified encodings, model table, thread limiters) and its lookup.
+
+:meth:`ServiceState.load` is the readiness gate: it loads and sha256-verifies every artifact of the store and
+validates the model table, raising on the first problem (:class:`~app.engine.errors.ArtifactError` or
+:class:`~app.engine.errors.ManifestError` naming the file, :class:`~app.core.model_table.ModelTableError` naming the
+file and entry). The app factory runs it at start-up; ``serve`` runs it before starting uvicorn so that a broken
+store stops the process with a clear message.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+from fastapi import Request
+
+from app.core.config import Settings
+from app.core.model_table import MODELS_FILE, ModelInfo, ModelTable, ModelTableError
+from app.engine import Encoding, Store, get_store, load_all
+from app.engine.errors import UnknownTokenizerError
+
+from .errors import ApiError
+
+
+@dataclass
+class ServiceState:
+    """Everything a request handler needs. Built once per worker process; read-only while serving."""
+
+    settings: Settings
+    store: Store
+    encodings: dict[str, Encoding]
+    models: ModelTable
+    manifest_models: dict[str, str]
+    ready: bool = False
+    limiter: anyio.CapacityLimiter | None = None
+    bulk_limiter: anyio.CapacityLimiter | None = None
+    _lookalikes: dict[str, re.Pattern[str] | None] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def load(cls, settings: Settings) -> ServiceState:
+        """Load and verify every tokenizer of the store and the model table (see the module docstring)."""
+        store_dir = settings.store
+        store = get_store(store_dir)
+        encodings = load_all(store.directory)
+        models_path = settings.models_file
+        if models_path is None and (store.directory / MODELS_FILE).is_file():
+            models_path = store.directory / MODELS_FILE
+        models = ModelTable.load(Path(models_path)) if models_path is not None else ModelTable.empty()
+        for key, info in models.entries().items():
+            try:
+                store.resolve(info.tokenizer)
+            except UnknownTokenizerError:
+                raise ModelTableError(
+                    f"{models.path}: model {key!r} names tokenizer {info.tokenizer!r}, which the store "
+                    f"{store.directory} does not hold (known: {', '.join(store.known_names())})"
+                ) from None
+        manifest_models = {m: spec.name for spec in store for m in spec.models}
+        return cls(settings=settings, store=store, encodings=encodings, models=models,
+                   manifest_models=manifest_models)
+
+    # ------------------------------------------------------------------ resolution
+
+    def encoding(self, name: str) -> Encoding:
+        """The encoding for a tokenizer name or alias; raises :class:`UnknownTokenizerError` (-> 422)."""
+        return self.encodings[self.store.resolve(name)]
+
+    def model(self, name: str) -> ModelInfo:
+        """The model table's entry, else a bare entry from a manifest ``models`` list; raises ApiError 422."""
+        info = self.models.get(name)
+        if info is not None:
+            return info
+        tokenizer = self.manifest_models.get(name)
+        if tokenizer is None:
+            known = sorted({*self.models.names(), *self.manifest_models})
+            raise ApiError(422, "unknown_model", f"unknown model {name!r}; known models: {', '.join(known)}",
+                           {"name": name, "known": known})
+        return ModelInfo(name=name, tokenizer=tokenizer)
+
+    def models_of(self, canonical: str) -> list[str]:
+        """Model names (table and manifest) that resolve to the tokenizer ``canonical``."""
+        names = {m for m, t in self.manifest_models.items() if t == canonical}
+        names |= {m for m, info in self.models.entries().items() if self.store.resolve(info.tokenizer) == canonical}
+        return sorted(names)
+
+    def lookalike_pattern(self, enc: Encoding) -> re.Pattern[str] | None:
+        """A regex matching any special-token string of ``enc`` (longest first), or None if it has none."""
+        with self._lock:
+            if enc.name not in self._lookalikes:
+                names = sorted(enc.special_tokens, key=len, reverse=True)
+                self._lookalikes[enc.name] = re.compile("|".join(map(re.escape, names))) if names else None
+            return self._lookalikes[enc.name]
+
+
+def get_service(request: Request) -> ServiceState:
+    """The state of the app serving ``request``; 503 while it is still starting or already stopping."""
+    svc: ServiceState | None = getattr(request.app.state, "service", None)
+    if svc is None or not svc.ready:
+        raise ApiError(503, "not_ready", "the service is not ready")
+    return svc

@@ -1,0 +1,93 @@
+"""The app factory: ``create_app(settings)`` -> FastAPI application (uvicorn: ``app.api.main:create_app``).
+
+Start-up (the lifespan) loads and verifies every artifact and the model table in a worker thread before the app
+reports ready; a failure is logged with the file it names and aborts start-up. Shutdown marks the app not ready
+and removes this worker's live gauges from the metrics directory.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from pydantic.json_schema import models_json_schema
+
+from app.core.config import Settings
+
+from . import metrics
+from .deps import ServiceState
+from .errors import install_handlers
+from .middleware import GatewayMiddleware
+from .routes import api_router
+from .schemas import REQUEST_MODELS
+
+log = logging.getLogger("app.api")
+
+DESCRIPTION = """Exact tokenization (ids identical to tiktoken) for GPT-2, cl100k_base, o200k_base, o200k_harmony and
+Llama 3.
+
+* Text fields are **always ordinary text**: a special token's string inside text is encoded as plain characters.
+  Special tokens enter only by name, through `special_tokens.prefix/suffix` or `parts[].special`.
+* Every error has the shape `{"error": {"type", "message", "details"}}`; bad input is always a 4xx.
+* `model` resolves through the model table; responses then carry the context window, whether the text fits, and
+  the estimated input cost (operator-maintained estimates).
+"""
+
+
+def _configure_logging(level: str) -> None:
+    logger = logging.getLogger("app")
+    logger.setLevel(level.upper() if level.lower() != "trace" else "DEBUG")
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
+        logger.propagate = False
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the application. ``settings`` default: :meth:`Settings.from_env`."""
+    settings = settings or Settings.from_env()
+    _configure_logging(settings.log_level)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            svc = await anyio.to_thread.run_sync(ServiceState.load, settings)
+        except Exception as exc:
+            log.error("cannot start: %s", exc)
+            raise
+        svc.limiter = anyio.CapacityLimiter(settings.threads)
+        svc.bulk_limiter = anyio.CapacityLimiter(settings.bulk_threads)
+        metrics.set_info(svc.encodings.values())
+        app.state.service = svc
+        svc.ready = True
+        log.info("ready: %s", ", ".join(svc.encodings))
+        try:
+            yield
+        finally:
+            svc.ready = False
+            metrics.mark_process_dead()
+
+    app = FastAPI(title="tokenizer-service", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    app.state.settings = settings
+    app.include_router(api_router)
+    install_handlers(app)
+    app.add_middleware(GatewayMiddleware, settings=settings)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=app.version, description=app.description,
+                                 routes=app.routes)
+            _, defs = models_json_schema([(m, "validation") for m in REQUEST_MODELS],
+                                         ref_template="#/components/schemas/{model}")
+            schema.setdefault("components", {}).setdefault("schemas", {}).update(defs.get("$defs", {}))
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app

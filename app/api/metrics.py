@@ -1,0 +1,135 @@
+"""Prometheus metrics of the service (names follow the conventions: base units, ``_seconds``, ``_total``).
+
+Metric                                         type       labels
+tokenizer_http_request_duration_seconds        histogram  endpoint, tokenizer, status
+tokenizer_http_requests_in_flight              gauge      (none)
+tokenizer_tokenize_duration_seconds            histogram  endpoint, tokenizer   (CPU part only)
+tokenizer_tokens_total                         counter    endpoint, tokenizer   (ids returned, counted or decoded)
+tokenizer_input_bytes_total                    counter    endpoint, tokenizer   (UTF-8 bytes of input text)
+tokenizer_cache_hits_total / _misses_total     counter    tokenizer             (pre-token LRU lookups)
+tokenizer_cache_entries / _max_entries         gauge      tokenizer
+tokenizer_info                                 gauge=1    tokenizer, sha256, vocab_size, kind
+
+``endpoint`` is the route template (``/tokenizers/{name}``; ``other`` for unknown paths) and ``tokenizer`` the
+canonical name, or empty when the request never resolved one, so no label value comes from user input.
+
+Several workers: when ``PROMETHEUS_MULTIPROC_DIR`` is set (``serve`` sets it to a fresh directory when
+``workers > 1``), prometheus-client keeps every value in per-process files and :func:`render` merges them, so a
+scrape answered by any worker reports the whole service. Gauges declare how to merge: ``livesum`` for in-flight
+requests and cache entries (a worker that exits cleanly removes its files, see :func:`mark_process_dead`), ``max``
+for the info metric. The engine's cache counters live inside each worker, so they are copied into counters as
+deltas after every tokenization and at every scrape (:func:`sync_cache`): in one process this is the same as reading
+``Encoding.cache_stats()`` at scrape time; with several workers it is the only way the other workers' caches reach
+a scrape.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+from app.engine import Encoding
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+REQUEST_SECONDS = Histogram(
+    "tokenizer_http_request_duration_seconds", "HTTP request latency, from the first byte read to the last sent.",
+    ["endpoint", "tokenizer", "status"], buckets=_LATENCY_BUCKETS,
+)
+IN_FLIGHT = Gauge("tokenizer_http_requests_in_flight", "HTTP requests being served.", multiprocess_mode="livesum")
+TOKENIZE_SECONDS = Histogram(
+    "tokenizer_tokenize_duration_seconds", "Time spent tokenizing or decoding (excludes JSON and I/O).",
+    ["endpoint", "tokenizer"], buckets=_LATENCY_BUCKETS,
+)
+TOKENS = Counter("tokenizer_tokens", "Tokens returned, counted or decoded.", ["endpoint", "tokenizer"])
+INPUT_BYTES = Counter("tokenizer_input_bytes", "UTF-8 bytes of input text tokenized.", ["endpoint", "tokenizer"])
+CACHE_HITS = Counter("tokenizer_cache_hits", "Pre-token cache lookups answered from the cache.", ["tokenizer"])
+CACHE_MISSES = Counter("tokenizer_cache_misses", "Pre-token cache lookups that ran BPE.", ["tokenizer"])
+CACHE_ENTRIES = Gauge("tokenizer_cache_entries", "Pre-tokens held in the cache (all workers).", ["tokenizer"],
+                      multiprocess_mode="livesum")
+CACHE_MAX_ENTRIES = Gauge("tokenizer_cache_max_entries", "Cache capacity in entries (all workers).", ["tokenizer"],
+                          multiprocess_mode="livesum")
+INFO = Gauge("tokenizer_info", "A loaded tokenizer and the sha256 of its verified artifact (value 1).",
+             ["tokenizer", "sha256", "vocab_size", "kind"], multiprocess_mode="max")
+
+_sync_lock = threading.Lock()
+_last_seen: dict[str, tuple[int, int]] = {}
+
+
+def multiprocess_enabled() -> bool:
+    """True when values are shared through ``$PROMETHEUS_MULTIPROC_DIR`` (several workers)."""
+    return bool(os.environ.get(MULTIPROC_ENV))
+
+
+def set_info(encodings: Iterable[Encoding]) -> None:
+    """Publish the info metric and the cache gauges for every loaded tokenizer."""
+    for enc in encodings:
+        spec = enc.spec
+        INFO.labels(enc.name, spec.sha256 if spec else "", str(enc.n_vocab), spec.kind if spec else "").set(1)
+    sync_cache(encodings)
+
+
+def sync_cache(encodings: Iterable[Encoding]) -> None:
+    """Copy the engine's cache counters into the metrics (as deltas since the last call; thread-safe).
+
+    A counter that went backwards (the cache was cleared) counts from zero again.
+    """
+    with _sync_lock:
+        for enc in encodings:
+            stats = enc.cache_stats()
+            last_hits, last_misses = _last_seen.get(enc.name, (0, 0))
+            hits = stats.hits - last_hits if stats.hits >= last_hits else stats.hits
+            misses = stats.misses - last_misses if stats.misses >= last_misses else stats.misses
+            if hits:
+                CACHE_HITS.labels(enc.name).inc(hits)
+            if misses:
+                CACHE_MISSES.labels(enc.name).inc(misses)
+            _last_seen[enc.name] = (stats.hits, stats.misses)
+            CACHE_ENTRIES.labels(enc.name).set(stats.size)
+            CACHE_MAX_ENTRIES.labels(enc.name).set(stats.max_size)
+
+
+def observe_request(endpoint: str, tokenizer: str, status: int, seconds: float) -> None:
+    REQUEST_SECONDS.labels(endpoint, tokenizer, str(status)).observe(seconds)
+
+
+def observe_work(endpoint: str, tokenizer: str, seconds: float, tokens: int, input_bytes: int) -> None:
+    TOKENIZE_SECONDS.labels(endpoint, tokenizer).observe(seconds)
+    if tokens:
+        TOKENS.labels(endpoint, tokenizer).inc(tokens)
+    if input_bytes:
+        INPUT_BYTES.labels(endpoint, tokenizer).inc(input_bytes)
+
+
+def render(encodings: Iterable[Encoding]) -> bytes:
+    """The exposition text of every metric (merged over all workers in multiprocess mode)."""
+    sync_cache(encodings)
+    if multiprocess_enabled():
+        from prometheus_client import multiprocess
+
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return generate_latest(registry)
+    return generate_latest(REGISTRY)
+
+
+def mark_process_dead() -> None:
+    """Drop this worker's live gauges from the shared directory (call when the worker stops)."""
+    if multiprocess_enabled():
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(os.getpid())

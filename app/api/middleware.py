@@ -1,0 +1,157 @@
+"""The gateway: one pure-ASGI middleware in front of every request.
+
+In order, for each HTTP request it
+
+1. counts the request in flight and times it (``tokenizer_http_request_duration_seconds``);
+2. checks the bearer token, when one is configured (401; /healthz, /readyz, the docs and, unless
+   ``TOKENIZER_METRICS_AUTH``, /metrics are open);
+3. for requests with a body: rejects a non-JSON ``Content-Type`` (415; a missing one is read as JSON), a declared
+   ``Content-Length`` above ``TOKENIZER_MAX_BODY_BYTES`` (413, before reading anything), and then reads the body
+   itself, counting bytes on the raw stream, so a chunked body without ``Content-Length`` is cut off at the limit
+   too (413, ``Connection: close``); the app then sees the buffered body;
+4. turns any exception that escapes the app into a JSON 500 without internals (and logs it).
+
+Every response it sends itself has the API's one error shape.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import time
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.core.config import Settings
+
+from . import metrics
+from .errors import send_error
+
+log = logging.getLogger("app.api")
+
+#: Scope key of the per-request label dict ({"tokenizer": ...}) that handlers fill in.
+LABELS_KEY = "tokenizer_service.labels"
+
+KNOWN_PATHS = frozenset({"/encode", "/count", "/decode", "/tokenizers", "/healthz", "/readyz", "/metrics",
+                         "/docs", "/redoc", "/openapi.json", "/docs/oauth2-redirect"})
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/docs", "/redoc", "/openapi.json", "/docs/oauth2-redirect"})
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+def endpoint_label(path: str) -> str:
+    """The route template for a path (bounded cardinality: unknown paths are ``other``)."""
+    if path in KNOWN_PATHS:
+        return path
+    if path.startswith("/tokenizers/") and path.count("/") == 2:
+        return "/tokenizers/{name}"
+    return "other"
+
+
+def is_json_media_type(value: str) -> bool:
+    """``application/json`` or any ``+json`` type, parameters (``; charset=utf-8``) ignored."""
+    media = value.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+class GatewayMiddleware:
+    """See the module docstring. ``settings`` fixes the token and the body limit."""
+
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+        self.app = app
+        self.max_body = settings.max_body_bytes
+        self.token = settings.auth_token.encode() if settings.auth_token else None
+        self.open_paths = OPEN_PATHS if settings.metrics_auth else OPEN_PATHS | {"/metrics"}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        labels = {"tokenizer": ""}
+        scope[LABELS_KEY] = labels
+        state: dict[str, Any] = {"status": 0}
+
+        async def send_tracking(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                state["status"] = message["status"]
+            await send(message)
+
+        metrics.IN_FLIGHT.inc()
+        try:
+            await self._handle(scope, receive, send_tracking)
+        except Exception:
+            log.exception("unhandled error serving %s %s", scope.get("method"), scope.get("path"))
+            if not state["status"]:
+                await send_error(send_tracking, 500, "internal_error", "internal error")
+        finally:
+            metrics.IN_FLIGHT.dec()
+            status = state["status"] or 499  # 499: the client went away before a response started
+            metrics.observe_request(endpoint_label(scope.get("path", "")), labels["tokenizer"], status,
+                                    time.perf_counter() - start)
+
+    async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = _headers(scope)
+        if self.token is not None and scope.get("path") not in self.open_paths:
+            auth = headers.get(b"authorization", b"")
+            scheme, _, credentials = auth.partition(b" ")
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(credentials.strip(), self.token):
+                await send_error(send, 401, "unauthorized", "missing or wrong bearer token",
+                                 headers={"WWW-Authenticate": "Bearer"})
+                return
+        if scope.get("method") not in BODY_METHODS:
+            await self.app(scope, receive, send)
+            return
+        content_type = headers.get(b"content-type")
+        if content_type is not None and not is_json_media_type(content_type.decode("latin-1")):
+            await send_error(send, 415, "unsupported_media_type",
+                             f"Content-Type must be application/json, not {content_type.decode('latin-1')[:100]!r}")
+            return
+        declared = headers.get(b"content-length")
+        if declared is not None:
+            try:
+                length = int(declared)
+            except ValueError:
+                length = -1
+            if length < 0:
+                await send_error(send, 400, "bad_request", "invalid Content-Length header")
+                return
+            if length > self.max_body:
+                await self._too_large(send, length)
+                return
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            total += len(chunk)
+            if total > self.max_body:
+                await self._too_large(send, None)
+                return
+            if chunk:
+                chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _too_large(self, send: Send, declared: int | None) -> None:
+        what = f"the body has {declared} bytes" if declared is not None else "the body is larger than that"
+        await send_error(send, 413, "payload_too_large",
+                         f"request bodies are limited to {self.max_body} bytes (TOKENIZER_MAX_BODY_BYTES); {what}",
+                         {"limit": self.max_body, "actual": declared}, headers={"Connection": "close"})
+
+
+def _headers(scope: Scope) -> dict[bytes, bytes]:
+    return {k.lower(): v for k, v in scope.get("headers", ())}

@@ -1,0 +1,366 @@
+"""The work behind POST /encode, /count and /decode: raw body bytes in, response bytes out.
+
+Each operation parses, validates, tokenizes and serializes in one call, so the route can run the whole thing in a
+worker thread and the event loop only moves bytes. They raise :class:`~app.api.errors.ApiError` or an engine error
+(mapped to 4xx by the handlers) for every bad input; anything else is a bug (500).
+
+Decisions: JSON strings with lone surrogates (``"\\ud800"``) are rejected with 422 ``invalid_text`` (the engine would
+silently turn them into U+FFFD; an API should not guess). Offsets are in characters (code points) of the text;
+special tokens get empty spans at their position.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Callable, MutableMapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from app.core.model_table import ModelInfo
+from app.engine import Encoding, Special
+from app.engine.errors import InvalidTokenIdError
+
+from . import metrics
+from .deps import ServiceState
+from .errors import ApiError, validation_details
+from .schemas import CountRequest, DecodeRequest, EncodeRequest, Part
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass
+class OpResult:
+    """A finished operation: the response body and what the metrics and ``Server-Timing`` need."""
+
+    body: bytes
+    tokenizer: str
+    tokens: int
+    input_bytes: int
+    timings: dict[str, float] = field(default_factory=dict)  # phase -> seconds
+
+    def server_timing(self) -> str:
+        return ", ".join(f"{k};dur={v * 1000:.3f}" for k, v in self.timings.items())
+
+
+# ---------------------------------------------------------------------------- parsing
+
+
+def parse(model: type[M], body: bytes) -> M:
+    """Decode and validate a JSON body. 400 for anything that is not JSON, 422 for JSON of the wrong shape."""
+    if not body.strip():
+        raise ApiError(400, "invalid_json", "the request body is empty; expected a JSON object")
+    try:
+        data = json.loads(body)
+    except RecursionError:
+        raise ApiError(400, "invalid_json", "malformed JSON: nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, an integer with too many digits
+        raise ApiError(400, "invalid_json", f"malformed JSON: {str(exc)[:200]}") from None
+    if not isinstance(data, dict):
+        raise ApiError(422, "validation_error", "the request body must be a JSON object",
+                       [{"loc": [], "msg": "expected an object", "type": "model_type"}])
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_input=False)
+        raise ApiError(422, "validation_error", "request does not match the schema: "
+                       + "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in errors[:5]),
+                       validation_details(errors)) from None
+    except RecursionError:
+        raise ApiError(400, "invalid_json", "malformed JSON: nested too deeply") from None
+
+
+def utf8_len(text: str, where: str) -> int:
+    """UTF-8 length of ``text``; 422 ``invalid_text`` if it holds a lone surrogate (not valid Unicode)."""
+    if text.isascii():
+        return len(text)
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise ApiError(422, "invalid_text", f"{where} holds a lone surrogate U+{ord(text[exc.start]):04X} at "
+                       f"character {exc.start}; JSON strings must encode valid Unicode (pair \\uD800-\\uDBFF with "
+                       "\\uDC00-\\uDFFF)", {"field": where, "position": exc.start}) from None
+
+
+def _check_batch(svc: ServiceState, n: int, what: str) -> None:
+    limit = svc.settings.max_batch_size
+    if n > limit:
+        raise ApiError(413, "payload_too_large", f"{what} has {n} items; the limit is {limit} "
+                       "(TOKENIZER_MAX_BATCH_SIZE)", {"limit": limit, "actual": n, "field": what})
+
+
+def _check_chars(svc: ServiceState, n: int) -> None:
+    limit = svc.settings.max_text_chars
+    if n > limit:
+        raise ApiError(413, "payload_too_large", f"the texts have {n} characters; the limit is {limit} "
+                       "(TOKENIZER_MAX_TEXT_CHARS)", {"limit": limit, "actual": n})
+
+
+# ---------------------------------------------------------------------------- shared pieces
+
+
+@dataclass
+class _Texts:
+    """A validated text input: the encoding, optional model, and either texts or parts."""
+
+    enc: Encoding
+    model: ModelInfo | None
+    texts: list[str] | None  # for "text" (one item) or "texts"
+    parts: list[Part] | None
+    batch: bool
+    prefix: list[str]
+    suffix: list[str]
+    input_bytes: int
+
+
+def _resolve(svc: ServiceState, req: Any, labels: MutableMapping[str, str]) -> tuple[Encoding, ModelInfo | None]:
+    info = svc.model(req.model) if req.model is not None else None
+    enc = svc.encoding(info.tokenizer if info is not None else req.tokenizer)
+    labels["tokenizer"] = enc.name
+    return enc, info
+
+
+def _texts(svc: ServiceState, req: EncodeRequest | CountRequest, labels: MutableMapping[str, str]) -> _Texts:
+    enc, info = _resolve(svc, req, labels)
+    specials = req.special_tokens
+    prefix = list(specials.prefix) if specials else []
+    suffix = list(specials.suffix) if specials else []
+    for name in (*prefix, *suffix):
+        enc.special_token_id(name)  # 422 listing the allowed names, before any work
+    nbytes = 0
+    if req.parts is not None:
+        _check_batch(svc, len(req.parts), "parts")
+        _check_chars(svc, sum(len(p.text) for p in req.parts if p.text is not None))
+        for i, p in enumerate(req.parts):
+            if p.special is not None:
+                enc.special_token_id(p.special)
+            else:
+                nbytes += utf8_len(p.text or "", f"parts[{i}].text")
+        return _Texts(enc, info, None, req.parts, False, prefix, suffix, nbytes)
+    if req.texts is not None:
+        _check_batch(svc, len(req.texts), "texts")
+        texts, batch = req.texts, True
+    else:
+        texts, batch = [req.text or ""], False
+    _check_chars(svc, sum(map(len, texts)))
+    for i, t in enumerate(texts):
+        nbytes += utf8_len(t, f"texts[{i}]" if batch else "text")
+    return _Texts(enc, info, texts, None, batch, prefix, suffix, nbytes)
+
+
+def _model_usage(info: ModelInfo, counts: Sequence[int], batch: bool) -> dict[str, Any]:
+    window = info.context_window
+    each = [c <= window for c in counts] if window is not None else None
+    usage: dict[str, Any] = {
+        "name": info.name,
+        "context_window": window,
+        "max_output_tokens": info.max_output_tokens,
+        "fits": all(each) if each is not None else None,
+    }
+    if batch:
+        usage["fits_each"] = each
+    usage.update(
+        currency=info.currency,
+        input_price_per_million=info.input_per_million,
+        output_price_per_million=info.output_per_million,
+        estimated_input_cost=info.input_cost(sum(counts)),
+        price_source=info.price_source,
+        price_as_of=info.price_as_of,
+        price_note=info.price_note,
+    )
+    return usage
+
+
+def _lookalikes(svc: ServiceState, enc: Encoding, texts: Sequence[str]) -> list[int]:
+    pattern = svc.lookalike_pattern(enc)
+    if pattern is None:
+        return [0] * len(texts)
+    return [sum(1 for _ in pattern.finditer(t)) for t in texts]
+
+
+def _token_pieces(enc: Encoding, ids: Sequence[int]) -> list[dict[str, str]]:
+    out = []
+    for chunk in enc.decode_tokens_bytes(ids):
+        try:
+            out.append({"text": chunk.decode("utf-8")})
+        except UnicodeDecodeError:
+            out.append({"bytes": base64.b64encode(chunk).decode("ascii")})
+    return out
+
+
+def _dumps(obj: Any) -> bytes:
+    try:
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    except UnicodeEncodeError:  # cannot happen for engine output; stay safe rather than 500
+        return json.dumps(obj, separators=(",", ":")).encode("ascii")
+
+
+def _timed(timings: dict[str, float], phase: str, fn: Callable[[], Any]) -> Any:
+    start = time.perf_counter()
+    try:
+        return fn()
+    finally:
+        timings[phase] = timings.get(phase, 0.0) + time.perf_counter() - start
+
+
+# ---------------------------------------------------------------------------- operations
+
+
+def encode(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> OpResult:
+    """``POST /encode``: ids (and optionally token pieces and offsets) of a text, a batch or parts."""
+    timings: dict[str, float] = {}
+    req = _timed(timings, "parse", lambda: parse(EncodeRequest, body))
+    t = _timed(timings, "parse", lambda: _texts(svc, req, labels))
+    enc = t.enc
+    start = time.perf_counter()
+    results: list[dict[str, Any]] = []
+    if t.parts is not None:
+        ids, spans = _encode_parts(enc, t.parts, t.prefix, t.suffix, req.return_offsets)
+        results.append(_result(enc, ids, spans, req.return_tokens))
+        look_texts = [p.text for p in t.parts if p.text is not None]
+        if req.report_special_lookalikes:
+            results[0]["special_lookalikes"] = sum(_lookalikes(svc, enc, look_texts))
+    else:
+        assert t.texts is not None
+        looks = _lookalikes(svc, enc, t.texts) if req.report_special_lookalikes else None
+        for i, text in enumerate(t.texts):
+            if req.return_offsets:
+                ids, spans = _encode_with_offsets(enc, text, t.prefix, t.suffix)
+            else:
+                ids, spans = enc.encode(text, prefix=t.prefix, suffix=t.suffix), None
+            results.append(_result(enc, ids, spans, req.return_tokens))
+            if looks is not None:
+                results[-1]["special_lookalikes"] = looks[i]
+    timings["tokenize"] = time.perf_counter() - start
+    counts = [r["count"] for r in results]
+    total = sum(counts)
+    out: dict[str, Any] = {"tokenizer": enc.name}
+    if t.model is not None:
+        out["model"] = _model_usage(t.model, counts, t.batch)
+    if t.batch:
+        out["results"] = results
+        out["total"] = total
+    else:
+        out.update(results[0])
+    payload = _timed(timings, "serialize", lambda: _dumps(out))
+    metrics.sync_cache([enc])
+    return OpResult(payload, enc.name, total, t.input_bytes, timings)
+
+
+def _result(enc: Encoding, ids: list[int], spans: list[tuple[int, int]] | None, tokens: bool) -> dict[str, Any]:
+    r: dict[str, Any] = {"ids": ids, "count": len(ids)}
+    if tokens:
+        r["tokens"] = _token_pieces(enc, ids)
+    if spans is not None:
+        r["offsets"] = spans
+    return r
+
+
+def _encode_with_offsets(enc: Encoding, text: str, prefix: list[str],
+                         suffix: list[str]) -> tuple[list[int], list[tuple[int, int]]]:
+    ids, spans = enc.encode_with_offsets(text)
+    end = len(text)
+    pre = [enc.special_token_id(n) for n in prefix]
+    suf = [enc.special_token_id(n) for n in suffix]
+    return [*pre, *ids, *suf], [*((0, 0) for _ in pre), *spans, *((end, end) for _ in suf)]
+
+
+def _encode_parts(enc: Encoding, parts: list[Part], prefix: list[str], suffix: list[str],
+                  offsets: bool) -> tuple[list[int], list[tuple[int, int]] | None]:
+    """Ids of prefix + parts + suffix. Offsets index the concatenation of the parts' texts."""
+    seq = [*(Special(n) for n in prefix),
+           *(Special(p.special) if p.special is not None else (p.text or "") for p in parts),
+           *(Special(n) for n in suffix)]
+    if not offsets:
+        return enc.encode_parts(seq), None
+    ids: list[int] = []
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    for item in seq:
+        if isinstance(item, Special):
+            ids.append(enc.special_token_id(item.name))
+            spans.append((pos, pos))
+        else:
+            part_ids, part_spans = enc.encode_with_offsets(item)
+            ids.extend(part_ids)
+            spans.extend((pos + a, pos + b) for a, b in part_spans)
+            pos += len(item)
+    return ids, spans
+
+
+def count(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> OpResult:
+    """``POST /count``: the number of tokens of a text, a batch or parts (special tokens included)."""
+    timings: dict[str, float] = {}
+    req = _timed(timings, "parse", lambda: parse(CountRequest, body))
+    t = _timed(timings, "parse", lambda: _texts(svc, req, labels))
+    enc = t.enc
+    start = time.perf_counter()
+    looks: list[int] | None = None
+    if t.parts is not None:
+        n = len(t.prefix) + len(t.suffix)
+        for p in t.parts:
+            n += 1 if p.special is not None else enc.count(p.text or "")
+        counts = [n]
+        if req.report_special_lookalikes:
+            looks = [sum(_lookalikes(svc, enc, [p.text for p in t.parts if p.text is not None]))]
+    else:
+        assert t.texts is not None
+        counts = [enc.count(text, prefix=t.prefix, suffix=t.suffix) for text in t.texts]
+        if req.report_special_lookalikes:
+            looks = _lookalikes(svc, enc, t.texts)
+    timings["tokenize"] = time.perf_counter() - start
+    total = sum(counts)
+    out: dict[str, Any] = {"tokenizer": enc.name}
+    if t.model is not None:
+        out["model"] = _model_usage(t.model, counts, t.batch)
+    if t.batch:
+        out.update(counts=counts, total=total)
+        if looks is not None:
+            out["special_lookalikes"] = looks
+    else:
+        out["count"] = total
+        if looks is not None:
+            out["special_lookalikes"] = looks[0]
+    payload = _timed(timings, "serialize", lambda: _dumps(out))
+    metrics.sync_cache([enc])
+    return OpResult(payload, enc.name, total, t.input_bytes, timings)
+
+
+def decode(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> OpResult:
+    """``POST /decode``: text of ids or of a batch of id lists; 422 naming the first id not in the vocabulary."""
+    timings: dict[str, float] = {}
+    req = _timed(timings, "parse", lambda: parse(DecodeRequest, body))
+    enc, _ = _resolve(svc, req, labels)
+    rows = [req.ids] if req.ids is not None else req.batch
+    assert rows is not None
+    if req.batch is not None:
+        _check_batch(svc, len(rows), "batch")
+    n_ids = sum(map(len, rows))
+    if n_ids > svc.settings.max_decode_ids:
+        limit = svc.settings.max_decode_ids
+        raise ApiError(413, "payload_too_large", f"{n_ids} ids to decode; the limit is {limit} "
+                       "(TOKENIZER_MAX_DECODE_IDS)", {"limit": limit, "actual": n_ids})
+    start = time.perf_counter()
+    texts = []
+    for row_index, ids in enumerate(rows):
+        try:
+            texts.append(enc.decode(ids, skip_special=req.skip_special_tokens))
+        except InvalidTokenIdError as exc:
+            details: dict[str, Any] = {"id": exc.token_id, "position": exc.index, "tokenizer": enc.name}
+            where = f"ids[{exc.index}]"
+            if req.batch is not None:
+                details["batch_index"] = row_index
+                where = f"batch[{row_index}][{exc.index}]"
+            raise ApiError(422, "invalid_token_id", f"token id {exc.token_id} at {where} is not in the vocabulary of "
+                           f"{enc.name!r} (valid ids: 0..{enc.n_vocab - 1}, assigned ones only)", details) from None
+    timings["tokenize"] = time.perf_counter() - start
+    out: dict[str, Any] = {"tokenizer": enc.name}
+    if req.batch is not None:
+        out["texts"] = texts
+    else:
+        out["text"] = texts[0]
+    payload = _timed(timings, "serialize", lambda: _dumps(out))
+    return OpResult(payload, enc.name, n_ids, 0, timings)

@@ -1,0 +1,10 @@
+"""API routes, one module per concern; :data:`api_router` includes them all."""
+
+from fastapi import APIRouter
+
+from . import health, tokenize, tokenizers
+
+api_router = APIRouter()
+api_router.include_router(tokenize.router)
+api_router.include_router(tokenizers.router)
+api_router.include_router(health.router)

@@ -1,0 +1,141 @@
+"""Service settings, read from environment variables with the ``TOKENIZER_`` prefix.
+
+Every setting has a default, so the service starts with no configuration at all. A setting is the upper-cased
+field name with the prefix: ``max_body_bytes`` is ``TOKENIZER_MAX_BODY_BYTES``. Booleans accept
+``1/true/yes/on`` and ``0/false/no/off`` (any case). A malformed value raises :class:`SettingsError` naming the
+variable, so a typo stops the process at start-up instead of being ignored.
+
+``TOKENIZER_STORE`` and ``TOKENIZER_CACHE_SIZE`` are also read by the engine itself (:mod:`app.engine`); they are
+listed here so that one table documents every knob. ``docs/configuration.md`` is generated from :data:`FIELDS_DOC`
+by :func:`settings_table`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+PREFIX = "TOKENIZER_"
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+class SettingsError(ValueError):
+    """An environment variable with a value of the wrong type or out of range."""
+
+
+def _doc(text: str, **kwargs: Any) -> Any:
+    """A dataclass field with its documentation in the metadata."""
+    return field(metadata={"doc": text}, **kwargs)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Typed, validated service settings. Build with :meth:`from_env`; sizes in bytes, times in seconds."""
+
+    store: Path | None = _doc("Tokenizer store directory (manifest.json + artifacts). Default: the bundled store.", default=None)
+    models_file: Path | None = _doc(
+        "Model table (model -> tokenizer, context window, prices). Default: `models.json` in the store directory "
+        "if it exists; a store without one resolves models through the manifest's `models` lists only.",
+        default=None,
+    )
+    host: str = _doc("Address `serve` binds to.", default="127.0.0.1")
+    port: int = _doc("TCP port `serve` binds to.", default=8000)
+    uds: Path | None = _doc("Unix domain socket path; when set, `serve` listens there instead of host:port.", default=None)
+    workers: int = _doc("Number of uvicorn worker processes (>1 enables Prometheus multiprocess mode).", default=1)
+    auth_token: str | None = _doc(
+        "Bearer token required on every route except /healthz, /readyz, the docs and (unless "
+        "`TOKENIZER_METRICS_AUTH`) /metrics. Unset: no authentication.",
+        default=None,
+    )
+    metrics_auth: bool = _doc("Require the bearer token on /metrics too.", default=False)
+    max_body_bytes: int = _doc("Largest request body accepted, counted on the raw stream (413 above).", default=16 * 2**20)
+    max_batch_size: int = _doc("Most texts in one `texts` batch, id lists in one decode `batch`, or `parts`.", default=1024)
+    max_decode_ids: int = _doc("Most token ids in one /decode request (all lists together).", default=4 * 2**20)
+    max_text_chars: int = _doc("Most characters in one request's texts together (413 above).", default=16 * 2**20)
+    cache_size: int = _doc("Pre-token LRU entries per tokenizer (read by the engine; 0 disables the cache).", default=16384)
+    threads: int = _doc("Threads for tokenization of ordinary requests (per worker).", default=8)
+    bulk_threads: int = _doc(
+        "Threads for requests larger than `TOKENIZER_BULK_BYTES` (per worker), so big requests queue among "
+        "themselves and never hold up small ones.",
+        default=2,
+    )
+    bulk_bytes: int = _doc("Body size from which a request counts as bulk.", default=256 * 2**10)
+    inline_bytes: int = _doc(
+        "Bodies up to this size are tokenized on the event loop (cheaper than a thread hop; microseconds of work).",
+        default=1024,
+    )
+    graceful_timeout: float = _doc("Seconds `serve` waits for in-flight requests on SIGTERM before closing.", default=30.0)
+    log_level: str = _doc("Log level: critical, error, warning, info, debug, trace.", default="info")
+    access_log: bool = _doc("Log one line per request (uvicorn's access log).", default=True)
+
+    def __post_init__(self) -> None:
+        positive = ("port", "workers", "max_body_bytes", "max_batch_size", "max_decode_ids", "max_text_chars",
+                    "threads", "bulk_threads")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise SettingsError(f"{PREFIX}{name.upper()} must be >= 1, not {getattr(self, name)}")
+        for name in ("cache_size", "bulk_bytes", "inline_bytes", "graceful_timeout"):
+            if getattr(self, name) < 0:
+                raise SettingsError(f"{PREFIX}{name.upper()} must be >= 0, not {getattr(self, name)}")
+        if self.log_level.lower() not in ("critical", "error", "warning", "info", "debug", "trace"):
+            raise SettingsError(f"{PREFIX}LOG_LEVEL must be a log level name, not {self.log_level!r}")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Settings from ``environ`` (default ``os.environ``); ``overrides`` (already typed) win over it.
+
+        Empty variables count as unset. Raises :class:`SettingsError` for a malformed value.
+        """
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get(PREFIX + f.name.upper(), "").strip()
+            if raw:
+                values[f.name] = _parse(f.name, str(f.type), raw)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    def env(self) -> dict[str, str]:
+        """The ``TOKENIZER_*`` variables that reproduce these settings (``serve`` hands them to its workers)."""
+        out: dict[str, str] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None:
+                continue
+            out[PREFIX + f.name.upper()] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        return out
+
+
+def _parse(name: str, type_name: str, raw: str) -> Any:
+    var = PREFIX + name.upper()
+    try:
+        if type_name.startswith("bool"):
+            low = raw.lower()
+            if low in _TRUE:
+                return True
+            if low in _FALSE:
+                return False
+            raise ValueError(raw)
+        if type_name.startswith("int"):
+            return int(raw.replace("_", ""))
+        if type_name.startswith("float"):
+            return float(raw)
+        if type_name.startswith("Path"):
+            return Path(raw).expanduser()
+        return raw
+    except ValueError:
+        raise SettingsError(f"{var}={raw!r} is not a valid {type_name.split(' ')[0]}") from None
+
+
+def settings_table() -> str:
+    """A Markdown table of every setting: variable, default, meaning."""
+    rows = ["| variable | default | meaning |", "|---|---|---|"]
+    for f in fields(Settings):
+        default = f.default
+        shown = "unset" if default is None else (str(default).lower() if isinstance(default, bool) else str(default))
+        rows.append(f"| `{PREFIX}{f.name.upper()}` | `{shown}` | {f.metadata['doc']} |")
+    return "\n".join(rows)
