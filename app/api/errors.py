@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -93,7 +93,7 @@ def from_engine_error(exc: EngineError) -> ApiError:
     return ApiError(422, "engine_error", str(exc))
 
 
-def validation_details(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def validation_details(errors: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Pydantic errors without their ``input`` (which may be megabytes of user text) and URLs."""
     out = []
     for e in errors[:20]:

@@ -36,7 +36,9 @@ def _doc(text: str, **kwargs: Any) -> Any:
 class Settings:
     """Typed, validated service settings. Build with :meth:`from_env`; sizes in bytes, times in seconds."""
 
-    store: Path | None = _doc("Tokenizer store directory (manifest.json + artifacts). Default: the bundled store.", default=None)
+    store: Path | None = _doc(
+        "Tokenizer store directory (manifest.json + artifacts). Default: the bundled store.", default=None
+    )
     models_file: Path | None = _doc(
         "Model table (model -> tokenizer, context window, prices). Default: `models.json` in the store directory "
         "if it exists; a store without one resolves models through the manifest's `models` lists only.",
@@ -44,7 +46,9 @@ class Settings:
     )
     host: str = _doc("Address `serve` binds to.", default="127.0.0.1")
     port: int = _doc("TCP port `serve` binds to.", default=8000)
-    uds: Path | None = _doc("Unix domain socket path; when set, `serve` listens there instead of host:port.", default=None)
+    uds: Path | None = _doc(
+        "Unix domain socket path; when set, `serve` listens there instead of host:port.", default=None
+    )
     workers: int = _doc("Number of uvicorn worker processes (>1 enables Prometheus multiprocess mode).", default=1)
     auth_token: str | None = _doc(
         "Bearer token required on every route except /healthz, /readyz, the docs and (unless "
@@ -52,11 +56,17 @@ class Settings:
         default=None,
     )
     metrics_auth: bool = _doc("Require the bearer token on /metrics too.", default=False)
-    max_body_bytes: int = _doc("Largest request body accepted, counted on the raw stream (413 above).", default=16 * 2**20)
-    max_batch_size: int = _doc("Most texts in one `texts` batch, id lists in one decode `batch`, or `parts`.", default=1024)
+    max_body_bytes: int = _doc(
+        "Largest request body accepted, counted on the raw stream (413 above).", default=16 * 2**20
+    )
+    max_batch_size: int = _doc(
+        "Most texts in one `texts` batch, id lists in one decode `batch`, or `parts`.", default=1024
+    )
     max_decode_ids: int = _doc("Most token ids in one /decode request (all lists together).", default=4 * 2**20)
     max_text_chars: int = _doc("Most characters in one request's texts together (413 above).", default=16 * 2**20)
-    cache_size: int = _doc("Pre-token LRU entries per tokenizer (read by the engine; 0 disables the cache).", default=16384)
+    cache_size: int = _doc(
+        "Pre-token LRU entries per tokenizer (read by the engine; 0 disables the cache).", default=16384
+    )
     threads: int = _doc("Threads for tokenization of ordinary requests (per worker).", default=8)
     bulk_threads: int = _doc(
         "Threads for requests larger than `TOKENIZER_BULK_BYTES` (per worker), so big requests queue among "
@@ -68,13 +78,23 @@ class Settings:
         "Bodies up to this size are tokenized on the event loop (cheaper than a thread hop; microseconds of work).",
         default=1024,
     )
-    graceful_timeout: float = _doc("Seconds `serve` waits for in-flight requests on SIGTERM before closing.", default=30.0)
+    graceful_timeout: float = _doc(
+        "Seconds `serve` waits for in-flight requests on SIGTERM before closing.", default=30.0
+    )
     log_level: str = _doc("Log level: critical, error, warning, info, debug, trace.", default="info")
     access_log: bool = _doc("Log one line per request (uvicorn's access log).", default=True)
 
     def __post_init__(self) -> None:
-        positive = ("port", "workers", "max_body_bytes", "max_batch_size", "max_decode_ids", "max_text_chars",
-                    "threads", "bulk_threads")
+        positive = (
+            "port",
+            "workers",
+            "max_body_bytes",
+            "max_batch_size",
+            "max_decode_ids",
+            "max_text_chars",
+            "threads",
+            "bulk_threads",
+        )
         for name in positive:
             if getattr(self, name) < 1:
                 raise SettingsError(f"{PREFIX}{name.upper()} must be >= 1, not {getattr(self, name)}")

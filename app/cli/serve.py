@@ -1,0 +1,119 @@
+"""``python -m app serve``: run the HTTP service under uvicorn.
+
+Order of events:
+
+1. Settings come from ``TOKENIZER_*`` variables, overridden by the command-line flags; they are exported back to
+   the environment so every worker process sees the same values.
+2. Every artifact is loaded and sha256-verified and the model table validated *before* uvicorn starts. A failure
+   prints ``error: cannot start: <reason naming the file>`` and exits with status 1; nothing listens.
+3. With ``--workers`` > 1, Prometheus multiprocess mode is switched on: ``PROMETHEUS_MULTIPROC_DIR`` is set to a
+   fresh temporary directory (removed on exit), or, if the operator set it, that directory is emptied first.
+4. uvicorn serves (uvloop and httptools when installed) on ``--host/--port`` or ``--uds``. SIGTERM/SIGINT stop
+   accepting connections, let in-flight requests finish (up to ``--graceful-timeout`` seconds), then exit 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from app.core.config import Settings, SettingsError
+from app.core.model_table import ModelTableError
+from app.engine.errors import EngineError
+
+APP_FACTORY = "app.api.main:create_app"
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("serve", help="run the HTTP service (settings: TOKENIZER_* variables)")
+    p.add_argument("--host", help="bind address (TOKENIZER_HOST, default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="TCP port (TOKENIZER_PORT, default 8000)")
+    p.add_argument("--uds", help="listen on this Unix domain socket instead of TCP (TOKENIZER_UDS)")
+    p.add_argument("--workers", type=int, help="worker processes (TOKENIZER_WORKERS, default 1)")
+    p.add_argument("--store", help="tokenizer store directory (TOKENIZER_STORE, default: bundled store)")
+    p.add_argument("--models-file", help="model table JSON (TOKENIZER_MODELS_FILE, default <store>/models.json)")
+    p.add_argument("--log-level", help="critical|error|warning|info|debug|trace (TOKENIZER_LOG_LEVEL)")
+    p.add_argument("--no-access-log", action="store_true", help="no per-request log lines (TOKENIZER_ACCESS_LOG)")
+    p.add_argument("--graceful-timeout", type=float, help="seconds to let in-flight requests finish on SIGTERM")
+    p.set_defaults(handler=cmd_serve)
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides = {
+        "host": args.host,
+        "port": args.port,
+        "uds": Path(args.uds) if args.uds else None,
+        "workers": args.workers,
+        "store": Path(args.store).expanduser().resolve() if args.store else None,
+        "models_file": Path(args.models_file).expanduser().resolve() if args.models_file else None,
+        "log_level": args.log_level,
+        "access_log": False if args.no_access_log else None,
+        "graceful_timeout": args.graceful_timeout,
+    }
+    return Settings.from_env(**overrides)
+
+
+def _prepare_multiprocess_dir() -> str | None:
+    """Point ``PROMETHEUS_MULTIPROC_DIR`` at an empty directory; returns the directory to remove on exit."""
+    existing = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "").strip()
+    if existing:
+        path = Path(existing)
+        path.mkdir(parents=True, exist_ok=True)
+        for stale in path.glob("*.db"):
+            stale.unlink()
+        return None
+    created = tempfile.mkdtemp(prefix="tokenizer-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = created
+    return created
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Verify, then serve until stopped. Exit status: 0 after a clean shutdown, 1 if start-up verification failed,
+    2 for invalid settings."""
+    try:
+        settings = _settings(args)
+    except SettingsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    os.environ.update(settings.env())
+
+    from app.api.deps import ServiceState
+    from app.engine import reset
+
+    try:
+        ServiceState.load(settings)
+    except (EngineError, ModelTableError, OSError) as exc:
+        print(f"error: cannot start: {exc}", file=sys.stderr)
+        return 1
+    temp_dir = None
+    if settings.workers > 1:
+        reset()  # the workers load their own copies; free the parent's
+        gc.collect()
+        temp_dir = _prepare_multiprocess_dir()
+
+    import uvicorn
+
+    try:
+        uvicorn.run(
+            APP_FACTORY,
+            factory=True,
+            host=settings.host,
+            port=settings.port,
+            uds=str(settings.uds) if settings.uds else None,
+            workers=settings.workers,
+            log_level=settings.log_level.lower(),
+            access_log=settings.access_log,
+            timeout_graceful_shutdown=settings.graceful_timeout or None,
+            loop="auto",
+            http="auto",
+            server_header=False,
+        )
+    finally:
+        if temp_dir is not None:
+            shutil.rmtree(temp_dir, ignore_errors=True)
+    return 0
