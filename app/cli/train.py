@@ -1,0 +1,142 @@
+"""Training subcommands: ``train`` (learn a BPE tokenizer into a store) and ``evaluate`` (compare tokenizers)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from app.engine import get_encoding
+from app.engine.errors import UnknownTokenizerError
+from app.engine.patterns import PATTERNS
+from app.engine.training.evaluate import evaluate_text
+from app.engine.training.merges import TIE_BREAKS
+from app.engine.training.publish import KINDS, train_to_store
+
+from ._io import read_text_inputs
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "train",
+        help="learn a BPE tokenizer from text files and add it to a store",
+        description="Learn a BPE tokenizer from text files (streamed) and write its artifact and manifest entry "
+        "into DIR (created if needed; an entry of the same name is replaced). Load it with TOKENIZER_STORE=DIR.",
+    )
+    p.add_argument("files", nargs="+", help="UTF-8 text files (invalid bytes are read as U+FFFD)")
+    p.add_argument("--vocab-size", type=int, required=True, metavar="N",
+                   help="ordinary tokens incl. the base alphabet; special tokens come on top")
+    p.add_argument("--name", required=True, help="tokenizer name (letters, digits, . _ -)")
+    p.add_argument("--store", required=True, metavar="DIR", help="store directory to write into")
+    p.add_argument("--kind", choices=KINDS, default="byte",
+                   help="byte: byte-level BPE (GPT-2 style, default); char: classic BPE with </w> and <unk>")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--pattern", choices=sorted(PATTERNS), help="bundled pre-tokenizer pattern (default cl100k)")
+    group.add_argument("--pattern-regex", metavar="REGEX", help="custom pre-tokenizer regex (`regex` module syntax)")
+    p.add_argument("--special", action="append", default=[], metavar="NAME",
+                   help="special token (repeatable); ids follow the vocabulary in the order given")
+    p.add_argument("--min-frequency", type=int, default=2, metavar="K",
+                   help="stop when the most frequent pair occurs fewer than K times (default 2)")
+    p.add_argument("--tie-break", choices=TIE_BREAKS, default="first-seen",
+                   help="equal counts: pair seen first in corpus order (default), or lexicographically greatest")
+    p.add_argument("--description", default="", help="description for the manifest")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar or summary")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(handler=cmd_train)
+
+    p = sub.add_parser(
+        "evaluate",
+        help="bytes per token, tokens per word and byte-fallback share of tokenizers on files",
+        description="Per file and tokenizer: bytes/token (UTF-8 bytes per token), tokens/word (str.split words), "
+        "byte-fallback share (tokens that are one byte >= 0x80, i.e. not a whole character), unknown share "
+        "(<unk> tokens of the classic kind).",
+    )
+    p.add_argument("files", nargs="+", help="text files ('-' for stdin)")
+    p.add_argument("--tokenizer", "-t", action="append", required=True,
+                   help="tokenizer name or alias (repeatable to compare)")
+    p.add_argument("--store", help="store directory; names it lacks are looked up in the default store")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=cmd_evaluate)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    try:
+        report = train_to_store(
+            args.files,
+            name=args.name,
+            store_dir=args.store,
+            vocab_size=args.vocab_size,
+            kind=args.kind,
+            pattern=args.pattern,
+            pattern_regex=args.pattern_regex,
+            special_tokens=args.special,
+            min_frequency=args.min_frequency,
+            tie_break=args.tie_break,
+            quiet=args.quiet,
+            description=args.description,
+        )
+    except (ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    spec = report.spec
+    summary = {
+        "name": spec.name,
+        "kind": spec.kind,
+        "artifact": str(spec.artifact_path),
+        "sha256": spec.sha256,
+        "vocab_size": spec.vocab_size,
+        "special_tokens": dict(spec.special_tokens),
+        "merges": report.merges,
+        "stop_reason": report.stop_reason,
+        "files": report.corpus.files,
+        "bytes": report.corpus.bytes,
+        "distinct_pretokens": report.distinct_pretokens,
+        "forced_chunk_cuts": report.corpus.forced_cuts,
+        "seconds_counting": round(report.seconds_counting, 3),
+        "seconds_merging": round(report.seconds_merging, 3),
+        "manifest": str(report.manifest),
+    }
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    elif not args.quiet:
+        print(
+            f"trained {spec.name} ({spec.kind}): {spec.vocab_size} ids, {report.merges} merges ({report.stop_reason}); "
+            f"{report.corpus.bytes} bytes, {report.distinct_pretokens} distinct pre-tokens; "
+            f"{report.seconds_counting:.1f}s counting + {report.seconds_merging:.1f}s merging\n"
+            f"artifact {spec.artifact_path} (sha256 {spec.sha256})\nmanifest {report.manifest}"
+        )
+    return 0
+
+
+def _lookup(name: str, store: str | None):  # type: ignore[no-untyped-def]
+    """A tokenizer from ``store``, or from the default store if ``store`` lacks it (to compare with stock ones)."""
+    if store is None:
+        return get_encoding(name)
+    try:
+        return get_encoding(name, store)
+    except UnknownTokenizerError:
+        try:
+            return get_encoding(name)
+        except UnknownTokenizerError:
+            pass
+        raise
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    encodings = [_lookup(name, args.store) for name in args.tokenizer]
+    rows = []
+    for label, text in read_text_inputs(args.files):
+        for enc in encodings:
+            rows.append(evaluate_text(enc, text, label=label))
+    if args.json:
+        print(json.dumps({"results": [r.as_dict() for r in rows]}, indent=2))
+        return 0
+    header = f"{'file':<30} {'tokenizer':<20} {'bytes':>10} {'tokens':>9} {'bytes/tok':>9} {'tok/word':>8} " \
+             f"{'fallback':>8} {'unknown':>8}"
+    print(header)
+    for r in rows:
+        print(
+            f"{r.label[-30:]:<30} {r.tokenizer[:20]:<20} {r.bytes:>10} {r.tokens:>9} {r.bytes_per_token:>9.3f} "
+            f"{r.tokens_per_word:>8.3f} {r.byte_fallback_share:>8.2%} {r.unknown_share:>8.2%}"
+        )
+    return 0

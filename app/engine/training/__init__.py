@@ -1,0 +1,28 @@
+"""BPE training: learn merge tables from a corpus and publish them into a tokenizer store.
+
+* :mod:`.merges` — the incremental trainer core (pair counts, pair -> words index, lazy heap; tie-breaking);
+* :mod:`.corpus` — streaming pre-token / word counting (memory grows with distinct pre-tokens only);
+* :mod:`.byte_bpe` — byte-level (GPT-2 style) training; ranks written in tiktoken format;
+* :mod:`.char_bpe` — the classic character BPE with ``</w>`` and ``<unk>``: training, artifact, encoding;
+* :mod:`.publish` — :func:`train_to_store`: files in, artifact + manifest entry out;
+* :mod:`.evaluate` — bytes per token, tokens per word, byte-fallback share.
+"""
+
+from __future__ import annotations
+
+from .byte_bpe import ByteBPEResult, train_byte_bpe
+from .char_bpe import CharBPEEncoding, CharBPEModel, train_char_bpe
+from .merges import TIE_BREAKS, learn_merges
+from .publish import TrainReport, train_to_store
+
+__all__ = [
+    "TIE_BREAKS",
+    "ByteBPEResult",
+    "CharBPEEncoding",
+    "CharBPEModel",
+    "TrainReport",
+    "learn_merges",
+    "train_byte_bpe",
+    "train_char_bpe",
+    "train_to_store",
+]

@@ -1,0 +1,300 @@
+"""Incremental learning of a BPE merge table over weighted symbol sequences (the trainer's core).
+
+Input: distinct *words* (pre-tokens), each a sequence of base-symbol ids, with a frequency, in **corpus order**
+(the order of each word's first appearance in the corpus). Output: the ordered merges.
+
+Each step merges, in every word, every occurrence (left to right, non-overlapping) of the adjacent pair with
+the highest frequency — the sum of the frequencies of the words it occurs in, counted per occurrence. The
+pair's merge creates a new symbol whose text is the concatenation of the two; if a symbol with that text (and,
+for the classic kind, the same end-of-word flag) already exists — it can be reached by two different splits —
+the merge reuses that symbol and adds no new one.
+
+Tie-breaking between pairs of equal frequency (the two rules of the literature, :data:`TIE_BREAKS`):
+
+``first-seen``
+    The pair whose earliest occurrence comes first in the corpus wins. An occurrence's position is
+    ``(word index, offset of the pair's first unit within the word)``: the word index is the rank of the word
+    in order of first appearance, the offset counts base units (bytes or characters; the end-of-word marker is
+    one unit). Positions are those of the *current* occurrences, so a pair created by a merge is placed where
+    it occurs, and a pair whose earliest occurrence was merged away moves back to its next one.
+``lexicographic``
+    The lexicographically greatest pair ``(left text, right text)`` wins (compared as bytes, or as strings by
+    code point, with the end-of-word marker spelled ``</w>``), as in subword-nmt's ``max(stats, key=(count,
+    pair))``.
+
+Algorithm (never recounts): pair counts, a pair -> words index (a superset: words are added, never removed),
+and a max-heap of ``(count, tie key, pair)`` with lazy invalidation. After a merge only the words in the
+merged pair's index are rewritten; for each of them the difference between its old and new pair multisets
+updates the counts. Count increases push a fresh heap entry; decreases are left in the heap and corrected when
+the stale entry surfaces. In ``first-seen`` mode a pair whose earliest occurrence disappeared keeps its old
+position as a lower bound and is marked dirty; its exact position is recomputed only when it reaches the top,
+which keeps the choice exact (every other entry's key is a lower bound of its true key).
+
+Cost: O(total length of the rewritten words) per merge plus heap operations. Memory: the distinct words, the
+pair counts and the index — independent of the corpus size beyond the number of distinct words.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+
+TIE_BREAKS = ("first-seen", "lexicographic")
+
+_SHIFT = 32  # pair key = left << _SHIFT | right
+_MASK = (1 << _SHIFT) - 1
+_POS_SHIFT = 40  # first-seen key = word index << _POS_SHIFT | offset
+
+
+@dataclass
+class MergeResult:
+    """The outcome of :func:`learn_merges`.
+
+    ``merges[k] = (left, right, result)`` in learned order (symbol ids); ``symbols`` are the keys of every
+    symbol by id (base symbols first, then new ones in creation order); ``words`` the final segmentation of
+    each input word (symbol ids), in input order.
+    """
+
+    merges: list[tuple[int, int, int]]
+    symbols: list[Hashable]
+    words: list[list[int]]
+    counts: list[int] = field(default_factory=list)
+    stop_reason: str = ""
+
+
+def learn_merges(
+    words: Sequence[Sequence[int]],
+    counts: Sequence[int],
+    *,
+    base_symbols: Sequence[Hashable],
+    concat: Callable[[Hashable, Hashable], Hashable],
+    order_key: Callable[[Hashable], tuple[int, ...]],
+    unit_length: Callable[[Hashable], int],
+    max_symbols: int | None = None,
+    max_merges: int | None = None,
+    min_frequency: int = 2,
+    tie_break: str = "first-seen",
+    progress: Callable[[int], None] | None = None,
+) -> MergeResult:
+    """Learn merges over ``words`` (base-symbol ids; ``counts[i]`` is the frequency of ``words[i]``).
+
+    ``base_symbols[i]`` is the key of symbol ``i`` (bytes, or ``(text, end_of_word)``); ``concat`` builds a
+    merged symbol's key; ``order_key(key)`` maps a key to a tuple that sorts *descending* in the symbol's
+    lexicographic order (smaller tuple = greater symbol; it must compare correctly when two are concatenated);
+    ``unit_length(key)`` is the symbol's length in base units.
+
+    Stops when the vocabulary holds ``max_symbols`` distinct symbols, after ``max_merges`` merges, when the most
+    frequent pair occurs fewer than ``min_frequency`` times (``MergeResult.stop_reason`` says which), or when no
+    pair is left. ``progress(n)`` is called after each merge with the number of merges so far. Raises
+    ``ValueError`` for an unknown ``tie_break`` or ``min_frequency < 1``.
+    """
+    if tie_break not in TIE_BREAKS:
+        raise ValueError(f"tie_break must be one of {TIE_BREAKS}, not {tie_break!r}")
+    if min_frequency < 1:
+        raise ValueError("min_frequency must be >= 1")
+    first_seen = tie_break == "first-seen"
+    symbols: list[Hashable] = list(base_symbols)
+    sym_id: dict[Hashable, int] = {k: i for i, k in enumerate(symbols)}
+    if len(sym_id) != len(symbols):
+        raise ValueError("base symbols must be distinct")
+    sym_len = [unit_length(k) for k in symbols]
+    sym_order: list[tuple[int, ...]] = [order_key(k) for k in symbols] if not first_seen else []
+    ws: list[list[int]] = [list(w) for w in words]
+    wc: list[int] = list(counts)
+
+    pair_count: dict[int, int] = {}
+    where: dict[int, set[int]] = {}
+    first: dict[int, int] = {}  # first-seen: pair -> position key (exact, or a lower bound if in `dirty`)
+    dirty: set[int] = set()
+
+    for wi, w in enumerate(ws):
+        c = wc[wi]
+        off = 0
+        for j in range(len(w) - 1):
+            x = w[j]
+            p = x << _SHIFT | w[j + 1]
+            if p in pair_count:
+                pair_count[p] += c
+                where[p].add(wi)
+            else:
+                pair_count[p] = c
+                where[p] = {wi}
+                if first_seen:
+                    first[p] = wi << _POS_SHIFT | off
+            off += sym_len[x]
+
+    def tie_key(p: int) -> object:
+        if first_seen:
+            return first[p]
+        return sym_order[p >> _SHIFT] + sym_order[p & _MASK]
+
+    heap: list[tuple[int, object, int]] = [(-cnt, tie_key(p), p) for p, cnt in pair_count.items()]
+    heapq.heapify(heap)
+    pop, push = heapq.heappop, heapq.heappush
+
+    def exact_position(p: int) -> int | None:
+        """Earliest current occurrence of ``p``; prunes words that no longer hold it from the index."""
+        a, b = p >> _SHIFT, p & _MASK
+        holders = where[p]
+        for wi in sorted(holders):
+            w = ws[wi]
+            off = 0
+            for j in range(len(w) - 1):
+                if w[j] == a and w[j + 1] == b:
+                    return wi << _POS_SHIFT | off
+                off += sym_len[w[j]]
+            holders.discard(wi)
+        return None
+
+    merges: list[tuple[int, int, int]] = []
+    stop = "no pairs left"
+    while heap:
+        if max_merges is not None and len(merges) >= max_merges:
+            stop = "max merges reached"
+            break
+        if max_symbols is not None and len(symbols) >= max_symbols:
+            stop = "vocabulary size reached"
+            break
+        negc, key, p = heap[0]
+        cur = pair_count.get(p, 0)
+        if -negc != cur:
+            pop(heap)
+            if -negc > cur > 0:  # a lazily ignored decrease: re-file under the true count
+                push(heap, (-cur, tie_key(p), p))
+            continue
+        if first_seen:
+            if key != first[p]:
+                pop(heap)  # superseded by an entry with the current position
+                continue
+            if p in dirty:
+                pop(heap)
+                dirty.discard(p)
+                pos = exact_position(p)
+                assert pos is not None  # a pair with a positive count occurs somewhere
+                first[p] = pos
+                push(heap, (negc, pos, p))
+                continue
+        if cur < min_frequency:
+            stop = "min frequency reached"
+            break
+        pop(heap)
+
+        a, b = p >> _SHIFT, p & _MASK
+        new_key = concat(symbols[a], symbols[b])
+        new = sym_id.get(new_key)
+        if new is None:
+            new = len(symbols)
+            symbols.append(new_key)
+            sym_id[new_key] = new
+            sym_len.append(sym_len[a] + sym_len[b])
+            if not first_seen:
+                sym_order.append(order_key(new_key))
+        merges.append((a, b, new))
+
+        changed: set[int] = set()
+        for wi in where.pop(p):
+            w = ws[wi]
+            n = len(w)
+            # Rewrite the word: every (a, b), left to right, non-overlapping.
+            out: list[int] = []
+            i = 0
+            hit = False
+            while i < n:
+                s = w[i]
+                if s == a and i + 1 < n and w[i + 1] == b:
+                    out.append(new)
+                    i += 2
+                    hit = True
+                else:
+                    out.append(s)
+                    i += 1
+            if not hit:
+                continue  # the index is a superset
+            ws[wi] = out
+            c = wc[wi]
+            old: dict[int, int] = {}
+            for j in range(n - 1):
+                q = w[j] << _SHIFT | w[j + 1]
+                old[q] = old.get(q, 0) + 1
+            off = 0
+            seen_new: dict[int, int] = {}  # pair -> multiplicity in the new word
+            for j in range(len(out) - 1):
+                x = out[j]
+                q = x << _SHIFT | out[j + 1]
+                m = seen_new.get(q)
+                if m is None:
+                    seen_new[q] = 1
+                    if first_seen:
+                        pos = wi << _POS_SHIFT | off
+                        fq = first.get(q)
+                        if fq is None or pos < fq:
+                            first[q] = pos  # exact: below every (lower bound of an) earlier position
+                            dirty.discard(q)
+                            changed.add(q)
+                        elif fq >> _POS_SHIFT == wi:
+                            # q's first word is this one and q still occurs here: its first position in this
+                            # word is the exact earliest one.
+                            if pos != fq or q in dirty:
+                                first[q] = pos
+                                dirty.discard(q)
+                                changed.add(q)
+                else:
+                    seen_new[q] = m + 1
+                off += sym_len[x]
+            for q, m in seen_new.items():
+                om = old.pop(q, 0)
+                if m != om:
+                    pair_count[q] = pair_count.get(q, 0) + c * (m - om)
+                    if m > om:
+                        changed.add(q)
+                if om == 0:
+                    holders = where.get(q)
+                    if holders is None:
+                        where[q] = {wi}
+                    else:
+                        holders.add(wi)
+            for q, om in old.items():  # pairs gone from this word
+                pair_count[q] -= c * om
+                if first_seen and first[q] >> _POS_SHIFT == wi:
+                    dirty.add(q)
+        # The merged pair is gone everywhere; forget it and every pair whose count fell to zero.
+        for q in (p, *changed):
+            if pair_count.get(q, 1) == 0:
+                del pair_count[q]
+                where.pop(q, None)
+                first.pop(q, None)
+                dirty.discard(q)
+        for q in changed:
+            cnt = pair_count.get(q, 0)
+            if cnt > 0:
+                push(heap, (-cnt, tie_key(q), q))
+        # Pairs whose count fell to zero without an increase elsewhere are dropped lazily on pop.
+        if progress is not None:
+            progress(len(merges))
+    else:
+        stop = "no pairs left"
+    _drop_zero_counts(pair_count, where, first, dirty)
+    return MergeResult(merges=merges, symbols=symbols, words=ws, counts=wc, stop_reason=stop)
+
+
+def _drop_zero_counts(pair_count: dict[int, int], *maps: object) -> None:
+    """Release pairs whose count fell to zero (only to free memory before returning)."""
+    zero = [q for q, c in pair_count.items() if c == 0]
+    for q in zero:
+        del pair_count[q]
+        for m in maps:
+            if isinstance(m, dict):
+                m.pop(q, None)
+            elif isinstance(m, set):
+                m.discard(q)
+
+
+def byte_order_key(token: bytes) -> tuple[int, ...]:
+    """Descending-order key for bytes: a smaller tuple is a lexicographically greater byte string."""
+    return (*(255 - x for x in token), 256)
+
+
+def text_order_key(text: str) -> tuple[int, ...]:
+    """Descending-order key for strings by code point."""
+    return (*(0x10FFFF - ord(ch) for ch in text), 0x110000)

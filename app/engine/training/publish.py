@@ -1,0 +1,215 @@
+"""Training end to end: corpus files in, an artifact and a manifest entry in a store directory out.
+
+:func:`train_to_store` streams the files, learns the merges, writes ``NAME.tiktoken`` (byte level) or
+``NAME.char_bpe.json`` (classic) into the store directory (created if needed) and merges a manifest entry into
+its ``manifest.json`` (an entry of the same name is replaced; other entries are kept as they are). The store
+then loads with ``TOKENIZER_STORE=DIR`` or ``get_encoding(NAME, store_dir=DIR)``.
+
+Determinism: the same files (same order and bytes) and options give byte-identical artifacts and manifest
+entries — no timestamps, absolute paths or hash-order dependence go into either.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..artifacts import format_tiktoken
+from ..errors import ManifestError
+from ..patterns import resolve_pattern
+from ..pretokenize import compile_pattern
+from ..store import MANIFEST_FILE, Store, TokenizerSpec, write_manifest
+from .byte_bpe import train_byte_bpe
+from .char_bpe import train_char_bpe
+from .corpus import CorpusStats, count_pretokens, count_words
+from .merges import TIE_BREAKS
+
+KINDS = ("byte", "char")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+@dataclass
+class TrainReport:
+    """What :func:`train_to_store` did: the spec written, corpus figures, merges, timings (seconds)."""
+
+    spec: TokenizerSpec
+    corpus: CorpusStats
+    distinct_pretokens: int
+    merges: int
+    stop_reason: str
+    seconds_counting: float
+    seconds_merging: float
+    manifest: Path
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+def _progress_enabled(quiet: bool) -> bool:
+    return not quiet and sys.stderr.isatty()
+
+
+def train_to_store(
+    files: Sequence[str | Path],
+    *,
+    name: str,
+    store_dir: str | Path,
+    vocab_size: int,
+    kind: str = "byte",
+    pattern: str | None = None,
+    pattern_regex: str | None = None,
+    special_tokens: Sequence[str] = (),
+    min_frequency: int = 2,
+    tie_break: str = "first-seen",
+    quiet: bool = False,
+    description: str = "",
+) -> TrainReport:
+    """Train a tokenizer on ``files`` and publish it into ``store_dir``.
+
+    ``kind`` is ``"byte"`` (byte-level BPE; ``pattern`` names a bundled pre-tokenizer pattern, default
+    ``cl100k``, or ``pattern_regex`` gives one) or ``"char"`` (classic BPE on whitespace-split words; no pattern).
+    ``vocab_size`` counts ordinary ids (bytes or ``<unk>``/``</w>``/characters, plus merged tokens); special
+    tokens get the ids after them, in the order given. A progress bar shows on a terminal unless ``quiet``.
+
+    Raises ``ValueError`` for bad options (name, sizes, duplicate specials, an invalid regex), ``OSError`` for
+    unreadable files, :class:`ManifestError` if the existing manifest is invalid or the name is another
+    entry's alias.
+    """
+    if not NAME_RE.fullmatch(name):
+        raise ValueError(f"tokenizer name {name!r} must match {NAME_RE.pattern}")
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+    if tie_break not in TIE_BREAKS:
+        raise ValueError(f"tie-break must be one of {TIE_BREAKS}, not {tie_break!r}")
+    if min_frequency < 1:
+        raise ValueError("min frequency must be >= 1")
+    if len(set(special_tokens)) != len(special_tokens) or any(not s for s in special_tokens):
+        raise ValueError("special tokens must be distinct non-empty strings")
+    if not files:
+        raise ValueError("no input files")
+    regex_text, pattern_id = "", None
+    if kind == "byte":
+        if pattern is None and pattern_regex is None:
+            pattern = "cl100k"
+        try:
+            regex_text, pattern_id = resolve_pattern(pattern, pattern_regex)
+        except KeyError as exc:
+            raise ValueError(exc.args[0]) from None
+        try:
+            compile_pattern(regex_text)
+        except Exception as exc:  # regex.error
+            raise ValueError(f"invalid pattern regex: {exc}") from None
+    elif pattern is not None or pattern_regex is not None:
+        raise ValueError("the classic (char) kind splits on whitespace and takes no pattern")
+
+    store = Path(store_dir).expanduser().resolve()
+    existing: list[TokenizerSpec] = []
+    if (store / MANIFEST_FILE).exists():
+        old = Store.load(store)
+        if name in old.known_names() and old.resolve(name) != name:
+            raise ManifestError(f"{store / MANIFEST_FILE}: {name!r} is an alias of {old.resolve(name)!r}")
+        existing = list(old)
+
+    show = _progress_enabled(quiet)
+    stats = CorpusStats()
+    total_bytes = sum(os.path.getsize(f) for f in files)
+    t0 = time.perf_counter()
+    bar = _bar(show, total_bytes, "reading", "B")
+    on_bytes = bar.update if bar is not None else None
+    try:
+        if kind == "byte":
+            counts = count_pretokens(files, regex_text, stats=stats, on_bytes=on_bytes)
+        else:
+            counts = count_words(files, stats=stats, on_bytes=on_bytes)
+    finally:
+        if bar is not None:
+            bar.close()
+    t1 = time.perf_counter()
+
+    bar = _bar(show, None, "merging", " merges")
+    done = [0]
+
+    def progress(n: int) -> None:
+        if bar is not None:
+            bar.update(n - done[0])
+            done[0] = n
+
+    try:
+        if kind == "byte":
+            result = train_byte_bpe(
+                counts, vocab_size=vocab_size, min_frequency=min_frequency, tie_break=tie_break, progress=progress
+            )
+            artifact = format_tiktoken(result.ranks)
+            n_ordinary = len(result.ranks)
+            n_merges, stop = len(result.merges), result.stop_reason
+            artifact_name, fmt, spec_kind = f"{name}.tiktoken", "tiktoken", "byte_bpe"
+        else:
+            model = train_char_bpe(
+                counts, vocab_size=vocab_size, min_frequency=min_frequency, tie_break=tie_break, progress=progress
+            )
+            artifact = model.to_artifact()
+            n_ordinary = len(model.vocab)
+            n_merges, stop = len(model.merges), model.stop_reason
+            artifact_name, fmt, spec_kind = f"{name}.char_bpe.json", "char_bpe", "char_bpe"
+    finally:
+        if bar is not None:
+            bar.close()
+    t2 = time.perf_counter()
+
+    store.mkdir(parents=True, exist_ok=True)
+    path = store / artifact_name
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(artifact)
+    os.replace(tmp, path)
+    specials = {s: n_ordinary + i for i, s in enumerate(special_tokens)}
+    inputs = ", ".join(Path(f).name for f in files)
+    spec = TokenizerSpec(
+        name=name,
+        artifact_path=path,
+        sha256=hashlib.sha256(artifact).hexdigest(),
+        kind=spec_kind,
+        format=fmt,
+        pattern=regex_text,
+        pattern_id=pattern_id,
+        special_tokens=specials,
+        vocab_size=n_ordinary + len(specials),
+        source=f"trained by `python -m app train` ({kind}-level BPE) on: {inputs}",
+        license="",
+        description=description
+        or (
+            f"{kind}-level BPE, {n_ordinary} ordinary tokens ({n_merges} merges, tie-break {tie_break}, "
+            f"min frequency {min_frequency})"
+        ),
+    )
+    specs = [s for s in existing if s.name != name]
+    replaced = len(specs) != len(existing)
+    if replaced:
+        specs = [spec if s.name == name else s for s in existing]
+    else:
+        specs.append(spec)
+    Store(store, specs)  # validates uniqueness of names and aliases before anything is written
+    manifest = write_manifest(store, specs)
+    return TrainReport(
+        spec=spec,
+        corpus=stats,
+        distinct_pretokens=len(counts),
+        merges=n_merges,
+        stop_reason=stop,
+        seconds_counting=t1 - t0,
+        seconds_merging=t2 - t1,
+        manifest=manifest,
+    )
+
+
+def _bar(show: bool, total: int | None, desc: str, unit: str):  # type: ignore[no-untyped-def]
+    if not show:
+        return None
+    from tqdm import tqdm
+
+    scale = unit == "B"
+    return tqdm(total=total, desc=desc, unit=unit, unit_scale=scale, unit_divisor=1024 if scale else 1000,
+                file=sys.stderr, mininterval=0.5)
