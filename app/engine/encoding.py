@@ -24,10 +24,17 @@ Example::
 Lone surrogates in text (not valid Unicode scalar values) are replaced by U+FFFD before encoding, as tiktoken
 does; offsets then refer to that replaced text, which has the same length unless a high and a low surrogate
 stood next to each other (they become one character).
+
+Backends (``Encoding.backend``): ``"native"`` runs the compiled core (:mod:`app.engine.native`: hand-written
+pre-tokenizers for the bundled patterns, BPE in C, GIL released; custom patterns are split by ``regex`` and merged
+in C); ``"python"`` runs the pure-Python reference (``pretokenize.py`` + ``bpe.py`` + the LRU of ``cache.py``).
+Both give identical ids. The native backend has no pre-token cache (BPE in C is cheaper than a cache lookup
+would be), so its :meth:`Encoding.cache_stats` are all zero.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -36,8 +43,11 @@ from .artifacts import parse_tiktoken, read_verified
 from .bpe import byte_pair_encode, byte_pair_split
 from .cache import MAX_CACHED_PIECE_CHARS, CacheStats, PieceCache, default_cache_size
 from .errors import ArtifactError, InvalidTokenIdError, UnknownSpecialTokenError
+from .native import NativeCore, resolve_backend
 from .pretokenize import PreTokenizer
 from .store import TokenizerSpec
+
+log = logging.getLogger("app.engine")
 
 
 @dataclass(frozen=True)
@@ -71,9 +81,13 @@ class Encoding:
         special_tokens: Mapping[str, int],
         cache_size: int | None = None,
         spec: TokenizerSpec | None = None,
+        backend: str | None = None,
     ) -> None:
-        """Build an encoding. Raises ``ValueError`` if a byte value is missing from the ranks or a special id
-        collides with an ordinary token."""
+        """Build an encoding. ``backend``: ``"native"``, ``"python"`` or None (``$TOKENIZER_ENGINE``, else native
+        when the compiled core is available; see :func:`app.engine.native.resolve_backend`).
+
+        Raises ``ValueError`` if a byte value is missing from the ranks, a special id collides with an ordinary
+        token, or ``backend`` is not a known backend."""
         self.name = name
         self.spec = spec
         self.pattern = pattern
@@ -102,10 +116,19 @@ class Encoding:
             except UnicodeDecodeError:
                 pass
         self._pretokenizer = PreTokenizer(pattern)
-        self._cache = PieceCache(self._encode_piece, default_cache_size() if cache_size is None else cache_size)
+        self.backend = resolve_backend(backend)
+        self._native: NativeCore | None = None
+        if self.backend == "native":
+            self._native = NativeCore(mergeable_ranks, pattern)
+            self._cache = PieceCache(self._encode_piece, 0)
+            how = "native pre-tokenizer" if self._native.has_scanner else "regex pre-tokenizer (custom pattern)"
+            log.info("encoding %s: native backend (compiled core, %s, BPE in C)", name, how)
+        else:
+            self._cache = PieceCache(self._encode_piece, default_cache_size() if cache_size is None else cache_size)
+            log.info("encoding %s: python backend (pure-Python reference engine)", name)
 
     @classmethod
-    def from_spec(cls, spec: TokenizerSpec, *, cache_size: int | None = None) -> Encoding:
+    def from_spec(cls, spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None) -> Encoding:
         """Load and verify the artifact of ``spec``. Raises :class:`ArtifactError` (missing, corrupted, truncated
         or mismatched files, naming the file and both hashes) or ``ValueError`` for an inconsistent manifest."""
         data = read_verified(spec.artifact_path, spec.sha256)
@@ -117,6 +140,7 @@ class Encoding:
             special_tokens=spec.special_tokens,
             cache_size=cache_size,
             spec=spec,
+            backend=backend,
         )
         if spec.vocab_size and spec.vocab_size != enc.n_vocab:
             raise ArtifactError(
@@ -125,7 +149,7 @@ class Encoding:
         return enc
 
     def __repr__(self) -> str:
-        return f"<Encoding {self.name!r}>"
+        return f"<Encoding {self.name!r} backend={self.backend!r}>"
 
     # ------------------------------------------------------------------ special tokens
 
@@ -152,6 +176,17 @@ class Encoding:
         return tuple(byte_pair_encode(piece.encode("utf-8"), self._ranks))
 
     def _encode_text(self, text: str) -> list[int]:
+        native = self._native
+        if native is not None:
+            try:
+                if native.encode is not None:
+                    return native.encode(text)  # type: ignore[no-any-return]
+                return native.encode_pieces(self._pretokenizer.pieces(text))  # type: ignore[no-any-return]
+            except UnicodeEncodeError:  # lone surrogates: scrub (rare), then encode
+                text = scrub_surrogates(text)
+                if native.encode is not None:
+                    return native.encode(text)  # type: ignore[no-any-return]
+                return native.encode_pieces(self._pretokenizer.pieces(text))  # type: ignore[no-any-return]
         text = scrub_surrogates(text)
         out: list[int] = []
         append, extend = out.append, out.extend
@@ -197,8 +232,19 @@ class Encoding:
 
     def count(self, text: str, *, prefix: Sequence[str] = (), suffix: Sequence[str] = ()) -> int:
         """Number of tokens :meth:`encode` would return, without building the id list."""
-        text = scrub_surrogates(text)
         n = len(self._special_ids(prefix)) + len(self._special_ids(suffix))
+        native = self._native
+        if native is not None:
+            try:
+                if native.count is not None:
+                    return n + native.count(text)  # type: ignore[no-any-return]
+                return n + native.count_pieces(self._pretokenizer.pieces(text))  # type: ignore[no-any-return]
+            except UnicodeEncodeError:
+                text = scrub_surrogates(text)
+                if native.count is not None:
+                    return n + native.count(text)  # type: ignore[no-any-return]
+                return n + native.count_pieces(self._pretokenizer.pieces(text))  # type: ignore[no-any-return]
+        text = scrub_surrogates(text)
         whole = self._text_ranks
         cached = self._cache.getter()
         compute = self._encode_piece
@@ -222,15 +268,22 @@ class Encoding:
         ids: list[int] = []
         spans: list[tuple[int, int]] = []
         whole = self._text_ranks.get
-        for piece, start in self._pretokenizer.pieces_with_offsets(text):
+        native = self._native
+        table = self._token_bytes
+        for piece, start in self._pieces_with_offsets(text):
             token = whole(piece)
             if token is not None:
                 ids.append(token)
                 spans.append((start, start + len(piece)))
                 continue
             raw = piece.encode("utf-8")
-            parts = byte_pair_split(raw, self._ranks)
-            ids.extend(self._ranks[p] for p in parts)
+            if native is not None:
+                piece_ids = native.bpe(raw)
+                parts: list[bytes] = [table[i] or b"" for i in piece_ids]  # ordinary ids: never None
+                ids.extend(piece_ids)
+            else:
+                parts = byte_pair_split(raw, self._ranks)
+                ids.extend(self._ranks[p] for p in parts)
             if len(raw) == len(piece):  # ASCII: bytes are characters
                 pos = start
                 for p in parts:
@@ -244,8 +297,20 @@ class Encoding:
                 b += len(p)
         return ids, spans
 
+    def _pieces_with_offsets(self, text: str) -> Iterable[tuple[str, int]]:
+        """Pieces of (scrubbed) ``text`` with their start offsets in characters."""
+        native = self._native
+        if native is None or not native.has_scanner:
+            yield from self._pretokenizer.pieces_with_offsets(text)
+            return
+        start = 0
+        for piece in native.split(text):  # native pieces tile the text
+            yield piece, start
+            start += len(piece)
+
     def encode_batch(self, texts: Sequence[str], *, num_threads: int = 1) -> list[list[int]]:
-        """:meth:`encode` of each text, in order; ``num_threads > 1`` spreads the texts over a thread pool."""
+        """:meth:`encode` of each text, in order; ``num_threads > 1`` spreads the texts over a thread pool (the
+        native backend releases the GIL while encoding, so threads run in parallel)."""
         return self._map(self._encode_text, texts, num_threads)
 
     def count_batch(self, texts: Sequence[str], *, num_threads: int = 1) -> list[int]:
@@ -254,10 +319,17 @@ class Encoding:
 
     @staticmethod
     def _map(fn, items, num_threads):  # type: ignore[no-untyped-def]
+        """``[fn(x) for x in items]``, in order, over up to ``num_threads`` threads (contiguous chunks, a few per
+        thread, so that short texts do not pay one future each)."""
         if num_threads <= 1 or len(items) <= 1:
             return [fn(x) for x in items]
-        with ThreadPoolExecutor(max_workers=num_threads) as pool:
-            return list(pool.map(fn, items))
+        items = list(items)
+        workers = min(num_threads, len(items))
+        size = max(1, -(-len(items) // (workers * 4)))
+        chunks = [items[i : i + size] for i in range(0, len(items), size)]
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            results = pool.map(lambda chunk: [fn(x) for x in chunk], chunks)
+            return [r for chunk_result in results for r in chunk_result]
 
     # ------------------------------------------------------------------ decoding
 
@@ -299,7 +371,8 @@ class Encoding:
     # ------------------------------------------------------------------ introspection
 
     def cache_stats(self) -> CacheStats:
-        """Hit, miss and size counters of this encoding's pre-token cache."""
+        """Hit, miss and size counters of this encoding's pre-token cache (all zero on the native backend, which
+        has no cache)."""
         return self._cache.stats()
 
     def clear_cache(self) -> None:

@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from .encoding import Encoding
+from .native import resolve_backend
 from .store import Store, TokenizerSpec, default_store_dir
 
 _lock = threading.RLock()
 _stores: dict[Path, Store] = {}
-_encodings: dict[tuple[Path, str], Any] = {}
+_encodings: dict[tuple[Path, str, str], Any] = {}
 
 
 def get_store(store_dir: Path | str | None = None) -> Store:
@@ -29,32 +30,40 @@ def get_store(store_dir: Path | str | None = None) -> Store:
         return store
 
 
-def load_encoding(spec: TokenizerSpec, *, cache_size: int | None = None) -> Any:
+def load_encoding(spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None) -> Any:
     """Load the tokenizer a spec describes (not memoised): an :class:`Encoding` for ``byte_bpe``, a
-    :class:`~app.engine.training.char_bpe.CharBPEEncoding` for ``char_bpe``. Raises ``ArtifactError``."""
+    :class:`~app.engine.training.char_bpe.CharBPEEncoding` for ``char_bpe``. Raises ``ArtifactError``.
+
+    ``backend`` (``"native"``, ``"python"`` or None for ``$TOKENIZER_ENGINE``/the default) applies to
+    ``byte_bpe`` encodings; see :func:`app.engine.native.resolve_backend`."""
     if spec.kind == "char_bpe":
         from .training.char_bpe import CharBPEEncoding
 
         return CharBPEEncoding.from_spec(spec, cache_size=cache_size)
-    return Encoding.from_spec(spec, cache_size=cache_size)
+    return Encoding.from_spec(spec, cache_size=cache_size, backend=backend)
 
 
-def get_encoding(name: str, store_dir: Path | str | None = None) -> Encoding:
-    """The encoding called ``name`` (a canonical name or an alias) in the store.
+def get_encoding(name: str, store_dir: Path | str | None = None, *, backend: str | None = None) -> Encoding:
+    """The encoding called ``name`` (a canonical name or an alias) in the store, memoised per backend.
+
+    ``backend``: ``"native"`` (the compiled core), ``"python"`` (the pure-Python reference) or None
+    (``$TOKENIZER_ENGINE``, else native when available). Both give identical ids.
 
     Raises :class:`~app.engine.errors.UnknownTokenizerError` (listing the known names) for an unknown name and
-    :class:`~app.engine.errors.ArtifactError` if its artifact is missing or fails verification.
+    :class:`~app.engine.errors.ArtifactError` if its artifact is missing or fails verification, ``ValueError``
+    for an unknown backend.
     """
     store = get_store(store_dir)
     canonical = store.resolve(name)
-    key = (store.directory, canonical)
+    resolved = resolve_backend(backend)
+    key = (store.directory, canonical, resolved)
     enc = _encodings.get(key)
     if enc is not None:
         return enc  # type: ignore[no-any-return]
     with _lock:
         enc = _encodings.get(key)
         if enc is None:
-            enc = _encodings[key] = load_encoding(store.spec(canonical))
+            enc = _encodings[key] = load_encoding(store.spec(canonical), backend=resolved)
         return enc  # type: ignore[no-any-return]
 
 

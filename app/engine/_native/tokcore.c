@@ -1,0 +1,1058 @@
+/*
+ * tokcore: the compiled hot path of app.engine -- hand-written pre-tokenizers over UTF-8 for the bundled patterns
+ * (gpt2, cl100k, o200k, llama3), a byte-string -> rank hash table, and rank-based BPE, all running with the GIL
+ * released. Output is identical to the pure-Python reference (app/engine/pretokenize.py + bpe.py), which equals
+ * tiktoken; tests/engine/test_native*.py check that differentially.
+ *
+ * Each scanner returns the end (byte offset) of the piece starting at byte offset i, reproducing what the `regex`
+ * module's findall yields for the pattern, alternative by alternative, including the consequences of
+ * backtracking (see the comments at each alternative). Character classes come from unicode_tables.h, generated
+ * from the pinned `regex` module by scripts/gen_unicode_tables.py.
+ *
+ * Input text is valid UTF-8 (it comes from PyUnicode_AsUTF8AndSize, which rejects lone surrogates), so the
+ * decoder does not validate.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "unicode_tables.h"
+
+#define NO_RANK UINT32_MAX
+#define SMALL_PIECE 128 /* pieces up to this many bytes use the quadratic merge loop; longer ones the heap */
+
+enum { SCAN_NONE = 0, SCAN_GPT2 = 1, SCAN_CL100K = 2, SCAN_O200K = 3, SCAN_LLAMA3 = 4 };
+
+/* ------------------------------------------------------------------------------------------------ unicode */
+
+static uint16_t ascii_flags[128];
+
+static inline uint16_t ut_flags(uint32_t cp)
+{
+    return UT_STAGE2[((uint32_t)UT_STAGE1[cp >> UT_BLOCK_SHIFT] << UT_BLOCK_SHIFT) | (cp & UT_BLOCK_MASK)];
+}
+
+/* Flags of the character at byte offset i (< n) and its length in bytes. */
+static inline uint16_t char_at(const uint8_t *s, size_t i, size_t *len)
+{
+    uint32_t b = s[i];
+    uint32_t cp;
+    if (b < 0x80) {
+        *len = 1;
+        return ascii_flags[b];
+    }
+    if (b < 0xE0) {
+        cp = ((b & 0x1F) << 6) | (s[i + 1] & 0x3F);
+        *len = 2;
+    } else if (b < 0xF0) {
+        cp = ((b & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F);
+        *len = 3;
+    } else {
+        cp = ((b & 0x07) << 18) | ((uint32_t)(s[i + 1] & 0x3F) << 12) | ((uint32_t)(s[i + 2] & 0x3F) << 6) |
+             (s[i + 3] & 0x3F);
+        *len = 4;
+    }
+    return ut_flags(cp);
+}
+
+/* Start of the character that ends at byte offset i (i > 0). */
+static inline size_t prev_start(const uint8_t *s, size_t i)
+{
+    do {
+        i--;
+    } while ((s[i] & 0xC0) == 0x80);
+    return i;
+}
+
+/* First offset >= i whose character has none of the bits in mask (or n). */
+static inline size_t run_any(const uint8_t *s, size_t i, size_t n, uint16_t mask)
+{
+    size_t len;
+    while (i < n) {
+        uint8_t b = s[i];
+        if (b < 0x80) {
+            if (!(ascii_flags[b] & mask))
+                return i;
+            i++;
+            continue;
+        }
+        if (!(char_at(s, i, &len) & mask))
+            return i;
+        i += len;
+    }
+    return n;
+}
+
+/* First offset >= i whose character has one of the bits in mask (or n). */
+static inline size_t run_none(const uint8_t *s, size_t i, size_t n, uint16_t mask)
+{
+    size_t len;
+    while (i < n) {
+        uint8_t b = s[i];
+        if (b < 0x80) {
+            if (ascii_flags[b] & mask)
+                return i;
+            i++;
+            continue;
+        }
+        if (char_at(s, i, &len) & mask)
+            return i;
+        i += len;
+    }
+    return n;
+}
+
+#define IS_P(f) (!((f) & (UT_L | UT_N | UT_S)))     /* [^\s\p{L}\p{N}] */
+#define IS_PRE(f) (!((f) & (UT_L | UT_N | UT_NL))) /* [^\r\n\p{L}\p{N}] */
+#define LETTER(f) ((f) >> UT_LETTER_SHIFT)
+
+/* Case-insensitive contraction at i (s[i] == '\''): (?i:'s|'t|'re|'ve|'m|'ll|'d) (cl100k's
+ * '(?i:[sdmt]|ll|ve|re) is the same set). Returns the end offset, or 0 if none matches. */
+static inline size_t contraction_ci(const uint8_t *s, size_t i, size_t n)
+{
+    size_t j = i + 1, l1, l2;
+    if (j >= n)
+        return 0;
+    unsigned c1 = LETTER(char_at(s, j, &l1));
+    if (c1 == UT_LETTER_S || c1 == UT_LETTER_T || c1 == UT_LETTER_M || c1 == UT_LETTER_D)
+        return j + l1;
+    if (c1 == UT_LETTER_L || c1 == UT_LETTER_V || c1 == UT_LETTER_R) {
+        size_t k = j + l1;
+        if (k >= n)
+            return 0;
+        unsigned c2 = LETTER(char_at(s, k, &l2));
+        if ((c1 == UT_LETTER_L && c2 == UT_LETTER_L) || (c1 != UT_LETTER_L && c2 == UT_LETTER_E))
+            return k + l2;
+    }
+    return 0;
+}
+
+/* Offset after up to three \p{N} characters starting at i (the first one is known to be \p{N}, length l0). */
+static inline size_t digits3(const uint8_t *s, size_t i, size_t n, size_t l0)
+{
+    size_t e = i + l0, len;
+    for (int k = 0; k < 2 && e < n; k++) {
+        if (!(char_at(s, e, &len) & UT_N))
+            break;
+        e += len;
+    }
+    return e;
+}
+
+/* Offset after the last [\r\n] in the whitespace run [i, w), or 0 if there is none. \r and \n are single bytes
+ * and never continuation bytes, so a byte scan is exact. */
+static inline size_t after_last_newline(const uint8_t *s, size_t i, size_t w)
+{
+    for (size_t k = w; k > i; k--)
+        if (s[k - 1] == '\n' || s[k - 1] == '\r')
+            return k;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------------ scanners */
+
+/* gpt2: '(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s */
+static size_t scan_gpt2(const uint8_t *s, size_t i, size_t n)
+{
+    size_t l0, l1;
+    uint8_t b = s[i];
+    if (b == '\'' && i + 1 < n) {
+        uint8_t c = s[i + 1];
+        if (c == 's' || c == 'd' || c == 'm' || c == 't')
+            return i + 2;
+        if (i + 2 < n) {
+            uint8_t d = s[i + 2];
+            if ((c == 'l' && d == 'l') || (c == 'v' && d == 'e') || (c == 'r' && d == 'e'))
+                return i + 3;
+        }
+    }
+    if (b == ' ' && i + 1 < n) {
+        uint16_t f1 = char_at(s, i + 1, &l1);
+        if (f1 & UT_L)
+            return run_any(s, i + 1 + l1, n, UT_L);
+        if (f1 & UT_N)
+            return run_any(s, i + 1 + l1, n, UT_N);
+        if (IS_P(f1))
+            return run_none(s, i + 1 + l1, n, UT_L | UT_N | UT_S);
+    }
+    uint16_t f0 = char_at(s, i, &l0);
+    if (f0 & UT_L)
+        return run_any(s, i + l0, n, UT_L);
+    if (f0 & UT_N)
+        return run_any(s, i + l0, n, UT_N);
+    if (IS_P(f0))
+        return run_none(s, i + l0, n, UT_L | UT_N | UT_S);
+    /* whitespace */
+    size_t w = run_any(s, i + l0, n, UT_S);
+    if (w == n) /* \s++$ (the possessive run cannot stop before a final \n: it is whitespace too) */
+        return w;
+    size_t last = prev_start(s, w); /* \s+(?!\S): back off one character when the run is longer than one */
+    if (last > i)
+        return last;
+    return i + l0; /* \s */
+}
+
+/* ` ?[^\s\p{L}\p{N}]++` followed by `[\r\n]*` (extra_slash: `[\r\n/]*`), or 0 if it does not match at i. */
+static inline size_t punct_piece(const uint8_t *s, size_t i, size_t n, uint16_t f0, size_t l0, int extra_slash)
+{
+    size_t start, l1;
+    if (s[i] == ' ') {
+        if (i + 1 >= n)
+            return 0;
+        uint16_t f1 = char_at(s, i + 1, &l1);
+        if (!IS_P(f1))
+            return 0;
+        start = i + 1 + l1;
+    } else if (IS_P(f0)) {
+        start = i + l0;
+    } else {
+        return 0;
+    }
+    size_t e = run_none(s, start, n, UT_L | UT_N | UT_S);
+    if (extra_slash) {
+        while (e < n && (s[e] == '\r' || s[e] == '\n' || s[e] == '/'))
+            e++;
+    } else {
+        while (e < n && (s[e] == '\r' || s[e] == '\n'))
+            e++;
+    }
+    return e;
+}
+
+/* cl100k: '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|
+ *         \s*[\r\n]|\s+(?!\S)|\s */
+static size_t scan_cl100k(const uint8_t *s, size_t i, size_t n)
+{
+    size_t l0, l1, e;
+    if (s[i] == '\'' && (e = contraction_ci(s, i, n)))
+        return e;
+    uint16_t f0 = char_at(s, i, &l0);
+    if (f0 & UT_L)
+        return run_any(s, i + l0, n, UT_L);
+    /* The possessive prefix: a [^\r\n\p{L}\p{N}] character must be followed by a letter (without the prefix the
+     * alternative cannot match either, since the character is not a letter). */
+    if (IS_PRE(f0) && i + l0 < n && (char_at(s, i + l0, &l1) & UT_L))
+        return run_any(s, i + l0 + l1, n, UT_L);
+    if (f0 & UT_N)
+        return digits3(s, i, n, l0);
+    if ((e = punct_piece(s, i, n, f0, l0, 0)))
+        return e;
+    /* whitespace */
+    size_t w = run_any(s, i + l0, n, UT_S);
+    if (w == n) /* \s++$ */
+        return w;
+    if ((e = after_last_newline(s, i, w))) /* \s*[\r\n]: greedy \s* backs off to the last newline of the run */
+        return e;
+    size_t last = prev_start(s, w); /* \s+(?!\S) */
+    if (last > i)
+        return last;
+    return i + l0; /* \s */
+}
+
+/* Whitespace tail shared by llama3 and o200k: \s*[\r\n]+|\s+(?!\S)|\s+ at a whitespace character (length l0). */
+static inline size_t space_piece_nl_plus(const uint8_t *s, size_t i, size_t n, size_t l0)
+{
+    size_t w = run_any(s, i + l0, n, UT_S);
+    size_t e = after_last_newline(s, i, w); /* \s*[\r\n]+: ends after the run's last newline */
+    if (e)
+        return e;
+    if (w == n) /* \s+(?!\S) at the end of the text */
+        return w;
+    size_t last = prev_start(s, w); /* \s+(?!\S): back off one character */
+    if (last > i)
+        return last;
+    return w; /* \s+ (a single character here) */
+}
+
+/* llama3: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|
+ *         \s*[\r\n]+|\s+(?!\S)|\s+ */
+static size_t scan_llama3(const uint8_t *s, size_t i, size_t n)
+{
+    size_t l0, l1, e;
+    if (s[i] == '\'' && (e = contraction_ci(s, i, n)))
+        return e;
+    uint16_t f0 = char_at(s, i, &l0);
+    if (f0 & UT_L)
+        return run_any(s, i + l0, n, UT_L);
+    if (IS_PRE(f0) && i + l0 < n && (char_at(s, i + l0, &l1) & UT_L))
+        return run_any(s, i + l0 + l1, n, UT_L);
+    if (f0 & UT_N)
+        return digits3(s, i, n, l0);
+    if ((e = punct_piece(s, i, n, f0, l0, 0)))
+        return e;
+    return space_piece_nl_plus(s, i, n, l0);
+}
+
+/* o200k alternative 1 without its prefix, from offset st: [A]*[B]+ where A = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}],
+ * B = [\p{Ll}\p{Lm}\p{Lo}\p{M}]. Greedy A* takes the maximal A run [st, a); B+ then needs a B character: either
+ * at a (then B+ takes the maximal B run), or A* gives back characters until the next one is in B -- the last
+ * B character k inside the A run, where B+ can take only that one character (its successors in the run are not
+ * B, nor is the character at a). Returns the end offset or 0 if the alternative fails. */
+static inline size_t o200k_alt1(const uint8_t *s, size_t st, size_t n)
+{
+    size_t len;
+    size_t a = run_any(s, st, n, UT_A);
+    if (a < n && (char_at(s, a, &len) & UT_B))
+        return run_any(s, a + len, n, UT_B);
+    size_t k = a;
+    while (k > st) {
+        k = prev_start(s, k);
+        if (char_at(s, k, &len) & UT_B)
+            return k + len;
+    }
+    return 0;
+}
+
+/* Optional case-insensitive contraction suffix of o200k's letter alternatives. */
+static inline size_t o200k_suffix(const uint8_t *s, size_t e, size_t n)
+{
+    if (e < n && s[e] == '\'') {
+        size_t c = contraction_ci(s, e, n);
+        if (c)
+            return c;
+    }
+    return e;
+}
+
+/* o200k: [^\r\n\p{L}\p{N}]?A*B+C|[^\r\n\p{L}\p{N}]?A+B*C|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|
+ *        \s+(?!\S)|\s+      with C = (?i:'s|'t|'re|'ve|'m|'ll|'d)? */
+static size_t scan_o200k(const uint8_t *s, size_t i, size_t n)
+{
+    size_t l0, l1, e;
+    uint16_t f0 = char_at(s, i, &l0);
+    int pre = IS_PRE(f0) && i + l0 < n;
+    /* Alternative 1: first with the optional prefix, then (the regex backtracks into `?`) without it. */
+    if (pre && (e = o200k_alt1(s, i + l0, n)))
+        return o200k_suffix(s, e, n);
+    if ((f0 & (UT_A | UT_B)) && (e = o200k_alt1(s, i, n)))
+        return o200k_suffix(s, e, n);
+    /* Alternative 2: A+ B* (greedy, nothing after them can force a back-off). */
+    if (pre && (char_at(s, i + l0, &l1) & UT_A))
+        return o200k_suffix(s, run_any(s, run_any(s, i + l0 + l1, n, UT_A), n, UT_B), n);
+    if (f0 & UT_A)
+        return o200k_suffix(s, run_any(s, run_any(s, i + l0, n, UT_A), n, UT_B), n);
+    if (f0 & UT_N)
+        return digits3(s, i, n, l0);
+    if ((e = punct_piece(s, i, n, f0, l0, 1)))
+        return e;
+    return space_piece_nl_plus(s, i, n, l0);
+}
+
+typedef size_t (*scan_fn)(const uint8_t *, size_t, size_t);
+
+static scan_fn scanner_of(int id)
+{
+    switch (id) {
+    case SCAN_GPT2:
+        return scan_gpt2;
+    case SCAN_CL100K:
+        return scan_cl100k;
+    case SCAN_O200K:
+        return scan_o200k;
+    case SCAN_LLAMA3:
+        return scan_llama3;
+    default:
+        return NULL;
+    }
+}
+
+/* ------------------------------------------------------------------------------------------------ rank table */
+
+typedef struct {
+    uint64_t *slots; /* (hash tag << 32) | (entry index + 1); 0 = empty */
+    size_t mask;
+    uint32_t *off, *len, *rank;
+    uint8_t *arena;
+    uint32_t byte_rank[256];
+    uint32_t *pair_rank; /* 65536 entries: rank of each 2-byte token */
+    size_t count;
+} RankTable;
+
+static inline uint64_t hash_bytes(const uint8_t *p, size_t n)
+{
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ ((uint64_t)n * 0xFF51AFD7ED558CCDull);
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        h = (h ^ v) * 0xBF58476D1CE4E5B9ull;
+        h ^= h >> 31;
+        p += 8;
+        n -= 8;
+    }
+    if (n) {
+        uint64_t v = 0;
+        memcpy(&v, p, n);
+        h = (h ^ v) * 0x94D049BB133111EBull;
+        h ^= h >> 29;
+    }
+    h *= 0xD6E8FEB86659FD93ull;
+    h ^= h >> 32;
+    return h;
+}
+
+static inline uint32_t rank_lookup(const RankTable *t, const uint8_t *p, size_t n)
+{
+    if (n == 1)
+        return t->byte_rank[p[0]];
+    if (n == 2)
+        return t->pair_rank[((uint32_t)p[0] << 8) | p[1]];
+    uint64_t h = hash_bytes(p, n);
+    uint32_t tag = (uint32_t)(h >> 32);
+    size_t i = (size_t)h & t->mask;
+    for (;;) {
+        uint64_t sl = t->slots[i];
+        if (!sl)
+            return NO_RANK;
+        if ((uint32_t)(sl >> 32) == tag) {
+            uint32_t idx = (uint32_t)sl - 1;
+            if (t->len[idx] == n && memcmp(t->arena + t->off[idx], p, n) == 0)
+                return t->rank[idx];
+        }
+        i = (i + 1) & t->mask;
+    }
+}
+
+static void rank_table_free(RankTable *t)
+{
+    PyMem_RawFree(t->slots);
+    PyMem_RawFree(t->off);
+    PyMem_RawFree(t->len);
+    PyMem_RawFree(t->rank);
+    PyMem_RawFree(t->arena);
+    PyMem_RawFree(t->pair_rank);
+    memset(t, 0, sizeof(*t));
+}
+
+/* Fill t from a dict[bytes, int]. Returns 0, or -1 with a Python exception set. */
+static int rank_table_build(RankTable *t, PyObject *ranks)
+{
+    Py_ssize_t count = PyDict_Size(ranks), pos = 0, total = 0;
+    PyObject *key, *value;
+    if (count < 0)
+        return -1;
+    while (PyDict_Next(ranks, &pos, &key, &value)) {
+        if (!PyBytes_Check(key) || PyBytes_GET_SIZE(key) == 0) {
+            PyErr_SetString(PyExc_TypeError, "ranks keys must be non-empty bytes");
+            return -1;
+        }
+        total += PyBytes_GET_SIZE(key);
+    }
+    if (total > (Py_ssize_t)UINT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "vocabulary too large");
+        return -1;
+    }
+    size_t cap = 16;
+    while (cap < (size_t)count * 2 + 2)
+        cap <<= 1;
+    t->mask = cap - 1;
+    t->count = (size_t)count;
+    t->slots = PyMem_RawCalloc(cap, sizeof(uint64_t));
+    t->off = PyMem_RawMalloc(sizeof(uint32_t) * (size_t)(count + 1));
+    t->len = PyMem_RawMalloc(sizeof(uint32_t) * (size_t)(count + 1));
+    t->rank = PyMem_RawMalloc(sizeof(uint32_t) * (size_t)(count + 1));
+    t->arena = PyMem_RawMalloc((size_t)total + 1);
+    t->pair_rank = PyMem_RawMalloc(sizeof(uint32_t) * 65536);
+    if (!t->slots || !t->off || !t->len || !t->rank || !t->arena || !t->pair_rank) {
+        rank_table_free(t);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int b = 0; b < 256; b++)
+        t->byte_rank[b] = NO_RANK;
+    for (int b = 0; b < 65536; b++)
+        t->pair_rank[b] = NO_RANK;
+    size_t idx = 0, off = 0;
+    pos = 0;
+    while (PyDict_Next(ranks, &pos, &key, &value)) {
+        long long r = PyLong_AsLongLong(value);
+        if (r == -1 && PyErr_Occurred()) {
+            rank_table_free(t);
+            return -1;
+        }
+        if (r < 0 || r >= (long long)INT32_MAX) {
+            rank_table_free(t);
+            PyErr_Format(PyExc_ValueError, "rank %lld out of range", r);
+            return -1;
+        }
+        const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(key);
+        size_t n = (size_t)PyBytes_GET_SIZE(key);
+        memcpy(t->arena + off, p, n);
+        t->off[idx] = (uint32_t)off;
+        t->len[idx] = (uint32_t)n;
+        t->rank[idx] = (uint32_t)r;
+        off += n;
+        if (n == 1)
+            t->byte_rank[p[0]] = (uint32_t)r;
+        else if (n == 2)
+            t->pair_rank[((uint32_t)p[0] << 8) | p[1]] = (uint32_t)r;
+        uint64_t h = hash_bytes(p, n);
+        size_t i = (size_t)h & t->mask;
+        while (t->slots[i])
+            i = (i + 1) & t->mask;
+        t->slots[i] = ((h >> 32) << 32) | (uint64_t)(idx + 1);
+        idx++;
+    }
+    for (int b = 0; b < 256; b++) {
+        if (t->byte_rank[b] == NO_RANK) {
+            rank_table_free(t);
+            PyErr_Format(PyExc_ValueError, "byte-level vocabulary lacks the single byte %d", b);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------------ id vector */
+
+typedef struct {
+    uint32_t *data;
+    size_t len, cap;
+} IdVec;
+
+static int vec_reserve(IdVec *v, size_t extra)
+{
+    if (v->len + extra <= v->cap)
+        return 0;
+    size_t cap = v->cap ? v->cap : 64;
+    while (cap < v->len + extra)
+        cap *= 2;
+    uint32_t *d = PyMem_RawRealloc(v->data, cap * sizeof(uint32_t));
+    if (!d)
+        return -1;
+    v->data = d;
+    v->cap = cap;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------------ BPE */
+
+/* Merge a piece of 2..SMALL_PIECE bytes; appends the ids to out (capacity reserved by the caller). */
+static void bpe_small(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
+{
+    uint32_t pos[SMALL_PIECE + 1];
+    uint32_t rk[SMALL_PIECE];
+    size_t m = n; /* parts: [pos[i], pos[i+1]) for i < m; rk[i] = rank of parts i and i+1 merged */
+    for (size_t i = 0; i <= n; i++)
+        pos[i] = (uint32_t)i;
+    for (size_t i = 0; i + 1 < n; i++)
+        rk[i] = t->pair_rank[((uint32_t)p[i] << 8) | p[i + 1]];
+    while (m > 1) {
+        uint32_t best = NO_RANK;
+        size_t bi = 0;
+        for (size_t i = 0; i + 1 < m; i++) {
+            if (rk[i] < best) {
+                best = rk[i];
+                bi = i;
+            }
+        }
+        if (best == NO_RANK)
+            break;
+        /* merge parts bi and bi+1: drop boundary bi+1 and the pair rank rk[bi+1] */
+        memmove(&pos[bi + 1], &pos[bi + 2], (m - bi - 1) * sizeof(uint32_t));
+        if (bi + 3 <= m)
+            memmove(&rk[bi + 1], &rk[bi + 2], (m - bi - 3) * sizeof(uint32_t));
+        m--;
+        if (bi + 1 < m)
+            rk[bi] = rank_lookup(t, p + pos[bi], pos[bi + 2] - pos[bi]);
+        if (bi > 0)
+            rk[bi - 1] = rank_lookup(t, p + pos[bi - 1], pos[bi + 1] - pos[bi - 1]);
+    }
+    for (size_t i = 0; i < m; i++)
+        out->data[out->len++] = rank_lookup(t, p + pos[i], pos[i + 1] - pos[i]);
+}
+
+static inline void heap_push(uint64_t *heap, size_t *size, uint64_t key)
+{
+    size_t i = (*size)++;
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (heap[parent] <= key)
+            break;
+        heap[i] = heap[parent];
+        i = parent;
+    }
+    heap[i] = key;
+}
+
+static inline uint64_t heap_pop(uint64_t *heap, size_t *size)
+{
+    uint64_t top = heap[0];
+    uint64_t last = heap[--(*size)];
+    size_t n = *size, i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && heap[c + 1] < heap[c])
+            c++;
+        if (heap[c] >= last)
+            break;
+        heap[i] = heap[c];
+        i = c;
+    }
+    if (n)
+        heap[i] = last;
+    return top;
+}
+
+/* Merge a long piece in O(n log n): a heap of (rank, start) candidates over a linked list of parts, with lazy
+ * invalidation (bpe.py's _merge_heap). Returns 0, or -1 when out of memory. */
+static int bpe_heap(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
+{
+    uint32_t *nxt = PyMem_RawMalloc(sizeof(uint32_t) * (n + 2));
+    int32_t *prv = PyMem_RawMalloc(sizeof(int32_t) * (n + 2));
+    uint8_t *alive = PyMem_RawMalloc(n + 2);
+    size_t hcap = 3 * n + 16, hsize = 0;
+    uint64_t *heap = PyMem_RawMalloc(sizeof(uint64_t) * hcap);
+    if (!nxt || !prv || !alive || !heap) {
+        PyMem_RawFree(nxt);
+        PyMem_RawFree(prv);
+        PyMem_RawFree(alive);
+        PyMem_RawFree(heap);
+        return -1;
+    }
+    for (size_t i = 0; i <= n; i++) {
+        nxt[i] = (uint32_t)(i + 1);
+        prv[i] = (int32_t)i - 1;
+        alive[i] = 1;
+    }
+    for (size_t i = 0; i + 1 < n; i++) {
+        uint32_t r = t->pair_rank[((uint32_t)p[i] << 8) | p[i + 1]];
+        if (r != NO_RANK)
+            heap[hsize++] = ((uint64_t)r << 32) | i;
+    }
+    for (size_t k = hsize / 2; k-- > 0;) { /* heapify */
+        uint64_t v = heap[k];
+        size_t i = k;
+        for (;;) {
+            size_t c = 2 * i + 1;
+            if (c >= hsize)
+                break;
+            if (c + 1 < hsize && heap[c + 1] < heap[c])
+                c++;
+            if (heap[c] >= v)
+                break;
+            heap[i] = heap[c];
+            i = c;
+        }
+        heap[i] = v;
+    }
+    while (hsize) {
+        uint64_t key = heap_pop(heap, &hsize);
+        uint32_t rank = (uint32_t)(key >> 32);
+        uint32_t i = (uint32_t)key;
+        if (!alive[i])
+            continue;
+        uint32_t j = nxt[i];
+        if (j >= n)
+            continue;
+        uint32_t k = nxt[j];
+        if (rank_lookup(t, p + i, k - i) != rank)
+            continue; /* stale */
+        alive[j] = 0;
+        nxt[i] = k;
+        prv[k] = (int32_t)i;
+        if (k < n) {
+            uint32_t r = rank_lookup(t, p + i, nxt[k] - i);
+            if (r != NO_RANK)
+                heap_push(heap, &hsize, ((uint64_t)r << 32) | i);
+        }
+        int32_t q = prv[i];
+        if (q >= 0) {
+            uint32_t r = rank_lookup(t, p + q, k - (uint32_t)q);
+            if (r != NO_RANK)
+                heap_push(heap, &hsize, ((uint64_t)r << 32) | (uint32_t)q);
+        }
+    }
+    for (size_t i = 0; i < n;) {
+        size_t j = nxt[i];
+        out->data[out->len++] = rank_lookup(t, p + i, j - i);
+        i = j;
+    }
+    PyMem_RawFree(nxt);
+    PyMem_RawFree(prv);
+    PyMem_RawFree(alive);
+    PyMem_RawFree(heap);
+    return 0;
+}
+
+/* Ids of one piece appended to out: whole-piece lookup first, then merging. Returns 0 or -1 (out of memory). */
+static int encode_piece(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
+{
+    if (vec_reserve(out, n))
+        return -1;
+    uint32_t r = rank_lookup(t, p, n);
+    if (r != NO_RANK) {
+        out->data[out->len++] = r;
+        return 0;
+    }
+    if (n <= SMALL_PIECE) {
+        bpe_small(t, p, n, out);
+        return 0;
+    }
+    return bpe_heap(t, p, n, out);
+}
+
+/* Encode a whole UTF-8 text with a scanner. count_only: out is scratch, *ntokens gets the count. */
+static int encode_text(const RankTable *t, scan_fn scan, const uint8_t *s, size_t n, IdVec *out, int count_only,
+                       size_t *ntokens)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < n;) {
+        size_t e = scan(s, i, n);
+        if (count_only) {
+            out->len = 0;
+            if (encode_piece(t, s + i, e - i, out))
+                return -1;
+            total += out->len;
+        } else if (encode_piece(t, s + i, e - i, out)) {
+            return -1;
+        }
+        i = e;
+    }
+    *ntokens = count_only ? total : out->len;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------------ Python type */
+
+typedef struct {
+    PyObject_HEAD RankTable table;
+    int scanner_id;
+    scan_fn scan;
+    PyObject **id_objs; /* id -> the int object of the ranks dict (shared, so building result lists allocates
+                           no ints); NULL where an id has no ordinary token */
+    size_t n_ids;
+} CoreObject;
+
+static void Core_dealloc(CoreObject *self)
+{
+    rank_table_free(&self->table);
+    if (self->id_objs) {
+        for (size_t i = 0; i < self->n_ids; i++)
+            Py_XDECREF(self->id_objs[i]);
+        PyMem_Free(self->id_objs);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Core_init(CoreObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"ranks", "scanner", NULL};
+    PyObject *ranks;
+    int scanner = SCAN_NONE;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!|i", kwlist, &PyDict_Type, &ranks, &scanner))
+        return -1;
+    if (scanner < SCAN_NONE || scanner > SCAN_LLAMA3) {
+        PyErr_Format(PyExc_ValueError, "unknown scanner id %d", scanner);
+        return -1;
+    }
+    if (self->table.slots) {
+        PyErr_SetString(PyExc_RuntimeError, "Core is already initialised");
+        return -1;
+    }
+    if (rank_table_build(&self->table, ranks))
+        return -1;
+    uint32_t max_rank = 0;
+    for (size_t i = 0; i < self->table.count; i++)
+        if (self->table.rank[i] > max_rank)
+            max_rank = self->table.rank[i];
+    self->n_ids = (size_t)max_rank + 1;
+    self->id_objs = PyMem_Calloc(self->n_ids, sizeof(PyObject *));
+    if (!self->id_objs) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(ranks, &pos, &key, &value)) {
+        size_t r = (size_t)PyLong_AsLongLong(value);
+        if (PyLong_CheckExact(value) && !self->id_objs[r]) {
+            Py_INCREF(value);
+            self->id_objs[r] = value;
+        }
+    }
+    self->scanner_id = scanner;
+    self->scan = scanner_of(scanner);
+    return 0;
+}
+
+static PyObject *ids_to_list(CoreObject *self, const uint32_t *ids, size_t n)
+{
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    if (!list)
+        return NULL;
+    PyObject **objs = self->id_objs;
+    for (size_t i = 0; i < n; i++) {
+        PyObject *v = objs[ids[i]];
+        if (v) {
+            Py_INCREF(v);
+        } else if (!(v = PyLong_FromUnsignedLong(ids[i]))) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, v);
+    }
+    return list;
+}
+
+static int core_ready(CoreObject *self, int need_scanner)
+{
+    if (!self->table.slots) {
+        PyErr_SetString(PyExc_RuntimeError, "Core is not initialised");
+        return -1;
+    }
+    if (need_scanner && !self->scan) {
+        PyErr_SetString(PyExc_ValueError, "this Core has no native pre-tokenizer; use encode_pieces");
+        return -1;
+    }
+    return 0;
+}
+
+/* encode(text) / count(text): the GIL is released for the scan and the merges. */
+static PyObject *core_run(CoreObject *self, PyObject *text, int count_only)
+{
+    if (core_ready(self, 1))
+        return NULL;
+    if (!PyUnicode_Check(text)) {
+        PyErr_Format(PyExc_TypeError, "text must be str, not %.100s", Py_TYPE(text)->tp_name);
+        return NULL;
+    }
+    Py_ssize_t size;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &size); /* raises UnicodeEncodeError on lone surrogates */
+    if (!utf8)
+        return NULL;
+    IdVec out = {NULL, 0, 0};
+    size_t ntokens = 0;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = encode_text(&self->table, self->scan, (const uint8_t *)utf8, (size_t)size, &out, count_only, &ntokens);
+    Py_END_ALLOW_THREADS
+    PyObject *result = NULL;
+    if (rc)
+        PyErr_NoMemory();
+    else if (count_only)
+        result = PyLong_FromSize_t(ntokens);
+    else
+        result = ids_to_list(self, out.data, out.len);
+    PyMem_RawFree(out.data);
+    return result;
+}
+
+static PyObject *Core_encode(CoreObject *self, PyObject *text) { return core_run(self, text, 0); }
+
+static PyObject *Core_count(CoreObject *self, PyObject *text) { return core_run(self, text, 1); }
+
+/* encode_pieces(pieces) / count_pieces(pieces): BPE of pre-split pieces (patterns without a native scanner). */
+static PyObject *core_pieces(CoreObject *self, PyObject *pieces, int count_only)
+{
+    if (core_ready(self, 0))
+        return NULL;
+    PyObject *seq = PySequence_Fast(pieces, "pieces must be a sequence of str");
+    if (!seq)
+        return NULL;
+    Py_ssize_t np = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    IdVec out = {NULL, 0, 0};
+    size_t total = 0;
+    PyObject *result = NULL;
+    for (Py_ssize_t k = 0; k < np; k++) {
+        Py_ssize_t size;
+        const char *utf8;
+        if (PyUnicode_Check(items[k]))
+            utf8 = PyUnicode_AsUTF8AndSize(items[k], &size);
+        else if (PyBytes_Check(items[k])) {
+            utf8 = PyBytes_AS_STRING(items[k]);
+            size = PyBytes_GET_SIZE(items[k]);
+        } else {
+            PyErr_SetString(PyExc_TypeError, "pieces must be str or bytes");
+            goto done;
+        }
+        if (!utf8)
+            goto done;
+        if (size == 0)
+            continue;
+        if (count_only)
+            out.len = 0;
+        if (encode_piece(&self->table, (const uint8_t *)utf8, (size_t)size, &out)) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        total += out.len;
+    }
+    result = count_only ? PyLong_FromSize_t(total) : ids_to_list(self, out.data, out.len);
+done:
+    PyMem_RawFree(out.data);
+    Py_DECREF(seq);
+    return result;
+}
+
+static PyObject *Core_encode_pieces(CoreObject *self, PyObject *pieces) { return core_pieces(self, pieces, 0); }
+
+static PyObject *Core_count_pieces(CoreObject *self, PyObject *pieces) { return core_pieces(self, pieces, 1); }
+
+/* split(text) -> list[str]: the pieces of the native pre-tokenizer (for differential tests against regex). */
+static PyObject *Core_split(CoreObject *self, PyObject *text)
+{
+    if (core_ready(self, 1))
+        return NULL;
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "text must be str");
+        return NULL;
+    }
+    Py_ssize_t size;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &size);
+    if (!utf8)
+        return NULL;
+    PyObject *list = PyList_New(0);
+    if (!list)
+        return NULL;
+    const uint8_t *s = (const uint8_t *)utf8;
+    for (size_t i = 0; i < (size_t)size;) {
+        size_t e = self->scan(s, i, (size_t)size);
+        PyObject *piece = PyUnicode_DecodeUTF8(utf8 + i, (Py_ssize_t)(e - i), "strict");
+        if (!piece || PyList_Append(list, piece)) {
+            Py_XDECREF(piece);
+            Py_DECREF(list);
+            return NULL;
+        }
+        Py_DECREF(piece);
+        i = e;
+    }
+    return list;
+}
+
+/* bpe(piece: bytes) -> list[int]: whole-piece lookup then merging of one byte string. */
+static PyObject *Core_bpe(CoreObject *self, PyObject *piece)
+{
+    if (core_ready(self, 0))
+        return NULL;
+    if (!PyBytes_Check(piece) || PyBytes_GET_SIZE(piece) == 0) {
+        PyErr_SetString(PyExc_TypeError, "piece must be non-empty bytes");
+        return NULL;
+    }
+    IdVec out = {NULL, 0, 0};
+    PyObject *result = NULL;
+    if (encode_piece(&self->table, (const uint8_t *)PyBytes_AS_STRING(piece), (size_t)PyBytes_GET_SIZE(piece), &out))
+        PyErr_NoMemory();
+    else
+        result = ids_to_list(self, out.data, out.len);
+    PyMem_RawFree(out.data);
+    return result;
+}
+
+static PyObject *Core_get_scanner(CoreObject *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromLong(self->scanner_id);
+}
+
+static PyObject *Core_get_size(CoreObject *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromSize_t(self->table.count);
+}
+
+static PyMethodDef Core_methods[] = {
+    {"encode", (PyCFunction)Core_encode, METH_O,
+     "encode(text: str) -> list[int]: token ids of text (native pre-tokenizer + BPE, GIL released). "
+     "Raises UnicodeEncodeError on lone surrogates (callers scrub them first)."},
+    {"count", (PyCFunction)Core_count, METH_O, "count(text: str) -> int: len(encode(text)) without building a list."},
+    {"encode_pieces", (PyCFunction)Core_encode_pieces, METH_O,
+     "encode_pieces(pieces: Sequence[str | bytes]) -> list[int]: BPE of already pre-tokenized pieces."},
+    {"count_pieces", (PyCFunction)Core_count_pieces, METH_O,
+     "count_pieces(pieces: Sequence[str | bytes]) -> int: number of tokens of the pieces."},
+    {"split", (PyCFunction)Core_split, METH_O, "split(text: str) -> list[str]: the native pre-tokenizer's pieces."},
+    {"bpe", (PyCFunction)Core_bpe, METH_O, "bpe(piece: bytes) -> list[int]: ids of one piece."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Core_getset[] = {
+    {"scanner", (getter)Core_get_scanner, NULL, "scanner id (0 = none)", NULL},
+    {"vocab_entries", (getter)Core_get_size, NULL, "number of ordinary tokens", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject CoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "app.engine._native._core.Core",
+    .tp_basicsize = sizeof(CoreObject),
+    .tp_dealloc = (destructor)Core_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Core(ranks: dict[bytes, int], scanner: int = 0): an immutable, thread-safe BPE core.",
+    .tp_methods = Core_methods,
+    .tp_getset = Core_getset,
+    .tp_init = (initproc)Core_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ------------------------------------------------------------------------------------------------ module */
+
+static PyObject *mod_unicode_flags(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    long cp = PyLong_AsLong(arg);
+    if (cp == -1 && PyErr_Occurred())
+        return NULL;
+    if (cp < 0 || cp > 0x10FFFF) {
+        PyErr_SetString(PyExc_ValueError, "code point out of range");
+        return NULL;
+    }
+    return PyLong_FromLong(ut_flags((uint32_t)cp));
+}
+
+/* all_unicode_flags() -> bytes: the flags of every code point, little-endian uint16, 0..0x10FFFF. */
+static PyObject *mod_all_unicode_flags(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, 0x110000 * 2);
+    if (!out)
+        return NULL;
+    uint8_t *d = (uint8_t *)PyBytes_AS_STRING(out);
+    for (uint32_t cp = 0; cp < 0x110000; cp++) {
+        uint16_t f = cp < 128 ? ascii_flags[cp] : ut_flags(cp);
+        d[2 * cp] = (uint8_t)(f & 0xFF);
+        d[2 * cp + 1] = (uint8_t)(f >> 8);
+    }
+    return out;
+}
+
+static PyMethodDef module_methods[] = {
+    {"unicode_flags", mod_unicode_flags, METH_O, "unicode_flags(cp: int) -> int: class flags of one code point."},
+    {"all_unicode_flags", mod_all_unicode_flags, METH_NOARGS,
+     "all_unicode_flags() -> bytes: flags of every code point as little-endian uint16."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "_core", "Compiled pre-tokenizers and BPE for app.engine.", -1, module_methods,
+};
+
+PyMODINIT_FUNC PyInit__core(void)
+{
+    for (uint32_t c = 0; c < 128; c++)
+        ascii_flags[c] = ut_flags(c);
+    if (PyType_Ready(&CoreType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&moduledef);
+    if (!m)
+        return NULL;
+    Py_INCREF(&CoreType);
+    if (PyModule_AddObject(m, "Core", (PyObject *)&CoreType) < 0) {
+        Py_DECREF(&CoreType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyModule_AddStringConstant(m, "REGEX_VERSION", UT_REGEX_VERSION) < 0 ||
+        PyModule_AddIntConstant(m, "SCAN_NONE", SCAN_NONE) < 0 ||
+        PyModule_AddIntConstant(m, "SCAN_GPT2", SCAN_GPT2) < 0 ||
+        PyModule_AddIntConstant(m, "SCAN_CL100K", SCAN_CL100K) < 0 ||
+        PyModule_AddIntConstant(m, "SCAN_O200K", SCAN_O200K) < 0 ||
+        PyModule_AddIntConstant(m, "SCAN_LLAMA3", SCAN_LLAMA3) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

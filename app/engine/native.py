@@ -1,0 +1,141 @@
+"""Glue between :class:`~app.engine.encoding.Encoding` and the compiled core (``app.engine._native._core``).
+
+The compiled core holds an encoding's ranks in a C hash table and runs the hand-written pre-tokenizer of a bundled
+pattern plus rank-based BPE with the GIL released. Its ids are identical to the pure-Python reference engine
+(``pretokenize.py`` + ``bpe.py``); ``tests/engine/test_native*.py`` check that differentially.
+
+Backend selection (:func:`resolve_backend`):
+
+* ``backend=`` argument of ``get_encoding``/``load_encoding``/``Encoding`` when given, else
+* ``$TOKENIZER_ENGINE`` (``native`` or ``python``), else
+* ``native`` when the extension imports, ``python`` otherwise.
+
+When ``native`` is wanted but the extension is missing (no compiler at install time), the engine falls back to
+``python`` and logs a warning once. ``$TOKENIZER_NATIVE_DISABLE=1`` makes the import fail on purpose, which is how
+the tests simulate a machine without a compiler.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from . import patterns
+
+log = logging.getLogger("app.engine")
+
+ENGINE_ENV = "TOKENIZER_ENGINE"
+DISABLE_ENV = "TOKENIZER_NATIVE_DISABLE"
+BACKENDS = ("native", "python")
+
+_core: Any
+IMPORT_ERROR: BaseException | None
+try:
+    if os.environ.get(DISABLE_ENV, "").strip() not in ("", "0"):
+        raise ImportError(f"compiled core disabled by ${DISABLE_ENV}")
+    from ._native import _core as _core_module
+
+    _core = _core_module
+    IMPORT_ERROR = None
+except ImportError as exc:  # no compiler at install time, or disabled on purpose
+    _core = None
+    IMPORT_ERROR = exc
+
+_warned = False
+_warn_lock = threading.Lock()
+
+
+def available() -> bool:
+    """True if the compiled core imported."""
+    return _core is not None
+
+
+def scanner_id(pattern: str) -> int:
+    """The native pre-tokenizer for ``pattern`` (one of the bundled patterns), or 0 when there is none."""
+    if _core is None:
+        return 0
+    return {
+        patterns.GPT2: _core.SCAN_GPT2,
+        patterns.CL100K: _core.SCAN_CL100K,
+        patterns.O200K: _core.SCAN_O200K,
+        patterns.LLAMA3: _core.SCAN_LLAMA3,
+    }.get(pattern, _core.SCAN_NONE)
+
+
+def resolve_backend(requested: str | None = None) -> str:
+    """The backend to use: ``"native"`` or ``"python"``.
+
+    ``requested`` (or, when it is None, ``$TOKENIZER_ENGINE``) may be ``"native"``, ``"python"`` or empty/None
+    (the default: native when available). Raises ``ValueError`` for any other value. A request for native on a
+    machine without the extension resolves to ``"python"`` with a one-time warning.
+    """
+    explicit = requested is not None
+    value = (requested if explicit else os.environ.get(ENGINE_ENV, "")) or ""
+    value = value.strip().lower()
+    if value and value not in BACKENDS:
+        source = "backend" if explicit else f"${ENGINE_ENV}"
+        raise ValueError(f"{source} must be one of {', '.join(BACKENDS)}, not {value!r}")
+    if value == "python":
+        return "python"
+    if _core is not None:
+        return "native"
+    _warn_missing(requested_native=value == "native")
+    return "python"
+
+
+def _warn_missing(*, requested_native: bool) -> None:
+    global _warned
+    with _warn_lock:
+        if _warned:
+            return
+        _warned = True
+    why = "native backend requested but the" if requested_native else "the"
+    log.warning(
+        "%s compiled core is not available (%s); using the pure-Python engine (slower). "
+        "Reinstall with a C compiler and Python headers (pip install .) to build it.",
+        why,
+        IMPORT_ERROR,
+    )
+
+
+class NativeCore:
+    """An encoding's compiled core: ranks in C, the native pre-tokenizer of its pattern when there is one.
+
+    Immutable and thread-safe; :meth:`encode` and :meth:`count` release the GIL. Text must be valid Unicode
+    (no lone surrogates) -- callers scrub it first or catch ``UnicodeEncodeError``.
+    """
+
+    __slots__ = ("_core", "scanner", "encode", "count", "encode_pieces", "count_pieces")
+
+    def __init__(self, mergeable_ranks: dict[bytes, int], pattern: str) -> None:
+        if _core is None:
+            raise RuntimeError(f"compiled core not available: {IMPORT_ERROR}")
+        self.scanner = scanner_id(pattern)
+        self._core = _core.Core(mergeable_ranks, self.scanner)
+        self.encode_pieces = self._core.encode_pieces
+        self.count_pieces = self._core.count_pieces
+        if self.scanner:
+            self.encode = self._core.encode
+            self.count = self._core.count
+        else:
+            self.encode = self.count = None
+
+    @property
+    def has_scanner(self) -> bool:
+        """True if the pattern has a native pre-tokenizer (else pieces come from the ``regex`` module)."""
+        return bool(self.scanner)
+
+    def split(self, text: str) -> list[str]:
+        """The native pre-tokenizer's pieces of ``text``; raises ``ValueError`` without a native scanner."""
+        return self._core.split(text)  # type: ignore[no-any-return]
+
+    def bpe(self, piece: bytes) -> list[int]:
+        """Ids of one non-empty piece (whole-piece lookup, then merging)."""
+        return self._core.bpe(piece)  # type: ignore[no-any-return]
+
+    def encode_many(self, pieces: Sequence[str]) -> list[int]:
+        """Ids of already pre-tokenized pieces, concatenated."""
+        return self._core.encode_pieces(pieces)  # type: ignore[no-any-return]
