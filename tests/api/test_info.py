@@ -1,0 +1,103 @@
+"""GET /tokenizers, /tokenizers/{name}, /healthz, /readyz, /metrics and the OpenAPI document."""
+
+from __future__ import annotations
+
+import re
+
+from fastapi.testclient import TestClient
+
+from app.engine import get_encoding, get_store
+
+from .test_errors import assert_error
+
+
+def test_tokenizers_list(client: TestClient) -> None:
+    body = client.get("/tokenizers").json()
+    store = get_store()
+    assert [t["name"] for t in body["tokenizers"]] == store.names()
+    by_name = {t["name"]: t for t in body["tokenizers"]}
+    cl = by_name["cl100k_base"]
+    assert cl["sha256"] == store.spec("cl100k_base").sha256
+    assert cl["vocab_size"] == 100277 and cl["special_tokens_count"] == 5
+    assert "gpt-4" in cl["models"] and "gpt-4-turbo" in cl["models"]  # manifest and model table
+    assert by_name["gpt2"]["aliases"] == ["r50k_base"]
+    assert "gpt-oss-20b" in by_name["o200k_harmony"]["models"]
+
+
+def test_tokenizer_detail(client: TestClient) -> None:
+    body = client.get("/tokenizers/r50k_base").json()
+    assert body["name"] == "gpt2" and body["special_tokens"] == {"<|endoftext|>": 50256}
+    assert body["pattern"]
+    llama = client.get("/tokenizers/llama3").json()
+    assert llama["special_tokens"]["<|eot_id|>"] == 128009 and len(llama["special_tokens"]) == 256
+    err = assert_error(client.get("/tokenizers/nope"), 404, "unknown_tokenizer")
+    assert "cl100k_base" in err["details"]["known"]
+
+
+def test_health_and_ready(client: TestClient) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+    ready = client.get("/readyz").json()
+    assert ready["status"] == "ready" and ready["tokenizers"] == get_store().names()
+
+
+def _sample(text: str, name: str, **labels: str) -> float | None:
+    for line in text.splitlines():
+        if not line.startswith(name + "{") and line.split(" ")[0] != name:
+            continue
+        found = dict(re.findall(r'(\w+)="([^"]*)"', line.split(" ")[0] if "{" not in line else line[: line.index("}")]))
+        if all(found.get(k) == v for k, v in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def test_metrics(client: TestClient) -> None:
+    before = client.get("/metrics").text
+    n0 = _sample(before, "tokenizer_http_request_duration_seconds_count", endpoint="/count", tokenizer="llama3",
+                 status="200") or 0
+    t0 = _sample(before, "tokenizer_tokens_total", endpoint="/count", tokenizer="llama3") or 0
+    b0 = _sample(before, "tokenizer_input_bytes_total", endpoint="/count", tokenizer="llama3") or 0
+    text = "zqxjkvw zqxjkvw zqxjkvw naïve zqxjkvw"  # not tokens themselves: BPE and the cache run
+    counts = [client.post("/count", json={"tokenizer": "llama3", "text": text}).json()["count"] for _ in range(3)]
+    client.post("/count", json={"tokenizer": "llama3", "text": 5})  # a 422 that resolved no tokenizer
+    r = client.get("/metrics")
+    assert r.headers["content-type"].startswith("text/plain")
+    after = r.text
+    assert _sample(after, "tokenizer_http_request_duration_seconds_count", endpoint="/count", tokenizer="llama3",
+                   status="200") == n0 + 3
+    assert _sample(after, "tokenizer_tokens_total", endpoint="/count", tokenizer="llama3") == t0 + sum(counts)
+    assert _sample(after, "tokenizer_input_bytes_total", endpoint="/count", tokenizer="llama3") == b0 + 3 * len(
+        text.encode())
+    assert (_sample(after, "tokenizer_http_request_duration_seconds_count", endpoint="/count", tokenizer="",
+                    status="422") or 0) >= 1
+    assert _sample(after, "tokenizer_http_requests_in_flight") == 1  # this scrape
+    # cache metrics mirror Encoding.cache_stats() at scrape time (whatever the backend: a native core may not cache)
+    stats = get_encoding("llama3").cache_stats()
+    assert (_sample(after, "tokenizer_cache_hits_total", tokenizer="llama3") or 0) == stats.hits
+    assert (_sample(after, "tokenizer_cache_misses_total", tokenizer="llama3") or 0) == stats.misses
+    assert _sample(after, "tokenizer_cache_entries", tokenizer="llama3") == stats.size
+    assert _sample(after, "tokenizer_cache_max_entries", tokenizer="llama3") == stats.max_size
+    sha = get_store().spec("llama3").sha256
+    assert _sample(after, "tokenizer_info", tokenizer="llama3", sha256=sha) == 1
+    assert _sample(after, "tokenizer_tokenize_duration_seconds_count", endpoint="/count", tokenizer="llama3")
+
+
+def test_unknown_paths_share_one_metric_label(client: TestClient) -> None:
+    for i in range(3):
+        client.get(f"/random-{i}")
+    text = client.get("/metrics").text
+    assert "random-" not in text
+    assert (_sample(text, "tokenizer_http_request_duration_seconds_count", endpoint="other", status="404") or 0) >= 3
+
+
+def test_openapi_documents_bodies_and_examples(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    schemas = spec["components"]["schemas"]
+    for path, model in (("/encode", "EncodeRequest"), ("/count", "CountRequest"), ("/decode", "DecodeRequest")):
+        op = spec["paths"][path]["post"]
+        ref = op["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+        assert ref == f"#/components/schemas/{model}"
+        assert schemas[model]["examples"]
+        assert {"200", "400", "413", "415", "422"} <= set(op["responses"])
+    assert "Part" in schemas and "SpecialTokens" in schemas
+    assert {"/tokenizers", "/tokenizers/{name}", "/healthz", "/readyz", "/metrics"} <= set(spec["paths"])
+    assert client.get("/docs").status_code == 200
