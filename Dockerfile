@@ -64,8 +64,11 @@ ENV PATH="/opt/venv/bin:${PATH}" \
 # An empty working directory, so `python -m app` imports the installed package, never a stray source tree.
 WORKDIR /srv/tokenizer
 
-# Re-hash and load every artifact of the installed store: a missing, truncated or altered file fails the build.
-RUN python -m app verify
+# Fail the build unless the compiled core imports (setup.py builds it as optional: without this check a broken
+# compile would silently ship the slow pure-Python engine), then re-hash and load every artifact of the installed
+# store: a missing, truncated or altered file fails the build.
+RUN python -c "import sys; from app.engine import native; sys.exit(0 if native.available() else f'no compiled core: {native.IMPORT_ERROR}')" \
+    && python -m app verify
 
 USER 10001:10001
 
@@ -75,6 +78,7 @@ EXPOSE 8000
 HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=2)"]
 
-# uvicorn finishes in-flight requests on SIGTERM (docker stop); give it time with `stop_grace_period` in compose.
+# On SIGTERM (docker stop) uvicorn stops accepting and finishes in-flight requests for up to
+# TOKENIZER_GRACEFUL_TIMEOUT seconds (default 30); compose's stop_grace_period leaves it that long before SIGKILL.
 STOPSIGNAL SIGTERM
 CMD ["python", "-m", "app", "serve", "--host", "0.0.0.0", "--port", "8000"]

@@ -42,31 +42,73 @@ SERVICE = "tokenizer"  # the compose service name of the tokenizer service
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# What the application really offers (planned names until the web layer lands; see _live_* below)
+# What the application really offers: the app runs in-process, gets a little traffic, and is scraped
 # ----------------------------------------------------------------------------------------------------------------
 
-#: Metric families (as prometheus-client names them, without sample suffixes) -> label names.
-PLANNED_METRICS: dict[str, set[str]] = {
-    "tokenizer_request_duration_seconds": {"endpoint", "tokenizer", "status"},
-    "tokenizer_tokens": {"tokenizer", "endpoint"},
-    "tokenizer_input_bytes": {"tokenizer", "endpoint"},
-    "tokenizer_cache_hits": {"tokenizer"},
-    "tokenizer_cache_misses": {"tokenizer"},
-    "tokenizer_cache_entries": {"tokenizer"},
-    "tokenizer_requests_in_flight": {"endpoint"},
-    "tokenizer_info": {"tokenizer", "sha256"},
-}
-PLANNED_GET_ROUTES = {"/healthz", "/readyz", "/metrics", "/tokenizers", "/tokenizers/{name}"}
+
+@dataclass(frozen=True)
+class LiveService:
+    metrics: dict[str, set[str]]  # exported metric family (as the text parser names it) -> label names
+    get_status: dict[str, int]  # GET path -> status code, without credentials, auth enabled
+    auth_required: dict[str, int]  # a protected path's status without credentials (proves auth was on)
+
+
+@cache
+def live_service() -> LiveService:
+    """Start the real app (auth on), send a few requests, scrape /metrics, probe the operational routes."""
+    from fastapi.testclient import TestClient
+    from prometheus_client.metrics import MetricWrapperBase
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from app.api import metrics as metrics_module
+    from app.api.main import create_app
+    from app.core.config import Settings
+
+    token = "deploy-test-token"
+    auth = {"Authorization": f"Bearer {token}"}
+    with TestClient(create_app(Settings.from_env({}, auth_token=token))) as client:
+        for path, body in (
+            ("/encode", {"tokenizer": "cl100k_base", "text": "hello world"}),
+            ("/count", {"tokenizer": "llama3", "texts": ["hi", "there"]}),
+            ("/decode", {"tokenizer": "gpt2", "ids": [31373]}),
+            ("/count", {"tokenizer": "no-such-tokenizer", "text": "x"}),
+        ):
+            client.post(path, json=body, headers=auth)
+        paths = ("/healthz", "/readyz", "/metrics")
+        get_status = {path: client.get(path).status_code for path in paths}
+        auth_required = {"/encode": client.post("/encode", json={"tokenizer": "gpt2", "text": "x"}).status_code}
+        scrape = client.get("/metrics", headers=auth)
+        assert scrape.status_code == 200, scrape.text
+    families: dict[str, set[str]] = {}
+    for fam in text_string_to_metric_families(scrape.text):
+        labels = families.setdefault(fam.name, set())
+        for sample in fam.samples:
+            labels |= set(sample.labels) - {"le", "quantile"}
+    # A family with no sample yet (a counter never incremented) shows no labels: take them from its definition.
+    for obj in vars(metrics_module).values():
+        if isinstance(obj, MetricWrapperBase) and obj._name in families:  # noqa: SLF001
+            families[obj._name] |= set(obj._labelnames)  # noqa: SLF001
+    return LiveService(families, get_status, auth_required)
 
 
 def exported_metrics() -> dict[str, set[str]]:
-    """Metric family name -> label names, of the metrics the service exports."""
-    return PLANNED_METRICS
+    """Metric family name -> label names, of the metrics the service exports (scraped, not planned)."""
+    return live_service().metrics
 
 
 def get_routes() -> set[str]:
-    """Paths the service answers with GET."""
-    return PLANNED_GET_ROUTES
+    """Paths the service answers with 200 to a GET without credentials while auth is on (probes may use these)."""
+    return {path for path, status in live_service().get_status.items() if status == 200}
+
+
+def test_live_service_introspection() -> None:
+    """The introspection itself works: auth was on, probes answered, the histogram and counters were scraped."""
+    live = live_service()
+    assert live.auth_required["/encode"] == 401
+    assert {"/healthz", "/metrics"} <= get_routes()
+    hist = live.metrics["tokenizer_http_request_duration_seconds"]
+    assert {"endpoint", "tokenizer", "status"} <= hist
+    assert "tokenizer_tokens" in live.metrics and "tokenizer_info" in live.metrics
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -350,18 +392,30 @@ def test_runtime_is_non_root_with_numeric_user() -> None:
     assert keywords.index("USER") > max(k for k, w in enumerate(keywords) if w in ("RUN", "COPY"))
 
 
-def test_artifacts_are_verified_during_the_build() -> None:
-    runs = [i.args for i in final_stage().instructions if i.keyword == "RUN"]
-    assert any(re.fullmatch(r"python -m app verify( .*)?", r) for r in runs), "runtime stage must run verify"
+def test_artifacts_and_compiled_core_are_checked_during_the_build() -> None:
+    commands = [c.strip() for i in final_stage().instructions if i.keyword == "RUN" for c in i.args.split("&&")]
+    assert "python -m app verify" in commands, "the runtime stage must run `python -m app verify`"
+    native_checks = [c for c in commands if "native.available()" in c]
+    assert len(native_checks) == 1, "the runtime stage must fail when the compiled core did not build"
     from app.cli import build_parser
 
-    args = build_parser().parse_args(["verify"])
-    assert args.command == "verify"
+    assert build_parser().parse_args(["verify"]).command == "verify"
+    # the check itself runs: it exits 0 here exactly when the compiled core imports in this environment
+    from app.engine import native
+
+    code = shlex.split(native_checks[0])
+    assert code[:2] == ["python", "-c"]
+    proc = subprocess.run([sys.executable, "-c", code[2]], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert (proc.returncode == 0) == native.available(), proc.stderr
 
 
 def test_cmd_is_the_real_serve_command() -> None:
     cmd = exec_form(the(final_stage(), "CMD").args)
     assert cmd[:4] == ["python", "-m", "app", "serve"]
+    from app.cli import build_parser
+
+    args = build_parser().parse_args(cmd[3:])  # exits (SystemExit) on an unknown flag
+    assert args.command == "serve" and args.host == "0.0.0.0" and args.port == 8000
     assert cmd[cmd.index("--host") + 1] == "0.0.0.0"
     port = int(cmd[cmd.index("--port") + 1])
     assert the(final_stage(), "EXPOSE").args.split()[0].split("/")[0] == str(port)
@@ -444,7 +498,12 @@ def test_compose_service_builds_this_image() -> None:
     assert set(env) <= known, f"unknown settings: {sorted(set(env) - known)}"
     Settings.from_env({k: str(v) for k, v in env.items()})
     assert "TOKENIZER_AUTH_TOKEN" not in env
-    assert svc.get("stop_grace_period"), "give uvicorn time to finish in-flight requests"
+    settings = Settings.from_env({k: str(v) for k, v in env.items()})
+    grace = re.fullmatch(r"(\d+)s", svc["stop_grace_period"])
+    assert grace and int(grace.group(1)) > settings.graceful_timeout, "SIGKILL must not cut the graceful shutdown"
+    assert settings.workers > 1, "compose runs several workers (Prometheus multiprocess mode)"
+    if settings.workers > 1 or svc.get("read_only"):
+        assert "/tmp" in svc.get("tmpfs", []), "the metrics directory (tempfile) needs a writable /tmp"
 
 
 def test_compose_bind_mounts_exist() -> None:
@@ -485,6 +544,9 @@ def test_prometheus_scrapes_the_service() -> None:
     targets = [t for sc in job["static_configs"] for t in sc["targets"]]
     assert targets == [f"{SERVICE}:{port}"]
     assert job.get("metrics_path", "/metrics") in get_routes()
+    env = compose()["services"][SERVICE].get("environment", {})
+    if str(env.get("TOKENIZER_METRICS_AUTH", "false")).lower() in ("1", "true", "yes", "on"):
+        assert "authorization" in job, "/metrics requires the token: give Prometheus credentials"
     assert mount_target("prometheus", PROMETHEUS) in compose()["services"]["prometheus"]["command"][0]
     assert compose()["services"]["prometheus"]["depends_on"][SERVICE]["condition"] == "service_healthy"
 
@@ -574,13 +636,13 @@ def test_dashboard_has_the_required_panels() -> None:
     def panel(pattern: str) -> bool:
         return any(re.search(pattern, expr) for expr in joined.values())
 
-    hist = "tokenizer_request_duration_seconds"
+    hist = "tokenizer_http_request_duration_seconds"
     assert panel(rf"sum by \(endpoint\) \(rate\({hist}_count\b"), "request rate per endpoint"
     assert panel(rf"histogram_quantile\(0\.5, sum by \(le, endpoint\) \(rate\({hist}_bucket\b"), "p50 per endpoint"
     assert panel(rf"histogram_quantile\(0\.99, sum by \(le, endpoint\) \(rate\({hist}_bucket\b"), "p99 per endpoint"
     assert panel(r"rate\(tokenizer_tokens_total\b"), "tokens/s"
     assert panel(r"tokenizer_cache_hits_total\b.*/.*tokenizer_cache_misses_total\b"), "cache hit ratio"
-    assert panel(r"\btokenizer_requests_in_flight\b"), "in-flight requests"
+    assert panel(r"\btokenizer_http_requests_in_flight\b"), "in-flight requests"
 
 
 def test_dashboard_metrics_and_labels_are_exported() -> None:
