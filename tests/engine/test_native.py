@@ -1,0 +1,197 @@
+"""The native backend against the pure-Python reference: identical ids everywhere, backend selection, the
+no-compiler fallback, and GIL-released threads."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from app.engine import Encoding, get_encoding, list_encodings, native
+from app.engine.bpe import byte_pair_encode
+
+pytestmark = pytest.mark.skipif(not native.available(), reason=f"compiled core not built: {native.IMPORT_ERROR}")
+
+ROOT = Path(__file__).resolve().parents[2]
+NAMES = list_encodings()
+PIECES = [
+    "a", "A", "ǅ", "ʰ", "中", "日本語", "\u0301", "\u0903", "1", "²", "٣", "123456", " ", "  ", "\t", "\n", "\r\n",
+    "\x0b", "\x0c", "\x85", "\u00a0", "\u2028", "\u3000", "'", "'s", "'S", "'ſ", "'ll", "'VE", "'re", "'d", "'m",
+    "'t", "/", ".", "-", "😀", "\x1c", "\x00", "hello", " world", "Привет", " мир", "Việt", " Việt", "<|endoftext|>",
+    "ﬀ", "İ", "ß", "\ufeff", "\u200d", "x\u0301y", "ＡＢＣ", "\U0001f468\u200d\U0001f469",
+]  # fmt: skip
+
+
+def hostile_corpus(seed: int = 4, n: int = 400) -> list[str]:
+    """Glued random sequences of class representatives, plus long runs that stress the O(n log n) paths."""
+    rng = random.Random(seed)
+    texts = ["", "hello world", "a  b", "today\n ", " \n  \n", "X.<|im_end|>", "don'T", "I'M fine'll"]
+    for _ in range(n):
+        texts.append("".join(rng.choice(PIECES) for _ in range(rng.randint(1, 30))))
+    texts += [
+        "a" * 20_000,
+        "^" * 20_000,
+        "1" * 5_001,
+        " " * 10_000 + "x",
+        "\n" * 3_000 + " " * 3_000,
+        "中" * 8_000,
+        "Привет" * 2_000,
+        "ab" * 9_000,
+        "🙂" * 3_000,
+    ]
+    return texts
+
+
+@pytest.fixture(scope="module", params=NAMES)
+def pair(request: pytest.FixtureRequest) -> tuple[Encoding, Encoding]:
+    """(native, python) encodings of one bundled tokenizer."""
+    return get_encoding(request.param, backend="native"), get_encoding(request.param, backend="python")
+
+
+def test_backends_are_what_they_say(pair: tuple[Encoding, Encoding]) -> None:
+    fast, ref = pair
+    assert fast.backend == "native" and ref.backend == "python"
+    assert fast is not ref and fast is get_encoding(fast.name, backend="native")
+
+
+def test_native_equals_reference_on_hostile_corpus(pair: tuple[Encoding, Encoding]) -> None:
+    fast, ref = pair
+    for text in hostile_corpus():
+        want = ref.encode(text)
+        assert fast.encode(text) == want, repr(text[:60])
+        assert fast.count(text) == len(want)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    text=st.one_of(
+        st.text(max_size=80),
+        st.lists(st.sampled_from(PIECES), max_size=25).map("".join),
+    )
+)
+def test_native_equals_reference_on_arbitrary_text(pair: tuple[Encoding, Encoding], text: str) -> None:
+    fast, ref = pair
+    want = ref.encode(text)  # lone surrogates included: both scrub them to U+FFFD
+    assert fast.encode(text) == want
+    assert fast.count(text) == len(want)
+    assert fast.encode_with_offsets(text) == ref.encode_with_offsets(text)
+
+
+def test_prefix_suffix_parts_and_surrogates(pair: tuple[Encoding, Encoding]) -> None:
+    fast, ref = pair
+    special = next(iter(fast.special_tokens))
+    text = "lone \ud800 and \udfff pair \ud83d\ude00 end"
+    assert fast.encode(text, prefix=[special], suffix=[special]) == ref.encode(text, prefix=[special], suffix=[special])
+    assert fast.count(text, prefix=[special]) == ref.count(text, prefix=[special])
+    assert fast.encode("\ud800") == ref.encode("\ufffd")
+
+
+def test_bpe_equals_reference_merge() -> None:
+    enc = get_encoding(NAMES[0], backend="native")
+    core = enc._native
+    assert core is not None
+    rng = random.Random(7)
+    alphabet = [b"a", b"b", b"th", b"e", b" ", b"\xe4\xb8\xad", b"\xff", b"in", b"g"]
+    for _ in range(2_000):
+        piece = b"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 90)))  # both merge loops
+        want = [enc._ranks[piece]] if piece in enc._ranks else byte_pair_encode(piece, enc._ranks)
+        assert core.bpe(piece) == want, piece
+
+
+def test_custom_pattern_uses_regex_split_and_native_bpe() -> None:
+    ref = get_encoding("cl100k_base", backend="python")
+    kwargs = dict(pattern=r"\p{L}+|\p{N}|[^\p{L}\p{N}]+", mergeable_ranks=ref._ranks, special_tokens={})
+    fast = Encoding("custom", backend="native", **kwargs)  # type: ignore[arg-type]
+    slow = Encoding("custom", backend="python", **kwargs)  # type: ignore[arg-type]
+    assert fast._native is not None and not fast._native.has_scanner
+    for text in hostile_corpus(seed=9, n=100):
+        assert fast.encode(text) == slow.encode(text)
+        assert fast.count(text) == len(slow.encode(text))
+
+
+def test_batches_with_threads_equal_serial(pair: tuple[Encoding, Encoding]) -> None:
+    fast, ref = pair
+    texts = hostile_corpus(seed=11, n=200)
+    want = [ref.encode(t) for t in texts]
+    assert fast.encode_batch(texts, num_threads=2) == want
+    assert fast.count_batch(texts, num_threads=3) == [len(w) for w in want]
+
+
+def test_concurrent_threads_share_one_encoding() -> None:
+    fast = get_encoding("o200k_base", backend="native")
+    texts = hostile_corpus(seed=13, n=50)
+    want = [fast.encode(t) for t in texts]
+    errors: list[str] = []
+
+    def work(k: int) -> None:
+        for i in range(len(texts)):
+            j = (i + k) % len(texts)
+            if fast.encode(texts[j]) != want[j] or fast.count(texts[j]) != len(want[j]):
+                errors.append(repr(texts[j][:30]))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def test_environment_selects_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(native.ENGINE_ENV, "python")
+    assert native.resolve_backend() == "python"
+    assert get_encoding("gpt2").backend == "python"
+    assert native.resolve_backend("native") == "native"  # an explicit argument wins
+    monkeypatch.setenv(native.ENGINE_ENV, "native")
+    assert get_encoding("gpt2").backend == "native"
+    monkeypatch.delenv(native.ENGINE_ENV)
+    assert native.resolve_backend() == "native"
+    monkeypatch.setenv(native.ENGINE_ENV, "rust")
+    with pytest.raises(ValueError, match="TOKENIZER_ENGINE"):
+        native.resolve_backend()
+    with pytest.raises(ValueError, match="backend"):
+        native.resolve_backend("fast")
+
+
+def test_load_logs_the_backend(caplog: pytest.LogCaptureFixture) -> None:
+    ref = get_encoding("gpt2", backend="python")
+    with caplog.at_level(logging.INFO, logger="app.engine"):
+        Encoding("x", pattern=ref.pattern, mergeable_ranks=ref._ranks, special_tokens={}, backend="native")
+    assert any("native backend" in r.getMessage() for r in caplog.records)
+
+
+def _run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    full_env = {k: v for k, v in os.environ.items() if k not in (native.ENGINE_ENV, native.DISABLE_ENV)}
+    full_env.update(env)
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_without_the_extension_the_engine_falls_back_and_says_so() -> None:
+    code = (
+        "import logging; logging.basicConfig(level=logging.INFO)\n"
+        "from app.engine import get_encoding, native\n"
+        "assert not native.available()\n"
+        "enc = get_encoding('gpt2')\n"
+        "print(enc.backend, enc.encode('hello world'))\n"
+    )
+    proc = _run(code, TOKENIZER_NATIVE_DISABLE="1", TOKENIZER_ENGINE="native")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "python [31373, 995]"
+    assert "compiled core is not available" in proc.stderr
+    assert "python backend" in proc.stderr
+
+
+def test_default_backend_is_native_in_a_fresh_process() -> None:
+    proc = _run("from app.engine import get_encoding; print(get_encoding('gpt2').backend)")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "native"

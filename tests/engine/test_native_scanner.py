@@ -1,0 +1,130 @@
+"""The native pre-tokenizers against the ``regex`` module: generated Unicode tables, per-code-point flags,
+differential fuzzing of piece boundaries, and a sweep of every code point in contexts."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import sys
+from pathlib import Path
+
+import pytest
+import regex
+
+from app.engine import native, patterns
+
+pytestmark = pytest.mark.skipif(not native.available(), reason=f"compiled core not built: {native.IMPORT_ERROR}")
+
+ROOT = Path(__file__).resolve().parents[2]
+BYTE_RANKS = {bytes([b]): b for b in range(256)}
+
+#: One or two representatives of every class combination the patterns distinguish.
+ALPHABET = [
+    *"aAǅʰ中\u0301\u09031²٣",
+    *" \t\n\r\x0b\x0c\x85\u00a0\u2028\u3000",
+    *"'sSſtTrevmlLdD/.-",
+    "😀",
+    "\x1c",
+    "\x00",
+]
+
+
+def _gen_module():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("gen_unicode_tables", ROOT / "scripts" / "gen_unicode_tables.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("gen_unicode_tables", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def regex_flags() -> list[int]:
+    """Per-code-point flags computed from the installed (pinned) ``regex`` module."""
+    return _gen_module().compute_flags()  # type: ignore[no-any-return]
+
+
+def _core(pattern_id: str):  # type: ignore[no-untyped-def]
+    return native.NativeCore(BYTE_RANKS, patterns.PATTERNS[pattern_id])
+
+
+def test_committed_header_matches_regeneration(regex_flags: list[int]) -> None:
+    gen = _gen_module()
+    committed = gen.HEADER.read_text(encoding="utf-8")
+    assert committed == gen.render(regex_flags), "unicode_tables.h is stale: run scripts/gen_unicode_tables.py"
+
+
+def test_compiled_flags_equal_regex_for_every_code_point(regex_flags: list[int]) -> None:
+    from app.engine._native import _core
+
+    compiled = _core.all_unicode_flags()
+    values = [compiled[2 * cp] | (compiled[2 * cp + 1] << 8) for cp in range(0x110000)]
+    diff = [cp for cp in range(0x110000) if values[cp] != regex_flags[cp]]
+    assert not diff, f"{len(diff)} code points differ, first U+{diff[0]:04X}"
+    assert _core.REGEX_VERSION == regex_version()
+
+
+def regex_version() -> str:
+    from importlib.metadata import version
+
+    return version("regex")
+
+
+def test_known_class_facts() -> None:
+    from app.engine._native import _core
+
+    gen = _gen_module()
+    bits = gen.FLAG_BITS
+    assert _core.unicode_flags(0x85) & bits["S"]  # NEL is White_Space
+    assert _core.unicode_flags(0x2028) & bits["S"]
+    assert not _core.unicode_flags(0x1C) & bits["S"]  # FS is not (Python's re disagrees)
+    assert _core.unicode_flags(0x17F) >> gen.LETTER_SHIFT == gen.LETTERS.index("s") + 1  # ſ matches (?i:s)
+    assert _core.unicode_flags(ord("K")) >> gen.LETTER_SHIFT == 0
+
+
+@pytest.mark.parametrize("pattern_id", sorted(patterns.PATTERNS))
+def test_scanner_matches_regex_on_random_strings(pattern_id: str) -> None:
+    core = _core(pattern_id)
+    compiled = regex.compile(patterns.PATTERNS[pattern_id])
+    rng = random.Random(20251118 + len(pattern_id))
+    for _ in range(40_000):
+        text = "".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 40)))
+        assert core.split(text) == compiled.findall(text), repr(text)
+
+
+@pytest.mark.parametrize("pattern_id", sorted(patterns.PATTERNS))
+def test_scanner_matches_regex_on_hostile_runs(pattern_id: str) -> None:
+    core = _core(pattern_id)
+    compiled = regex.compile(patterns.PATTERNS[pattern_id])
+    cases = [
+        "a" * 5000,
+        "A" * 3000 + "a",
+        "中A" * 1000,
+        "A" * 2000 + "ʰ" + "A" * 2000,
+        "\u0301" * 1000 + "x",
+        "1" * 1000,
+        " " * 2000 + "x",
+        " \n" * 1000,
+        "\n" * 500 + " " * 500,
+        "!" * 2000 + "\r\n/" * 100,
+        "'s'S'ſ'll'LL've're'd'm't" * 50,
+        "x " * 2000 + "   ",
+    ]
+    for text in cases:
+        assert core.split(text) == compiled.findall(text), repr(text[:40])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pattern_id", sorted(patterns.PATTERNS))
+def test_every_code_point_in_contexts(pattern_id: str) -> None:
+    """Each code point (surrogates excluded: text is scrubbed before scanning) in a few contexts, 64k at a time."""
+    core = _core(pattern_id)
+    compiled = regex.compile(patterns.PATTERNS[pattern_id])
+    contexts = ["a{c}b {c}{c}1 {c}'s x{c} \n{c}", "'{c}A{c}a", "中{c}\u0301"]
+    for lo in range(0, 0x110000, 0x10000):
+        chars = [chr(cp) for cp in range(lo, lo + 0x10000) if not 0xD800 <= cp < 0xE000]
+        text = "".join(ctx.format(c=c) for c in chars for ctx in contexts)
+        got, want = core.split(text), compiled.findall(text)
+        if got != want:
+            i = next(k for k, (x, y) in enumerate(zip(got, want, strict=False)) if x != y)
+            pytest.fail(f"block U+{lo:04X}: piece {i}: native {got[i - 2 : i + 2]!r} regex {want[i - 2 : i + 2]!r}")
