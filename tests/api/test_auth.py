@@ -25,8 +25,8 @@ def auth_client(request: pytest.FixtureRequest) -> Iterator[tuple[TestClient, bo
 def test_protected_routes_need_the_token(auth_client: tuple[TestClient, bool]) -> None:
     c, _ = auth_client
     body = {"tokenizer": "gpt2", "text": "a"}
-    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}, {"Authorization": f"Basic {TOKEN}"},
-                    {"Authorization": f"Bearer {TOKEN}x"}):
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN},
+                    {"Authorization": f"Basic {TOKEN}"}, {"Authorization": f"Bearer {TOKEN}x"}):
         r = c.post("/count", json=body, headers=headers)
         assert_error(r, 401, "unauthorized")
         assert r.headers["www-authenticate"] == "Bearer"
