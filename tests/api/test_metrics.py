@@ -1,0 +1,50 @@
+"""Units of app.api.metrics and app.api.middleware: cache-counter syncing and label bounding."""
+
+from __future__ import annotations
+
+from prometheus_client import REGISTRY
+
+from app.api import metrics
+from app.api.middleware import endpoint_label, is_json_media_type
+from app.engine import CacheStats
+
+
+class FakeEncoding:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.stats = CacheStats(0, 0, 0, 10)
+
+    def cache_stats(self) -> CacheStats:
+        return self.stats
+
+
+def _value(name: str, tokenizer: str) -> float:
+    return REGISTRY.get_sample_value(name, {"tokenizer": tokenizer}) or 0.0
+
+
+def test_cache_counters_follow_cache_stats_as_deltas() -> None:
+    enc = FakeEncoding("fake-cache-test")
+    for stats, hits, misses in [(CacheStats(5, 3, 4, 10), 5, 3), (CacheStats(7, 3, 5, 10), 7, 3),
+                                (CacheStats(7, 3, 5, 10), 7, 3),
+                                (CacheStats(1, 2, 1, 10), 8, 5)]:  # the cache was cleared: counting restarts
+        enc.stats = stats
+        metrics.sync_cache([enc])  # type: ignore[list-item]
+        assert _value("tokenizer_cache_hits_total", enc.name) == hits
+        assert _value("tokenizer_cache_misses_total", enc.name) == misses
+        assert _value("tokenizer_cache_entries", enc.name) == stats.size
+        assert _value("tokenizer_cache_max_entries", enc.name) == 10
+
+
+def test_endpoint_labels_are_bounded() -> None:
+    assert endpoint_label("/encode") == "/encode"
+    assert endpoint_label("/tokenizers/cl100k_base") == "/tokenizers/{name}"
+    assert endpoint_label("/tokenizers/a/b") == "other"
+    assert endpoint_label("/" + "x" * 1000) == "other"
+
+
+def test_json_media_types() -> None:
+    assert is_json_media_type("application/json")
+    assert is_json_media_type("Application/JSON; charset=utf-8")
+    assert is_json_media_type("application/problem+json")
+    assert not is_json_media_type("text/json+plain")
+    assert not is_json_media_type("application/jsonp")
