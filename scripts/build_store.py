@@ -55,8 +55,8 @@ LLAMA3_NAMED = [
 
 def o200k_harmony_specials() -> dict[str, int]:
     """tiktoken's table: o200k_base's specials, the named harmony tokens, then <|reserved_N|> for 200000..201087
-    except the named ids. Dict order matters: decode names an id by its last string, so 200018 decodes as
-    <|reserved_200018|> exactly as tiktoken does, while <|endofprompt|> still encodes to 200018."""
+    except the named ids. Dict order matters: decode names an id by its first string, so 200018 decodes as
+    <|endofprompt|> exactly as tiktoken does, while <|reserved_200018|> still encodes to 200018."""
     specials = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
     specials.update(O200K_HARMONY_NAMED)
     for i in (200000, 200001, 200004, 200009, 200010, 200011):

@@ -8,7 +8,8 @@ Special-token rules (the one place we deliberately differ from tiktoken's ``enco
 * Special tokens enter only by name, through their own arguments: ``prefix``/``suffix`` of :meth:`Encoding.encode`,
   or :class:`Special` items in :meth:`Encoding.encode_parts`. An unknown name raises
   :class:`~app.engine.errors.UnknownSpecialTokenError`, which lists the allowed names.
-* Decoding renders a special id as its string (the last string the manifest maps to that id, as tiktoken does),
+* Decoding renders a special id as its string (the first string the manifest maps to that id; for o200k_harmony
+  200018 that is ``<|endofprompt|>``, as tiktoken decodes it),
   unless ``skip_special=True``.
 
 Example::
@@ -106,7 +107,7 @@ class Encoding:
         for special, token_id in self._special_tokens.items():
             if table[token_id] is not None:
                 raise ValueError(f"{name}: special token {special!r} reuses ordinary id {token_id}")
-            self._special_by_id[token_id] = special  # the last name wins, as in tiktoken's decoder
+            self._special_by_id.setdefault(token_id, special)  # the first name wins (tiktoken decodes so too)
         self._token_bytes = table
         # Whole-piece lookup without encoding the piece: every token that is valid UTF-8, keyed by its text.
         self._text_ranks: dict[str, int] = {}

@@ -12,7 +12,7 @@ Manifest schema (``format_version`` 1)::
          "sha256": "…",                    # of the artifact file's bytes
          "pattern": "cl100k",              # a named pattern (app.engine.patterns) …
          "pattern_regex": null,            # … or a regular expression of its own (exactly one of the two)
-         "special_tokens": {"<|endoftext|>": 100257},   # string -> id; decode names an id by its last string
+         "special_tokens": {"<|endoftext|>": 100257},   # string -> id; decode names an id by its first string
          "vocab_size": 100277,             # highest id + 1, checked at load
          "source": "…", "license": "MIT", "license_file": "licenses/…",
          "models": ["gpt-4", …],           # model names that use this tokenizer

@@ -48,10 +48,11 @@ def test_decode_renders_and_skips_special_tokens() -> None:
     assert enc.decode(ids) == "hi<|endoftext|>"
     assert enc.decode(ids, skip_special=True) == "hi"
     assert enc.is_special(100257) and not enc.is_special(ids[0])
-    # tiktoken's table maps 200018 to both names; decode uses the last, as tiktoken does.
+    # tiktoken's table maps 200018 to both names; decode uses the first, as tiktoken does.
     harmony = get_encoding("o200k_harmony")
     assert harmony.special_token_id("<|endofprompt|>") == 200018
-    assert harmony.decode([200018]) == "<|reserved_200018|>"
+    assert harmony.special_token_id("<|reserved_200018|>") == 200018
+    assert harmony.decode([200018]) == "<|endofprompt|>"
 
 
 @pytest.mark.parametrize("bad", [-1, 100256, 100261, 100277, 10**12])
