@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterable
+from typing import Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -67,7 +68,17 @@ INFO = Gauge("tokenizer_info", "A loaded tokenizer and the sha256 of its verifie
              ["tokenizer", "sha256", "vocab_size", "kind"], multiprocess_mode="max")
 
 _sync_lock = threading.Lock()
-_last_seen: dict[str, tuple[int, int]] = {}
+_last_seen: dict[str, tuple[int, int, int, int]] = {}
+_children: dict[tuple[int, tuple[str, ...]], Any] = {}
+
+
+def _child(metric: Any, *labels: str) -> Any:
+    """``metric.labels(*labels)``, memoised (label lookups are a measurable share of a small request)."""
+    key = (id(metric), labels)
+    child = _children.get(key)
+    if child is None:
+        child = _children[key] = metric.labels(*labels)
+    return child
 
 
 def multiprocess_enabled() -> bool:
@@ -91,28 +102,32 @@ def sync_cache(encodings: Iterable[Encoding]) -> None:
     with _sync_lock:
         for enc in encodings:
             stats = enc.cache_stats()
-            last_hits, last_misses = _last_seen.get(enc.name, (0, 0))
+            seen = (stats.hits, stats.misses, stats.size, stats.max_size)
+            last = _last_seen.get(enc.name)
+            if seen == last:
+                continue
+            last_hits, last_misses = (last[0], last[1]) if last else (0, 0)
             hits = stats.hits - last_hits if stats.hits >= last_hits else stats.hits
             misses = stats.misses - last_misses if stats.misses >= last_misses else stats.misses
             if hits:
-                CACHE_HITS.labels(enc.name).inc(hits)
+                _child(CACHE_HITS, enc.name).inc(hits)
             if misses:
-                CACHE_MISSES.labels(enc.name).inc(misses)
-            _last_seen[enc.name] = (stats.hits, stats.misses)
-            CACHE_ENTRIES.labels(enc.name).set(stats.size)
-            CACHE_MAX_ENTRIES.labels(enc.name).set(stats.max_size)
+                _child(CACHE_MISSES, enc.name).inc(misses)
+            _last_seen[enc.name] = seen
+            _child(CACHE_ENTRIES, enc.name).set(stats.size)
+            _child(CACHE_MAX_ENTRIES, enc.name).set(stats.max_size)
 
 
 def observe_request(endpoint: str, tokenizer: str, status: int, seconds: float) -> None:
-    REQUEST_SECONDS.labels(endpoint, tokenizer, str(status)).observe(seconds)
+    _child(REQUEST_SECONDS, endpoint, tokenizer, str(status)).observe(seconds)
 
 
 def observe_work(endpoint: str, tokenizer: str, seconds: float, tokens: int, input_bytes: int) -> None:
-    TOKENIZE_SECONDS.labels(endpoint, tokenizer).observe(seconds)
+    _child(TOKENIZE_SECONDS, endpoint, tokenizer).observe(seconds)
     if tokens:
-        TOKENS.labels(endpoint, tokenizer).inc(tokens)
+        _child(TOKENS, endpoint, tokenizer).inc(tokens)
     if input_bytes:
-        INPUT_BYTES.labels(endpoint, tokenizer).inc(input_bytes)
+        _child(INPUT_BYTES, endpoint, tokenizer).inc(input_bytes)
 
 
 def render(encodings: Iterable[Encoding]) -> bytes:

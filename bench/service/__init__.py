@@ -1,0 +1,1 @@
+"""HTTP service benchmark: this service next to a plain FastAPI + tiktoken service (see ``run.py``)."""
