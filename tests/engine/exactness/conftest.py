@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from .reference import TALLY, TOKENIZERS
+from app.engine import native
+
+from .reference import BACKENDS, TALLY, TOKENIZERS
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -13,18 +15,29 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         return
     tr = terminalreporter
     tr.write_sep("=", "exactness vs tiktoken 0.14: strings compared / mismatches")
-    names = [n for n in TOKENIZERS if n in TALLY.compared] + sorted(set(TALLY.compared) - set(TOKENIZERS))
+    order = [f"{t}/{b}" for b in BACKENDS for t in TOKENIZERS]
+    names = [n for n in order if n in TALLY.compared] + sorted(set(TALLY.compared) - set(order))
     for name in names:
         sources = ", ".join(f"{src} {n}" for (tok, src), n in sorted(TALLY.by_source.items()) if tok == name)
         tr.write_line(
-            f"{name:14s} compared {TALLY.compared[name]:>9,d}  mismatches {TALLY.mismatched.get(name, 0):>4d}"
+            f"{name:21s} compared {TALLY.compared[name]:>9,d}  mismatches {TALLY.mismatched.get(name, 0):>4d}"
             f"  ({sources})"
         )
+    for line in TALLY.notes:
+        tr.write_line(line)
     total = sum(TALLY.compared.values())
-    tr.write_line(f"{'total':14s} compared {total:>9,d}  mismatches {sum(TALLY.mismatched.values()):>4d}")
+    tr.write_line(f"{'total':21s} compared {total:>9,d}  mismatches {sum(TALLY.mismatched.values()):>4d}")
 
 
 @pytest.fixture(params=TOKENIZERS)
 def tokenizer(request: pytest.FixtureRequest) -> str:
     """Each bundled tokenizer name in turn."""
+    return str(request.param)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Each engine backend in turn; ``native`` skips (naming why) when the compiled core did not build."""
+    if request.param == "native" and not native.available():
+        pytest.skip(f"compiled core not available: {native.IMPORT_ERROR}")
     return str(request.param)

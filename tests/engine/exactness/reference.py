@@ -27,6 +27,7 @@ import tiktoken.load
 import tiktoken_ext.openai_public as openai_public
 
 from app.engine import Encoding, get_encoding, get_store
+from app.engine import native as native_module
 
 #: Every bundled tokenizer, and the pattern family it uses.
 TOKENIZERS: tuple[str, ...] = ("gpt2", "cl100k_base", "o200k_base", "o200k_harmony", "llama3")
@@ -121,9 +122,24 @@ def reference_encoding(name: str) -> tiktoken.Encoding:
     )
 
 
-def ours(name: str) -> Encoding:
-    """Our engine's encoding of ``name``."""
-    return get_encoding(name)
+#: Our two engines: the compiled core and the pure-Python reference engine. Both must equal tiktoken.
+BACKENDS: tuple[str, ...] = ("native", "python")
+
+
+def native_available() -> bool:
+    """True if the compiled core imported (else the ``native`` cases skip, naming the import error)."""
+    return native_module.available()
+
+
+def ours(name: str, backend: str = "python") -> Encoding:
+    """Our engine's encoding of ``name`` on ``backend`` (``"native"`` or ``"python"``).
+
+    Raises ``RuntimeError`` if the native backend was asked for but the engine fell back to Python.
+    """
+    enc = get_encoding(name, backend=backend)
+    if enc.backend != backend:
+        raise RuntimeError(f"asked for the {backend} backend of {name}, got {enc.backend}")
+    return enc
 
 
 @dataclass
@@ -133,6 +149,7 @@ class Tally:
     compared: dict[str, int] = field(default_factory=dict)
     mismatched: dict[str, int] = field(default_factory=dict)
     by_source: dict[tuple[str, str], int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, tokenizer: str, source: str, compared: int, mismatched: int) -> None:
@@ -142,6 +159,11 @@ class Tally:
             self.mismatched[tokenizer] = self.mismatched.get(tokenizer, 0) + mismatched
             key = (tokenizer, source)
             self.by_source[key] = self.by_source.get(key, 0) + compared
+
+    def note(self, line: str) -> None:
+        """Add a free-form line to the summary (e.g. how many code points a sweep covered)."""
+        with self._lock:
+            self.notes.append(line)
 
 
 TALLY = Tally()
@@ -173,11 +195,13 @@ def compare(
     texts: Iterable[str],
     *,
     source: str,
+    backend: str = "python",
     encode: Callable[[str], list[int]] | None = None,
 ) -> list[Mismatch]:
-    """Encode every text with our engine (``encode``, default ``Encoding.encode``) and with tiktoken's
-    ``encode_ordinary``; record the counts in :data:`TALLY` and return the mismatches."""
-    enc = ours(name)
+    """Encode every text with our engine (``encode``, default ``Encoding.encode`` of ``backend``) and with
+    tiktoken's ``encode_ordinary``; record the counts in :data:`TALLY` (under ``name/backend``) and return the
+    mismatches."""
+    enc = ours(name, backend)
     ref = reference_encoding(name)
     ours_encode = encode or enc.encode
     n = 0
@@ -188,17 +212,19 @@ def compare(
         want = ref.encode_ordinary(text)
         if got != want:
             bad.append(Mismatch(text, got, want))
-    TALLY.add(name, source, n, len(bad))
+    TALLY.add(f"{name}/{backend}", source, n, len(bad))
     return bad
 
 
-def assert_same(name: str, texts: Iterable[str], *, source: str, show: int = 5) -> int:
+def assert_same(name: str, texts: Iterable[str], *, source: str, backend: str = "python", show: int = 5) -> int:
     """:func:`compare`, then fail listing up to ``show`` mismatches. Returns the number of strings compared."""
     texts = list(texts)
-    bad = compare(name, texts, source=source)
+    bad = compare(name, texts, source=source, backend=backend)
     if bad:
         lines = "\n".join(m.describe() for m in bad[:show])
-        raise AssertionError(f"{name}: {len(bad)} of {len(texts)} strings differ from tiktoken:\n{lines}")
+        raise AssertionError(
+            f"{name} ({backend} backend): {len(bad)} of {len(texts)} strings differ from tiktoken:\n{lines}"
+        )
     return len(texts)
 
 
