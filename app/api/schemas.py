@@ -209,6 +209,7 @@ class TokenizerSummary(BaseModel):
     name: str
     aliases: list[str]
     kind: str
+    backend: str = Field(description="engine backend serving it: native (compiled core) or python")
     vocab_size: int
     special_tokens_count: int
     sha256: str

@@ -64,6 +64,11 @@ class Settings:
     )
     max_decode_ids: int = _doc("Most token ids in one /decode request (all lists together).", default=4 * 2**20)
     max_text_chars: int = _doc("Most characters in one request's texts together (413 above).", default=16 * 2**20)
+    engine: str | None = _doc(
+        "Tokenizer backend: `native` (compiled core) or `python` (reference engine). Unset: native when the compiled "
+        "core is available (read by the engine).",
+        default=None,
+    )
     cache_size: int = _doc(
         "Pre-token LRU entries per tokenizer (read by the engine; 0 disables the cache).", default=16384
     )
@@ -101,6 +106,8 @@ class Settings:
         for name in ("cache_size", "bulk_bytes", "inline_bytes", "graceful_timeout"):
             if getattr(self, name) < 0:
                 raise SettingsError(f"{PREFIX}{name.upper()} must be >= 0, not {getattr(self, name)}")
+        if self.engine is not None and self.engine.lower() not in ("native", "python"):
+            raise SettingsError(f"{PREFIX}ENGINE must be native or python, not {self.engine!r}")
         if self.log_level.lower() not in ("critical", "error", "warning", "info", "debug", "trace"):
             raise SettingsError(f"{PREFIX}LOG_LEVEL must be a log level name, not {self.log_level!r}")
 

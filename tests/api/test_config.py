@@ -27,7 +27,8 @@ def test_defaults_and_env() -> None:
 
 @pytest.mark.parametrize("env", [{"TOKENIZER_PORT": "eighty"}, {"TOKENIZER_WORKERS": "0"},
                                  {"TOKENIZER_ACCESS_LOG": "maybe"}, {"TOKENIZER_MAX_BATCH_SIZE": "-1"},
-                                 {"TOKENIZER_LOG_LEVEL": "loud"}, {"TOKENIZER_GRACEFUL_TIMEOUT": "soon"}])
+                                 {"TOKENIZER_LOG_LEVEL": "loud"}, {"TOKENIZER_GRACEFUL_TIMEOUT": "soon"},
+                                 {"TOKENIZER_ENGINE": "rust"}])
 def test_bad_values_name_the_variable(env: dict[str, str]) -> None:
     with pytest.raises(SettingsError, match=next(iter(env))):
         Settings.from_env(env)

@@ -19,6 +19,7 @@ def test_tokenizers_list(client: TestClient) -> None:
     cl = by_name["cl100k_base"]
     assert cl["sha256"] == store.spec("cl100k_base").sha256
     assert cl["vocab_size"] == 100277 and cl["special_tokens_count"] == 5
+    assert cl["backend"] == get_encoding("cl100k_base").backend
     assert "gpt-4" in cl["models"] and "gpt-4-turbo" in cl["models"]  # manifest and model table
     assert by_name["gpt2"]["aliases"] == ["r50k_base"]
     assert "gpt-oss-20b" in by_name["o200k_harmony"]["models"]
