@@ -29,8 +29,8 @@ stood next to each other (they become one character).
 Backends (``Encoding.backend``): ``"native"`` runs the compiled core (:mod:`app.engine.native`: hand-written
 pre-tokenizers for the bundled patterns, BPE in C, GIL released; custom patterns are split by ``regex`` and merged
 in C); ``"python"`` runs the pure-Python reference (``pretokenize.py`` + ``bpe.py`` + the LRU of ``cache.py``).
-Both give identical ids. The native backend has no pre-token cache (BPE in C is cheaper than a cache lookup
-would be), so its :meth:`Encoding.cache_stats` are all zero.
+Both give identical ids. Each backend has its own bounded pre-token cache (``$TOKENIZER_CACHE_SIZE`` entries); the
+native one lives in C and only holds pieces that are not themselves tokens (at most 42 bytes, 12 ids).
 """
 
 from __future__ import annotations
@@ -120,7 +120,8 @@ class Encoding:
         self.backend = resolve_backend(backend)
         self._native: NativeCore | None = None
         if self.backend == "native":
-            self._native = NativeCore(mergeable_ranks, pattern)
+            size = default_cache_size() if cache_size is None else cache_size
+            self._native = NativeCore(mergeable_ranks, pattern, cache_size=size)
             self._cache = PieceCache(self._encode_piece, 0)
             how = "native pre-tokenizer" if self._native.has_scanner else "regex pre-tokenizer (custom pattern)"
             log.info("encoding %s: native backend (compiled core, %s, BPE in C)", name, how)
@@ -372,10 +373,14 @@ class Encoding:
     # ------------------------------------------------------------------ introspection
 
     def cache_stats(self) -> CacheStats:
-        """Hit, miss and size counters of this encoding's pre-token cache (all zero on the native backend, which
-        has no cache)."""
+        """Hit, miss and size counters of this encoding's pre-token cache. On the native backend, lookups happen
+        only for pieces that are not themselves tokens."""
+        if self._native is not None:
+            return CacheStats(*self._native.cache_stats())
         return self._cache.stats()
 
     def clear_cache(self) -> None:
         """Empty the pre-token cache and reset its counters."""
+        if self._native is not None:
+            self._native.clear_cache()
         self._cache.clear()

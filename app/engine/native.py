@@ -1,7 +1,8 @@
 """Glue between :class:`~app.engine.encoding.Encoding` and the compiled core (``app.engine._native._core``).
 
 The compiled core holds an encoding's ranks in a C hash table and runs the hand-written pre-tokenizer of a bundled
-pattern plus rank-based BPE with the GIL released. Its ids are identical to the pure-Python reference engine
+pattern plus rank-based BPE with the GIL released. Pieces that are not themselves tokens go through a bounded piece
+cache in C (direct-mapped, shared by threads under striped spinlocks; pieces of at most 42 bytes and 12 ids). Its ids are identical to the pure-Python reference engine
 (``pretokenize.py`` + ``bpe.py``); ``tests/engine/test_native*.py`` check that differentially.
 
 Backend selection (:func:`resolve_backend`):
@@ -108,13 +109,19 @@ class NativeCore:
     (no lone surrogates) -- callers scrub it first or catch ``UnicodeEncodeError``.
     """
 
-    __slots__ = ("_core", "scanner", "encode", "count", "encode_pieces", "count_pieces")
+    __slots__ = ("_core", "scanner", "encode", "count", "encode_pieces", "count_pieces", "cache_stats", "clear_cache")
 
-    def __init__(self, mergeable_ranks: dict[bytes, int], pattern: str) -> None:
+    def __init__(self, mergeable_ranks: dict[bytes, int], pattern: str, *, cache_size: int = 0) -> None:
+        """Build the C tables for ``mergeable_ranks``. ``cache_size``: slots of the piece cache (0 = off).
+
+        Raises ``RuntimeError`` without the extension, ``ValueError``/``TypeError`` for invalid ranks.
+        """
         if _core is None:
             raise RuntimeError(f"compiled core not available: {IMPORT_ERROR}")
         self.scanner = scanner_id(pattern)
-        self._core = _core.Core(mergeable_ranks, self.scanner)
+        self._core = _core.Core(mergeable_ranks, self.scanner, cache_size)
+        self.cache_stats = self._core.cache_stats  # () -> (hits, misses, size, max_size)
+        self.clear_cache = self._core.clear_cache
         self.encode_pieces = self._core.encode_pieces
         self.count_pieces = self._core.count_pieces
         if self.scanner:

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.engine import Encoding, get_encoding, list_encodings, native
+from app.engine import CacheStats, Encoding, get_encoding, list_encodings, native
 from app.engine.bpe import byte_pair_encode
 
 pytestmark = pytest.mark.skipif(not native.available(), reason=f"compiled core not built: {native.IMPORT_ERROR}")
@@ -195,3 +195,22 @@ def test_default_backend_is_native_in_a_fresh_process() -> None:
     proc = _run("from app.engine import get_encoding; print(get_encoding('gpt2').backend)")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "native"
+
+
+def test_native_piece_cache_counts_and_never_changes_output() -> None:
+    ref = get_encoding("cl100k_base", backend="python")
+    kwargs = dict(pattern=ref.pattern, mergeable_ranks=ref._ranks, special_tokens={})
+    cached = Encoding("c", backend="native", cache_size=64, **kwargs)  # type: ignore[arg-type]
+    uncached = Encoding("u", backend="native", cache_size=0, **kwargs)  # type: ignore[arg-type]
+    texts = hostile_corpus(seed=17, n=150) + ["Привет мир, привет мир " * 50]
+    for _ in range(2):  # the second pass hits the cache (and evicts: 64 slots)
+        for text in texts:
+            want = ref.encode(text)
+            assert cached.encode(text) == want and cached.count(text) == len(want)
+            assert uncached.encode(text) == want
+    stats = cached.cache_stats()
+    assert stats.hits > 0 and stats.misses > 0 and 0 < stats.size <= stats.max_size == 64
+    assert uncached.cache_stats() == CacheStats(0, 0, 0, 0)
+    cached.clear_cache()
+    assert cached.cache_stats() == CacheStats(0, 0, 0, 64)
+    assert cached.encode(texts[-1]) == ref.encode(texts[-1])

@@ -16,12 +16,13 @@
 #include <Python.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
 
 #include "unicode_tables.h"
 
 #define NO_RANK UINT32_MAX
-#define SMALL_PIECE 128 /* pieces up to this many bytes use the quadratic merge loop; longer ones the heap */
+#define SMALL_PIECE 16 /* pieces up to this many bytes use the quadratic merge loop; longer ones the heap */
 
 enum { SCAN_NONE = 0, SCAN_GPT2 = 1, SCAN_CL100K = 2, SCAN_O200K = 3, SCAN_LLAMA3 = 4 };
 
@@ -370,26 +371,51 @@ typedef struct {
     size_t count;
 } RankTable;
 
+/* The last 1..8 bytes of a key folded into 64 bits (with the length mixed in by the caller, distinct keys of the
+ * same length give distinct values). Fixed-size memcpy compiles to plain loads. */
+static inline uint64_t load_tail(const uint8_t *p, size_t n)
+{
+    if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, p, 4);
+        memcpy(&b, p + n - 4, 4);
+        return ((uint64_t)a << 32) | b;
+    }
+    return ((uint64_t)p[0] << 16) | ((uint64_t)p[n >> 1] << 8) | p[n - 1];
+}
+
 static inline uint64_t hash_bytes(const uint8_t *p, size_t n)
 {
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ ((uint64_t)n * 0xFF51AFD7ED558CCDull);
-    while (n >= 8) {
+    uint64_t h = (uint64_t)n * 0x9E3779B97F4A7C15ull;
+    while (n > 8) {
         uint64_t v;
         memcpy(&v, p, 8);
         h = (h ^ v) * 0xBF58476D1CE4E5B9ull;
-        h ^= h >> 31;
+        h ^= h >> 29;
         p += 8;
         n -= 8;
     }
-    if (n) {
-        uint64_t v = 0;
-        memcpy(&v, p, n);
-        h = (h ^ v) * 0x94D049BB133111EBull;
-        h ^= h >> 29;
-    }
-    h *= 0xD6E8FEB86659FD93ull;
+    h = (h ^ load_tail(p, n)) * 0x94D049BB133111EBull;
     h ^= h >> 32;
+    h *= 0xD6E8FEB86659FD93ull;
+    h ^= h >> 29;
     return h;
+}
+
+/* a[0..n) == b[0..n) for n >= 1, without a libc call for the short keys BPE looks up. */
+static inline int bytes_eq(const uint8_t *a, const uint8_t *b, size_t n)
+{
+    while (n > 8) {
+        uint64_t x, y;
+        memcpy(&x, a, 8);
+        memcpy(&y, b, 8);
+        if (x != y)
+            return 0;
+        a += 8;
+        b += 8;
+        n -= 8;
+    }
+    return load_tail(a, n) == load_tail(b, n); /* covers every byte of a 1..8-byte tail */
 }
 
 static inline uint32_t rank_lookup(const RankTable *t, const uint8_t *p, size_t n)
@@ -407,7 +433,7 @@ static inline uint32_t rank_lookup(const RankTable *t, const uint8_t *p, size_t 
             return NO_RANK;
         if ((uint32_t)(sl >> 32) == tag) {
             uint32_t idx = (uint32_t)sl - 1;
-            if (t->len[idx] == n && memcmp(t->arena + t->off[idx], p, n) == 0)
+            if (t->len[idx] == n && bytes_eq(t->arena + t->off[idx], p, n))
                 return t->rank[idx];
         }
         i = (i + 1) & t->mask;
@@ -452,7 +478,7 @@ static int rank_table_build(RankTable *t, PyObject *ranks)
     t->off = PyMem_RawMalloc(sizeof(uint32_t) * (size_t)(count + 1));
     t->len = PyMem_RawMalloc(sizeof(uint32_t) * (size_t)(count + 1));
     t->rank = PyMem_RawMalloc(sizeof(uint32_t) * (size_t)(count + 1));
-    t->arena = PyMem_RawMalloc((size_t)total + 1);
+    t->arena = PyMem_RawMalloc((size_t)total + 16);
     t->pair_rank = PyMem_RawMalloc(sizeof(uint32_t) * 65536);
     if (!t->slots || !t->off || !t->len || !t->rank || !t->arena || !t->pair_rank) {
         rank_table_free(t);
@@ -528,39 +554,36 @@ static int vec_reserve(IdVec *v, size_t extra)
 
 /* ------------------------------------------------------------------------------------------------ BPE */
 
-/* Merge a piece of 2..SMALL_PIECE bytes; appends the ids to out (capacity reserved by the caller). */
+/* Merge a piece of 2..SMALL_PIECE bytes; appends the ids to out (capacity reserved by the caller). Parts form a
+ * linked list: the part starting at byte i ends at nxt[i]; rk[i] is the rank of it merged with its successor. */
 static void bpe_small(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
 {
-    uint32_t pos[SMALL_PIECE + 1];
+    uint32_t nxt[SMALL_PIECE + 1];
     uint32_t rk[SMALL_PIECE];
-    size_t m = n; /* parts: [pos[i], pos[i+1]) for i < m; rk[i] = rank of parts i and i+1 merged */
-    for (size_t i = 0; i <= n; i++)
-        pos[i] = (uint32_t)i;
+    for (size_t i = 0; i < n; i++)
+        nxt[i] = (uint32_t)(i + 1);
     for (size_t i = 0; i + 1 < n; i++)
         rk[i] = t->pair_rank[((uint32_t)p[i] << 8) | p[i + 1]];
-    while (m > 1) {
-        uint32_t best = NO_RANK;
-        size_t bi = 0;
-        for (size_t i = 0; i + 1 < m; i++) {
-            if (rk[i] < best) {
+    rk[n - 1] = NO_RANK;
+    for (;;) {
+        uint32_t best = NO_RANK, bi = 0, bprev = UINT32_MAX, prev = UINT32_MAX;
+        for (uint32_t i = 0; i < n; prev = i, i = nxt[i]) {
+            if (rk[i] < best) { /* strictly less: the leftmost of equal ranks wins */
                 best = rk[i];
                 bi = i;
+                bprev = prev;
             }
         }
         if (best == NO_RANK)
             break;
-        /* merge parts bi and bi+1: drop boundary bi+1 and the pair rank rk[bi+1] */
-        memmove(&pos[bi + 1], &pos[bi + 2], (m - bi - 1) * sizeof(uint32_t));
-        if (bi + 3 <= m)
-            memmove(&rk[bi + 1], &rk[bi + 2], (m - bi - 3) * sizeof(uint32_t));
-        m--;
-        if (bi + 1 < m)
-            rk[bi] = rank_lookup(t, p + pos[bi], pos[bi + 2] - pos[bi]);
-        if (bi > 0)
-            rk[bi - 1] = rank_lookup(t, p + pos[bi - 1], pos[bi + 1] - pos[bi - 1]);
+        uint32_t k = nxt[nxt[bi]]; /* merge bi with its successor; the merged part ends at k */
+        nxt[bi] = k;
+        rk[bi] = k < n ? rank_lookup(t, p + bi, nxt[k] - bi) : NO_RANK;
+        if (bprev != UINT32_MAX)
+            rk[bprev] = rank_lookup(t, p + bprev, k - bprev);
     }
-    for (size_t i = 0; i < m; i++)
-        out->data[out->len++] = rank_lookup(t, p + pos[i], pos[i + 1] - pos[i]);
+    for (uint32_t i = 0; i < n; i = nxt[i])
+        out->data[out->len++] = rank_lookup(t, p + i, nxt[i] - i);
 }
 
 static inline void heap_push(uint64_t *heap, size_t *size, uint64_t key)
@@ -598,28 +621,35 @@ static inline uint64_t heap_pop(uint64_t *heap, size_t *size)
 }
 
 /* Merge a long piece in O(n log n): a heap of (rank, start) candidates over a linked list of parts, with lazy
- * invalidation (bpe.py's _merge_heap). Returns 0, or -1 when out of memory. */
+ * invalidation (bpe.py's _merge_heap). rk[i] is the current rank of the part at i merged with its successor, so a
+ * popped candidate is current iff its part is alive and rk[i] still equals its rank. Popping the smallest
+ * (rank, start) is "lowest rank, leftmost on ties". Returns 0, or -1 when out of memory. */
+#define HEAP_STACK 512
 static int bpe_heap(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
 {
-    uint32_t *nxt = PyMem_RawMalloc(sizeof(uint32_t) * (n + 2));
-    int32_t *prv = PyMem_RawMalloc(sizeof(int32_t) * (n + 2));
-    uint8_t *alive = PyMem_RawMalloc(n + 2);
-    size_t hcap = 3 * n + 16, hsize = 0;
-    uint64_t *heap = PyMem_RawMalloc(sizeof(uint64_t) * hcap);
-    if (!nxt || !prv || !alive || !heap) {
-        PyMem_RawFree(nxt);
-        PyMem_RawFree(prv);
-        PyMem_RawFree(alive);
-        PyMem_RawFree(heap);
-        return -1;
+    uint32_t s_nxt[HEAP_STACK + 1], s_prv[HEAP_STACK + 1], s_rk[HEAP_STACK + 1];
+    uint64_t s_heap[3 * HEAP_STACK];
+    uint32_t *nxt = s_nxt, *prv = s_prv, *rk = s_rk;
+    uint64_t *heap = s_heap;
+    size_t hsize = 0;
+    if (n > HEAP_STACK) {
+        nxt = PyMem_RawMalloc(sizeof(uint32_t) * (n + 1));
+        prv = PyMem_RawMalloc(sizeof(uint32_t) * (n + 1));
+        rk = PyMem_RawMalloc(sizeof(uint32_t) * (n + 1));
+        heap = PyMem_RawMalloc(sizeof(uint64_t) * (3 * n));
+        if (!nxt || !prv || !rk || !heap) {
+            PyMem_RawFree(nxt);
+            PyMem_RawFree(prv);
+            PyMem_RawFree(rk);
+            PyMem_RawFree(heap);
+            return -1;
+        }
     }
-    for (size_t i = 0; i <= n; i++) {
+    for (size_t i = 0; i < n; i++) {
         nxt[i] = (uint32_t)(i + 1);
-        prv[i] = (int32_t)i - 1;
-        alive[i] = 1;
-    }
-    for (size_t i = 0; i + 1 < n; i++) {
-        uint32_t r = t->pair_rank[((uint32_t)p[i] << 8) | p[i + 1]];
+        prv[i] = (uint32_t)i - 1; /* UINT32_MAX for the first part */
+        uint32_t r = i + 1 < n ? t->pair_rank[((uint32_t)p[i] << 8) | p[i + 1]] : NO_RANK;
+        rk[i] = r;
         if (r != NO_RANK)
             heap[hsize++] = ((uint64_t)r << 32) | i;
     }
@@ -643,27 +673,23 @@ static int bpe_heap(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
         uint64_t key = heap_pop(heap, &hsize);
         uint32_t rank = (uint32_t)(key >> 32);
         uint32_t i = (uint32_t)key;
-        if (!alive[i])
-            continue;
-        uint32_t j = nxt[i];
-        if (j >= n)
-            continue;
-        uint32_t k = nxt[j];
-        if (rank_lookup(t, p + i, k - i) != rank)
-            continue; /* stale */
-        alive[j] = 0;
+        if (rk[i] != rank)
+            continue; /* stale: the part at i was merged away or changed since this candidate was pushed */
+        uint32_t j = nxt[i], k = nxt[j];
+        rk[j] = NO_RANK; /* part j disappears */
         nxt[i] = k;
-        prv[k] = (int32_t)i;
-        if (k < n) {
-            uint32_t r = rank_lookup(t, p + i, nxt[k] - i);
+        if (k < n)
+            prv[k] = i;
+        uint32_t r = k < n ? rank_lookup(t, p + i, nxt[k] - i) : NO_RANK;
+        rk[i] = r;
+        if (r != NO_RANK)
+            heap_push(heap, &hsize, ((uint64_t)r << 32) | i);
+        uint32_t q = prv[i];
+        if (q != UINT32_MAX) {
+            r = rank_lookup(t, p + q, k - q);
+            rk[q] = r;
             if (r != NO_RANK)
-                heap_push(heap, &hsize, ((uint64_t)r << 32) | i);
-        }
-        int32_t q = prv[i];
-        if (q >= 0) {
-            uint32_t r = rank_lookup(t, p + q, k - (uint32_t)q);
-            if (r != NO_RANK)
-                heap_push(heap, &hsize, ((uint64_t)r << 32) | (uint32_t)q);
+                heap_push(heap, &hsize, ((uint64_t)r << 32) | q);
         }
     }
     for (size_t i = 0; i < n;) {
@@ -671,15 +697,66 @@ static int bpe_heap(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
         out->data[out->len++] = rank_lookup(t, p + i, j - i);
         i = j;
     }
-    PyMem_RawFree(nxt);
-    PyMem_RawFree(prv);
-    PyMem_RawFree(alive);
-    PyMem_RawFree(heap);
+    if (n > HEAP_STACK) {
+        PyMem_RawFree(nxt);
+        PyMem_RawFree(prv);
+        PyMem_RawFree(rk);
+        PyMem_RawFree(heap);
+    }
     return 0;
 }
 
-/* Ids of one piece appended to out: whole-piece lookup first, then merging. Returns 0 or -1 (out of memory). */
-static int encode_piece(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
+/* ------------------------------------------------------------------------------------------------ piece cache */
+
+/* A bounded cache from piece bytes to ids, shared by all threads using one Core: a direct-mapped table of slots,
+ * guarded by striped spinlocks (the GIL is not held while encoding). Only pieces that are not themselves tokens,
+ * of at most PC_KEY bytes and PC_IDS ids, are cached. Output is identical with the cache on or off. */
+#define PC_KEY 42
+#define PC_IDS 12
+#define PC_STRIPES 64
+
+typedef struct {
+    uint32_t tag; /* hash >> 32 */
+    uint8_t len;  /* 0 = empty */
+    uint8_t nids;
+    uint8_t key[PC_KEY];
+    uint32_t ids[PC_IDS];
+} PCSlot;
+
+typedef struct {
+    PCSlot *slots;
+    size_t nslots; /* 0 = cache off */
+    unsigned char locks[PC_STRIPES * 64]; /* one spinlock byte per 64-byte line */
+    uint64_t hits, misses;                 /* updated with atomic adds, once per call */
+    int64_t size;                          /* occupied slots (atomic) */
+} PieceCache;
+
+typedef struct {
+    uint64_t hits, misses;
+} CallStats;
+
+static inline void pc_lock(PieceCache *c, size_t slot)
+{
+    unsigned char *l = &c->locks[(slot & (PC_STRIPES - 1)) * 64];
+    unsigned spins = 0;
+    while (__atomic_test_and_set(l, __ATOMIC_ACQUIRE)) {
+        while (__atomic_load_n(l, __ATOMIC_RELAXED)) {
+            if (++spins > 1000) {
+                sched_yield();
+                spins = 0;
+            }
+        }
+    }
+}
+
+static inline void pc_unlock(PieceCache *c, size_t slot)
+{
+    __atomic_clear(&c->locks[(slot & (PC_STRIPES - 1)) * 64], __ATOMIC_RELEASE);
+}
+
+/* Ids of one piece appended to out: whole-piece lookup first, then the cache, then merging. Returns 0 or -1 (out
+ * of memory). */
+static int encode_piece(const RankTable *t, PieceCache *c, CallStats *st, const uint8_t *p, size_t n, IdVec *out)
 {
     if (vec_reserve(out, n))
         return -1;
@@ -688,32 +765,75 @@ static int encode_piece(const RankTable *t, const uint8_t *p, size_t n, IdVec *o
         out->data[out->len++] = r;
         return 0;
     }
-    if (n <= SMALL_PIECE) {
-        bpe_small(t, p, n, out);
-        return 0;
+    size_t slot = 0;
+    uint32_t tag = 0;
+    int cacheable = c && c->nslots && n <= PC_KEY;
+    if (cacheable) {
+        uint64_t h = hash_bytes(p, n);
+        tag = (uint32_t)(h >> 32);
+        slot = (size_t)(((uint64_t)(uint32_t)h * c->nslots) >> 32);
+        PCSlot *sl = &c->slots[slot];
+        pc_lock(c, slot);
+        if (sl->len == n && sl->tag == tag && bytes_eq(sl->key, p, n)) {
+            memcpy(out->data + out->len, sl->ids, sl->nids * sizeof(uint32_t));
+            out->len += sl->nids;
+            pc_unlock(c, slot);
+            st->hits++;
+            return 0;
+        }
+        pc_unlock(c, slot);
+        st->misses++;
     }
-    return bpe_heap(t, p, n, out);
+    size_t before = out->len;
+    if (n <= SMALL_PIECE)
+        bpe_small(t, p, n, out);
+    else if (bpe_heap(t, p, n, out))
+        return -1;
+    size_t nids = out->len - before;
+    if (cacheable && nids <= PC_IDS) {
+        PCSlot *sl = &c->slots[slot];
+        pc_lock(c, slot);
+        if (!sl->len)
+            __atomic_add_fetch(&c->size, 1, __ATOMIC_RELAXED);
+        sl->tag = tag;
+        sl->len = (uint8_t)n;
+        sl->nids = (uint8_t)nids;
+        memcpy(sl->key, p, n);
+        memcpy(sl->ids, out->data + before, nids * sizeof(uint32_t));
+        pc_unlock(c, slot);
+    }
+    return 0;
+}
+
+static void pc_account(PieceCache *c, const CallStats *st)
+{
+    if (st->hits)
+        __atomic_add_fetch(&c->hits, st->hits, __ATOMIC_RELAXED);
+    if (st->misses)
+        __atomic_add_fetch(&c->misses, st->misses, __ATOMIC_RELAXED);
 }
 
 /* Encode a whole UTF-8 text with a scanner. count_only: out is scratch, *ntokens gets the count. */
-static int encode_text(const RankTable *t, scan_fn scan, const uint8_t *s, size_t n, IdVec *out, int count_only,
-                       size_t *ntokens)
+static int encode_text(const RankTable *t, PieceCache *c, scan_fn scan, const uint8_t *s, size_t n, IdVec *out,
+                       int count_only, size_t *ntokens)
 {
     size_t total = 0;
+    CallStats st = {0, 0};
+    int rc = 0;
     for (size_t i = 0; i < n;) {
         size_t e = scan(s, i, n);
-        if (count_only) {
+        if (count_only)
             out->len = 0;
-            if (encode_piece(t, s + i, e - i, out))
-                return -1;
-            total += out->len;
-        } else if (encode_piece(t, s + i, e - i, out)) {
-            return -1;
+        if (encode_piece(t, c, &st, s + i, e - i, out)) {
+            rc = -1;
+            break;
         }
+        total += count_only ? out->len : 0;
         i = e;
     }
+    pc_account(c, &st);
     *ntokens = count_only ? total : out->len;
-    return 0;
+    return rc;
 }
 
 /* ------------------------------------------------------------------------------------------------ Python type */
@@ -725,11 +845,14 @@ typedef struct {
     PyObject **id_objs; /* id -> the int object of the ranks dict (shared, so building result lists allocates
                            no ints); NULL where an id has no ordinary token */
     size_t n_ids;
+    PieceCache cache;
 } CoreObject;
 
 static void Core_dealloc(CoreObject *self)
 {
     rank_table_free(&self->table);
+    PyMem_RawFree(self->cache.slots);
+    self->cache.slots = NULL;
     if (self->id_objs) {
         for (size_t i = 0; i < self->n_ids; i++)
             Py_XDECREF(self->id_objs[i]);
@@ -740,11 +863,16 @@ static void Core_dealloc(CoreObject *self)
 
 static int Core_init(CoreObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"ranks", "scanner", NULL};
+    static char *kwlist[] = {"ranks", "scanner", "cache_size", NULL};
     PyObject *ranks;
     int scanner = SCAN_NONE;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!|i", kwlist, &PyDict_Type, &ranks, &scanner))
+    Py_ssize_t cache_size = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!|in", kwlist, &PyDict_Type, &ranks, &scanner, &cache_size))
         return -1;
+    if (cache_size < 0 || cache_size > ((Py_ssize_t)1 << 28)) {
+        PyErr_SetString(PyExc_ValueError, "cache_size must be in 0..2**28");
+        return -1;
+    }
     if (scanner < SCAN_NONE || scanner > SCAN_LLAMA3) {
         PyErr_Format(PyExc_ValueError, "unknown scanner id %d", scanner);
         return -1;
@@ -776,6 +904,14 @@ static int Core_init(CoreObject *self, PyObject *args, PyObject *kwds)
     }
     self->scanner_id = scanner;
     self->scan = scanner_of(scanner);
+    if (cache_size > 0) {
+        self->cache.slots = PyMem_RawCalloc((size_t)cache_size, sizeof(PCSlot)); /* pages are touched lazily */
+        if (!self->cache.slots) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        self->cache.nslots = (size_t)cache_size;
+    }
     return 0;
 }
 
@@ -828,7 +964,8 @@ static PyObject *core_run(CoreObject *self, PyObject *text, int count_only)
     size_t ntokens = 0;
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = encode_text(&self->table, self->scan, (const uint8_t *)utf8, (size_t)size, &out, count_only, &ntokens);
+    rc = encode_text(&self->table, &self->cache, self->scan, (const uint8_t *)utf8, (size_t)size, &out, count_only,
+                     &ntokens);
     Py_END_ALLOW_THREADS
     PyObject *result = NULL;
     if (rc)
@@ -858,6 +995,7 @@ static PyObject *core_pieces(CoreObject *self, PyObject *pieces, int count_only)
     IdVec out = {NULL, 0, 0};
     size_t total = 0;
     PyObject *result = NULL;
+    CallStats st = {0, 0};
     for (Py_ssize_t k = 0; k < np; k++) {
         Py_ssize_t size;
         const char *utf8;
@@ -876,7 +1014,7 @@ static PyObject *core_pieces(CoreObject *self, PyObject *pieces, int count_only)
             continue;
         if (count_only)
             out.len = 0;
-        if (encode_piece(&self->table, (const uint8_t *)utf8, (size_t)size, &out)) {
+        if (encode_piece(&self->table, &self->cache, &st, (const uint8_t *)utf8, (size_t)size, &out)) {
             PyErr_NoMemory();
             goto done;
         }
@@ -884,6 +1022,7 @@ static PyObject *core_pieces(CoreObject *self, PyObject *pieces, int count_only)
     }
     result = count_only ? PyLong_FromSize_t(total) : ids_to_list(self, out.data, out.len);
 done:
+    pc_account(&self->cache, &st);
     PyMem_RawFree(out.data);
     Py_DECREF(seq);
     return result;
@@ -935,12 +1074,43 @@ static PyObject *Core_bpe(CoreObject *self, PyObject *piece)
     }
     IdVec out = {NULL, 0, 0};
     PyObject *result = NULL;
-    if (encode_piece(&self->table, (const uint8_t *)PyBytes_AS_STRING(piece), (size_t)PyBytes_GET_SIZE(piece), &out))
+    CallStats st = {0, 0};
+    if (encode_piece(&self->table, NULL, &st, (const uint8_t *)PyBytes_AS_STRING(piece), (size_t)PyBytes_GET_SIZE(piece),
+                     &out))
         PyErr_NoMemory();
     else
         result = ids_to_list(self, out.data, out.len);
     PyMem_RawFree(out.data);
     return result;
+}
+
+/* cache_stats() -> (hits, misses, size, max_size) */
+static PyObject *Core_cache_stats(CoreObject *self, PyObject *unused)
+{
+    (void)unused;
+    PieceCache *c = &self->cache;
+    return Py_BuildValue("(KKnn)", (unsigned long long)__atomic_load_n(&c->hits, __ATOMIC_RELAXED),
+                         (unsigned long long)__atomic_load_n(&c->misses, __ATOMIC_RELAXED),
+                         (Py_ssize_t)__atomic_load_n(&c->size, __ATOMIC_RELAXED), (Py_ssize_t)c->nslots);
+}
+
+/* clear_cache(): drop every entry and reset the counters (safe while other threads encode). */
+static PyObject *Core_clear_cache(CoreObject *self, PyObject *unused)
+{
+    (void)unused;
+    PieceCache *c = &self->cache;
+    Py_BEGIN_ALLOW_THREADS
+    for (size_t k = 0; k < PC_STRIPES; k++)
+        pc_lock(c, k);
+    if (c->nslots)
+        memset(c->slots, 0, c->nslots * sizeof(PCSlot));
+    __atomic_store_n(&c->hits, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->misses, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->size, 0, __ATOMIC_RELAXED);
+    for (size_t k = 0; k < PC_STRIPES; k++)
+        pc_unlock(c, k);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
 }
 
 static PyObject *Core_get_scanner(CoreObject *self, void *closure)
@@ -965,7 +1135,10 @@ static PyMethodDef Core_methods[] = {
     {"count_pieces", (PyCFunction)Core_count_pieces, METH_O,
      "count_pieces(pieces: Sequence[str | bytes]) -> int: number of tokens of the pieces."},
     {"split", (PyCFunction)Core_split, METH_O, "split(text: str) -> list[str]: the native pre-tokenizer's pieces."},
-    {"bpe", (PyCFunction)Core_bpe, METH_O, "bpe(piece: bytes) -> list[int]: ids of one piece."},
+    {"bpe", (PyCFunction)Core_bpe, METH_O, "bpe(piece: bytes) -> list[int]: ids of one piece (cache not used)."},
+    {"cache_stats", (PyCFunction)Core_cache_stats, METH_NOARGS,
+     "cache_stats() -> (hits, misses, size, max_size) of the piece cache."},
+    {"clear_cache", (PyCFunction)Core_clear_cache, METH_NOARGS, "clear_cache(): empty the piece cache, reset counters."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -980,7 +1153,7 @@ static PyTypeObject CoreType = {
     .tp_basicsize = sizeof(CoreObject),
     .tp_dealloc = (destructor)Core_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Core(ranks: dict[bytes, int], scanner: int = 0): an immutable, thread-safe BPE core.",
+    .tp_doc = "Core(ranks: dict[bytes, int], scanner: int = 0, cache_size: int = 0): a thread-safe BPE core.",
     .tp_methods = Core_methods,
     .tp_getset = Core_getset,
     .tp_init = (initproc)Core_init,
