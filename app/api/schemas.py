@@ -10,9 +10,12 @@ only through ``special_tokens.prefix/suffix`` or ``parts[].special``, by name.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+#: A tokenizer, model or special-token name: short, so that errors which echo it stay short.
+Name = Annotated[str, Field(min_length=1, max_length=256)]
 
 
 class _Strict(BaseModel):
@@ -22,15 +25,15 @@ class _Strict(BaseModel):
 class SpecialTokens(_Strict):
     """Special tokens, by name, around the text (around each text of a batch)."""
 
-    prefix: list[str] = Field(default_factory=list, description="special tokens put before the text, in order")
-    suffix: list[str] = Field(default_factory=list, description="special tokens put after the text, in order")
+    prefix: list[Name] = Field(default_factory=list, description="special tokens put before the text, in order")
+    suffix: list[Name] = Field(default_factory=list, description="special tokens put after the text, in order")
 
 
 class Part(_Strict):
     """One element of ``parts``: exactly one of ``text`` (ordinary text) or ``special`` (a special token's name)."""
 
     text: str | None = None
-    special: str | None = None
+    special: Name | None = None
 
     @model_validator(mode="after")
     def _one(self) -> Part:
@@ -40,9 +43,9 @@ class Part(_Strict):
 
 
 class _Target(_Strict):
-    tokenizer: str | None = Field(None, description="tokenizer name or alias (see GET /tokenizers)",
+    tokenizer: Name | None = Field(None, description="tokenizer name or alias (see GET /tokenizers)",
                                   examples=["cl100k_base"])
-    model: str | None = Field(None, description="model name, resolved to its tokenizer through the model table",
+    model: Name | None = Field(None, description="model name, resolved to its tokenizer through the model table",
                               examples=["gpt-4o"])
 
     @model_validator(mode="after")

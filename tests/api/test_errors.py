@@ -51,6 +51,8 @@ def test_malformed_json_is_400(client: TestClient, endpoint: str, raw: bytes) ->
     {"tokenizer": "cl100k_base", "parts": [{}]}, {"tokenizer": "cl100k_base", "parts": []},
     {"tokenizer": "cl100k_base", "text": "a", "special_tokens": {"prefix": "<|endoftext|>"}},
     {"tokenizer": "cl100k_base", "text": "a", "return_tokens": "yes"},
+    {"tokenizer": "x" * 10_000, "text": "a"}, {"model": "", "text": "a"},
+    {"tokenizer": "cl100k_base", "text": "a", "special_tokens": {"suffix": ["<" * 1000]}},
 ])
 def test_wrong_shapes_are_422(client: TestClient, endpoint: str, payload: Any) -> None:
     err = assert_error(client.post(endpoint, json=payload), 422, "validation_error")
