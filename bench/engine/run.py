@@ -158,8 +158,10 @@ def bench_throughput(engines: list[Engine], texts: dict[str, str], ident: dict[s
 
 def bench_chat(engines: list[Engine], msgs: list[str], ident: dict[str, dict[str, str]], runs: int
                ) -> dict[str, Any]:
-    """Per-call latency (wall, µs) over all messages; p50/p99 per run, then the median over runs."""
+    """Per-call latency in µs over all messages, both the calling thread's CPU time and wall clock; p50/p99/mean
+    per run, then the median over runs. Ours runs twice per run: cache cleared first (cold), then again (warm)."""
     per: dict[str, list[dict[str, float]]] = {}
+    cpu_ns, wall_ns = time.thread_time_ns, time.perf_counter_ns
     for r in range(runs):
         _log(f"chat run {r + 1}/{runs}")
         for e in _rotate(engines, r):
@@ -170,24 +172,29 @@ def bench_chat(engines: list[Engine], msgs: list[str], ident: dict[str, dict[str
                 if mode == "cold":
                     assert e.clear_cache is not None
                     e.clear_cache()
-                lat = []
+                cpu: list[float] = []
+                wall: list[float] = []
                 enc = e.encode
                 gc.disable()
                 try:
                     for m in msgs:
-                        t0 = time.perf_counter_ns()
+                        c0, w0 = cpu_ns(), wall_ns()
                         enc(m)
-                        lat.append((time.perf_counter_ns() - t0) / 1000)
+                        w1, c1 = wall_ns(), cpu_ns()
+                        cpu.append((c1 - c0) / 1000)
+                        wall.append((w1 - w0) / 1000)
                 finally:
                     gc.enable()
                 key = f"{e.name}|{mode}" if mode else e.name
-                per.setdefault(key, []).append({"p50": _pct(lat, 0.5), "p99": _pct(lat, 0.99),
-                                                "mean": statistics.fmean(lat)})
+                per.setdefault(key, []).append({
+                    "p50": _pct(cpu, 0.5), "p99": _pct(cpu, 0.99), "mean": statistics.fmean(cpu),
+                    "wall_p50": _pct(wall, 0.5), "wall_p99": _pct(wall, 0.99), "wall_mean": statistics.fmean(wall)})
     total = sum(len(m.encode("utf-8")) for m in msgs)
+    fields = ("p50", "p99", "mean", "wall_p50", "wall_p99", "wall_mean")
     return {
         "messages": len(msgs), "bytes": total,
-        "engines": {k: {"p50_us": _median([x["p50"] for x in v]), "p99_us": _median([x["p99"] for x in v]),
-                        "mean_us": _median([x["mean"] for x in v]), "n": len(v)} for k, v in per.items()},
+        "engines": {k: {**{f"{f}_us": _median([x[f] for x in v]) for f in fields}, "n": len(v)}
+                    for k, v in per.items()},
     }
 
 
@@ -236,6 +243,7 @@ def bench_batch(engines: list[Engine], docs: list[str], runs: int) -> dict[str, 
     """Wall-clock ``batch(docs, threads)`` throughput for 1 and 2 threads; medians over interleaved runs."""
     total = sum(len(d.encode("utf-8")) for d in docs)
     usable = [e for e in engines if e.batch is not None]
+    load_before = _loadavg()
     for e in usable:  # warm-up (and ours' cache), untimed
         assert e.batch is not None
         e.batch(docs, 1)
@@ -250,7 +258,8 @@ def bench_batch(engines: list[Engine], docs: list[str], runs: int) -> dict[str, 
     for e in usable:
         w1, w2 = _median(samples[f"{e.name}|1"]), _median(samples[f"{e.name}|2"])
         res[e.name] = {"mb_s_1t": total / w1 / 1e6, "mb_s_2t": total / w2 / 1e6, "speedup_2t": w1 / w2}
-    return {"docs": len(docs), "bytes": total, "engines": res}
+    return {"docs": len(docs), "bytes": total, "engines": res, "loadavg_before": load_before,
+            "loadavg_after": _loadavg()}
 
 
 def bench_load_memory(reps: int, backends: list[str | None]) -> dict[str, Any]:
@@ -319,6 +328,7 @@ def render(summary: dict[str, Any]) -> str:
         "calling thread's CPU time",
         "",
     ]
+    lines += _targets(summary)
     if m.get("unavailable"):
         lines += ["## Engines not timed", ""]
         for u in m["unavailable"]:
@@ -384,17 +394,24 @@ def render(summary: dict[str, Any]) -> str:
         chat = enc.get("chat")
         if chat:
             lines += [f"### Chat messages: per-call latency ({chat['messages']} messages, "
-                      f"{chat['bytes'] / chat['messages']:.0f} B mean; wall-clock µs, median of runs)", "",
-                      "| engine | p50 µs | p99 µs | mean µs | ours(warm) p50 / engine p50 |",
-                      "|---|---:|---:|---:|---:|"]
+                      f"{chat['bytes'] / chat['messages']:.0f} B mean; µs, median of runs)", "",
+                      "CPU = the calling thread's CPU time per call; wall = wall clock, which includes preemption "
+                      "by other processes on the shared cores (it dominates wall p99).", "",
+                      "| engine | CPU p50 µs | CPU p99 µs | CPU mean µs | wall p50 µs | wall p99 µs "
+                      "| speed vs ours warm (engine CPU p50 / ours CPU p50) |",
+                      "|---|---:|---:|---:|---:|---:|---:|"]
             e = chat["engines"]
-            base = next((e[k]["p50_us"] for k in e if k.endswith("|warm")), None)
+            bases = {o: e.get(f"{o}|warm", {}).get("p50_us") for o in ours_names}
+            lines[-2] = lines[-2].replace("| speed vs ours warm (engine CPU p50 / ours CPU p50) |", "| " + " | ".join(
+                f"engine p50 / {o} warm p50" for o in ours_names) + " |")
+            lines[-1] = "|---|" + "---:|" * (5 + len(ours_names))
             for k, v in e.items():
+                ratios = " | ".join(_r(v["p50_us"], bases[o]) for o in ours_names)
                 lines.append(f"| {k.replace('|', ' ')} | {_f(v['p50_us'])} | {_f(v['p99_us'])} | {_f(v['mean_us'])} "
-                             f"| {_r(base, v['p50_us']) if base else '—'} |")
+                             f"| {_f(v['wall_p50_us'])} | {_f(v['wall_p99_us'])} | {ratios} |")
             for name, verdict in enc["identity"].items():
                 if verdict.get("chat", "ok") != "ok":
-                    lines.append(f"| {name} | not timed: {verdict['chat']} | | | |")
+                    lines.append(f"| {name} | not timed: {verdict['chat']} |" + " |" * (4 + len(ours_names)))
             lines.append("")
         host = enc.get("hostile")
         if host:
@@ -406,8 +423,8 @@ def render(summary: dict[str, Any]) -> str:
                     if "identity" in v:
                         lines.append(f"| {gen} | {name} | | | | not timed: {v['identity']} |")
                         continue
-                    ratios = [x for x in v["ratios"] if x is not None]
-                    worst = max(ratios) if ratios else None
+                    doubling = [x for x in v["ratios"] if x is not None]
+                    worst = max(doubling) if doubling else None
                     verdict = ("linear" if worst is not None and worst < 2.6 else
                                "superlinear" if worst is not None else "—")
                     if v.get("stopped"):
@@ -419,7 +436,9 @@ def render(summary: dict[str, Any]) -> str:
         batch = enc.get("batch")
         if batch:
             lines += [f"### Batch: encode_batch over {batch['docs']} documents ({batch['bytes'] / 1e6:.2f} MB), "
-                      "wall clock", "", "| engine | MB/s 1 thread | MB/s 2 threads | 2 threads / 1 thread |",
+                      f"wall clock; load average before / after: {batch.get('loadavg_before', '?')} / "
+                      f"{batch.get('loadavg_after', '?')}", "",
+                      "| engine | MB/s 1 thread | MB/s 2 threads | 2 threads / 1 thread |",
                       "|---|---:|---:|---:|"]
             for name, v in batch["engines"].items():
                 lines.append(f"| {name} | {_f(v['mb_s_1t'])} | {_f(v['mb_s_2t'])} | {_f(v['speedup_2t'], 2)} |")
@@ -441,6 +460,56 @@ def render(summary: dict[str, Any]) -> str:
     if summary.get("notes"):
         lines += ["## Notes", ""] + [f"- {n}" for n in summary["notes"]] + [""]
     return "\n".join(lines)
+
+
+def _throughput_ratios(tp: dict[str, Any], variant: str, peer: str) -> list[float]:
+    """Per-corpus MB/s ratios ``variant / peer`` over the corpora where both were timed."""
+    xs = []
+    for c in tp.values():
+        a, b = c["engines"].get(variant, {}).get("mb_s"), c["engines"].get(peer, {}).get("mb_s")
+        if a and b:
+            xs.append(a / b)
+    return xs
+
+
+def _targets(summary: dict[str, Any]) -> list[str]:
+    """The issue's targets, evaluated per ours engine on each encoding (cold-cache throughput: peers have none)."""
+    out = ["## Targets (issue 4) — cold cache of ours; warm in brackets", "",
+           "| encoding | engine | median / tiktoken (>= 4) | min corpus / tiktoken (>= 2) | median / bpe-openai "
+           "| median / quicktok (>= 1) | count / encode, min (>= 1) | hostile worst ratio per doubling (~2) "
+           "| batch 2 threads / 1 (>= 1.8) | RSS / tiktoken (<= 1) | load time / tiktoken (<= 1) |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lm = summary.get("load_memory", {})
+    for enc_name, enc in summary["encodings"].items():
+        tp = enc.get("throughput", {})
+        for o in [e for e in enc["engines"] if e.startswith("ours")]:
+            def ratios(peer: str, mode: str, o: str = o, tp: dict[str, Any] = tp) -> list[float]:
+                return _throughput_ratios(tp, f"{o}|{mode}", peer)
+
+            def cell(xs_cold: list[float], xs_warm: list[float], fn: Callable[[list[float]], float]) -> str:
+                if not xs_cold:
+                    return "—"
+                return f"{fn(xs_cold):.2f} ({fn(xs_warm):.2f})"
+
+            med = statistics.median
+            tt = cell(ratios("tiktoken", "cold"), ratios("tiktoken", "warm"), med)
+            tmin = cell(ratios("tiktoken", "cold"), ratios("tiktoken", "warm"), min)
+            bo = cell(ratios("bpe-openai", "cold"), ratios("bpe-openai", "warm"), med)
+            qt = cell(ratios("quicktok", "cold"), ratios("quicktok", "warm"), med)
+            if qt == "—":
+                qt = "not comparable"
+            ce = [c["engines"][f"{o}|count-{m}"]["mb_s"] / c["engines"][f"{o}|{m}"]["mb_s"]
+                  for c in tp.values() for m in ("cold", "warm") if f"{o}|{m}" in c["engines"]]
+            host = [x for res in enc.get("hostile", {}).values() for x in res.get(o, {}).get("ratios", [])
+                    if x is not None]
+            batch = enc.get("batch", {}).get("engines", {}).get(o, {}).get("speedup_2t")
+            mem = lm.get(o, {}).get("rss_kib"), lm.get("tiktoken", {}).get("rss_kib")
+            load = lm.get(o, {}).get("load_s"), lm.get("tiktoken", {}).get("load_s")
+            out.append(f"| {enc_name} | {o} | {tt} | {tmin} | {bo} | {qt} | {_f(min(ce), 2) if ce else '—'} "
+                       f"| {_f(max(host), 2) if host else '—'} | {_f(batch, 2)} | {_r(*mem)} | {_r(*load)} |")
+    out += ["", "Batch 2-thread speed-up needs two idle cores; with other work on the machine (see the load "
+            "average above and in the batch section) it understates what the engine can do.", ""]
+    return out
 
 
 def _ident_cell(enc: dict[str, Any], engine: str, corpus: str) -> str:
@@ -473,11 +542,15 @@ def _loadavg() -> str:
 
 
 def _commit() -> str:
+    """HEAD's short hash, plus a warning when ``app/`` (the code under test) has uncommitted changes."""
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
                               timeout=10).stdout.strip() or "?"
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "app"], cwd=REPO, capture_output=True,
+                               text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "?"
+    return head + (f" (+ uncommitted changes in {len(dirty.splitlines())} file(s) under app/)" if dirty else "")
 
 
 def _docs(texts: dict[str, str], chunk: int, limit: int) -> list[str]:
