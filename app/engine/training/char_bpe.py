@@ -86,6 +86,25 @@ class CharBPEModel:
         v = self.vocab
         return [v[i] for i in _Merger(self).encode_word(word)]
 
+    def segment_in_order(self, word: str, merges: Sequence[tuple[int, int, int]] | None = None) -> list[str]:
+        """The textbook procedure: apply each merge of ``merges`` (default: the learned ones), in list order, to
+        every occurrence in ``word``, one pass per merge. With the learned order this equals :meth:`segment`;
+        with another order it generally does not (merge order matters)."""
+        ids = [_Merger(self).char_id.get(ch, UNK_ID) for ch in word] + [1]
+        for a, b, r in self.merges if merges is None else merges:
+            out: list[int] = []
+            i = 0
+            while i < len(ids):
+                if i + 1 < len(ids) and ids[i] == a and ids[i + 1] == b:
+                    out.append(r)
+                    i += 2
+                else:
+                    out.append(ids[i])
+                    i += 1
+            ids = out
+        v = self.vocab
+        return [v[i] for i in ids]
+
     # ------------------------------------------------------------------ artifact
 
     def to_artifact(self) -> bytes:

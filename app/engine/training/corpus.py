@@ -120,6 +120,8 @@ def count_pretokens(
     *,
     stats: CorpusStats | None = None,
     on_bytes: Callable[[int], None] | None = None,
+    block_bytes: int = BLOCK_BYTES,
+    max_chunk_chars: int = MAX_CHUNK_CHARS,
 ) -> Counter[str]:
     """Frequencies of the pre-tokens of ``pattern`` over the files, in order of first appearance.
 
@@ -127,7 +129,10 @@ def count_pretokens(
     """
     findall = compile_pattern(pattern).findall
     counts: Counter[str] = Counter()
-    for chunk in iter_chunks(paths, exact_cuts=True, stats=stats, on_bytes=on_bytes):
+    chunks = iter_chunks(
+        paths, exact_cuts=True, stats=stats, on_bytes=on_bytes, block_bytes=block_bytes, max_chunk_chars=max_chunk_chars
+    )
+    for chunk in chunks:
         counts.update(findall(chunk))
     return counts
 
@@ -137,9 +142,10 @@ def count_words(
     *,
     stats: CorpusStats | None = None,
     on_bytes: Callable[[int], None] | None = None,
+    block_bytes: int = BLOCK_BYTES,
 ) -> Counter[str]:
     """Frequencies of whitespace-separated words (``str.split``) over the files, in order of first appearance."""
     counts: Counter[str] = Counter()
-    for chunk in iter_chunks(paths, exact_cuts=False, stats=stats, on_bytes=on_bytes):
+    for chunk in iter_chunks(paths, exact_cuts=False, stats=stats, on_bytes=on_bytes, block_bytes=block_bytes):
         counts.update(chunk.split())
     return counts
