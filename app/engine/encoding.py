@@ -39,6 +39,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cached_property
 
 from .artifacts import parse_tiktoken, read_verified
 from .bpe import byte_pair_encode, byte_pair_split
@@ -109,13 +110,6 @@ class Encoding:
                 raise ValueError(f"{name}: special token {special!r} reuses ordinary id {token_id}")
             self._special_by_id.setdefault(token_id, special)  # the first name wins (tiktoken decodes so too)
         self._token_bytes = table
-        # Whole-piece lookup without encoding the piece: every token that is valid UTF-8, keyed by its text.
-        self._text_ranks: dict[str, int] = {}
-        for token, rank in mergeable_ranks.items():
-            try:
-                self._text_ranks[token.decode("utf-8")] = rank
-            except UnicodeDecodeError:
-                pass
         self._pretokenizer = PreTokenizer(pattern)
         self.backend = resolve_backend(backend)
         self._native: NativeCore | None = None
@@ -127,7 +121,20 @@ class Encoding:
             log.info("encoding %s: native backend (compiled core, %s, BPE in C)", name, how)
         else:
             self._cache = PieceCache(self._encode_piece, default_cache_size() if cache_size is None else cache_size)
+            self._text_ranks  # noqa: B018 -- built at load, not on the first request
             log.info("encoding %s: python backend (pure-Python reference engine)", name)
+
+    @cached_property
+    def _text_ranks(self) -> dict[str, int]:
+        """Whole-piece lookup without encoding the piece: every token that is valid UTF-8, keyed by its text (the
+        python backend's fast path; the native backend does not need it)."""
+        text_ranks: dict[str, int] = {}
+        for token, rank in self._ranks.items():
+            try:
+                text_ranks[token.decode("utf-8")] = rank
+            except UnicodeDecodeError:
+                pass
+        return text_ranks
 
     @classmethod
     def from_spec(cls, spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None) -> Encoding:
@@ -269,8 +276,9 @@ class Encoding:
         text = scrub_surrogates(text)
         ids: list[int] = []
         spans: list[tuple[int, int]] = []
-        whole = self._text_ranks.get
         native = self._native
+        no_whole: dict[str, int] = {}  # the native BPE looks whole pieces up itself
+        whole = (self._text_ranks if native is None else no_whole).get
         table = self._token_bytes
         for piece, start in self._pieces_with_offsets(text):
             token = whole(piece)
