@@ -338,7 +338,7 @@ def _take(chunks: Iterable[str], limit: int, sep: str = "\n\n") -> str:
 
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # per process: concurrent builders never collide
     tmp.write_bytes(text.encode("utf-8"))
     tmp.replace(path)
 
@@ -429,7 +429,7 @@ def _build_train(data_dir: Path) -> None:
     }
     path = data_dir / _FILES["train"]
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     total = 0
     with tmp.open("wb") as f:
         for section, quota in TRAIN_QUOTAS:
@@ -471,7 +471,7 @@ def _record(data_dir: Path, name: str) -> list[dict[str, object]]:
     manifest_path = data_dir / "MANIFEST.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     manifest[name] = {"recipe": RECIPE_VERSION, "python": sys.version.split()[0], "files": rows}
-    manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    _write(manifest_path, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return rows
 
 
