@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import math
 import os
 import shutil
 import sys
@@ -108,7 +109,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             workers=settings.workers,
             log_level=settings.log_level.lower(),
             access_log=settings.access_log,
-            timeout_graceful_shutdown=settings.graceful_timeout or None,
+            timeout_graceful_shutdown=math.ceil(settings.graceful_timeout) if settings.graceful_timeout > 0 else None,
             loop="auto",
             http="auto",
             server_header=False,

@@ -84,7 +84,7 @@ class Settings:
         default=1024,
     )
     graceful_timeout: float = _doc(
-        "Seconds `serve` waits for in-flight requests on SIGTERM before closing.", default=30.0
+        "Seconds `serve` waits for in-flight requests on SIGTERM before closing them (0: no limit).", default=30.0
     )
     log_level: str = _doc("Log level: critical, error, warning, info, debug, trace.", default="info")
     access_log: bool = _doc("Log one line per request (uvicorn's access log).", default=True)

@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
                           f"p50 {res.percentile(0.5) * 1e3:8.2f} ms p99 {res.percentile(0.99) * 1e3:8.2f} ms"
                           f" errors {res.errors}", flush=True)
 
-    table = render(results, args, sizes)
+    table = render(results, args, sizes) + "\n\n" + engine_speed(texts)
     print(table)
     raw = {f"{ep} {label} {name}": [{"rps": x.rps, "n": len(x.latencies), "errors": x.errors,
                                      "p50": x.percentile(0.5), "p99": x.percentile(0.99)} for x in runs]
@@ -174,12 +174,12 @@ def render(results: dict[tuple[str, str, str], list[LoadResult]], args: argparse
         return out
 
     lines = [
-        f"Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; {platform.python_implementation()} "
+        f"Date: {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; {platform.python_implementation()} "
         f"{platform.python_version()}; {os.cpu_count()} CPUs (shared); workers {args.workers} each; "
         f"concurrency {args.concurrency}; {args.rounds} interleaved rounds x {args.seconds:g} s per cell.",
         "",
-        "| endpoint | text | ours req/s | baseline req/s | ratio | ours p50 ms | base p50 ms | ours p99 ms "
-        "| base p99 ms | requests (ours/base) |",
+        "| endpoint | text | ours req/s (min-max) | baseline req/s (min-max) | ratio | ours p50 ms | base p50 ms "
+        "| ours p99 ms | base p99 ms | requests (ours/base) |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for ep in ENDPOINTS:
@@ -190,13 +190,47 @@ def render(results: dict[tuple[str, str, str], list[LoadResult]], args: argparse
             po, pb = pooled(ours), pooled(base)
             errs = f" ({po.errors}/{pb.errors} errors)" if po.errors or pb.errors else ""
             lines.append(
-                f"| {ep} | {label} | {o_rps:.1f} | {b_rps:.1f} | {o_rps / b_rps if b_rps else float('nan'):.2f}x "
+                f"| {ep} | {label} | {o_rps:.1f} ({_range(ours)}) | {b_rps:.1f} ({_range(base)}) "
+                f"| {o_rps / b_rps if b_rps else float('nan'):.2f}x "
                 f"| {po.percentile(0.5) * 1e3:.2f} | {pb.percentile(0.5) * 1e3:.2f} "
                 f"| {po.percentile(0.99) * 1e3:.2f} | {pb.percentile(0.99) * 1e3:.2f} "
                 f"| {len(po.latencies)}/{len(pb.latencies)}{errs} |")
     lines.append("")
-    lines.append("ratio = ours req/s / baseline req/s (above 1: this service is faster).")
+    lines.append("ratio = median ours req/s / median baseline req/s (above 1: this service is faster).")
     return "\n".join(lines)
+
+
+def _range(runs: list[LoadResult]) -> str:
+    return f"{min(x.rps for x in runs):.0f}-{max(x.rps for x in runs):.0f}"
+
+
+def engine_speed(texts: dict[str, list[str]]) -> str:
+    """One-thread, in-process throughput of both engines on the benchmark texts (context for the table)."""
+    import tiktoken
+    from tiktoken.load import load_tiktoken_bpe
+
+    from app.engine import get_encoding
+
+    ours = get_encoding("cl100k_base")
+    spec = ours.spec
+    assert spec is not None
+    tk = tiktoken.Encoding(name="cl100k_base", pat_str=spec.pattern,
+                           mergeable_ranks=load_tiktoken_bpe(str(spec.artifact_path)),
+                           special_tokens=dict(spec.special_tokens))
+    rows = [f"Engines alone (this process, one thread, same texts, median of 3; ours = `{ours.backend}` backend):", "",
+            "| text | ours MB/s | tiktoken MB/s |", "|---|---:|---:|"]
+    for label, group in texts.items():
+        speeds = []
+        for fn in (ours.encode, tk.encode_ordinary):
+            runs = []
+            for _ in range(3):
+                t0 = time.perf_counter()
+                for t in group:
+                    fn(t)
+                runs.append(sum(len(t.encode()) for t in group) / (time.perf_counter() - t0) / 1e6)
+            speeds.append(statistics.median(runs))
+        rows.append(f"| {label} | {speeds[0]:.1f} | {speeds[1]:.1f} |")
+    return "\n".join(rows)
 
 
 if __name__ == "__main__":
