@@ -22,10 +22,11 @@ Tie-breaking between pairs of equal frequency (the two rules of the literature, 
     code point, with the end-of-word marker spelled ``</w>``), as in subword-nmt's ``max(stats, key=(count,
     pair))``.
 
-Algorithm (never recounts): pair counts, a pair -> words index (a superset: words are added, never removed),
-and a max-heap of ``(count, tie key, pair)`` with lazy invalidation. After a merge only the words in the
-merged pair's index are rewritten; for each of them the difference between its old and new pair multisets
-updates the counts. Count increases push a fresh heap entry; decreases are left in the heap and corrected when
+Algorithm (never recounts): pair counts, a pair -> words index (a superset: words are appended, never removed,
+except when a pair's count reaches zero and it is dropped), and a max-heap of ``(count, tie key, pair)`` with
+lazy invalidation. After a merge only the words in the merged pair's index are rewritten; in each, only the
+pairs touching a merged occurrence change (the old neighbours' pairs lose the word's frequency, the pairs with
+the new symbol gain it). Count increases push a fresh heap entry; decreases are left in the heap and corrected when
 the stale entry surfaces. In ``first-seen`` mode a pair whose earliest occurrence disappeared keeps its old
 position as a lower bound and is marked dirty; its exact position is recomputed only when it reaches the top,
 which keeps the choice exact (every other entry's key is a lower bound of its true key).
@@ -104,7 +105,7 @@ def learn_merges(
     wc: list[int] = list(counts)
 
     pair_count: dict[int, int] = {}
-    where: dict[int, set[int]] = {}
+    where: dict[int, list[int]] = {}  # may list a word twice, or words that lost the pair
     first: dict[int, int] = {}  # first-seen: pair -> position key (exact, or a lower bound if in `dirty`)
     dirty: set[int] = set()
 
@@ -116,10 +117,10 @@ def learn_merges(
             p = x << _SHIFT | w[j + 1]
             if p in pair_count:
                 pair_count[p] += c
-                where[p].add(wi)
+                where[p].append(wi)
             else:
                 pair_count[p] = c
-                where[p] = {wi}
+                where[p] = [wi]
                 if first_seen:
                     first[p] = wi << _POS_SHIFT | off
             off += sym_len[x]
@@ -136,15 +137,15 @@ def learn_merges(
     def exact_position(p: int) -> int | None:
         """Earliest current occurrence of ``p``; prunes words that no longer hold it from the index."""
         a, b = p >> _SHIFT, p & _MASK
-        holders = where[p]
-        for wi in sorted(holders):
+        holders = sorted(set(where[p]))
+        for n, wi in enumerate(holders):
             w = ws[wi]
             off = 0
             for j in range(len(w) - 1):
                 if w[j] == a and w[j + 1] == b:
+                    where[p] = holders[n:]
                     return wi << _POS_SHIFT | off
                 off += sym_len[w[j]]
-            holders.discard(wi)
         return None
 
     merges: list[tuple[int, int, int]] = []
@@ -193,101 +194,85 @@ def learn_merges(
         merges.append((a, b, new))
 
         changed: set[int] = set()
+        len_new = sym_len[new]
         for wi in where.pop(p):
             w = ws[wi]
             n = len(w)
-            # Rewrite the word: every (a, b), left to right, non-overlapping.
+            # Rewrite the word: every (a, b), left to right, non-overlapping; note (old index, new index, offset).
             out: list[int] = []
+            occ: list[tuple[int, int, int]] = []
             i = 0
-            hit = False
+            off = 0
             while i < n:
                 s = w[i]
                 if s == a and i + 1 < n and w[i + 1] == b:
+                    occ.append((i, len(out), off))
                     out.append(new)
+                    off += len_new
                     i += 2
-                    hit = True
                 else:
                     out.append(s)
+                    off += sym_len[s]
                     i += 1
-            if not hit:
-                continue  # the index is a superset
+            if not occ:
+                continue  # the index is a superset (or lists this word twice)
             ws[wi] = out
             c = wc[wi]
-            old: dict[int, int] = {}
-            for j in range(n - 1):
-                q = w[j] << _SHIFT | w[j + 1]
-                old[q] = old.get(q, 0) + 1
-            off = 0
-            seen_new: dict[int, int] = {}  # pair -> multiplicity in the new word
-            for j in range(len(out) - 1):
-                x = out[j]
-                q = x << _SHIFT | out[j + 1]
-                m = seen_new.get(q)
-                if m is None:
-                    seen_new[q] = 1
-                    if first_seen:
-                        pos = wi << _POS_SHIFT | off
-                        fq = first.get(q)
-                        if fq is None or pos < fq:
-                            first[q] = pos  # exact: below every (lower bound of an) earlier position
-                            dirty.discard(q)
-                            changed.add(q)
-                        elif fq >> _POS_SHIFT == wi:
-                            # q's first word is this one and q still occurs here: its first position in this
-                            # word is the exact earliest one.
-                            if pos != fq or q in dirty:
-                                first[q] = pos
-                                dirty.discard(q)
-                                changed.add(q)
-                else:
-                    seen_new[q] = m + 1
-                off += sym_len[x]
-            for q, m in seen_new.items():
-                om = old.pop(q, 0)
-                if m != om:
-                    pair_count[q] = pair_count.get(q, 0) + c * (m - om)
-                    if m > om:
-                        changed.add(q)
-                if om == 0:
-                    holders = where.get(q)
-                    if holders is None:
-                        where[q] = {wi}
+            base = wi << _POS_SHIFT
+            # Old pairs touching an occurrence disappear (each pair position once).
+            last = -1
+            for i, _, o in occ:
+                for j in (i - 1, i, i + 1):
+                    if j <= last or j < 0 or j >= n - 1:
+                        continue
+                    last = j
+                    q = w[j] << _SHIFT | w[j + 1]
+                    cnt = pair_count[q] - c
+                    if cnt:
+                        pair_count[q] = cnt
+                        if first_seen:
+                            pos = base | (o - sym_len[w[j]] if j < i else o if j == i else o + sym_len[a])
+                            if first[q] == pos:
+                                dirty.add(q)  # its earliest occurrence is gone: the key is now a lower bound
                     else:
-                        holders.add(wi)
-            for q, om in old.items():  # pairs gone from this word
-                pair_count[q] -= c * om
-                if first_seen and first[q] >> _POS_SHIFT == wi:
-                    dirty.add(q)
-        # The merged pair is gone everywhere; forget it and every pair whose count fell to zero.
-        for q in (p, *changed):
-            if pair_count.get(q, 1) == 0:
-                del pair_count[q]
-                where.pop(q, None)
-                first.pop(q, None)
-                dirty.discard(q)
+                        del pair_count[q]
+                        where.pop(q, None)
+                        if first_seen:
+                            del first[q]
+                            dirty.discard(q)
+            # New pairs around each merged symbol appear (each pair position once).
+            last = -1
+            m = len(out)
+            for _, k, o in occ:
+                for j in (k - 1, k):
+                    if j <= last or j < 0 or j >= m - 1:
+                        continue
+                    last = j
+                    q = out[j] << _SHIFT | out[j + 1]
+                    cnt = pair_count.get(q)
+                    if cnt is None:
+                        pair_count[q] = c
+                        where[q] = [wi]
+                        if first_seen:
+                            first[q] = base | (o - sym_len[out[j]] if j < k else o)
+                    else:
+                        pair_count[q] = cnt + c
+                        where[q].append(wi)
+                        if first_seen:
+                            pos = base | (o - sym_len[out[j]] if j < k else o)
+                            if pos < first[q]:
+                                first[q] = pos  # exact: below the (lower bound of the) earliest position
+                                dirty.discard(q)
+                    changed.add(q)
         for q in changed:
             cnt = pair_count.get(q, 0)
             if cnt > 0:
                 push(heap, (-cnt, tie_key(q), q))
-        # Pairs whose count fell to zero without an increase elsewhere are dropped lazily on pop.
         if progress is not None:
             progress(len(merges))
     else:
         stop = "no pairs left"
-    _drop_zero_counts(pair_count, where, first, dirty)
     return MergeResult(merges=merges, symbols=symbols, words=ws, counts=wc, stop_reason=stop)
-
-
-def _drop_zero_counts(pair_count: dict[int, int], *maps: object) -> None:
-    """Release pairs whose count fell to zero (only to free memory before returning)."""
-    zero = [q for q, c in pair_count.items() if c == 0]
-    for q in zero:
-        del pair_count[q]
-        for m in maps:
-            if isinstance(m, dict):
-                m.pop(q, None)
-            elif isinstance(m, set):
-                m.discard(q)
 
 
 def byte_order_key(token: bytes) -> tuple[int, ...]:

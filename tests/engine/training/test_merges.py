@@ -37,7 +37,7 @@ def naive_bpe(
         first: dict[tuple[Key, Key], tuple[int, int]] = {}
         for wi, (w, c) in enumerate(zip(words, counts, strict=True)):
             off = 0
-            for x, y in zip(w, w[1:]):
+            for x, y in zip(w, w[1:], strict=False):
                 stats[(x, y)] = stats.get((x, y), 0) + c
                 first.setdefault((x, y), (wi, off))
                 off += unit(x)

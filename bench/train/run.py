@@ -1,0 +1,183 @@
+"""Trainer benchmark: our BPE trainer vs Hugging Face ``tokenizers`` BpeTrainer vs SentencePiece BPE.
+
+Same corpus (``bench/train/build_corpus.py``: >= 50 MB of real text from pip/apt-installed files, held-out
+part never trained on), same vocabulary size (32,000 ordinary tokens). Each trainer runs in its own fresh
+subprocess; the parent reads that child's peak resident memory and CPU time from ``os.wait4`` (per process,
+not the machine's), the child reports its own wall time. Compression is measured afterwards, in another
+subprocess: UTF-8 bytes of the held-out file / tokens the trained tokenizer gives it.
+
+Trainers (all single-threaded, for a like-for-like comparison on a shared 2-core machine):
+
+``ours-cl100k`` / ``ours-gpt2``
+    ``app.engine.training.train_to_store`` (byte level, cl100k or GPT-2 pre-tokenizer pattern, min frequency 2);
+    held-out counted with the engine's ``Encoding``.
+``hf-bytelevel``
+    ``tokenizers`` BPE model + ``ByteLevel(add_prefix_space=False)`` pre-tokenizer (GPT-2 regex) +
+    ``BpeTrainer(vocab_size=32000, min_frequency=2, initial_alphabet=ByteLevel.alphabet())``,
+    ``RAYON_NUM_THREADS=1``.
+``spm-bpe``
+    ``sentencepiece`` ``model_type=bpe``, ``vocab_size=32000``, ``byte_fallback=True``, identity normalisation,
+    ``num_threads=1``, ``max_sentence_length=16384`` (longer lines are skipped by SentencePiece).
+
+Usage::
+
+    python -m bench.train.run [--trainers ours-cl100k,hf-bytelevel,...] [--vocab-size 32000] [--json OUT]
+
+Prints a Markdown table. Wall times depend on machine load (cores are shared); CPU seconds are the steadier
+figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+WORK = ROOT / "bench" / ".data" / "train_bench" / "out"
+TRAINERS = ("ours-cl100k", "ours-gpt2", "hf-bytelevel", "spm-bpe")
+
+
+# --------------------------------------------------------------------------- workers (run in a child process)
+
+
+def _train(trainer: str, train_file: Path, vocab: int, out: Path) -> dict[str, object]:
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    info: dict[str, object] = {}
+    if trainer.startswith("ours-"):
+        from app.engine.training import train_to_store
+
+        report = train_to_store(
+            [train_file], name=trainer, store_dir=out / "store", vocab_size=vocab, pattern=trainer.split("-", 1)[1],
+            quiet=True,
+        )
+        info = {"merges": report.merges, "distinct_pretokens": report.distinct_pretokens,
+                "seconds_counting": round(report.seconds_counting, 2),
+                "seconds_merging": round(report.seconds_merging, 2)}
+    elif trainer == "hf-bytelevel":
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        tr = trainers.BpeTrainer(vocab_size=vocab, min_frequency=2, show_progress=False,
+                                 initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+        tok.train([str(train_file)], tr)
+        tok.save(str(out / "tokenizer.json"))
+        info = {"vocab": tok.get_vocab_size()}
+    elif trainer == "spm-bpe":
+        import sentencepiece as spm
+
+        spm.SentencePieceTrainer.train(
+            input=str(train_file), model_prefix=str(out / "spm"), model_type="bpe", vocab_size=vocab,
+            byte_fallback=True, normalization_rule_name="identity", remove_extra_whitespaces=False,
+            num_threads=1, max_sentence_length=16384, minloglevel=2,
+        )
+    else:
+        raise SystemExit(f"unknown trainer {trainer}")
+    info["wall_seconds"] = round(time.perf_counter() - start, 2)
+    return info
+
+
+def _evaluate(trainer: str, held_file: Path, out: Path) -> dict[str, object]:
+    text = held_file.read_text("utf-8")
+    n_bytes = len(text.encode("utf-8"))
+    if trainer.startswith("ours-"):
+        from app.engine import get_encoding
+
+        enc = get_encoding(trainer, store_dir=out / "store")
+        n_tokens = enc.count(text)
+        roundtrip = enc.decode(enc.encode(text)) == text
+    elif trainer == "hf-bytelevel":
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(str(out / "tokenizer.json"))
+        ids = tok.encode(text).ids
+        n_tokens = len(ids)
+        roundtrip = tok.decode(ids) == text
+    else:
+        import sentencepiece as spm
+
+        sp = spm.SentencePieceProcessor(model_file=str(out / "spm.model"))
+        ids = sp.encode(text)
+        n_tokens = len(ids)
+        roundtrip = sp.decode(ids) == text
+    return {"heldout_bytes": n_bytes, "heldout_tokens": n_tokens, "bytes_per_token": round(n_bytes / n_tokens, 4),
+            "roundtrip": roundtrip}
+
+
+# --------------------------------------------------------------------------- parent
+
+
+def _child(args: list[str], env: dict[str, str]) -> tuple[dict[str, object], dict[str, float]]:
+    proc = subprocess.Popen([sys.executable, "-m", "bench.train.run", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    output = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"child {args} failed with {proc.returncode}")
+    return json.loads(output.strip().splitlines()[-1]), {
+        "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 2),
+        "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),  # Linux: KiB
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="BPE trainer benchmark")
+    parser.add_argument("--trainers", default=",".join(TRAINERS))
+    parser.add_argument("--vocab-size", type=int, default=32000)
+    parser.add_argument("--json", help="also write the results as JSON to this file")
+    parser.add_argument("--worker", choices=("train", "evaluate"), help=argparse.SUPPRESS)
+    parser.add_argument("--trainer", help=argparse.SUPPRESS)
+    parser.add_argument("--file", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.worker:
+        out = WORK / args.trainer
+        result = (_train(args.trainer, Path(args.file), args.vocab_size, out) if args.worker == "train"
+                  else _evaluate(args.trainer, Path(args.file), out))
+        print(json.dumps(result))
+        return 0
+
+    from bench.train.build_corpus import build
+
+    train_file, held_file = build()
+    env = dict(os.environ, RAYON_NUM_THREADS="1", OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    rows = []
+    for trainer in args.trainers.split(","):
+        print(f"[{time.strftime('%H:%M:%S')}] training {trainer} …", file=sys.stderr, flush=True)
+        info, usage = _child(["--worker", "train", "--trainer", trainer, "--file", str(train_file),
+                              "--vocab-size", str(args.vocab_size)], env)
+        print(f"[{time.strftime('%H:%M:%S')}] evaluating {trainer} …", file=sys.stderr, flush=True)
+        ev, _ = _child(["--worker", "evaluate", "--trainer", trainer, "--file", str(held_file)], env)
+        rows.append({"trainer": trainer, **usage, **info, **ev})
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    meta = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "train_bytes": train_file.stat().st_size,
+        "heldout_bytes": held_file.stat().st_size,
+        "vocab_size": args.vocab_size,
+        "python": platform.python_version(),
+        "loadavg_end": os.getloadavg(),
+    }
+    print(f"corpus: {meta['train_bytes']} bytes train, {meta['heldout_bytes']} bytes held-out; vocab {args.vocab_size}")
+    print("| trainer | wall s | CPU s | peak RSS MiB | held-out bytes/token | round-trips |")
+    print("|---|---:|---:|---:|---:|---|")
+    for r in rows:
+        print(f"| {r['trainer']} | {r['wall_seconds']} | {r['cpu_seconds']} | {r['peak_rss_mib']} | "
+              f"{r['bytes_per_token']} | {r['roundtrip']} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
