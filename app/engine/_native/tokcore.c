@@ -361,15 +361,28 @@ static scan_fn scanner_of(int id)
 
 /* ------------------------------------------------------------------------------------------------ rank table */
 
+/* One open-addressing slot. Keys of up to 8 bytes live in the slot itself (key = load_tail of the bytes), so a
+ * lookup touches one cache line; longer keys store (hash tag << 32 | arena offset) and are compared in the arena. */
 typedef struct {
-    uint64_t *slots; /* (hash tag << 32) | (entry index + 1); 0 = empty */
+    uint64_t key;
+    uint32_t rank;
+    uint32_t len; /* 0 = empty */
+} RankSlot;
+
+typedef struct {
+    RankSlot *slots;
     size_t mask;
-    uint32_t *off, *len, *rank;
-    uint8_t *arena;
+    uint8_t *arena; /* bytes of the keys longer than 8 */
     uint32_t byte_rank[256];
     uint32_t *pair_rank; /* 65536 entries: rank of each 2-byte token */
+    uint64_t *filter;    /* FILTER_BITS bits, one per hash value of a key of >= 3 bytes: a cache-resident
+                            pre-check that answers most failed lookups (BPE candidates that are not tokens) */
     size_t count;
+    uint32_t max_rank;
 } RankTable;
+
+#define FILTER_BITS ((size_t)1 << 22)
+#define FILTER_BIT(h) ((size_t)((h) >> 40) & (FILTER_BITS - 1))
 
 /* The last 1..8 bytes of a key folded into 64 bits (with the length mixed in by the caller, distinct keys of the
  * same length give distinct values). Fixed-size memcpy compiles to plain loads. */
@@ -425,17 +438,28 @@ static inline uint32_t rank_lookup(const RankTable *t, const uint8_t *p, size_t 
     if (n == 2)
         return t->pair_rank[((uint32_t)p[0] << 8) | p[1]];
     uint64_t h = hash_bytes(p, n);
-    uint32_t tag = (uint32_t)(h >> 32);
+    size_t bit = FILTER_BIT(h);
+    if (!(t->filter[bit >> 6] & ((uint64_t)1 << (bit & 63))))
+        return NO_RANK;
     size_t i = (size_t)h & t->mask;
-    for (;;) {
-        uint64_t sl = t->slots[i];
-        if (!sl)
-            return NO_RANK;
-        if ((uint32_t)(sl >> 32) == tag) {
-            uint32_t idx = (uint32_t)sl - 1;
-            if (t->len[idx] == n && bytes_eq(t->arena + t->off[idx], p, n))
-                return t->rank[idx];
+    if (n <= 8) {
+        uint64_t key = load_tail(p, n);
+        for (;;) {
+            const RankSlot *sl = &t->slots[i];
+            if (!sl->len)
+                return NO_RANK;
+            if (sl->len == n && sl->key == key)
+                return sl->rank;
+            i = (i + 1) & t->mask;
         }
+    }
+    uint32_t tag = (uint32_t)(h >> 32);
+    for (;;) {
+        const RankSlot *sl = &t->slots[i];
+        if (!sl->len)
+            return NO_RANK;
+        if (sl->len == n && (uint32_t)(sl->key >> 32) == tag && bytes_eq(t->arena + (uint32_t)sl->key, p, n))
+            return sl->rank;
         i = (i + 1) & t->mask;
     }
 }
@@ -443,11 +467,9 @@ static inline uint32_t rank_lookup(const RankTable *t, const uint8_t *p, size_t 
 static void rank_table_free(RankTable *t)
 {
     PyMem_RawFree(t->slots);
-    PyMem_RawFree(t->off);
-    PyMem_RawFree(t->len);
-    PyMem_RawFree(t->rank);
     PyMem_RawFree(t->arena);
     PyMem_RawFree(t->pair_rank);
+    PyMem_RawFree(t->filter);
     memset(t, 0, sizeof(*t));
 }
 
@@ -463,7 +485,8 @@ static int rank_table_build(RankTable *t, PyObject *ranks)
             PyErr_SetString(PyExc_TypeError, "ranks keys must be non-empty bytes");
             return -1;
         }
-        total += PyBytes_GET_SIZE(key);
+        if (PyBytes_GET_SIZE(key) > 8)
+            total += PyBytes_GET_SIZE(key);
     }
     if (total > (Py_ssize_t)UINT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "vocabulary too large");
@@ -474,13 +497,11 @@ static int rank_table_build(RankTable *t, PyObject *ranks)
         cap <<= 1;
     t->mask = cap - 1;
     t->count = (size_t)count;
-    t->slots = PyMem_RawCalloc(cap, sizeof(uint64_t));
-    t->off = PyMem_RawMalloc(sizeof(uint32_t) * (size_t)(count + 1));
-    t->len = PyMem_RawMalloc(sizeof(uint32_t) * (size_t)(count + 1));
-    t->rank = PyMem_RawMalloc(sizeof(uint32_t) * (size_t)(count + 1));
+    t->slots = PyMem_RawCalloc(cap, sizeof(RankSlot));
     t->arena = PyMem_RawMalloc((size_t)total + 16);
     t->pair_rank = PyMem_RawMalloc(sizeof(uint32_t) * 65536);
-    if (!t->slots || !t->off || !t->len || !t->rank || !t->arena || !t->pair_rank) {
+    t->filter = PyMem_RawCalloc(FILTER_BITS / 64, sizeof(uint64_t));
+    if (!t->slots || !t->arena || !t->pair_rank || !t->filter) {
         rank_table_free(t);
         PyErr_NoMemory();
         return -1;
@@ -489,7 +510,7 @@ static int rank_table_build(RankTable *t, PyObject *ranks)
         t->byte_rank[b] = NO_RANK;
     for (int b = 0; b < 65536; b++)
         t->pair_rank[b] = NO_RANK;
-    size_t idx = 0, off = 0;
+    size_t off = 0;
     pos = 0;
     while (PyDict_Next(ranks, &pos, &key, &value)) {
         long long r = PyLong_AsLongLong(value);
@@ -504,21 +525,28 @@ static int rank_table_build(RankTable *t, PyObject *ranks)
         }
         const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(key);
         size_t n = (size_t)PyBytes_GET_SIZE(key);
-        memcpy(t->arena + off, p, n);
-        t->off[idx] = (uint32_t)off;
-        t->len[idx] = (uint32_t)n;
-        t->rank[idx] = (uint32_t)r;
-        off += n;
+        if ((uint32_t)r > t->max_rank)
+            t->max_rank = (uint32_t)r;
         if (n == 1)
             t->byte_rank[p[0]] = (uint32_t)r;
         else if (n == 2)
             t->pair_rank[((uint32_t)p[0] << 8) | p[1]] = (uint32_t)r;
         uint64_t h = hash_bytes(p, n);
+        size_t bit = FILTER_BIT(h);
+        t->filter[bit >> 6] |= (uint64_t)1 << (bit & 63);
         size_t i = (size_t)h & t->mask;
-        while (t->slots[i])
+        while (t->slots[i].len)
             i = (i + 1) & t->mask;
-        t->slots[i] = ((h >> 32) << 32) | (uint64_t)(idx + 1);
-        idx++;
+        RankSlot *sl = &t->slots[i];
+        sl->len = (uint32_t)n;
+        sl->rank = (uint32_t)r;
+        if (n <= 8) {
+            sl->key = load_tail(p, n);
+        } else {
+            memcpy(t->arena + off, p, n);
+            sl->key = ((h >> 32) << 32) | (uint64_t)off;
+            off += n;
+        }
     }
     for (int b = 0; b < 256; b++) {
         if (t->byte_rank[b] == NO_RANK) {
@@ -883,10 +911,7 @@ static int Core_init(CoreObject *self, PyObject *args, PyObject *kwds)
     }
     if (rank_table_build(&self->table, ranks))
         return -1;
-    uint32_t max_rank = 0;
-    for (size_t i = 0; i < self->table.count; i++)
-        if (self->table.rank[i] > max_rank)
-            max_rank = self->table.rank[i];
+    uint32_t max_rank = self->table.max_rank;
     self->n_ids = (size_t)max_rank + 1;
     self->id_objs = PyMem_Calloc(self->n_ids, sizeof(PyObject *));
     if (!self->id_objs) {
