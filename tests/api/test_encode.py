@@ -6,6 +6,8 @@ import base64
 
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app.engine import Special, get_encoding
 
@@ -148,3 +150,16 @@ def test_large_text_goes_through_the_bulk_pool(client: TestClient) -> None:
     text = "The quick brown fox jumps over the lazy dog. " * 8000  # 360 kB: above TOKENIZER_BULK_BYTES
     r = client.post("/encode", json={"tokenizer": "cl100k_base", "text": text})
     assert r.json()["ids"] == enc.encode(text)
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=st.text(st.characters(exclude_categories=("Cs",)), max_size=60),
+       tokenizer=st.sampled_from(["gpt2", "cl100k_base", "o200k_base", "llama3"]))
+def test_generated_texts_match_engine_and_round_trip(client: TestClient, text: str, tokenizer: str) -> None:
+    enc = get_encoding(tokenizer)
+    r = client.post("/encode", json={"tokenizer": tokenizer, "text": text, "return_offsets": True})
+    assert r.status_code == 200
+    ids = r.json()["ids"]
+    assert ids == enc.encode(text)
+    assert client.post("/count", json={"tokenizer": tokenizer, "text": text}).json()["count"] == len(ids)
+    assert client.post("/decode", json={"tokenizer": tokenizer, "ids": ids}).json()["text"] == text
