@@ -588,8 +588,11 @@ static void bpe_small(const RankTable *t, const uint8_t *p, size_t n, IdVec *out
 {
     uint32_t nxt[SMALL_PIECE + 1];
     uint32_t rk[SMALL_PIECE];
-    for (size_t i = 0; i < n; i++)
+    uint32_t id[SMALL_PIECE]; /* token id of each part: its byte, or the rank it was merged with */
+    for (size_t i = 0; i < n; i++) {
         nxt[i] = (uint32_t)(i + 1);
+        id[i] = t->byte_rank[p[i]];
+    }
     for (size_t i = 0; i + 1 < n; i++)
         rk[i] = t->pair_rank[((uint32_t)p[i] << 8) | p[i + 1]];
     rk[n - 1] = NO_RANK;
@@ -606,12 +609,13 @@ static void bpe_small(const RankTable *t, const uint8_t *p, size_t n, IdVec *out
             break;
         uint32_t k = nxt[nxt[bi]]; /* merge bi with its successor; the merged part ends at k */
         nxt[bi] = k;
+        id[bi] = best;
         rk[bi] = k < n ? rank_lookup(t, p + bi, nxt[k] - bi) : NO_RANK;
         if (bprev != UINT32_MAX)
             rk[bprev] = rank_lookup(t, p + bprev, k - bprev);
     }
     for (uint32_t i = 0; i < n; i = nxt[i])
-        out->data[out->len++] = rank_lookup(t, p + i, nxt[i] - i);
+        out->data[out->len++] = id[i];
 }
 
 static inline void heap_push(uint64_t *heap, size_t *size, uint64_t key)
@@ -655,20 +659,22 @@ static inline uint64_t heap_pop(uint64_t *heap, size_t *size)
 #define HEAP_STACK 512
 static int bpe_heap(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
 {
-    uint32_t s_nxt[HEAP_STACK + 1], s_prv[HEAP_STACK + 1], s_rk[HEAP_STACK + 1];
+    uint32_t s_nxt[HEAP_STACK + 1], s_prv[HEAP_STACK + 1], s_rk[HEAP_STACK + 1], s_id[HEAP_STACK + 1];
     uint64_t s_heap[3 * HEAP_STACK];
-    uint32_t *nxt = s_nxt, *prv = s_prv, *rk = s_rk;
+    uint32_t *nxt = s_nxt, *prv = s_prv, *rk = s_rk, *id = s_id;
     uint64_t *heap = s_heap;
     size_t hsize = 0;
     if (n > HEAP_STACK) {
         nxt = PyMem_RawMalloc(sizeof(uint32_t) * (n + 1));
         prv = PyMem_RawMalloc(sizeof(uint32_t) * (n + 1));
         rk = PyMem_RawMalloc(sizeof(uint32_t) * (n + 1));
+        id = PyMem_RawMalloc(sizeof(uint32_t) * (n + 1));
         heap = PyMem_RawMalloc(sizeof(uint64_t) * (3 * n));
-        if (!nxt || !prv || !rk || !heap) {
+        if (!nxt || !prv || !rk || !id || !heap) {
             PyMem_RawFree(nxt);
             PyMem_RawFree(prv);
             PyMem_RawFree(rk);
+            PyMem_RawFree(id);
             PyMem_RawFree(heap);
             return -1;
         }
@@ -676,6 +682,7 @@ static int bpe_heap(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
     for (size_t i = 0; i < n; i++) {
         nxt[i] = (uint32_t)(i + 1);
         prv[i] = (uint32_t)i - 1; /* UINT32_MAX for the first part */
+        id[i] = t->byte_rank[p[i]];
         uint32_t r = i + 1 < n ? t->pair_rank[((uint32_t)p[i] << 8) | p[i + 1]] : NO_RANK;
         rk[i] = r;
         if (r != NO_RANK)
@@ -706,6 +713,7 @@ static int bpe_heap(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
         uint32_t j = nxt[i], k = nxt[j];
         rk[j] = NO_RANK; /* part j disappears */
         nxt[i] = k;
+        id[i] = rank;
         if (k < n)
             prv[k] = i;
         uint32_t r = k < n ? rank_lookup(t, p + i, nxt[k] - i) : NO_RANK;
@@ -722,13 +730,14 @@ static int bpe_heap(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
     }
     for (size_t i = 0; i < n;) {
         size_t j = nxt[i];
-        out->data[out->len++] = rank_lookup(t, p + i, j - i);
+        out->data[out->len++] = id[i];
         i = j;
     }
     if (n > HEAP_STACK) {
         PyMem_RawFree(nxt);
         PyMem_RawFree(prv);
         PyMem_RawFree(rk);
+        PyMem_RawFree(id);
         PyMem_RawFree(heap);
     }
     return 0;
