@@ -18,12 +18,13 @@ Serve = Callable[..., Server]
 
 @pytest.fixture
 def serve(tmp_path: Path) -> Iterator[Serve]:
-    """Factory: ``serve(*serve_args, env=..., access_log=False)`` -> a ready :class:`Server`; all are stopped (and,
-    if they will not stop, killed) on teardown."""
+    """Factory: ``serve(*serve_args, env=..., access_log=False, log_path=None)`` -> a ready :class:`Server`; all are
+    stopped (and, if they will not stop, killed) on teardown."""
     started: list[Server] = []
 
-    def factory(*args: str, env: dict[str, str] | None = None, access_log: bool = False) -> Server:
-        server = start(tmp_path / f"server-{len(started)}.log", *args, env=env, access_log=access_log)
+    def factory(*args: str, env: dict[str, str] | None = None, access_log: bool = False,
+                log_path: Path | None = None) -> Server:
+        server = start(log_path or tmp_path / f"server-{len(started)}.log", *args, env=env, access_log=access_log)
         started.append(server)
         return server
 
