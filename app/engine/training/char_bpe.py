@@ -144,7 +144,7 @@ class CharBPEModel:
                 a, b, r = (int(x) for x in m)
                 if not (0 < a < len(vocab) and 0 < b < len(vocab) and n_base <= r < len(vocab)):
                     raise ValueError(f"merge {m!r} refers to an unknown id")
-                if a > len(symbols) or b > len(symbols) or r > len(symbols):
+                if a > len(symbols) or b > len(symbols) or r > len(symbols) + 1:
                     raise ValueError(f"merge {m!r} uses a symbol before it exists")
                 left, right = symbols[a - 1], symbols[b - 1]
                 if left[1]:

@@ -1,0 +1,90 @@
+"""``python -m app train`` and ``python -m app evaluate`` as real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from app.engine import get_encoding, reset
+
+from ..conftest import REPO_ROOT
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "app", *args], capture_output=True, text=True, cwd=REPO_ROOT,
+        env={**os.environ, **(env or {})}, timeout=300,
+    )
+
+
+def corpus(tmp_path: Path) -> list[str]:
+    files = sorted(str(p) for p in (REPO_ROOT / "app" / "engine").glob("*.py"))
+    assert files
+    return files
+
+
+def test_train_then_count_and_serve_from_the_store(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    files = corpus(tmp_path)
+    out = run("train", *files, "--vocab-size", "600", "--name", "mine", "--store", str(store),
+              "--special", "<|endoftext|>", "--json")
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)
+    assert summary["vocab_size"] == 601 and summary["special_tokens"] == {"<|endoftext|>": 600}
+    assert summary["merges"] == 600 - 256 and summary["stop_reason"] == "vocabulary size reached"
+    assert out.stderr == ""  # no progress bar when stderr is not a terminal
+
+    sample = tmp_path / "sample.txt"
+    sample.write_text("def get_encoding(name):\n    return name  # ünïcödé\n", encoding="utf-8")
+    count = run("count", "--store", str(store), "-t", "mine", str(sample))
+    assert count.returncode == 0, count.stderr
+    reset()
+    enc = get_encoding("mine", store_dir=store)
+    assert int(count.stdout) == len(enc.encode(sample.read_text()))
+    # the store loads through TOKENIZER_STORE too, and the encode/decode commands round-trip
+    ids = run("encode", "-t", "mine", str(sample), env={"TOKENIZER_STORE": str(store)})
+    assert ids.returncode == 0, ids.stderr
+    back = subprocess.run([sys.executable, "-m", "app", "decode", "-t", "mine"], input=ids.stdout,
+                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=120,
+                          env={**os.environ, "TOKENIZER_STORE": str(store)})
+    assert back.stdout == sample.read_text()
+    # retraining is byte-identical
+    first = (store / "mine.tiktoken").read_bytes()
+    again = run("train", *files, "--vocab-size", "600", "--name", "mine", "--store", str(store),
+                "--special", "<|endoftext|>", "--quiet")
+    assert again.returncode == 0 and again.stdout == ""
+    assert (store / "mine.tiktoken").read_bytes() == first
+
+
+def test_train_classic_kind_and_evaluate(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    text = tmp_path / "t.txt"
+    text.write_text("low lower newest widest\n" * 20 + "low low newest\n", encoding="utf-8")
+    out = run("train", str(text), "--kind", "char", "--vocab-size", "30", "--name", "classic", "--store",
+              str(store), "--tie-break", "lexicographic", "--quiet")
+    assert out.returncode == 0, out.stderr
+    ev = run("evaluate", "--store", str(store), "-t", "classic", "-t", "cl100k_base", str(text), "--json")
+    assert ev.returncode == 0, ev.stderr
+    rows = json.loads(ev.stdout)["results"]
+    assert [r["tokenizer"] for r in rows] == ["classic", "cl100k_base"]
+    assert rows[0]["words"] == 83 and rows[0]["tokens"] > 0 and rows[0]["unknown_tokens"] == 0
+    table = run("evaluate", "--store", str(store), "-t", "classic", str(text))
+    assert table.returncode == 0 and "bytes/tok" in table.stdout and "classic" in table.stdout
+
+
+def test_bad_input_is_a_clean_error(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    missing = run("train", str(tmp_path / "nope.txt"), "--vocab-size", "300", "--name", "x", "--store", str(store))
+    assert missing.returncode == 2 and missing.stderr.startswith("error:") and "Traceback" not in missing.stderr
+    f = tmp_path / "a.txt"
+    f.write_text("abc")
+    small = run("train", str(f), "--vocab-size", "10", "--name", "x", "--store", str(store))
+    assert small.returncode == 2 and "vocab_size" in small.stderr
+    both = run("train", str(f), "--vocab-size", "300", "--name", "x", "--store", str(store), "--pattern", "gpt2",
+               "--pattern-regex", r"\w+")
+    assert both.returncode == 2  # argparse: mutually exclusive
+    unknown = run("evaluate", "-t", "nope", str(f))
+    assert unknown.returncode == 2 and "unknown tokenizer" in unknown.stderr
