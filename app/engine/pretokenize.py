@@ -11,7 +11,8 @@ from functools import lru_cache
 
 import regex
 
-#: The ``regex`` release this engine is verified against; :func:`unicode_version_ok` checks it at load.
+#: The ``regex`` release this engine is verified against (:func:`unicode_version_ok`; the test suite's code-point
+#: sweep is the real check).
 VERIFIED_REGEX_VERSION = "2025.9.18"
 
 
@@ -41,5 +42,16 @@ class PreTokenizer:
 
 
 def regex_version() -> str:
-    """Version of the installed ``regex`` module."""
-    return str(getattr(regex, "__version__", "unknown"))
+    """Release of the installed ``regex`` distribution (e.g. ``"2025.9.18"``; ``regex.__version__`` is an internal
+    number such as ``"2.5.162"``), or ``"unknown"`` if the package metadata is missing."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("regex")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def unicode_version_ok() -> bool:
+    """True if the installed ``regex`` is the release whose Unicode tables were verified against tiktoken."""
+    return regex_version() == VERIFIED_REGEX_VERSION

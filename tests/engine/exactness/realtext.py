@@ -73,9 +73,9 @@ def always_available() -> Iterator[Document]:
         ("charset_normalizer", "constant.py", "letter_tables"),
         ("certifi", "cacert.pem", "certificates"),
     ]:
-        path = _module_file(module, rel)
-        if path is not None:
-            yield Document(label, f"{module}/{rel}", path.read_text("utf-8"))
+        found = _module_file(module, rel)
+        if found is not None:
+            yield Document(label, f"{module}/{rel}", found.read_text("utf-8"))
 
 
 def gettext_catalogues(root: Path = Path("/usr/share/locale")) -> Iterator[Document]:

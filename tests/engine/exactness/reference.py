@@ -32,7 +32,12 @@ from app.engine import native as native_module
 #: Every bundled tokenizer, and the pattern family it uses.
 TOKENIZERS: tuple[str, ...] = ("gpt2", "cl100k_base", "o200k_base", "o200k_harmony", "llama3")
 #: One tokenizer per distinct pattern (o200k_harmony shares o200k_base's pattern and ranks).
-PATTERN_TOKENIZERS: dict[str, str] = {"gpt2": "gpt2", "cl100k": "cl100k_base", "o200k": "o200k_base", "llama3": "llama3"}
+PATTERN_TOKENIZERS: dict[str, str] = {
+    "gpt2": "gpt2",
+    "cl100k": "cl100k_base",
+    "o200k": "o200k_base",
+    "llama3": "llama3",
+}
 
 #: Meta's Llama 3 pre-tokenizer (``Tokenizer.pat_str`` in llama_models/llama3/tokenizer.py).
 META_LLAMA3_PATTERN = (

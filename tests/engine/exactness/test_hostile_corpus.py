@@ -25,7 +25,10 @@ def test_exhaustive_small_alphabets(tokenizer: str, backend: str) -> None:
 
 def test_random_mixes(tokenizer: str, backend: str) -> None:
     """Seeded random mixes of fragments, random code points from tricky ranges and whitespace runs."""
-    assert assert_same(tokenizer, corpus.random_mixes(seed=20260611, count=20_000), source="random", backend=backend) == 20_000
+    assert (
+        assert_same(tokenizer, corpus.random_mixes(seed=20260611, count=20_000), source="random", backend=backend)
+        == 20_000
+    )
 
 
 def test_lone_surrogates(tokenizer: str, backend: str) -> None:

@@ -18,9 +18,8 @@ REQUIRED_SCRIPTS = ("CYRILLIC", "ARABIC", "HEBREW", "DEVANAGARI", "CJK", "HANGUL
 def documents() -> tuple[realtext.Document, ...]:
     docs = tuple(realtext.documents())
     sources = sorted({d.source for d in docs})
-    TALLY.note(
-        f"real text: {len(docs)} documents, {sum(len(d.text) for d in docs):,} characters, sources: {', '.join(sources)}"
-    )
+    chars = sum(len(d.text) for d in docs)
+    TALLY.note(f"real text: {len(docs)} documents, {chars:,} characters, sources: {', '.join(sources)}")
     return docs
 
 
