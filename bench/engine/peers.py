@@ -39,7 +39,7 @@ class Engine:
     version: str
     encode: Encode
     count: Callable[[str], int] | None = None
-    batch: Callable[[Sequence[str], int], list[list[int]]] | None = None
+    batch: Callable[[Sequence[str], int], Any] | None = None
     clear_cache: Callable[[], None] | None = None
     note: str = ""
     is_ours: bool = False
@@ -257,28 +257,32 @@ def bpe_openai_engine(encoding: str) -> Engine | Unavailable:
 
 
 def quicktok_engine(encoding: str) -> Engine | Unavailable:
-    """quicktok, if the installed release can load ``encoding`` from data it ships.
+    """quicktok from the data its wheel ships (PyPI distribution ``quicktok-v1``, imported as ``quicktok``).
 
-    quicktok 0.2.0 (the newest release the registry offers here) exposes only ``BasicTokenizer`` (train / encode /
-    decode / load / save of its own merge files): no cl100k/o200k data and no pre-tokenizer, so it cannot produce
-    these ids and is reported, not timed.
+    ``encode_ordinary`` is timed (plain text, like ours); ``count`` builds no id list; its batch API returns flat
+    numpy arrays (tokens, offsets), which is what the batch benchmark times. The unrelated PyPI distribution
+    ``quicktok`` (0.2.0, a minbpe-style ``BasicTokenizer`` without these encodings) is detected and reported.
     """
     try:
         import quicktok
     except ImportError as e:
-        return Unavailable("quicktok", encoding, f"not installed ({e})")
-    version = _version("quicktok")
-    for attr in ("get_encoding", "load_encoding", "Encoding", "from_tiktoken"):
-        if hasattr(quicktok, attr):
-            try:
-                enc = getattr(quicktok, attr)(encoding)
-                return Engine("quicktok", encoding, version, enc.encode, getattr(enc, "count", None))
-            except Exception as e:  # noqa: BLE001
-                return Unavailable("quicktok", encoding, f"quicktok.{attr}({encoding!r}) failed: {e}", version)
-    api = sorted(n for n in dir(quicktok) if not n.startswith("_") and n != "quicktok")
-    return Unavailable("quicktok", encoding,
-                       f"quicktok {version} ships no {encoding} data and no pre-tokenizer (public API: {api}); "
-                       "it cannot produce tiktoken ids, so it is not timed", version)
+        return Unavailable("quicktok", encoding, f"not installed ({e}); pip install quicktok-v1")
+    version = _version("quicktok-v1") or _version("quicktok")
+    if not hasattr(quicktok, "get_encoding"):
+        api = sorted(n for n in dir(quicktok) if not n.startswith("_") and n != "quicktok")
+        return Unavailable("quicktok", encoding,
+                           f"the installed 'quicktok' {version} is not quicktok-v1 (public API: {api}); it has no "
+                           f"{encoding} data or pre-tokenizer. Install quicktok-v1", version)
+    try:
+        enc = quicktok.get_encoding(encoding)
+    except Exception as e:  # noqa: BLE001
+        return Unavailable("quicktok", encoding, f"quicktok.get_encoding({encoding!r}) failed: {e}", version)
+
+    def batch(texts: Sequence[str], n: int) -> Any:
+        return enc.encode_batch(list(texts), n)
+
+    return Engine("quicktok", encoding, version, enc.encode_ordinary, enc.count, batch,
+                  note="quicktok-v1 encode_ordinary (its wheel's own data)")
 
 
 def all_engines(encoding: str, cache_dir: Path, peers: Sequence[str] | None = None) -> list[Engine | Unavailable]:
