@@ -73,8 +73,14 @@ class LiveServer:
         return self.proc.wait(10)
 
 
+#: Outer variables a test server inherits (the engine backend choice); other TOKENIZER_* settings are dropped.
+INHERITED = ("TOKENIZER_ENGINE", "TOKENIZER_NATIVE_DISABLE")
+
+
 def serve_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENIZER_") and k != "PROMETHEUS_MULTIPROC_DIR"}
+    """The environment of a test server: defaults for every setting except :data:`INHERITED`, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items()
+           if (not k.startswith("TOKENIZER_") or k in INHERITED) and k != "PROMETHEUS_MULTIPROC_DIR"}
     env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env.update(extra or {})
     return env
