@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,7 +38,7 @@ class ServiceState:
     ready: bool = False
     limiter: anyio.CapacityLimiter | None = None
     bulk_limiter: anyio.CapacityLimiter | None = None
-    _lookalikes: dict[str, re.Pattern[str] | None] = field(default_factory=dict)
+    _lookalikes: dict[str, Callable[[str], int]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
@@ -86,13 +87,32 @@ class ServiceState:
         names |= {m for m, info in self.models.entries().items() if self.store.resolve(info.tokenizer) == canonical}
         return sorted(names)
 
-    def lookalike_pattern(self, enc: Encoding) -> re.Pattern[str] | None:
-        """A regex matching any special-token string of ``enc`` (longest first), or None if it has none."""
+    def lookalike_counter(self, enc: Encoding) -> Callable[[str], int]:
+        """A function counting non-overlapping occurrences of ``enc``'s special-token strings in a text.
+
+        When every special token looks like ``<|name|>`` (all bundled tokenizers), candidates ``<|...|>`` are found
+        with one simple regex and checked against the set of names, which stays fast on texts full of markers;
+        otherwise an alternation of the names, longest first.
+        """
         with self._lock:
-            if enc.name not in self._lookalikes:
-                names = sorted(enc.special_tokens, key=len, reverse=True)
-                self._lookalikes[enc.name] = re.compile("|".join(map(re.escape, names))) if names else None
-            return self._lookalikes[enc.name]
+            counter = self._lookalikes.get(enc.name)
+            if counter is None:
+                counter = self._lookalikes[enc.name] = _lookalike_counter(list(enc.special_tokens))
+            return counter
+
+
+_MARKER = re.compile(r"<\|[^|]+\|>")
+
+
+def _lookalike_counter(names: list[str]) -> Callable[[str], int]:
+    if not names:
+        return lambda text: 0
+    if all(_MARKER.fullmatch(n) for n in names):
+        known = frozenset(names)
+        candidates = re.compile(r"<\|[^|]{1,%d}\|>" % max(map(len, names)))  # noqa: UP031
+        return lambda text: sum(1 for m in candidates.finditer(text) if m.group() in known) if "<|" in text else 0
+    alternation = re.compile("|".join(map(re.escape, sorted(names, key=len, reverse=True))))
+    return lambda text: sum(1 for _ in alternation.finditer(text))
 
 
 def get_service(request: Request) -> ServiceState:

@@ -175,10 +175,8 @@ def _model_usage(info: ModelInfo, counts: Sequence[int], batch: bool) -> dict[st
 
 
 def _lookalikes(svc: ServiceState, enc: Encoding, texts: Sequence[str]) -> list[int]:
-    pattern = svc.lookalike_pattern(enc)
-    if pattern is None:
-        return [0] * len(texts)
-    return [sum(1 for _ in pattern.finditer(t)) for t in texts]
+    counter = svc.lookalike_counter(enc)
+    return [counter(t) for t in texts]
 
 
 def _token_pieces(enc: Encoding, ids: Sequence[int]) -> list[dict[str, str]]:

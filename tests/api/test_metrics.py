@@ -48,3 +48,17 @@ def test_json_media_types() -> None:
     assert is_json_media_type("application/problem+json")
     assert not is_json_media_type("text/json+plain")
     assert not is_json_media_type("application/jsonp")
+
+
+def test_lookalike_counters_agree() -> None:
+    from app.api.deps import _lookalike_counter
+
+    names = ["<|endoftext|>", "<|eot_id|>", "<|reserved_1|>"]
+    fast = _lookalike_counter(names)
+    generic = _lookalike_counter([*names, "[CLS]"])  # a name of another shape forces the alternation path
+    for text, n in [("", 0), ("<|endoftext|>", 1), ("<|<|endoftext|>|>", 1), ("<|nope|><|eot_id|>x<|eot_id|>", 2),
+                    ("<|a<|reserved_1|>", 1), ("<|endoftext|" * 3, 0), ("<|eot_id|><|eot_id|>", 2)]:
+        assert fast(text) == n, text
+        assert generic(text) == n, text
+    assert generic("[CLS] x [CLS]") == 2 and fast("[CLS]") == 0
+    assert _lookalike_counter([])("<|endoftext|>") == 0
