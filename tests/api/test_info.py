@@ -33,10 +33,15 @@ def test_tokenizer_detail(client: TestClient) -> None:
     assert llama["special_tokens"]["<|eot_id|>"] == 128009 and len(llama["special_tokens"]) == 256
     err = assert_error(client.get("/tokenizers/nope"), 404, "unknown_tokenizer")
     assert "cl100k_base" in err["details"]["known"]
+    for path in ("/tokenizers/%FF", "/tokenizers/%00", "/tokenizers/" + "a" * 10_000):
+        r = client.get(path)
+        assert_error(r, 404, "unknown_tokenizer")
+        assert len(r.content) < 2000
 
 
 def test_health_and_ready(client: TestClient) -> None:
     assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.head("/healthz").status_code == 200 and client.head("/readyz").status_code == 200
     ready = client.get("/readyz").json()
     assert ready["status"] == "ready" and ready["tokenizers"] == get_store().names()
 

@@ -16,11 +16,13 @@ router = APIRouter(tags=["operations"])
 
 
 @router.get("/healthz", response_model=Health, summary="Liveness")
+@router.head("/healthz", include_in_schema=False)
 async def healthz() -> dict[str, Any]:
     """200 whenever the process can answer."""
     return {"status": "ok"}
 
 
+@router.head("/readyz", include_in_schema=False)
 @router.get("/readyz", response_model=Ready, summary="Readiness",
             responses={503: {"model": ErrorResponse, "description": "still starting or stopping"}})
 async def readyz(request: Request) -> dict[str, Any]:

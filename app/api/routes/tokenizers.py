@@ -48,6 +48,7 @@ async def get_tokenizer(name: str, request: Request) -> dict[str, Any]:
         enc = svc.encoding(name)
     except KeyError:
         known = svc.store.known_names()
-        raise ApiError(404, "unknown_tokenizer", f"unknown tokenizer {name!r}; known tokenizers: {', '.join(known)}",
-                       {"name": name, "known": known}) from None
+        shown = name if len(name) <= 256 else name[:256] + "..."
+        raise ApiError(404, "unknown_tokenizer", f"unknown tokenizer {shown!r}; known tokenizers: {', '.join(known)}",
+                       {"name": shown, "known": known}) from None
     return {**_summary(svc, enc), "special_tokens": enc.special_tokens, "pattern": enc.pattern}
