@@ -107,3 +107,13 @@ def test_openapi_documents_bodies_and_examples(client: TestClient) -> None:
     assert "Part" in schemas and "SpecialTokens" in schemas
     assert {"/tokenizers", "/tokenizers/{name}", "/healthz", "/readyz", "/metrics"} <= set(spec["paths"])
     assert client.get("/docs").status_code == 200
+
+
+def test_not_ready_before_start_up() -> None:
+    from app.api.main import create_app
+    from app.core.config import Settings
+
+    c = TestClient(create_app(Settings()), raise_server_exceptions=False)  # no `with`: the lifespan has not run
+    assert c.get("/healthz").status_code == 200
+    assert_error(c.get("/readyz"), 503, "not_ready")
+    assert_error(c.post("/count", json={"tokenizer": "gpt2", "text": "a"}), 503, "not_ready")
