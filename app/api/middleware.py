@@ -3,8 +3,8 @@
 In order, for each HTTP request it
 
 1. counts the request in flight and times it (``tokenizer_http_request_duration_seconds``);
-2. checks the bearer token, when one is configured (401; /healthz, /readyz, the docs and, unless
-   ``TOKENIZER_METRICS_AUTH``, /metrics are open);
+2. checks the bearer token, when one is configured (401 for every path, unknown ones and the docs included,
+   except /healthz, /readyz and, unless ``TOKENIZER_METRICS_AUTH``, /metrics);
 3. for requests with a body: rejects a non-JSON ``Content-Type`` (415; a missing one is read as JSON), a declared
    ``Content-Length`` above ``TOKENIZER_MAX_BODY_BYTES`` (413, before reading anything), and then reads the body
    itself, counting bytes on the raw stream, so a chunked body without ``Content-Length`` is cut off at the limit
@@ -35,7 +35,8 @@ LABELS_KEY = "tokenizer_service.labels"
 
 KNOWN_PATHS = frozenset({"/encode", "/count", "/decode", "/tokenizers", "/healthz", "/readyz", "/metrics",
                          "/docs", "/redoc", "/openapi.json", "/docs/oauth2-redirect"})
-OPEN_PATHS = frozenset({"/healthz", "/readyz", "/docs", "/redoc", "/openapi.json", "/docs/oauth2-redirect"})
+#: Paths served without the bearer token (probes must work without secrets); everything else, docs included, needs it.
+OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 

@@ -51,7 +51,7 @@ class Settings:
     )
     workers: int = _doc("Number of uvicorn worker processes (>1 enables Prometheus multiprocess mode).", default=1)
     auth_token: str | None = _doc(
-        "Bearer token required on every route except /healthz, /readyz, the docs and (unless "
+        "Bearer token required on every route (docs included) except /healthz, /readyz and (unless "
         "`TOKENIZER_METRICS_AUTH`) /metrics. Unset: no authentication.",
         default=None,
     )

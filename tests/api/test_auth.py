@@ -39,7 +39,10 @@ def test_open_routes(auth_client: tuple[TestClient, bool]) -> None:
     c, metrics_auth = auth_client
     assert c.get("/healthz").status_code == 200
     assert c.get("/readyz").status_code == 200
-    assert c.get("/openapi.json").status_code == 200
+    for docs in ("/openapi.json", "/docs", "/redoc"):  # they list routes, limits and tokenizers: protected too
+        assert_error(c.get(docs), 401)
+        assert c.get(docs, headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+    assert_error(c.get("/no-such-route"), 401)
     assert c.get("/metrics").status_code == (401 if metrics_auth else 200)
     assert c.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
 
