@@ -130,7 +130,11 @@ def learn_merges(
             return first[p]
         return sym_order[p >> _SHIFT] + sym_order[p & _MASK]
 
-    heap: list[tuple[int, object, int]] = [(-cnt, tie_key(p), p) for p, cnt in pair_count.items()]
+    # A pair's count only grows during the merge that creates one of its symbols (or that reuses one), and
+    # every growth pushes a fresh entry; so pairs below min_frequency need no entry until they grow.
+    heap: list[tuple[int, object, int]] = [
+        (-cnt, tie_key(p), p) for p, cnt in pair_count.items() if cnt >= min_frequency
+    ]
     heapq.heapify(heap)
     pop, push = heapq.heappop, heapq.heappush
 
@@ -161,7 +165,7 @@ def learn_merges(
         cur = pair_count.get(p, 0)
         if -negc != cur:
             pop(heap)
-            if -negc > cur > 0:  # a lazily ignored decrease: re-file under the true count
+            if -negc > cur >= min_frequency:  # a lazily ignored decrease: re-file under the true count
                 push(heap, (-cur, tie_key(p), p))
             continue
         if first_seen:
@@ -195,6 +199,7 @@ def learn_merges(
 
         changed: set[int] = set()
         len_new = sym_len[new]
+        len_a = sym_len[a]
         for wi in where.pop(p):
             w = ws[wi]
             n = len(w)
@@ -219,59 +224,66 @@ def learn_merges(
             ws[wi] = out
             c = wc[wi]
             base = wi << _POS_SHIFT
-            # Old pairs touching an occurrence disappear (each pair position once).
+            # Old pairs next to an occurrence disappear (each pair position once; the merged pair itself is
+            # dropped as a whole below). Unrolled for speed: left neighbour pair, then right neighbour pair.
             last = -1
             for i, _, o in occ:
-                for j in (i - 1, i, i + 1):
-                    if j <= last or j < 0 or j >= n - 1:
+                for q, pos, j in (
+                    (w[i - 1] << _SHIFT | a, o - sym_len[w[i - 1]], i - 1) if i - 1 > last else (-1, 0, 0),
+                    (b << _SHIFT | w[i + 2], o + len_a, i + 1) if i + 2 < n else (-1, 0, 0),
+                ):
+                    if q < 0 or q == p:
                         continue
                     last = j
-                    q = w[j] << _SHIFT | w[j + 1]
                     cnt = pair_count[q] - c
                     if cnt:
                         pair_count[q] = cnt
-                        if first_seen:
-                            pos = base | (o - sym_len[w[j]] if j < i else o if j == i else o + sym_len[a])
-                            if first[q] == pos:
-                                dirty.add(q)  # its earliest occurrence is gone: the key is now a lower bound
+                        if first_seen and first[q] == base | pos:
+                            dirty.add(q)  # its earliest occurrence is gone: the key is now a lower bound
                     else:
                         del pair_count[q]
                         where.pop(q, None)
                         if first_seen:
                             del first[q]
                             dirty.discard(q)
+                if i + 2 < n:
+                    last = i + 1
             # New pairs around each merged symbol appear (each pair position once).
             last = -1
             m = len(out)
             for _, k, o in occ:
-                for j in (k - 1, k):
-                    if j <= last or j < 0 or j >= m - 1:
+                for q, pos, j in (
+                    (out[k - 1] << _SHIFT | new, o - sym_len[out[k - 1]], k - 1) if k - 1 > last else (-1, 0, 0),
+                    (new << _SHIFT | out[k + 1], o, k) if k + 1 < m else (-1, 0, 0),
+                ):
+                    if q < 0:
                         continue
                     last = j
-                    q = out[j] << _SHIFT | out[j + 1]
-                    cnt = pair_count.get(q)
-                    if cnt is None:
+                    had = pair_count.get(q)
+                    if had is None:
                         pair_count[q] = c
                         where[q] = [wi]
                         if first_seen:
-                            first[q] = base | (o - sym_len[out[j]] if j < k else o)
+                            first[q] = base | pos
                     else:
-                        pair_count[q] = cnt + c
+                        pair_count[q] = had + c
                         where[q].append(wi)
-                        if first_seen:
-                            pos = base | (o - sym_len[out[j]] if j < k else o)
-                            if pos < first[q]:
-                                first[q] = pos  # exact: below the (lower bound of the) earliest position
-                                dirty.discard(q)
+                        if first_seen and base | pos < first[q]:
+                            first[q] = base | pos  # exact: below the (lower bound of the) earliest position
+                            dirty.discard(q)
                     changed.add(q)
+        pair_count.pop(p, None)  # the merged pair is gone from every word
+        if first_seen:
+            first.pop(p, None)
+            dirty.discard(p)
         for q in changed:
             cnt = pair_count.get(q, 0)
-            if cnt > 0:
+            if cnt >= min_frequency:
                 push(heap, (-cnt, tie_key(q), q))
         if progress is not None:
             progress(len(merges))
     else:
-        stop = "no pairs left"
+        stop = "min frequency reached" if pair_count else "no pairs left"
     return MergeResult(merges=merges, symbols=symbols, words=ws, counts=wc, stop_reason=stop)
 
 

@@ -130,7 +130,7 @@ def train_to_store(
             bar.close()
     t1 = time.perf_counter()
 
-    bar = _bar(show, None, "merging", " merges")
+    bar = _bar(show, vocab_size - 256 if kind == "byte" else None, "merging", " merges")
     done = [0]
 
     def progress(n: int) -> None:
