@@ -36,7 +36,7 @@ native one lives in C and only holds pieces that are not themselves tokens (at m
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
@@ -113,9 +113,23 @@ class Encoding:
         self._pretokenizer = PreTokenizer(pattern)
         self.backend = resolve_backend(backend)
         self._native: NativeCore | None = None
+        # text -> ids / count on the native backend (None on the python backend); raise UnicodeEncodeError on
+        # lone surrogates, which the callers scrub and retry.
+        self._native_encode: Callable[[str], list[int]] | None = None
+        self._native_count: Callable[[str], int] | None = None
         if self.backend == "native":
             size = default_cache_size() if cache_size is None else cache_size
-            self._native = NativeCore(mergeable_ranks, pattern, cache_size=size)
+            native = self._native = NativeCore(mergeable_ranks, pattern, cache_size=size)
+            if native.encode is not None and native.count is not None:
+                self._native_encode, self._native_count = native.encode, native.count
+            else:  # custom pattern: regex pre-tokenizer, native BPE
+                pieces, encode_pieces, count_pieces = (
+                    self._pretokenizer.pieces,
+                    native.encode_pieces,
+                    native.count_pieces,
+                )
+                self._native_encode = lambda text: encode_pieces(pieces(text))  # type: ignore[no-any-return]
+                self._native_count = lambda text: count_pieces(pieces(text))  # type: ignore[no-any-return]
             self._cache = PieceCache(self._encode_piece, 0)
             how = "native pre-tokenizer" if self._native.has_scanner else "regex pre-tokenizer (custom pattern)"
             log.info("encoding %s: native backend (compiled core, %s, BPE in C)", name, how)
@@ -185,17 +199,12 @@ class Encoding:
         return tuple(byte_pair_encode(piece.encode("utf-8"), self._ranks))
 
     def _encode_text(self, text: str) -> list[int]:
-        native = self._native
-        if native is not None:
+        fast = self._native_encode
+        if fast is not None:
             try:
-                if native.encode is not None:
-                    return native.encode(text)  # type: ignore[no-any-return]
-                return native.encode_pieces(self._pretokenizer.pieces(text))  # type: ignore[no-any-return]
-            except UnicodeEncodeError:  # lone surrogates: scrub (rare), then encode
-                text = scrub_surrogates(text)
-                if native.encode is not None:
-                    return native.encode(text)  # type: ignore[no-any-return]
-                return native.encode_pieces(self._pretokenizer.pieces(text))  # type: ignore[no-any-return]
+                return fast(text)
+            except UnicodeEncodeError:  # lone surrogates (rare): scrub, then encode
+                return fast(scrub_surrogates(text))
         text = scrub_surrogates(text)
         out: list[int] = []
         append, extend = out.append, out.extend
@@ -222,6 +231,8 @@ class Encoding:
         >>> enc.encode("hello <|endoftext|>")      # the string is text, not the special token
         [15339, 83739, 8862, 728, 428, 91, 29]
         """
+        if not prefix and not suffix:
+            return self._encode_text(text)
         return [*self._special_ids(prefix), *self._encode_text(text), *self._special_ids(suffix)]
 
     def encode_parts(self, parts: Sequence[Part]) -> list[int]:
@@ -241,18 +252,13 @@ class Encoding:
 
     def count(self, text: str, *, prefix: Sequence[str] = (), suffix: Sequence[str] = ()) -> int:
         """Number of tokens :meth:`encode` would return, without building the id list."""
-        n = len(self._special_ids(prefix)) + len(self._special_ids(suffix))
-        native = self._native
-        if native is not None:
+        n = len(self._special_ids(prefix)) + len(self._special_ids(suffix)) if prefix or suffix else 0
+        fast = self._native_count
+        if fast is not None:
             try:
-                if native.count is not None:
-                    return n + native.count(text)  # type: ignore[no-any-return]
-                return n + native.count_pieces(self._pretokenizer.pieces(text))  # type: ignore[no-any-return]
+                return n + fast(text)
             except UnicodeEncodeError:
-                text = scrub_surrogates(text)
-                if native.count is not None:
-                    return n + native.count(text)  # type: ignore[no-any-return]
-                return n + native.count_pieces(self._pretokenizer.pieces(text))  # type: ignore[no-any-return]
+                return n + fast(scrub_surrogates(text))
         text = scrub_surrogates(text)
         whole = self._text_ranks
         cached = self._cache.getter()
