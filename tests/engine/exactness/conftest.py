@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import os
+
 import pytest
 
 from app.engine import native
 
 from .reference import BACKENDS, TALLY, TOKENIZERS
+
+#: If set, the terminal summary's numbers are also written to this JSON file.
+REPORT_ENV = "EXACTNESS_REPORT"
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -27,6 +33,20 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         tr.write_line(line)
     total = sum(TALLY.compared.values())
     tr.write_line(f"{'total':21s} compared {total:>9,d}  mismatches {sum(TALLY.mismatched.values()):>4d}")
+    report = os.environ.get(REPORT_ENV, "").strip()
+    if report:
+        with open(report, "w", encoding="utf-8") as fh:
+            json.dump(
+                {
+                    "compared": TALLY.compared,
+                    "mismatched": TALLY.mismatched,
+                    "by_source": {f"{tok} {src}": n for (tok, src), n in sorted(TALLY.by_source.items())},
+                    "notes": TALLY.notes,
+                },
+                fh,
+                indent=2,
+            )
+        tr.write_line(f"exactness tally written to {report}")
 
 
 @pytest.fixture(params=TOKENIZERS)

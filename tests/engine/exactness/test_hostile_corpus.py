@@ -74,3 +74,31 @@ def test_batch_with_threads_equals_tiktoken_batch(tokenizer: str, backend: str) 
     assert not bad, bad[:3]
     enc = ours(tokenizer, backend)
     assert not compare(tokenizer, texts, source="batch", backend=backend, encode=lambda t: enc.encode_batch([t])[0])
+
+
+def test_python_engine_without_cache_is_identical(tokenizer: str) -> None:
+    """The pre-token cache changes nothing: a cache-less Python engine gives the reference ids too."""
+    from app.engine import Encoding, get_store
+
+    uncached = Encoding.from_spec(get_store().spec(tokenizer), cache_size=0, backend="python")
+    texts = [*corpus.random_mixes(seed=77, count=2000), *corpus.long_runs(100).values()]
+    bad = compare(tokenizer, texts, source="python_no_cache", backend="python", encode=uncached.encode)
+    assert not bad, bad[0].describe()
+    assert uncached.cache_stats().size == 0
+
+
+def test_encode_parts_equals_tiktoken_per_part(tokenizer: str, backend: str) -> None:
+    """``encode_parts`` = each text part as tiktoken's encode_ordinary, special parts as their ids, in order."""
+    from app.engine import Special
+
+    enc, ref = ours(tokenizer, backend), reference_encoding(tokenizer)
+    specials = list(enc.special_tokens)
+    rng_texts = list(corpus.random_mixes(seed=8, count=200))
+    for i in range(0, len(rng_texts), 4):
+        texts = rng_texts[i : i + 4]
+        special = specials[i % len(specials)]
+        parts = [texts[0], Special(special), *texts[1:]]
+        want = [*ref.encode_ordinary(texts[0]), enc.special_tokens[special]]
+        for text in texts[1:]:
+            want += ref.encode_ordinary(text)
+        assert enc.encode_parts(parts) == want
