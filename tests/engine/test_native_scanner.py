@@ -120,7 +120,7 @@ def test_every_code_point_in_contexts(pattern_id: str) -> None:
     """Each code point (surrogates excluded: text is scrubbed before scanning) in a few contexts, 64k at a time."""
     core = _core(pattern_id)
     compiled = regex.compile(patterns.PATTERNS[pattern_id])
-    contexts = ["a{c}b {c}{c}1 {c}'s x{c} \n{c}", "'{c}A{c}a", "中{c}\u0301"]
+    contexts = ["a{c}b {c}{c}1 {c}'s x{c} \n{c}", "'{c}A{c}a中{c}\u0301"]
     for lo in range(0, 0x110000, 0x10000):
         chars = [chr(cp) for cp in range(lo, lo + 0x10000) if not 0xD800 <= cp < 0xE000]
         text = "".join(ctx.format(c=c) for c in chars for ctx in contexts)
