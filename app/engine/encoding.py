@@ -280,6 +280,8 @@ class Encoding:
         tokens that split one character overlap on it. Offsets index the surrogate-scrubbed text.
         """
         text = scrub_surrogates(text)
+        if self._native is not None and self._native.encode_with_offsets is not None:
+            return self._native.encode_with_offsets(text)  # type: ignore[no-any-return]
         ids: list[int] = []
         spans: list[tuple[int, int]] = []
         native = self._native

@@ -2,8 +2,9 @@
 
 The compiled core holds an encoding's ranks in a C hash table and runs the hand-written pre-tokenizer of a bundled
 pattern plus rank-based BPE with the GIL released. Pieces that are not themselves tokens go through a bounded piece
-cache in C (direct-mapped, shared by threads under striped spinlocks; pieces of at most 42 bytes and 12 ids). Its ids are identical to the pure-Python reference engine
-(``pretokenize.py`` + ``bpe.py``); ``tests/engine/test_native*.py`` check that differentially.
+cache in C (direct-mapped, shared by threads under striped spinlocks; pieces of at most 42 bytes and 12 ids). Its
+ids are identical to the pure-Python reference engine (``pretokenize.py`` + ``bpe.py``);
+``tests/engine/test_native*.py`` check that differentially.
 
 Backend selection (:func:`resolve_backend`):
 
@@ -109,7 +110,17 @@ class NativeCore:
     (no lone surrogates) -- callers scrub it first or catch ``UnicodeEncodeError``.
     """
 
-    __slots__ = ("_core", "scanner", "encode", "count", "encode_pieces", "count_pieces", "cache_stats", "clear_cache")
+    __slots__ = (
+        "_core",
+        "scanner",
+        "encode",
+        "count",
+        "encode_with_offsets",
+        "encode_pieces",
+        "count_pieces",
+        "cache_stats",
+        "clear_cache",
+    )
 
     def __init__(self, mergeable_ranks: dict[bytes, int], pattern: str, *, cache_size: int = 0) -> None:
         """Build the C tables for ``mergeable_ranks``. ``cache_size``: slots of the piece cache (0 = off).
@@ -127,8 +138,10 @@ class NativeCore:
         if self.scanner:
             self.encode = self._core.encode
             self.count = self._core.count
+            # (text) -> (ids, [(start, end) character offsets]); text must be surrogate-free
+            self.encode_with_offsets = self._core.encode_with_offsets
         else:
-            self.encode = self.count = None
+            self.encode = self.count = self.encode_with_offsets = None
 
     @property
     def has_scanner(self) -> bool:

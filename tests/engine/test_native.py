@@ -68,6 +68,7 @@ def test_native_equals_reference_on_hostile_corpus(pair: tuple[Encoding, Encodin
         want = ref.encode(text)
         assert fast.encode(text) == want, repr(text[:60])
         assert fast.count(text) == len(want)
+        assert fast.encode_with_offsets(text) == ref.encode_with_offsets(text), repr(text[:60])
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -115,6 +116,7 @@ def test_custom_pattern_uses_regex_split_and_native_bpe() -> None:
     for text in hostile_corpus(seed=9, n=100):
         assert fast.encode(text) == slow.encode(text)
         assert fast.count(text) == len(slow.encode(text))
+        assert fast.encode_with_offsets(text) == slow.encode_with_offsets(text)
 
 
 def test_batches_with_threads_equal_serial(pair: tuple[Encoding, Encoding]) -> None:

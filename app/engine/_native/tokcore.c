@@ -882,6 +882,7 @@ typedef struct {
     PyObject **id_objs; /* id -> the int object of the ranks dict (shared, so building result lists allocates
                            no ints); NULL where an id has no ordinary token */
     size_t n_ids;
+    uint32_t *id_len; /* id -> length of its bytes (0 where an id has no ordinary token) */
     PieceCache cache;
 } CoreObject;
 
@@ -890,6 +891,8 @@ static void Core_dealloc(CoreObject *self)
     rank_table_free(&self->table);
     PyMem_RawFree(self->cache.slots);
     self->cache.slots = NULL;
+    PyMem_RawFree(self->id_len);
+    self->id_len = NULL;
     if (self->id_objs) {
         for (size_t i = 0; i < self->n_ids; i++)
             Py_XDECREF(self->id_objs[i]);
@@ -923,7 +926,8 @@ static int Core_init(CoreObject *self, PyObject *args, PyObject *kwds)
     uint32_t max_rank = self->table.max_rank;
     self->n_ids = (size_t)max_rank + 1;
     self->id_objs = PyMem_Calloc(self->n_ids, sizeof(PyObject *));
-    if (!self->id_objs) {
+    self->id_len = PyMem_RawCalloc(self->n_ids, sizeof(uint32_t));
+    if (!self->id_objs || !self->id_len) {
         PyErr_NoMemory();
         return -1;
     }
@@ -935,6 +939,7 @@ static int Core_init(CoreObject *self, PyObject *args, PyObject *kwds)
             Py_INCREF(value);
             self->id_objs[r] = value;
         }
+        self->id_len[r] = (uint32_t)PyBytes_GET_SIZE(key);
     }
     self->scanner_id = scanner;
     self->scan = scanner_of(scanner);
@@ -1067,6 +1072,80 @@ static PyObject *Core_encode_pieces(CoreObject *self, PyObject *pieces) { return
 static PyObject *Core_count_pieces(CoreObject *self, PyObject *pieces) { return core_pieces(self, pieces, 1); }
 
 /* split(text) -> list[str]: the pieces of the native pre-tokenizer (for differential tests against regex). */
+/* encode_with_offsets(text) -> (ids, spans): spans[k] = (start, end) of token k in characters (code points) of
+ * text; a token that starts or ends inside a multi-byte character covers that whole character. */
+static PyObject *Core_encode_with_offsets(CoreObject *self, PyObject *text)
+{
+    if (core_ready(self, 1))
+        return NULL;
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "text must be str");
+        return NULL;
+    }
+    Py_ssize_t size;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &size);
+    if (!utf8)
+        return NULL;
+    const uint8_t *s = (const uint8_t *)utf8;
+    IdVec out = {NULL, 0, 0};
+    size_t ntokens = 0;
+    uint32_t *spans = NULL; /* start, end per token */
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = encode_text(&self->table, &self->cache, self->scan, s, (size_t)size, &out, 0, &ntokens);
+    if (!rc && out.len) {
+        spans = PyMem_RawMalloc(out.len * 2 * sizeof(uint32_t));
+        if (!spans) {
+            rc = -1;
+        } else {
+            /* lead(x) = number of character starts in s[0..x]; one forward counter serves the nondecreasing
+             * sequence start_1, last_1, start_2, last_2, ... of token start / last-byte offsets. */
+            size_t scanned = 0, leads = 0, byte = 0;
+            for (size_t k = 0; k < out.len; k++) {
+                size_t len = self->id_len[out.data[k]];
+                size_t marks[2] = {byte, byte + len - 1};
+                for (int m = 0; m < 2; m++) {
+                    while (scanned <= marks[m]) {
+                        leads += (s[scanned] & 0xC0) != 0x80;
+                        scanned++;
+                    }
+                    spans[2 * k + m] = (uint32_t)(m == 0 ? leads - 1 : leads);
+                }
+                byte += len;
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyObject *result = NULL, *ids = NULL, *offsets = NULL;
+    if (rc) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    ids = ids_to_list(self, out.data, out.len);
+    offsets = ids ? PyList_New((Py_ssize_t)out.len) : NULL;
+    if (!offsets)
+        goto done;
+    for (size_t k = 0; k < out.len; k++) {
+        PyObject *span = PyTuple_New(2);
+        if (!span)
+            goto done;
+        PyList_SET_ITEM(offsets, (Py_ssize_t)k, span);
+        for (int m = 0; m < 2; m++) {
+            PyObject *v = PyLong_FromUnsignedLong(spans[2 * k + m]);
+            if (!v)
+                goto done;
+            PyTuple_SET_ITEM(span, m, v);
+        }
+    }
+    result = PyTuple_Pack(2, ids, offsets);
+done:
+    Py_XDECREF(ids);
+    Py_XDECREF(offsets);
+    PyMem_RawFree(spans);
+    PyMem_RawFree(out.data);
+    return result;
+}
+
 static PyObject *Core_split(CoreObject *self, PyObject *text)
 {
     if (core_ready(self, 1))
@@ -1169,6 +1248,8 @@ static PyMethodDef Core_methods[] = {
     {"count_pieces", (PyCFunction)Core_count_pieces, METH_O,
      "count_pieces(pieces: Sequence[str | bytes]) -> int: number of tokens of the pieces."},
     {"split", (PyCFunction)Core_split, METH_O, "split(text: str) -> list[str]: the native pre-tokenizer's pieces."},
+    {"encode_with_offsets", (PyCFunction)Core_encode_with_offsets, METH_O,
+     "encode_with_offsets(text: str) -> (list[int], list[tuple[int, int]]): ids and (start, end) character offsets."},
     {"bpe", (PyCFunction)Core_bpe, METH_O, "bpe(piece: bytes) -> list[int]: ids of one piece (cache not used)."},
     {"cache_stats", (PyCFunction)Core_cache_stats, METH_NOARGS,
      "cache_stats() -> (hits, misses, size, max_size) of the piece cache."},
