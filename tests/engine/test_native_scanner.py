@@ -4,6 +4,7 @@ differential fuzzing of piece boundaries, and a sweep of every code point in con
 from __future__ import annotations
 
 import importlib.util
+import os
 import random
 import sys
 from pathlib import Path
@@ -82,12 +83,17 @@ def test_known_class_facts() -> None:
     assert _core.unicode_flags(ord("K")) >> gen.LETTER_SHIFT == 0
 
 
+#: Cases per pattern; a dev run takes millions: ``NATIVE_FUZZ_CASES=2000000 NATIVE_FUZZ_SEED=7 pytest -k random``.
+FUZZ_CASES = int(os.environ.get("NATIVE_FUZZ_CASES", "40000"))
+FUZZ_SEED = int(os.environ.get("NATIVE_FUZZ_SEED", "20251118"))
+
+
 @pytest.mark.parametrize("pattern_id", sorted(patterns.PATTERNS))
 def test_scanner_matches_regex_on_random_strings(pattern_id: str) -> None:
     core = _core(pattern_id)
     compiled = regex.compile(patterns.PATTERNS[pattern_id])
-    rng = random.Random(20251118 + len(pattern_id))
-    for _ in range(40_000):
+    rng = random.Random(FUZZ_SEED + len(pattern_id))
+    for _ in range(FUZZ_CASES):
         text = "".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 40)))
         assert core.split(text) == compiled.findall(text), repr(text)
 
