@@ -70,7 +70,8 @@ class Server:
 def start(log_path: Path, *args: str, env: dict[str, str] | None = None, access_log: bool = False,
           ready_timeout: float = 180) -> Server:
     """``python -m app serve --host 127.0.0.1 --port <free> *args``; returns once /readyz is 200 and, with several
-    workers, every worker has logged that its start-up is complete (so keep the log level at info or below). Raises RuntimeError (with the log) if it exits or is not ready in time."""
+    workers, every worker has logged that its start-up is complete (so keep the log level at info or below).
+    Raises RuntimeError (with the log) if it exits or is not ready in time."""
     port = free_port()
     cmd = [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port), *args]
     if not access_log:
