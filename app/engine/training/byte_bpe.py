@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from .merges import MergeResult, byte_order_key, learn_merges
 
@@ -48,17 +49,21 @@ def train_byte_bpe(
     tie_break: str = "first-seen",
     progress: Callable[[int], None] | None = None,
     keep_segmentation: bool = False,
+    consume: bool = False,
 ) -> ByteBPEResult:
     """Learn up to ``vocab_size`` ordinary tokens (256 bytes + merges) from pre-token frequencies.
 
     ``pretoken_counts`` maps pre-tokens (str, UTF-8 encoded here, or bytes) to frequencies, in corpus order.
-    Raises ``ValueError`` if ``vocab_size < 256``.
+    With ``consume=True`` (a dict argument) the mapping is emptied while it is converted, so its memory is
+    released before training. Raises ``ValueError`` if ``vocab_size < 256``.
     """
     if vocab_size < 256:
         raise ValueError(f"a byte-level vocabulary needs vocab_size >= 256, not {vocab_size}")
-    keys = [k.encode("utf-8") if isinstance(k, str) else k for k in pretoken_counts]
-    words = [list(k) for k in keys]
-    counts = list(pretoken_counts.values())
+    items: list[tuple[Any, int]] = drain(pretoken_counts) if consume else list(pretoken_counts.items())
+    keys: list[bytes] = [_utf8(k) for k, _ in items] if keep_segmentation else []
+    words = [list(_utf8(k)) for k, _ in items]
+    counts = [c for _, c in items]
+    del items
     res: MergeResult = learn_merges(
         words,
         counts,
@@ -70,6 +75,7 @@ def train_byte_bpe(
         min_frequency=min_frequency,
         tie_break=tie_break,
         progress=progress,
+        copy_words=False,
     )
     symbols: list[bytes] = res.symbols  # type: ignore[assignment]
     ranks = {tok: i for i, tok in enumerate(symbols)}
@@ -78,3 +84,18 @@ def train_byte_bpe(
         {key: [symbols[s] for s in w] for key, w in zip(keys, res.words, strict=True)} if keep_segmentation else {}
     )
     return ByteBPEResult(ranks=ranks, merges=merges, segmentation=segmentation, stop_reason=res.stop_reason)
+
+
+def _utf8(key: str | bytes) -> bytes:
+    return key.encode("utf-8") if isinstance(key, str) else key
+
+
+def drain(counts: Mapping[Any, int]) -> list[tuple[Any, int]]:
+    """The items of ``counts`` in order, emptying it as it goes if it is a dict (to free memory early)."""
+    if not isinstance(counts, dict):
+        return list(counts.items())
+    items = []
+    while counts:
+        items.append(counts.popitem())  # LIFO: reversed below
+    items.reverse()
+    return items

@@ -41,6 +41,7 @@ from ..cache import CacheStats, PieceCache, default_cache_size
 from ..encoding import Special, scrub_surrogates
 from ..errors import ArtifactError, InvalidTokenIdError, UnknownSpecialTokenError
 from ..store import TokenizerSpec
+from .byte_bpe import drain
 from .merges import learn_merges, text_order_key
 
 END_OF_WORD = "</w>"
@@ -173,19 +174,25 @@ def train_char_bpe(
     tie_break: str = "first-seen",
     progress: Callable[[int], None] | None = None,
     keep_segmentation: bool = False,
+    consume: bool = False,
 ) -> CharBPEModel:
     """Learn a classic BPE model from word frequencies (``{word: count}`` in corpus order, words without
     whitespace). Stops at ``vocab_size`` ids (``<unk>``, ``</w>``, characters and merged symbols), after
-    ``num_merges`` merges, or below ``min_frequency``. Raises ``ValueError`` for a word containing whitespace."""
-    chars = sorted({ch for w in word_counts for ch in w})
+    ``num_merges`` merges, or below ``min_frequency``. ``consume=True`` empties a dict argument while reading it.
+    Raises ``ValueError`` for a word containing whitespace."""
+    items = drain(word_counts) if consume else list(word_counts.items())
+    chars = sorted({ch for w, _ in items for ch in w})
     if any(ch.isspace() for ch in chars):
         raise ValueError("words must not contain whitespace")
     base: list[Symbol] = [("", True), *((ch, False) for ch in chars)]
     index = {s[0]: i for i, s in enumerate(base) if not s[1]}
-    words = [[index[ch] for ch in w] + [0] for w in word_counts]
+    words = [[index[ch] for ch in w] + [0] for w, _ in items]
+    kept = [w for w, _ in items] if keep_segmentation else []
+    freqs = [c for _, c in items]
+    del items
     res = learn_merges(
         words,
-        list(word_counts.values()),
+        freqs,
         base_symbols=base,
         concat=lambda x, y: (x[0] + y[0], y[1]),  # type: ignore[index]
         order_key=lambda s: text_order_key(_display(s)),  # type: ignore[arg-type]
@@ -195,6 +202,7 @@ def train_char_bpe(
         min_frequency=min_frequency,
         tie_break=tie_break,
         progress=progress,
+        copy_words=False,
     )
     symbols: list[Symbol] = res.symbols  # type: ignore[assignment]
     model = CharBPEModel(
@@ -204,7 +212,7 @@ def train_char_bpe(
         stop_reason=res.stop_reason,
     )
     if keep_segmentation:
-        model.segmentation = {w: [s + 1 for s in seg] for w, seg in zip(word_counts, res.words, strict=True)}
+        model.segmentation = {w: [s + 1 for s in seg] for w, seg in zip(kept, res.words, strict=True)}
     return model
 
 

@@ -77,6 +77,7 @@ def learn_merges(
     min_frequency: int = 2,
     tie_break: str = "first-seen",
     progress: Callable[[int], None] | None = None,
+    copy_words: bool = True,
 ) -> MergeResult:
     """Learn merges over ``words`` (base-symbol ids; ``counts[i]`` is the frequency of ``words[i]``).
 
@@ -88,7 +89,8 @@ def learn_merges(
     Stops when the vocabulary holds ``max_symbols`` distinct symbols, after ``max_merges`` merges, when the most
     frequent pair occurs fewer than ``min_frequency`` times (``MergeResult.stop_reason`` says which), or when no
     pair is left. ``progress(n)`` is called after each merge with the number of merges so far. Raises
-    ``ValueError`` for an unknown ``tie_break`` or ``min_frequency < 1``.
+    ``ValueError`` for an unknown ``tie_break`` or ``min_frequency < 1``. With ``copy_words=False`` the
+    trainer works in place on ``words`` (a list of lists, which it then owns) instead of copying it.
     """
     if tie_break not in TIE_BREAKS:
         raise ValueError(f"tie_break must be one of {TIE_BREAKS}, not {tie_break!r}")
@@ -101,7 +103,7 @@ def learn_merges(
         raise ValueError("base symbols must be distinct")
     sym_len = [unit_length(k) for k in symbols]
     sym_order: list[tuple[int, ...]] = [order_key(k) for k in symbols] if not first_seen else []
-    ws: list[list[int]] = [list(w) for w in words]
+    ws: list[list[int]] = [list(w) for w in words] if copy_words else words  # type: ignore[assignment]
     wc: list[int] = list(counts)
 
     pair_count: dict[int, int] = {}

@@ -129,6 +129,7 @@ def train_to_store(
         if bar is not None:
             bar.close()
     t1 = time.perf_counter()
+    distinct = len(counts)
 
     bar = _bar(show, vocab_size - 256 if kind == "byte" else None, "merging", " merges")
     done = [0]
@@ -141,7 +142,8 @@ def train_to_store(
     try:
         if kind == "byte":
             result = train_byte_bpe(
-                counts, vocab_size=vocab_size, min_frequency=min_frequency, tie_break=tie_break, progress=progress
+                counts, vocab_size=vocab_size, min_frequency=min_frequency, tie_break=tie_break, progress=progress,
+                consume=True,
             )
             artifact = format_tiktoken(result.ranks)
             n_ordinary = len(result.ranks)
@@ -149,7 +151,8 @@ def train_to_store(
             artifact_name, fmt, spec_kind = f"{name}.tiktoken", "tiktoken", "byte_bpe"
         else:
             model = train_char_bpe(
-                counts, vocab_size=vocab_size, min_frequency=min_frequency, tie_break=tie_break, progress=progress
+                counts, vocab_size=vocab_size, min_frequency=min_frequency, tie_break=tie_break, progress=progress,
+                consume=True,
             )
             artifact = model.to_artifact()
             n_ordinary = len(model.vocab)
@@ -196,7 +199,7 @@ def train_to_store(
     return TrainReport(
         spec=spec,
         corpus=stats,
-        distinct_pretokens=len(counts),
+        distinct_pretokens=distinct,
         merges=n_merges,
         stop_reason=stop,
         seconds_counting=t1 - t0,
