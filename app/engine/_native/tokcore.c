@@ -431,17 +431,21 @@ static inline int bytes_eq(const uint8_t *a, const uint8_t *b, size_t n)
     return load_tail(a, n) == load_tail(b, n); /* covers every byte of a 1..8-byte tail */
 }
 
-static inline uint32_t rank_lookup(const RankTable *t, const uint8_t *p, size_t n)
+/* The rank of the token p[0..n), or NO_RANK. likely_hit: also prefetch the slot before consulting the filter, so
+ * the two cache misses of a successful lookup overlap (whole-piece lookups, which usually succeed). */
+static inline uint32_t rank_lookup_hint(const RankTable *t, const uint8_t *p, size_t n, int likely_hit)
 {
     if (n == 1)
         return t->byte_rank[p[0]];
     if (n == 2)
         return t->pair_rank[((uint32_t)p[0] << 8) | p[1]];
     uint64_t h = hash_bytes(p, n);
+    size_t i = (size_t)h & t->mask;
+    if (likely_hit)
+        __builtin_prefetch(&t->slots[i]);
     size_t bit = FILTER_BIT(h);
     if (!(t->filter[bit >> 6] & ((uint64_t)1 << (bit & 63))))
         return NO_RANK;
-    size_t i = (size_t)h & t->mask;
     if (n <= 8) {
         uint64_t key = load_tail(p, n);
         for (;;) {
@@ -462,6 +466,11 @@ static inline uint32_t rank_lookup(const RankTable *t, const uint8_t *p, size_t 
             return sl->rank;
         i = (i + 1) & t->mask;
     }
+}
+
+static inline uint32_t rank_lookup(const RankTable *t, const uint8_t *p, size_t n)
+{
+    return rank_lookup_hint(t, p, n, 0);
 }
 
 static void rank_table_free(RankTable *t)
@@ -797,7 +806,7 @@ static int encode_piece(const RankTable *t, PieceCache *c, CallStats *st, const 
 {
     if (vec_reserve(out, n))
         return -1;
-    uint32_t r = rank_lookup(t, p, n);
+    uint32_t r = rank_lookup_hint(t, p, n, 1);
     if (r != NO_RANK) {
         out->data[out->len++] = r;
         return 0;
