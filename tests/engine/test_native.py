@@ -216,3 +216,30 @@ def test_native_piece_cache_counts_and_never_changes_output() -> None:
     cached.clear_cache()
     assert cached.cache_stats() == CacheStats(0, 0, 0, 64)
     assert cached.encode(texts[-1]) == ref.encode(texts[-1])
+
+
+GIL_PROBE = """
+import sys, threading
+from app.engine import get_encoding
+enc = get_encoding("cl100k_base", backend="native")
+text = "a" * 8_000_000  # one long piece: seconds of BPE inside one native call
+sys.setswitchinterval(1000.0)  # no forced GIL hand-offs: only code that releases the GIL lets others run
+entered, done = threading.Event(), []
+def work():
+    entered.set()
+    n = enc.count(text)
+    done.append(n)
+worker = threading.Thread(target=work)
+worker.start()
+entered.wait()  # we can only wake up while the worker is in count() if count() released the GIL
+print("inside" if not done else "after")
+worker.join()
+print(done[0] > 0)
+"""
+
+
+def test_count_releases_the_gil() -> None:
+    """With forced GIL switching off, the main thread runs while a worker is inside a native count()."""
+    proc = _run(GIL_PROBE)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[0] == "inside"
