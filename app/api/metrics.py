@@ -21,16 +21,51 @@ for the info metric. The engine's cache counters live inside each worker, so the
 deltas after every tokenization and at every scrape (:func:`sync_cache`): in one process this is the same as reading
 ``Encoding.cache_stats()`` at scrape time; with several workers it is the only way the other workers' caches reach
 a scrape.
+
+Two hazards of multiprocess mode are handled (:mod:`app.api.metrics_files`): a worker killed without a clean
+shutdown would leave its in-flight requests counted for ever, so every scrape forgets the live gauges of processes
+that no longer exist; and a full disk under the directory would turn a write to a sparse page into a SIGBUS, so each
+worker reserves its files' blocks at start and before every new label set, and drops a label set it has no room
+for (logged) rather than crash. A worker that cannot reserve even its initial files keeps its metrics to itself
+(single-process mode, logged) instead of sharing them.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
 import threading
 from collections.abc import Iterable
 from typing import Any
 
-from prometheus_client import (
+from app.engine import Encoding
+
+from .metrics_files import MetricFiles, entry_bytes, forget_dead_processes
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+log = logging.getLogger("app.api")
+
+
+def _claim_files() -> MetricFiles | None:
+    """This process's multiprocess files, reserved; None outside multiprocess mode (or when the disk is full)."""
+    directory = os.environ.get(MULTIPROC_ENV, "").strip()
+    if not directory:
+        return None
+    files = MetricFiles(directory)
+    if files.reserve_initial():
+        return files
+    if "prometheus_client" not in sys.modules:  # its value class is chosen at import: still time to opt out
+        os.environ.pop(MULTIPROC_ENV, None)
+        log.error("no space for metrics files in %s: this worker's metrics are not shared with the others",
+                  directory)
+        return None
+    return files
+
+
+_files = _claim_files()  # before prometheus-client is imported and creates the first value
+
+from prometheus_client import (  # noqa: E402
     CONTENT_TYPE_LATEST,
     REGISTRY,
     CollectorRegistry,
@@ -40,9 +75,6 @@ from prometheus_client import (
     generate_latest,
 )
 
-from app.engine import Encoding
-
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -72,12 +104,48 @@ _last_seen: dict[str, tuple[int, int, int, int]] = {}
 _children: dict[tuple[int, tuple[str, ...]], Any] = {}
 
 
+class _Dropped:
+    """Stands in for a label set that could not get disk space: every update is a no-op."""
+
+    def inc(self, amount: float = 1) -> None: ...
+    def dec(self, amount: float = 1) -> None: ...
+    def set(self, value: float) -> None: ...
+    def observe(self, amount: float) -> None: ...
+
+
+_DROPPED = _Dropped()
+_child_lock = threading.Lock()
+
+
+def _room_for(metric: Any, labels: tuple[str, ...]) -> tuple[str, int]:
+    """(file kind, bytes) that a new label set of ``metric`` adds to this process's multiprocess file."""
+    from prometheus_client.mmap_dict import mmap_key
+
+    names = list(metric._labelnames)
+    if isinstance(metric, Histogram):
+        key = mmap_key(metric._name, metric._name + "_bucket", [*names, "le"], [*labels, "+Inf"], metric._documentation)
+        return "histogram", (len(metric._upper_bounds) + 1) * entry_bytes(key)
+    if isinstance(metric, Counter):
+        return "counter", entry_bytes(mmap_key(metric._name, metric._name + "_total", names, list(labels),
+                                               metric._documentation))
+    kind = "gauge_" + metric._multiprocess_mode
+    return kind, entry_bytes(mmap_key(metric._name, metric._name, names, list(labels), metric._documentation))
+
+
 def _child(metric: Any, *labels: str) -> Any:
-    """``metric.labels(*labels)``, memoised (label lookups are a measurable share of a small request)."""
+    """``metric.labels(*labels)``, memoised (label lookups are a measurable share of a small request). In
+    multiprocess mode a new label set first gets its disk space reserved; without room it is dropped."""
     key = (id(metric), labels)
     child = _children.get(key)
     if child is None:
-        child = _children[key] = metric.labels(*labels)
+        with _child_lock:
+            child = _children.get(key)
+            if child is None:
+                if _files is not None and multiprocess_enabled():
+                    kind, nbytes = _room_for(metric, labels)
+                    if not _files.ensure_room(kind, nbytes):
+                        return _DROPPED  # not memoised: retried when space may have come back
+                child = _children[key] = metric.labels(*labels)
     return child
 
 
@@ -90,7 +158,7 @@ def set_info(encodings: Iterable[Encoding]) -> None:
     """Publish the info metric and the cache gauges for every loaded tokenizer."""
     for enc in encodings:
         spec = enc.spec
-        INFO.labels(enc.name, spec.sha256 if spec else "", str(enc.n_vocab), spec.kind if spec else "").set(1)
+        _child(INFO, enc.name, spec.sha256 if spec else "", str(enc.n_vocab), spec.kind if spec else "").set(1)
     sync_cache(encodings)
 
 
@@ -136,6 +204,7 @@ def render(encodings: Iterable[Encoding]) -> bytes:
     if multiprocess_enabled():
         from prometheus_client import multiprocess
 
+        forget_dead_processes(os.environ[MULTIPROC_ENV])
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
         return generate_latest(registry)

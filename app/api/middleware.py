@@ -71,11 +71,21 @@ class GatewayMiddleware:
         start = time.perf_counter()
         labels = {"tokenizer": ""}
         scope[LABELS_KEY] = labels
-        state: dict[str, Any] = {"status": 0}
+        state: dict[str, Any] = {"status": 0, "recorded": False}
+
+        def record() -> None:
+            if not state["recorded"]:
+                state["recorded"] = True
+                metrics.IN_FLIGHT.dec()
+                status = state["status"] or 499  # 499: the client went away before a response started
+                metrics.observe_request(endpoint_label(scope.get("path", "")), labels["tokenizer"], status,
+                                        time.perf_counter() - start)
 
         async def send_tracking(message: Message) -> None:
             if message["type"] == "http.response.start":
                 state["status"] = message["status"]
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                record()  # before the last byte leaves: a client that has its response sees it counted
             await send(message)
 
         metrics.IN_FLIGHT.inc()
@@ -86,10 +96,7 @@ class GatewayMiddleware:
             if not state["status"]:
                 await send_error(send_tracking, 500, "internal_error", "internal error")
         finally:
-            metrics.IN_FLIGHT.dec()
-            status = state["status"] or 499  # 499: the client went away before a response started
-            metrics.observe_request(endpoint_label(scope.get("path", "")), labels["tokenizer"], status,
-                                    time.perf_counter() - start)
+            record()
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = _headers(scope)
