@@ -1,10 +1,11 @@
 """One error shape for every failure: ``{"error": {"type": str, "message": str, "details": any}}``.
 
 Status codes: 400 malformed JSON or body; 401 missing/wrong bearer token; 404 unknown path or tokenizer in a URL;
-405 wrong method; 413 any size limit (body bytes, batch size, ids, characters); 415 a non-JSON content type;
-422 a well-formed request that cannot be served (wrong types, unknown tokenizer/model/special token, empty batch,
-lone surrogates, ids out of range); 500 an internal error (logged; the response carries no internals);
-503 not ready. Error bodies never echo request text beyond the offending names and ids.
+405 wrong method; 408 headers or body too slow; 413 any size limit (body bytes, batch size, ids, characters);
+415 a non-JSON content type; 422 a well-formed request that cannot be served (wrong types, unknown
+tokenizer/model/special token, empty batch, lone surrogates, ids out of range); 500 an internal error (logged; the
+response carries no internals); 503 not ready. Error bodies never echo request text beyond the offending names and
+ids.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ _STATUS_TYPES = {
     403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
+    408: "request_timeout",
     413: "payload_too_large",
     415: "unsupported_media_type",
     422: "validation_error",

@@ -8,7 +8,8 @@ In order, for each HTTP request it
 3. for requests with a body: rejects a non-JSON ``Content-Type`` (415; a missing one is read as JSON), a declared
    ``Content-Length`` above ``TOKENIZER_MAX_BODY_BYTES`` (413, before reading anything), and then reads the body
    itself, counting bytes on the raw stream, so a chunked body without ``Content-Length`` is cut off at the limit
-   too (413, ``Connection: close``); the app then sees the buffered body;
+   too (413, ``Connection: close``), and a body that takes longer than ``TOKENIZER_BODY_TIMEOUT`` gets 408; the
+   app then sees the buffered body;
 4. turns any exception that escapes the app into a JSON 500 without internals (and logs it).
 
 Every response it sends itself has the API's one error shape.
@@ -21,6 +22,7 @@ import logging
 import time
 from typing import Any
 
+import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.core.config import Settings
@@ -61,6 +63,7 @@ class GatewayMiddleware:
     def __init__(self, app: ASGIApp, settings: Settings) -> None:
         self.app = app
         self.max_body = settings.max_body_bytes
+        self.body_timeout = settings.body_timeout
         self.token = settings.auth_token.encode() if settings.auth_token else None
         self.open_paths = OPEN_PATHS if settings.metrics_auth else OPEN_PATHS | {"/metrics"}
 
@@ -129,19 +132,24 @@ class GatewayMiddleware:
                 return
         chunks: list[bytes] = []
         total = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunk = message.get("body", b"")
-            total += len(chunk)
-            if total > self.max_body:
-                await self._too_large(send, None)
-                return
-            if chunk:
-                chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
+        with anyio.move_on_after(self.body_timeout or None) as deadline:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return
+                chunk = message.get("body", b"")
+                total += len(chunk)
+                if total > self.max_body:
+                    await self._too_large(send, None)
+                    return
+                if chunk:
+                    chunks.append(chunk)
+                if not message.get("more_body", False):
+                    break
+        if deadline.cancelled_caught:
+            await send_error(send, 408, "request_timeout", f"the request body did not arrive within "
+                             f"{self.body_timeout:g} s (TOKENIZER_BODY_TIMEOUT)", headers={"Connection": "close"})
+            return
         body = b"".join(chunks)
         replayed = False
 

@@ -8,7 +8,8 @@ Order of events:
    prints ``error: cannot start: <reason naming the file>`` and exits with status 1; nothing listens.
 3. With ``--workers`` > 1, Prometheus multiprocess mode is switched on: ``PROMETHEUS_MULTIPROC_DIR`` is set to a
    fresh temporary directory (removed on exit), or, if the operator set it, that directory is emptied first.
-4. uvicorn serves (uvloop and httptools when installed) on ``--host/--port`` or ``--uds``. SIGTERM/SIGINT stop
+4. uvicorn serves (uvloop and httptools when installed; with httptools, request headers have a deadline, see
+   :mod:`app.api.protocol`) on ``--host/--port`` or ``--uds``. SIGTERM/SIGINT stop
    accepting connections, let in-flight requests finish (up to ``--graceful-timeout`` seconds), then exit 0.
 """
 
@@ -22,6 +23,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from app.core.config import Settings, SettingsError
 from app.core.model_table import ModelTableError
@@ -100,6 +102,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     try:
+        from app.api.protocol import HeaderTimeoutProtocol
+
+        http: Any = HeaderTimeoutProtocol  # httptools, with a deadline for request headers
+    except ImportError:  # no httptools: uvicorn's h11 protocol, without the header deadline
+        http = "auto"
+    try:
         uvicorn.run(
             APP_FACTORY,
             factory=True,
@@ -111,7 +119,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             access_log=settings.access_log,
             timeout_graceful_shutdown=math.ceil(settings.graceful_timeout) if settings.graceful_timeout > 0 else None,
             loop="auto",
-            http="auto",
+            http=http,
             server_header=False,
         )
     finally:

@@ -83,6 +83,15 @@ class Settings:
         "Bodies up to this size are tokenized on the event loop (cheaper than a thread hop; microseconds of work).",
         default=1024,
     )
+    header_timeout: float = _doc(
+        "Seconds a client has to send a request's headers (from connecting, or from the request's first byte); then "
+        "408 and the connection is closed. 0: no limit.",
+        default=10.0,
+    )
+    body_timeout: float = _doc(
+        "Seconds a client has to send a request's whole body; then 408 and the connection is closed. 0: no limit.",
+        default=60.0,
+    )
     graceful_timeout: float = _doc(
         "Seconds `serve` waits for in-flight requests on SIGTERM before closing them (0: no limit).", default=30.0
     )
@@ -103,7 +112,7 @@ class Settings:
         for name in positive:
             if getattr(self, name) < 1:
                 raise SettingsError(f"{PREFIX}{name.upper()} must be >= 1, not {getattr(self, name)}")
-        for name in ("cache_size", "bulk_bytes", "inline_bytes", "graceful_timeout"):
+        for name in ("cache_size", "bulk_bytes", "inline_bytes", "graceful_timeout", "header_timeout", "body_timeout"):
             if getattr(self, name) < 0:
                 raise SettingsError(f"{PREFIX}{name.upper()} must be >= 0, not {getattr(self, name)}")
         if self.engine is not None and self.engine.lower() not in ("native", "python"):

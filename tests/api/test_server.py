@@ -195,3 +195,53 @@ def test_bad_model_table_and_settings_stop_start_up(tmp_path: Path) -> None:
     assert proc.returncode == 1 and "models.json" in proc.stderr and "'missing'" in proc.stderr
     proc = _serve(env={"TOKENIZER_MAX_BODY_BYTES": "lots"})
     assert proc.returncode == 2 and "TOKENIZER_MAX_BODY_BYTES" in proc.stderr
+
+
+def _read_until_closed(sock: socket.socket, within: float, trickle: bytes = b"") -> bytes:
+    """Everything the server sends until it closes the connection (trickling ``trickle`` every 0.2 s meanwhile)."""
+    sock.settimeout(0.2)
+    data = b""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            if trickle:
+                sock.sendall(trickle)
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            continue
+        except OSError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def test_slow_headers_and_bodies_get_408(live_server: Start) -> None:
+    server = live_server(env={"TOKENIZER_HEADER_TIMEOUT": "1", "TOKENIZER_BODY_TIMEOUT": "1"})
+    assert server.url is not None
+    port = int(server.url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:  # headers never finished
+        s.sendall(b"POST /count HTTP/1.1\r\nHost: x\r\n")
+        reply = _read_until_closed(s, 20)
+    assert reply.startswith(b"HTTP/1.1 408"), reply[:200]
+    assert json.loads(reply.split(b"\r\n\r\n", 1)[1])["error"]["type"] == "request_timeout"
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:  # headers trickled byte by byte
+        reply = b""
+        for byte in b"POST /count HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 100:
+            try:
+                s.sendall(bytes([byte]))
+            except OSError:
+                break
+            time.sleep(0.05)
+        reply = _read_until_closed(s, 10)
+    assert reply.startswith(b"HTTP/1.1 408"), reply[:200]
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:  # body trickled
+        s.sendall(b"POST /count HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+        reply = _read_until_closed(s, 20, trickle=b" ")
+    assert reply.startswith(b"HTTP/1.1 408"), reply[:200]
+    assert json.loads(reply.split(b"\r\n\r\n", 1)[1])["error"]["type"] == "request_timeout"
+    with server.client() as c:  # prompt clients are unaffected, also on a kept-alive connection
+        for _ in range(3):
+            assert _count(c, "still fine").json()["count"] == 2
+            time.sleep(0.6)
