@@ -473,6 +473,17 @@ static inline uint32_t rank_lookup(const RankTable *t, const uint8_t *p, size_t 
     return rank_lookup_hint(t, p, n, 0);
 }
 
+/* Start loading what a later rank_lookup(t, p, n) reads, so that two lookups' cache misses overlap. */
+static inline void rank_prefetch(const RankTable *t, const uint8_t *p, size_t n)
+{
+    if (n < 3)
+        return;
+    uint64_t h = hash_bytes(p, n);
+    size_t bit = FILTER_BIT(h);
+    __builtin_prefetch(&t->filter[bit >> 6]);
+    __builtin_prefetch(&t->slots[(size_t)h & t->mask]);
+}
+
 static void rank_table_free(RankTable *t)
 {
     PyMem_RawFree(t->slots);
@@ -725,11 +736,13 @@ static int bpe_heap(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
         id[i] = rank;
         if (k < n)
             prv[k] = i;
+        uint32_t q = prv[i];
+        if (q != UINT32_MAX)
+            rank_prefetch(t, p + q, k - q);
         uint32_t r = k < n ? rank_lookup(t, p + i, nxt[k] - i) : NO_RANK;
         rk[i] = r;
         if (r != NO_RANK)
             heap_push(heap, &hsize, ((uint64_t)r << 32) | i);
-        uint32_t q = prv[i];
         if (q != UINT32_MAX) {
             r = rank_lookup(t, p + q, k - q);
             rk[q] = r;
