@@ -26,10 +26,11 @@ Algorithm (never recounts): pair counts, a pair -> words index (a superset: word
 except when a pair's count reaches zero and it is dropped), and a max-heap of ``(count, tie key, pair)`` with
 lazy invalidation. After a merge only the words in the merged pair's index are rewritten; in each, only the
 pairs touching a merged occurrence change (the old neighbours' pairs lose the word's frequency, the pairs with
-the new symbol gain it). Count increases push a fresh heap entry; decreases are left in the heap and corrected when
-the stale entry surfaces. In ``first-seen`` mode a pair whose earliest occurrence disappeared keeps its old
-position as a lower bound and is marked dirty; its exact position is recomputed only when it reaches the top,
-which keeps the choice exact (every other entry's key is a lower bound of its true key).
+the new symbol gain it). A count increase pushes a fresh heap entry (if the count reaches ``min_frequency``; a
+pair below it cannot be chosen until it grows, which pushes it then); decreases are left in the heap and
+corrected when the stale entry surfaces. In ``first-seen`` mode a pair whose earliest occurrence disappeared
+keeps its old position as a lower bound and is marked dirty; its exact position is recomputed only when it
+reaches the top, which keeps the choice exact (every other entry's key is a lower bound of its true key).
 
 Cost: O(total length of the rewritten words) per merge plus heap operations. Memory: the distinct words, the
 pair counts and the index — independent of the corpus size beyond the number of distinct words.
