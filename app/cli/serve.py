@@ -7,7 +7,8 @@ Order of events:
 2. Every artifact is loaded and sha256-verified and the model table validated *before* uvicorn starts. A failure
    prints ``error: cannot start: <reason naming the file>`` and exits with status 1; nothing listens.
 3. With ``--workers`` > 1, Prometheus multiprocess mode is switched on: ``PROMETHEUS_MULTIPROC_DIR`` is set to a
-   fresh temporary directory (removed on exit), or, if the operator set it, that directory is emptied first.
+   fresh temporary directory (removed on exit). If the operator set it (any worker count), that directory is
+   emptied at start instead, so no value of an earlier run is merged into this one's.
 4. uvicorn serves (uvloop and httptools when installed; with httptools, request headers have a deadline, see
    :mod:`app.api.protocol`) on ``--host/--port`` or ``--uds``. SIGTERM/SIGINT stop
    accepting connections, let in-flight requests finish (up to ``--graceful-timeout`` seconds), then exit 0.
@@ -84,6 +85,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     os.environ.update(settings.env())
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR", "").strip():
+        _prepare_multiprocess_dir()  # the operator's directory: emptied before any metric of this run exists
 
     from app.api.deps import ServiceState
     from app.engine import reset
@@ -97,7 +100,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if settings.workers > 1:
         reset()  # the workers load their own copies; free the parent's
         gc.collect()
-        temp_dir = _prepare_multiprocess_dir()
+        if not os.environ.get("PROMETHEUS_MULTIPROC_DIR", "").strip():
+            temp_dir = _prepare_multiprocess_dir()
 
     import uvicorn
 

@@ -107,7 +107,12 @@ def _length(response: bytes) -> int:
 
 def test_unix_socket_and_raw_stream_limits(live_server: Start, tmp_path: Path) -> None:
     sock_path = tmp_path / "tok.sock"
-    server = live_server(env={"TOKENIZER_MAX_BODY_BYTES": "1000"}, uds=sock_path)
+    prom = tmp_path / "prom"  # an operator-chosen metrics directory, with a file left from an earlier run
+    prom.mkdir()
+    (prom / "counter_999999.db").write_bytes(b"\0" * 64)
+    server = live_server(env={"TOKENIZER_MAX_BODY_BYTES": "1000", "PROMETHEUS_MULTIPROC_DIR": str(prom)},
+                         uds=sock_path)
+    assert not (prom / "counter_999999.db").exists()
     enc = get_encoding("llama3")
     with server.client() as c:
         r = c.post("/encode", json={"tokenizer": "llama3", "text": "over a unix socket",
@@ -122,6 +127,8 @@ def test_unix_socket_and_raw_stream_limits(live_server: Start, tmp_path: Path) -
         assert "content-length" not in r.request.headers
         assert r.status_code == 413 and r.json()["error"]["type"] == "payload_too_large"
         assert c.get("/healthz").status_code == 200  # still serving
+        assert _sample(c.get("/metrics").text, "tokenizer_http_request_duration_seconds_count", endpoint="/encode",
+                       tokenizer="llama3", status="200") == 1
     # A declared length over the limit is refused before any of the body is sent.
     with socket.socket(socket.AF_UNIX) as s:
         s.settimeout(30)
