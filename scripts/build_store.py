@@ -95,7 +95,9 @@ def extract(download_dir: Path) -> None:
 
 
 def specs() -> list[TokenizerSpec]:
-    def spec(name: str, artifact: str, pattern: str, specials: dict[str, int], vocab: int, **kw: object) -> TokenizerSpec:
+    def spec(
+        name: str, artifact: str, pattern: str, specials: dict[str, int], vocab: int, **kw: object
+    ) -> TokenizerSpec:
         return TokenizerSpec(name=name, artifact_path=STORE / artifact, sha256=SOURCES[artifact][3], pattern_id=pattern,
                              special_tokens=specials, vocab_size=vocab, **kw)  # type: ignore[arg-type]
 

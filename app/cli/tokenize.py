@@ -109,9 +109,9 @@ def cmd_tokenizers(args: argparse.Namespace) -> int:
         print(json.dumps({"store": str(store.directory), "tokenizers": rows}, indent=2))
         return 0
     print(f"store: {store.directory}")
-    for r in rows:
-        aliases = f" (aliases: {', '.join(r['aliases'])})" if r["aliases"] else ""
-        print(f"{r['name']}{aliases}: {r['kind']}, vocab {r['vocab_size']}, {r['special_tokens']} special tokens")
+    for s in store:
+        aliases = f" (aliases: {', '.join(s.aliases)})" if s.aliases else ""
+        print(f"{s.name}{aliases}: {s.kind}, vocab {s.vocab_size}, {len(s.special_tokens)} special tokens")
     return 0
 
 
@@ -126,6 +126,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             failures += 1
             print(f"FAIL {spec.name}: {exc}")
             continue
-        print(f"ok   {spec.name}: {Path(spec.artifact_path).name} sha256 {spec.sha256} ({time.perf_counter() - start:.2f}s)")
+        elapsed = time.perf_counter() - start
+        print(f"ok   {spec.name}: {Path(spec.artifact_path).name} sha256 {spec.sha256} ({elapsed:.2f}s)")
     print(f"{len(store) - failures} of {len(store)} tokenizers verified")
     return 1 if failures else 0

@@ -78,5 +78,6 @@ def parse_tiktoken(data: bytes, *, source: str = "<bytes>") -> dict[bytes, int]:
 
 def format_tiktoken(ranks: Mapping[bytes, int]) -> bytes:
     """Serialise ``{token_bytes: rank}`` in tiktoken format, ordered by rank (byte-identical for equal input)."""
-    lines = [base64.b64encode(tok) + b" " + str(rank).encode() for tok, rank in sorted(ranks.items(), key=lambda kv: kv[1])]
+    ordered = sorted(ranks.items(), key=lambda kv: kv[1])
+    lines = [base64.b64encode(tok) + b" " + str(rank).encode() for tok, rank in ordered]
     return b"\n".join(lines) + b"\n"

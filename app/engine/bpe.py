@@ -32,7 +32,7 @@ def byte_pair_encode(piece: bytes, ranks: Mapping[bytes, int]) -> list[int]:
     if len(piece) == 1:
         return [ranks[piece]]
     bounds = _merge_heap(piece, ranks) if len(piece) > HEAP_THRESHOLD else _merge_small(piece, ranks)
-    return [ranks[piece[a:b]] for a, b in zip(bounds, bounds[1:])]
+    return [ranks[piece[a:b]] for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
 def byte_pair_split(piece: bytes, ranks: Mapping[bytes, int]) -> list[bytes]:
@@ -40,7 +40,7 @@ def byte_pair_split(piece: bytes, ranks: Mapping[bytes, int]) -> list[bytes]:
     if len(piece) == 1:
         return [piece]
     bounds = _merge_heap(piece, ranks) if len(piece) > HEAP_THRESHOLD else _merge_small(piece, ranks)
-    return [piece[a:b] for a, b in zip(bounds, bounds[1:])]
+    return [piece[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
 def _merge_small(piece: bytes, ranks: Mapping[bytes, int]) -> list[int]:

@@ -88,9 +88,9 @@ def test_offsets_cover_the_text(text: str) -> None:
     assert len(spans) == len(ids)
     if text:
         assert spans[0][0] == 0 and spans[-1][1] == len(text)
-    for (s1, e1), (s2, e2) in zip(spans, spans[1:]):
+    for (s1, e1), (s2, e2) in zip(spans, spans[1:], strict=False):
         assert s1 <= s2 and e1 <= e2 and s2 <= e1  # monotone, no gaps (overlap only inside split characters)
-    for token_id, (start, end) in zip(ids, spans):
+    for token_id, (start, end) in zip(ids, spans, strict=True):
         raw = enc.token_bytes(token_id)
         try:
             assert text[start:end] == raw.decode("utf-8")
