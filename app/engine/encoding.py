@@ -44,9 +44,10 @@ from functools import cached_property
 from .artifacts import parse_tiktoken, read_verified
 from .bpe import byte_pair_encode, byte_pair_split
 from .cache import MAX_CACHED_PIECE_CHARS, CacheStats, PieceCache, default_cache_size
-from .errors import ArtifactError, InvalidTokenIdError, UnknownSpecialTokenError
+from .errors import InvalidTokenIdError
 from .native import NativeCore, resolve_backend
 from .pretokenize import PreTokenizer
+from .specials import SpecialTokensMixin
 from .store import TokenizerSpec
 
 log = logging.getLogger("app.engine")
@@ -71,7 +72,7 @@ def scrub_surrogates(text: str) -> str:
     return text
 
 
-class Encoding:
+class Encoding(SpecialTokensMixin):
     """A byte-level BPE tokenizer: ranks, a pre-tokenizer pattern and named special tokens. Thread-safe."""
 
     def __init__(
@@ -94,21 +95,16 @@ class Encoding:
         self.spec = spec
         self.pattern = pattern
         self._ranks = mergeable_ranks
-        self._special_tokens = dict(special_tokens)
         missing = [b for b in range(256) if bytes([b]) not in mergeable_ranks]
         if missing:
             raise ValueError(f"{name}: byte-level vocabulary lacks single bytes {missing[:8]}")
-        self.max_token_value = max([*mergeable_ranks.values(), *self._special_tokens.values()])
+        self.max_token_value = max([*mergeable_ranks.values(), *special_tokens.values()])
         self.n_vocab = self.max_token_value + 1
         # id -> bytes for ordinary tokens; None marks ids that are special or unassigned.
         table: list[bytes | None] = [None] * self.n_vocab
         for token, rank in mergeable_ranks.items():
             table[rank] = token
-        self._special_by_id: dict[int, str] = {}
-        for special, token_id in self._special_tokens.items():
-            if table[token_id] is not None:
-                raise ValueError(f"{name}: special token {special!r} reuses ordinary id {token_id}")
-            self._special_by_id.setdefault(token_id, special)  # the first name wins (tiktoken decodes so too)
+        self._init_special_tokens(special_tokens, lambda token_id: table[token_id] is not None)
         self._token_bytes = table
         self._pretokenizer = PreTokenizer(pattern)
         self.backend = resolve_backend(backend)
@@ -165,32 +161,11 @@ class Encoding:
             spec=spec,
             backend=backend,
         )
-        if spec.vocab_size and spec.vocab_size != enc.n_vocab:
-            raise ArtifactError(
-                str(spec.artifact_path), f"manifest says vocab_size {spec.vocab_size}, artifact gives {enc.n_vocab}"
-            )
+        spec.check_vocab_size(enc.n_vocab)
         return enc
 
     def __repr__(self) -> str:
         return f"<Encoding {self.name!r} backend={self.backend!r}>"
-
-    # ------------------------------------------------------------------ special tokens
-
-    @property
-    def special_tokens(self) -> dict[str, int]:
-        """Special-token string -> id (a copy)."""
-        return dict(self._special_tokens)
-
-    def special_token_id(self, name: str) -> int:
-        """The id of a special token by name; raises :class:`UnknownSpecialTokenError` listing the allowed ones."""
-        try:
-            return self._special_tokens[name]
-        except (KeyError, TypeError):
-            raise UnknownSpecialTokenError(str(name), self.name, self._special_tokens) from None
-
-    def is_special(self, token_id: int) -> bool:
-        """True if ``token_id`` is a special token's id."""
-        return token_id in self._special_by_id
 
     # ------------------------------------------------------------------ encoding
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ManifestError, UnknownTokenizerError
+from .errors import ArtifactError, ManifestError, UnknownTokenizerError
 from .patterns import resolve_pattern
 
 MANIFEST_FILE = "manifest.json"
@@ -125,6 +125,13 @@ class TokenizerSpec:
             models=tuple(entry.get("models", ()) or ()),
             description=str(entry.get("description", "")),
         )
+
+    def check_vocab_size(self, n_vocab: int) -> None:
+        """Raise :class:`ArtifactError` if the manifest states a ``vocab_size`` other than the loaded ``n_vocab``."""
+        if self.vocab_size and self.vocab_size != n_vocab:
+            raise ArtifactError(
+                str(self.artifact_path), f"manifest says vocab_size {self.vocab_size}, artifact gives {n_vocab}"
+            )
 
     def to_entry(self, store_dir: Path) -> dict[str, Any]:
         """The manifest entry for this spec (inverse of :meth:`from_entry`)."""

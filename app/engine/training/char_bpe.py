@@ -39,7 +39,8 @@ from typing import Any
 from ..artifacts import read_verified
 from ..cache import CacheStats, PieceCache, default_cache_size
 from ..encoding import Special, scrub_surrogates
-from ..errors import ArtifactError, InvalidTokenIdError, UnknownSpecialTokenError
+from ..errors import ArtifactError, InvalidTokenIdError
+from ..specials import SpecialTokensMixin
 from ..store import TokenizerSpec
 from .byte_bpe import drain
 from .merges import learn_merges, text_order_key
@@ -282,7 +283,7 @@ class _Merger:
         return [sym[i] for i in range(n) if alive[i]]
 
 
-class CharBPEEncoding:
+class CharBPEEncoding(SpecialTokensMixin):
     """A classic character BPE tokenizer with the public surface of :class:`~app.engine.encoding.Encoding`.
 
     Text is always ordinary text (special tokens only by name, via ``prefix``/``suffix``/:class:`Special`).
@@ -307,12 +308,7 @@ class CharBPEEncoding:
         self._merger = _Merger(model)
         self._vocab = model.vocab
         n_ordinary = len(self._vocab)
-        self._special_tokens = dict(special_tokens or {})
-        self._special_by_id: dict[int, str] = {}
-        for special, token_id in self._special_tokens.items():
-            if token_id < n_ordinary:
-                raise ValueError(f"{name}: special token {special!r} reuses ordinary id {token_id}")
-            self._special_by_id[token_id] = special
+        self._init_special_tokens(special_tokens or {}, lambda token_id: token_id < n_ordinary)
         self.max_token_value = max([n_ordinary - 1, *self._special_tokens.values()])
         self.n_vocab = self.max_token_value + 1
         # id -> (decoded text, ends a word) for ordinary ids
@@ -325,32 +321,11 @@ class CharBPEEncoding:
         data = read_verified(spec.artifact_path, spec.sha256)
         model = CharBPEModel.from_artifact(data, source=str(spec.artifact_path))
         enc = cls(spec.name, model, special_tokens=spec.special_tokens, cache_size=cache_size, spec=spec)
-        if spec.vocab_size and spec.vocab_size != enc.n_vocab:
-            raise ArtifactError(
-                str(spec.artifact_path), f"manifest says vocab_size {spec.vocab_size}, artifact gives {enc.n_vocab}"
-            )
+        spec.check_vocab_size(enc.n_vocab)
         return enc
 
     def __repr__(self) -> str:
         return f"<CharBPEEncoding {self.name!r}>"
-
-    # ------------------------------------------------------------------ special tokens
-
-    @property
-    def special_tokens(self) -> dict[str, int]:
-        """Special-token string -> id (a copy)."""
-        return dict(self._special_tokens)
-
-    def special_token_id(self, name: str) -> int:
-        """The id of a special token; raises :class:`UnknownSpecialTokenError`."""
-        try:
-            return self._special_tokens[name]
-        except (KeyError, TypeError):
-            raise UnknownSpecialTokenError(str(name), self.name, self._special_tokens) from None
-
-    def is_special(self, token_id: int) -> bool:
-        """True if ``token_id`` is a special token's id."""
-        return token_id in self._special_by_id
 
     # ------------------------------------------------------------------ encoding
 

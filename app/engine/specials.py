@@ -1,0 +1,49 @@
+"""Special tokens of a tokenizer: named ids that enter only by name, never from text.
+
+:class:`SpecialTokensMixin` gives every tokenizer class (byte-level :class:`~app.engine.Encoding`, the classic
+:class:`~app.engine.training.char_bpe.CharBPEEncoding`) the same special-token surface and rules:
+
+* a special id must not be an ordinary token's id (``ValueError`` at construction);
+* several names may map to one id (o200k_harmony 200018 is ``<|endofprompt|>`` and ``<|reserved_200018|>``):
+  all of them encode to it, and decoding names it by the first name in manifest order, as tiktoken does;
+* an unknown name raises :class:`~app.engine.errors.UnknownSpecialTokenError`, which lists the allowed names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from .errors import UnknownSpecialTokenError
+
+
+class SpecialTokensMixin:
+    """Special-token lookups for a tokenizer class that sets ``name`` and calls :meth:`_init_special_tokens`."""
+
+    name: str
+    _special_tokens: dict[str, int]
+    _special_by_id: dict[int, str]
+
+    def _init_special_tokens(self, special_tokens: Mapping[str, int], is_ordinary: Callable[[int], bool]) -> None:
+        """Store the table; raises ``ValueError`` if a special id is also an ordinary token's id."""
+        self._special_tokens = dict(special_tokens)
+        self._special_by_id = {}
+        for special, token_id in self._special_tokens.items():
+            if is_ordinary(token_id):
+                raise ValueError(f"{self.name}: special token {special!r} reuses ordinary id {token_id}")
+            self._special_by_id.setdefault(token_id, special)
+
+    @property
+    def special_tokens(self) -> dict[str, int]:
+        """Special-token string -> id (a copy)."""
+        return dict(self._special_tokens)
+
+    def special_token_id(self, name: str) -> int:
+        """The id of a special token by name; raises :class:`UnknownSpecialTokenError` listing the allowed ones."""
+        try:
+            return self._special_tokens[name]
+        except (KeyError, TypeError):
+            raise UnknownSpecialTokenError(str(name), self.name, self._special_tokens) from None
+
+    def is_special(self, token_id: int) -> bool:
+        """True if ``token_id`` is a special token's id."""
+        return token_id in self._special_by_id
