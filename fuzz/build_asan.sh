@@ -4,11 +4,13 @@
 #   0. grow: the atheris harness (fuzz/fuzz_engine.py), coverage-guided, on the normal build for $GROW_SECONDS
 #      (default 60), adding inputs to fuzz/build/corpus. (gcc's libasan, preloaded for step 1, shadows libFuzzer's
 #      coverage callbacks, so the sanitized run alone gets no coverage feedback; this step supplies it.)
-#   1. fuzz: the same harness with the sanitized core for $FUZZ_SECONDS (default 120), mutating that corpus;
+#   1. replay: every input of that corpus, then random mutations of them, through the same harness with the
+#      sanitized core for $FUZZ_SECONDS (default 120) (fuzz/run_sanitized.py replay);
+#      `fuzz` instead runs atheris itself under the sanitizers (no coverage feedback there, see above);
 #   2. tests: the native differential tests (tests/engine/test_native*.py) and the reliability engine fuzz tests,
 #      with the sanitized core.
 # Any sanitizer report aborts the run with a non-zero status.
-#   usage: bash fuzz/build_asan.sh [build|grow|fuzz|tests|all]      (default: all)
+#   usage: bash fuzz/build_asan.sh [build|grow|replay|fuzz|tests|all]      (default: all = build grow replay tests)
 #   env:   PYTHON (default: python3 on PATH, e.g. the venv's), FUZZ_SECONDS, CC (default gcc)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,7 +41,10 @@ export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:strict_string_checks=1:chec
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
 export TOKENIZER_SANITIZED_CORE="$CORE" TOKENIZER_ENGINE=native PYTHONMALLOC=malloc
 
-if [[ $WHAT == fuzz || $WHAT == all ]]; then
+if [[ $WHAT == replay || $WHAT == all ]]; then
+  "$PY" fuzz/run_sanitized.py replay "${FUZZ_SECONDS:-120}" fuzz/build/corpus fuzz/corpus
+fi
+if [[ $WHAT == fuzz ]]; then
   "$PY" fuzz/run_sanitized.py fuzz -max_total_time="${FUZZ_SECONDS:-120}" -max_len=4096 -rss_limit_mb=4096 \
     -print_final_stats=1 fuzz/build/corpus fuzz/corpus
 fi
