@@ -1,4 +1,8 @@
-"""Start and stop a real ``python -m app serve`` process on loopback for the reliability runs and tests."""
+"""Start and stop a real ``python -m app serve`` process on loopback (TCP or a Unix socket).
+
+The one launcher for every real-process test and benchmark: ``tests/api``, ``tests/reliability`` and the scripts in
+``bench/reliability``.
+"""
 
 from __future__ import annotations
 
@@ -25,9 +29,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+#: Outer variables a started server inherits (the engine backend choice); other TOKENIZER_* settings are dropped.
+INHERITED = ("TOKENIZER_ENGINE", "TOKENIZER_NATIVE_DISABLE")
+
+
 def serve_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The current environment without ``TOKENIZER_*``/``PROMETHEUS_MULTIPROC_DIR``, plus ``extra``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENIZER_") and k != "PROMETHEUS_MULTIPROC_DIR"}
+    """The environment of a started server: defaults for every setting except :data:`INHERITED`, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items()
+           if (not k.startswith("TOKENIZER_") or k in INHERITED) and k != "PROMETHEUS_MULTIPROC_DIR"}
     env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env.update(extra or {})
     return env
@@ -35,12 +44,14 @@ def serve_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 @dataclass
 class Server:
-    """A running ``serve`` process; its stdout and stderr go to ``log_path``."""
+    """A running ``serve`` process; its stdout and stderr go to ``log_path``. ``url`` and ``port`` are None when it
+    listens on the Unix socket ``uds``."""
 
     proc: subprocess.Popen[bytes]
-    url: str
-    port: int
+    url: str | None
+    port: int | None
     log_path: Path
+    uds: Path | None = None
 
     @property
     def pid(self) -> int:
@@ -54,7 +65,12 @@ class Server:
         return self.log_path.read_text(errors="replace")
 
     def client(self, **kwargs: object) -> httpx.Client:
-        return httpx.Client(base_url=self.url, timeout=60, **kwargs)  # type: ignore[arg-type]
+        """A client for this server (over the Unix socket when it listens on one); default timeout 60 s."""
+        kwargs.setdefault("timeout", 60)
+        if self.uds is not None:
+            return httpx.Client(transport=httpx.HTTPTransport(uds=str(self.uds)), base_url="http://sidecar",
+                                **kwargs)  # type: ignore[arg-type]
+        return httpx.Client(base_url=self.url or "", **kwargs)  # type: ignore[arg-type]
 
     def stop(self, timeout: float = 60) -> int:
         """SIGTERM, wait up to ``timeout`` s, then SIGKILL; returns the exit status."""
@@ -67,21 +83,22 @@ class Server:
         return self.proc.wait(30)
 
 
-def start(log_path: Path, *args: str, env: dict[str, str] | None = None, access_log: bool = False,
-          ready_timeout: float = 180) -> Server:
-    """``python -m app serve --host 127.0.0.1 --port <free> *args``; returns once /readyz is 200 and, with several
-    workers, every worker has logged that its start-up is complete (so keep the log level at info or below).
-    Raises RuntimeError (with the log) if it exits or is not ready in time."""
-    port = free_port()
-    cmd = [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port), *args]
+def start(log_path: Path, *args: str, env: dict[str, str] | None = None, uds: Path | None = None,
+          access_log: bool = False, ready_timeout: float = 180) -> Server:
+    """``python -m app serve --host 127.0.0.1 --port <free> *args`` (or ``--uds uds``); returns once /readyz is 200
+    and, with several workers, every worker has logged that its start-up is complete (so keep the log level at info
+    or below). Raises RuntimeError (with the log) if it exits or is not ready in time."""
+    port = None if uds is not None else free_port()
+    listen = ["--uds", str(uds)] if uds is not None else ["--host", "127.0.0.1", "--port", str(port)]
+    cmd = [sys.executable, "-m", "app", "serve", *listen, *args]
     if not access_log:
         cmd.append("--no-access-log")
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=serve_env(env), stdout=log, stderr=subprocess.STDOUT)
-    server = Server(proc, f"http://127.0.0.1:{port}", port, log_path)
+    server = Server(proc, None if port is None else f"http://127.0.0.1:{port}", port, log_path, uds)
     want = int(args[args.index("--workers") + 1]) if "--workers" in args else 1
     deadline = time.monotonic() + ready_timeout
-    with httpx.Client(base_url=server.url, timeout=5) as c:
+    with server.client(timeout=5) as c:
         while True:
             if proc.poll() is not None:
                 raise RuntimeError(f"server exited with {proc.returncode}:\n{server.log()}")
