@@ -38,7 +38,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from functools import cached_property
 
 from .artifacts import parse_tiktoken, read_verified
@@ -47,17 +46,10 @@ from .cache import MAX_CACHED_PIECE_CHARS, CacheStats, PieceCache, default_cache
 from .errors import InvalidTokenIdError
 from .native import NativeCore, resolve_backend
 from .pretokenize import PreTokenizer
-from .specials import SpecialTokensMixin
+from .specials import Special, SpecialTokensMixin
 from .store import TokenizerSpec
 
 log = logging.getLogger("app.engine")
-
-
-@dataclass(frozen=True)
-class Special:
-    """A special token, by name, as one part of :meth:`Encoding.encode_parts`."""
-
-    name: str
 
 
 Part = str | Special
@@ -209,21 +201,6 @@ class Encoding(SpecialTokensMixin):
         if not prefix and not suffix:
             return self._encode_text(text)
         return [*self._special_ids(prefix), *self._encode_text(text), *self._special_ids(suffix)]
-
-    def encode_parts(self, parts: Sequence[Part]) -> list[int]:
-        """Ids of an ordered mix of texts and :class:`Special` tokens, e.g. ``["sys", Special("<|eot_id|>"), "hi"]``.
-
-        Texts are encoded separately (pre-tokenization does not run across a part boundary).
-        """
-        out: list[int] = []
-        for part in parts:
-            if isinstance(part, Special):
-                out.append(self.special_token_id(part.name))
-            elif isinstance(part, str):
-                out.extend(self._encode_text(part))
-            else:
-                raise TypeError(f"a part must be str or Special, not {type(part).__name__}")
-        return out
 
     def count(self, text: str, *, prefix: Sequence[str] = (), suffix: Sequence[str] = ()) -> int:
         """Number of tokens :meth:`encode` would return, without building the id list."""

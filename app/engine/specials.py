@@ -11,17 +11,28 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from .errors import UnknownSpecialTokenError
 
 
+@dataclass(frozen=True)
+class Special:
+    """A special token, by name, as one part of :meth:`SpecialTokensMixin.encode_parts`."""
+
+    name: str
+
+
 class SpecialTokensMixin:
-    """Special-token lookups for a tokenizer class that sets ``name`` and calls :meth:`_init_special_tokens`."""
+    """Special-token lookups for a tokenizer class that sets ``name``, calls :meth:`_init_special_tokens` and
+    provides ``_encode_text(text) -> list[int]`` (ordinary text only)."""
 
     name: str
     _special_tokens: dict[str, int]
     _special_by_id: dict[int, str]
+
+    _encode_text: Callable[[str], list[int]]
 
     def _init_special_tokens(self, special_tokens: Mapping[str, int], is_ordinary: Callable[[int], bool]) -> None:
         """Store the table; raises ``ValueError`` if a special id is also an ordinary token's id."""
@@ -47,3 +58,19 @@ class SpecialTokensMixin:
     def is_special(self, token_id: int) -> bool:
         """True if ``token_id`` is a special token's id."""
         return token_id in self._special_by_id
+
+    def encode_parts(self, parts: Sequence[str | Special]) -> list[int]:
+        """Ids of an ordered mix of texts and :class:`Special` tokens, e.g. ``["sys", Special("<|eot_id|>"), "hi"]``.
+
+        Texts are encoded separately (pre-tokenization does not run across a part boundary). Raises
+        :class:`UnknownSpecialTokenError` for an unknown name and ``TypeError`` for a part of another type.
+        """
+        out: list[int] = []
+        for part in parts:
+            if isinstance(part, Special):
+                out.append(self.special_token_id(part.name))
+            elif isinstance(part, str):
+                out.extend(self._encode_text(part))
+            else:
+                raise TypeError(f"a part must be str or Special, not {type(part).__name__}")
+        return out

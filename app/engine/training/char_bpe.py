@@ -38,7 +38,7 @@ from typing import Any
 
 from ..artifacts import read_verified
 from ..cache import CacheStats, PieceCache, default_cache_size
-from ..encoding import Special, scrub_surrogates
+from ..encoding import scrub_surrogates
 from ..errors import ArtifactError, InvalidTokenIdError
 from ..specials import SpecialTokensMixin
 from ..store import TokenizerSpec
@@ -341,18 +341,6 @@ class CharBPEEncoding(SpecialTokensMixin):
         pre = [self.special_token_id(n) for n in prefix]
         post = [self.special_token_id(n) for n in suffix]
         return [*pre, *self._encode_text(text), *post]
-
-    def encode_parts(self, parts: Sequence[str | Special]) -> list[int]:
-        """Ids of an ordered mix of texts and :class:`Special` tokens."""
-        out: list[int] = []
-        for part in parts:
-            if isinstance(part, Special):
-                out.append(self.special_token_id(part.name))
-            elif isinstance(part, str):
-                out.extend(self._encode_text(part))
-            else:
-                raise TypeError(f"a part must be str or Special, not {type(part).__name__}")
-        return out
 
     def count(self, text: str, *, prefix: Sequence[str] = (), suffix: Sequence[str] = ()) -> int:
         """Number of tokens :meth:`encode` would return."""
