@@ -72,7 +72,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         metrics.set_info(svc.encodings.values())
         app.state.service = svc
         svc.ready = True
-        log.info("ready: %s", ", ".join(svc.encodings))
+        log.info("ready: %s", ", ".join(f"{name} ({enc.backend})" for name, enc in svc.encodings.items()))
         try:
             yield
         finally:
