@@ -21,7 +21,7 @@ def _summary(svc: ServiceState, enc: Encoding) -> dict[str, Any]:
         "name": enc.name,
         "aliases": list(spec.aliases) if spec else [],
         "kind": spec.kind if spec else "byte_bpe",
-        "backend": str(getattr(enc, "backend", "python")),
+        "backend": enc.backend,
         "vocab_size": enc.n_vocab,
         "special_tokens_count": len(enc.special_tokens),
         "sha256": spec.sha256 if spec else "",

@@ -291,6 +291,7 @@ class CharBPEEncoding(SpecialTokensMixin):
     """
 
     pattern = ""  # no regex pre-tokenizer: words are split on whitespace
+    backend = "python"  # the classic kind has no compiled path
 
     def __init__(
         self,
