@@ -25,11 +25,6 @@ from pathlib import Path
 from .errors import ArtifactError
 
 
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file's bytes. Raises :class:`ArtifactError` if it cannot be read."""
-    return hashlib.sha256(read_bytes(path)).hexdigest()
-
-
 def read_bytes(path: Path) -> bytes:
     """A file's bytes; raises :class:`ArtifactError` (naming the file) if it is missing or unreadable."""
     try:

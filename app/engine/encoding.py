@@ -37,9 +37,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 
+from ._batch import map_in_threads
 from .artifacts import parse_tiktoken, read_verified
 from .bpe import byte_pair_encode, byte_pair_split
 from .cache import MAX_CACHED_PIECE_CHARS, CacheStats, PieceCache, default_cache_size
@@ -240,7 +240,7 @@ class Encoding(SpecialTokensMixin):
         no_whole: dict[str, int] = {}  # the native BPE looks whole pieces up itself
         whole = (self._text_ranks if native is None else no_whole).get
         table = self._token_bytes
-        for piece, start in self._pieces_with_offsets(text):
+        for piece, start in self._pretokenizer.pieces_with_offsets(text):
             token = whole(piece)
             if token is not None:
                 ids.append(token)
@@ -267,39 +267,14 @@ class Encoding(SpecialTokensMixin):
                 b += len(p)
         return ids, spans
 
-    def _pieces_with_offsets(self, text: str) -> Iterable[tuple[str, int]]:
-        """Pieces of (scrubbed) ``text`` with their start offsets in characters."""
-        native = self._native
-        if native is None or not native.has_scanner:
-            yield from self._pretokenizer.pieces_with_offsets(text)
-            return
-        start = 0
-        for piece in native.split(text):  # native pieces tile the text
-            yield piece, start
-            start += len(piece)
-
     def encode_batch(self, texts: Sequence[str], *, num_threads: int = 1) -> list[list[int]]:
         """:meth:`encode` of each text, in order; ``num_threads > 1`` spreads the texts over a thread pool (the
         native backend releases the GIL while encoding, so threads run in parallel)."""
-        return self._map(self._encode_text, texts, num_threads)
+        return map_in_threads(self._encode_text, texts, num_threads)
 
     def count_batch(self, texts: Sequence[str], *, num_threads: int = 1) -> list[int]:
         """:meth:`count` of each text, in order."""
-        return self._map(self.count, texts, num_threads)
-
-    @staticmethod
-    def _map(fn, items, num_threads):  # type: ignore[no-untyped-def]
-        """``[fn(x) for x in items]``, in order, over up to ``num_threads`` threads (contiguous chunks, a few per
-        thread, so that short texts do not pay one future each)."""
-        if num_threads <= 1 or len(items) <= 1:
-            return [fn(x) for x in items]
-        items = list(items)
-        workers = min(num_threads, len(items))
-        size = max(1, -(-len(items) // (workers * 4)))
-        chunks = [items[i : i + size] for i in range(0, len(items), size)]
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            results = pool.map(lambda chunk: [fn(x) for x in chunk], chunks)
-            return [r for chunk_result in results for r in chunk_result]
+        return map_in_threads(self.count, texts, num_threads)
 
     # ------------------------------------------------------------------ decoding
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Sequence
 from typing import Any
 
 from . import patterns
@@ -155,7 +154,3 @@ class NativeCore:
     def bpe(self, piece: bytes) -> list[int]:
         """Ids of one non-empty piece (whole-piece lookup, then merging)."""
         return self._core.bpe(piece)  # type: ignore[no-any-return]
-
-    def encode_many(self, pieces: Sequence[str]) -> list[int]:
-        """Ids of already pre-tokenized pieces, concatenated."""
-        return self._core.encode_pieces(pieces)  # type: ignore[no-any-return]

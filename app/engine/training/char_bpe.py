@@ -32,10 +32,9 @@ import heapq
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
 
+from .._batch import map_in_threads
 from ..artifacts import read_verified
 from ..cache import CacheStats, PieceCache, default_cache_size
 from ..encoding import scrub_surrogates
@@ -368,11 +367,11 @@ class CharBPEEncoding(SpecialTokensMixin):
 
     def encode_batch(self, texts: Sequence[str], *, num_threads: int = 1) -> list[list[int]]:
         """:meth:`encode` of each text, in order."""
-        return _map(self._encode_text, texts, num_threads)
+        return map_in_threads(self._encode_text, texts, num_threads)
 
     def count_batch(self, texts: Sequence[str], *, num_threads: int = 1) -> list[int]:
         """:meth:`count` of each text, in order."""
-        return _map(self.count, texts, num_threads)
+        return map_in_threads(self.count, texts, num_threads)
 
     # ------------------------------------------------------------------ decoding
 
@@ -426,10 +425,3 @@ class CharBPEEncoding(SpecialTokensMixin):
     def clear_cache(self) -> None:
         """Empty the per-word cache."""
         self._cache.clear()
-
-
-def _map(fn: Callable[[Any], Any], items: Sequence[Any], num_threads: int) -> list[Any]:
-    if num_threads <= 1 or len(items) <= 1:
-        return [fn(x) for x in items]
-    with ThreadPoolExecutor(max_workers=num_threads) as pool:
-        return list(pool.map(fn, items))
