@@ -19,7 +19,6 @@ import datetime as dt
 import json
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from pathlib import Path
 import httpx
 
 from bench.corpora import bench_texts
+from bench.reliability.server import free_port
 
 from .loadgen import LoadResult, http_post, run_load
 
@@ -37,12 +37,6 @@ REPO = Path(__file__).resolve().parents[2]
 SIZES = {"200 B": 200, "4 KB": 4 * 1024, "64 KB": 64 * 1024, "1 MB": 1024 * 1024}
 ENDPOINTS = ("/count", "/encode")
 SERVICES = ("ours", "baseline")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def mixed_corpus(min_bytes: int) -> str:

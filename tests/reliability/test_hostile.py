@@ -4,7 +4,6 @@ JSON, wrong content types, and slow clients (a trickled body, unfinished headers
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 import socket
@@ -13,7 +12,6 @@ from collections.abc import Iterator
 
 import pytest
 import schemathesis
-import tiktoken
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -26,12 +24,12 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
-from tiktoken.load import load_tiktoken_bpe
 
 from app.api.main import create_app
 from app.core.config import Settings
-from app.engine import InvalidTokenIdError, get_encoding, get_store, list_encodings
+from app.engine import InvalidTokenIdError, get_encoding, list_encodings
 from app.engine.native import available
+from tests.engine.exactness.reference import reference_encoding
 
 from .conftest import Serve
 
@@ -141,14 +139,6 @@ LONG = {
 }
 
 
-@functools.cache
-def _tiktoken(name: str) -> tiktoken.Encoding:
-    """tiktoken (the reference) built from this store's artifact: no download."""
-    spec = get_store().spec(name)
-    ranks = load_tiktoken_bpe(str(spec.artifact_path), expected_hash=spec.sha256)
-    return tiktoken.Encoding(name=name, pat_str=spec.pattern, mergeable_ranks=ranks, special_tokens={})
-
-
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("kind", sorted(LONG))
 def test_million_character_single_pieces_native(kind: str) -> None:
@@ -166,7 +156,7 @@ def _reference(name: str, text: str) -> list[int]:
     """tiktoken's ids; where tiktoken itself fails (its regex overflows the stack on 10^6 spaces with o200k's
     pattern: a Rust panic), our pure-Python reference engine's."""
     try:
-        return _tiktoken(name).encode_ordinary(text)
+        return reference_encoding(name).encode_ordinary(text)
     except BaseException as exc:  # pyo3_runtime.PanicException derives from BaseException
         if type(exc).__name__ != "PanicException":
             raise
