@@ -12,7 +12,7 @@ setup(
         Extension(
             "app.engine._native._core",
             sources=["app/engine/_native/tokcore.c"],
-            depends=["app/engine/_native/unicode_tables.h"],
+            depends=["app/engine/_native/pretokenizer.h", "app/engine/_native/unicode_tables.h"],
             extra_compile_args=["-O3", "-std=c11", "-fno-strict-aliasing"],
             optional=True,
         )

@@ -26,7 +26,7 @@ HEADER = Path(__file__).resolve().parent.parent / "app" / "engine" / "_native" /
 MAX_CP = 0x110000
 BLOCK = 128
 
-#: Flag bits (mirrored in tokcore.c). Bits 12-15 hold the contraction letter code (0 = none).
+#: Flag bits (mirrored in pretokenizer.h). Bits 12-15 hold the contraction letter code (0 = none).
 FLAG_BITS: dict[str, int] = {
     "L": 1 << 0,
     "N": 1 << 1,

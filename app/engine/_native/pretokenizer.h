@@ -1,0 +1,362 @@
+/*
+ * pretokenizer.h: hand-written pre-tokenizers over UTF-8 for the bundled patterns (gpt2, cl100k, o200k, llama3),
+ * shared by the encoding core (tokcore.c) and the trainer (trainer.c). Header-only (static functions); each
+ * including translation unit calls pretok_init() once before scanning.
+ *
+ * Each scanner returns the end (byte offset) of the piece starting at byte offset i, reproducing what the `regex`
+ * module's findall yields for the pattern, alternative by alternative, including the consequences of
+ * backtracking (see the comments at each alternative). Character classes come from unicode_tables.h, generated
+ * from the pinned `regex` module by scripts/gen_unicode_tables.py. Input must be valid UTF-8 (the decoder does
+ * not validate).
+ */
+#ifndef TOK_PRETOKENIZER_H
+#define TOK_PRETOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "unicode_tables.h"
+
+enum { SCAN_NONE = 0, SCAN_GPT2 = 1, SCAN_CL100K = 2, SCAN_O200K = 3, SCAN_LLAMA3 = 4 };
+
+/* ------------------------------------------------------------------------------------------------ unicode */
+
+static uint16_t ascii_flags[128];
+
+static inline uint16_t ut_flags(uint32_t cp)
+{
+    return UT_STAGE2[((uint32_t)UT_STAGE1[cp >> UT_BLOCK_SHIFT] << UT_BLOCK_SHIFT) | (cp & UT_BLOCK_MASK)];
+}
+
+/* Flags of the character at byte offset i (< n) and its length in bytes. */
+static inline uint16_t char_at(const uint8_t *s, size_t i, size_t *len)
+{
+    uint32_t b = s[i];
+    uint32_t cp;
+    if (b < 0x80) {
+        *len = 1;
+        return ascii_flags[b];
+    }
+    if (b < 0xE0) {
+        cp = ((b & 0x1F) << 6) | (s[i + 1] & 0x3F);
+        *len = 2;
+    } else if (b < 0xF0) {
+        cp = ((b & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F);
+        *len = 3;
+    } else {
+        cp = ((b & 0x07) << 18) | ((uint32_t)(s[i + 1] & 0x3F) << 12) | ((uint32_t)(s[i + 2] & 0x3F) << 6) |
+             (s[i + 3] & 0x3F);
+        *len = 4;
+    }
+    return ut_flags(cp);
+}
+
+/* Start of the character that ends at byte offset i (i > 0). */
+static inline size_t prev_start(const uint8_t *s, size_t i)
+{
+    do {
+        i--;
+    } while ((s[i] & 0xC0) == 0x80);
+    return i;
+}
+
+/* First offset >= i whose character has none of the bits in mask (or n). */
+static inline size_t run_any(const uint8_t *s, size_t i, size_t n, uint16_t mask)
+{
+    size_t len;
+    while (i < n) {
+        uint8_t b = s[i];
+        if (b < 0x80) {
+            if (!(ascii_flags[b] & mask))
+                return i;
+            i++;
+            continue;
+        }
+        if (!(char_at(s, i, &len) & mask))
+            return i;
+        i += len;
+    }
+    return n;
+}
+
+/* First offset >= i whose character has one of the bits in mask (or n). */
+static inline size_t run_none(const uint8_t *s, size_t i, size_t n, uint16_t mask)
+{
+    size_t len;
+    while (i < n) {
+        uint8_t b = s[i];
+        if (b < 0x80) {
+            if (ascii_flags[b] & mask)
+                return i;
+            i++;
+            continue;
+        }
+        if (char_at(s, i, &len) & mask)
+            return i;
+        i += len;
+    }
+    return n;
+}
+
+#define IS_P(f) (!((f) & (UT_L | UT_N | UT_S)))     /* [^\s\p{L}\p{N}] */
+#define IS_PRE(f) (!((f) & (UT_L | UT_N | UT_NL))) /* [^\r\n\p{L}\p{N}] */
+#define LETTER(f) ((f) >> UT_LETTER_SHIFT)
+
+/* Case-insensitive contraction at i (s[i] == '\''): (?i:'s|'t|'re|'ve|'m|'ll|'d) (cl100k's
+ * '(?i:[sdmt]|ll|ve|re) is the same set). Returns the end offset, or 0 if none matches. */
+static inline size_t contraction_ci(const uint8_t *s, size_t i, size_t n)
+{
+    size_t j = i + 1, l1, l2;
+    if (j >= n)
+        return 0;
+    unsigned c1 = LETTER(char_at(s, j, &l1));
+    if (c1 == UT_LETTER_S || c1 == UT_LETTER_T || c1 == UT_LETTER_M || c1 == UT_LETTER_D)
+        return j + l1;
+    if (c1 == UT_LETTER_L || c1 == UT_LETTER_V || c1 == UT_LETTER_R) {
+        size_t k = j + l1;
+        if (k >= n)
+            return 0;
+        unsigned c2 = LETTER(char_at(s, k, &l2));
+        if ((c1 == UT_LETTER_L && c2 == UT_LETTER_L) || (c1 != UT_LETTER_L && c2 == UT_LETTER_E))
+            return k + l2;
+    }
+    return 0;
+}
+
+/* Offset after up to three \p{N} characters starting at i (the first one is known to be \p{N}, length l0). */
+static inline size_t digits3(const uint8_t *s, size_t i, size_t n, size_t l0)
+{
+    size_t e = i + l0, len;
+    for (int k = 0; k < 2 && e < n; k++) {
+        if (!(char_at(s, e, &len) & UT_N))
+            break;
+        e += len;
+    }
+    return e;
+}
+
+/* Offset after the last [\r\n] in the whitespace run [i, w), or 0 if there is none. \r and \n are single bytes
+ * and never continuation bytes, so a byte scan is exact. */
+static inline size_t after_last_newline(const uint8_t *s, size_t i, size_t w)
+{
+    for (size_t k = w; k > i; k--)
+        if (s[k - 1] == '\n' || s[k - 1] == '\r')
+            return k;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------------ scanners */
+
+/* gpt2: '(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s */
+static size_t scan_gpt2(const uint8_t *s, size_t i, size_t n)
+{
+    size_t l0, l1;
+    uint8_t b = s[i];
+    if (b == '\'' && i + 1 < n) {
+        uint8_t c = s[i + 1];
+        if (c == 's' || c == 'd' || c == 'm' || c == 't')
+            return i + 2;
+        if (i + 2 < n) {
+            uint8_t d = s[i + 2];
+            if ((c == 'l' && d == 'l') || (c == 'v' && d == 'e') || (c == 'r' && d == 'e'))
+                return i + 3;
+        }
+    }
+    if (b == ' ' && i + 1 < n) {
+        uint16_t f1 = char_at(s, i + 1, &l1);
+        if (f1 & UT_L)
+            return run_any(s, i + 1 + l1, n, UT_L);
+        if (f1 & UT_N)
+            return run_any(s, i + 1 + l1, n, UT_N);
+        if (IS_P(f1))
+            return run_none(s, i + 1 + l1, n, UT_L | UT_N | UT_S);
+    }
+    uint16_t f0 = char_at(s, i, &l0);
+    if (f0 & UT_L)
+        return run_any(s, i + l0, n, UT_L);
+    if (f0 & UT_N)
+        return run_any(s, i + l0, n, UT_N);
+    if (IS_P(f0))
+        return run_none(s, i + l0, n, UT_L | UT_N | UT_S);
+    /* whitespace */
+    size_t w = run_any(s, i + l0, n, UT_S);
+    if (w == n) /* \s++$ (the possessive run cannot stop before a final \n: it is whitespace too) */
+        return w;
+    size_t last = prev_start(s, w); /* \s+(?!\S): back off one character when the run is longer than one */
+    if (last > i)
+        return last;
+    return i + l0; /* \s */
+}
+
+/* ` ?[^\s\p{L}\p{N}]++` followed by `[\r\n]*` (extra_slash: `[\r\n/]*`), or 0 if it does not match at i. */
+static inline size_t punct_piece(const uint8_t *s, size_t i, size_t n, uint16_t f0, size_t l0, int extra_slash)
+{
+    size_t start, l1;
+    if (s[i] == ' ') {
+        if (i + 1 >= n)
+            return 0;
+        uint16_t f1 = char_at(s, i + 1, &l1);
+        if (!IS_P(f1))
+            return 0;
+        start = i + 1 + l1;
+    } else if (IS_P(f0)) {
+        start = i + l0;
+    } else {
+        return 0;
+    }
+    size_t e = run_none(s, start, n, UT_L | UT_N | UT_S);
+    if (extra_slash) {
+        while (e < n && (s[e] == '\r' || s[e] == '\n' || s[e] == '/'))
+            e++;
+    } else {
+        while (e < n && (s[e] == '\r' || s[e] == '\n'))
+            e++;
+    }
+    return e;
+}
+
+/* cl100k: '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|
+ *         \s*[\r\n]|\s+(?!\S)|\s */
+static size_t scan_cl100k(const uint8_t *s, size_t i, size_t n)
+{
+    size_t l0, l1, e;
+    if (s[i] == '\'' && (e = contraction_ci(s, i, n)))
+        return e;
+    uint16_t f0 = char_at(s, i, &l0);
+    if (f0 & UT_L)
+        return run_any(s, i + l0, n, UT_L);
+    /* The possessive prefix: a [^\r\n\p{L}\p{N}] character must be followed by a letter (without the prefix the
+     * alternative cannot match either, since the character is not a letter). */
+    if (IS_PRE(f0) && i + l0 < n && (char_at(s, i + l0, &l1) & UT_L))
+        return run_any(s, i + l0 + l1, n, UT_L);
+    if (f0 & UT_N)
+        return digits3(s, i, n, l0);
+    if ((e = punct_piece(s, i, n, f0, l0, 0)))
+        return e;
+    /* whitespace */
+    size_t w = run_any(s, i + l0, n, UT_S);
+    if (w == n) /* \s++$ */
+        return w;
+    if ((e = after_last_newline(s, i, w))) /* \s*[\r\n]: greedy \s* backs off to the last newline of the run */
+        return e;
+    size_t last = prev_start(s, w); /* \s+(?!\S) */
+    if (last > i)
+        return last;
+    return i + l0; /* \s */
+}
+
+/* Whitespace tail shared by llama3 and o200k: \s*[\r\n]+|\s+(?!\S)|\s+ at a whitespace character (length l0). */
+static inline size_t space_piece_nl_plus(const uint8_t *s, size_t i, size_t n, size_t l0)
+{
+    size_t w = run_any(s, i + l0, n, UT_S);
+    size_t e = after_last_newline(s, i, w); /* \s*[\r\n]+: ends after the run's last newline */
+    if (e)
+        return e;
+    if (w == n) /* \s+(?!\S) at the end of the text */
+        return w;
+    size_t last = prev_start(s, w); /* \s+(?!\S): back off one character */
+    if (last > i)
+        return last;
+    return w; /* \s+ (a single character here) */
+}
+
+/* llama3: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|
+ *         \s*[\r\n]+|\s+(?!\S)|\s+ */
+static size_t scan_llama3(const uint8_t *s, size_t i, size_t n)
+{
+    size_t l0, l1, e;
+    if (s[i] == '\'' && (e = contraction_ci(s, i, n)))
+        return e;
+    uint16_t f0 = char_at(s, i, &l0);
+    if (f0 & UT_L)
+        return run_any(s, i + l0, n, UT_L);
+    if (IS_PRE(f0) && i + l0 < n && (char_at(s, i + l0, &l1) & UT_L))
+        return run_any(s, i + l0 + l1, n, UT_L);
+    if (f0 & UT_N)
+        return digits3(s, i, n, l0);
+    if ((e = punct_piece(s, i, n, f0, l0, 0)))
+        return e;
+    return space_piece_nl_plus(s, i, n, l0);
+}
+
+/* o200k alternative 1 without its prefix, from offset st: [A]*[B]+ where A = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}],
+ * B = [\p{Ll}\p{Lm}\p{Lo}\p{M}]. Greedy A* takes the maximal A run [st, a); B+ then needs a B character: either
+ * at a (then B+ takes the maximal B run), or A* gives back characters until the next one is in B -- the last
+ * B character k inside the A run, where B+ can take only that one character (its successors in the run are not
+ * B, nor is the character at a). Returns the end offset or 0 if the alternative fails. */
+static inline size_t o200k_alt1(const uint8_t *s, size_t st, size_t n)
+{
+    size_t len;
+    size_t a = run_any(s, st, n, UT_A);
+    if (a < n && (char_at(s, a, &len) & UT_B))
+        return run_any(s, a + len, n, UT_B);
+    size_t k = a;
+    while (k > st) {
+        k = prev_start(s, k);
+        if (char_at(s, k, &len) & UT_B)
+            return k + len;
+    }
+    return 0;
+}
+
+/* Optional case-insensitive contraction suffix of o200k's letter alternatives. */
+static inline size_t o200k_suffix(const uint8_t *s, size_t e, size_t n)
+{
+    if (e < n && s[e] == '\'') {
+        size_t c = contraction_ci(s, e, n);
+        if (c)
+            return c;
+    }
+    return e;
+}
+
+/* o200k: [^\r\n\p{L}\p{N}]?A*B+C|[^\r\n\p{L}\p{N}]?A+B*C|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|
+ *        \s+(?!\S)|\s+      with C = (?i:'s|'t|'re|'ve|'m|'ll|'d)? */
+static size_t scan_o200k(const uint8_t *s, size_t i, size_t n)
+{
+    size_t l0, l1, e;
+    uint16_t f0 = char_at(s, i, &l0);
+    int pre = IS_PRE(f0) && i + l0 < n;
+    /* Alternative 1: first with the optional prefix, then (the regex backtracks into `?`) without it. */
+    if (pre && (e = o200k_alt1(s, i + l0, n)))
+        return o200k_suffix(s, e, n);
+    if ((f0 & (UT_A | UT_B)) && (e = o200k_alt1(s, i, n)))
+        return o200k_suffix(s, e, n);
+    /* Alternative 2: A+ B* (greedy, nothing after them can force a back-off). */
+    if (pre && (char_at(s, i + l0, &l1) & UT_A))
+        return o200k_suffix(s, run_any(s, run_any(s, i + l0 + l1, n, UT_A), n, UT_B), n);
+    if (f0 & UT_A)
+        return o200k_suffix(s, run_any(s, run_any(s, i + l0, n, UT_A), n, UT_B), n);
+    if (f0 & UT_N)
+        return digits3(s, i, n, l0);
+    if ((e = punct_piece(s, i, n, f0, l0, 1)))
+        return e;
+    return space_piece_nl_plus(s, i, n, l0);
+}
+
+typedef size_t (*scan_fn)(const uint8_t *, size_t, size_t);
+
+static scan_fn scanner_of(int id)
+{
+    switch (id) {
+    case SCAN_GPT2:
+        return scan_gpt2;
+    case SCAN_CL100K:
+        return scan_cl100k;
+    case SCAN_O200K:
+        return scan_o200k;
+    case SCAN_LLAMA3:
+        return scan_llama3;
+    default:
+        return NULL;
+    }
+}
+
+/* Fill the ASCII fast-path table; call once (module init) before any scanner runs. */
+static void pretok_init(void)
+{
+    for (uint32_t c = 0; c < 128; c++)
+        ascii_flags[c] = ut_flags(c);
+}
+
+#endif /* TOK_PRETOKENIZER_H */
