@@ -1,0 +1,1495 @@
+/*
+ * trainer.c: the compiled half of the BPE trainer (app.engine._native._trainer).
+ *
+ * Two parts, both optional accelerations of pure-Python reference code that stays the specification:
+ *
+ * PretokenCounter  counts the pieces of a bundled pre-tokenizer pattern (the hand-written scanners of
+ *                  pretokenizer.h) in a C hash table bytes -> count. Entries live in an array in order of first
+ *                  appearance, so exporting them gives exactly what `Counter(regex.findall(...))` gives in
+ *                  app/engine/training/corpus.py (UTF-8 keys). feed()/feed_many() release the GIL; feed_many can
+ *                  count in two threads: the first half of the chunks goes straight into the table, the second
+ *                  into a private table that is then folded in, in its own order, which keeps first-appearance
+ *                  order exact.
+ *
+ * learn()          the incremental merge learner of app/engine/training/merges.py (`learn_merges`), ported to flat
+ *                  arrays: words as one int32 array, a pair hash table (count, first position, pair -> words
+ *                  index), a binary max-heap with lazy invalidation, both tie-break rules. It produces the same
+ *                  merges (the tests compare it with the Python learner on random corpora). Symbols are
+ *                  identified by their sequence of base symbols, which is how a merge that produces an existing
+ *                  symbol (two splits of the same text) reuses it. The lexicographic rule compares per-symbol
+ *                  "order units" (the Python order_key of a base symbol without its terminator), concatenated.
+ *
+ * Positions (first-seen) are word << 32 | offset: the same order as the Python word << 40 | offset while words are
+ * shorter than 2**32 units (checked).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pretokenizer.h"
+
+/* ------------------------------------------------------------------------------------------------ hashing */
+
+static inline uint64_t mix64(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    h ^= h >> 33;
+    return h;
+}
+
+static inline uint64_t hash_bytes(const uint8_t *s, size_t n)
+{
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ ((uint64_t)n * 0x100000001B3ULL);
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, s, 8);
+        h = (h ^ v) * 0x9FB21C651E98DF25ULL;
+        h ^= h >> 29;
+        s += 8;
+        n -= 8;
+    }
+    uint64_t v = 0;
+    memcpy(&v, s, n);
+    return mix64(h ^ v);
+}
+
+/* ------------------------------------------------------------------------------------------------ piece table */
+
+typedef struct {
+    uint64_t hash;
+    uint64_t off; /* into the arena */
+    int64_t count;
+    uint32_t len;
+} PieceEntry;
+
+typedef struct {
+    uint64_t *slots; /* (hash >> 32) << 32 | (entry index + 1); 0 = empty */
+    size_t mask;
+    PieceEntry *ent; /* in order of first appearance */
+    size_t n, cap;
+    uint8_t *arena;
+    size_t arena_len, arena_cap;
+} PieceTable;
+
+static void pt_free(PieceTable *t)
+{
+    free(t->slots);
+    free(t->ent);
+    free(t->arena);
+    memset(t, 0, sizeof(*t));
+}
+
+static int pt_rehash(PieceTable *t, size_t nslots)
+{
+    uint64_t *slots = calloc(nslots, sizeof(uint64_t));
+    if (!slots)
+        return -1;
+    size_t mask = nslots - 1;
+    for (size_t k = 0; k < t->n; k++) {
+        uint64_t h = t->ent[k].hash;
+        size_t i = h & mask;
+        while (slots[i])
+            i = (i + 1) & mask;
+        slots[i] = (h >> 32) << 32 | (uint64_t)(k + 1);
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->mask = mask;
+    return 0;
+}
+
+/* Add count c to the piece s[0..len) (hash h); inserts it at the end of the order if new. -1 on OOM. */
+static int pt_add(PieceTable *t, const uint8_t *s, uint32_t len, uint64_t h, int64_t c)
+{
+    if (!t->slots || (t->n + 1) * 2 > t->mask + 1) {
+        if (pt_rehash(t, t->slots ? (t->mask + 1) * 2 : 1024))
+            return -1;
+    }
+    uint64_t tag = (h >> 32) << 32;
+    size_t i = h & t->mask;
+    for (;;) {
+        uint64_t sl = t->slots[i];
+        if (!sl)
+            break;
+        if ((sl & 0xFFFFFFFF00000000ULL) == tag) {
+            PieceEntry *e = &t->ent[(uint32_t)sl - 1];
+            if (e->len == len && memcmp(t->arena + e->off, s, len) == 0) {
+                e->count += c;
+                return 0;
+            }
+        }
+        i = (i + 1) & t->mask;
+    }
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 1024;
+        PieceEntry *ent = realloc(t->ent, cap * sizeof(PieceEntry));
+        if (!ent)
+            return -1;
+        t->ent = ent;
+        t->cap = cap;
+    }
+    if (t->arena_len + len > t->arena_cap) {
+        size_t cap = t->arena_cap ? t->arena_cap : 1 << 16;
+        while (cap < t->arena_len + len)
+            cap *= 2;
+        uint8_t *arena = realloc(t->arena, cap);
+        if (!arena)
+            return -1;
+        t->arena = arena;
+        t->arena_cap = cap;
+    }
+    memcpy(t->arena + t->arena_len, s, len);
+    PieceEntry *e = &t->ent[t->n];
+    e->hash = h;
+    e->off = t->arena_len;
+    e->count = c;
+    e->len = len;
+    t->arena_len += len;
+    t->n++;
+    t->slots[i] = tag | (uint64_t)t->n;
+    return 0;
+}
+
+/* Count the pieces of one UTF-8 text. */
+static int pt_count_text(PieceTable *t, scan_fn scan, const uint8_t *s, size_t n, int64_t *pieces)
+{
+    int64_t k = 0;
+    for (size_t i = 0; i < n;) {
+        size_t e = scan(s, i, n);
+        if (e - i > UINT32_MAX)
+            return -1;
+        if (pt_add(t, s + i, (uint32_t)(e - i), hash_bytes(s + i, e - i), 1))
+            return -1;
+        k++;
+        i = e;
+    }
+    *pieces += k;
+    return 0;
+}
+
+/* Fold src into dst in src's order (entries new to dst go to its end). */
+static int pt_merge(PieceTable *dst, const PieceTable *src)
+{
+    for (size_t k = 0; k < src->n; k++) {
+        const PieceEntry *e = &src->ent[k];
+        if (pt_add(dst, src->arena + e->off, e->len, e->hash, e->count))
+            return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------------ counter type */
+
+typedef struct {
+    PyObject_HEAD
+    scan_fn scan;
+    int scanner;
+    int busy;
+    PieceTable table;
+    int64_t pieces;
+} CounterObject;
+
+static int counter_init(CounterObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"scanner", NULL};
+    int scanner;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "i", kwlist, &scanner))
+        return -1;
+    scan_fn scan = scanner_of(scanner);
+    if (!scan) {
+        PyErr_Format(PyExc_ValueError, "unknown scanner id %d", scanner);
+        return -1;
+    }
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "PretokenCounter is in use by another thread");
+        return -1;
+    }
+    pt_free(&self->table);
+    self->scan = scan;
+    self->scanner = scanner;
+    self->pieces = 0;
+    return 0;
+}
+
+static void counter_dealloc(CounterObject *self)
+{
+    pt_free(&self->table);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int counter_enter(CounterObject *self)
+{
+    if (!self->scan) {
+        PyErr_SetString(PyExc_RuntimeError, "PretokenCounter is not initialised");
+        return -1;
+    }
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "PretokenCounter is in use by another thread");
+        return -1;
+    }
+    self->busy = 1;
+    return 0;
+}
+
+static PyObject *counter_feed(CounterObject *self, PyObject *text)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_Format(PyExc_TypeError, "text must be str, not %.100s", Py_TYPE(text)->tp_name);
+        return NULL;
+    }
+    Py_ssize_t size;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &size); /* raises UnicodeEncodeError on lone surrogates */
+    if (!utf8 || counter_enter(self))
+        return NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = pt_count_text(&self->table, self->scan, (const uint8_t *)utf8, (size_t)size, &self->pieces);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    if (rc)
+        return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
+typedef struct {
+    PieceTable *table;
+    scan_fn scan;
+    const uint8_t **text;
+    const size_t *len;
+    size_t from, to;
+    int64_t pieces;
+    int rc;
+} CountJob;
+
+static void *count_job(void *arg)
+{
+    CountJob *j = arg;
+    for (size_t k = j->from; k < j->to && !j->rc; k++)
+        j->rc = pt_count_text(j->table, j->scan, j->text[k], j->len[k], &j->pieces);
+    return NULL;
+}
+
+/* feed_many(texts, threads=1): count a list of chunks; with threads=2 the second half is counted concurrently. */
+static PyObject *counter_feed_many(CounterObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"texts", "threads", NULL};
+    PyObject *texts;
+    int threads = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|i", kwlist, &texts, &threads))
+        return NULL;
+    PyObject *seq = PySequence_Fast(texts, "texts must be a sequence of str");
+    if (!seq)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    const uint8_t **ptr = PyMem_Calloc((size_t)n + 1, sizeof(*ptr));
+    size_t *len = PyMem_Calloc((size_t)n + 1, sizeof(*len));
+    if (!ptr || !len) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    size_t total = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *t = PySequence_Fast_GET_ITEM(seq, k);
+        if (!PyUnicode_Check(t)) {
+            PyErr_Format(PyExc_TypeError, "texts must be str, not %.100s", Py_TYPE(t)->tp_name);
+            goto fail;
+        }
+        Py_ssize_t size;
+        const char *u = PyUnicode_AsUTF8AndSize(t, &size);
+        if (!u)
+            goto fail;
+        ptr[k] = (const uint8_t *)u;
+        len[k] = (size_t)size;
+        total += (size_t)size;
+    }
+    if (counter_enter(self))
+        goto fail;
+    /* Split point: the first half by bytes goes to the shared table, the rest to a private one. */
+    size_t split = (size_t)n, acc = 0;
+    if (threads >= 2 && n >= 2) {
+        for (split = 0; split < (size_t)n - 1 && acc + len[split] / 2 < total / 2; split++)
+            acc += len[split];
+        if (split == 0)
+            split = 1;
+    }
+    PieceTable local = {0};
+    CountJob j0 = {&self->table, self->scan, ptr, len, 0, split, 0, 0};
+    CountJob j1 = {&local, self->scan, ptr, len, split, (size_t)n, 0, 0};
+    int rc = 0;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_t th;
+    int spawned = split < (size_t)n && pthread_create(&th, NULL, count_job, &j1) == 0;
+    count_job(&j0);
+    if (split < (size_t)n) {
+        if (spawned)
+            pthread_join(th, NULL);
+        else
+            count_job(&j1);
+    }
+    rc = j0.rc || j1.rc || pt_merge(&self->table, &local);
+    pt_free(&local);
+    Py_END_ALLOW_THREADS
+    self->pieces += j0.pieces + j1.pieces;
+    self->busy = 0;
+    PyMem_Free(ptr);
+    PyMem_Free(len);
+    Py_DECREF(seq);
+    if (rc)
+        return PyErr_NoMemory();
+    Py_RETURN_NONE;
+fail:
+    PyMem_Free(ptr);
+    PyMem_Free(len);
+    Py_DECREF(seq);
+    return NULL;
+}
+
+static PyObject *counter_items(CounterObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "PretokenCounter is in use by another thread");
+        return NULL;
+    }
+    PieceTable *t = &self->table;
+    PyObject *list = PyList_New((Py_ssize_t)t->n);
+    if (!list)
+        return NULL;
+    for (size_t k = 0; k < t->n; k++) {
+        PieceEntry *e = &t->ent[k];
+        PyObject *item = Py_BuildValue("(y#L)", (const char *)t->arena + e->off, (Py_ssize_t)e->len,
+                                       (long long)e->count);
+        if (!item) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)k, item);
+    }
+    return list;
+}
+
+static PyObject *counter_clear(CounterObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "PretokenCounter is in use by another thread");
+        return NULL;
+    }
+    pt_free(&self->table);
+    self->pieces = 0;
+    Py_RETURN_NONE;
+}
+
+static Py_ssize_t counter_len(CounterObject *self)
+{
+    return (Py_ssize_t)self->table.n;
+}
+
+static PyObject *counter_get_pieces(CounterObject *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromLongLong(self->pieces);
+}
+
+static PyObject *counter_get_scanner(CounterObject *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromLong(self->scanner);
+}
+
+static PyMethodDef counter_methods[] = {
+    {"feed", (PyCFunction)counter_feed, METH_O, "feed(text: str) -> None: count the pieces of text (GIL released)."},
+    {"feed_many", (PyCFunction)(void (*)(void))counter_feed_many, METH_VARARGS | METH_KEYWORDS,
+     "feed_many(texts: list[str], threads: int = 1) -> None: count each text in order; threads=2 counts the second "
+     "half concurrently and keeps first-appearance order."},
+    {"items", (PyCFunction)counter_items, METH_NOARGS,
+     "items() -> list[tuple[bytes, int]]: distinct pieces (UTF-8) and counts in order of first appearance."},
+    {"clear", (PyCFunction)counter_clear, METH_NOARGS, "clear() -> None: forget every piece (frees the memory)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef counter_getset[] = {
+    {"pieces", (getter)counter_get_pieces, NULL, "pieces counted in total (with repetitions)", NULL},
+    {"scanner", (getter)counter_get_scanner, NULL, "the scanner id", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PySequenceMethods counter_as_sequence = {
+    .sq_length = (lenfunc)counter_len,
+};
+
+static PyTypeObject CounterType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "app.engine._native._trainer.PretokenCounter",
+    .tp_basicsize = sizeof(CounterObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "PretokenCounter(scanner: int): pre-token frequencies of a bundled pattern, in first-appearance order.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)counter_init,
+    .tp_dealloc = (destructor)counter_dealloc,
+    .tp_methods = counter_methods,
+    .tp_getset = counter_getset,
+    .tp_as_sequence = &counter_as_sequence,
+};
+
+/* ------------------------------------------------------------------------------------------------ learner */
+
+typedef struct {
+    uint64_t key;   /* left << 32 | right */
+    int64_t count;  /* 0: absent (the Python learner deletes the pair) */
+    uint64_t first; /* first-seen: word << 32 | offset, exact unless dirty (then a lower bound) */
+    int32_t *w;     /* words that may hold the pair (a superset; possibly unsorted) */
+    uint32_t wn, wcap;
+    uint32_t stamp; /* merge step that last put the pair into `changed` */
+    uint8_t dirty;
+} Pair;
+
+typedef struct {
+    int64_t count;
+    uint64_t key; /* first-seen position at push time (unused for lexicographic) */
+    uint32_t pair;
+} HeapEnt;
+
+typedef struct {
+    uint32_t i, k; /* old index, new index */
+    uint64_t off;  /* offset (units) of the occurrence */
+} Occ;
+
+typedef struct {
+    uint64_t key;
+    uint32_t idx; /* pair index + 1; 0 = empty */
+} PairSlot;
+
+typedef struct {
+    int first_seen;
+    int64_t min_frequency;
+    /* words */
+    int32_t *sym;
+    uint64_t *wstart;
+    uint32_t *wlen;
+    int64_t *wcount;
+    size_t nwords;
+    /* symbols: sequence of base ids (units) and order units */
+    size_t nsym, symcap;
+    uint32_t *slen;   /* length in units */
+    uint64_t *soff;   /* into upool */
+    uint64_t *shash;  /* hash of the unit sequence */
+    int32_t *upool;
+    size_t upool_len, upool_cap;
+    uint64_t *ooff;   /* into opool (lexicographic only) */
+    uint32_t *olen;
+    uint32_t *opool;
+    size_t opool_len, opool_cap;
+    uint32_t *symslots; /* symbol id + 1 */
+    size_t symmask;
+    /* pairs */
+    Pair *pairs;
+    size_t npairs, paircap;
+    PairSlot *pslots;
+    size_t pmask;
+    int64_t live;
+    /* heap */
+    HeapEnt *heap;
+    size_t hn, hcap;
+    /* output */
+    int32_t *merges;
+    size_t nmerges, mcap;
+    /* scratch */
+    int32_t *scratch;
+    size_t scap;
+    Occ *occ;
+    size_t ocap;
+    uint32_t *changed;
+    size_t nchanged, chcap;
+    uint32_t stamp;
+} Learner;
+
+static void learner_free(Learner *L)
+{
+    free(L->sym);
+    free(L->wstart);
+    free(L->wlen);
+    free(L->wcount);
+    free(L->slen);
+    free(L->soff);
+    free(L->shash);
+    free(L->upool);
+    free(L->ooff);
+    free(L->olen);
+    free(L->opool);
+    free(L->symslots);
+    if (L->pairs)
+        for (size_t k = 0; k < L->npairs; k++)
+            free(L->pairs[k].w);
+    free(L->pairs);
+    free(L->pslots);
+    free(L->heap);
+    free(L->merges);
+    free(L->scratch);
+    free(L->occ);
+    free(L->changed);
+    memset(L, 0, sizeof(*L));
+}
+
+#define GROW(ptr, cap, need, type)                                                                                    \
+    do {                                                                                                              \
+        if ((need) > (cap)) {                                                                                         \
+            size_t c_ = (cap) ? (cap) : 16;                                                                           \
+            while (c_ < (need))                                                                                       \
+                c_ *= 2;                                                                                              \
+            type *p_ = realloc((ptr), c_ * sizeof(type));                                                             \
+            if (!p_)                                                                                                  \
+                return -1;                                                                                            \
+            (ptr) = p_;                                                                                               \
+            (cap) = c_;                                                                                               \
+        }                                                                                                             \
+    } while (0)
+
+/* ---- symbols */
+
+static int sym_rehash(Learner *L, size_t nslots)
+{
+    uint32_t *slots = calloc(nslots, sizeof(uint32_t));
+    if (!slots)
+        return -1;
+    size_t mask = nslots - 1;
+    for (size_t s = 0; s < L->nsym; s++) {
+        size_t i = L->shash[s] & mask;
+        while (slots[i])
+            i = (i + 1) & mask;
+        slots[i] = (uint32_t)s + 1;
+    }
+    free(L->symslots);
+    L->symslots = slots;
+    L->symmask = mask;
+    return 0;
+}
+
+/* The symbol whose units are units(a) + units(b): an existing one, or a new one appended. -1 on OOM. */
+static int64_t sym_concat(Learner *L, int32_t a, int32_t b)
+{
+    uint32_t la = L->slen[a], lb = L->slen[b], ln = la + lb;
+    GROW(L->upool, L->upool_cap, L->upool_len + ln, int32_t);
+    int32_t *u = L->upool + L->upool_len;
+    memcpy(u, L->upool + L->soff[a], la * sizeof(int32_t));
+    memcpy(u + la, L->upool + L->soff[b], lb * sizeof(int32_t));
+    uint64_t h = hash_bytes((const uint8_t *)u, (size_t)ln * sizeof(int32_t));
+    size_t i = h & L->symmask;
+    for (uint32_t s; (s = L->symslots[i]); i = (i + 1) & L->symmask) {
+        s--;
+        if (L->shash[s] == h && L->slen[s] == ln && memcmp(L->upool + L->soff[s], u, ln * sizeof(int32_t)) == 0)
+            return s;
+    }
+    size_t id = L->nsym;
+    if (id >= INT32_MAX)
+        return -1;
+    if (id == L->symcap) {
+        size_t cap = L->symcap * 2;
+        uint32_t *slen = realloc(L->slen, cap * sizeof(uint32_t));
+        if (!slen)
+            return -1;
+        L->slen = slen;
+        uint64_t *soff = realloc(L->soff, cap * sizeof(uint64_t));
+        if (!soff)
+            return -1;
+        L->soff = soff;
+        uint64_t *shash = realloc(L->shash, cap * sizeof(uint64_t));
+        if (!shash)
+            return -1;
+        L->shash = shash;
+        if (!L->first_seen) {
+            uint64_t *ooff = realloc(L->ooff, cap * sizeof(uint64_t));
+            if (!ooff)
+                return -1;
+            L->ooff = ooff;
+            uint32_t *olen = realloc(L->olen, cap * sizeof(uint32_t));
+            if (!olen)
+                return -1;
+            L->olen = olen;
+        }
+        L->symcap = cap;
+    }
+    L->slen[id] = ln;
+    L->soff[id] = L->upool_len;
+    L->shash[id] = h;
+    L->upool_len += ln;
+    if (!L->first_seen) {
+        uint32_t oa = L->olen[a], ob = L->olen[b];
+        GROW(L->opool, L->opool_cap, L->opool_len + oa + ob, uint32_t);
+        memcpy(L->opool + L->opool_len, L->opool + L->ooff[a], oa * sizeof(uint32_t));
+        memcpy(L->opool + L->opool_len + oa, L->opool + L->ooff[b], ob * sizeof(uint32_t));
+        L->ooff[id] = L->opool_len;
+        L->olen[id] = oa + ob;
+        L->opool_len += oa + ob;
+    }
+    L->nsym++;
+    if (L->nsym * 2 > L->symmask + 1) {
+        if (sym_rehash(L, (L->symmask + 1) * 2))
+            return -1;
+    } else {
+        L->symslots[i] = (uint32_t)id + 1;
+    }
+    return (int64_t)id;
+}
+
+/* Order of two symbols' keys (units + terminator, the terminator above every unit): <0 if x's key is smaller, i.e.
+ * x is the lexicographically greater symbol. */
+static int sym_cmp(const Learner *L, int32_t x, int32_t y)
+{
+    if (x == y)
+        return 0;
+    const uint32_t *ux = L->opool + L->ooff[x], *uy = L->opool + L->ooff[y];
+    uint32_t lx = L->olen[x], ly = L->olen[y], m = lx < ly ? lx : ly;
+    for (uint32_t i = 0; i < m; i++)
+        if (ux[i] != uy[i])
+            return ux[i] < uy[i] ? -1 : 1;
+    return lx == ly ? 0 : (lx < ly ? 1 : -1);
+}
+
+/* ---- pairs */
+
+#define PK(a, b) ((uint64_t)(uint32_t)(a) << 32 | (uint32_t)(b))
+
+static int pair_rehash(Learner *L, size_t nslots)
+{
+    PairSlot *slots = calloc(nslots, sizeof(PairSlot));
+    if (!slots)
+        return -1;
+    size_t mask = nslots - 1;
+    for (size_t k = 0; k < L->npairs; k++) {
+        size_t i = mix64(L->pairs[k].key) & mask;
+        while (slots[i].idx)
+            i = (i + 1) & mask;
+        slots[i].key = L->pairs[k].key;
+        slots[i].idx = (uint32_t)k + 1;
+    }
+    free(L->pslots);
+    L->pslots = slots;
+    L->pmask = mask;
+    return 0;
+}
+
+static inline Pair *pair_find(const Learner *L, uint64_t key)
+{
+    size_t i = mix64(key) & L->pmask;
+    for (;; i = (i + 1) & L->pmask) {
+        const PairSlot *s = &L->pslots[i];
+        if (!s->idx)
+            return NULL;
+        if (s->key == key)
+            return &L->pairs[s->idx - 1];
+    }
+}
+
+/* The record of `key`, created (count 0) if needed. NULL on OOM. */
+static Pair *pair_get(Learner *L, uint64_t key)
+{
+    size_t i = mix64(key) & L->pmask;
+    for (;; i = (i + 1) & L->pmask) {
+        PairSlot *s = &L->pslots[i];
+        if (!s->idx)
+            break;
+        if (s->key == key)
+            return &L->pairs[s->idx - 1];
+    }
+    if (L->npairs == L->paircap) {
+        size_t cap = L->paircap ? L->paircap * 2 : 1024;
+        Pair *p = realloc(L->pairs, cap * sizeof(Pair));
+        if (!p)
+            return NULL;
+        L->pairs = p;
+        L->paircap = cap;
+    }
+    if (L->npairs >= UINT32_MAX - 1)
+        return NULL;
+    Pair *p = &L->pairs[L->npairs];
+    memset(p, 0, sizeof(*p));
+    p->key = key;
+    L->npairs++;
+    if (L->npairs * 2 > L->pmask + 1) {
+        if (pair_rehash(L, (L->pmask + 1) * 2))
+            return NULL;
+    } else {
+        L->pslots[i].key = key;
+        L->pslots[i].idx = (uint32_t)L->npairs;
+    }
+    return p;
+}
+
+static int where_add(Pair *p, int32_t wi)
+{
+    if (p->wn && p->w[p->wn - 1] == wi)
+        return 0; /* the index may list a word more than once; consecutive repeats are pointless */
+    if (p->wn == p->wcap) {
+        uint32_t cap = p->wcap ? p->wcap * 2 : 2;
+        int32_t *w = realloc(p->w, cap * sizeof(int32_t));
+        if (!w)
+            return -1;
+        p->w = w;
+        p->wcap = cap;
+    }
+    p->w[p->wn++] = wi;
+    return 0;
+}
+
+static void where_drop(Pair *p)
+{
+    free(p->w);
+    p->w = NULL;
+    p->wn = p->wcap = 0;
+}
+
+/* ---- heap: a max-heap in the order (count, tie key, pair) of the Python learner's min-heap of (-count, key, p) */
+
+static inline int heap_better(const Learner *L, const HeapEnt *x, const HeapEnt *y)
+{
+    if (x->count != y->count)
+        return x->count > y->count;
+    const Pair *px = &L->pairs[x->pair], *py = &L->pairs[y->pair];
+    if (L->first_seen) {
+        if (x->key != y->key)
+            return x->key < y->key;
+    } else {
+        int c = sym_cmp(L, (int32_t)(px->key >> 32), (int32_t)(py->key >> 32));
+        if (!c)
+            c = sym_cmp(L, (int32_t)(uint32_t)px->key, (int32_t)(uint32_t)py->key);
+        if (c)
+            return c < 0;
+    }
+    return px->key < py->key;
+}
+
+static void heap_down(Learner *L, size_t i)
+{
+    HeapEnt e = L->heap[i];
+    size_t n = L->hn;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && heap_better(L, &L->heap[c + 1], &L->heap[c]))
+            c++;
+        if (!heap_better(L, &L->heap[c], &e))
+            break;
+        L->heap[i] = L->heap[c];
+        i = c;
+    }
+    L->heap[i] = e;
+}
+
+static int heap_push(Learner *L, int64_t count, uint64_t key, uint32_t pair)
+{
+    GROW(L->heap, L->hcap, L->hn + 1, HeapEnt);
+    HeapEnt e = {count, key, pair};
+    size_t i = L->hn++;
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (!heap_better(L, &e, &L->heap[parent]))
+            break;
+        L->heap[i] = L->heap[parent];
+        i = parent;
+    }
+    L->heap[i] = e;
+    return 0;
+}
+
+static void heap_pop(Learner *L)
+{
+    L->hn--;
+    if (L->hn) {
+        L->heap[0] = L->heap[L->hn];
+        heap_down(L, 0);
+    }
+}
+
+/* ---- learning */
+
+static int cmp_i32(const void *x, const void *y)
+{
+    int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* Earliest current occurrence of pair p (which has a positive count); prunes the index like the Python learner. */
+static uint64_t exact_position(Learner *L, Pair *p)
+{
+    int32_t a = (int32_t)(p->key >> 32), b = (int32_t)(uint32_t)p->key;
+    qsort(p->w, p->wn, sizeof(int32_t), cmp_i32);
+    uint32_t u = 0;
+    for (uint32_t k = 0; k < p->wn; k++)
+        if (!u || p->w[u - 1] != p->w[k])
+            p->w[u++] = p->w[k];
+    p->wn = u;
+    for (uint32_t n = 0; n < u; n++) {
+        int32_t wi = p->w[n];
+        const int32_t *w = L->sym + L->wstart[wi];
+        uint32_t len = L->wlen[wi];
+        uint64_t off = 0;
+        for (uint32_t j = 0; j + 1 < len; j++) {
+            if (w[j] == a && w[j + 1] == b) {
+                memmove(p->w, p->w + n, (u - n) * sizeof(int32_t));
+                p->wn = u - n;
+                return (uint64_t)wi << 32 | off;
+            }
+            off += L->slen[w[j]];
+        }
+    }
+    return UINT64_MAX; /* unreachable for a pair with a positive count */
+}
+
+/* The old pair q at position pos of word wi loses the word's count c. */
+static void pair_lose(Learner *L, uint64_t q, uint64_t pos, int64_t c)
+{
+    Pair *P = pair_find(L, q);
+    if (!P)
+        return; /* unreachable: every pair of a word is in the table */
+    int64_t cnt = P->count - c;
+    if (cnt) {
+        P->count = cnt;
+        if (L->first_seen && P->first == pos)
+            P->dirty = 1; /* its earliest occurrence is gone: the position is now a lower bound */
+    } else {
+        P->count = 0;
+        P->dirty = 0;
+        where_drop(P);
+        L->live--;
+    }
+}
+
+/* The new pair q at position pos of word wi gains the word's count c. */
+static int pair_gain(Learner *L, uint64_t q, uint64_t pos, int32_t wi, int64_t c)
+{
+    Pair *P = pair_get(L, q);
+    if (!P)
+        return -1;
+    if (!P->count) {
+        P->count = c;
+        P->wn = 0;
+        P->first = pos;
+        P->dirty = 0;
+        L->live++;
+    } else {
+        P->count += c;
+        if (L->first_seen && pos < P->first) {
+            P->first = pos; /* exact: below the (lower bound of the) earliest position */
+            P->dirty = 0;
+        }
+    }
+    if (where_add(P, wi))
+        return -1;
+    if (P->stamp != L->stamp) {
+        P->stamp = L->stamp;
+        GROW(L->changed, L->chcap, L->nchanged + 1, uint32_t);
+        L->changed[L->nchanged++] = (uint32_t)(P - L->pairs);
+    }
+    return 0;
+}
+
+/* Rewrite word wi (every (a, b) -> nw, left to right) and update the neighbouring pairs. */
+static int rewrite_word(Learner *L, int32_t wi, int32_t a, int32_t b, int32_t nw, uint64_t p)
+{
+    int32_t *dst = L->sym + L->wstart[wi];
+    uint32_t n = L->wlen[wi], j;
+    for (j = 0; j + 1 < n; j++)
+        if (dst[j] == a && dst[j + 1] == b)
+            break;
+    if (j + 1 >= n)
+        return 0; /* the index is a superset */
+    GROW(L->scratch, L->scap, n, int32_t);
+    GROW(L->occ, L->ocap, n / 2 + 1, Occ);
+    int32_t *w = L->scratch;
+    memcpy(w, dst, n * sizeof(int32_t));
+    const uint32_t *slen = L->slen;
+    uint32_t len_new = slen[nw], len_a = slen[a];
+    uint32_t m = 0, nocc = 0;
+    uint64_t off = 0;
+    for (uint32_t i = 0; i < n;) {
+        int32_t s = w[i];
+        if (s == a && i + 1 < n && w[i + 1] == b) {
+            L->occ[nocc].i = i;
+            L->occ[nocc].k = m;
+            L->occ[nocc].off = off;
+            nocc++;
+            dst[m++] = nw;
+            off += len_new;
+            i += 2;
+        } else {
+            dst[m++] = s;
+            off += slen[s];
+            i++;
+        }
+    }
+    L->wlen[wi] = m;
+    int64_t c = L->wcount[wi];
+    uint64_t base = (uint64_t)wi << 32;
+    /* Old pairs next to an occurrence disappear (each pair position once; the merged pair itself is dropped as a
+     * whole by the caller). */
+    int64_t last = -1;
+    for (uint32_t t = 0; t < nocc; t++) {
+        uint32_t i = L->occ[t].i;
+        uint64_t o = L->occ[t].off;
+        int doL = (int64_t)i - 1 > last, doR = i + 2 < n;
+        if (doL) {
+            uint64_t q = PK(w[i - 1], a);
+            if (q != p) {
+                last = (int64_t)i - 1;
+                pair_lose(L, q, base | (o - slen[w[i - 1]]), c);
+            }
+        }
+        if (doR) {
+            uint64_t q = PK(b, w[i + 2]);
+            if (q != p) {
+                last = (int64_t)i + 1;
+                pair_lose(L, q, base | (o + len_a), c);
+            }
+            last = (int64_t)i + 1;
+        }
+    }
+    /* New pairs around each merged symbol appear (each pair position once). */
+    last = -1;
+    for (uint32_t t = 0; t < nocc; t++) {
+        uint32_t k = L->occ[t].k;
+        uint64_t o = L->occ[t].off;
+        int doL = (int64_t)k - 1 > last, doR = k + 1 < m;
+        if (doL) {
+            last = (int64_t)k - 1;
+            if (pair_gain(L, PK(dst[k - 1], nw), base | (o - slen[dst[k - 1]]), wi, c))
+                return -1;
+        }
+        if (doR) {
+            last = (int64_t)k;
+            if (pair_gain(L, PK(nw, dst[k + 1]), base | o, wi, c))
+                return -1;
+        }
+    }
+    return 0;
+}
+
+static const char *STOP_VOCAB = "vocabulary size reached";
+static const char *STOP_MERGES = "max merges reached";
+static const char *STOP_MINFREQ = "min frequency reached";
+static const char *STOP_NOPAIRS = "no pairs left";
+
+/* Build the initial pair counts, index and heap from the words. */
+static int learner_start(Learner *L)
+{
+    if (pair_rehash(L, 1 << 16))
+        return -1;
+    for (size_t wi = 0; wi < L->nwords; wi++) {
+        const int32_t *w = L->sym + L->wstart[wi];
+        uint32_t n = L->wlen[wi];
+        int64_t c = L->wcount[wi];
+        uint64_t off = 0;
+        for (uint32_t j = 0; j + 1 < n; j++) {
+            Pair *P = pair_get(L, PK(w[j], w[j + 1]));
+            if (!P)
+                return -1;
+            if (!P->count) {
+                P->count = c;
+                P->first = (uint64_t)wi << 32 | off;
+                L->live++;
+            } else {
+                P->count += c;
+            }
+            if (where_add(P, (int32_t)wi))
+                return -1;
+            off += L->slen[w[j]];
+        }
+    }
+    for (size_t k = 0; k < L->npairs; k++)
+        if (L->pairs[k].count >= L->min_frequency && L->pairs[k].count)
+            if (heap_push(L, L->pairs[k].count, L->pairs[k].first, (uint32_t)k))
+                return -1;
+    return 0;
+}
+
+static int merge_record(Learner *L, int32_t a, int32_t b, int32_t r)
+{
+    GROW(L->merges, L->mcap, 3 * (L->nmerges + 1), int32_t);
+    L->merges[3 * L->nmerges] = a;
+    L->merges[3 * L->nmerges + 1] = b;
+    L->merges[3 * L->nmerges + 2] = r;
+    L->nmerges++;
+    return 0;
+}
+
+typedef struct {
+    PyObject *progress;
+    int64_t every;
+} ProgressCtx;
+
+/* Returns 0 when done (*stop set), -1 on OOM, -2 when the progress callback raised (GIL held in every case). */
+static int learner_run(Learner *L, int64_t max_symbols, int64_t max_merges, ProgressCtx *pc, const char **stop)
+{
+    PyThreadState *ts = PyEval_SaveThread();
+    int rc = 0;
+    *stop = NULL;
+    while (L->hn) {
+        if (max_merges >= 0 && (int64_t)L->nmerges >= max_merges) {
+            *stop = STOP_MERGES;
+            break;
+        }
+        if (max_symbols >= 0 && (int64_t)L->nsym >= max_symbols) {
+            *stop = STOP_VOCAB;
+            break;
+        }
+        HeapEnt top = L->heap[0];
+        Pair *P = &L->pairs[top.pair];
+        int64_t cur = P->count;
+        if (top.count != cur) {
+            heap_pop(L);
+            if (top.count > cur && cur >= L->min_frequency) /* a lazily ignored decrease: re-file it */
+                if (heap_push(L, cur, P->first, top.pair)) {
+                    rc = -1;
+                    break;
+                }
+            continue;
+        }
+        if (L->first_seen) {
+            if (top.key != P->first) {
+                heap_pop(L); /* superseded by an entry with the current position */
+                continue;
+            }
+            if (P->dirty) {
+                heap_pop(L);
+                P->dirty = 0;
+                P->first = exact_position(L, P);
+                if (heap_push(L, top.count, P->first, top.pair)) {
+                    rc = -1;
+                    break;
+                }
+                continue;
+            }
+        }
+        if (cur < L->min_frequency) {
+            *stop = STOP_MINFREQ;
+            break;
+        }
+        heap_pop(L);
+
+        uint64_t p = P->key;
+        int32_t a = (int32_t)(p >> 32), b = (int32_t)(uint32_t)p;
+        int64_t nw = sym_concat(L, a, b);
+        if (nw < 0) {
+            rc = -1;
+            break;
+        }
+        if (merge_record(L, a, b, (int32_t)nw)) {
+            rc = -1;
+            break;
+        }
+
+        L->stamp++;
+        L->nchanged = 0;
+        uint32_t pidx = top.pair;
+        /* Detach the merged pair's index: rewriting never adds to it (the new symbol differs from a and b). */
+        int32_t *holders = P->w;
+        uint32_t nh = P->wn;
+        P->w = NULL;
+        P->wn = P->wcap = 0;
+        for (uint32_t h = 0; h < nh && !rc; h++)
+            rc = rewrite_word(L, holders[h], a, b, (int32_t)nw, p);
+        free(holders);
+        if (rc)
+            break;
+        P = &L->pairs[pidx]; /* the pair array may have moved */
+        if (P->count) {
+            P->count = 0; /* the merged pair is gone from every word */
+            L->live--;
+        }
+        P->dirty = 0;
+        where_drop(P);
+        for (size_t k = 0; k < L->nchanged; k++) {
+            Pair *Q = &L->pairs[L->changed[k]];
+            if (Q->count >= L->min_frequency && Q->count)
+                if (heap_push(L, Q->count, Q->first, L->changed[k])) {
+                    rc = -1;
+                    break;
+                }
+        }
+        if (rc)
+            break;
+        if (pc->progress && (int64_t)L->nmerges % pc->every == 0) {
+            PyEval_RestoreThread(ts);
+            PyObject *r = PyObject_CallFunction(pc->progress, "n", (Py_ssize_t)L->nmerges);
+            Py_XDECREF(r);
+            if (!r || PyErr_CheckSignals()) {
+                return -2;
+            }
+            ts = PyEval_SaveThread();
+        }
+    }
+    if (!rc && !*stop)
+        *stop = L->live ? STOP_MINFREQ : STOP_NOPAIRS;
+    PyEval_RestoreThread(ts);
+    return rc;
+}
+
+/* Fill the words from a PretokenCounter (units = bytes). */
+static int learner_words_from_counter(Learner *L, CounterObject *ctr)
+{
+    PieceTable *t = &ctr->table;
+    L->nwords = t->n;
+    size_t nw = t->n ? t->n : 1;
+    L->wstart = malloc(nw * sizeof(uint64_t));
+    L->wlen = malloc(nw * sizeof(uint32_t));
+    L->wcount = malloc(nw * sizeof(int64_t));
+    L->sym = malloc((t->arena_len ? t->arena_len : 1) * sizeof(int32_t));
+    if (!L->wstart || !L->wlen || !L->wcount || !L->sym)
+        return -1;
+    uint64_t at = 0;
+    for (size_t k = 0; k < t->n; k++) {
+        const PieceEntry *e = &t->ent[k];
+        const uint8_t *s = t->arena + e->off;
+        L->wstart[k] = at;
+        L->wlen[k] = e->len;
+        L->wcount[k] = e->count;
+        for (uint32_t j = 0; j < e->len; j++)
+            L->sym[at + j] = s[j];
+        at += e->len;
+    }
+    return 0;
+}
+
+/* Fill the words from Python sequences; sets a Python error and returns -1 on failure. */
+static int learner_words_from_lists(Learner *L, PyObject *words, PyObject *counts, Py_ssize_t n_base)
+{
+    PyObject *ws = PySequence_Fast(words, "words must be a sequence");
+    if (!ws)
+        return -1;
+    PyObject *cs = PySequence_Fast(counts, "counts must be a sequence");
+    if (!cs) {
+        Py_DECREF(ws);
+        return -1;
+    }
+    int rc = -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(ws);
+    if (PySequence_Fast_GET_SIZE(cs) != n) {
+        PyErr_SetString(PyExc_ValueError, "words and counts differ in length");
+        goto done;
+    }
+    if (n >= INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "too many words");
+        goto done;
+    }
+    size_t nw = n ? (size_t)n : 1;
+    L->nwords = (size_t)n;
+    L->wstart = malloc(nw * sizeof(uint64_t));
+    L->wlen = malloc(nw * sizeof(uint32_t));
+    L->wcount = malloc(nw * sizeof(int64_t));
+    if (!L->wstart || !L->wlen || !L->wcount) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    size_t total = 0, cap = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *w = PySequence_Fast(PySequence_Fast_GET_ITEM(ws, k), "each word must be a sequence of ints");
+        if (!w)
+            goto done;
+        Py_ssize_t len = PySequence_Fast_GET_SIZE(w);
+        if ((uint64_t)len >= UINT32_MAX) {
+            Py_DECREF(w);
+            PyErr_SetString(PyExc_ValueError, "word too long");
+            goto done;
+        }
+        if (total + (size_t)len > cap) {
+            size_t c = cap ? cap : 1024;
+            while (c < total + (size_t)len)
+                c *= 2;
+            int32_t *sym = realloc(L->sym, c * sizeof(int32_t));
+            if (!sym) {
+                Py_DECREF(w);
+                PyErr_NoMemory();
+                goto done;
+            }
+            L->sym = sym;
+            cap = c;
+        }
+        for (Py_ssize_t j = 0; j < len; j++) {
+            long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(w, j));
+            if (v == -1 && PyErr_Occurred()) {
+                Py_DECREF(w);
+                goto done;
+            }
+            if (v < 0 || v >= n_base) {
+                Py_DECREF(w);
+                PyErr_Format(PyExc_ValueError, "symbol id %ld is not a base symbol", v);
+                goto done;
+            }
+            L->sym[total + (size_t)j] = (int32_t)v;
+        }
+        Py_DECREF(w);
+        L->wstart[k] = total;
+        L->wlen[k] = (uint32_t)len;
+        total += (size_t)len;
+        long long c = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(cs, k));
+        if (c == -1 && PyErr_Occurred())
+            goto done;
+        if (c < 1) {
+            PyErr_SetString(PyExc_ValueError, "counts must be positive");
+            goto done;
+        }
+        L->wcount[k] = c;
+    }
+    if (!L->sym && !(L->sym = malloc(sizeof(int32_t)))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    rc = 0;
+done:
+    Py_DECREF(ws);
+    Py_DECREF(cs);
+    return rc;
+}
+
+/* Base symbols 0..n_base-1 are one unit each; order units (lexicographic) from a sequence of int sequences. */
+static int learner_base(Learner *L, Py_ssize_t n_base, PyObject *order_units)
+{
+    L->symcap = (size_t)n_base * 2 + 1024;
+    L->slen = malloc(L->symcap * sizeof(uint32_t));
+    L->soff = malloc(L->symcap * sizeof(uint64_t));
+    L->shash = malloc(L->symcap * sizeof(uint64_t));
+    L->upool_cap = L->symcap * 4;
+    L->upool = malloc(L->upool_cap * sizeof(int32_t));
+    if (!L->slen || !L->soff || !L->shash || !L->upool) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t s = 0; s < n_base; s++) {
+        int32_t u = (int32_t)s;
+        L->slen[s] = 1;
+        L->soff[s] = (uint64_t)s;
+        L->upool[s] = u;
+        L->shash[s] = hash_bytes((const uint8_t *)&u, sizeof(u));
+    }
+    L->upool_len = (size_t)n_base;
+    L->nsym = (size_t)n_base;
+    size_t nslots = 1024;
+    while (nslots < L->nsym * 4)
+        nslots *= 2;
+    if (sym_rehash(L, nslots)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (L->first_seen)
+        return 0;
+    PyObject *seq = PySequence_Fast(order_units, "order_units must be a sequence");
+    if (!seq)
+        return -1;
+    int rc = -1;
+    if (PySequence_Fast_GET_SIZE(seq) != n_base) {
+        PyErr_SetString(PyExc_ValueError, "order_units needs one entry per base symbol");
+        goto done;
+    }
+    L->ooff = malloc(L->symcap * sizeof(uint64_t));
+    L->olen = malloc(L->symcap * sizeof(uint32_t));
+    if (!L->ooff || !L->olen) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t s = 0; s < n_base; s++) {
+        PyObject *u = PySequence_Fast(PySequence_Fast_GET_ITEM(seq, s), "order units must be sequences of ints");
+        if (!u)
+            goto done;
+        Py_ssize_t len = PySequence_Fast_GET_SIZE(u);
+        if (L->opool_len + (size_t)len > L->opool_cap) {
+            size_t c = L->opool_cap ? L->opool_cap : 1024;
+            while (c < L->opool_len + (size_t)len)
+                c *= 2;
+            uint32_t *pool = realloc(L->opool, c * sizeof(uint32_t));
+            if (!pool) {
+                Py_DECREF(u);
+                PyErr_NoMemory();
+                goto done;
+            }
+            L->opool = pool;
+            L->opool_cap = c;
+        }
+        for (Py_ssize_t j = 0; j < len; j++) {
+            unsigned long v = PyLong_AsUnsignedLong(PySequence_Fast_GET_ITEM(u, j));
+            if (v == (unsigned long)-1 && PyErr_Occurred()) {
+                Py_DECREF(u);
+                goto done;
+            }
+            if (v >= UINT32_MAX) {
+                Py_DECREF(u);
+                PyErr_SetString(PyExc_ValueError, "order units must be below 2**32 - 1");
+                goto done;
+            }
+            L->opool[L->opool_len + (size_t)j] = (uint32_t)v;
+        }
+        Py_DECREF(u);
+        L->ooff[s] = L->opool_len;
+        L->olen[s] = (uint32_t)len;
+        L->opool_len += (size_t)len;
+    }
+    rc = 0;
+done:
+    Py_DECREF(seq);
+    return rc;
+}
+
+static PyObject *mod_learn(PyObject *module, PyObject *args, PyObject *kwds)
+{
+    (void)module;
+    static char *kwlist[] = {"words",      "counts",   "n_base",         "order_units", "max_symbols",
+                             "max_merges", "min_frequency", "lexicographic", "progress",    "progress_every",
+                             "keep_words", "consume",  NULL};
+    PyObject *words, *counts, *order_units = Py_None, *progress = Py_None;
+    Py_ssize_t n_base;
+    long long max_symbols = -1, max_merges = -1, min_frequency = 2, progress_every = 256;
+    int lexicographic = 0, keep_words = 0, consume = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOn|OLLLpOLpp", kwlist, &words, &counts, &n_base, &order_units,
+                                     &max_symbols, &max_merges, &min_frequency, &lexicographic, &progress,
+                                     &progress_every, &keep_words, &consume))
+        return NULL;
+    if (min_frequency < 1) {
+        PyErr_SetString(PyExc_ValueError, "min_frequency must be >= 1");
+        return NULL;
+    }
+    if (n_base < 1 || n_base >= INT32_MAX / 2) {
+        PyErr_SetString(PyExc_ValueError, "n_base out of range");
+        return NULL;
+    }
+    if (progress_every < 1)
+        progress_every = 1;
+    Learner L;
+    memset(&L, 0, sizeof(L));
+    L.first_seen = !lexicographic;
+    L.min_frequency = min_frequency;
+    PyObject *result = NULL;
+    if (learner_base(&L, n_base, order_units))
+        goto done;
+    if (PyObject_TypeCheck(words, &CounterType)) {
+        CounterObject *ctr = (CounterObject *)words;
+        if (counts != Py_None || n_base != 256) {
+            PyErr_SetString(PyExc_ValueError, "a PretokenCounter gives byte words: counts=None, n_base=256");
+            goto done;
+        }
+        if (counter_enter(ctr))
+            goto done;
+        int rc = ctr->table.n >= INT32_MAX ? -1 : learner_words_from_counter(&L, ctr);
+        ctr->busy = 0;
+        if (rc) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        if (consume) {
+            pt_free(&ctr->table);
+            ctr->pieces = 0;
+        }
+    } else if (learner_words_from_lists(&L, words, counts, n_base)) {
+        goto done;
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = learner_start(&L);
+    Py_END_ALLOW_THREADS
+    if (rc) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    ProgressCtx pc = {progress == Py_None ? NULL : progress, progress_every};
+    const char *stop = NULL;
+    rc = learner_run(&L, max_symbols, max_merges, &pc, &stop);
+    if (rc == -1)
+        PyErr_NoMemory();
+    if (rc)
+        goto done;
+    if (pc.progress && L.nmerges % (size_t)progress_every) {
+        PyObject *r = PyObject_CallFunction(pc.progress, "n", (Py_ssize_t)L.nmerges);
+        if (!r)
+            goto done;
+        Py_DECREF(r);
+    }
+    PyObject *merges = PyList_New((Py_ssize_t)L.nmerges);
+    if (!merges)
+        goto done;
+    for (size_t k = 0; k < L.nmerges; k++) {
+        PyObject *m = Py_BuildValue("(iii)", L.merges[3 * k], L.merges[3 * k + 1], L.merges[3 * k + 2]);
+        if (!m) {
+            Py_DECREF(merges);
+            goto done;
+        }
+        PyList_SET_ITEM(merges, (Py_ssize_t)k, m);
+    }
+    PyObject *final = Py_None;
+    Py_INCREF(final);
+    if (keep_words) {
+        Py_DECREF(final);
+        final = PyList_New((Py_ssize_t)L.nwords);
+        for (size_t wi = 0; final && wi < L.nwords; wi++) {
+            PyObject *w = PyList_New((Py_ssize_t)L.wlen[wi]);
+            if (!w) {
+                Py_CLEAR(final);
+                break;
+            }
+            for (uint32_t j = 0; j < L.wlen[wi]; j++) {
+                PyObject *v = PyLong_FromLong(L.sym[L.wstart[wi] + j]);
+                if (!v) {
+                    Py_DECREF(w);
+                    Py_CLEAR(final);
+                    break;
+                }
+                PyList_SET_ITEM(w, (Py_ssize_t)j, v);
+            }
+            if (final)
+                PyList_SET_ITEM(final, (Py_ssize_t)wi, w);
+        }
+        if (!final) {
+            Py_DECREF(merges);
+            goto done;
+        }
+    }
+    result = Py_BuildValue("(NnsN)", merges, (Py_ssize_t)L.nsym, stop, final);
+done:
+    learner_free(&L);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------------ module */
+
+static PyMethodDef module_methods[] = {
+    {"learn", (PyCFunction)(void (*)(void))mod_learn, METH_VARARGS | METH_KEYWORDS,
+     "learn(words, counts, n_base, order_units=None, max_symbols=-1, max_merges=-1, min_frequency=2,\n"
+     "      lexicographic=False, progress=None, progress_every=256, keep_words=False, consume=False)\n"
+     "-> (merges: list[(left, right, result)], n_symbols, stop_reason, words | None)\n\n"
+     "The merge learner of app.engine.training.merges.learn_merges over base-symbol ids 0..n_base-1 (words: a\n"
+     "list of int sequences with counts, or a PretokenCounter with counts=None and n_base=256). order_units[i]:\n"
+     "the lexicographic order key of base symbol i without its terminator (lexicographic mode only)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "_trainer", "Compiled pre-token counting and BPE merge learning for app.engine.training.",
+    -1, module_methods,
+};
+
+PyMODINIT_FUNC PyInit__trainer(void)
+{
+    pretok_init();
+    if (PyType_Ready(&CounterType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&moduledef);
+    if (!m)
+        return NULL;
+    Py_INCREF(&CounterType);
+    if (PyModule_AddObject(m, "PretokenCounter", (PyObject *)&CounterType) < 0) {
+        Py_DECREF(&CounterType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyModule_AddIntConstant(m, "SCAN_GPT2", SCAN_GPT2) < 0 ||
+        PyModule_AddIntConstant(m, "SCAN_CL100K", SCAN_CL100K) < 0 ||
+        PyModule_AddIntConstant(m, "SCAN_O200K", SCAN_O200K) < 0 ||
+        PyModule_AddIntConstant(m, "SCAN_LLAMA3", SCAN_LLAMA3) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

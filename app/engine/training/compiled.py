@@ -1,0 +1,226 @@
+"""Glue between the trainer and its compiled half (``app.engine._native._trainer``, built from ``trainer.c``).
+
+The compiled half does the two hot loops of training: counting the pre-tokens of a bundled pattern (the
+hand-written scanners the encoding core uses, into a C hash table; no Python object per piece) and the incremental
+merge learner of :mod:`.merges` on flat arrays. Both give exactly what the Python reference gives — the same
+pre-token counts in the same first-appearance order, the same merges (the tests compare them on random corpora and
+whole training runs) — so artifacts are byte-identical whichever backend trained them.
+
+Backend selection (:func:`resolve_backend`), as for the encoding core (:mod:`app.engine.native`):
+
+* a ``backend=`` argument (``"native"`` or ``"python"``) when given, else
+* ``$TOKENIZER_ENGINE`` (``native`` or ``python``), else
+* ``native`` when the extension imports, ``python`` otherwise (with a one-time warning if native was asked for).
+
+``$TOKENIZER_NATIVE_DISABLE=1`` makes the import fail on purpose (how tests simulate a machine without a compiler).
+A custom ``--pattern-regex`` has no native scanner: its pre-tokens are always counted in Python (the merges can
+still be learned natively).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import threading
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from .. import patterns
+from .corpus import BLOCK_BYTES, MAX_CHUNK_CHARS, CorpusStats, iter_chunks
+from .merges import TIE_BREAKS, MergeResult
+
+log = logging.getLogger("app.engine")
+
+ENGINE_ENV = "TOKENIZER_ENGINE"
+DISABLE_ENV = "TOKENIZER_NATIVE_DISABLE"
+BACKENDS = ("native", "python")
+#: The compiled learner calls ``progress`` after every this many merges (and once at the end).
+PROGRESS_EVERY = 256
+#: Characters of text handed to the compiled counter at once when counting in threads.
+BATCH_CHARS = 8 << 20
+
+_trainer: Any
+IMPORT_ERROR: BaseException | None
+try:
+    if os.environ.get(DISABLE_ENV, "").strip() not in ("", "0"):
+        raise ImportError(f"compiled trainer disabled by ${DISABLE_ENV}")
+    _trainer = importlib.import_module("app.engine._native._trainer")
+    IMPORT_ERROR = None
+except ImportError as exc:  # no compiler at install time, or disabled on purpose
+    _trainer = None
+    IMPORT_ERROR = exc
+
+_warned = False
+_warn_lock = threading.Lock()
+
+
+def available() -> bool:
+    """True if the compiled trainer imported."""
+    return _trainer is not None
+
+
+def resolve_backend(requested: str | None = None) -> str:
+    """``"native"`` or ``"python"`` (see the module docstring); raises ``ValueError`` for any other value."""
+    explicit = requested is not None
+    value = ((requested if explicit else os.environ.get(ENGINE_ENV, "")) or "").strip().lower()
+    if value and value not in BACKENDS:
+        source = "backend" if explicit else f"${ENGINE_ENV}"
+        raise ValueError(f"{source} must be one of {', '.join(BACKENDS)}, not {value!r}")
+    if value == "python":
+        return "python"
+    if _trainer is not None:
+        return "native"
+    global _warned
+    with _warn_lock:
+        first, _warned = not _warned, True
+    if first:
+        log.warning(
+            "%scompiled trainer is not available (%s); training with the pure-Python reference (slower). "
+            "Reinstall with a C compiler and Python headers (pip install .) to build it.",
+            "native backend requested but the " if value == "native" else "the ",
+            IMPORT_ERROR,
+        )
+    return "python"
+
+
+def scanner_for(pattern: str) -> int:
+    """The compiled counter's scanner id for a bundled pattern's regex text; 0 if there is none (or no extension)."""
+    if _trainer is None:
+        return 0
+    return {
+        patterns.GPT2: _trainer.SCAN_GPT2,
+        patterns.CL100K: _trainer.SCAN_CL100K,
+        patterns.O200K: _trainer.SCAN_O200K,
+        patterns.LLAMA3: _trainer.SCAN_LLAMA3,
+    }.get(pattern, 0)
+
+
+def is_counter(obj: object) -> bool:
+    """True if ``obj`` is a compiled ``PretokenCounter``."""
+    return _trainer is not None and isinstance(obj, _trainer.PretokenCounter)
+
+
+def count_pretokens_native(
+    paths: Iterable[str | Path],
+    scanner: int,
+    *,
+    threads: int = 1,
+    stats: CorpusStats | None = None,
+    on_bytes: Callable[[int], None] | None = None,
+    block_bytes: int = BLOCK_BYTES,
+    max_chunk_chars: int = MAX_CHUNK_CHARS,
+) -> Any:
+    """Count pre-tokens like :func:`.corpus.count_pretokens`, with the compiled scanner ``scanner``.
+
+    Returns a ``PretokenCounter``: ``len()`` distinct pre-tokens, ``items()`` their UTF-8 bytes and counts in
+    order of first appearance (the Python path's ``Counter`` with its keys encoded). The same chunks as the
+    Python path are read (:func:`.corpus.iter_chunks`); ``threads=2`` counts batches of chunks in two threads
+    (output unchanged). Raises ``RuntimeError`` without the extension, ``OSError`` for an unreadable file.
+    """
+    if _trainer is None:
+        raise RuntimeError(f"compiled trainer not available: {IMPORT_ERROR}")
+    counter = _trainer.PretokenCounter(scanner)
+    chunks = iter_chunks(
+        paths, exact_cuts=True, stats=stats, on_bytes=on_bytes, block_bytes=block_bytes, max_chunk_chars=max_chunk_chars
+    )
+    if threads <= 1:
+        for chunk in chunks:
+            counter.feed(chunk)
+        return counter
+    batch: list[str] = []
+    size = 0
+    for chunk in chunks:
+        batch.append(chunk)
+        size += len(chunk)
+        if size >= BATCH_CHARS:
+            counter.feed_many(batch, threads)
+            batch, size = [], 0
+    if batch:
+        counter.feed_many(batch, threads)
+    return counter
+
+
+def learn_merges_native(
+    words: Sequence[Sequence[int]] | Any,
+    counts: Sequence[int] | None,
+    *,
+    base_symbols: Sequence[Hashable],
+    concat: Callable[[Hashable, Hashable], Hashable],
+    order_key: Callable[[Hashable], tuple[int, ...]],
+    unit_length: Callable[[Hashable], int],
+    max_symbols: int | None = None,
+    max_merges: int | None = None,
+    min_frequency: int = 2,
+    tie_break: str = "first-seen",
+    progress: Callable[[int], None] | None = None,
+    keep_words: bool = True,
+    consume: bool = False,
+) -> MergeResult:
+    """:func:`.merges.learn_merges` in C: same arguments, same result (``words`` only with ``keep_words``).
+
+    ``words`` may also be a ``PretokenCounter`` (``counts=None``, the 256 single bytes as base symbols); with
+    ``consume=True`` its table is freed once the words are copied. Requirements of the compiled learner (checked,
+    ``ValueError``): every base symbol is one unit long, and ``order_key`` of a base symbol is its order units
+    followed by one terminator, the same for all and above every unit (true of :func:`.merges.byte_order_key` and
+    :func:`.merges.text_order_key`), so that the key of a concatenation is the concatenation of the units. A merged
+    symbol is identified by its sequence of base symbols; the result is checked against ``concat``
+    (``RuntimeError`` if they disagree). ``progress(n)`` is called every :data:`PROGRESS_EVERY` merges and at the
+    end. Raises ``RuntimeError`` without the extension.
+    """
+    if _trainer is None:
+        raise RuntimeError(f"compiled trainer not available: {IMPORT_ERROR}")
+    if tie_break not in TIE_BREAKS:
+        raise ValueError(f"tie_break must be one of {TIE_BREAKS}, not {tie_break!r}")
+    if min_frequency < 1:
+        raise ValueError("min_frequency must be >= 1")
+    symbols: list[Hashable] = list(base_symbols)
+    sym_id: dict[Hashable, int] = {k: i for i, k in enumerate(symbols)}
+    if len(sym_id) != len(symbols):
+        raise ValueError("base symbols must be distinct")
+    if any(unit_length(k) != 1 for k in symbols):
+        raise ValueError("the compiled learner needs base symbols of one unit each")
+    lexicographic = tie_break == "lexicographic"
+    order_units: list[tuple[int, ...]] | None = None
+    if lexicographic:
+        keys = [order_key(k) for k in symbols]
+        terminators = {k[-1] for k in keys if k}
+        units = [k[:-1] for k in keys]
+        top = max((u for us in units for u in us), default=-1)
+        if len(terminators) != 1 or any(not k for k in keys) or top >= next(iter(terminators)):
+            raise ValueError("order keys must be units followed by one common terminator above every unit")
+        order_units = units
+    if is_counter(words):
+        if counts is not None or symbols != [bytes([b]) for b in range(256)]:
+            raise ValueError("a PretokenCounter holds byte words: counts=None and the 256 bytes as base symbols")
+    merges, n_symbols, stop, final = _trainer.learn(
+        words,
+        counts,
+        len(symbols),
+        order_units,
+        -1 if max_symbols is None else max_symbols,
+        -1 if max_merges is None else max_merges,
+        min_frequency,
+        lexicographic,
+        progress,
+        PROGRESS_EVERY,
+        keep_words,
+        consume,
+    )
+    for a, b, r in merges:
+        key = concat(symbols[a], symbols[b])
+        if r == len(symbols) and key not in sym_id:
+            sym_id[key] = r
+            symbols.append(key)
+        elif sym_id.get(key) != r:
+            raise RuntimeError(f"compiled learner: merge ({a}, {b}) -> {r} disagrees with concat")
+    if len(symbols) != n_symbols:
+        raise RuntimeError("compiled learner: symbol count disagrees with its merges")
+    return MergeResult(
+        merges=merges,
+        symbols=symbols,
+        words=final if final is not None else [],
+        counts=[] if counts is None else list(counts),
+        stop_reason=stop,
+    )
