@@ -39,6 +39,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="stop when the most frequent pair occurs fewer than K times (default 2)")
     p.add_argument("--tie-break", choices=TIE_BREAKS, default="first-seen",
                    help="equal counts: pair seen first in corpus order (default), or lexicographically greatest")
+    p.add_argument("--threads", type=int, choices=(1, 2), default=1,
+                   help="threads for counting pre-tokens of a bundled pattern (compiled counter; default 1)")
+    p.add_argument("--backend", choices=("native", "python"), default=None,
+                   help="compiled trainer or the pure-Python reference (same result; default $TOKENIZER_ENGINE, "
+                   "else native when built)")
     p.add_argument("--description", default="", help="description for the manifest")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar or summary")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -74,6 +79,8 @@ def cmd_train(args: argparse.Namespace) -> int:
             tie_break=args.tie_break,
             quiet=args.quiet,
             description=args.description,
+            backend=args.backend,
+            threads=args.threads,
         )
     except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -94,6 +101,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         "forced_chunk_cuts": report.corpus.forced_cuts,
         "seconds_counting": round(report.seconds_counting, 3),
         "seconds_merging": round(report.seconds_merging, 3),
+        "backend": report.backend,
+        "native_counting": report.native_counting,
         "manifest": str(report.manifest),
     }
     if args.json:
@@ -102,7 +111,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(
             f"trained {spec.name} ({spec.kind}): {spec.vocab_size} ids, {report.merges} merges ({report.stop_reason}); "
             f"{report.corpus.bytes} bytes, {report.distinct_pretokens} distinct pre-tokens; "
-            f"{report.seconds_counting:.1f}s counting + {report.seconds_merging:.1f}s merging\n"
+            f"{report.seconds_counting:.1f}s counting + {report.seconds_merging:.1f}s merging ({report.backend})\n"
             f"artifact {spec.artifact_path} (sha256 {spec.sha256})\nmanifest {report.manifest}"
         )
     return 0

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .compiled import is_counter, learn_merges_native, resolve_backend
 from .merges import MergeResult, byte_order_key, learn_merges
 
 
@@ -42,7 +43,7 @@ class ByteBPEResult:
 
 
 def train_byte_bpe(
-    pretoken_counts: Mapping[str, int] | Mapping[bytes, int],
+    pretoken_counts: Mapping[str, int] | Mapping[bytes, int] | Any,
     *,
     vocab_size: int,
     min_frequency: int = 2,
@@ -50,33 +51,50 @@ def train_byte_bpe(
     progress: Callable[[int], None] | None = None,
     keep_segmentation: bool = False,
     consume: bool = False,
+    backend: str | None = None,
 ) -> ByteBPEResult:
     """Learn up to ``vocab_size`` ordinary tokens (256 bytes + merges) from pre-token frequencies.
 
-    ``pretoken_counts`` maps pre-tokens (str, UTF-8 encoded here, or bytes) to frequencies, in corpus order.
-    With ``consume=True`` (a dict argument) the mapping is emptied while it is converted, so its memory is
-    released before training. Raises ``ValueError`` if ``vocab_size < 256``.
+    ``pretoken_counts`` maps pre-tokens (str, UTF-8 encoded here, or bytes) to frequencies, in corpus order, or
+    is a compiled ``PretokenCounter`` (:func:`.compiled.count_pretokens_native`). With ``consume=True`` the
+    mapping (a dict or counter) is emptied while it is converted, so its memory is released before training.
+    ``backend`` picks the merge learner (:func:`.compiled.resolve_backend`: the compiled one by default, the
+    Python reference with ``"python"``); both give the same result. Raises ``ValueError`` if ``vocab_size < 256``.
     """
     if vocab_size < 256:
         raise ValueError(f"a byte-level vocabulary needs vocab_size >= 256, not {vocab_size}")
-    items: list[tuple[Any, int]] = drain(pretoken_counts) if consume else list(pretoken_counts.items())
-    keys: list[bytes] = [_utf8(k) for k, _ in items] if keep_segmentation else []
-    words = [list(_utf8(k)) for k, _ in items]
-    counts = [c for _, c in items]
-    del items
-    res: MergeResult = learn_merges(
-        words,
-        counts,
+    native = resolve_backend(backend) == "native"
+    options: dict[str, Any] = dict(
         base_symbols=[bytes([b]) for b in range(256)],
-        concat=lambda x, y: x + y,  # type: ignore[operator]
-        order_key=byte_order_key,  # type: ignore[arg-type]
-        unit_length=len,  # type: ignore[arg-type]
+        concat=lambda x, y: x + y,
+        order_key=byte_order_key,
+        unit_length=len,
         max_symbols=vocab_size,
         min_frequency=min_frequency,
         tie_break=tie_break,
         progress=progress,
-        copy_words=False,
     )
+    keys: list[bytes] = []
+    res: MergeResult
+    if native and is_counter(pretoken_counts) and not keep_segmentation:
+        res = learn_merges_native(pretoken_counts, None, keep_words=False, consume=consume, **options)
+    else:
+        items: list[tuple[Any, int]]
+        if is_counter(pretoken_counts):
+            counter: Any = pretoken_counts
+            items = counter.items()
+            if consume:
+                counter.clear()
+        else:
+            items = drain(pretoken_counts) if consume else list(pretoken_counts.items())
+        keys = [_utf8(k) for k, _ in items] if keep_segmentation else []
+        words = [list(_utf8(k)) for k, _ in items]
+        counts = [c for _, c in items]
+        del items
+        if native:
+            res = learn_merges_native(words, counts, keep_words=keep_segmentation, **options)
+        else:
+            res = learn_merges(words, counts, copy_words=False, **options)
     symbols: list[bytes] = res.symbols  # type: ignore[assignment]
     ranks = {tok: i for i, tok in enumerate(symbols)}
     merges = [(symbols[a], symbols[b]) for a, b, _ in res.merges]

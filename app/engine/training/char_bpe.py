@@ -33,6 +33,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from .._batch import map_in_threads
 from ..artifacts import read_verified
@@ -42,6 +43,7 @@ from ..errors import ArtifactError, InvalidTokenIdError
 from ..specials import SpecialTokensMixin
 from ..store import TokenizerSpec
 from .byte_bpe import drain
+from .compiled import learn_merges_native, resolve_backend
 from .merges import learn_merges, text_order_key
 
 END_OF_WORD = "</w>"
@@ -175,10 +177,12 @@ def train_char_bpe(
     progress: Callable[[int], None] | None = None,
     keep_segmentation: bool = False,
     consume: bool = False,
+    backend: str | None = None,
 ) -> CharBPEModel:
     """Learn a classic BPE model from word frequencies (``{word: count}`` in corpus order, words without
     whitespace). Stops at ``vocab_size`` ids (``<unk>``, ``</w>``, characters and merged symbols), after
     ``num_merges`` merges, or below ``min_frequency``. ``consume=True`` empties a dict argument while reading it.
+    ``backend`` picks the merge learner (:func:`.compiled.resolve_backend`; same result either way).
     Raises ``ValueError`` for a word containing whitespace."""
     items = drain(word_counts) if consume else list(word_counts.items())
     chars = sorted({ch for w, _ in items for ch in w})
@@ -190,20 +194,21 @@ def train_char_bpe(
     kept = [w for w, _ in items] if keep_segmentation else []
     freqs = [c for _, c in items]
     del items
-    res = learn_merges(
-        words,
-        freqs,
+    options: dict[str, Any] = dict(
         base_symbols=base,
-        concat=lambda x, y: (x[0] + y[0], y[1]),  # type: ignore[index]
-        order_key=lambda s: text_order_key(_display(s)),  # type: ignore[arg-type]
-        unit_length=lambda s: len(s[0]) + (1 if s[1] else 0),  # type: ignore[index]
+        concat=lambda x, y: (x[0] + y[0], y[1]),
+        order_key=lambda s: text_order_key(_display(s)),
+        unit_length=lambda s: len(s[0]) + (1 if s[1] else 0),
         max_symbols=None if vocab_size is None else vocab_size - 1,
         max_merges=num_merges,
         min_frequency=min_frequency,
         tie_break=tie_break,
         progress=progress,
-        copy_words=False,
     )
+    if resolve_backend(backend) == "native":
+        res = learn_merges_native(words, freqs, keep_words=keep_segmentation, **options)
+    else:
+        res = learn_merges(words, freqs, copy_words=False, **options)
     symbols: list[Symbol] = res.symbols  # type: ignore[assignment]
     model = CharBPEModel(
         symbols=symbols,

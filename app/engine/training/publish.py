@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..artifacts import format_tiktoken
 from ..errors import ManifestError
@@ -27,6 +28,7 @@ from ..pretokenize import compile_pattern
 from ..store import MANIFEST_FILE, Store, TokenizerSpec, write_manifest
 from .byte_bpe import train_byte_bpe
 from .char_bpe import train_char_bpe
+from .compiled import count_pretokens_native, resolve_backend, scanner_for
 from .corpus import CorpusStats, count_pretokens, count_words
 from .merges import TIE_BREAKS
 
@@ -36,7 +38,8 @@ NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 @dataclass
 class TrainReport:
-    """What :func:`train_to_store` did: the spec written, corpus figures, merges, timings (seconds)."""
+    """What :func:`train_to_store` did: the spec written, corpus figures, merges, timings (seconds), the merge
+    learner's backend and whether pre-tokens were counted by the compiled counter."""
 
     spec: TokenizerSpec
     corpus: CorpusStats
@@ -47,6 +50,8 @@ class TrainReport:
     seconds_merging: float
     manifest: Path
     extra: dict[str, object] = field(default_factory=dict)
+    backend: str = "python"
+    native_counting: bool = False
 
 
 def _progress_enabled(quiet: bool) -> bool:
@@ -67,6 +72,8 @@ def train_to_store(
     tie_break: str = "first-seen",
     quiet: bool = False,
     description: str = "",
+    backend: str | None = None,
+    threads: int = 1,
 ) -> TrainReport:
     """Train a tokenizer on ``files`` and publish it into ``store_dir``.
 
@@ -74,6 +81,10 @@ def train_to_store(
     ``cl100k``, or ``pattern_regex`` gives one) or ``"char"`` (classic BPE on whitespace-split words; no pattern).
     ``vocab_size`` counts ordinary ids (bytes or ``<unk>``/``</w>``/characters, plus merged tokens); special
     tokens get the ids after them, in the order given. A progress bar shows on a terminal unless ``quiet``.
+    ``backend`` (``"native"``/``"python"``, default ``$TOKENIZER_ENGINE`` or native when the compiled trainer is
+    built; see :mod:`.compiled`) picks the pre-token counter (bundled patterns only) and the merge learner; the
+    artifact is the same either way. ``threads`` (1 or 2) counts pre-tokens in that many threads (compiled
+    counter only).
 
     Raises ``ValueError`` for bad options (name, sizes, duplicate specials, an invalid regex), ``OSError`` for
     unreadable files, :class:`ManifestError` if the existing manifest is invalid or the name is another
@@ -91,6 +102,9 @@ def train_to_store(
         raise ValueError("special tokens must be distinct non-empty strings")
     if not files:
         raise ValueError("no input files")
+    if threads not in (1, 2):
+        raise ValueError("threads must be 1 or 2")
+    resolved = resolve_backend(backend)
     regex_text, pattern_id = "", None
     if kind == "byte":
         if pattern is None and pattern_regex is None:
@@ -121,7 +135,11 @@ def train_to_store(
     bar = _bar(show, total_bytes, "reading", "B")
     on_bytes = bar.update if bar is not None else None
     try:
-        if kind == "byte":
+        scanner = scanner_for(regex_text) if kind == "byte" and resolved == "native" else 0
+        counts: Any
+        if scanner:
+            counts = count_pretokens_native(files, scanner, threads=threads, stats=stats, on_bytes=on_bytes)
+        elif kind == "byte":
             counts = count_pretokens(files, regex_text, stats=stats, on_bytes=on_bytes)
         else:
             counts = count_words(files, stats=stats, on_bytes=on_bytes)
@@ -143,7 +161,7 @@ def train_to_store(
         if kind == "byte":
             result = train_byte_bpe(
                 counts, vocab_size=vocab_size, min_frequency=min_frequency, tie_break=tie_break, progress=progress,
-                consume=True,
+                consume=True, backend=resolved,
             )
             artifact = format_tiktoken(result.ranks)
             n_ordinary = len(result.ranks)
@@ -152,7 +170,7 @@ def train_to_store(
         else:
             model = train_char_bpe(
                 counts, vocab_size=vocab_size, min_frequency=min_frequency, tie_break=tie_break, progress=progress,
-                consume=True,
+                consume=True, backend=resolved,
             )
             artifact = model.to_artifact()
             n_ordinary = len(model.vocab)
@@ -205,6 +223,8 @@ def train_to_store(
         seconds_counting=t1 - t0,
         seconds_merging=t2 - t1,
         manifest=manifest,
+        backend=resolved,
+        native_counting=bool(scanner),
     )
 
 

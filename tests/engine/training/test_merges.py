@@ -1,4 +1,5 @@
-"""The incremental trainer equals a naive trainer that recounts every pair after every merge."""
+"""The incremental trainer (Python reference and compiled) equals a naive trainer that recounts every pair after
+every merge."""
 
 from __future__ import annotations
 
@@ -80,16 +81,18 @@ def random_corpus(rng: random.Random, alphabet: str, n_words: int, max_len: int)
     return corpus
 
 
+@pytest.mark.parametrize("backend", ["python", "native"])
 @pytest.mark.parametrize("tie_break", ["first-seen", "lexicographic"])
 @pytest.mark.parametrize("seed", range(25))
-def test_byte_level_matches_naive(seed: int, tie_break: str) -> None:
+def test_byte_level_matches_naive(seed: int, tie_break: str, backend: str) -> None:
     rng = random.Random(seed)
     alphabet = ["ab", "abc", "aab ", "xyzé", "ab\u4e00"][seed % 5]
     corpus = random_corpus(rng, alphabet, n_words=rng.randint(5, 150), max_len=rng.randint(2, 12))
     min_frequency = rng.choice([1, 2, 3])
     vocab_size = 256 + rng.randint(1, 60)
     got = train_byte_bpe(
-        corpus, vocab_size=vocab_size, min_frequency=min_frequency, tie_break=tie_break, keep_segmentation=True
+        corpus, vocab_size=vocab_size, min_frequency=min_frequency, tie_break=tie_break, keep_segmentation=True,
+        backend=backend,
     )
     keys = [w.encode() for w in corpus]
     exp_merges, exp_words = naive_bpe(
@@ -107,16 +110,18 @@ def test_byte_level_matches_naive(seed: int, tie_break: str) -> None:
     assert [got.segmentation[k] for k in keys] == exp_words
 
 
+@pytest.mark.parametrize("backend", ["python", "native"])
 @pytest.mark.parametrize("tie_break", ["first-seen", "lexicographic"])
 @pytest.mark.parametrize("seed", range(25))
-def test_char_level_matches_naive(seed: int, tie_break: str) -> None:
+def test_char_level_matches_naive(seed: int, tie_break: str, backend: str) -> None:
     rng = random.Random(1000 + seed)
     alphabet = ["ab", "abc", "aabb", "lowerstn"][seed % 4]
     corpus = random_corpus(rng, alphabet, n_words=rng.randint(5, 150), max_len=rng.randint(2, 10))
     min_frequency = rng.choice([1, 2])
     num_merges = rng.randint(1, 80)
     model = train_char_bpe(
-        corpus, num_merges=num_merges, min_frequency=min_frequency, tie_break=tie_break, keep_segmentation=True
+        corpus, num_merges=num_merges, min_frequency=min_frequency, tie_break=tie_break, keep_segmentation=True,
+        backend=backend,
     )
     eow = ("", True)
 
