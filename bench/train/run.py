@@ -6,11 +6,14 @@ subprocess; the parent reads that child's peak resident memory and CPU time from
 not the machine's), the child reports its own wall time. Compression is measured afterwards, in another
 subprocess: UTF-8 bytes of the held-out file / tokens the trained tokenizer gives it.
 
-Trainers (all single-threaded, for a like-for-like comparison on a shared 2-core machine):
+Trainers (single-threaded by default, for a like-for-like comparison on a shared 2-core machine; ``--threads 2``
+gives every trainer two threads):
 
 ``ours-cl100k`` / ``ours-gpt2``
-    ``app.engine.training.train_to_store`` (byte level, cl100k or GPT-2 pre-tokenizer pattern, min frequency 2);
-    held-out counted with the engine's ``Encoding``.
+    ``app.engine.training.train_to_store`` (byte level, cl100k or GPT-2 pre-tokenizer pattern, min frequency 2),
+    default backend (the compiled counter and learner when built); held-out counted with the engine's ``Encoding``.
+``ours-cl100k-python`` / ``ours-gpt2-python``
+    the same with ``backend="python"`` (the pure-Python reference; same artifact, much slower).
 ``hf-bytelevel``
     ``tokenizers`` BPE model + ``ByteLevel(add_prefix_space=False)`` pre-tokenizer (GPT-2 regex) +
     ``BpeTrainer(vocab_size=32000, min_frequency=2, initial_alphabet=ByteLevel.alphabet())``,
@@ -21,10 +24,12 @@ Trainers (all single-threaded, for a like-for-like comparison on a shared 2-core
 
 Usage::
 
-    python -m bench.train.run [--trainers ours-cl100k,hf-bytelevel,...] [--vocab-size 32000] [--json OUT]
+    python -m bench.train.run [--trainers ours-cl100k,hf-bytelevel,...] [--vocab-size 32000] [--threads 1|2]
+                              [--repeat N] [--json OUT]
 
-Prints a Markdown table. Wall times depend on machine load (cores are shared); CPU seconds are the steadier
-figure.
+``--repeat N`` trains each trainer N times (fresh subprocess each) and reports the medians of wall s, CPU s and
+peak RSS (all runs are in the JSON). Prints a Markdown table. Wall times depend on machine load (cores are shared);
+CPU seconds are the steadier figure.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -41,23 +47,27 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 WORK = ROOT / "bench" / ".data" / "train_bench" / "out"
 TRAINERS = ("ours-cl100k", "ours-gpt2", "hf-bytelevel", "spm-bpe")
+EXTRA_TRAINERS = ("ours-cl100k-python", "ours-gpt2-python")
 
 
 # --------------------------------------------------------------------------- workers (run in a child process)
 
 
-def _train(trainer: str, train_file: Path, vocab: int, out: Path) -> dict[str, object]:
+def _train(trainer: str, train_file: Path, vocab: int, out: Path, threads: int) -> dict[str, object]:
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     info: dict[str, object] = {}
     if trainer.startswith("ours-"):
         from app.engine.training import train_to_store
 
+        parts = trainer.split("-")
         report = train_to_store(
-            [train_file], name=trainer, store_dir=out / "store", vocab_size=vocab, pattern=trainer.split("-", 1)[1],
-            quiet=True,
+            [train_file], name=trainer, store_dir=out / "store", vocab_size=vocab, pattern=parts[1],
+            quiet=True, backend=parts[2] if len(parts) > 2 else None, threads=threads,
         )
         info = {"merges": report.merges, "distinct_pretokens": report.distinct_pretokens,
+                "backend": report.backend, "native_counting": report.native_counting,
+                "sha256": report.spec.sha256,
                 "seconds_counting": round(report.seconds_counting, 2),
                 "seconds_merging": round(report.seconds_merging, 2)}
     elif trainer == "hf-bytelevel":
@@ -77,7 +87,7 @@ def _train(trainer: str, train_file: Path, vocab: int, out: Path) -> dict[str, o
         spm.SentencePieceTrainer.train(
             input=str(train_file), model_prefix=str(out / "spm"), model_type="bpe", vocab_size=vocab,
             byte_fallback=True, normalization_rule_name="identity", remove_extra_whitespaces=False,
-            num_threads=1, max_sentence_length=16384, minloglevel=2,
+            num_threads=threads, max_sentence_length=16384, minloglevel=2,
         )
     else:
         raise SystemExit(f"unknown trainer {trainer}")
@@ -134,6 +144,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description="BPE trainer benchmark")
     parser.add_argument("--trainers", default=",".join(TRAINERS))
     parser.add_argument("--vocab-size", type=int, default=32000)
+    parser.add_argument("--threads", type=int, choices=(1, 2), default=1, help="threads for every trainer")
+    parser.add_argument("--repeat", type=int, default=1, help="training runs per trainer (medians reported)")
     parser.add_argument("--json", help="also write the results as JSON to this file")
     parser.add_argument("--worker", choices=("train", "evaluate"), help=argparse.SUPPRESS)
     parser.add_argument("--trainer", help=argparse.SUPPRESS)
@@ -142,7 +154,7 @@ def main() -> int:
 
     if args.worker:
         out = WORK / args.trainer
-        result = (_train(args.trainer, Path(args.file), args.vocab_size, out) if args.worker == "train"
+        result = (_train(args.trainer, Path(args.file), args.vocab_size, out, args.threads) if args.worker == "train"
                   else _evaluate(args.trainer, Path(args.file), out))
         print(json.dumps(result))
         return 0
@@ -150,24 +162,41 @@ def main() -> int:
     from bench.train.build_corpus import build
 
     train_file, held_file = build()
-    env = dict(os.environ, RAYON_NUM_THREADS="1", OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    threads = str(args.threads)
+    env = dict(os.environ, RAYON_NUM_THREADS=threads, OMP_NUM_THREADS=threads, PYTHONPATH=str(ROOT))
+    env.pop("TOKENIZER_ENGINE", None)
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    load_start = os.getloadavg()
     rows = []
     for trainer in args.trainers.split(","):
-        print(f"[{time.strftime('%H:%M:%S')}] training {trainer} …", file=sys.stderr, flush=True)
-        info, usage = _child(["--worker", "train", "--trainer", trainer, "--file", str(train_file),
-                              "--vocab-size", str(args.vocab_size)], env)
+        runs = []
+        for k in range(args.repeat):
+            print(f"[{time.strftime('%H:%M:%S')}] training {trainer} ({k + 1}/{args.repeat}) …", file=sys.stderr,
+                  flush=True)
+            info, usage = _child(["--worker", "train", "--trainer", trainer, "--file", str(train_file),
+                                  "--vocab-size", str(args.vocab_size), "--threads", threads], env)
+            runs.append({**usage, **info, "loadavg": os.getloadavg()[0]})
+            print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
         print(f"[{time.strftime('%H:%M:%S')}] evaluating {trainer} …", file=sys.stderr, flush=True)
         ev, _ = _child(["--worker", "evaluate", "--trainer", trainer, "--file", str(held_file)], env)
-        rows.append({"trainer": trainer, **usage, **info, **ev})
-        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+        medians = {key: round(statistics.median(float(r[key]) for r in runs), 2)  # type: ignore[arg-type]
+                   for key in ("wall_seconds", "cpu_seconds", "peak_rss_mib")}
+        rows.append({"trainer": trainer, **runs[-1], **medians, **ev, "runs": runs})
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     meta = {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "date": started,
+        "commit": commit.stdout.strip(),
+        "threads": args.threads,
+        "repeat": args.repeat,
+        "loadavg_start": load_start,
         "train_bytes": train_file.stat().st_size,
         "heldout_bytes": held_file.stat().st_size,
         "vocab_size": args.vocab_size,
         "python": platform.python_version(),
         "loadavg_end": os.getloadavg(),
     }
+    print(f"{meta['date']}, commit {meta['commit']}, {args.threads} thread(s), median of {args.repeat}, load average "
+          f"{load_start[0]:.2f} at start / {meta['loadavg_end'][0]:.2f} at end")  # type: ignore[index]
     print(f"corpus: {meta['train_bytes']} bytes train, {meta['heldout_bytes']} bytes held-out; vocab {args.vocab_size}")
     print("| trainer | wall s | CPU s | peak RSS MiB | held-out bytes/token | round-trips |")
     print("|---|---:|---:|---:|---:|---|")
