@@ -66,7 +66,7 @@ class Settings:
     max_text_chars: int = _doc("Most characters in one request's texts together (413 above).", default=16 * 2**20)
     engine: str | None = _doc(
         "Tokenizer backend: `native` (compiled core) or `python` (reference engine). Unset: native when the compiled "
-        "core is available (read by the engine).",
+        "core is available (read by the engine, and by the trainer for its compiled counter and merge learner).",
         default=None,
     )
     cache_size: int = _doc(

@@ -1,7 +1,10 @@
 """BPE training: learn merge tables from a corpus and publish them into a tokenizer store.
 
-* :mod:`.merges` — the incremental trainer core (pair counts, pair -> words index, lazy heap; tie-breaking);
+* :mod:`.merges` — the incremental trainer core (pair counts, pair -> words index, lazy heap; tie-breaking), the
+  readable reference;
 * :mod:`.corpus` — streaming pre-token / word counting (memory grows with distinct pre-tokens only);
+* :mod:`.compiled` — the compiled counter and learner (``_native/trainer.c``), used by default when built; same
+  results as the Python reference, which ``backend="python"`` or ``TOKENIZER_ENGINE=python`` selects;
 * :mod:`.byte_bpe` — byte-level (GPT-2 style) training; ranks written in tiktoken format;
 * :mod:`.char_bpe` — the classic character BPE with ``</w>`` and ``<unk>``: training, artifact, encoding;
 * :mod:`.publish` — :func:`train_to_store`: files in, artifact + manifest entry out;

@@ -15,6 +15,10 @@ that length) — the only place where chunking can change pieces of a bundled pa
 The classic (character) kind splits on whitespace (``str.split``); any newline is an exact cut point for it.
 Counters keep insertion order, so words are in corpus order (first appearance), which the ``first-seen``
 tie-break relies on.
+
+For the bundled patterns training counts with the compiled counter instead
+(:func:`.compiled.count_pretokens_native`: the same chunks, the encoder's hand-written scanners, a C hash table);
+its counts and their order are those of :func:`count_pretokens`.
 """
 
 from __future__ import annotations

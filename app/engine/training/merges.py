@@ -34,6 +34,9 @@ reaches the top, which keeps the choice exact (every other entry's key is a lowe
 
 Cost: O(total length of the rewritten words) per merge plus heap operations. Memory: the distinct words, the
 pair counts and the index — independent of the corpus size beyond the number of distinct words.
+
+This module is the reference. The same algorithm runs in C (``app/engine/_native/trainer.c``, wrapped by
+:func:`.compiled.learn_merges_native`), which training uses by default; the tests require identical merges.
 """
 
 from __future__ import annotations
