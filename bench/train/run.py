@@ -166,6 +166,7 @@ def main() -> int:
     env = dict(os.environ, RAYON_NUM_THREADS=threads, OMP_NUM_THREADS=threads, PYTHONPATH=str(ROOT))
     env.pop("TOKENIZER_ENGINE", None)
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     load_start = os.getloadavg()
     rows = []
     for trainer in args.trainers.split(","):
@@ -182,7 +183,6 @@ def main() -> int:
         medians = {key: round(statistics.median(float(r[key]) for r in runs), 2)  # type: ignore[arg-type]
                    for key in ("wall_seconds", "cpu_seconds", "peak_rss_mib")}
         rows.append({"trainer": trainer, **runs[-1], **medians, **ev, "runs": runs})
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     meta = {
         "date": started,
         "commit": commit.stdout.strip(),
