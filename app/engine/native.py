@@ -119,6 +119,7 @@ class NativeCore:
         "count_pieces",
         "cache_stats",
         "clear_cache",
+        "batch",
     )
 
     def __init__(self, mergeable_ranks: dict[bytes, int], pattern: str, *, cache_size: int = 0) -> None:
@@ -139,8 +140,10 @@ class NativeCore:
             self.count = self._core.count
             # (text) -> (ids, [(start, end) character offsets]); text must be surrogate-free
             self.encode_with_offsets = self._core.encode_with_offsets
+            # .encode_batch(texts, num_threads) / .count_batch(...): None where a text has lone surrogates
+            self.batch = self._core
         else:
-            self.encode = self.count = self.encode_with_offsets = None
+            self.encode = self.count = self.encode_with_offsets = self.batch = None
 
     @property
     def has_scanner(self) -> bool:

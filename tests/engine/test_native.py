@@ -127,6 +127,24 @@ def test_batches_with_threads_equal_serial(pair: tuple[Encoding, Encoding]) -> N
     assert fast.count_batch(texts, num_threads=3) == [len(w) for w in want]
 
 
+def test_native_batch_runs_in_c_threads_and_falls_back_for_surrogates() -> None:
+    """The compiled batch (its own threads; UTF-8 built from every str kind) equals encode() text by text."""
+    fast = get_encoding("cl100k_base", backend="native")
+    assert fast._native_batch is not None
+    rng = random.Random(17)
+    # 1-, 2- and 4-byte str kinds, empty texts, lone surrogates; ~1 MB in all, so the core starts its threads
+    texts = ["", "ascii only", "é" * 9, "Привет мир", "😀 x", "a\ud800b", "\udfff", "中文" * 500]
+    texts += ["".join(rng.choice(PIECES) for _ in range(rng.randint(1, 2_000))) for _ in range(300)]
+    want = [fast.encode(t) for t in texts]
+    for threads in (1, 2, 4, 300):
+        assert fast.encode_batch(texts, num_threads=threads) == want
+        assert fast.count_batch(texts, num_threads=threads) == [len(w) for w in want]
+    raw = fast._native_batch.encode_batch(texts, 2)
+    assert [r is None for r in raw] == ["\ud800" in t or "\udfff" in t for t in texts]  # the caller scrubs those
+    with pytest.raises(TypeError, match=r"texts\[1\] must be str"):
+        fast.encode_batch(["a", b"b"], num_threads=2)  # type: ignore[list-item]
+
+
 def test_concurrent_threads_share_one_encoding() -> None:
     fast = get_encoding("o200k_base", backend="native")
     texts = hostile_corpus(seed=13, n=50)
@@ -243,3 +261,80 @@ def test_count_releases_the_gil() -> None:
     proc = _run(GIL_PROBE)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split()[0] == "inside"
+
+
+# ------------------------------------------------------------------------------------------ atomic characters
+# The core may start BPE from whole characters instead of their bytes where that provably changes nothing
+# (tokcore.c, "atomic chars"). These tests compare it with the same core starting from bytes, and with the
+# pure-Python reference on vocabularies built to break the rule.
+
+
+def _atomic_pair(name: str) -> tuple[object, object]:
+    from app.engine._native import _core
+
+    enc = get_encoding(name, backend="native")
+    assert enc._native is not None
+    scanner = enc._native.scanner
+    return _core.Core(enc._ranks, scanner, 0, True), _core.Core(enc._ranks, scanner, 0, False)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_atomic_characters_never_change_ids(name: str) -> None:
+    from tests.engine.exactness.realtext import documents, strings
+
+    whole, from_bytes = _atomic_pair(name)
+    assert whole.atomic_chars > 100 and from_bytes.atomic_chars == 0  # type: ignore[attr-defined]
+    ranks = get_encoding(name, backend="native")._ranks
+    rng = random.Random(5)
+    # every single-character token of the vocabulary, glued to random neighbours (the contexts the rule checks)
+    chars = [c for t in ranks if 2 <= len(t) <= 4 and len(c := t.decode("utf-8", "replace")) == 1 and c != "\ufffd"]
+    neighbours = chars + [chr(c) for c in range(32, 127)] + [" ", "\n", "é", "中", "\u0e01", "\u0301"]
+    texts = hostile_corpus(seed=13, n=300)
+    for _ in range(3_000):
+        k = rng.randint(1, 40)
+        texts.append("".join(rng.choice(chars if rng.random() < 0.6 else neighbours) for _ in range(k)))
+    for doc in documents()[:60]:
+        texts.extend(strings(doc))
+    for text in texts:
+        assert whole.encode(text) == from_bytes.encode(text), text  # type: ignore[attr-defined]
+    tokens = list(ranks)
+    for _ in range(3_000):  # raw bytes, valid UTF-8 or not, straight into BPE
+        piece = b"".join(rng.choice(tokens) for _ in range(rng.randint(1, 10)))
+        assert whole.bpe(piece) == from_bytes.bpe(piece), piece  # type: ignore[attr-defined]
+
+
+def _byte_vocab(*extra: bytes) -> dict[bytes, int]:
+    ranks = {bytes([b]): b for b in range(256)}
+    for i, token in enumerate(extra):
+        ranks[token] = 256 + i
+    return ranks
+
+
+def test_atomic_characters_respect_cheaper_cross_merges() -> None:
+    """A cross-boundary token ranked below the character ('\\xd0' glued to the space before it) must win."""
+    from app.engine._native import _core
+
+    o = "о".encode()  # b"\xd0\xbe"
+    cases = [
+        _byte_vocab(b" \xd0", o),  # ends with x + a proper prefix of the character
+        _byte_vocab(b"\xbe!", o),  # starts with a proper suffix + y
+        _byte_vocab(o, b" " + o, b"x" + o),  # contains x + the character: ranks above it, harmless
+        _byte_vocab(b"\xd0\xbe\xd0", o),  # a token spanning two characters, cheaper than the character
+        _byte_vocab(b"\xbe\xd0", o, b"\xd0\xb2", "ов".encode()),
+    ]
+    pieces = [b" \xd0\xbe", b"\xd0\xbe!", b"x\xd0\xbe ", b"\xd0\xbe\xd0\xbe", "ово".encode(), "вовов!".encode()]
+    pieces.append(o)
+    for ranks in cases:
+        core = _core.Core(ranks, 0, 0, True)
+        for piece in pieces:
+            want = [ranks[piece]] if piece in ranks else byte_pair_encode(piece, ranks)
+            assert core.bpe(piece) == want, (ranks, piece)
+
+
+def test_duplicate_ranks_disable_atomic_characters() -> None:
+    from app.engine._native import _core
+
+    ranks = _byte_vocab("о".encode())
+    ranks[b"zz"] = ranks["о".encode()]  # two tokens, one rank: the rule's proof does not apply
+    assert _core.Core(ranks, 0, 0, True).atomic_chars == 0
+    assert _core.Core(_byte_vocab("о".encode()), 0, 0, True).atomic_chars == 1

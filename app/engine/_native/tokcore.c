@@ -13,13 +13,13 @@
 #include <Python.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <sched.h>
 #include <string.h>
 
 #include "pretokenizer.h"
 
 #define NO_RANK UINT32_MAX
-#define SMALL_PIECE 16 /* pieces up to this many bytes use the quadratic merge loop; longer ones the heap */
 
 /* ------------------------------------------------------------------------------------------------ rank table */
 
@@ -39,7 +39,10 @@ typedef struct {
     uint32_t *pair_rank; /* 65536 entries: rank of each 2-byte token */
     uint64_t *filter;    /* FILTER_BITS bits, one per hash value of a key of >= 3 bytes: a cache-resident
                             pre-check that answers most failed lookups (BPE candidates that are not tokens) */
-    size_t count;
+    struct AtomChar *atoms; /* characters BPE may start from whole (see atomic_build); NULL = none */
+    uint32_t *atom_block;   /* code point >> 7 -> 1 + block index into atom_slot, 0 = none */
+    uint16_t *atom_slot;    /* blocks of 128: 1 + index into atoms, 0 = none */
+    size_t count, n_atoms;
     uint32_t max_rank;
 } RankTable;
 
@@ -152,6 +155,9 @@ static void rank_table_free(RankTable *t)
     PyMem_RawFree(t->arena);
     PyMem_RawFree(t->pair_rank);
     PyMem_RawFree(t->filter);
+    PyMem_RawFree(t->atoms);
+    PyMem_RawFree(t->atom_block);
+    PyMem_RawFree(t->atom_slot);
     memset(t, 0, sizeof(*t));
 }
 
@@ -262,43 +268,298 @@ static int vec_reserve(IdVec *v, size_t extra)
     return 0;
 }
 
-/* ------------------------------------------------------------------------------------------------ BPE */
+/* ------------------------------------------------------------------------------------------------ atomic chars */
 
-/* Merge a piece of 2..SMALL_PIECE bytes; appends the ids to out (capacity reserved by the caller). Parts form a
- * linked list: the part starting at byte i ends at nxt[i]; rk[i] is the rank of it merged with its successor. */
-static void bpe_small(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
+/* Byte-level BPE starts from single bytes, yet for most multi-byte characters the first merges only rebuild the
+ * character. Let B be a token that is one complete UTF-8 character (2..4 bytes) whose bytes, merged on their own,
+ * end in the single token B, and let m = the highest rank used on the way. An occurrence of B inside a piece, with
+ * byte x just before it and byte y just after it (where they exist), may start BPE as one part -- with the same
+ * result as starting from its bytes -- when every token that
+ *
+ *   (L) ends with x + a proper prefix of B, or contains x + B, and
+ *   (R) starts with a proper suffix of B + y, or contains B + y,
+ *
+ * ranks above m. Why: starting from bytes, while such a B is incomplete it always offers an internal pair of rank
+ * <= m, so a merge that crosses its boundary ((L)/(R), first halves) is never chosen before B is whole; and every
+ * other merge chosen meanwhile (rank < m) is also the lowest pair when B starts whole, since the pairs that use
+ * the whole B ((L)/(R), second halves) rank above m. So both runs make the same non-internal merges in the same
+ * order; ties (equal ranks only for equal bytes) fall leftmost in both. Needs distinct ranks for distinct tokens;
+ * with a duplicate rank no character starts whole. (L)/(R) are precomputed per character as 256-bit masks of the
+ * neighbour bytes that break them. tests/engine/test_native.py checks results with and without this. */
+
+typedef struct AtomChar {
+    uint32_t rank; /* the character's token */
+    uint32_t top;  /* m: highest rank used merging its bytes alone */
+    uint32_t key;  /* its bytes, big-endian, left-aligned (for prefix ranges) */
+    uint32_t rkey; /* its bytes reversed, left-aligned (for suffix ranges) */
+    uint8_t len;
+    uint64_t bad_left[4], bad_right[4]; /* bit x: the neighbour byte x breaks (L) / (R) */
+} AtomChar;
+
+#define ATOM_BLOCK_SHIFT 7
+#define ATOM_BLOCKS (0x110000 >> ATOM_BLOCK_SHIFT)
+
+static inline size_t lead_len(uint8_t b) { return b < 0xC2 ? 0 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : b < 0xF5 ? 4 : 0; }
+static inline int is_cont(uint8_t b) { return (b & 0xC0) == 0x80; }
+
+/* Length of the valid (shortest-form, non-surrogate) UTF-8 character of 2..4 bytes at p[0..n) and its code point,
+ * or 0. */
+static inline size_t mb_char(const uint8_t *p, size_t n, uint32_t *cp)
 {
-    uint32_t nxt[SMALL_PIECE + 1];
-    uint32_t rk[SMALL_PIECE];
-    uint32_t id[SMALL_PIECE]; /* token id of each part: its byte, or the rank it was merged with */
-    for (size_t i = 0; i < n; i++) {
-        nxt[i] = (uint32_t)(i + 1);
-        id[i] = t->byte_rank[p[i]];
+    size_t len = lead_len(p[0]);
+    if (len == 0 || len > n)
+        return 0;
+    uint32_t c = p[0] & (0x7F >> len);
+    for (size_t k = 1; k < len; k++) {
+        if (!is_cont(p[k]))
+            return 0;
+        c = (c << 6) | (p[k] & 0x3F);
     }
-    for (size_t i = 0; i + 1 < n; i++)
-        rk[i] = t->pair_rank[((uint32_t)p[i] << 8) | p[i + 1]];
-    rk[n - 1] = NO_RANK;
-    for (;;) {
-        uint32_t best = NO_RANK, bi = 0, bprev = UINT32_MAX, prev = UINT32_MAX;
-        for (uint32_t i = 0; i < n; prev = i, i = nxt[i]) {
-            if (rk[i] < best) { /* strictly less: the leftmost of equal ranks wins */
-                best = rk[i];
-                bi = i;
-                bprev = prev;
+    if ((len == 3 && (c < 0x800 || (c >= 0xD800 && c <= 0xDFFF))) || (len == 4 && (c < 0x10000 || c > 0x10FFFF)))
+        return 0;
+    *cp = c;
+    return len;
+}
+
+static inline const AtomChar *atom_of(const RankTable *t, uint32_t cp)
+{
+    uint32_t k = t->atom_block[cp >> ATOM_BLOCK_SHIFT];
+    if (!k)
+        return NULL;
+    uint16_t a = t->atom_slot[((k - 1) << ATOM_BLOCK_SHIFT) | (cp & ((1u << ATOM_BLOCK_SHIFT) - 1))];
+    return a ? &t->atoms[a - 1] : NULL;
+}
+
+static inline void set_bit(uint64_t *m, uint8_t b) { m[b >> 6] |= (uint64_t)1 << (b & 63); }
+static inline int has_bit(const uint64_t *m, uint8_t b) { return (int)((m[b >> 6] >> (b & 63)) & 1); }
+
+static inline uint32_t pack_left(const uint8_t *p, size_t n)
+{
+    uint32_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        k |= (uint32_t)p[i] << (8 * (3 - i));
+    return k;
+}
+
+static inline uint32_t pack_reversed(const uint8_t *p, size_t n)
+{
+    uint32_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        k |= (uint32_t)p[n - 1 - i] << (8 * (3 - i));
+    return k;
+}
+
+/* The highest rank used when BPE merges p[0..n) (n <= 4) on its own, or NO_RANK if that does not end in one part. */
+static uint32_t isolated_max_rank(const RankTable *t, const uint8_t *p, size_t n)
+{
+    size_t start[5], parts = n;
+    uint32_t top = 0;
+    for (size_t i = 0; i <= n; i++)
+        start[i] = i;
+    while (parts > 1) {
+        uint32_t best = NO_RANK;
+        size_t bi = 0;
+        for (size_t k = 0; k + 1 < parts; k++) {
+            uint32_t r = rank_lookup(t, p + start[k], start[k + 2] - start[k]);
+            if (r < best) {
+                best = r;
+                bi = k;
             }
         }
         if (best == NO_RANK)
-            break;
-        uint32_t k = nxt[nxt[bi]]; /* merge bi with its successor; the merged part ends at k */
-        nxt[bi] = k;
-        id[bi] = best;
-        rk[bi] = k < n ? rank_lookup(t, p + bi, nxt[k] - bi) : NO_RANK;
-        if (bprev != UINT32_MAX)
-            rk[bprev] = rank_lookup(t, p + bprev, k - bprev);
+            return NO_RANK;
+        if (best > top)
+            top = best;
+        memmove(start + bi + 1, start + bi + 2, (parts - bi - 1) * sizeof(size_t));
+        parts--;
     }
-    for (uint32_t i = 0; i < n; i = nxt[i])
-        out->data[out->len++] = id[i];
+    return top;
 }
+
+/* [lo, hi) of the entries of order (indices into atoms sorted by the field at offset `off`) whose key has the
+ * n-byte prefix `prefix` (left-aligned). */
+static void key_range(const AtomChar *atoms, const uint16_t *order, size_t count, int reversed, uint32_t prefix,
+                      size_t n, size_t *lo, size_t *hi)
+{
+    uint64_t first = prefix, last = (uint64_t)prefix + ((uint64_t)1 << (8 * (4 - n)));
+    size_t a = 0, b = count;
+    while (a < b) {
+        size_t mid = (a + b) / 2;
+        uint32_t k = reversed ? atoms[order[mid]].rkey : atoms[order[mid]].key;
+        if (k < first)
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    *lo = a;
+    b = count;
+    while (a < b) {
+        size_t mid = (a + b) / 2;
+        uint32_t k = reversed ? atoms[order[mid]].rkey : atoms[order[mid]].key;
+        if (k < last)
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    *hi = a;
+}
+
+static const AtomChar *sort_base;
+static int by_key(const void *a, const void *b)
+{
+    uint32_t x = sort_base[*(const uint16_t *)a].key, y = sort_base[*(const uint16_t *)b].key;
+    return x < y ? -1 : x > y;
+}
+static int by_rkey(const void *a, const void *b)
+{
+    uint32_t x = sort_base[*(const uint16_t *)a].rkey, y = sort_base[*(const uint16_t *)b].rkey;
+    return x < y ? -1 : x > y;
+}
+
+/* Fill t's atomic-character tables (see above) from the ranks dict; leaves them empty when the vocabulary does not
+ * qualify. Called with the GIL held. Returns 0, or -1 with a Python exception set. */
+static int atomic_build(RankTable *t, PyObject *ranks)
+{
+    size_t nbits = (size_t)t->max_rank + 1, count = 0, cap = 1024, nblocks = 0;
+    uint8_t *seen = PyMem_RawCalloc(nbits / 8 + 1, 1);
+    AtomChar *atoms = PyMem_RawMalloc(cap * sizeof(AtomChar));
+    uint16_t *by_prefix = NULL, *by_suffix = NULL;
+    uint32_t *block = NULL;
+    uint16_t *slot = NULL;
+    int dup = 0, oom = !seen || !atoms;
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    /* 1. the candidates: tokens that are one character, rebuilt by merging their bytes alone */
+    while (!oom && PyDict_Next(ranks, &pos, &key, &value)) {
+        uint32_t r = (uint32_t)PyLong_AsLongLong(value), cp;
+        const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(key);
+        size_t n = (size_t)PyBytes_GET_SIZE(key);
+        if (seen[r >> 3] & (1 << (r & 7)))
+            dup = 1;
+        seen[r >> 3] |= (uint8_t)(1 << (r & 7));
+        if (n < 2 || n > 4 || mb_char(p, n, &cp) != n || count >= 65535)
+            continue;
+        uint32_t top = isolated_max_rank(t, p, n);
+        if (top == NO_RANK)
+            continue;
+        if (count == cap) {
+            AtomChar *grown = PyMem_RawRealloc(atoms, 2 * cap * sizeof(AtomChar));
+            if (!grown) {
+                oom = 1;
+                break;
+            }
+            atoms = grown;
+            cap *= 2;
+        }
+        AtomChar *a = &atoms[count++];
+        memset(a, 0, sizeof(*a));
+        a->rank = r;
+        a->top = top;
+        a->len = (uint8_t)n;
+        a->key = pack_left(p, n);
+        a->rkey = pack_reversed(p, n);
+    }
+    if (!oom && !dup && count) {
+        by_prefix = PyMem_RawMalloc(count * sizeof(uint16_t));
+        by_suffix = PyMem_RawMalloc(count * sizeof(uint16_t));
+        oom = !by_prefix || !by_suffix;
+    }
+    if (!oom && !dup && count) {
+        for (size_t k = 0; k < count; k++)
+            by_prefix[k] = by_suffix[k] = (uint16_t)k;
+        sort_base = atoms; /* GIL held: no concurrent build */
+        qsort(by_prefix, count, sizeof(uint16_t), by_key);
+        qsort(by_suffix, count, sizeof(uint16_t), by_rkey);
+        /* 2. every token marks the neighbour bytes that break (L) or (R) for the candidates it concerns */
+        pos = 0;
+        while (PyDict_Next(ranks, &pos, &key, &value)) {
+            uint32_t r = (uint32_t)PyLong_AsLongLong(value), cp;
+            const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(key);
+            size_t n = (size_t)PyBytes_GET_SIZE(key), lo, hi;
+            for (size_t k = 1; k <= 3 && k < n; k++) { /* ends with x + a proper prefix (k bytes) of a char */
+                const uint8_t *s = p + n - k;
+                size_t c = 1;
+                while (c < k && is_cont(s[c]))
+                    c++;
+                if (lead_len(s[0]) <= k || c != k)
+                    continue;
+                key_range(atoms, by_prefix, count, 0, pack_left(s, k), k, &lo, &hi);
+                for (size_t j = lo; j < hi; j++)
+                    if (atoms[by_prefix[j]].top >= r)
+                        set_bit(atoms[by_prefix[j]].bad_left, s[-1]);
+            }
+            for (size_t k = 1; k <= 3 && k < n && is_cont(p[k - 1]); k++) { /* starts with a proper suffix + y */
+                key_range(atoms, by_suffix, count, 1, pack_reversed(p, k), k, &lo, &hi);
+                for (size_t j = lo; j < hi; j++)
+                    if (atoms[by_suffix[j]].len > k && atoms[by_suffix[j]].top >= r)
+                        set_bit(atoms[by_suffix[j]].bad_right, p[k]);
+            }
+            for (size_t i = 0; i < n; i++) { /* contains x + B or B + y */
+                size_t len = mb_char(p + i, n - i, &cp);
+                if (!len || len == n)
+                    continue;
+                key_range(atoms, by_prefix, count, 0, pack_left(p + i, len), len, &lo, &hi);
+                for (size_t j = lo; j < hi; j++) {
+                    AtomChar *a = &atoms[by_prefix[j]];
+                    if (a->len != len || a->top < r)
+                        continue;
+                    if (i > 0)
+                        set_bit(a->bad_left, p[i - 1]);
+                    if (i + len < n)
+                        set_bit(a->bad_right, p[i + len]);
+                }
+            }
+        }
+        /* 3. code point -> candidate: a two-level table */
+        block = PyMem_RawCalloc(ATOM_BLOCKS, sizeof(uint32_t));
+        oom = !block;
+        for (size_t k = 0; !oom && k < count; k++) {
+            uint8_t b[4];
+            uint32_t cp = 0;
+            for (size_t i = 0; i < atoms[k].len; i++)
+                b[i] = (uint8_t)(atoms[k].key >> (8 * (3 - i)));
+            mb_char(b, atoms[k].len, &cp);
+            if (!block[cp >> ATOM_BLOCK_SHIFT])
+                block[cp >> ATOM_BLOCK_SHIFT] = (uint32_t)++nblocks;
+        }
+        if (!oom) {
+            slot = PyMem_RawCalloc(nblocks << ATOM_BLOCK_SHIFT, sizeof(uint16_t));
+            oom = !slot;
+        }
+        for (size_t k = 0; !oom && k < count; k++) {
+            uint8_t b[4];
+            uint32_t cp = 0;
+            for (size_t i = 0; i < atoms[k].len; i++)
+                b[i] = (uint8_t)(atoms[k].key >> (8 * (3 - i)));
+            mb_char(b, atoms[k].len, &cp);
+            slot[((block[cp >> ATOM_BLOCK_SHIFT] - 1) << ATOM_BLOCK_SHIFT) | (cp & ((1u << ATOM_BLOCK_SHIFT) - 1))] =
+                (uint16_t)(k + 1);
+        }
+    }
+    PyMem_RawFree(seen);
+    PyMem_RawFree(by_prefix);
+    PyMem_RawFree(by_suffix);
+    if (oom || dup || !count) {
+        PyMem_RawFree(atoms);
+        PyMem_RawFree(block);
+        PyMem_RawFree(slot);
+        if (oom) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        return 0;
+    }
+    t->atoms = atoms;
+    t->n_atoms = count;
+    t->atom_block = block;
+    t->atom_slot = slot;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------------ BPE */
+
+#define SMALL_PARTS 16 /* pieces of up to this many initial parts use the quadratic merge loop; more, the heap */
+#define BPE_STACK 512  /* pieces of up to this many bytes work in stack buffers */
 
 static inline void heap_push(uint64_t *heap, size_t *size, uint64_t key)
 {
@@ -313,117 +574,145 @@ static inline void heap_push(uint64_t *heap, size_t *size, uint64_t key)
     heap[i] = key;
 }
 
-static inline uint64_t heap_pop(uint64_t *heap, size_t *size)
+static inline void heap_sift_down(uint64_t *heap, size_t n, size_t i, uint64_t v)
 {
-    uint64_t top = heap[0];
-    uint64_t last = heap[--(*size)];
-    size_t n = *size, i = 0;
     for (;;) {
         size_t c = 2 * i + 1;
         if (c >= n)
             break;
         if (c + 1 < n && heap[c + 1] < heap[c])
             c++;
-        if (heap[c] >= last)
+        if (heap[c] >= v)
             break;
         heap[i] = heap[c];
         i = c;
     }
+    heap[i] = v;
+}
+
+static inline uint64_t heap_pop(uint64_t *heap, size_t *size)
+{
+    uint64_t top = heap[0];
+    size_t n = --(*size);
     if (n)
-        heap[i] = last;
+        heap_sift_down(heap, n, 0, heap[n]);
     return top;
 }
 
-/* Merge a long piece in O(n log n): a heap of (rank, start) candidates over a linked list of parts, with lazy
- * invalidation (bpe.py's _merge_heap). rk[i] is the current rank of the part at i merged with its successor, so a
- * popped candidate is current iff its part is alive and rk[i] still equals its rank. Popping the smallest
- * (rank, start) is "lowest rank, leftmost on ties". Returns 0, or -1 when out of memory. */
-#define HEAP_STACK 512
-static int bpe_heap(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
+/* Merge the piece p[0..n) (n >= 2, not itself a token) and append its ids to out (capacity reserved by the caller).
+ * Returns 0, or -1 when out of memory.
+ *
+ * Parts form a linked list over byte offsets: the part starting at byte i ends at nxt[i] (prv[i]: the previous
+ * part's start, UINT32_MAX for the first); id[i] is its token id and rk[i] the rank of it merged with its
+ * successor (NO_RANK if that is not a token). Initial parts are single bytes, or whole atomic characters (above).
+ * Each step merges the pair of lowest rank, leftmost on ties: pieces of at most SMALL_PARTS parts scan the list
+ * (quadratic, but tiny); longer ones pop a heap of (rank << 32 | start) candidates, a popped candidate being
+ * current iff rk[start] still equals its rank (lazy invalidation, as bpe.py's _merge_heap) -- O(n log n). */
+static int bpe_piece(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
 {
-    uint32_t s_nxt[HEAP_STACK + 1], s_prv[HEAP_STACK + 1], s_rk[HEAP_STACK + 1], s_id[HEAP_STACK + 1];
-    uint64_t s_heap[3 * HEAP_STACK];
+    uint32_t s_nxt[BPE_STACK + 1], s_prv[BPE_STACK + 1], s_rk[BPE_STACK + 1], s_id[BPE_STACK + 1];
     uint32_t *nxt = s_nxt, *prv = s_prv, *rk = s_rk, *id = s_id;
-    uint64_t *heap = s_heap;
-    size_t hsize = 0;
-    if (n > HEAP_STACK) {
-        nxt = PyMem_RawMalloc(sizeof(uint32_t) * (n + 1));
-        prv = PyMem_RawMalloc(sizeof(uint32_t) * (n + 1));
-        rk = PyMem_RawMalloc(sizeof(uint32_t) * (n + 1));
-        id = PyMem_RawMalloc(sizeof(uint32_t) * (n + 1));
-        heap = PyMem_RawMalloc(sizeof(uint64_t) * (3 * n));
-        if (!nxt || !prv || !rk || !id || !heap) {
-            PyMem_RawFree(nxt);
-            PyMem_RawFree(prv);
-            PyMem_RawFree(rk);
-            PyMem_RawFree(id);
-            PyMem_RawFree(heap);
+    uint64_t *heap = NULL;
+    if (n > BPE_STACK) {
+        nxt = PyMem_RawMalloc(sizeof(uint32_t) * 4 * (n + 1));
+        if (!nxt)
+            return -1;
+        prv = nxt + (n + 1);
+        rk = prv + (n + 1);
+        id = rk + (n + 1);
+    }
+    size_t parts = 0;
+    uint32_t last = UINT32_MAX;
+    for (size_t i = 0; i < n;) {
+        size_t len = 1;
+        uint32_t r = t->byte_rank[p[i]], cp;
+        if (p[i] >= 0xC2 && t->atoms) {
+            size_t clen = mb_char(p + i, n - i, &cp);
+            const AtomChar *a = clen ? atom_of(t, cp) : NULL;
+            if (a && !(i > 0 && has_bit(a->bad_left, p[i - 1])) && !(i + clen < n && has_bit(a->bad_right, p[i + clen]))) {
+                len = clen;
+                r = a->rank;
+            }
+        }
+        id[i] = r;
+        prv[i] = last;
+        nxt[i] = (uint32_t)(i + len);
+        last = (uint32_t)i;
+        i += len;
+        parts++;
+    }
+    for (uint32_t i = 0; i < n; i = nxt[i]) {
+        uint32_t j = nxt[i];
+        rk[i] = j < n ? rank_lookup(t, p + i, nxt[j] - i) : NO_RANK;
+    }
+    if (parts <= SMALL_PARTS) {
+        for (;;) {
+            uint32_t best = NO_RANK, bi = 0;
+            for (uint32_t i = 0; i < n; i = nxt[i]) {
+                if (rk[i] < best) { /* strictly less: the leftmost of equal ranks wins */
+                    best = rk[i];
+                    bi = i;
+                }
+            }
+            if (best == NO_RANK)
+                break;
+            uint32_t k = nxt[nxt[bi]]; /* merge bi with its successor; the merged part ends at k */
+            nxt[bi] = k;
+            id[bi] = best;
+            if (k < n)
+                prv[k] = bi;
+            rk[bi] = k < n ? rank_lookup(t, p + bi, nxt[k] - bi) : NO_RANK;
+            uint32_t q = prv[bi];
+            if (q != UINT32_MAX)
+                rk[q] = rank_lookup(t, p + q, k - q);
+        }
+    } else {
+        uint64_t s_heap[3 * SMALL_PARTS * 8];
+        heap = 3 * parts <= sizeof(s_heap) / sizeof(s_heap[0]) ? s_heap : PyMem_RawMalloc(sizeof(uint64_t) * 3 * parts);
+        if (!heap) {
+            if (nxt != s_nxt)
+                PyMem_RawFree(nxt);
             return -1;
         }
-    }
-    for (size_t i = 0; i < n; i++) {
-        nxt[i] = (uint32_t)(i + 1);
-        prv[i] = (uint32_t)i - 1; /* UINT32_MAX for the first part */
-        id[i] = t->byte_rank[p[i]];
-        uint32_t r = i + 1 < n ? t->pair_rank[((uint32_t)p[i] << 8) | p[i + 1]] : NO_RANK;
-        rk[i] = r;
-        if (r != NO_RANK)
-            heap[hsize++] = ((uint64_t)r << 32) | i;
-    }
-    for (size_t k = hsize / 2; k-- > 0;) { /* heapify */
-        uint64_t v = heap[k];
-        size_t i = k;
-        for (;;) {
-            size_t c = 2 * i + 1;
-            if (c >= hsize)
-                break;
-            if (c + 1 < hsize && heap[c + 1] < heap[c])
-                c++;
-            if (heap[c] >= v)
-                break;
-            heap[i] = heap[c];
-            i = c;
-        }
-        heap[i] = v;
-    }
-    while (hsize) {
-        uint64_t key = heap_pop(heap, &hsize);
-        uint32_t rank = (uint32_t)(key >> 32);
-        uint32_t i = (uint32_t)key;
-        if (rk[i] != rank)
-            continue; /* stale: the part at i was merged away or changed since this candidate was pushed */
-        uint32_t j = nxt[i], k = nxt[j];
-        rk[j] = NO_RANK; /* part j disappears */
-        nxt[i] = k;
-        id[i] = rank;
-        if (k < n)
-            prv[k] = i;
-        uint32_t q = prv[i];
-        if (q != UINT32_MAX)
-            rank_prefetch(t, p + q, k - q);
-        uint32_t r = k < n ? rank_lookup(t, p + i, nxt[k] - i) : NO_RANK;
-        rk[i] = r;
-        if (r != NO_RANK)
-            heap_push(heap, &hsize, ((uint64_t)r << 32) | i);
-        if (q != UINT32_MAX) {
-            r = rank_lookup(t, p + q, k - q);
-            rk[q] = r;
+        size_t hsize = 0;
+        for (uint32_t i = 0; i < n; i = nxt[i])
+            if (rk[i] != NO_RANK)
+                heap[hsize++] = ((uint64_t)rk[i] << 32) | i;
+        for (size_t k = hsize / 2; k-- > 0;) /* heapify */
+            heap_sift_down(heap, hsize, k, heap[k]);
+        while (hsize) {
+            uint64_t key = heap_pop(heap, &hsize);
+            uint32_t rank = (uint32_t)(key >> 32);
+            uint32_t i = (uint32_t)key;
+            if (rk[i] != rank)
+                continue; /* stale: the part at i was merged away or changed since this candidate was pushed */
+            uint32_t j = nxt[i], k = nxt[j];
+            rk[j] = NO_RANK; /* part j disappears */
+            nxt[i] = k;
+            id[i] = rank;
+            if (k < n)
+                prv[k] = i;
+            uint32_t q = prv[i];
+            if (q != UINT32_MAX)
+                rank_prefetch(t, p + q, k - q);
+            uint32_t r = k < n ? rank_lookup(t, p + i, nxt[k] - i) : NO_RANK;
+            rk[i] = r;
             if (r != NO_RANK)
-                heap_push(heap, &hsize, ((uint64_t)r << 32) | q);
+                heap_push(heap, &hsize, ((uint64_t)r << 32) | i);
+            if (q != UINT32_MAX) {
+                r = rank_lookup(t, p + q, k - q);
+                rk[q] = r;
+                if (r != NO_RANK)
+                    heap_push(heap, &hsize, ((uint64_t)r << 32) | q);
+            }
         }
+        if (heap != s_heap)
+            PyMem_RawFree(heap);
     }
-    for (size_t i = 0; i < n;) {
-        size_t j = nxt[i];
+    for (uint32_t i = 0; i < n; i = nxt[i])
         out->data[out->len++] = id[i];
-        i = j;
-    }
-    if (n > HEAP_STACK) {
+    if (nxt != s_nxt)
         PyMem_RawFree(nxt);
-        PyMem_RawFree(prv);
-        PyMem_RawFree(rk);
-        PyMem_RawFree(id);
-        PyMem_RawFree(heap);
-    }
     return 0;
 }
 
@@ -506,9 +795,7 @@ static int encode_piece(const RankTable *t, PieceCache *c, CallStats *st, const 
         st->misses++;
     }
     size_t before = out->len;
-    if (n <= SMALL_PIECE)
-        bpe_small(t, p, n, out);
-    else if (bpe_heap(t, p, n, out))
+    if (bpe_piece(t, p, n, out))
         return -1;
     size_t nids = out->len - before;
     if (cacheable && nids <= PC_IDS) {
@@ -587,11 +874,12 @@ static void Core_dealloc(CoreObject *self)
 
 static int Core_init(CoreObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"ranks", "scanner", "cache_size", NULL};
+    static char *kwlist[] = {"ranks", "scanner", "cache_size", "atomic_chars", NULL};
     PyObject *ranks;
-    int scanner = SCAN_NONE;
+    int scanner = SCAN_NONE, atomic_chars = 1;
     Py_ssize_t cache_size = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!|in", kwlist, &PyDict_Type, &ranks, &scanner, &cache_size))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!|inp", kwlist, &PyDict_Type, &ranks, &scanner, &cache_size,
+                                     &atomic_chars))
         return -1;
     if (cache_size < 0 || cache_size > ((Py_ssize_t)1 << 28)) {
         PyErr_SetString(PyExc_ValueError, "cache_size must be in 0..2**28");
@@ -606,6 +894,8 @@ static int Core_init(CoreObject *self, PyObject *args, PyObject *kwds)
         return -1;
     }
     if (rank_table_build(&self->table, ranks))
+        return -1;
+    if (atomic_chars && atomic_build(&self->table, ranks))
         return -1;
     uint32_t max_rank = self->table.max_rank;
     self->n_ids = (size_t)max_rank + 1;
@@ -758,6 +1048,225 @@ static PyObject *Core_count_pieces(CoreObject *self, PyObject *pieces) { return 
 /* split(text) -> list[str]: the pieces of the native pre-tokenizer (for differential tests against regex). */
 /* encode_with_offsets(text) -> (ids, spans): spans[k] = (start, end) of token k in characters (code points) of
  * text; a token that starts or ends inside a multi-byte character covers that whole character. */
+/* ------------------------------------------------------------------------------------------------ batches */
+
+/* encode_batch / count_batch: the texts are shared out among up to num_threads threads (the caller's included)
+ * that take the next text from a counter, convert it to UTF-8 and encode it, all without the GIL. Python lists
+ * can only be built with the GIL held, so the calling thread also turns finished results into lists as they come
+ * in (taking the GIL briefly), while the other threads go on encoding: the serial part overlaps the parallel one. */
+
+enum { ITEM_PENDING = 0, ITEM_DONE = 1, ITEM_SURROGATE = 2, ITEM_NOMEM = 3 };
+
+typedef struct {
+    const void *data; /* the str's code units (kind 1, 2 or 4 bytes each) */
+    Py_ssize_t length;
+    int kind, ascii;
+    uint8_t *utf8; /* owned, for non-ASCII text */
+    IdVec ids;
+    size_t count;
+    int state; /* ITEM_*, written once by the thread that encodes the item (release), read by the caller (acquire) */
+} BatchItem;
+
+typedef struct {
+    CoreObject *core;
+    BatchItem *items;
+    size_t n, next; /* next: the counter the threads take texts from (atomic) */
+    int count_only;
+} Batch;
+
+/* UTF-8 of a str's code units into a new buffer; ITEM_SURROGATE on a lone surrogate (the caller falls back to the
+ * scrubbing path), ITEM_NOMEM when out of memory, else ITEM_DONE. */
+static int batch_utf8(BatchItem *it, size_t *size)
+{
+    size_t len = 0;
+    Py_ssize_t n = it->length;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(it->kind, it->data, i);
+        if (c >= 0xD800 && c <= 0xDFFF)
+            return ITEM_SURROGATE;
+        len += c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+    }
+    uint8_t *out = PyMem_RawMalloc(len + 1), *o = out;
+    if (!out)
+        return ITEM_NOMEM;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(it->kind, it->data, i);
+        if (c < 0x80) {
+            *o++ = (uint8_t)c;
+        } else if (c < 0x800) {
+            *o++ = (uint8_t)(0xC0 | (c >> 6));
+            *o++ = (uint8_t)(0x80 | (c & 0x3F));
+        } else if (c < 0x10000) {
+            *o++ = (uint8_t)(0xE0 | (c >> 12));
+            *o++ = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
+            *o++ = (uint8_t)(0x80 | (c & 0x3F));
+        } else {
+            *o++ = (uint8_t)(0xF0 | (c >> 18));
+            *o++ = (uint8_t)(0x80 | ((c >> 12) & 0x3F));
+            *o++ = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
+            *o++ = (uint8_t)(0x80 | (c & 0x3F));
+        }
+    }
+    it->utf8 = out;
+    *size = len;
+    return ITEM_DONE;
+}
+
+/* Encode (or count) one text of the batch; called without the GIL. */
+static void batch_item(Batch *b, BatchItem *it)
+{
+    CoreObject *self = b->core;
+    const uint8_t *s = it->data;
+    size_t size = (size_t)it->length;
+    int state = it->ascii ? ITEM_DONE : batch_utf8(it, &size);
+    if (state == ITEM_DONE) {
+        if (!it->ascii)
+            s = it->utf8;
+        if (encode_text(&self->table, &self->cache, self->scan, s, size, &it->ids, b->count_only, &it->count))
+            state = ITEM_NOMEM;
+    }
+    if (b->count_only) {
+        PyMem_RawFree(it->ids.data);
+        it->ids.data = NULL;
+    }
+    PyMem_RawFree(it->utf8);
+    it->utf8 = NULL;
+    __atomic_store_n(&it->state, state, __ATOMIC_RELEASE);
+}
+
+static void *batch_worker(void *arg)
+{
+    Batch *b = arg;
+    for (;;) {
+        size_t i = __atomic_fetch_add(&b->next, 1, __ATOMIC_RELAXED);
+        if (i >= b->n)
+            return NULL;
+        batch_item(b, &b->items[i]);
+    }
+}
+
+/* The result of item i (GIL held): its id list or count, None for the caller's surrogate fallback, NULL on error. */
+static PyObject *batch_result(Batch *b, size_t i)
+{
+    BatchItem *it = &b->items[i];
+    PyObject *r;
+    if (it->state == ITEM_SURROGATE) {
+        Py_INCREF(Py_None);
+        r = Py_None;
+    } else if (it->state == ITEM_NOMEM) {
+        r = PyErr_NoMemory();
+    } else {
+        r = b->count_only ? PyLong_FromSize_t(it->count) : ids_to_list(b->core, it->ids.data, it->ids.len);
+    }
+    PyMem_RawFree(it->ids.data);
+    it->ids.data = NULL;
+    return r;
+}
+
+#define BATCH_MAX_THREADS 256
+#define BATCH_CONVERT_EVERY 8 /* finished results the caller lets pile up before it takes the GIL to convert them */
+
+static PyObject *core_batch(CoreObject *self, PyObject *args, int count_only)
+{
+    PyObject *texts;
+    int num_threads = 1;
+    if (!PyArg_ParseTuple(args, "O|i", &texts, &num_threads) || core_ready(self, 1))
+        return NULL;
+    PyObject *seq = PySequence_Tuple(texts); /* a private tuple: other threads may change a list meanwhile */
+    if (!seq)
+        return NULL;
+    size_t n = (size_t)PyTuple_GET_SIZE(seq);
+    PyObject **objs = &PyTuple_GET_ITEM(seq, 0);
+    Batch b = {self, PyMem_RawCalloc(n ? n : 1, sizeof(BatchItem)), n, 0, count_only};
+    PyObject *result = PyList_New((Py_ssize_t)n);
+    if (!b.items || !result) {
+        PyMem_RawFree(b.items);
+        Py_XDECREF(result);
+        Py_DECREF(seq);
+        return b.items ? NULL : PyErr_NoMemory();
+    }
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        PyObject *s = objs[i];
+        if (!PyUnicode_Check(s)) {
+            PyErr_Format(PyExc_TypeError, "texts[%zu] must be str, not %.100s", i, Py_TYPE(s)->tp_name);
+            PyMem_RawFree(b.items);
+            Py_DECREF(result);
+            Py_DECREF(seq);
+            return NULL;
+        }
+#if PY_VERSION_HEX < 0x030C0000
+        if (PyUnicode_READY(s) < 0) {
+            PyMem_RawFree(b.items);
+            Py_DECREF(result);
+            Py_DECREF(seq);
+            return NULL;
+        }
+#endif
+        BatchItem *it = &b.items[i];
+        it->data = PyUnicode_DATA(s);
+        it->length = PyUnicode_GET_LENGTH(s);
+        it->kind = PyUnicode_KIND(s);
+        it->ascii = PyUnicode_IS_ASCII(s);
+        total += (size_t)it->length;
+    }
+    /* a thread is worth starting for about 32 KiB of text */
+    size_t want = num_threads < 1 ? 1 : num_threads > BATCH_MAX_THREADS ? BATCH_MAX_THREADS : (size_t)num_threads;
+    if (want > n)
+        want = n ? n : 1;
+    if (want > total / 32768 + 1)
+        want = total / 32768 + 1;
+    pthread_t threads[BATCH_MAX_THREADS];
+    size_t started = 0, converted = 0;
+    int failed = 0;
+    PyThreadState *ts = PyEval_SaveThread();
+    for (size_t k = 1; k < want; k++)
+        if (pthread_create(&threads[started], NULL, batch_worker, &b) == 0)
+            started++;
+    for (;;) {
+        size_t ready = converted;
+        while (ready < n && __atomic_load_n(&b.items[ready].state, __ATOMIC_ACQUIRE) != ITEM_PENDING)
+            ready++;
+        size_t next = __atomic_load_n(&b.next, __ATOMIC_RELAXED);
+        if (ready > converted && (ready - converted >= BATCH_CONVERT_EVERY || next >= n || !started)) {
+            PyEval_RestoreThread(ts);
+            for (; converted < ready; converted++) {
+                PyObject *r = failed ? NULL : batch_result(&b, converted);
+                if (!r) {
+                    failed = 1;
+                    PyMem_RawFree(b.items[converted].ids.data);
+                    b.items[converted].ids.data = NULL;
+                    continue;
+                }
+                PyList_SET_ITEM(result, (Py_ssize_t)converted, r);
+            }
+            ts = PyEval_SaveThread();
+            continue;
+        }
+        if (converted == n)
+            break;
+        size_t i = __atomic_fetch_add(&b.next, 1, __ATOMIC_RELAXED);
+        if (i < n)
+            batch_item(&b, &b.items[i]);
+        else
+            sched_yield(); /* the other threads are finishing their last texts */
+    }
+    for (size_t k = 0; k < started; k++)
+        pthread_join(threads[k], NULL);
+    PyEval_RestoreThread(ts);
+    PyMem_RawFree(b.items);
+    Py_DECREF(seq);
+    if (failed) {
+        Py_DECREF(result);
+        return NULL;
+    }
+    return result;
+}
+
+static PyObject *Core_encode_batch(CoreObject *self, PyObject *args) { return core_batch(self, args, 0); }
+
+static PyObject *Core_count_batch(CoreObject *self, PyObject *args) { return core_batch(self, args, 1); }
+
 static PyObject *Core_encode_with_offsets(CoreObject *self, PyObject *text)
 {
     if (core_ready(self, 1))
@@ -922,6 +1431,12 @@ static PyObject *Core_get_size(CoreObject *self, void *closure)
     return PyLong_FromSize_t(self->table.count);
 }
 
+static PyObject *Core_get_atomic(CoreObject *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromSize_t(self->table.n_atoms);
+}
+
 static PyMethodDef Core_methods[] = {
     {"encode", (PyCFunction)Core_encode, METH_O,
      "encode(text: str) -> list[int]: token ids of text (native pre-tokenizer + BPE, GIL released). "
@@ -931,6 +1446,11 @@ static PyMethodDef Core_methods[] = {
      "encode_pieces(pieces: Sequence[str | bytes]) -> list[int]: BPE of already pre-tokenized pieces."},
     {"count_pieces", (PyCFunction)Core_count_pieces, METH_O,
      "count_pieces(pieces: Sequence[str | bytes]) -> int: number of tokens of the pieces."},
+    {"encode_batch", (PyCFunction)Core_encode_batch, METH_VARARGS,
+     "encode_batch(texts: Sequence[str], num_threads: int = 1) -> list[list[int] | None]: encode of each text, "
+     "over up to num_threads threads (GIL released); None where a text holds a lone surrogate."},
+    {"count_batch", (PyCFunction)Core_count_batch, METH_VARARGS,
+     "count_batch(texts: Sequence[str], num_threads: int = 1) -> list[int | None]: count of each text, likewise."},
     {"split", (PyCFunction)Core_split, METH_O, "split(text: str) -> list[str]: the native pre-tokenizer's pieces."},
     {"encode_with_offsets", (PyCFunction)Core_encode_with_offsets, METH_O,
      "encode_with_offsets(text: str) -> (list[int], list[tuple[int, int]]): ids and (start, end) character offsets."},
@@ -944,6 +1464,7 @@ static PyMethodDef Core_methods[] = {
 static PyGetSetDef Core_getset[] = {
     {"scanner", (getter)Core_get_scanner, NULL, "scanner id (0 = none)", NULL},
     {"vocab_entries", (getter)Core_get_size, NULL, "number of ordinary tokens", NULL},
+    {"atomic_chars", (getter)Core_get_atomic, NULL, "number of characters BPE may start from whole (0 = off)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
