@@ -30,7 +30,7 @@ Backends (``Encoding.backend``): ``"native"`` runs the compiled core (:mod:`app.
 pre-tokenizers for the bundled patterns, BPE in C, GIL released; custom patterns are split by ``regex`` and merged
 in C); ``"python"`` runs the pure-Python reference (``pretokenize.py`` + ``bpe.py`` + the LRU of ``cache.py``).
 Both give identical ids. Each backend has its own bounded pre-token cache (``$TOKENIZER_CACHE_SIZE`` entries); the
-native one lives in C and only holds pieces that are not themselves tokens (at most 42 bytes, 12 ids).
+native one lives in C and only holds pieces that are not themselves tokens (at most 40 bytes, 12 ids).
 """
 
 from __future__ import annotations

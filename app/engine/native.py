@@ -2,7 +2,8 @@
 
 The compiled core holds an encoding's ranks in a C hash table and runs the hand-written pre-tokenizer of a bundled
 pattern plus rank-based BPE with the GIL released. Pieces that are not themselves tokens go through a bounded piece
-cache in C (direct-mapped, shared by threads under striped spinlocks; pieces of at most 42 bytes and 12 ids). Its
+cache in C (direct-mapped, shared by threads through per-slot sequence locks, so hits write nothing shared; pieces of
+at most 40 bytes and 12 ids). Its
 ids are identical to the pure-Python reference engine (``pretokenize.py`` + ``bpe.py``);
 ``tests/engine/test_native*.py`` check that differentially.
 

@@ -96,18 +96,10 @@ static inline int bytes_eq(const uint8_t *a, const uint8_t *b, size_t n)
     return load_tail(a, n) == load_tail(b, n); /* covers every byte of a 1..8-byte tail */
 }
 
-/* The rank of the token p[0..n), or NO_RANK. likely_hit: also prefetch the slot before consulting the filter, so
- * the two cache misses of a successful lookup overlap (whole-piece lookups, which usually succeed). */
-static inline uint32_t rank_lookup_hint(const RankTable *t, const uint8_t *p, size_t n, int likely_hit)
+/* The rank of the token p[0..n) (n >= 3) whose hash_bytes is h, or NO_RANK. */
+static inline uint32_t rank_lookup_hashed(const RankTable *t, const uint8_t *p, size_t n, uint64_t h)
 {
-    if (n == 1)
-        return t->byte_rank[p[0]];
-    if (n == 2)
-        return t->pair_rank[((uint32_t)p[0] << 8) | p[1]];
-    uint64_t h = hash_bytes(p, n);
     size_t i = (size_t)h & t->mask;
-    if (likely_hit)
-        __builtin_prefetch(&t->slots[i]);
     size_t bit = FILTER_BIT(h);
     if (!(t->filter[bit >> 6] & ((uint64_t)1 << (bit & 63))))
         return NO_RANK;
@@ -131,6 +123,20 @@ static inline uint32_t rank_lookup_hint(const RankTable *t, const uint8_t *p, si
             return sl->rank;
         i = (i + 1) & t->mask;
     }
+}
+
+/* The rank of the token p[0..n), or NO_RANK. likely_hit: also prefetch the slot before consulting the filter, so
+ * the two cache misses of a successful lookup overlap (whole-piece lookups, which usually succeed). */
+static inline uint32_t rank_lookup_hint(const RankTable *t, const uint8_t *p, size_t n, int likely_hit)
+{
+    if (n == 1)
+        return t->byte_rank[p[0]];
+    if (n == 2)
+        return t->pair_rank[((uint32_t)p[0] << 8) | p[1]];
+    uint64_t h = hash_bytes(p, n);
+    if (likely_hit)
+        __builtin_prefetch(&t->slots[(size_t)h & t->mask]);
+    return rank_lookup_hashed(t, p, n, h);
 }
 
 static inline uint32_t rank_lookup(const RankTable *t, const uint8_t *p, size_t n)
@@ -641,9 +647,36 @@ static int bpe_piece(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
         i += len;
         parts++;
     }
-    for (uint32_t i = 0; i < n; i = nxt[i]) {
-        uint32_t j = nxt[i];
-        rk[i] = j < n ? rank_lookup(t, p + i, nxt[j] - i) : NO_RANK;
+    if (n <= BPE_STACK) {
+        /* The initial pairs' lookups are independent: hash them all and start loading their filter words and
+         * slots first, so that their cache misses overlap instead of following one another. */
+        uint64_t hs[BPE_STACK];
+        for (uint32_t i = 0; i < n; i = nxt[i]) {
+            uint32_t j = nxt[i];
+            if (j >= n)
+                break;
+            size_t len = nxt[j] - i;
+            if (len <= 2) {
+                __builtin_prefetch(&t->pair_rank[((uint32_t)p[i] << 8) | p[i + 1]]);
+                continue;
+            }
+            uint64_t h = hs[i] = hash_bytes(p + i, len);
+            size_t bit = FILTER_BIT(h);
+            __builtin_prefetch(&t->filter[bit >> 6]);
+            __builtin_prefetch(&t->slots[(size_t)h & t->mask]);
+        }
+        for (uint32_t i = 0; i < n; i = nxt[i]) {
+            uint32_t j = nxt[i];
+            size_t len = j < n ? nxt[j] - i : 0;
+            rk[i] = len == 0 ? NO_RANK
+                    : len == 2 ? t->pair_rank[((uint32_t)p[i] << 8) | p[i + 1]]
+                               : rank_lookup_hashed(t, p + i, len, hs[i]);
+        }
+    } else {
+        for (uint32_t i = 0; i < n; i = nxt[i]) {
+            uint32_t j = nxt[i];
+            rk[i] = j < n ? rank_lookup(t, p + i, nxt[j] - i) : NO_RANK;
+        }
     }
     if (parts <= SMALL_PARTS) {
         for (;;) {
@@ -661,8 +694,10 @@ static int bpe_piece(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
             id[bi] = best;
             if (k < n)
                 prv[k] = bi;
-            rk[bi] = k < n ? rank_lookup(t, p + bi, nxt[k] - bi) : NO_RANK;
             uint32_t q = prv[bi];
+            if (q != UINT32_MAX)
+                rank_prefetch(t, p + q, k - q);
+            rk[bi] = k < n ? rank_lookup(t, p + bi, nxt[k] - bi) : NO_RANK;
             if (q != UINT32_MAX)
                 rk[q] = rank_lookup(t, p + q, k - q);
         }
@@ -718,51 +753,57 @@ static int bpe_piece(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
 
 /* ------------------------------------------------------------------------------------------------ piece cache */
 
-/* A bounded cache from piece bytes to ids, shared by all threads using one Core: a direct-mapped table of slots,
- * guarded by striped spinlocks (the GIL is not held while encoding). Only pieces that are not themselves tokens,
- * of at most PC_KEY bytes and PC_IDS ids, are cached. Output is identical with the cache on or off. */
-#define PC_KEY 42
+/* A bounded cache from piece bytes to ids, shared by all threads using one Core (the GIL is not held while
+ * encoding): a direct-mapped table of slots, each guarded by a sequence lock. A reader copies the slot and keeps
+ * the copy only if the sequence number was even and unchanged around the copy, so hits write nothing shared; a
+ * writer claims a slot by moving its number from even to odd (compare-and-swap) and skips the insert if another
+ * thread holds it -- caching is optional. Only pieces that are not themselves tokens, of at most PC_KEY bytes and
+ * PC_IDS ids, are cached. Output is identical with the cache on or off. */
+#define PC_KEY 40
 #define PC_IDS 12
-#define PC_STRIPES 64
 
 typedef struct {
-    uint32_t tag; /* hash >> 32 */
+    uint32_t seq; /* even: stable; odd: being written */
+    uint16_t tag; /* hash >> 48 */
     uint8_t len;  /* 0 = empty */
     uint8_t nids;
     uint8_t key[PC_KEY];
     uint32_t ids[PC_IDS];
-} PCSlot;
+} PCSlot; /* 96 bytes */
 
 typedef struct {
     PCSlot *slots;
-    size_t nslots; /* 0 = cache off */
-    unsigned char locks[PC_STRIPES * 64]; /* one spinlock byte per 64-byte line */
-    uint64_t hits, misses;                 /* updated with atomic adds, once per call */
-    int64_t size;                          /* occupied slots (atomic) */
+    size_t nslots;         /* 0 = cache off */
+    uint64_t hits, misses; /* updated with atomic adds, once per call */
+    int64_t size;          /* occupied slots (atomic) */
 } PieceCache;
 
 typedef struct {
     uint64_t hits, misses;
 } CallStats;
 
-static inline void pc_lock(PieceCache *c, size_t slot)
+/* Copy slot sl into *copy; 1 if the copy is consistent. */
+static inline int pc_read(PCSlot *sl, PCSlot *copy)
 {
-    unsigned char *l = &c->locks[(slot & (PC_STRIPES - 1)) * 64];
-    unsigned spins = 0;
-    while (__atomic_test_and_set(l, __ATOMIC_ACQUIRE)) {
-        while (__atomic_load_n(l, __ATOMIC_RELAXED)) {
-            if (++spins > 1000) {
-                sched_yield();
-                spins = 0;
-            }
-        }
-    }
+    uint32_t s1 = __atomic_load_n(&sl->seq, __ATOMIC_ACQUIRE);
+    if (s1 & 1)
+        return 0;
+    memcpy(copy, sl, sizeof(PCSlot));
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return __atomic_load_n(&sl->seq, __ATOMIC_RELAXED) == s1;
 }
 
-static inline void pc_unlock(PieceCache *c, size_t slot)
+/* Claim slot sl for writing; returns its (even) sequence number + 1, or 0 if another thread holds it. */
+static inline uint32_t pc_claim(PCSlot *sl)
 {
-    __atomic_clear(&c->locks[(slot & (PC_STRIPES - 1)) * 64], __ATOMIC_RELEASE);
+    uint32_t s = __atomic_load_n(&sl->seq, __ATOMIC_RELAXED);
+    if ((s & 1) || !__atomic_compare_exchange_n(&sl->seq, &s, s + 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+        return 0;
+    __atomic_thread_fence(__ATOMIC_RELEASE); /* the odd number is visible before the new contents */
+    return s + 1;
 }
+
+static inline void pc_release(PCSlot *sl, uint32_t odd) { __atomic_store_n(&sl->seq, odd + 1, __ATOMIC_RELEASE); }
 
 /* Ids of one piece appended to out: whole-piece lookup first, then the cache, then merging. Returns 0 or -1 (out
  * of memory). */
@@ -775,32 +816,27 @@ static int encode_piece(const RankTable *t, PieceCache *c, CallStats *st, const 
         out->data[out->len++] = r;
         return 0;
     }
-    size_t slot = 0;
-    uint32_t tag = 0;
-    int cacheable = c && c->nslots && n <= PC_KEY;
-    if (cacheable) {
+    PCSlot *sl = NULL;
+    uint16_t tag = 0;
+    if (c && c->nslots && n <= PC_KEY) {
         uint64_t h = hash_bytes(p, n);
-        tag = (uint32_t)(h >> 32);
-        slot = (size_t)(((uint64_t)(uint32_t)h * c->nslots) >> 32);
-        PCSlot *sl = &c->slots[slot];
-        pc_lock(c, slot);
-        if (sl->len == n && sl->tag == tag && bytes_eq(sl->key, p, n)) {
-            memcpy(out->data + out->len, sl->ids, sl->nids * sizeof(uint32_t));
-            out->len += sl->nids;
-            pc_unlock(c, slot);
+        tag = (uint16_t)(h >> 48);
+        sl = &c->slots[(size_t)(((uint64_t)(uint32_t)h * c->nslots) >> 32)];
+        PCSlot copy;
+        if (pc_read(sl, &copy) && copy.len == n && copy.tag == tag && copy.nids <= PC_IDS && bytes_eq(copy.key, p, n)) {
+            memcpy(out->data + out->len, copy.ids, copy.nids * sizeof(uint32_t));
+            out->len += copy.nids;
             st->hits++;
             return 0;
         }
-        pc_unlock(c, slot);
         st->misses++;
     }
     size_t before = out->len;
     if (bpe_piece(t, p, n, out))
         return -1;
     size_t nids = out->len - before;
-    if (cacheable && nids <= PC_IDS) {
-        PCSlot *sl = &c->slots[slot];
-        pc_lock(c, slot);
+    uint32_t odd;
+    if (sl && nids <= PC_IDS && (odd = pc_claim(sl)) != 0) {
         if (!sl->len)
             __atomic_add_fetch(&c->size, 1, __ATOMIC_RELAXED);
         sl->tag = tag;
@@ -808,7 +844,7 @@ static int encode_piece(const RankTable *t, PieceCache *c, CallStats *st, const 
         sl->nids = (uint8_t)nids;
         memcpy(sl->key, p, n);
         memcpy(sl->ids, out->data + before, nids * sizeof(uint32_t));
-        pc_unlock(c, slot);
+        pc_release(sl, odd);
     }
     return 0;
 }
@@ -850,8 +886,8 @@ typedef struct {
     PyObject_HEAD RankTable table;
     int scanner_id;
     scan_fn scan;
-    PyObject **id_objs; /* id -> the int object of the ranks dict (shared, so building result lists allocates
-                           no ints); NULL where an id has no ordinary token */
+    PyObject **id_objs; /* id -> an int object made once (so building result lists allocates no ints); NULL where
+                           an id has no ordinary token */
     size_t n_ids;
     uint32_t *id_len; /* id -> length of its bytes (0 where an id has no ordinary token) */
     PieceCache cache;
@@ -909,11 +945,13 @@ static int Core_init(CoreObject *self, PyObject *args, PyObject *kwds)
     PyObject *key, *value;
     while (PyDict_Next(ranks, &pos, &key, &value)) {
         size_t r = (size_t)PyLong_AsLongLong(value);
-        if (PyLong_CheckExact(value) && !self->id_objs[r]) {
-            Py_INCREF(value);
-            self->id_objs[r] = value;
-        }
         self->id_len[r] = (uint32_t)PyBytes_GET_SIZE(key);
+    }
+    /* One int object per id, allocated in id order: building result lists touches their reference counts, and
+     * frequent tokens (low ids) then share cache lines instead of being scattered over the ranks dict's ints. */
+    for (size_t r = 0; r < self->n_ids; r++) {
+        if (self->id_len[r] && !(self->id_objs[r] = PyLong_FromSize_t(r)))
+            return -1;
     }
     self->scanner_id = scanner;
     self->scan = scanner_of(scanner);
@@ -1406,15 +1444,17 @@ static PyObject *Core_clear_cache(CoreObject *self, PyObject *unused)
     (void)unused;
     PieceCache *c = &self->cache;
     Py_BEGIN_ALLOW_THREADS
-    for (size_t k = 0; k < PC_STRIPES; k++)
-        pc_lock(c, k);
-    if (c->nslots)
-        memset(c->slots, 0, c->nslots * sizeof(PCSlot));
+    for (size_t k = 0; k < c->nslots; k++) {
+        PCSlot *sl = &c->slots[k];
+        uint32_t odd;
+        while (!(odd = pc_claim(sl)))
+            sched_yield(); /* another thread is writing this slot */
+        memset((uint8_t *)sl + sizeof(sl->seq), 0, sizeof(PCSlot) - sizeof(sl->seq));
+        pc_release(sl, odd);
+    }
     __atomic_store_n(&c->hits, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&c->misses, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&c->size, 0, __ATOMIC_RELAXED);
-    for (size_t k = 0; k < PC_STRIPES; k++)
-        pc_unlock(c, k);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
