@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sched.h>
 #include <string.h>
 
@@ -155,12 +156,49 @@ static inline void rank_prefetch(const RankTable *t, const uint8_t *p, size_t n)
     __builtin_prefetch(&t->slots[(size_t)h & t->mask]);
 }
 
+#define HUGE_PAGE ((size_t)2 << 20)
+
+/* Zeroed memory for the large lookup tables, on transparent huge pages where the kernel offers them (its default
+ * "madvise" mode): BPE probes these tables at random, and with 4 KiB pages most probes of a table that is not in
+ * cache also miss the TLB. Large blocks are mapped 2 MiB-aligned and committed only as they are touched. Release
+ * with big_free(p, size). NULL when out of memory. */
+static size_t big_rounded(size_t size) { return (size + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1); }
+
+static void *big_calloc(size_t size)
+{
+    if (size < HUGE_PAGE / 2)
+        return calloc(1, size);
+    size_t rounded = big_rounded(size);
+    uint8_t *raw = mmap(NULL, rounded + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED)
+        return NULL;
+    uint8_t *p = (uint8_t *)(((uintptr_t)raw + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+    if (p > raw)
+        munmap(raw, (size_t)(p - raw));
+    if (raw + HUGE_PAGE > p)
+        munmap(p + rounded, (size_t)(raw + HUGE_PAGE - p));
+#ifdef MADV_HUGEPAGE
+    madvise(p, rounded, MADV_HUGEPAGE); /* advisory: on failure the pages are ordinary ones */
+#endif
+    return p;
+}
+
+static void big_free(void *p, size_t size)
+{
+    if (!p)
+        return;
+    if (size < HUGE_PAGE / 2)
+        free(p);
+    else
+        munmap(p, big_rounded(size));
+}
+
 static void rank_table_free(RankTable *t)
 {
-    PyMem_RawFree(t->slots);
+    big_free(t->slots, (t->mask + 1) * sizeof(RankSlot));
     PyMem_RawFree(t->arena);
     PyMem_RawFree(t->pair_rank);
-    PyMem_RawFree(t->filter);
+    big_free(t->filter, FILTER_BITS / 8);
     PyMem_RawFree(t->atoms);
     PyMem_RawFree(t->atom_block);
     PyMem_RawFree(t->atom_slot);
@@ -191,10 +229,10 @@ static int rank_table_build(RankTable *t, PyObject *ranks)
         cap <<= 1;
     t->mask = cap - 1;
     t->count = (size_t)count;
-    t->slots = PyMem_RawCalloc(cap, sizeof(RankSlot));
+    t->slots = big_calloc(cap * sizeof(RankSlot));
     t->arena = PyMem_RawMalloc((size_t)total + 16);
     t->pair_rank = PyMem_RawMalloc(sizeof(uint32_t) * 65536);
-    t->filter = PyMem_RawCalloc(FILTER_BITS / 64, sizeof(uint64_t));
+    t->filter = big_calloc(FILTER_BITS / 8);
     if (!t->slots || !t->arena || !t->pair_rank || !t->filter) {
         rank_table_free(t);
         PyErr_NoMemory();
@@ -896,7 +934,7 @@ typedef struct {
 static void Core_dealloc(CoreObject *self)
 {
     rank_table_free(&self->table);
-    PyMem_RawFree(self->cache.slots);
+    big_free(self->cache.slots, self->cache.nslots * sizeof(PCSlot));
     self->cache.slots = NULL;
     PyMem_RawFree(self->id_len);
     self->id_len = NULL;
@@ -956,7 +994,7 @@ static int Core_init(CoreObject *self, PyObject *args, PyObject *kwds)
     self->scanner_id = scanner;
     self->scan = scanner_of(scanner);
     if (cache_size > 0) {
-        self->cache.slots = PyMem_RawCalloc((size_t)cache_size, sizeof(PCSlot)); /* pages are touched lazily */
+        self->cache.slots = big_calloc((size_t)cache_size * sizeof(PCSlot));
         if (!self->cache.slots) {
             PyErr_NoMemory();
             return -1;
