@@ -812,12 +812,12 @@ typedef struct {
 typedef struct {
     PCSlot *slots;
     size_t nslots;         /* 0 = cache off */
-    uint64_t hits, misses; /* updated with atomic adds, once per call */
+    uint64_t hits, misses; /* updated with atomic adds, once per call (so threads do not share a line per piece) */
     int64_t size;          /* occupied slots (atomic) */
 } PieceCache;
 
 typedef struct {
-    uint64_t hits, misses;
+    uint64_t hits, misses, filled; /* filled: empty slots this call wrote */
 } CallStats;
 
 /* Copy slot sl into *copy; 1 if the copy is consistent. */
@@ -876,7 +876,7 @@ static int encode_piece(const RankTable *t, PieceCache *c, CallStats *st, const 
     uint32_t odd;
     if (sl && nids <= PC_IDS && (odd = pc_claim(sl)) != 0) {
         if (!sl->len)
-            __atomic_add_fetch(&c->size, 1, __ATOMIC_RELAXED);
+            st->filled++;
         sl->tag = tag;
         sl->len = (uint8_t)n;
         sl->nids = (uint8_t)nids;
@@ -893,6 +893,8 @@ static void pc_account(PieceCache *c, const CallStats *st)
         __atomic_add_fetch(&c->hits, st->hits, __ATOMIC_RELAXED);
     if (st->misses)
         __atomic_add_fetch(&c->misses, st->misses, __ATOMIC_RELAXED);
+    if (st->filled)
+        __atomic_add_fetch(&c->size, (int64_t)st->filled, __ATOMIC_RELAXED);
 }
 
 /* Encode a whole UTF-8 text with a scanner. count_only: out is scratch, *ntokens gets the count. */
@@ -900,7 +902,7 @@ static int encode_text(const RankTable *t, PieceCache *c, scan_fn scan, const ui
                        int count_only, size_t *ntokens)
 {
     size_t total = 0;
-    CallStats st = {0, 0};
+    CallStats st = {0, 0, 0};
     int rc = 0;
     for (size_t i = 0; i < n;) {
         size_t e = scan(s, i, n);
@@ -1084,7 +1086,7 @@ static PyObject *core_pieces(CoreObject *self, PyObject *pieces, int count_only)
     IdVec out = {NULL, 0, 0};
     size_t total = 0;
     PyObject *result = NULL;
-    CallStats st = {0, 0};
+    CallStats st = {0, 0, 0};
     for (Py_ssize_t k = 0; k < np; k++) {
         Py_ssize_t size;
         const char *utf8;
@@ -1456,7 +1458,7 @@ static PyObject *Core_bpe(CoreObject *self, PyObject *piece)
     }
     IdVec out = {NULL, 0, 0};
     PyObject *result = NULL;
-    CallStats st = {0, 0};
+    CallStats st = {0, 0, 0};
     if (encode_piece(&self->table, NULL, &st, (const uint8_t *)PyBytes_AS_STRING(piece), (size_t)PyBytes_GET_SIZE(piece),
                      &out))
         PyErr_NoMemory();
