@@ -20,9 +20,11 @@ the tests simulate a machine without a compiler.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import threading
+from types import ModuleType
 from typing import Any
 
 from . import patterns
@@ -33,21 +35,69 @@ ENGINE_ENV = "TOKENIZER_ENGINE"
 DISABLE_ENV = "TOKENIZER_NATIVE_DISABLE"
 BACKENDS = ("native", "python")
 
-_core: Any
-IMPORT_ERROR: BaseException | None
-try:
-    if os.environ.get(DISABLE_ENV, "").strip() not in ("", "0"):
-        raise ImportError(f"compiled core disabled by ${DISABLE_ENV}")
-    from ._native import _core as _core_module
 
-    _core = _core_module
-    IMPORT_ERROR = None
-except ImportError as exc:  # no compiler at install time, or disabled on purpose
-    _core = None
-    IMPORT_ERROR = exc
+class OptionalExtension:
+    """One optional C extension of the package (the encoding core, the trainer): imported once; picks the backend.
 
-_warned = False
-_warn_lock = threading.Lock()
+    ``module`` is None when the import failed (no compiler at install time, or ``$TOKENIZER_NATIVE_DISABLE``);
+    ``error`` then says why.
+    """
+
+    def __init__(self, name: str, what: str, fallback: str) -> None:
+        self.what, self.fallback = what, fallback
+        self.module: ModuleType | None
+        self.error: BaseException | None
+        try:
+            if os.environ.get(DISABLE_ENV, "").strip() not in ("", "0"):
+                raise ImportError(f"{what} disabled by ${DISABLE_ENV}")
+            self.module, self.error = importlib.import_module(name), None
+        except ImportError as exc:
+            self.module, self.error = None, exc
+        self._warned = False
+        self._lock = threading.Lock()
+
+    def resolve_backend(self, requested: str | None = None) -> str:
+        """The backend to use: ``"native"`` or ``"python"``.
+
+        ``requested`` (or, when it is None, ``$TOKENIZER_ENGINE``) may be ``"native"``, ``"python"`` or empty/None
+        (the default: native when available). Raises ``ValueError`` for any other value. A request for native on a
+        machine without the extension resolves to ``"python"`` with a one-time warning.
+        """
+        explicit = requested is not None
+        value = ((requested if explicit else os.environ.get(ENGINE_ENV, "")) or "").strip().lower()
+        if value and value not in BACKENDS:
+            source = "backend" if explicit else f"${ENGINE_ENV}"
+            raise ValueError(f"{source} must be one of {', '.join(BACKENDS)}, not {value!r}")
+        if value == "python":
+            return "python"
+        if self.module is not None:
+            return "native"
+        with self._lock:
+            first, self._warned = not self._warned, True
+        if first:
+            log.warning(
+                "%s%s is not available (%s); using %s (slower). "
+                "Reinstall with a C compiler and Python headers (pip install .) to build it.",
+                "native backend requested but the " if value == "native" else "the ",
+                self.what,
+                self.error,
+                self.fallback,
+            )
+        return "python"
+
+    def scanner_id(self, pattern: str) -> int:
+        """The extension's hand-written pre-tokenizer for ``pattern`` (a bundled pattern), or 0 when there is none."""
+        m = self.module
+        if m is None:
+            return 0
+        ids = {patterns.GPT2: m.SCAN_GPT2, patterns.CL100K: m.SCAN_CL100K, patterns.O200K: m.SCAN_O200K,
+               patterns.LLAMA3: m.SCAN_LLAMA3}  # fmt: skip
+        return int(ids.get(pattern, 0))
+
+
+CORE = OptionalExtension("app.engine._native._core", "compiled core", "the pure-Python engine")
+_core: Any = CORE.module
+IMPORT_ERROR = CORE.error
 
 
 def available() -> bool:
@@ -57,50 +107,12 @@ def available() -> bool:
 
 def scanner_id(pattern: str) -> int:
     """The native pre-tokenizer for ``pattern`` (one of the bundled patterns), or 0 when there is none."""
-    if _core is None:
-        return 0
-    return {
-        patterns.GPT2: _core.SCAN_GPT2,
-        patterns.CL100K: _core.SCAN_CL100K,
-        patterns.O200K: _core.SCAN_O200K,
-        patterns.LLAMA3: _core.SCAN_LLAMA3,
-    }.get(pattern, _core.SCAN_NONE)
+    return CORE.scanner_id(pattern)
 
 
 def resolve_backend(requested: str | None = None) -> str:
-    """The backend to use: ``"native"`` or ``"python"``.
-
-    ``requested`` (or, when it is None, ``$TOKENIZER_ENGINE``) may be ``"native"``, ``"python"`` or empty/None
-    (the default: native when available). Raises ``ValueError`` for any other value. A request for native on a
-    machine without the extension resolves to ``"python"`` with a one-time warning.
-    """
-    explicit = requested is not None
-    value = (requested if explicit else os.environ.get(ENGINE_ENV, "")) or ""
-    value = value.strip().lower()
-    if value and value not in BACKENDS:
-        source = "backend" if explicit else f"${ENGINE_ENV}"
-        raise ValueError(f"{source} must be one of {', '.join(BACKENDS)}, not {value!r}")
-    if value == "python":
-        return "python"
-    if _core is not None:
-        return "native"
-    _warn_missing(requested_native=value == "native")
-    return "python"
-
-
-def _warn_missing(*, requested_native: bool) -> None:
-    global _warned
-    with _warn_lock:
-        if _warned:
-            return
-        _warned = True
-    why = "native backend requested but the" if requested_native else "the"
-    log.warning(
-        "%s compiled core is not available (%s); using the pure-Python engine (slower). "
-        "Reinstall with a C compiler and Python headers (pip install .) to build it.",
-        why,
-        IMPORT_ERROR,
-    )
+    """The encoding core's backend: ``"native"`` or ``"python"`` (:meth:`OptionalExtension.resolve_backend`)."""
+    return CORE.resolve_backend(requested)
 
 
 class NativeCore:

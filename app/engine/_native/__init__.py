@@ -1,6 +1,4 @@
-"""The compiled core (``_core``, built from ``tokcore.c`` by ``setup.py``). Importing this package fails with
-``ImportError`` when the extension was not built; :mod:`app.engine.native` handles that and falls back."""
-
-from ._core import REGEX_VERSION, SCAN_CL100K, SCAN_GPT2, SCAN_LLAMA3, SCAN_NONE, SCAN_O200K, Core
-
-__all__ = ["Core", "REGEX_VERSION", "SCAN_CL100K", "SCAN_GPT2", "SCAN_LLAMA3", "SCAN_NONE", "SCAN_O200K"]
+"""The compiled extensions, built by ``setup.py`` when a C compiler is available: ``_core`` (``tokcore.c``, the
+encoding hot path) and ``_trainer`` (``trainer.c``, the trainer's pre-token counter and merge learner). Each is
+optional and imported on its own by :mod:`app.engine.native` and :mod:`app.engine.training.compiled`, which fall
+back to the pure-Python reference when it is missing."""

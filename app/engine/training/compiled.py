@@ -19,41 +19,22 @@ still be learned natively).
 
 from __future__ import annotations
 
-import importlib
-import logging
-import os
-import threading
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import patterns
+from ..native import OptionalExtension
 from .corpus import BLOCK_BYTES, MAX_CHUNK_CHARS, CorpusStats, iter_chunks
 from .merges import TIE_BREAKS, MergeResult
 
-log = logging.getLogger("app.engine")
-
-ENGINE_ENV = "TOKENIZER_ENGINE"
-DISABLE_ENV = "TOKENIZER_NATIVE_DISABLE"
-BACKENDS = ("native", "python")
 #: The compiled learner calls ``progress`` after every this many merges (and once at the end).
 PROGRESS_EVERY = 256
 #: Characters of text handed to the compiled counter at once when counting in threads.
 BATCH_CHARS = 8 << 20
 
-_trainer: Any
-IMPORT_ERROR: BaseException | None
-try:
-    if os.environ.get(DISABLE_ENV, "").strip() not in ("", "0"):
-        raise ImportError(f"compiled trainer disabled by ${DISABLE_ENV}")
-    _trainer = importlib.import_module("app.engine._native._trainer")
-    IMPORT_ERROR = None
-except ImportError as exc:  # no compiler at install time, or disabled on purpose
-    _trainer = None
-    IMPORT_ERROR = exc
-
-_warned = False
-_warn_lock = threading.Lock()
+TRAINER = OptionalExtension("app.engine._native._trainer", "compiled trainer", "the pure-Python trainer")
+_trainer: Any = TRAINER.module
+IMPORT_ERROR = TRAINER.error
 
 
 def available() -> bool:
@@ -63,38 +44,12 @@ def available() -> bool:
 
 def resolve_backend(requested: str | None = None) -> str:
     """``"native"`` or ``"python"`` (see the module docstring); raises ``ValueError`` for any other value."""
-    explicit = requested is not None
-    value = ((requested if explicit else os.environ.get(ENGINE_ENV, "")) or "").strip().lower()
-    if value and value not in BACKENDS:
-        source = "backend" if explicit else f"${ENGINE_ENV}"
-        raise ValueError(f"{source} must be one of {', '.join(BACKENDS)}, not {value!r}")
-    if value == "python":
-        return "python"
-    if _trainer is not None:
-        return "native"
-    global _warned
-    with _warn_lock:
-        first, _warned = not _warned, True
-    if first:
-        log.warning(
-            "%scompiled trainer is not available (%s); training with the pure-Python reference (slower). "
-            "Reinstall with a C compiler and Python headers (pip install .) to build it.",
-            "native backend requested but the " if value == "native" else "the ",
-            IMPORT_ERROR,
-        )
-    return "python"
+    return TRAINER.resolve_backend(requested)
 
 
 def scanner_for(pattern: str) -> int:
     """The compiled counter's scanner id for a bundled pattern's regex text; 0 if there is none (or no extension)."""
-    if _trainer is None:
-        return 0
-    return {
-        patterns.GPT2: _trainer.SCAN_GPT2,
-        patterns.CL100K: _trainer.SCAN_CL100K,
-        patterns.O200K: _trainer.SCAN_O200K,
-        patterns.LLAMA3: _trainer.SCAN_LLAMA3,
-    }.get(pattern, 0)
+    return TRAINER.scanner_id(pattern)
 
 
 def is_counter(obj: object) -> bool:

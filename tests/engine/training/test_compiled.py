@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import regex
 
+from app.engine import native
 from app.engine.patterns import CL100K, PATTERNS
 from app.engine.training import compiled, train_byte_bpe, train_char_bpe, train_to_store
 from app.engine.training.char_bpe import _display
@@ -200,13 +201,13 @@ def test_artifacts_are_byte_identical_across_backends(tmp_path: Path, options: d
 
 
 def test_backend_selection(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(compiled.ENGINE_ENV, raising=False)
+    monkeypatch.delenv(native.ENGINE_ENV, raising=False)
     assert compiled.resolve_backend() == "native"
     assert compiled.resolve_backend("python") == "python"
-    monkeypatch.setenv(compiled.ENGINE_ENV, "python")
+    monkeypatch.setenv(native.ENGINE_ENV, "python")
     assert compiled.resolve_backend() == "python"
     assert compiled.resolve_backend("native") == "native"
-    monkeypatch.setenv(compiled.ENGINE_ENV, "fast")
+    monkeypatch.setenv(native.ENGINE_ENV, "fast")
     with pytest.raises(ValueError):
         compiled.resolve_backend()
     with pytest.raises(ValueError):
@@ -232,7 +233,7 @@ def test_without_the_extension_training_falls_back_to_python(tmp_path: Path) -> 
     outs = []
     for disable in ("1", "0"):
         env = dict(os.environ, TOKENIZER_NATIVE_DISABLE=disable, PYTHONPATH=str(REPO))
-        env.pop(compiled.ENGINE_ENV, None)
+        env.pop(native.ENGINE_ENV, None)
         proc = subprocess.run(
             [sys.executable, "-m", "app", "train", str(corpus), "--vocab-size", "300", "--name", "t",
              "--store", str(tmp_path / disable), "--json", "--quiet"],
