@@ -420,32 +420,26 @@ static uint32_t isolated_max_rank(const RankTable *t, const uint8_t *p, size_t n
     return top;
 }
 
-/* [lo, hi) of the entries of order (indices into atoms sorted by the field at offset `off`) whose key has the
- * n-byte prefix `prefix` (left-aligned). */
-static void key_range(const AtomChar *atoms, const uint16_t *order, size_t count, int reversed, uint32_t prefix,
-                      size_t n, size_t *lo, size_t *hi)
+/* The first position in order (indices into atoms sorted by key, or by rkey if reversed) whose key is >= k. */
+static size_t lower_bound(const AtomChar *atoms, const uint16_t *order, size_t count, int reversed, uint64_t k)
 {
-    uint64_t first = prefix, last = (uint64_t)prefix + ((uint64_t)1 << (8 * (4 - n)));
     size_t a = 0, b = count;
     while (a < b) {
         size_t mid = (a + b) / 2;
-        uint32_t k = reversed ? atoms[order[mid]].rkey : atoms[order[mid]].key;
-        if (k < first)
+        if ((reversed ? atoms[order[mid]].rkey : atoms[order[mid]].key) < k)
             a = mid + 1;
         else
             b = mid;
     }
-    *lo = a;
-    b = count;
-    while (a < b) {
-        size_t mid = (a + b) / 2;
-        uint32_t k = reversed ? atoms[order[mid]].rkey : atoms[order[mid]].key;
-        if (k < last)
-            a = mid + 1;
-        else
-            b = mid;
-    }
-    *hi = a;
+    return a;
+}
+
+/* [lo, hi) of the positions in order whose key has the n-byte prefix `prefix` (left-aligned). */
+static void key_range(const AtomChar *atoms, const uint16_t *order, size_t count, int reversed, uint32_t prefix,
+                      size_t n, size_t *lo, size_t *hi)
+{
+    *lo = lower_bound(atoms, order, count, reversed, prefix);
+    *hi = lower_bound(atoms, order, count, reversed, (uint64_t)prefix + ((uint64_t)1 << (8 * (4 - n))));
 }
 
 static const AtomChar *sort_base;
