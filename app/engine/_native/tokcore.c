@@ -336,6 +336,7 @@ typedef struct AtomChar {
     uint32_t top;  /* m: highest rank used merging its bytes alone */
     uint32_t key;  /* its bytes, big-endian, left-aligned (for prefix ranges) */
     uint32_t rkey; /* its bytes reversed, left-aligned (for suffix ranges) */
+    uint32_t cp;   /* its code point */
     uint8_t len;
     uint64_t bad_left[4], bad_right[4]; /* bit x: the neighbour byte x breaks (L) / (R) */
 } AtomChar;
@@ -493,6 +494,7 @@ static int atomic_build(RankTable *t, PyObject *ranks)
         memset(a, 0, sizeof(*a));
         a->rank = r;
         a->top = top;
+        a->cp = cp;
         a->len = (uint8_t)n;
         a->key = pack_left(p, n);
         a->rkey = pack_reversed(p, n);
@@ -552,11 +554,7 @@ static int atomic_build(RankTable *t, PyObject *ranks)
         block = PyMem_RawCalloc(ATOM_BLOCKS, sizeof(uint32_t));
         oom = !block;
         for (size_t k = 0; !oom && k < count; k++) {
-            uint8_t b[4];
-            uint32_t cp = 0;
-            for (size_t i = 0; i < atoms[k].len; i++)
-                b[i] = (uint8_t)(atoms[k].key >> (8 * (3 - i)));
-            mb_char(b, atoms[k].len, &cp);
+            uint32_t cp = atoms[k].cp;
             if (!block[cp >> ATOM_BLOCK_SHIFT])
                 block[cp >> ATOM_BLOCK_SHIFT] = (uint32_t)++nblocks;
         }
@@ -565,11 +563,7 @@ static int atomic_build(RankTable *t, PyObject *ranks)
             oom = !slot;
         }
         for (size_t k = 0; !oom && k < count; k++) {
-            uint8_t b[4];
-            uint32_t cp = 0;
-            for (size_t i = 0; i < atoms[k].len; i++)
-                b[i] = (uint8_t)(atoms[k].key >> (8 * (3 - i)));
-            mb_char(b, atoms[k].len, &cp);
+            uint32_t cp = atoms[k].cp;
             slot[((block[cp >> ATOM_BLOCK_SHIFT] - 1) << ATOM_BLOCK_SHIFT) | (cp & ((1u << ATOM_BLOCK_SHIFT) - 1))] =
                 (uint16_t)(k + 1);
         }
