@@ -38,7 +38,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cached_property
-from typing import Any
 
 from ._batch import map_in_threads
 from .artifacts import parse_tiktoken, read_verified
@@ -106,13 +105,11 @@ class Encoding(SpecialTokensMixin):
         # lone surrogates, which the callers scrub and retry.
         self._native_encode: Callable[[str], list[int]] | None = None
         self._native_count: Callable[[str], int] | None = None
-        self._native_batch: Any = None  # the compiled core when it pre-tokenizes this pattern itself
         if self.backend == "native":
             size = default_cache_size() if cache_size is None else cache_size
             native = self._native = NativeCore(mergeable_ranks, pattern, cache_size=size)
             if native.encode is not None and native.count is not None:
                 self._native_encode, self._native_count = native.encode, native.count
-                self._native_batch = native.batch
             else:  # custom pattern: regex pre-tokenizer, native BPE
                 pieces, encode_pieces, count_pieces = (
                     self._pretokenizer.pieces,
@@ -277,17 +274,17 @@ class Encoding(SpecialTokensMixin):
         and a thread only per ~32 KiB of text. Otherwise a Python thread pool (parallel only where the GIL is
         released).
         """
-        if self._native_batch is not None:
+        if self._native is not None and self._native.encode_batch is not None:
             texts = texts if isinstance(texts, list | tuple) else list(texts)
-            done = self._native_batch.encode_batch(texts, num_threads)
+            done = self._native.encode_batch(texts, num_threads)
             return [self._encode_text(t) if ids is None else ids for t, ids in zip(texts, done, strict=True)]
         return map_in_threads(self._encode_text, texts, num_threads)
 
     def count_batch(self, texts: Sequence[str], *, num_threads: int = 1) -> list[int]:
         """:meth:`count` of each text, in order (threads as :meth:`encode_batch`)."""
-        if self._native_batch is not None:
+        if self._native is not None and self._native.count_batch is not None:
             texts = texts if isinstance(texts, list | tuple) else list(texts)
-            done = self._native_batch.count_batch(texts, num_threads)
+            done = self._native.count_batch(texts, num_threads)
             return [self.count(t) if n is None else n for t, n in zip(texts, done, strict=True)]
         return map_in_threads(self.count, texts, num_threads)
 

@@ -132,7 +132,8 @@ class NativeCore:
         "count_pieces",
         "cache_stats",
         "clear_cache",
-        "batch",
+        "encode_batch",
+        "count_batch",
     )
 
     def __init__(self, mergeable_ranks: dict[bytes, int], pattern: str, *, cache_size: int = 0) -> None:
@@ -153,10 +154,11 @@ class NativeCore:
             self.count = self._core.count
             # (text) -> (ids, [(start, end) character offsets]); text must be surrogate-free
             self.encode_with_offsets = self._core.encode_with_offsets
-            # .encode_batch(texts, num_threads) / .count_batch(...): None where a text has lone surrogates
-            self.batch = self._core
+            # (texts, num_threads) -> per text its ids / count, or None where it has lone surrogates
+            self.encode_batch = self._core.encode_batch
+            self.count_batch = self._core.count_batch
         else:
-            self.encode = self.count = self.encode_with_offsets = self.batch = None
+            self.encode = self.count = self.encode_with_offsets = self.encode_batch = self.count_batch = None
 
     @property
     def has_scanner(self) -> bool:

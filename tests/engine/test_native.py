@@ -130,7 +130,7 @@ def test_batches_with_threads_equal_serial(pair: tuple[Encoding, Encoding]) -> N
 def test_native_batch_runs_in_c_threads_and_falls_back_for_surrogates() -> None:
     """The compiled batch (its own threads; UTF-8 built from every str kind) equals encode() text by text."""
     fast = get_encoding("cl100k_base", backend="native")
-    assert fast._native_batch is not None
+    assert fast._native is not None and fast._native.encode_batch is not None
     rng = random.Random(17)
     # 1-, 2- and 4-byte str kinds, empty texts, lone surrogates; ~1 MB in all, so the core starts its threads
     texts = ["", "ascii only", "é" * 9, "Привет мир", "😀 x", "a\ud800b", "\udfff", "中文" * 500]
@@ -139,7 +139,7 @@ def test_native_batch_runs_in_c_threads_and_falls_back_for_surrogates() -> None:
     for threads in (1, 2, 4, 300):
         assert fast.encode_batch(texts, num_threads=threads) == want
         assert fast.count_batch(texts, num_threads=threads) == [len(w) for w in want]
-    raw = fast._native_batch.encode_batch(texts, 2)
+    raw = fast._native.encode_batch(texts, 2)
     assert [r is None for r in raw] == ["\ud800" in t or "\udfff" in t for t in texts]  # the caller scrubs those
     with pytest.raises(TypeError, match=r"texts\[1\] must be str"):
         fast.encode_batch(["a", b"b"], num_threads=2)  # type: ignore[list-item]

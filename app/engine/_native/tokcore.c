@@ -643,12 +643,14 @@ static inline uint64_t heap_pop(uint64_t *heap, size_t *size)
 static int bpe_piece(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
 {
     uint32_t s_nxt[BPE_STACK + 1], s_prv[BPE_STACK + 1], s_rk[BPE_STACK + 1], s_id[BPE_STACK + 1];
+    uint64_t s_hs[BPE_STACK];
     uint32_t *nxt = s_nxt, *prv = s_prv, *rk = s_rk, *id = s_id;
-    uint64_t *heap = NULL;
+    uint64_t *hs = s_hs, *heap = NULL; /* hs[i]: hash of the initial pair at i */
     if (n > BPE_STACK) {
-        nxt = PyMem_RawMalloc(sizeof(uint32_t) * 4 * (n + 1));
-        if (!nxt)
+        hs = PyMem_RawMalloc(sizeof(uint64_t) * n + sizeof(uint32_t) * 4 * (n + 1));
+        if (!hs)
             return -1;
+        nxt = (uint32_t *)(hs + n);
         prv = nxt + (n + 1);
         rk = prv + (n + 1);
         id = rk + (n + 1);
@@ -673,36 +675,28 @@ static int bpe_piece(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
         i += len;
         parts++;
     }
-    if (n <= BPE_STACK) {
-        /* The initial pairs' lookups are independent: hash them all and start loading their filter words and
-         * slots first, so that their cache misses overlap instead of following one another. */
-        uint64_t hs[BPE_STACK];
-        for (uint32_t i = 0; i < n; i = nxt[i]) {
-            uint32_t j = nxt[i];
-            if (j >= n)
-                break;
-            size_t len = nxt[j] - i;
-            if (len <= 2) {
-                __builtin_prefetch(&t->pair_rank[((uint32_t)p[i] << 8) | p[i + 1]]);
-                continue;
-            }
-            uint64_t h = hs[i] = hash_bytes(p + i, len);
-            size_t bit = FILTER_BIT(h);
-            __builtin_prefetch(&t->filter[bit >> 6]);
-            __builtin_prefetch(&t->slots[(size_t)h & t->mask]);
+    /* The initial pairs' lookups are independent: hash them all and start loading their filter words and slots
+     * first, so that their cache misses overlap instead of following one another. */
+    for (uint32_t i = 0; i < n; i = nxt[i]) {
+        uint32_t j = nxt[i];
+        if (j >= n)
+            break;
+        size_t len = nxt[j] - i;
+        if (len <= 2) {
+            __builtin_prefetch(&t->pair_rank[((uint32_t)p[i] << 8) | p[i + 1]]);
+            continue;
         }
-        for (uint32_t i = 0; i < n; i = nxt[i]) {
-            uint32_t j = nxt[i];
-            size_t len = j < n ? nxt[j] - i : 0;
-            rk[i] = len == 0 ? NO_RANK
-                    : len == 2 ? t->pair_rank[((uint32_t)p[i] << 8) | p[i + 1]]
-                               : rank_lookup_hashed(t, p + i, len, hs[i]);
-        }
-    } else {
-        for (uint32_t i = 0; i < n; i = nxt[i]) {
-            uint32_t j = nxt[i];
-            rk[i] = j < n ? rank_lookup(t, p + i, nxt[j] - i) : NO_RANK;
-        }
+        uint64_t h = hs[i] = hash_bytes(p + i, len);
+        size_t bit = FILTER_BIT(h);
+        __builtin_prefetch(&t->filter[bit >> 6]);
+        __builtin_prefetch(&t->slots[(size_t)h & t->mask]);
+    }
+    for (uint32_t i = 0; i < n; i = nxt[i]) {
+        uint32_t j = nxt[i];
+        size_t len = j < n ? nxt[j] - i : 0;
+        rk[i] = len == 0   ? NO_RANK
+                : len == 2 ? t->pair_rank[((uint32_t)p[i] << 8) | p[i + 1]]
+                           : rank_lookup_hashed(t, p + i, len, hs[i]);
     }
     if (parts <= SMALL_PARTS) {
         for (;;) {
@@ -731,8 +725,8 @@ static int bpe_piece(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
         uint64_t s_heap[3 * SMALL_PARTS * 8];
         heap = 3 * parts <= sizeof(s_heap) / sizeof(s_heap[0]) ? s_heap : PyMem_RawMalloc(sizeof(uint64_t) * 3 * parts);
         if (!heap) {
-            if (nxt != s_nxt)
-                PyMem_RawFree(nxt);
+            if (hs != s_hs)
+                PyMem_RawFree(hs);
             return -1;
         }
         size_t hsize = 0;
@@ -772,8 +766,8 @@ static int bpe_piece(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
     }
     for (uint32_t i = 0; i < n; i = nxt[i])
         out->data[out->len++] = id[i];
-    if (nxt != s_nxt)
-        PyMem_RawFree(nxt);
+    if (hs != s_hs)
+        PyMem_RawFree(hs);
     return 0;
 }
 
@@ -1026,8 +1020,9 @@ static int core_ready(CoreObject *self, int need_scanner)
     return 0;
 }
 
-/* encode(text) / count(text): the GIL is released for the scan and the merges. */
-static PyObject *core_run(CoreObject *self, PyObject *text, int count_only)
+/* The UTF-8 of text for a Core with a native pre-tokenizer (the str caches it), or NULL with an exception set:
+ * TypeError for a non-str, UnicodeEncodeError on lone surrogates (callers scrub those and retry). */
+static const uint8_t *text_utf8(CoreObject *self, PyObject *text, size_t *size)
 {
     if (core_ready(self, 1))
         return NULL;
@@ -1035,15 +1030,24 @@ static PyObject *core_run(CoreObject *self, PyObject *text, int count_only)
         PyErr_Format(PyExc_TypeError, "text must be str, not %.100s", Py_TYPE(text)->tp_name);
         return NULL;
     }
-    Py_ssize_t size;
-    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &size); /* raises UnicodeEncodeError on lone surrogates */
+    Py_ssize_t n;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &n);
+    *size = (size_t)n;
+    return (const uint8_t *)utf8;
+}
+
+/* encode(text) / count(text): the GIL is released for the scan and the merges. */
+static PyObject *core_run(CoreObject *self, PyObject *text, int count_only)
+{
+    size_t size;
+    const uint8_t *utf8 = text_utf8(self, text, &size);
     if (!utf8)
         return NULL;
     IdVec out = {NULL, 0, 0};
     size_t ntokens = 0;
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = encode_text(&self->table, &self->cache, self->scan, (const uint8_t *)utf8, (size_t)size, &out, count_only,
+    rc = encode_text(&self->table, &self->cache, self->scan, utf8, size, &out, count_only,
                      &ntokens);
     Py_END_ALLOW_THREADS
     PyObject *result = NULL;
@@ -1335,23 +1339,16 @@ static PyObject *Core_count_batch(CoreObject *self, PyObject *args) { return cor
 
 static PyObject *Core_encode_with_offsets(CoreObject *self, PyObject *text)
 {
-    if (core_ready(self, 1))
+    size_t size;
+    const uint8_t *s = text_utf8(self, text, &size);
+    if (!s)
         return NULL;
-    if (!PyUnicode_Check(text)) {
-        PyErr_SetString(PyExc_TypeError, "text must be str");
-        return NULL;
-    }
-    Py_ssize_t size;
-    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &size);
-    if (!utf8)
-        return NULL;
-    const uint8_t *s = (const uint8_t *)utf8;
     IdVec out = {NULL, 0, 0};
     size_t ntokens = 0;
     uint32_t *spans = NULL; /* start, end per token */
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = encode_text(&self->table, &self->cache, self->scan, s, (size_t)size, &out, 0, &ntokens);
+    rc = encode_text(&self->table, &self->cache, self->scan, s, size, &out, 0, &ntokens);
     if (!rc && out.len) {
         spans = PyMem_RawMalloc(out.len * 2 * sizeof(uint32_t));
         if (!spans) {
@@ -1407,23 +1404,16 @@ done:
 
 static PyObject *Core_split(CoreObject *self, PyObject *text)
 {
-    if (core_ready(self, 1))
-        return NULL;
-    if (!PyUnicode_Check(text)) {
-        PyErr_SetString(PyExc_TypeError, "text must be str");
-        return NULL;
-    }
-    Py_ssize_t size;
-    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &size);
-    if (!utf8)
+    size_t size;
+    const uint8_t *s = text_utf8(self, text, &size);
+    if (!s)
         return NULL;
     PyObject *list = PyList_New(0);
     if (!list)
         return NULL;
-    const uint8_t *s = (const uint8_t *)utf8;
-    for (size_t i = 0; i < (size_t)size;) {
-        size_t e = self->scan(s, i, (size_t)size);
-        PyObject *piece = PyUnicode_DecodeUTF8(utf8 + i, (Py_ssize_t)(e - i), "strict");
+    for (size_t i = 0; i < size;) {
+        size_t e = self->scan(s, i, size);
+        PyObject *piece = PyUnicode_DecodeUTF8((const char *)s + i, (Py_ssize_t)(e - i), "strict");
         if (!piece || PyList_Append(list, piece)) {
             Py_XDECREF(piece);
             Py_DECREF(list);

@@ -27,8 +27,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .compiled import is_counter, learn_merges_native, resolve_backend
-from .merges import MergeResult, byte_order_key, learn_merges
+from .compiled import is_counter, learn, learn_merges_native, resolve_backend
+from .merges import MergeResult, byte_order_key
 
 
 @dataclass
@@ -91,10 +91,7 @@ def train_byte_bpe(
         words = [list(_utf8(k)) for k, _ in items]
         counts = [c for _, c in items]
         del items
-        if native:
-            res = learn_merges_native(words, counts, keep_words=keep_segmentation, **options)
-        else:
-            res = learn_merges(words, counts, copy_words=False, **options)
+        res = learn(words, counts, backend=backend, keep_words=keep_segmentation, **options)
     symbols: list[bytes] = res.symbols  # type: ignore[assignment]
     ranks = {tok: i for i, tok in enumerate(symbols)}
     merges = [(symbols[a], symbols[b]) for a, b, _ in res.merges]

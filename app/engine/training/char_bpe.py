@@ -43,8 +43,8 @@ from ..errors import ArtifactError, InvalidTokenIdError
 from ..specials import SpecialTokensMixin
 from ..store import TokenizerSpec
 from .byte_bpe import drain
-from .compiled import learn_merges_native, resolve_backend
-from .merges import learn_merges, text_order_key
+from .compiled import learn
+from .merges import text_order_key
 
 END_OF_WORD = "</w>"
 UNKNOWN = "<unk>"
@@ -205,10 +205,7 @@ def train_char_bpe(
         tie_break=tie_break,
         progress=progress,
     )
-    if resolve_backend(backend) == "native":
-        res = learn_merges_native(words, freqs, keep_words=keep_segmentation, **options)
-    else:
-        res = learn_merges(words, freqs, copy_words=False, **options)
+    res = learn(words, freqs, backend=backend, keep_words=keep_segmentation, **options)
     symbols: list[Symbol] = res.symbols  # type: ignore[assignment]
     model = CharBPEModel(
         symbols=symbols,

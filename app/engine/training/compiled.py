@@ -25,7 +25,7 @@ from typing import Any
 
 from ..native import OptionalExtension
 from .corpus import BLOCK_BYTES, MAX_CHUNK_CHARS, CorpusStats, iter_chunks
-from .merges import TIE_BREAKS, MergeResult
+from .merges import TIE_BREAKS, MergeResult, learn_merges
 
 #: The compiled learner calls ``progress`` after every this many merges (and once at the end).
 PROGRESS_EVERY = 256
@@ -95,6 +95,21 @@ def count_pretokens_native(
     if batch:
         counter.feed_many(batch, threads)
     return counter
+
+
+def learn(
+    words: Sequence[Sequence[int]],
+    counts: Sequence[int],
+    *,
+    backend: str | None,
+    keep_words: bool,
+    **options: Any,
+) -> MergeResult:
+    """:func:`.merges.learn_merges` (words copied in place, not kept) or :func:`learn_merges_native`, whichever
+    :func:`resolve_backend` picks for ``backend``; the same result either way."""
+    if resolve_backend(backend) == "native":
+        return learn_merges_native(words, counts, keep_words=keep_words, **options)
+    return learn_merges(words, counts, copy_words=False, **options)
 
 
 def learn_merges_native(
