@@ -1,28 +1,20 @@
 """Build script for the optional compiled extensions (metadata lives in pyproject.toml).
 
-``app.engine._native._core`` (the encoding core) and ``app.engine._native._trainer`` (pre-token counting and merge
-learning for the BPE trainer) are C extensions built with the compiler and Python headers of the machine. Each is
-``optional``: without a compiler (or headers) the build prints a warning, the package still installs, and the
-engine and the trainer run their pure-Python references (slower), logging that they do.
+``app.engine._native._core`` (the encoding hot path, ``tokcore.c``) and ``app.engine._native._trainer`` (the
+trainer's counter and merge learner, ``trainer.c``) are C extensions built with the compiler and Python headers of
+the machine. Both are ``optional``: without a compiler (or headers) the build prints a warning, the package still
+installs, and the engine and trainer run the pure-Python reference (slower), logging that they do.
 """
 
 from setuptools import Extension, setup
 
-setup(
-    ext_modules=[
-        Extension(
-            "app.engine._native._core",
-            sources=["app/engine/_native/tokcore.c"],
-            depends=["app/engine/_native/pretokenizer.h", "app/engine/_native/unicode_tables.h"],
-            extra_compile_args=["-O3", "-std=c11", "-fno-strict-aliasing"],
-            optional=True,
-        ),
-        Extension(
-            "app.engine._native._trainer",
-            sources=["app/engine/_native/trainer.c"],
-            depends=["app/engine/_native/pretokenizer.h", "app/engine/_native/unicode_tables.h"],
-            extra_compile_args=["-O3", "-std=c11", "-fno-strict-aliasing"],
-            optional=True,
-        ),
-    ],
-)
+NATIVE = "app/engine/_native"
+HEADERS = [f"{NATIVE}/bytes_hash.h", f"{NATIVE}/pretokenizer.h", f"{NATIVE}/unicode_tables.h"]
+
+
+def _extension(module: str, source: str) -> Extension:
+    return Extension(f"app.engine._native.{module}", sources=[f"{NATIVE}/{source}"], depends=HEADERS,
+                     extra_compile_args=["-O3", "-std=c11", "-fno-strict-aliasing"], optional=True)
+
+
+setup(ext_modules=[_extension("_core", "tokcore.c"), _extension("_trainer", "trainer.c")])

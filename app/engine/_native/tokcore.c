@@ -18,6 +18,7 @@
 #include <sched.h>
 #include <string.h>
 
+#include "bytes_hash.h"
 #include "pretokenizer.h"
 
 #define NO_RANK UINT32_MAX
@@ -49,53 +50,6 @@ typedef struct {
 
 #define FILTER_BITS ((size_t)1 << 22)
 #define FILTER_BIT(h) ((size_t)((h) >> 40) & (FILTER_BITS - 1))
-
-/* The last 1..8 bytes of a key folded into 64 bits (with the length mixed in by the caller, distinct keys of the
- * same length give distinct values). Fixed-size memcpy compiles to plain loads. */
-static inline uint64_t load_tail(const uint8_t *p, size_t n)
-{
-    if (n >= 4) {
-        uint32_t a, b;
-        memcpy(&a, p, 4);
-        memcpy(&b, p + n - 4, 4);
-        return ((uint64_t)a << 32) | b;
-    }
-    return ((uint64_t)p[0] << 16) | ((uint64_t)p[n >> 1] << 8) | p[n - 1];
-}
-
-static inline uint64_t hash_bytes(const uint8_t *p, size_t n)
-{
-    uint64_t h = (uint64_t)n * 0x9E3779B97F4A7C15ull;
-    while (n > 8) {
-        uint64_t v;
-        memcpy(&v, p, 8);
-        h = (h ^ v) * 0xBF58476D1CE4E5B9ull;
-        h ^= h >> 29;
-        p += 8;
-        n -= 8;
-    }
-    h = (h ^ load_tail(p, n)) * 0x94D049BB133111EBull;
-    h ^= h >> 32;
-    h *= 0xD6E8FEB86659FD93ull;
-    h ^= h >> 29;
-    return h;
-}
-
-/* a[0..n) == b[0..n) for n >= 1, without a libc call for the short keys BPE looks up. */
-static inline int bytes_eq(const uint8_t *a, const uint8_t *b, size_t n)
-{
-    while (n > 8) {
-        uint64_t x, y;
-        memcpy(&x, a, 8);
-        memcpy(&y, b, 8);
-        if (x != y)
-            return 0;
-        a += 8;
-        b += 8;
-        n -= 8;
-    }
-    return load_tail(a, n) == load_tail(b, n); /* covers every byte of a 1..8-byte tail */
-}
 
 /* The rank of the token p[0..n) (n >= 3) whose hash_bytes is h, or NO_RANK. */
 static inline uint32_t rank_lookup_hashed(const RankTable *t, const uint8_t *p, size_t n, uint64_t h)

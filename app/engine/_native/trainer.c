@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bytes_hash.h"
 #include "pretokenizer.h"
 
 /* ------------------------------------------------------------------------------------------------ hashing */
@@ -41,22 +42,6 @@ static inline uint64_t mix64(uint64_t h)
     h *= 0xc4ceb9fe1a85ec53ULL;
     h ^= h >> 33;
     return h;
-}
-
-static inline uint64_t hash_bytes(const uint8_t *s, size_t n)
-{
-    uint64_t h = 0x9E3779B97F4A7C15ULL ^ ((uint64_t)n * 0x100000001B3ULL);
-    while (n >= 8) {
-        uint64_t v;
-        memcpy(&v, s, 8);
-        h = (h ^ v) * 0x9FB21C651E98DF25ULL;
-        h ^= h >> 29;
-        s += 8;
-        n -= 8;
-    }
-    uint64_t v = 0;
-    memcpy(&v, s, n);
-    return mix64(h ^ v);
 }
 
 /* ------------------------------------------------------------------------------------------------ piece table */
