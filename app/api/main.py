@@ -25,7 +25,7 @@ from . import metrics
 from .deps import ServiceState
 from .errors import install_handlers
 from .middleware import GatewayMiddleware
-from .routes import api_router
+from .routes import api_router, pages
 from .schemas import REQUEST_MODELS
 
 log = logging.getLogger("app.api")
@@ -79,9 +79,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             svc.ready = False
             metrics.mark_process_dead()
 
-    app = FastAPI(title="tokenizer-service", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(title="tokenizer-service", version="0.1.0", description=DESCRIPTION, lifespan=lifespan,
+                  docs_url=None, redoc_url=None)  # offline docs: pages.install
     app.state.settings = settings
     app.include_router(api_router)
+    pages.install(app)
     install_handlers(app)
     app.add_middleware(GatewayMiddleware, settings=settings)
 
