@@ -16,8 +16,6 @@ from typing import Any
 
 import anyio
 from fastapi import FastAPI
-from fastapi.openapi.utils import get_openapi
-from pydantic.json_schema import models_json_schema
 
 from app.core.config import Settings
 
@@ -25,8 +23,8 @@ from . import metrics
 from .deps import ServiceState
 from .errors import install_handlers
 from .middleware import GatewayMiddleware
+from .openapi import build as build_openapi
 from .routes import api_router, pages
-from .schemas import REQUEST_MODELS
 
 log = logging.getLogger("app.api")
 
@@ -89,12 +87,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            schema = get_openapi(title=app.title, version=app.version, description=app.description,
-                                 routes=app.routes)
-            _, defs = models_json_schema([(m, "validation") for m in REQUEST_MODELS],
-                                         ref_template="#/components/schemas/{model}")
-            schema.setdefault("components", {}).setdefault("schemas", {}).update(defs.get("$defs", {}))
-            app.openapi_schema = schema
+            app.openapi_schema = build_openapi(app)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

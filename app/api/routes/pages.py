@@ -14,7 +14,7 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
@@ -31,7 +31,6 @@ DOCS_CSP = ("default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 's
             "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 SWAGGER_PARAMETERS = {"validatorUrl": None, "tryItOutEnabled": True, "displayRequestDuration": True}
 
-router = APIRouter(include_in_schema=False)
 
 
 @cache
@@ -44,14 +43,12 @@ def _root(request: Request) -> str:
     return str(request.scope.get("root_path", "")).rstrip("/")
 
 
-@router.get("/", response_class=HTMLResponse)
 async def playground(request: Request) -> HTMLResponse:
     """The token playground (``static/playground``); tells the page whether to ask for the bearer token first."""
     auth_required = bool(request.app.state.settings.auth_token)
     return HTMLResponse(_playground_html(auth_required), headers={"Content-Security-Policy": PAGE_CSP})
 
 
-@router.get("/docs", response_class=HTMLResponse)
 async def swagger_ui(request: Request) -> HTMLResponse:
     """Swagger UI from the vendored bundle."""
     root = _root(request)
@@ -66,7 +63,6 @@ async def swagger_ui(request: Request) -> HTMLResponse:
     return page
 
 
-@router.get("/docs/oauth2-redirect", response_class=HTMLResponse)
 async def swagger_ui_redirect() -> HTMLResponse:
     """Swagger UI's OAuth2 redirect helper (no external references)."""
     page = get_swagger_ui_oauth2_redirect_html()
@@ -74,7 +70,6 @@ async def swagger_ui_redirect() -> HTMLResponse:
     return page
 
 
-@router.get("/redoc", response_class=HTMLResponse)
 async def redoc(request: Request) -> HTMLResponse:
     """ReDoc from the vendored bundle, without web fonts (system fonts instead)."""
     root = _root(request)
@@ -87,7 +82,11 @@ async def redoc(request: Request) -> HTMLResponse:
 
 
 def install(app: FastAPI) -> None:
-    """Add the pages and mount the static files (call with ``docs_url=None, redoc_url=None`` on the app)."""
-    app.include_router(router)
+    """Add the pages and mount the static files (call with ``docs_url=None, redoc_url=None`` on the app).
+
+    The pages are routes of the app itself (not of an included router), like FastAPI's own docs routes."""
+    for path, endpoint in (("/", playground), ("/docs", swagger_ui), ("/docs/oauth2-redirect", swagger_ui_redirect),
+                           ("/redoc", redoc)):
+        app.add_api_route(path, endpoint, methods=["GET"], response_class=HTMLResponse, include_in_schema=False)
     app.mount(STATIC_URL, StaticFiles(directory=STATIC_DIR), name="static")
 
