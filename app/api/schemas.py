@@ -168,6 +168,7 @@ class DecodeRequest(_Target):
 
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"tokenizer": "cl100k_base", "ids": [15339, 1917]},
+        {"model": "gpt-4o", "ids": [24912, 2375]},
         {"tokenizer": "cl100k_base", "batch": [[15339], [1917, 100257]], "skip_special_tokens": True},
     ]})
 
