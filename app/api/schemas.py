@@ -113,6 +113,10 @@ class _TextInput(_Target):
     parts: list[Part] | None = Field(None, description="an ordered mix of texts and special tokens")
     special_tokens: SpecialTokens | None = Field(None, description="special tokens by name around the text (around "
                                                  "each text of a batch; around all the parts)")
+    add_special_tokens: bool = Field(
+        False, description="wrap the input in the tokenizer's own template (BOS/EOS, [CLS] ... [SEP]; see "
+        "`template` in GET /tokenizers/{name}), outside `special_tokens`; default false: only what you name"
+    )
     report_special_lookalikes: bool = Field(
         False, description="count occurrences of special-token strings inside the text (they are encoded as text)"
     )
@@ -300,9 +304,12 @@ class TokenizerSummary(BaseModel):
 
 
 class TokenizerDetail(TokenizerSummary):
-    """One tokenizer with its special tokens and pre-tokenizer pattern."""
+    """One tokenizer with its special and added tokens, template and pre-tokenizer pattern."""
 
-    special_tokens: dict[str, int] = Field(description="special token name -> id")
+    special_tokens: dict[str, int] = Field(description="special tokens (name -> id); never matched in text")
+    added_tokens: dict[str, int] = Field(description="non-special added tokens (string -> id), matched in text as "
+                                         "the tokenizer's reference implementation matches them")
+    template: str = Field(description="what add_special_tokens=true puts around a text, e.g. `<s> $text`")
     pattern: str = Field(description="the pre-tokenizer's regular expression")
 
 
