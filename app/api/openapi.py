@@ -1,5 +1,5 @@
-"""The OpenAPI document as the service really behaves: request bodies from the request models, and no error shape
-the service never sends.
+"""The OpenAPI document as the service really behaves: request bodies from the request models (with their
+examples offered by name), and no error shape the service never sends.
 
 FastAPI documents its own validation-error body (``HTTPValidationError``) for routes with parameters; this service
 answers every error, validation included, with :class:`~app.api.schemas.ErrorResponse`, so those references are
@@ -35,4 +35,18 @@ def build(app: FastAPI) -> dict[str, Any]:
                         media["schema"] = {"$ref": _REF.format(model="ErrorResponse")}
     for name in _FASTAPI_ERRORS:
         components.pop(name, None)
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            _named_examples(operation, components)
     return schema
+
+
+def _named_examples(operation: dict[str, Any], components: dict[str, Any]) -> None:
+    """Copy a request model's examples onto its operation's JSON body as named examples (the docs pages offer
+    them in a menu: one per input shape), each summarized by the fields it uses."""
+    media = operation.get("requestBody", {}).get("content", {}).get("application/json")
+    ref = (media or {}).get("schema", {}).get("$ref", "")
+    examples = components.get(ref.rsplit("/", 1)[-1], {}).get("examples") if ref else None
+    if media is not None and examples:
+        media["examples"] = {f"example {i}": {"summary": " + ".join(example), "value": example}
+                             for i, example in enumerate(examples, 1)}

@@ -69,6 +69,8 @@ def test_examples_cover_every_input_shape_and_are_accepted(client: TestClient, s
             assert any(field in e for e in examples), f"{model.__name__}: no example uses {field!r}"
     if model in (EncodeRequest, CountRequest):
         assert {"text", "texts", "parts"} <= {k for e in examples for k in e}
+    body = spec["paths"][ROUTES[model]]["post"]["requestBody"]["content"]["application/json"]
+    assert [e["value"] for e in body["examples"].values()] == examples  # offered by name in the docs pages
 
 
 @pytest.mark.parametrize("model", [*REQUEST_MODELS, Part], ids=lambda m: m.__name__)
