@@ -4,12 +4,14 @@ UTF-8 and whitespace made visible, switching tokenizer and model, the compare vi
 prompt, a phone-sized screen, and /docs and /redoc rendering with every non-loopback request blocked. Every page
 must finish with no console error and no request to another host.
 
-Skipped, saying so, only when the system Chromium is missing (Debian: ``apt-get install chromium``).
+Skipped, saying so, only when the system Chromium is missing (Debian: ``apt-get install chromium``), unless
+``TOKENIZER_TEST_BROWSER=required`` makes that a failure (CI sets it).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,9 +22,12 @@ from app.engine import get_encoding
 from .browser import CHROMIUM, Watched, chromium_available, launch, watched_page
 from .conftest import LiveServer, start_server
 
+#: ``TOKENIZER_TEST_BROWSER=required`` (CI) turns a missing Chromium into a failure instead of a skip.
+REQUIRED = os.environ.get("TOKENIZER_TEST_BROWSER") == "required"
+
 pytestmark = [
-    pytest.mark.skipif(not chromium_available(), reason=f"no Chromium at {CHROMIUM} (Debian: apt-get install "
-                       "chromium; or set TOKENIZER_TEST_CHROMIUM): browser tests skipped"),
+    pytest.mark.skipif(not chromium_available() and not REQUIRED, reason=f"no Chromium at {CHROMIUM} (Debian: "
+                       "apt-get install chromium; or set TOKENIZER_TEST_CHROMIUM): browser tests skipped"),
     pytest.mark.timeout(300),
 ]
 
@@ -34,6 +39,8 @@ CLOCK_START = 1_800_000_000  # seconds since the epoch, for the page's fake cloc
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    if not chromium_available():
+        pytest.fail(f"TOKENIZER_TEST_BROWSER=required but there is no Chromium at {CHROMIUM}")
     with launch() as b:
         yield b
 
