@@ -275,6 +275,38 @@ def test_readable_on_a_phone(browser: Any, server: LiveServer) -> None:
         w.assert_clean()
 
 
+def _axe_violations(page: Any) -> list[str]:
+    from axe_playwright_python.sync_playwright import Axe
+
+    violations = Axe().run(page).response["violations"]
+    return [f"{v['id']} ({v['impact']}): {v['help']} at {[n['target'] for n in v['nodes']][:3]}" for v in violations]
+
+
+def test_accessibility_audit(browser: Any, server: LiveServer, auth_server: LiveServer) -> None:
+    """axe-core (every rule it runs by default: labels, roles, contrast, keyboard focus, ...) finds nothing on the
+    tokens view (with partial-byte tokens, a token's details and a decode error), the compare view, and the
+    token prompt."""
+    with watched_page(browser, viewport={"width": 1200, "height": 900}) as w:
+        page = _open(w, server)
+        page.fill('[data-testid="text-input"]', TEXT)
+        _wait_count(page, _api(server, "/count", {"tokenizer": "cl100k_base", "text": TEXT})["count"])
+        page.fill('[data-testid="decode-input"]', "9906, 100256")
+        page.wait_for_function("() => document.querySelector('[data-testid=\"decode-output\"]').textContent"
+                               ".includes('100256')")
+        page.locator(f"{TOKENS} >> nth=2").focus()
+        assert _axe_violations(page) == []
+        page.click("#tab-compare")
+        page.wait_for_selector('[data-testid="compare-row"]')
+        assert _axe_violations(page) == []
+        w.expect_http_errors(422)
+        w.assert_clean()
+    with watched_page(browser) as w:
+        w.page.goto(f"{auth_server.url}/")
+        w.page.wait_for_selector("#auth[open]")
+        assert _axe_violations(w.page) == []
+        w.assert_clean()
+
+
 @pytest.mark.parametrize("path,ready", [
     ("/docs", '.opblock-summary-path:has-text("/encode")'),
     ("/redoc", 'h2:has-text("Token ids of a text")'),
