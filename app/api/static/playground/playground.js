@@ -119,7 +119,8 @@
     groupT.label = "Tokenizers";
     for (const t of tokenizers) {
       const aliases = t.aliases.length ? " (" + t.aliases.join(", ") + ")" : "";
-      groupT.append(new Option(t.name + aliases + " · " + numberFmt.format(t.vocab_size) + " tokens", "tokenizer:" + t.name));
+      const label = t.name + aliases + " · " + numberFmt.format(t.vocab_size) + "-token vocabulary";
+      groupT.append(new Option(label, "tokenizer:" + t.name));
     }
     el.target.append(groupT);
     const models = [];
