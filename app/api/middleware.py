@@ -38,7 +38,8 @@ LABELS_KEY = "tokenizer_service.labels"
 
 KNOWN_PATHS = frozenset({"/", "/encode", "/count", "/decode", "/tokenizers", "/healthz", "/readyz", "/metrics",
                          "/docs", "/redoc", "/openapi.json", "/docs/oauth2-redirect"})
-#: Paths served without the bearer token (probes must work without secrets); everything else, docs included, needs it.
+#: Paths served without the bearer token (probes must work without secrets; the playground page holds no data and
+#: asks for the token itself); everything else, docs included, needs it.
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/"})
 #: Prefix of the pages' static files (playground, vendored Swagger UI and ReDoc): open, like the page itself.
 STATIC_PREFIX = "/static/"
