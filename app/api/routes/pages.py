@@ -1,8 +1,9 @@
 """Pages for people: ``GET /`` (the token playground) and ``/docs``, ``/redoc`` (the API reference), all offline.
 
 Every asset is package data under ``app/api/static/`` and is served by the service itself from ``/static/``: the
-playground's hand-written HTML, CSS and JavaScript, and the unmodified, licensed Swagger UI and ReDoc bundles in
-``static/vendor/`` (provenance and sha256 in ``static/vendor/README.md`` and ``SHA256SUMS``). No page references
+playground's hand-written HTML, CSS and JavaScript, and the licensed Swagger UI and ReDoc bundles in
+``static/vendor/`` (provenance, the one change made to ReDoc, and sha256 sums in ``static/vendor/README.md`` and
+``SHA256SUMS``). No page references
 another host, and each carries a Content-Security-Policy that lets the browser load nothing from one.
 
 The playground page and ``/static/`` are served without the bearer token (they hold no data: the page asks for
@@ -30,7 +31,6 @@ DOCS_CSP = ("default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 's
             "img-src 'self' data:; font-src 'self' data:; connect-src 'self'; worker-src 'self' blob:; "
             "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 SWAGGER_PARAMETERS = {"validatorUrl": None, "tryItOutEnabled": True, "displayRequestDuration": True}
-
 
 
 @cache
