@@ -1,0 +1,1 @@
+"""Pipeline models: turn one pre-tokenized piece into token ids (see :class:`app.engine.pipeline.base.Model`)."""
