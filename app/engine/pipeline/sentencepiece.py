@@ -123,6 +123,7 @@ class SentencePieceVocab:
     eos_id: int | None = None
     add_bos: bool = True
     add_eos: bool = False
+    unk_id: int | None = None  #: default: the one piece of type UNKNOWN
     extra_special: dict[int, str] = field(default_factory=dict)  #: more special ids (non-control) by id
 
     def ids_of(self, kind: int) -> list[int]:
@@ -174,9 +175,12 @@ def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_s
     (no unknown piece, a malformed charsmap)."""
     types = vocab.types
     unknown = vocab.ids_of(UNKNOWN)
-    if len(unknown) != 1:
+    if vocab.unk_id is not None:
+        unk_id = vocab.unk_id
+    elif len(unknown) == 1:
+        unk_id = unknown[0]
+    else:
         raise ArtifactError(source, f"expected exactly one unknown piece, found {len(unknown)}")
-    unk_id = unknown[0]
     try:
         charsmap = CharsMap(vocab.charsmap) if vocab.charsmap else None
     except CharsMapError as exc:

@@ -1,1 +1,1 @@
-"""Pipeline models: turn one pre-tokenized piece into token ids (see :class:`app.engine.pipeline.base.Model`)."""
+"""Pipeline models: one module per algorithm (BPE over merges, WordLevel; WordPiece and Unigram alongside)."""
