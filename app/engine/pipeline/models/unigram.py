@@ -48,11 +48,20 @@ class Unigram:
         self._token_to_id: dict[str, int] = {}
         for i, (piece, _) in enumerate(self.vocab):
             self._token_to_id[piece] = i  # a repeated piece resolves to its last id, as Hugging Face does
-        excluded_set = set(excluded)
-        if unk_id is not None:
-            excluded_set.add(unk_id)
-        matchable = [i for i in range(len(self.vocab)) if i not in excluded_set and self.vocab[i][0]]
         self._user = frozenset(user_defined)
+        self._unk_score_arg = unk_score
+        self._build(set(excluded))
+        self._bytes = [self._token_to_id.get(f"<0x{b:02X}>") for b in range(256)]
+
+    def _build(self, excluded: set[int]) -> None:
+        """The prefix table and scores of every matchable piece (all but ``excluded`` and the unknown piece)."""
+        float32 = self.float32
+        unk_score = self._unk_score_arg
+        excluded_set = set(excluded)
+        if self.unk_id is not None:
+            excluded_set.add(self.unk_id)
+        self._excluded = frozenset(excluded_set)
+        matchable = [i for i in range(len(self.vocab)) if i not in excluded_set and self.vocab[i][0]]
         normal_scores = [self.vocab[i][1] for i in matchable if i not in self._user]
         if unk_score is None:
             unk_score = (min(normal_scores) if normal_scores else 0.0) - 10.0
@@ -74,7 +83,14 @@ class Unigram:
             else:
                 self._score[i] = (f32(score) if float32 else score, False)
         self._nodes = nodes
-        self._bytes = [self._token_to_id.get(f"<0x{b:02X}>") for b in range(256)]
+
+    def exclude_from_text(self, ids: Collection[int]) -> None:
+        """Never match the pieces ``ids`` in text (a ``tokenizer.json``'s special added tokens; called once by the
+        loader before the model is used)."""
+        extra = set(ids) - self._excluded
+        if extra:
+            self._build(set(self._excluded) | extra)
+
 
     @classmethod
     def from_hf(cls, config: Mapping[str, object], *, excluded: Collection[int] = ()) -> Unigram:
@@ -160,7 +176,7 @@ class Unigram:
             surface = text[s:e]
             if not self.float32:
                 found = self._token_to_id.get(surface)
-                if found is not None:
+                if found is not None and found not in self._excluded:
                     out.append((found, s, e))
                     continue
             if self.byte_fallback:

@@ -10,7 +10,7 @@ most its length times the longest entry, never a rescan per candidate end.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 
@@ -29,7 +29,7 @@ class WordPiece:
     """Greedy longest-match-first WordPiece. Thread-safe (immutable after construction)."""
 
     def __init__(self, vocab: Mapping[str, int], *, unk_token: str = "[UNK]", continuing_subword_prefix: str = "##",
-                 max_input_chars_per_word: int = 100, excluded: frozenset[int] = frozenset()) -> None:
+                 max_input_chars_per_word: int = 100, excluded: Collection[int] = ()) -> None:
         """``vocab``: token -> id; ``excluded``: ids never matched in text (special tokens). Raises ``ValueError``
         if ``unk_token`` is not in the vocabulary."""
         self.vocab = dict(vocab)
@@ -42,14 +42,20 @@ class WordPiece:
         self._by_id: dict[int, str] = {}
         for token, token_id in self.vocab.items():
             self._by_id.setdefault(token_id, token)
-        starts = {t: i for t, i in self.vocab.items() if i not in excluded}
+        self._size = max(self.vocab.values(), default=-1) + 1
+        self._excluded: frozenset[int] = frozenset()
+        self.exclude_from_text(excluded)
+
+    def exclude_from_text(self, ids: Collection[int]) -> None:
+        """Never match the entries ``ids`` in text (special tokens; called by the loader before first use)."""
+        self._excluded = self._excluded | frozenset(ids)
+        starts = {t: i for t, i in self.vocab.items() if i not in self._excluded}
         cont = {t[len(self.prefix):]: i for t, i in starts.items() if self.prefix and t.startswith(self.prefix)}
         self._start = _trie(starts)
         self._cont = _trie(cont)
-        self._size = max(self.vocab.values(), default=-1) + 1
 
     @classmethod
-    def from_hf(cls, config: Mapping[str, Any], *, excluded: frozenset[int] = frozenset()) -> WordPiece:
+    def from_hf(cls, config: Mapping[str, Any], *, excluded: Collection[int] = ()) -> WordPiece:
         """From a ``tokenizer.json`` model ``{"type": "WordPiece", "vocab", "unk_token", ...}``."""
         return cls(config.get("vocab") or {}, unk_token=config.get("unk_token", "[UNK]"),
                    continuing_subword_prefix=config.get("continuing_subword_prefix", "##"),
