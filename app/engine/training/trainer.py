@@ -16,6 +16,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+#: The kinds served by a :class:`Trainer` (the byte and char BPE kinds have their own code paths).
+FAMILY_KINDS = ("wordpiece", "unigram", "sentencepiece-unigram", "sentencepiece-bpe")
+
 #: ``progress(done, total)``: steps done so far of ``total`` (None if unknown); called from :meth:`Trainer.finish`.
 Progress = Callable[[int, "int | None"], None]
 

@@ -134,8 +134,8 @@ def learn_wordpiece(words: Mapping[str, int], *, vocab_size: int, specials: Sequ
     pairs_of: dict[int, set[tuple[int, int]]] = {}
     for wi, seq in enumerate(seqs):
         f = freqs[wi]
-        for s in seq:
-            count[s] += f
+        for x in seq:
+            count[x] += f
         for p in zip(seq, seq[1:], strict=False):
             pair_count[p] = pair_count.get(p, 0) + f
             where.setdefault(p, set()).add(wi)
@@ -224,8 +224,8 @@ def learn_wordpiece(words: Mapping[str, int], *, vocab_size: int, specials: Sequ
                 pair_count.pop(p, None)
                 where.pop(p, None)
                 version[p] = version.get(p, 0) + 1
-                for s in p:
-                    ps = pairs_of.get(s)
+                for x in p:
+                    ps = pairs_of.get(x)
                     if ps is not None:
                         ps.discard(p)
             else:
