@@ -34,7 +34,7 @@ from ..pipeline.sentencepiece import BPE, BYTE, CONTROL, NORMAL, UNIGRAM, UNKNOW
 from .compiled import learn
 from .merges import text_order_key
 from .trainer import Progress, TrainedArtifact, lines_of
-from .unigram import SPACE, character_coverage, learn_unigram, split_unknown
+from .unigram import SPACE, character_coverage, learn_unigram, split_before_space, split_unknown
 
 MODEL_TYPES = ("unigram", "bpe")
 
@@ -45,15 +45,7 @@ def sp_words(line: str, *, add_dummy_prefix: bool = True, remove_extra_whitespac
         line = " ".join(p for p in line.split(" ") if p)
     if not line:
         return []
-    text = (SPACE if add_dummy_prefix else "") + line.replace(" ", SPACE)
-    out: list[str] = []
-    start = 0
-    for i in range(1, len(text)):
-        if text[i] == SPACE:
-            out.append(text[start:i])
-            start = i
-    out.append(text[start:])
-    return out
+    return split_before_space((SPACE if add_dummy_prefix else "") + line.replace(" ", SPACE))
 
 
 def is_digit(ch: str) -> bool:

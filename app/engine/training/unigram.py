@@ -39,6 +39,8 @@ from .trainer import Progress, TrainedArtifact, lines_of
 
 SPACE = "\u2581"
 NEG_INF = float("-inf")
+#: The smallest expected count a kept piece is scored with.
+MIN_COUNT = 1e-3
 Edges = list[tuple[int, int, int]]
 
 
@@ -188,11 +190,11 @@ def _ordered(freq: Mapping[str, float], req: set[str]) -> list[str]:
 
 
 def _normalize(freq: Mapping[str, float], pieces: Sequence[str]) -> dict[str, float]:
-    """Log relative frequencies; a zero count gets the log of half the smallest positive one."""
-    total = sum(freq[p] for p in pieces)
-    floor = min((freq[p] for p in pieces if freq[p] > 0), default=1.0) / 2
-    total = total or 1.0
-    return {p: math.log((freq[p] if freq[p] > 0 else floor) / total) for p in pieces}
+    """Log relative frequencies; a count below :data:`MIN_COUNT` (a piece kept although almost never
+    expected: a required character, or one of the final cut) counts as :data:`MIN_COUNT`."""
+    counts = [max(freq[p], MIN_COUNT) for p in pieces]
+    log_total = math.log(sum(counts))
+    return {p: math.log(c) - log_total for p, c in zip(pieces, counts, strict=True)}
 
 
 def _lattice(word: str, index: Mapping[str, int], max_len: int, skip: int = -1) -> Edges:
@@ -331,14 +333,25 @@ def split_unknown(words: Mapping[str, int], required: set[str]) -> dict[str, int
     return out
 
 
+def split_before_space(text: str) -> list[str]:
+    """``text`` cut before every ``▁`` (no empty pieces)."""
+    out: list[str] = []
+    start = 0
+    for i in range(1, len(text)):
+        if text[i] == SPACE:
+            out.append(text[start:i])
+            start = i
+    if text:
+        out.append(text[start:])
+    return out
+
+
 def metaspace_words(line: str) -> list[str]:
     """The pieces Hugging Face's ``Metaspace`` pre-tokenizer (``▁``, prepend always, split) makes of ``line``."""
-    if not line:
-        return []
-    chunks = line.split(" ")
-    if chunks[0] == "":
-        chunks = chunks[1:]
-    return [SPACE + c for c in chunks]
+    text = line.replace(" ", SPACE)
+    if text and not text.startswith(SPACE):
+        text = SPACE + text
+    return split_before_space(text)
 
 
 class UnigramTrainer:
