@@ -6,7 +6,8 @@ this interpreter's ``unicodedata``: characters assigned or re-categorised since 
 script probes ``tokenizers`` (a development dependency, never imported at run time) once per code point and writes
 the differences, so the engine reproduces the reference exactly with ``unicodedata`` plus these small sets.
 
-Usage: ``python scripts/gen_bert_tables.py`` (prints the module: redirect it to a temporary file, then move that over the old one).
+Usage: ``python scripts/gen_bert_tables.py > /tmp/t.py && mv /tmp/t.py app/engine/pipeline/bert_tables.py`` (it
+prints the module; it imports the current one, so do not redirect straight into it).
 """
 
 from __future__ import annotations

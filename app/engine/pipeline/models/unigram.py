@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Collection, Mapping, Sequence
+from typing import Any
 
 _F32 = struct.Struct("<f")
 
@@ -93,10 +94,10 @@ class Unigram:
 
 
     @classmethod
-    def from_hf(cls, config: Mapping[str, object], *, excluded: Collection[int] = ()) -> Unigram:
-        """From a ``tokenizer.json`` model ``{"type": "Unigram", "unk_id", "vocab": [[piece, score]], "byte_fallback"}``.
-        ``excluded``: ids of special added tokens (never matched in text)."""
-        vocab = [(str(p), float(s)) for p, s in config.get("vocab") or []]  # type: ignore[attr-defined]
+    def from_hf(cls, config: Mapping[str, Any], *, excluded: Collection[int] = ()) -> Unigram:
+        """From a ``tokenizer.json`` model ``{"type": "Unigram", "unk_id", "vocab": [[piece, score], ...],
+        "byte_fallback"}``. ``excluded``: ids of special added tokens (never matched in text)."""
+        vocab = [(str(p), float(s)) for p, s in config.get("vocab") or []]
         unk = config.get("unk_id")
         scores = [s for _, s in vocab]
         return cls(vocab, unk_id=None if unk is None else int(unk), byte_fallback=bool(config.get("byte_fallback")),
