@@ -74,3 +74,19 @@ def test_malformed_model_is_an_artifact_error() -> None:
         parse_model(b"", "empty.model")
     data = artifact_bytes("mistral-v1")
     assert len(parse_model(data, "v1").pieces) == 32000
+
+
+def test_space_symbol_split_is_exact_and_used() -> None:
+    """The cut before word-initial ``▁`` (for caching) only where no piece could span it; ids are the whole-text
+    BPE's."""
+    from app.engine.pipeline.models.sp_bpe import SentencePieceBPE
+    from app.engine.pipeline.sp_split import SpaceSymbolSplit, splits_exactly
+
+    tok = get_encoding("mistral-v3")
+    assert isinstance(tok.pre_tokenizer, SpaceSymbolSplit)  # type: ignore[attr-defined]
+    model = tok.model  # type: ignore[attr-defined]
+    assert isinstance(model, SentencePieceBPE)
+    normalize = tok.normalizer.normalize_str  # type: ignore[attr-defined]
+    for text in sample(10, 40, seed=13):
+        assert tok.encode(text) == model.tokenize(normalize(text))
+    assert not splits_exactly(["a\u2581b"]) and splits_exactly(["\u2581\u2581", "\u2581ab"])
