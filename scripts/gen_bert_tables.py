@@ -34,10 +34,15 @@ def main() -> None:
                                        lowercase=False)
     lower = normalizers.BertNormalizer(clean_text=False, handle_chinese_chars=False, strip_accents=False,
                                        lowercase=True)
+    nfd = normalizers.NFD()
     pre = pre_tokenizers.BertPreTokenizer()
+    nfd_diff: dict[int, str] = {}
     control_diff, punct_diff, mark_diff = [], [], []
     lower_diff: dict[int, str] = {}
     for ch in code_points():
+        theirs_nfd = nfd.normalize_str(ch)
+        if theirs_nfd != unicodedata.normalize("NFD", ch):
+            nfd_diff[ord(ch)] = theirs_nfd
         theirs_lower = lower.normalize_str(ch)
         if theirs_lower != ch.lower():
             lower_diff[ord(ch)] = theirs_lower
@@ -66,6 +71,11 @@ def main() -> None:
     print("#: lowercase mappings newer than this interpreter's (Rust's ``char::to_lowercase`` is more recent)")
     print("LOWER: dict[int, str] = {")
     for k, v in lower_diff.items():
+        print(f"    0x{k:X}: {v!r},")
+    print("}")
+    print("#: NFD decompositions where the reference's Unicode normalization differs from this interpreter's")
+    print("NFD: dict[int, str] = {")
+    for k, v in nfd_diff.items():
         print(f"    0x{k:X}: {v!r},")
     print("}")
     print(f"UNIDATA_VERSION = {unicodedata.unidata_version!r}")
