@@ -10,8 +10,8 @@ Three WordPiece implementations disagree on details; this one follows the Rust o
 * Chinese characters (the CJK ideograph blocks, the extension range starting at U+2B920) get a space on each side;
 * strip accents (default: when lowercasing) = NFD, then drop nonspacing marks (Mn); *then* lowercase, one
   character at a time (no final-sigma rule);
-* character classes (and one NFD decomposition) as the Rust code's Unicode tables give them: :mod:`.bert_tables` lists the few code
-  points where they differ from this interpreter's ``unicodedata``;
+* character classes (and one NFD decomposition) as the Rust code's Unicode tables give them:
+  :mod:`.bert_tables` lists the few code points where they differ from this interpreter's ``unicodedata``;
 * pre-tokenizer: split on whitespace (dropped) and isolate every punctuation character (ASCII punctuation and the
   Unicode P* categories).
 """
