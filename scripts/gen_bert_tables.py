@@ -6,7 +6,8 @@ this interpreter's ``unicodedata``: characters assigned or re-categorised since 
 script probes ``tokenizers`` (a development dependency, never imported at run time) once per code point and writes
 the differences, so the engine reproduces the reference exactly with ``unicodedata`` plus these small sets.
 
-Usage: ``python scripts/gen_bert_tables.py`` (prints the module: redirect it to a temporary file, then move that over the old one).
+Usage: ``python scripts/gen_bert_tables.py > /tmp/t.py && mv /tmp/t.py app/engine/pipeline/bert_tables.py`` (it
+prints the module; it imports the current one, so do not redirect straight into it).
 """
 
 from __future__ import annotations
@@ -33,10 +34,15 @@ def main() -> None:
                                        lowercase=False)
     lower = normalizers.BertNormalizer(clean_text=False, handle_chinese_chars=False, strip_accents=False,
                                        lowercase=True)
+    nfd = normalizers.NFD()
     pre = pre_tokenizers.BertPreTokenizer()
+    nfd_diff: dict[int, str] = {}
     control_diff, punct_diff, mark_diff = [], [], []
     lower_diff: dict[int, str] = {}
     for ch in code_points():
+        theirs_nfd = nfd.normalize_str(ch)
+        if theirs_nfd != unicodedata.normalize("NFD", ch):
+            nfd_diff[ord(ch)] = theirs_nfd
         theirs_lower = lower.normalize_str(ch)
         if theirs_lower != ch.lower():
             lower_diff[ord(ch)] = theirs_lower
@@ -65,6 +71,11 @@ def main() -> None:
     print("#: lowercase mappings newer than this interpreter's (Rust's ``char::to_lowercase`` is more recent)")
     print("LOWER: dict[int, str] = {")
     for k, v in lower_diff.items():
+        print(f"    0x{k:X}: {v!r},")
+    print("}")
+    print("#: NFD decompositions where the reference's Unicode normalization differs from this interpreter's")
+    print("NFD: dict[int, str] = {")
+    for k, v in nfd_diff.items():
         print(f"    0x{k:X}: {v!r},")
     print("}")
     print(f"UNIDATA_VERSION = {unicodedata.unidata_version!r}")

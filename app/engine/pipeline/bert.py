@@ -10,8 +10,8 @@ Three WordPiece implementations disagree on details; this one follows the Rust o
 * Chinese characters (the CJK ideograph blocks, the extension range starting at U+2B920) get a space on each side;
 * strip accents (default: when lowercasing) = NFD, then drop nonspacing marks (Mn); *then* lowercase, one
   character at a time (no final-sigma rule);
-* character classes as the Rust code's (older) Unicode tables give them: :mod:`.bert_tables` lists the few code
-  points where they differ from this interpreter's ``unicodedata``;
+* character classes (and one NFD decomposition) as the Rust code's Unicode tables give them:
+  :mod:`.bert_tables` lists the few code points where they differ from this interpreter's ``unicodedata``;
 * pre-tokenizer: split on whitespace (dropped) and isolate every punctuation character (ASCII punctuation and the
   Unicode P* categories).
 """
@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .base import Piece
-from .bert_tables import CONTROL_FLIP, LOWER, MARK_FLIP, PUNCT_FLIP
+from .bert_tables import CONTROL_FLIP, LOWER, MARK_FLIP, NFD, PUNCT_FLIP
 from .charsmap import chunks_to_piece
 
 #: Rust's ``char::is_whitespace`` (the Unicode White_Space property).
@@ -83,7 +83,10 @@ class BertNormalizer:
         if self.handle_chinese_chars and is_chinese_char(ch):
             ch = f" {ch} "
         if self.strip_accents:
-            ch = "".join(c for c in unicodedata.normalize("NFD", ch) if not is_nonspacing_mark(c))
+            decomposed = NFD.get(ord(ch)) if len(ch) == 1 else None
+            if decomposed is None:
+                decomposed = unicodedata.normalize("NFD", ch)
+            ch = "".join(c for c in decomposed if not is_nonspacing_mark(c))
         if self.lowercase:
             ch = "".join(LOWER.get(ord(c)) or c.lower() for c in ch)
         return ch

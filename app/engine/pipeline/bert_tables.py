@@ -118,4 +118,8 @@ LOWER: dict[int, str] = {
     0x16EB7: '\U00016ed2',
     0x16EB8: '\U00016ed3',
 }
+#: NFD decompositions where the reference's Unicode normalization differs from this interpreter's
+NFD: dict[int, str] = {
+    0x11938: '𑤸',
+}
 UNIDATA_VERSION = '14.0.0'

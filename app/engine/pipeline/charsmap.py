@@ -92,8 +92,8 @@ class CharsMap:
         self.table: Mapping[str, str] = table
         #: first character -> lengths (in characters) of the keys starting with it, longest first
         lengths: dict[str, set[int]] = {}
-        for key in table:
-            lengths.setdefault(key[0], set()).add(len(key))
+        for text_key in table:
+            lengths.setdefault(text_key[0], set()).add(len(text_key))
         self._lengths = {c: sorted(v, reverse=True) for c, v in lengths.items()}
 
     def __len__(self) -> int:

@@ -25,11 +25,11 @@ from typing import Any
 from ..errors import ArtifactError
 from ..store import TokenizerSpec
 from ..tokenizer import Tokenizer
+from . import bert
 from . import decoders as dec
 from . import normalizers as norm
 from . import pre_tokenizers as pre
 from . import processors as proc
-from . import bert
 from .added import AddedToken
 from .charsmap import Precompiled
 from .models.bpe import BPE

@@ -10,8 +10,9 @@ What the pipeline does, as ``sentencepiece`` does:
 * normalizer: :class:`~app.engine.pipeline.sp_normalizer.SentencePieceNormalizer` from the ``NormalizerSpec``
   (precompiled charsmap with SentencePiece's longest-match semantics; dummy prefix; extra whitespace removal;
   ``▁`` for spaces; ``treat_whitespace_as_suffix``) and the user-defined pieces, which are never rewritten;
-* no pre-tokenizer: the model sees the whole normalized text (SentencePiece's ``split_by_whitespace`` only
-  shapes training; at encoding time no piece is split off);
+* no pre-tokenizer of SentencePiece's own: the model sees the whole normalized text (``split_by_whitespace`` only
+  shapes training). For BPE vocabularies where it is provably exact the text is cut before word-initial ``▁``
+  (:mod:`app.engine.pipeline.sp_split`), which lets the pipeline cache words;
 * model: BPE by piece score (:class:`~app.engine.pipeline.models.sp_bpe.SentencePieceBPE`) or Unigram in 32-bit
   floats (:class:`~app.engine.pipeline.models.unigram.Unigram`), with byte fallback and unknown handling;
 * control pieces (``<s>``, ``</s>``, ``[INST]`` …) are special tokens: never matched in text, by name only.
@@ -39,6 +40,7 @@ from .models.unigram import Unigram
 from .pipeline import Pipeline
 from .sp_decoder import SentencePieceDecoder
 from .sp_normalizer import SentencePieceNormalizer
+from .sp_split import SpaceSymbolSplit, splits_exactly
 
 #: ``ModelProto.SentencePiece.Type`` values.
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
@@ -188,10 +190,13 @@ def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_s
     user = vocab.ids_of(USER_DEFINED)
     pairs = list(zip(vocab.pieces, vocab.scores, strict=True))
     model: SentencePieceBPE | Unigram
+    split: SpaceSymbolSplit | None = None
     if vocab.model_type == "bpe":
         mergeable = [i for i, t in enumerate(types) if t in (NORMAL, USER_DEFINED, UNUSED)]
         model = SentencePieceBPE(pairs, unk_id=unk_id, byte_fallback=vocab.byte_fallback, mergeable=mergeable,
                                  user_defined=user, unused=vocab.ids_of(UNUSED))
+        if not vocab.treat_whitespace_as_suffix and splits_exactly(vocab.pieces[i] for i in mergeable):
+            split = SpaceSymbolSplit()
     else:
         excluded = [i for i, t in enumerate(types) if t not in (NORMAL, USER_DEFINED)]
         model = Unigram(pairs, unk_id=unk_id, byte_fallback=vocab.byte_fallback, excluded=excluded,
@@ -208,7 +213,7 @@ def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_s
         byte_pieces=[vocab.pieces[i] for i in vocab.ids_of(BYTE)], control=[vocab.pieces[i] for i in special_ids],
         unk_piece=vocab.pieces[unk_id], unk_surface=vocab.unk_surface, add_dummy_prefix=vocab.add_dummy_prefix,
         treat_whitespace_as_suffix=vocab.treat_whitespace_as_suffix)
-    return Pipeline(name=name, model=model, normalizer=normalizer, pre_tokenizer=None,
+    return Pipeline(name=name, model=model, normalizer=normalizer, pre_tokenizer=split,
                     post_processor=FixedTemplate(Template(prefix, suffix)), decoder=decoder, added_tokens=added,
                     cache_size=cache_size, spec=spec)
 

@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +24,12 @@ def artifact_bytes(name: str) -> bytes:
     return get_store().spec(name).read_artifact()
 
 
-@lru_cache(maxsize=None)
+@cache
 def gguf_kv(name: str) -> dict[str, Any]:
     return read_kv(artifact_bytes(name))
 
 
-@lru_cache(maxsize=None)
+@cache
 def sentencepiece_reference(name: str) -> Any:
     """A ``sentencepiece.SentencePieceProcessor`` for a bundled ``.model`` or GGUF ``llama``/``t5`` tokenizer."""
     import sentencepiece as spm
@@ -68,7 +68,7 @@ def sentencepiece_reference(name: str) -> Any:
     return spm.SentencePieceProcessor(model_proto=proto.SerializeToString())
 
 
-@lru_cache(maxsize=None)
+@cache
 def tekken_reference(name: str) -> Any:
     import tempfile
 

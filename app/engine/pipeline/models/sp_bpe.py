@@ -15,7 +15,8 @@ vocabularies are defined by scores.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Collection, Sequence
+import random
+from collections.abc import Callable, Collection, Sequence
 
 
 class SentencePieceBPE:
@@ -83,8 +84,9 @@ class SentencePieceBPE:
                 i += 1
         return syms, frozen, starts
 
-    def _merge(self, text: str) -> list[tuple[str, int]]:
-        """The final symbols as ``(piece, start)`` after merging and resegmentation."""
+    def _merge(self, text: str, skip: Callable[[], bool] | None = None) -> list[tuple[str, int]]:
+        """The final symbols as ``(piece, start)`` after merging and resegmentation. ``skip``: BPE-dropout — a
+        merge about to be applied is dropped when it returns True (as SentencePiece samples)."""
         syms, frozen, starts = self._symbols(text)
         n = len(syms)
         if n == 0:
@@ -119,6 +121,8 @@ class SentencePieceBPE:
             if right < 0 or not syms[left] or not syms[right] or len(syms[left]) + len(syms[right]) != size \
                     or syms[left] + syms[right] != merged:
                 continue
+            if skip is not None and skip():
+                continue
             syms[left] = merged
             nxt[left] = nxt[right]
             if nxt[right] >= 0:
@@ -144,9 +148,16 @@ class SentencePieceBPE:
         return out
 
     def tokenize_with_spans(self, text: str) -> list[tuple[int, int, int]]:
+        return self._ids(self._merge(text))
+
+    def dropout_with_spans(self, text: str, rng: random.Random, p: float) -> list[tuple[int, int, int]]:
+        """BPE-dropout (Provilkov et al. 2020): every merge is skipped with probability ``p``. Seeded by ``rng``."""
+        return self._ids(self._merge(text, lambda: rng.random() < p))
+
+    def _ids(self, symbols: list[tuple[str, int]]) -> list[tuple[int, int, int]]:
         out: list[tuple[int, int, int]] = []
         prev_unk = False
-        for piece, start in self._merge(text):
+        for piece, start in symbols:
             end = start + len(piece)
             pid = self._all.get(piece)
             if pid is not None and pid != self.unk_id:

@@ -21,8 +21,11 @@ the longest piece that matches there.
 
 from __future__ import annotations
 
+import math
+import random
 import struct
 from collections.abc import Collection, Mapping, Sequence
+from typing import Any
 
 _F32 = struct.Struct("<f")
 
@@ -93,10 +96,10 @@ class Unigram:
 
 
     @classmethod
-    def from_hf(cls, config: Mapping[str, object], *, excluded: Collection[int] = ()) -> Unigram:
-        """From a ``tokenizer.json`` model ``{"type": "Unigram", "unk_id", "vocab": [[piece, score]], "byte_fallback"}``.
-        ``excluded``: ids of special added tokens (never matched in text)."""
-        vocab = [(str(p), float(s)) for p, s in config.get("vocab") or []]  # type: ignore[attr-defined]
+    def from_hf(cls, config: Mapping[str, Any], *, excluded: Collection[int] = ()) -> Unigram:
+        """From a ``tokenizer.json`` model ``{"type": "Unigram", "unk_id", "vocab": [[piece, score], ...],
+        "byte_fallback"}``. ``excluded``: ids of special added tokens (never matched in text)."""
+        vocab = [(str(p), float(s)) for p, s in config.get("vocab") or []]
         unk = config.get("unk_id")
         scores = [s for _, s in vocab]
         return cls(vocab, unk_id=None if unk is None else int(unk), byte_fallback=bool(config.get("byte_fallback")),
@@ -157,11 +160,50 @@ class Unigram:
         return path
 
     def tokenize_with_spans(self, text: str) -> list[tuple[int, int, int]]:
+        return self._finish(text, self._viterbi(text)) if text else []
+
+    def sample_with_spans(self, text: str, rng: random.Random, alpha: float) -> list[tuple[int, int, int]]:
+        """One segmentation drawn from the whole lattice with probability proportional to
+        ``exp(alpha * total score)`` (forward filtering, backward sampling; Kudo 2018). Seeded by ``rng``."""
         if not text:
             return []
+        n = len(text)
+        get = self._nodes.get
+        scores = self._score
+        unk = -2 if self.unk_id is None else self.unk_id
+        ends: list[list[tuple[int, int, float]]] = [[] for _ in range(n + 1)]
+        for s in range(n):
+            single = False
+            e = s + 1
+            while e <= n:
+                v = get(text[s:e])
+                if v is None:
+                    break
+                if v >= 0:
+                    ends[e].append((s, v, scores[v][0]))
+                    single = single or e == s + 1
+                e += 1
+            if not single:
+                ends[s + 1].append((s, unk, self.unk_score))
+        forward = [0.0] + [-math.inf] * n
+        for e in range(1, n + 1):
+            terms = [forward[s] + alpha * sc for s, _, sc in ends[e]]
+            top = max(terms)
+            forward[e] = top + math.log(sum(math.exp(t - top) for t in terms))
+        path: list[tuple[int, int, int]] = []
+        e = n
+        while e > 0:
+            weights = [math.exp(forward[s] + alpha * sc - forward[e]) for s, _, sc in ends[e]]
+            s, token_id, _ = rng.choices(ends[e], weights)[0]
+            path.append((token_id, s, e))
+            e = s
+        path.reverse()
+        return self._finish(text, path)
+
+    def _finish(self, text: str, path: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+        """Ids of a path: unknown runs fused and resolved (see the module docstring)."""
         unk = -2 if self.unk_id is None else self.unk_id
         out: list[tuple[int, int, int]] = []
-        path = self._viterbi(text)
         k = 0
         while k < len(path):
             token_id, s, e = path[k]
