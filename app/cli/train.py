@@ -82,8 +82,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "evaluate",
         help="bytes per token, tokens per word and byte-fallback share of tokenizers on files",
         description="Per file and tokenizer: bytes/token (UTF-8 bytes per token), tokens/word (str.split words), "
-        "byte-fallback share (tokens that are one byte >= 0x80, i.e. not a whole character), unknown share "
-        "(<unk> tokens of the classic kind).",
+        "tokens/char (code points; compare the same content across languages), byte-fallback share (tokens that "
+        "are one byte >= 0x80, i.e. not a whole character), unknown share (<unk>/[UNK] tokens).",
     )
     p.add_argument("files", nargs="+", help="text files ('-' for stdin)")
     p.add_argument("--tokenizer", "-t", action="append", required=True,
@@ -183,11 +183,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print(json.dumps({"results": [r.as_dict() for r in rows]}, indent=2))
         return 0
     header = f"{'file':<30} {'tokenizer':<20} {'bytes':>10} {'tokens':>9} {'bytes/tok':>9} {'tok/word':>8} " \
-             f"{'fallback':>8} {'unknown':>8}"
+             f"{'tok/char':>8} {'fallback':>8} {'unknown':>8}"
     print(header)
     for r in rows:
         print(
             f"{r.label[-30:]:<30} {r.tokenizer[:20]:<20} {r.bytes:>10} {r.tokens:>9} {r.bytes_per_token:>9.3f} "
-            f"{r.tokens_per_word:>8.3f} {r.byte_fallback_share:>8.2%} {r.unknown_share:>8.2%}"
+            f"{r.tokens_per_word:>8.3f} {r.tokens_per_char:>8.3f} {r.byte_fallback_share:>8.2%} "
+            f"{r.unknown_share:>8.2%}"
         )
     return 0
