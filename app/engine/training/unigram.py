@@ -7,9 +7,11 @@ The learner (:func:`learn_unigram`) works on word frequencies:
    seen at least twice are ranked by ``count * length`` and the best ``seed_size`` kept, together with every
    *required* character. A ``valid`` predicate (digits kept apart, whitespace marker only in front …) filters
    candidates. Initial scores are log relative frequencies.
-2. **EM.** For each word the lattice of pieces is built once per round; the E-step runs forward-backward in log
-   space and adds each piece's posterior count (times the word frequency); the M-step sets
-   ``score = log(count / total)`` and drops pieces expected less than half a time (required characters stay).
+2. **EM.** For each word the lattice of pieces is built once per step; the E-step runs forward-backward in log
+   space and adds each piece's posterior count (times the word frequency); the M-step drops pieces expected less
+   than half a time (required characters stay) and sets ``score = digamma(count) - digamma(total)`` (the
+   Bayesian EM update, close to ``log(count / total)`` but lower for rare pieces). The final scores are log
+   relative frequencies.
 3. **Prune.** With the Viterbi segmentation of every word, each multi-character piece's removal is priced as
    the log-likelihood lost when its uses are re-segmented by its best alternative (the Viterbi path of the
    piece's own string without it, the counts of that path's pieces adjusted), weighted by the share of words
@@ -161,7 +163,7 @@ def learn_unigram(
             for ch in req:
                 freq.setdefault(ch, 0.0)
             pieces = _ordered(freq, req_set)
-            scores = _normalize(freq, pieces)
+            scores = _m_step(freq, pieces)
         rounds += 1
         if progress is not None:
             progress(min(rounds, total_steps), total_steps)
@@ -178,15 +180,32 @@ def learn_unigram(
         pieces = _ordered({p: math.exp(scores[p]) for p in pieces}, req_set)
         scores = _normalize({p: math.exp(scores[p]) for p in pieces}, pieces)
         freq, ll = _em_step(items, pieces, scores, max_piece_length)
-        for p in pieces:
-            freq.setdefault(p, 0.0)
-        scores = _normalize(freq, pieces)
+    scores = _normalize(freq, pieces)
     out = sorted(((p, scores[p]) for p in pieces), key=lambda t: (-t[1], t[0]))
     return out, {"seed_pieces": seed, "rounds": rounds, "log_likelihood": ll}
 
 
 def _ordered(freq: Mapping[str, float], req: set[str]) -> list[str]:
     return sorted(freq, key=lambda p: (-freq[p], p))
+
+
+def digamma(x: float) -> float:
+    """The digamma function for ``x > 0`` (recurrence up to 6, then the asymptotic series)."""
+    result = 0.0
+    while x < 6.0:
+        result -= 1.0 / x
+        x += 1.0
+    inv = 1.0 / x
+    inv2 = inv * inv
+    return result + math.log(x) - 0.5 * inv - inv2 * (1 / 12 - inv2 * (1 / 120 - inv2 * (1 / 252 - inv2 / 240)))
+
+
+def _m_step(freq: Mapping[str, float], pieces: Sequence[str]) -> dict[str, float]:
+    """Scores from expected counts, the Bayesian (variational) EM update ``digamma(count) - digamma(total)``:
+    like ``log(count / total)`` for frequent pieces, lower for rare ones (which favours dropping them)."""
+    counts = [max(freq[p], MIN_COUNT) for p in pieces]
+    log_total = digamma(sum(counts))
+    return {p: digamma(c) - log_total for p, c in zip(pieces, counts, strict=True)}
 
 
 def _normalize(freq: Mapping[str, float], pieces: Sequence[str]) -> dict[str, float]:
@@ -197,13 +216,28 @@ def _normalize(freq: Mapping[str, float], pieces: Sequence[str]) -> dict[str, fl
     return {p: math.log(c) - log_total for p, c in zip(pieces, counts, strict=True)}
 
 
-def _lattice(word: str, index: Mapping[str, int], max_len: int, skip: int = -1) -> Edges:
+def _prefix_table(pieces: Sequence[str]) -> dict[str, int]:
+    """Piece -> id, and every proper prefix of a piece -> -1 (so a lattice scan stops at the first non-prefix)."""
+    table: dict[str, int] = {}
+    for p in pieces:
+        for k in range(1, len(p)):
+            table.setdefault(p[:k], -1)
+    for i, p in enumerate(pieces):
+        table[p] = i
+    return table
+
+
+def _lattice(word: str, table: Mapping[str, int], max_len: int, skip: int = -1) -> Edges:
+    """Every ``(start, end, piece id)`` of ``word``, by start then end (``table``: :func:`_prefix_table`)."""
     n = len(word)
     edges: Edges = []
+    get = table.get
     for i in range(n):
         for j in range(i + 1, min(n, i + max_len) + 1):
-            pid = index.get(word[i:j])
-            if pid is not None and pid != skip:
+            pid = get(word[i:j])
+            if pid is None:
+                break
+            if pid >= 0 and pid != skip:
                 edges.append((i, j, pid))
     return edges
 
@@ -211,7 +245,7 @@ def _lattice(word: str, index: Mapping[str, int], max_len: int, skip: int = -1) 
 def _em_step(items: Sequence[tuple[str, int]], pieces: Sequence[str], scores: Mapping[str, float],
              max_len: int) -> tuple[dict[str, float], float]:
     """One E-step: expected piece counts (posterior, times word frequency) and the corpus log-likelihood."""
-    index = {p: i for i, p in enumerate(pieces)}
+    index = _prefix_table(pieces)
     s = [scores[p] for p in pieces]
     expected = [0.0] * len(pieces)
     total_ll = 0.0
@@ -266,7 +300,7 @@ def _best_path(word: str, edges: Edges, s: Sequence[float]) -> list[int]:
 def _prune(items: Sequence[tuple[str, int]], pieces: Sequence[str], scores: Mapping[str, float], req: set[str],
            max_len: int, keep: int) -> list[str]:
     """The ``keep`` pieces whose removal would cost the most likelihood (required characters always kept)."""
-    index = {p: i for i, p in enumerate(pieces)}
+    index = _prefix_table(pieces)
     s = [scores[p] for p in pieces]
     vfreq = [0.0] * len(pieces)
     used_by = [0.0] * len(pieces)  # frequency-weighted number of words whose best path uses the piece
