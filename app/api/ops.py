@@ -25,6 +25,7 @@ from app.engine import Encoding, Special
 from app.engine.errors import InvalidTokenIdError
 
 from . import metrics
+from .billing import add_billing
 from .deps import ServiceState
 from .errors import ApiError, validation_details
 from .schemas import CountRequest, DecodeRequest, EncodeRequest, Part
@@ -211,11 +212,17 @@ def encode(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> 
     """``POST /encode``: ids (and optionally token pieces and offsets) of a text, a batch or parts."""
     timings: dict[str, float] = {}
     req = _timed(timings, "parse", lambda: parse(EncodeRequest, body))
+    if req.messages is not None:
+        from .chat_ops import chat_op
+
+        return chat_op(svc, req, labels, timings, with_ids=True)
     t = _timed(timings, "parse", lambda: _texts(svc, req, labels))
     enc = t.enc
     start = time.perf_counter()
     results: list[dict[str, Any]] = []
-    if t.parts is not None:
+    if req.truncate is not None:
+        results.append(_truncated(t, req))
+    elif t.parts is not None:
         ids, spans = _encode_parts(enc, t.parts, t.prefix, t.suffix, req.return_offsets)
         results.append(_result(enc, ids, spans, req.return_tokens))
         look_texts = [p.text for p in t.parts if p.text is not None]
@@ -238,6 +245,7 @@ def encode(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> 
     out: dict[str, Any] = {"tokenizer": enc.name}
     if t.model is not None:
         out["model"] = _model_usage(t.model, counts, t.batch)
+        add_billing(out["model"], t.model, counts, req.max_output_tokens)
     if t.batch:
         out["results"] = results
         out["total"] = total
@@ -246,6 +254,21 @@ def encode(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> 
     payload = _timed(timings, "serialize", lambda: _dumps(out))
     metrics.sync_cache([enc])
     return OpResult(payload, enc.name, total, t.input_bytes, timings)
+
+
+def _truncated(t: _Texts, req: EncodeRequest | CountRequest) -> dict[str, Any]:
+    """``truncate`` on one ``text``: the kept ids (and prefix/suffix specials) and what was dropped."""
+    from .chat_ops import truncate_text
+
+    if t.texts is None or t.batch or req.truncate is None:
+        raise ApiError(422, "validation_error", "'truncate' works on 'text' or 'messages'",
+                       [{"loc": ["truncate"], "msg": "use 'text' or 'messages'", "type": "value_error"}])
+    enc = t.enc
+    kept, report = truncate_text(enc, t.texts[0], req.truncate, len(t.prefix) + len(t.suffix))
+    ids = [*(enc.special_token_id(n) for n in t.prefix), *kept, *(enc.special_token_id(n) for n in t.suffix)]
+    result = _result(enc, ids, None, bool(getattr(req, "return_tokens", False)))
+    result["truncated"] = report
+    return result
 
 
 def _result(enc: Encoding, ids: list[int], spans: list[tuple[int, int]] | None, tokens: bool) -> dict[str, Any]:
@@ -293,11 +316,20 @@ def count(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> O
     """``POST /count``: the number of tokens of a text, a batch or parts (special tokens included)."""
     timings: dict[str, float] = {}
     req = _timed(timings, "parse", lambda: parse(CountRequest, body))
+    if req.messages is not None:
+        from .chat_ops import chat_op
+
+        return chat_op(svc, req, labels, timings, with_ids=False)
     t = _timed(timings, "parse", lambda: _texts(svc, req, labels))
     enc = t.enc
     start = time.perf_counter()
     looks: list[int] | None = None
-    if t.parts is not None:
+    truncated: dict[str, Any] | None = None
+    if req.truncate is not None:
+        result = _truncated(t, req)
+        truncated = result["truncated"]
+        counts = [result["count"]]
+    elif t.parts is not None:
         n = len(t.prefix) + len(t.suffix)
         for p in t.parts:
             n += 1 if p.special is not None else enc.count(p.text or "")
@@ -314,6 +346,9 @@ def count(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> O
     out: dict[str, Any] = {"tokenizer": enc.name}
     if t.model is not None:
         out["model"] = _model_usage(t.model, counts, t.batch)
+        add_billing(out["model"], t.model, counts, req.max_output_tokens)
+    if truncated is not None:
+        out["truncated"] = truncated
     if t.batch:
         out.update(counts=counts, total=total)
         if looks is not None:

@@ -10,7 +10,7 @@ only through ``special_tokens.prefix/suffix`` or ``parts[].special``, by name.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -55,6 +55,13 @@ class _Target(_Strict):
         return self
 
 
+class Truncate(_Strict):
+    """Keep at most ``max_tokens`` tokens: ``right`` cuts the end, ``left`` the start (messages: oldest first)."""
+
+    max_tokens: int = Field(ge=0)
+    side: Literal["right", "left"] = "right"
+
+
 class _TextInput(_Target):
     text: str | None = Field(None, description="one text (always ordinary text)")
     texts: list[str] | None = Field(None, description="a batch of texts (non-empty)")
@@ -63,12 +70,21 @@ class _TextInput(_Target):
     report_special_lookalikes: bool = Field(
         False, description="count occurrences of special-token strings inside the text (they are encoded as text)"
     )
+    messages: list[dict[str, Any]] | None = Field(None, description="a chat conversation (OpenAI Chat Completions "
+                                                  "shape); needs 'model', which decides the framing")
+    tools: list[dict[str, Any]] | None = Field(None, description="OpenAI function tools (with 'messages')")
+    add_generation_prompt: bool = Field(True, description="end the prompt with the assistant's turn header")
+    max_output_tokens: int | None = Field(None, ge=1, description="output tokens to reserve and price (default: "
+                                          "the model's maximum)")
+    truncate: Truncate | None = Field(None, description="cut to at most max_tokens ('text' or 'messages')")
 
     @model_validator(mode="after")
     def _input(self) -> Any:
-        given = [k for k in ("text", "texts", "parts") if getattr(self, k) is not None]
+        given = [k for k in ("text", "texts", "parts", "messages") if getattr(self, k) is not None]
         if len(given) != 1:
-            raise ValueError("give exactly one of 'text', 'texts' or 'parts'")
+            raise ValueError("give exactly one of 'text', 'texts', 'parts' or 'messages'")
+        if self.messages is None and self.tools is not None:
+            raise ValueError("'tools' goes with 'messages'")
         if self.texts is not None and not self.texts:
             raise ValueError("'texts' must not be empty")
         if self.parts is not None and not self.parts:
@@ -147,6 +163,13 @@ class ModelUsage(BaseModel):
     input_price_per_million: float | None = None
     output_price_per_million: float | None = None
     estimated_input_cost: float | None = Field(None, description="tokens counted x input price (the whole batch)")
+    output_tokens_reserved: int | None = Field(None, description="max_output_tokens of the request, else the "
+                                               "model's maximum; 'fits' reserves them")
+    estimated_output_cost: float | None = Field(None, description="worst case: output_tokens_reserved x output price")
+    estimated_total_cost: float | None = None
+    cached_input_price_per_million: float | None = None
+    estimated_cached_input_cost: float | None = Field(None, description="the input cost if every input token were "
+                                                      "a prompt-cache hit")
     price_source: str | None = None
     price_as_of: str | None = None
     price_note: str | None = None
@@ -252,4 +275,30 @@ class ErrorResponse(BaseModel):
     error: ErrorBody
 
 
-REQUEST_MODELS: tuple[type[BaseModel], ...] = (EncodeRequest, CountRequest, DecodeRequest)
+class TokenizeRequest(_Strict):
+    """Body of the vLLM-compatible ``POST /tokenize``: exactly one of ``prompt`` or ``messages``."""
+
+    model: Name
+    prompt: str | None = None
+    messages: list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any]] | None = None
+    add_generation_prompt: bool = True
+    add_special_tokens: bool = True
+    return_token_strs: bool = False
+
+    @model_validator(mode="after")
+    def _input(self) -> Any:
+        if (self.prompt is None) == (self.messages is None):
+            raise ValueError("give exactly one of 'prompt' or 'messages'")
+        return self
+
+
+class DetokenizeRequest(_Strict):
+    """Body of the vLLM-compatible ``POST /detokenize``."""
+
+    model: Name
+    tokens: list[int]
+
+
+REQUEST_MODELS: tuple[type[BaseModel], ...] = (EncodeRequest, CountRequest, DecodeRequest, TokenizeRequest,
+                                               DetokenizeRequest)

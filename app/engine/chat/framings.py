@@ -49,8 +49,11 @@ class TokenizerLike(Protocol):
 
 
 class Framing(Protocol):
-    kind: str
-    ids_public: bool
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def ids_public(self) -> bool: ...
 
     def frame(self, conv: Conversation, *, add_generation_prompt: bool = True) -> Parts: ...
 
