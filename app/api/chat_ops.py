@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from app.core.model_table import ModelInfo
+from app.engine import Tokenizer
 from app.engine.chat import ChatInputError, Conversation, Framing, parse_conversation
 
 from .billing import add_billing
@@ -280,11 +281,9 @@ def tokenize(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -
     return OpResult(payload, enc.name, len(ids), nbytes, timings)
 
 
-def _encode_prompt(enc: Any, prompt: str, add_special_tokens: bool) -> list[int]:
-    try:
-        return enc.encode(prompt, add_special_tokens=add_special_tokens)  # type: ignore[no-any-return]
-    except TypeError:  # a tokenizer without its own framing: ordinary text only
-        return enc.encode(prompt)  # type: ignore[no-any-return]
+def _encode_prompt(enc: Tokenizer, prompt: str, add_special_tokens: bool) -> list[int]:
+    """The tokenizer's own template (BOS for Llama 3; nothing for tiktoken-style ones) around ordinary text."""
+    return enc.encode(prompt, add_special_tokens=add_special_tokens)
 
 
 def detokenize(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> OpResult:
