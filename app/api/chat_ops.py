@@ -17,11 +17,11 @@ from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from app.core.billing import add_billing
 from app.core.model_table import ModelInfo
 from app.engine import Tokenizer
 from app.engine.chat import ChatInputError, Conversation, Framing, parse_conversation
 
-from .billing import add_billing
 from .deps import ServiceState
 from .errors import ApiError
 from .ops import OpResult, _check_chars, _dumps, _model_usage, _timed, _token_pieces, parse, utf8_len

@@ -20,12 +20,12 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from app.core.billing import add_billing
 from app.core.model_table import ModelInfo
 from app.engine import Special, Tokenizer
 from app.engine.errors import InvalidTokenIdError
 
 from . import metrics
-from .billing import add_billing
 from .deps import ServiceState
 from .errors import ApiError, validation_details
 from .schemas import CountRequest, DecodeRequest, EncodeRequest, Part
