@@ -16,7 +16,7 @@ import hashlib
 import json
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -60,9 +60,29 @@ class Framing(Protocol):
     def count(self, tok: TokenizerLike, conv: Conversation, *, add_generation_prompt: bool = True) -> int: ...
 
 
-def count_parts(tok: TokenizerLike, parts: Parts) -> int:
-    """Tokens of parts without building the id list."""
-    return sum(1 if isinstance(p, Special) else tok.count(p) for p in parts)
+def count_parts(tok: TokenizerLike, parts: Parts, memo: dict[str, int] | None = None) -> int:
+    """Tokens of parts without building the id list. ``memo`` caches the counts of short texts (the framing's
+    headers repeat in every message)."""
+    if memo is None:
+        return sum(1 if isinstance(p, Special) else tok.count(p) for p in parts)
+    total = 0
+    for p in parts:
+        if isinstance(p, Special):
+            total += 1
+        elif len(p) <= _MEMO_CHARS:
+            n = memo.get(p)
+            if n is None:
+                n = tok.count(p)
+                if len(memo) < _MEMO_SIZE:
+                    memo[p] = n
+            total += n
+        else:
+            total += tok.count(p)
+    return total
+
+
+_MEMO_CHARS = 64
+_MEMO_SIZE = 4096
 
 
 @dataclass(frozen=True)
@@ -83,12 +103,14 @@ class CookbookFraming:
 class HarmonyFraming:
     kind: str = "harmony"
     ids_public: bool = True
+    _memo: dict[str, dict[str, int]] = field(default_factory=dict, compare=False, repr=False)
 
     def frame(self, conv: Conversation, *, add_generation_prompt: bool = True) -> Parts:
         return harmony.frame(conv, add_generation_prompt=add_generation_prompt)
 
     def count(self, tok: TokenizerLike, conv: Conversation, *, add_generation_prompt: bool = True) -> int:
-        return count_parts(tok, self.frame(conv, add_generation_prompt=add_generation_prompt))
+        memo = self._memo.setdefault(tok.name, {})
+        return count_parts(tok, self.frame(conv, add_generation_prompt=add_generation_prompt), memo)
 
 
 @dataclass(frozen=True)
@@ -96,12 +118,14 @@ class TemplateFraming:
     template: ChatTemplate
     kind: str = "jinja"
     ids_public: bool = True
+    _memo: dict[str, dict[str, int]] = field(default_factory=dict, compare=False, repr=False)
 
     def frame(self, conv: Conversation, *, add_generation_prompt: bool = True) -> Parts:
         return self.template.frame(conv, add_generation_prompt=add_generation_prompt)
 
     def count(self, tok: TokenizerLike, conv: Conversation, *, add_generation_prompt: bool = True) -> int:
-        return count_parts(tok, self.frame(conv, add_generation_prompt=add_generation_prompt))
+        memo = self._memo.setdefault(tok.name, {})
+        return count_parts(tok, self.frame(conv, add_generation_prompt=add_generation_prompt), memo)
 
 
 @dataclass(frozen=True)

@@ -57,22 +57,65 @@ def _environment() -> ImmutableSandboxedEnvironment:
     return env
 
 
+class _Splitter:
+    """``finditer`` over the special-token strings of a text; names shaped ``<|…|>`` (most tokenizers) are found
+    with one candidate pattern and a set lookup, which stays fast with hundreds of names."""
+
+    _SHAPED = re.compile(r"<\|[^|<>]+\|>")
+
+    def __init__(self, names: list[str]) -> None:
+        self.known = frozenset(names)
+        shaped = all(self._SHAPED.fullmatch(n) for n in names)
+        longest = max(map(len, names))
+        self.pattern = (re.compile(r"<\|[^|<>]{1,%d}\|>" % longest) if shaped  # noqa: UP031
+                        else re.compile("|".join(map(re.escape, names))))
+        self.shaped = shaped
+        self.splitter = re.compile(f"({self.pattern.pattern})")
+
+    def split(self, text: str) -> list[str]:
+        """``[text, special, text, special, …, text]`` (always odd length; texts may be empty)."""
+        pieces = self.splitter.split(text)
+        if not self.shaped:
+            return pieces
+        out = [pieces[0]]
+        for i in range(1, len(pieces), 2):
+            if pieces[i] in self.known:
+                out += (pieces[i], pieces[i + 1])
+            else:  # a lookalike that is no special of this tokenizer: text
+                out[-1] += pieces[i] + pieces[i + 1]
+        return out
+
+
+def _splitter(names: list[str]) -> _Splitter | None:
+    return _Splitter(names) if names else None
+
+
 class _Escaper:
     """Reversible removal of special-token strings from caller text (see the module docstring)."""
 
     def __init__(self, specials: Iterable[str]) -> None:
         self.names = sorted(set(specials), key=len, reverse=True)
         self.index = {name: i + 1 for i, name in enumerate(self.names)}
-        alternatives = [re.escape(MARK), *map(re.escape, self.names)]
-        self.find = re.compile("|".join(alternatives))
-        self.split = re.compile("|".join(map(re.escape, self.names))) if self.names else None
+        self.split = _splitter(self.names)
+        if self.split is not None and self.split.shaped:
+            self.find = re.compile(re.escape(MARK) + "|" + self.split.pattern.pattern)
+        else:
+            self.find = re.compile("|".join([re.escape(MARK), *map(re.escape, self.names)]))
+        self.first_chars = tuple(sorted({n[0] for n in self.names} | {MARK}))
+
+    def _group(self, m: re.Match[str]) -> str:
+        found = m.group()
+        if found == MARK:
+            return f"{MARK}0{MARK}"
+        n = self.index.get(found)
+        return found if n is None else f"{MARK}{n}{MARK}"  # a <|…|> lookalike that is not a special: unchanged
 
     def escape(self, value: Any) -> Any:
         if isinstance(value, str):
-            if MARK not in value and not any(n in value for n in self.names):
-                return value
-            return self.find.sub(lambda m: f"{MARK}{0 if m.group() == MARK else self.index[m.group()]}{MARK}",
-                                 value)
+            for c in self.first_chars:  # substring tests are fast; most text has none of these characters
+                if c in value:
+                    return self.find.sub(self._group, value)
+            return value
         if isinstance(value, Mapping):
             return {self.escape(k): self.escape(v) for k, v in value.items()}
         if isinstance(value, list | tuple):
@@ -167,12 +210,12 @@ class ChatTemplate:
         """The rendered prompt as parts: the template's special-token strings as specials, the rest as text."""
         rendered = self._render(self.context(conv, add_generation_prompt, escape=True))
         out = Parts()
-        pos = 0
         splitter = self._escaper.split
-        if splitter is not None:
-            for m in splitter.finditer(rendered):
-                out.text(self._escaper.unescape(rendered[pos:m.start()]))
-                out.special(m.group())
-                pos = m.end()
-        out.text(self._escaper.unescape(rendered[pos:]))
+        pieces = splitter.split(rendered) if splitter is not None else [rendered]
+        unescape = self._escaper.unescape
+        for i, piece in enumerate(pieces):
+            if i % 2:
+                out.special(piece)
+            else:
+                out.text(unescape(piece))
         return out

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from ..specials import Special
 
 Part = str | Special
+_SPECIALS: dict[str, Special] = {}  # Special is immutable: one instance per name
 
 
 class Parts:
@@ -27,7 +28,10 @@ class Parts:
             self.items.append(text)
 
     def special(self, name: str) -> None:
-        self.items.append(Special(name))
+        special = _SPECIALS.get(name)
+        if special is None:
+            special = _SPECIALS.setdefault(name, Special(name)) if len(_SPECIALS) < 65536 else Special(name)
+        self.items.append(special)
 
     def __iter__(self) -> Iterator[Part]:
         return iter(self.items)
