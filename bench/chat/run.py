@@ -7,7 +7,8 @@ texts with the same tokenizer (target: at most 1.5x).
 Conversations: a system prompt and 3-8 alternating user/assistant messages drawn (fixed seed) from the ``chat``
 corpus (messages of 100 B - 2 KiB, log-uniform; median about 660 B). Each timing covers validation
 (``parse_conversation``) and framing + counting; the baseline counts ``"\\n".join(texts)``. Both run warm (one
-untimed pass first), one thread. Prints a Markdown table and the median ratio per model.
+untimed pass first), one thread. Prints a Markdown table: median wall times, their ratio, and the ratio of
+median CPU times (steadier on a shared machine).
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ def main() -> None:
     framings = ChatFramings.from_store(get_store().directory)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     print(f"commit {commit}, {platform.python_version()}, {len(convs)} conversations, {args.runs} runs")
-    print("| model | framing | chat count (ms, median) | concatenated texts (ms, median) | ratio |")
-    print("|---|---|---|---|---|")
+    print("| model | framing | chat count (ms, median) | concatenated texts (ms, median) | ratio | CPU-time ratio |")
+    print("|---|---|---|---|---|---|")
     for model, tokenizer, spec in MODELS:
         enc = get_encoding(tokenizer)
         framing = framings.framing(spec, enc)
@@ -66,16 +67,16 @@ def main() -> None:
             return sum(enc.count("\n".join(x["content"] for x in m)) for m in convs)
 
         chat(), plain()  # warm: caches, compiled template
-        t_chat, t_plain = [], []
+        t_chat, t_plain, cpu_chat, cpu_plain = [], [], [], []
         for _ in range(args.runs):  # interleaved
-            start = time.perf_counter()
-            chat()
-            t_chat.append(time.perf_counter() - start)
-            start = time.perf_counter()
-            plain()
-            t_plain.append(time.perf_counter() - start)
+            for fn, wall, cpu in ((chat, t_chat, cpu_chat), (plain, t_plain, cpu_plain)):
+                start, start_cpu = time.perf_counter(), time.process_time()
+                fn()
+                wall.append(time.perf_counter() - start)
+                cpu.append(time.process_time() - start_cpu)
         c, p = statistics.median(t_chat) * 1000, statistics.median(t_plain) * 1000
-        print(f"| {model} | {framing.kind} | {c:.1f} | {p:.1f} | {c / p:.2f}x |")
+        cc, cp = statistics.median(cpu_chat) * 1000, statistics.median(cpu_plain) * 1000
+        print(f"| {model} | {framing.kind} | {c:.1f} | {p:.1f} | {c / p:.2f}x | {cc / cp:.2f}x |")
 
 
 if __name__ == "__main__":

@@ -30,10 +30,14 @@ from jinja2 import nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from .messages import ChatInputError, Conversation
-from .parts import Parts
+from .parts import Parts, special_part
 
 MARK = "\ue000"
 _GROUP = re.compile(MARK + r"(\d+)" + MARK)
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def _raise_exception(message: str) -> None:
@@ -172,23 +176,21 @@ class ChatTemplate:
     def context(self, conv: Conversation, add_generation_prompt: bool, escape: bool) -> dict[str, Any]:
         """The variables the template sees (escaped caller strings when ``escape``)."""
         messages: list[dict[str, Any]] = []
+        text = self._escaper.escape if escape else _same
         for i, m in enumerate(conv.messages):
-            item: dict[str, Any] = {"role": m.role, "content": m.content}
+            item: dict[str, Any] = {"role": m.role, "content": text(m.content)}
             if m.name is not None:
-                item["name"] = m.name
+                item["name"] = text(m.name)
             if m.tool_calls:
-                item["tool_calls"] = [
+                item["tool_calls"] = text([
                     {**({"id": c.id} if c.id is not None else {}), "type": "function",
                      "function": {"name": c.name,
                                   "arguments": c.arguments_value(f"messages[{i}].tool_calls[{j}].function")}}
-                    for j, c in enumerate(m.tool_calls)]
+                    for j, c in enumerate(m.tool_calls)])
             if m.tool_call_id is not None:
-                item["tool_call_id"] = m.tool_call_id
+                item["tool_call_id"] = text(m.tool_call_id)
             messages.append(item)
-        tools = [dict(t.raw) for t in conv.tools] or None
-        if escape:
-            messages = self._escaper.escape(messages)
-            tools = self._escaper.escape(tools)
+        tools = text([dict(t.raw) for t in conv.tools]) if conv.tools else None
         return {**self.variables, "messages": messages, "tools": tools, "documents": None,
                 "add_generation_prompt": add_generation_prompt}
 
@@ -213,9 +215,12 @@ class ChatTemplate:
         splitter = self._escaper.split
         pieces = splitter.split(rendered) if splitter is not None else [rendered]
         unescape = self._escaper.unescape
-        for i, piece in enumerate(pieces):
-            if i % 2:
-                out.special(piece)
-            else:
-                out.text(unescape(piece))
+        items = out.items
+        last = len(pieces) - 1
+        for i in range(0, len(pieces), 2):
+            text = pieces[i]
+            if text:
+                items.append(unescape(text) if MARK in text else text)
+            if i < last:
+                items.append(special_part(pieces[i + 1]))
         return out

@@ -14,6 +14,14 @@ Part = str | Special
 _SPECIALS: dict[str, Special] = {}  # Special is immutable: one instance per name
 
 
+def special_part(name: str) -> Special:
+    """The :class:`Special` for ``name`` (one shared instance per name; it is immutable)."""
+    special = _SPECIALS.get(name)
+    if special is None:
+        special = _SPECIALS.setdefault(name, Special(name)) if len(_SPECIALS) < 65536 else Special(name)
+    return special
+
+
 class Parts:
     """An append-only list of parts."""
 
@@ -28,10 +36,7 @@ class Parts:
             self.items.append(text)
 
     def special(self, name: str) -> None:
-        special = _SPECIALS.get(name)
-        if special is None:
-            special = _SPECIALS.setdefault(name, Special(name)) if len(_SPECIALS) < 65536 else Special(name)
-        self.items.append(special)
+        self.items.append(special_part(name))
 
     def __iter__(self) -> Iterator[Part]:
         return iter(self.items)
