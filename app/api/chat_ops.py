@@ -85,6 +85,12 @@ class _Counter:
 def chat_op(svc: ServiceState, req: EncodeRequest | CountRequest, labels: MutableMapping[str, str],
             timings: dict[str, float], *, with_ids: bool) -> OpResult:
     """``messages`` on ``/encode`` (``with_ids``) or ``/count``."""
+    unused = [k for k in ("special_tokens", "return_offsets", "report_special_lookalikes", "add_special_tokens")
+              if getattr(req, k, None)]
+    if unused:
+        raise ApiError(422, "validation_error", f"'{unused[0]}' does not apply to 'messages' (the model's framing "
+                       "decides every special token)", [{"loc": [unused[0]], "msg": "not with messages",
+                                                         "type": "value_error"}])
     enc, info, framing = _framing(svc, req.model, labels)
     if with_ids and not framing.ids_public:
         raise ApiError(422, "ids_not_public", f"model {req.model!r} frames messages with tokens that are not "

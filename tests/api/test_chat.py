@@ -94,6 +94,11 @@ def test_messages_errors(client: TestClient) -> None:
         assert r.json()["error"]["type"] == "invalid_messages" and r.json()["error"]["details"]["field"] == field
     r = client.post("/count", json={"model": "gpt-4o", "text": "x", "messages": [{"role": "user", "content": "x"}]})
     assert r.status_code == 422
+    for extra in ({"special_tokens": {"prefix": ["<|endoftext|>"]}}, {"return_offsets": True},
+                  {"add_special_tokens": True}):
+        r = client.post("/encode", json={"model": "gpt-oss-20b", "messages": [{"role": "user", "content": "x"}],
+                                         **extra})
+        assert r.status_code == 422 and "does not apply to 'messages'" in r.json()["error"]["message"]
     r = client.post("/count", json={"model": "gpt-oss-20b", "messages": [{"role": "tool", "content": "x"}]})
     assert r.status_code == 422 and r.json()["error"]["type"] == "invalid_messages"
     r = client.post("/count", json={"model": "llama-3.1-8b-instruct", "messages": [
