@@ -1,5 +1,4 @@
-"""Chat operations: ``messages`` on ``/count`` and ``/encode``, truncation, ``GET /models`` and the vLLM-compatible
-``/tokenize`` and ``/detokenize``.
+"""Chat operations: ``messages`` on ``/count`` and ``/encode``, truncation and ``GET /models``.
 
 The model decides the framing (its ``chat`` entry in the model table, see :mod:`app.engine.chat.framings`); a model
 without one is a 422 listing the models that support ``messages``. Caller text stays ordinary text everywhere.
@@ -19,13 +18,12 @@ from typing import Any
 
 from app.core.billing import add_billing
 from app.core.model_table import ModelInfo
-from app.engine import Tokenizer
 from app.engine.chat import ChatInputError, Conversation, Framing, parse_conversation
 
 from .deps import ServiceState
 from .errors import ApiError
-from .ops import OpResult, _check_chars, _dumps, _model_usage, _timed, _token_pieces, parse, utf8_len
-from .schemas import CountRequest, DetokenizeRequest, EncodeRequest, TokenizeRequest, Truncate
+from .ops import OpResult, _check_chars, _dumps, _model_usage, _timed, _token_pieces, utf8_len
+from .schemas import CountRequest, EncodeRequest, Truncate
 
 
 def chat_models(svc: ServiceState) -> list[str]:
@@ -246,68 +244,21 @@ def models_list(svc: ServiceState) -> dict[str, Any]:
     return {"models": out}
 
 
-# ---------------------------------------------------------------------------- vLLM-compatible routes
-
-
-def _max_model_len(info: ModelInfo) -> int | None:
-    return info.context_window
-
-
-def tokenize(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> OpResult:
-    """vLLM's ``POST /tokenize``: ``{count, max_model_len, tokens[, token_strs]}``.
-
-    Differences from vLLM: ``prompt`` is always ordinary text (vLLM parses special-token strings in it);
-    ``add_special_tokens`` adds the tokenizer's own framing (BOS for Llama 3) only where the tokenizer has one;
-    ``messages`` use the model's framing from the model table.
-    """
-    timings: dict[str, float] = {}
-    req = _timed(timings, "parse", lambda: parse(TokenizeRequest, body))
-    if req.messages is not None:
-        enc, info, framing = _framing(svc, req.model, labels)
-        if not framing.ids_public:
-            raise ApiError(422, "ids_not_public", f"model {req.model!r} frames messages with tokens that are not "
-                           "public; POST /count gives the billed count", {"model": req.model})
-        conv, nbytes = _conversation(svc, req.messages, req.tools)
-        start = time.perf_counter()
-        ids = _Counter(enc, framing, req.add_generation_prompt).ids(conv)
-    else:
-        info = svc.model(req.model)
-        enc = svc.encoding(info.tokenizer)
-        labels["tokenizer"] = enc.name
-        prompt = req.prompt or ""
-        _check_chars(svc, len(prompt))
-        nbytes = utf8_len(prompt, "prompt")
-        start = time.perf_counter()
-        ids = _encode_prompt(enc, prompt, req.add_special_tokens)
-    timings["tokenize"] = time.perf_counter() - start
-    out: dict[str, Any] = {"count": len(ids), "max_model_len": _max_model_len(info), "tokens": ids}
-    if req.return_token_strs:
-        out["token_strs"] = [p.get("text", p.get("bytes")) for p in _token_pieces(enc, ids)]
-    payload = _timed(timings, "serialize", lambda: _dumps(out))
-    return OpResult(payload, enc.name, len(ids), nbytes, timings)
-
-
-def _encode_prompt(enc: Tokenizer, prompt: str, add_special_tokens: bool) -> list[int]:
-    """The tokenizer's own template (BOS for Llama 3; nothing for tiktoken-style ones) around ordinary text."""
-    return enc.encode(prompt, add_special_tokens=add_special_tokens)
-
-
-def detokenize(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> OpResult:
-    """vLLM's ``POST /detokenize``: ``{"prompt": text}``; 422 naming an id outside the vocabulary."""
-    timings: dict[str, float] = {}
-    req = _timed(timings, "parse", lambda: parse(DetokenizeRequest, body))
-    info = svc.model(req.model)
-    enc = svc.encoding(info.tokenizer)
-    labels["tokenizer"] = enc.name
-    limit = svc.settings.max_decode_ids
-    if len(req.tokens) > limit:
-        raise ApiError(413, "payload_too_large", f"{len(req.tokens)} ids to decode; the limit is {limit} "
-                       "(TOKENIZER_MAX_DECODE_IDS)", {"limit": limit, "actual": len(req.tokens)})
-    start = time.perf_counter()
-    text = enc.decode(req.tokens)
-    timings["tokenize"] = time.perf_counter() - start
-    return OpResult(_dumps({"prompt": text}), enc.name, len(req.tokens), 0, timings)
-
-
-__all__ = ["chat_op", "chat_models", "clean_cut", "detokenize", "models_list", "tokenize",
+__all__ = ["chat_conversation", "chat_framing", "chat_models", "chat_op", "chat_ids", "clean_cut", "models_list",
            "truncate_messages", "truncate_text"]
+
+
+def chat_framing(svc: ServiceState, model: str | None, labels: MutableMapping[str, str]) -> tuple[Any, ModelInfo,
+                                                                                                  Framing]:
+    """(tokenizer, model entry, framing) of ``model``; 422 when it has none (listing the models that do)."""
+    return _framing(svc, model, labels)
+
+
+def chat_conversation(svc: ServiceState, messages: Any, tools: Any) -> tuple[Conversation, int]:
+    """A validated conversation and its caller text's UTF-8 size (limits applied); 422 for bad input."""
+    return _conversation(svc, messages, tools)
+
+
+def chat_ids(enc: Any, framing: Framing, conv: Conversation, add_generation_prompt: bool) -> list[int]:
+    """Ids of a framed conversation; 422 if the framing refuses it."""
+    return _Counter(enc, framing, add_generation_prompt).ids(conv)

@@ -307,5 +307,20 @@ class DetokenizeRequest(_Strict):
     tokens: list[int]
 
 
+class TeiTokenizeRequest(_Strict):
+    """Body of TEI's ``POST /tei/{model}/tokenize``."""
+
+    inputs: str | list[str]
+    add_special_tokens: bool = True
+    prompt_name: str | None = None
+
+
+class TeiDecodeRequest(_Strict):
+    """Body of TEI's ``POST /tei/{model}/decode``."""
+
+    ids: list[int] | list[list[int]]
+    skip_special_tokens: bool = True
+
+
 REQUEST_MODELS: tuple[type[BaseModel], ...] = (EncodeRequest, CountRequest, DecodeRequest, TokenizeRequest,
-                                               DetokenizeRequest)
+                                               DetokenizeRequest, TeiTokenizeRequest, TeiDecodeRequest)

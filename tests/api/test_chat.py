@@ -1,5 +1,5 @@
-"""Chat over HTTP: ``messages`` on /count and /encode, GET /models, snapshot names, billing fields, truncation and
-the vLLM-compatible /tokenize and /detokenize — in-process and on a real server."""
+"""Chat over HTTP: ``messages`` on /count and /encode, GET /models, snapshot names, billing fields and truncation —
+in-process and on a real server."""
 
 from __future__ import annotations
 
@@ -195,31 +195,6 @@ def test_truncate_messages_drops_oldest_first(client: TestClient) -> None:
     enc_r = client.post("/encode", json={"model": "gpt-oss-20b", "messages": messages,
                                          "truncate": {"max_tokens": 150}}).json()
     assert enc_r["count"] == len(enc_r["ids"]) <= 150
-
-
-def test_vllm_tokenize_and_detokenize(client: TestClient) -> None:
-    enc = get_encoding("llama3")
-    r = client.post("/tokenize", json={"model": "llama-3.1-8b-instruct", "prompt": "Hi <|eot_id|> there",
-                                       "return_token_strs": True})
-    assert r.status_code == 200, r.text
-    body = r.json()
-    assert body["tokens"] == enc.encode("Hi <|eot_id|> there", add_special_tokens=True)
-    assert body["count"] == len(body["tokens"]) and body["max_model_len"] == 131072
-    assert len(body["token_strs"]) == body["count"]
-    assert not any(enc.is_special(i) for i in body["tokens"][1:])  # the marker stays text
-    plain = client.post("/tokenize", json={"model": "llama-3.1-8b-instruct", "prompt": "Hi",
-                                           "add_special_tokens": False}).json()
-    assert plain["tokens"] == enc.encode("Hi")
-    chat = client.post("/tokenize", json={"model": "gpt-oss-20b", "messages": [{"role": "user", "content": "Hi"}]})
-    assert chat.json()["tokens"] == client.post("/encode", json={"model": "gpt-oss-20b", "messages": [
-        {"role": "user", "content": "Hi"}]}).json()["ids"]
-    d = client.post("/detokenize", json={"model": "llama-3.1-8b-instruct", "tokens": body["tokens"]})
-    assert d.json() == {"prompt": enc.decode(body["tokens"])}
-    bad = client.post("/detokenize", json={"model": "gpt-4o", "tokens": [10 ** 9]})
-    assert bad.status_code == 422 and bad.json()["error"]["type"] == "invalid_token_id"
-    assert client.post("/tokenize", json={"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}]}
-                       ).status_code == 422
-    assert client.post("/tokenize", json={"model": "gpt-4o"}).status_code == 422
 
 
 def test_bad_chat_spec_stops_start_up(store_copy: Path) -> None:
