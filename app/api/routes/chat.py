@@ -14,9 +14,13 @@ from fastapi.responses import Response
 
 from .. import chat_ops, compat_ops
 from ..deps import ServiceState, get_service
+from ..schemas import ErrorResponse
 from .tokenize import ERRORS, body_schema, run_op
 
 router = APIRouter(tags=["chat"])
+
+TEI_ERRORS: dict[int | str, dict[str, Any]] = {
+    **ERRORS, 404: {"model": ErrorResponse, "description": "no such model or tokenizer in the URL"}}
 
 
 @router.get("/models", summary="Models: tokenizer, context window, prices, chat support")
@@ -41,7 +45,7 @@ async def detokenize(request: Request) -> Response:
     return await run_op(request, compat_ops.detokenize, "/detokenize")
 
 
-@router.post("/tei/{model}/tokenize", responses=ERRORS, openapi_extra=body_schema("TeiTokenizeRequest"),
+@router.post("/tei/{model}/tokenize", responses=TEI_ERRORS, openapi_extra=body_schema("TeiTokenizeRequest"),
              tags=["compatibility"], summary="TEI-compatible tokenize (base URL /tei/MODEL)")
 async def tei_tokenize(model: str, request: Request) -> Response:
     """``[[{id, text, special, start, stop}]]`` with UTF-8 byte offsets, as TEI answers; ``model`` is a model or
@@ -53,7 +57,7 @@ async def tei_tokenize(model: str, request: Request) -> Response:
     return await run_op(request, op, "/tei/tokenize")
 
 
-@router.post("/tei/{model}/decode", responses=ERRORS, openapi_extra=body_schema("TeiDecodeRequest"),
+@router.post("/tei/{model}/decode", responses=TEI_ERRORS, openapi_extra=body_schema("TeiDecodeRequest"),
              tags=["compatibility"], summary="TEI-compatible decode")
 async def tei_decode(model: str, request: Request) -> Response:
     """A list with the text of ``ids`` (or of each list of ids)."""
