@@ -282,8 +282,18 @@ class ErrorResponse(BaseModel):
     error: ErrorBody
 
 
-class TokenizeRequest(_Strict):
-    """Body of the vLLM-compatible ``POST /tokenize``: exactly one of ``prompt`` or ``messages``."""
+class _Compat(BaseModel):
+    """Request bodies of other servers' shapes: strict types, but fields this service does not use (vLLM's
+    ``chat_template_kwargs``, ``mm_processor_kwargs``, …) are ignored rather than refused, so clients work unchanged."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+
+class TokenizeRequest(_Compat):
+    """Body of the vLLM-compatible ``POST /tokenize``: exactly one of ``prompt`` or ``messages``.
+
+    ``add_special_tokens`` applies to ``prompt`` (the tokenizer's own BOS/EOS); with ``messages`` the model's chat
+    framing decides every special token."""
 
     model: Name
     prompt: str | None = None
@@ -300,14 +310,14 @@ class TokenizeRequest(_Strict):
         return self
 
 
-class DetokenizeRequest(_Strict):
+class DetokenizeRequest(_Compat):
     """Body of the vLLM-compatible ``POST /detokenize``."""
 
     model: Name
     tokens: list[int]
 
 
-class TeiTokenizeRequest(_Strict):
+class TeiTokenizeRequest(_Compat):
     """Body of TEI's ``POST /tei/{model}/tokenize``."""
 
     inputs: str | list[str]
@@ -315,7 +325,7 @@ class TeiTokenizeRequest(_Strict):
     prompt_name: str | None = None
 
 
-class TeiDecodeRequest(_Strict):
+class TeiDecodeRequest(_Compat):
     """Body of TEI's ``POST /tei/{model}/decode``."""
 
     ids: list[int] | list[list[int]]

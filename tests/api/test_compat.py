@@ -30,6 +30,11 @@ def test_vllm_tokenize_and_detokenize(client: TestClient) -> None:
     assert client.post("/tokenize", json={"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}]}
                        ).status_code == 422
     assert client.post("/tokenize", json={"model": "gpt-4o"}).status_code == 422
+    # fields vLLM clients send that this service does not use are ignored, not refused
+    extra = client.post("/tokenize", json={"model": "gpt-oss-20b", "messages": [{"role": "user", "content": "Hi"}],
+                                           "chat_template_kwargs": {"x": 1}, "mm_processor_kwargs": None})
+    assert extra.status_code == 200 and extra.json()["tokens"] == chat.json()["tokens"]
+    assert client.post("/tokenize", json={"model": "gpt-4o", "prompt": 5}).status_code == 422  # types stay strict
 
 
 def test_tei_tokenize(client: TestClient) -> None:
