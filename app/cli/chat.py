@@ -76,6 +76,8 @@ def _run(args: Any) -> int:
     if args.messages:
         if args.files:
             raise CliError("give either --messages FILE.json or text files, not both")
+        if args.add_special_tokens:
+            raise CliError("--add-special-tokens does not apply to --messages (the model's framing decides)")
         if info.chat is None:
             supported = sorted(n for n, i in table.entries().items() if i.chat is not None)
             raise CliError(f"model {args.model!r} has no chat framing; models that support messages: "
@@ -88,7 +90,8 @@ def _run(args: Any) -> int:
         counts = [framing.count(enc, conv, add_generation_prompt=agp)]
         out["framing"] = framing.kind
     else:
-        counts = [enc.count(text) for _, text in read_text_inputs(args.files)]
+        counts = [enc.count(text, add_special_tokens=args.add_special_tokens)
+                  for _, text in read_text_inputs(args.files)]
     total = sum(counts)
     usage: dict[str, Any] = {"context_window": info.context_window, "max_output_tokens": info.max_output_tokens,
                              "currency": info.currency, "estimated_input_cost": info.input_cost(total),
