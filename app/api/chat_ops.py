@@ -20,6 +20,7 @@ from app.core.billing import add_billing
 from app.core.model_table import ModelInfo
 from app.engine.chat import ChatInputError, Conversation, Framing, parse_conversation
 
+from . import metrics
 from .deps import ServiceState
 from .errors import ApiError
 from .ops import OpResult, _check_chars, _dumps, _model_usage, _timed, _token_pieces, utf8_len
@@ -112,6 +113,7 @@ def chat_op(svc: ServiceState, req: EncodeRequest | CountRequest, labels: Mutabl
     add_billing(usage, info, [out["count"]], req.max_output_tokens)
     out["model"] = usage
     payload = _timed(timings, "serialize", lambda: _dumps(out))
+    metrics.sync_cache([enc])
     return OpResult(payload, enc.name, out["count"], nbytes, timings)
 
 

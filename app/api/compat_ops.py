@@ -17,6 +17,7 @@ from app.core.model_table import ModelInfo
 from app.engine import Tokenizer
 from app.engine.errors import InvalidTokenIdError, UnknownTokenizerError
 
+from . import metrics
 from .chat_ops import chat_conversation, chat_framing, chat_ids
 from .deps import ServiceState
 from .errors import ApiError
@@ -70,6 +71,7 @@ def tokenize(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -
         start = time.perf_counter()
         ids = enc.encode(prompt, add_special_tokens=req.add_special_tokens)
     timings["tokenize"] = time.perf_counter() - start
+    metrics.sync_cache([enc])
     out: dict[str, Any] = {"count": len(ids), "max_model_len": info.context_window, "tokens": ids}
     if req.return_token_strs:
         out["token_strs"] = [p.get("text", p.get("bytes")) for p in _token_pieces(enc, ids)]
@@ -140,6 +142,7 @@ def tei_tokenize(svc: ServiceState, name: str, body: bytes, labels: MutableMappi
     start = time.perf_counter()
     out = [_tei_tokens(enc, t, req.add_special_tokens) for t in inputs]
     timings["tokenize"] = time.perf_counter() - start
+    metrics.sync_cache([enc])
     payload = _timed(timings, "serialize", lambda: _dumps(out))
     return OpResult(payload, enc.name, sum(map(len, out)), nbytes, timings)
 

@@ -197,12 +197,17 @@ def test_truncate_messages_drops_oldest_first(client: TestClient) -> None:
     assert enc_r["count"] == len(enc_r["ids"]) <= 150
 
 
-def test_bad_chat_spec_stops_start_up(store_copy: Path) -> None:
+def test_bad_chat_spec_stops_start_up(tmp_path: Path) -> None:
     import json
+    import shutil
 
     from app.api.deps import ServiceState
     from app.core.config import Settings
     from app.core.model_table import ModelTableError
+
+    # a private copy (not the store_copy fixture: its teardown resets the engine under the session's client)
+    store_copy = tmp_path / "store"
+    shutil.copytree(bundled_store_dir(), store_copy, ignore=shutil.ignore_patterns("__pycache__", "__init__.py"))
 
     table = json.loads((store_copy / "models.json").read_text())
     table["models"]["gpt2"]["chat"] = {"framing": "jinja", "template": "missing"}
