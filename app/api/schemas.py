@@ -137,6 +137,13 @@ class _TextInput(_Target):
                                           "the model's maximum)")
     truncate: Truncate | None = Field(None, description="cut to at most max_tokens ('text' or 'messages')")
 
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        schema = super().__get_pydantic_json_schema__(core_schema, handler)
+        # 'messages' needs 'model' (the model decides the framing); 'tools' go with 'messages'
+        handler.resolve_ref_schema(schema)["dependentRequired"] = {"messages": ["model"], "tools": ["messages"]}
+        return schema
+
     @model_validator(mode="after")
     def _input(self) -> Any:
         given = [k for k in ("text", "texts", "parts", "messages") if getattr(self, k) is not None]
@@ -166,6 +173,9 @@ class EncodeRequest(_TextInput):
                                           {"special": "<|end_header_id|>"}, {"text": "\n\nHi!"},
                                           {"special": "<|eot_id|>"}]},
         {"tokenizer": "cl100k_base", "text": "hi", "special_tokens": {"suffix": ["<|endoftext|>"]}},
+        {"model": "gpt-oss-20b", "messages": [{"role": "system", "content": "Be brief."},
+                                              {"role": "user", "content": "Hi!"}]},
+        {"model": "gpt-4o", "text": "a long document ...", "truncate": {"max_tokens": 3, "side": "right"}},
     ]})
 
 
@@ -176,6 +186,11 @@ class CountRequest(_TextInput):
         {"model": "gpt-4o", "text": "How many tokens is this?"},
         {"tokenizer": "o200k_base", "texts": ["a", "b c"]},
         {"tokenizer": "cl100k_base", "parts": [{"text": "hello"}, {"special": "<|endoftext|>"}]},
+        {"model": "gpt-4o", "messages": [{"role": "user", "content": "What's the weather in Paris?"}],
+         "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Current weather",
+                                                     "parameters": {"type": "object", "properties": {
+                                                         "city": {"type": "string", "description": "City"}}}}}],
+         "max_output_tokens": 500},
     ]})
 
 
@@ -373,7 +388,7 @@ class ErrorResponse(BaseModel):
     error: ErrorBody = Field(description="the error")
 
 
-class _Compat(BaseModel):
+class _Compat(_Strict):
     """Request bodies of other servers' shapes: strict types, but fields this service does not use (vLLM's
     ``chat_template_kwargs``, ``mm_processor_kwargs``, …) are ignored rather than refused, so clients work unchanged."""
 
@@ -385,6 +400,12 @@ class TokenizeRequest(_Compat):
 
     ``add_special_tokens`` applies to ``prompt`` (the tokenizer's own BOS/EOS); with ``messages`` the model's chat
     framing decides every special token."""
+
+    exactly_one: ClassVar[Groups] = (("prompt", "messages"),)
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"model": "llama-3.1-8b-instruct", "prompt": "Hello!", "return_token_strs": True},
+        {"model": "gpt-oss-20b", "messages": [{"role": "user", "content": "Hello!"}]},
+    ]})
 
     model: Name = Field(description="model name (snapshots resolve), see GET /models")
     prompt: str | None = Field(None, description="one text (always ordinary text)")
@@ -405,12 +426,18 @@ class TokenizeRequest(_Compat):
 class DetokenizeRequest(_Compat):
     """Body of the vLLM-compatible ``POST /detokenize``."""
 
+    model_config = ConfigDict(json_schema_extra={"examples": [{"model": "llama-3.1-8b-instruct",
+                                                               "tokens": [128000, 9906, 0]}]})
+
     model: Name = Field(description="model name (snapshots resolve), see GET /models")
     tokens: list[int] = Field(description="token ids")
 
 
 class TeiTokenizeRequest(_Compat):
     """Body of TEI's ``POST /tei/{model}/tokenize``."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"inputs": "Hello!"},
+                                                              {"inputs": ["a", "b c"], "add_special_tokens": False}]})
 
     inputs: str | list[str] = Field(description="one text or a batch (always ordinary text)")
     add_special_tokens: bool = Field(True, description="the tokenizer's own template (BOS for Llama 3)")
@@ -419,6 +446,9 @@ class TeiTokenizeRequest(_Compat):
 
 class TeiDecodeRequest(_Compat):
     """Body of TEI's ``POST /tei/{model}/decode``."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"ids": [128000, 9906, 0]},
+                                                              {"ids": [[9906], [0]], "skip_special_tokens": False}]})
 
     ids: list[int] | list[list[int]] = Field(description="token ids, or several lists of them")
     skip_special_tokens: bool = Field(True, description="leave special tokens out of the text")
