@@ -190,17 +190,26 @@ def truncate_messages(counter: _Counter, conv: Conversation, trunc: Truncate) ->
             msgs.append(m)
         return conv.replace_messages(msgs)
 
-    dropped: list[int] = []
-    while len(units) > 1 and counter.count(build(keep)) > limit:
-        unit = units.pop(0)
-        dropped.extend(unit)
-        keep = [i for i in keep if i not in unit]
-        # the conversation resumes at a user message (templates such as Gemma 3's require it)
-        while len(units) > 1 and conv.messages[units[0][0]].role != "user":
-            unit = units.pop(0)
-            dropped.extend(unit)
-            keep = [i for i in keep if i not in unit]
-    report["dropped_messages"] = dropped
+    def first_kept(k: int) -> int:
+        """Index into ``units`` of the first unit kept when the oldest ``k`` go: the conversation resumes at a
+        user message (templates such as Gemma 3's require it), and the newest unit always stays."""
+        while k < len(units) - 1 and conv.messages[units[k][0]].role != "user":
+            k += 1
+        return min(k, len(units) - 1)
+
+    def kept_after(k: int) -> list[int]:
+        gone = {i for unit in units[:first_kept(k)] for i in unit}
+        return [i for i in keep if i not in gone]
+
+    # fewer tokens the more units go: binary search for the fewest (O(log n) framings, not one per message)
+    last = max(len(units) - 1, 0)
+    if units and counter.count(build(kept_after(last))) <= limit:
+        drop = last - _prefix_fit(last, lambda j: counter.count(build(kept_after(last - j))) <= limit)
+    else:
+        drop = last
+    keep = kept_after(drop)
+    units = units[first_kept(drop):] if units else units
+    report["dropped_messages"] = [i for i in range(len(conv.messages)) if i not in set(keep)]
     if counter.count(build(keep)) <= limit:
         return build(keep), report
     target = units[0][-1] if units else keep[-1]

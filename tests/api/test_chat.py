@@ -237,3 +237,21 @@ def test_real_server_messages(live_server: Callable[..., LiveServer]) -> None:
         assert c.get("/models").status_code == 200
         r = c.post("/tokenize", json={"model": "gpt-oss-20b", "prompt": "hi"})
         assert r.json()["tokens"] == get_encoding("o200k_harmony").encode("hi")
+
+
+def test_truncate_long_conversation_drops_the_fewest(client: TestClient) -> None:
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "Keep answers short."}]
+    for i in range(600):
+        messages.append({"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} " + "word " * 5})
+    for model in ("gpt-oss-20b", "llama-3.1-8b-instruct"):
+        limit = 2000
+        r = client.post("/count", json={"model": model, "messages": messages, "truncate": {"max_tokens": limit}})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        dropped = body["truncated"]["dropped_messages"]
+        assert body["count"] <= limit and body["truncated"]["shortened_message"] is None
+        assert dropped == list(range(1, len(dropped) + 1))  # a prefix of the non-system messages
+        assert messages[len(dropped) + 1]["role"] == "user"  # resumes at a user message
+        # keeping one more user/assistant pair would not fit: the fewest messages were dropped
+        more = [messages[0], *messages[len(dropped) - 1:]]
+        assert client.post("/count", json={"model": model, "messages": more}).json()["count"] > limit
