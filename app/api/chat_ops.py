@@ -18,6 +18,7 @@ from typing import Any
 
 from app.core.billing import add_billing
 from app.core.model_table import ModelInfo
+from app.engine import Tokenizer
 from app.engine.chat import ChatInputError, Conversation, Framing, parse_conversation
 
 from . import metrics
@@ -32,8 +33,8 @@ def chat_models(svc: ServiceState) -> list[str]:
     return sorted(name for name, info in svc.models.entries().items() if info.chat is not None)
 
 
-def _framing(svc: ServiceState, model: str | None, labels: MutableMapping[str, str]) -> tuple[Any, ModelInfo,
-                                                                                              Framing]:
+def _framing(svc: ServiceState, model: str | None,
+             labels: MutableMapping[str, str]) -> tuple[Tokenizer, ModelInfo, Framing]:
     supported = chat_models(svc)
     if model is None:
         raise ApiError(422, "model_required", "'messages' needs 'model' (the model decides the framing); models "
@@ -65,7 +66,7 @@ def _chat_error(exc: ChatInputError) -> ApiError:
 class _Counter:
     """Counts (or ids) of conversations under one framing, mapping framing errors to 422."""
 
-    def __init__(self, enc: Any, framing: Framing, add_generation_prompt: bool) -> None:
+    def __init__(self, enc: Tokenizer, framing: Framing, add_generation_prompt: bool) -> None:
         self.enc, self.framing, self.agp = enc, framing, add_generation_prompt
 
     def count(self, conv: Conversation) -> int:
@@ -76,7 +77,7 @@ class _Counter:
 
     def ids(self, conv: Conversation) -> list[int]:
         try:
-            return self.enc.encode_parts(list(self.framing.frame(conv, add_generation_prompt=self.agp)))  # type: ignore[no-any-return]
+            return self.enc.encode_parts(list(self.framing.frame(conv, add_generation_prompt=self.agp)))
         except ChatInputError as exc:
             raise _chat_error(exc) from None
 
@@ -132,7 +133,7 @@ def _prefix_fit(n: int, fits: Callable[[int], bool]) -> int:
     return lo
 
 
-def clean_cut(enc: Any, ids: Sequence[int], keep: int, side: str) -> tuple[list[int], str]:
+def clean_cut(enc: Tokenizer, ids: Sequence[int], keep: int, side: str) -> tuple[list[int], str]:
     """At most ``keep`` of ``ids`` from the start (``right``) or end (``left``), fewer if needed so the kept ids
     decode to whole characters; returns the kept ids and their text."""
     keep = max(0, min(keep, len(ids)))
@@ -145,7 +146,7 @@ def clean_cut(enc: Any, ids: Sequence[int], keep: int, side: str) -> tuple[list[
     return [], ""
 
 
-def truncate_text(enc: Any, text: str, trunc: Truncate, n_specials: int) -> tuple[list[int], dict[str, Any]]:
+def truncate_text(enc: Tokenizer, text: str, trunc: Truncate, n_specials: int) -> tuple[list[int], dict[str, Any]]:
     """The ids of ``text`` cut to ``trunc.max_tokens`` minus ``n_specials`` (room for the prefix/suffix specials)."""
     ids = enc.encode(text)
     room = trunc.max_tokens - n_specials
@@ -259,8 +260,8 @@ __all__ = ["chat_conversation", "chat_framing", "chat_models", "chat_op", "chat_
            "truncate_messages", "truncate_text"]
 
 
-def chat_framing(svc: ServiceState, model: str | None, labels: MutableMapping[str, str]) -> tuple[Any, ModelInfo,
-                                                                                                  Framing]:
+def chat_framing(svc: ServiceState, model: str | None,
+                 labels: MutableMapping[str, str]) -> tuple[Tokenizer, ModelInfo, Framing]:
     """(tokenizer, model entry, framing) of ``model``; 422 when it has none (listing the models that do)."""
     return _framing(svc, model, labels)
 
@@ -270,6 +271,6 @@ def chat_conversation(svc: ServiceState, messages: Any, tools: Any) -> tuple[Con
     return _conversation(svc, messages, tools)
 
 
-def chat_ids(enc: Any, framing: Framing, conv: Conversation, add_generation_prompt: bool) -> list[int]:
+def chat_ids(enc: Tokenizer, framing: Framing, conv: Conversation, add_generation_prompt: bool) -> list[int]:
     """Ids of a framed conversation; 422 if the framing refuses it."""
     return _Counter(enc, framing, add_generation_prompt).ids(conv)

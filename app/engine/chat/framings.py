@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..specials import Special
+from ..tokenizer import Tokenizer
 from . import cookbook, harmony
 from .jinja import ChatTemplate
 from .messages import Conversation
@@ -35,19 +36,6 @@ class ChatSpecError(ValueError):
     """A ``chat`` spec or chat-template manifest entry that cannot be used; the message names it."""
 
 
-class TokenizerLike(Protocol):
-    """What a framing needs from a tokenizer (every tokenizer family of the engine has these)."""
-
-    name: str
-
-    def count(self, text: str) -> int: ...
-
-    def encode_parts(self, parts: Any) -> list[int]: ...
-
-    @property
-    def special_tokens(self) -> dict[str, int]: ...
-
-
 class Framing(Protocol):
     @property
     def kind(self) -> str: ...
@@ -57,10 +45,10 @@ class Framing(Protocol):
 
     def frame(self, conv: Conversation, *, add_generation_prompt: bool = True) -> Parts: ...
 
-    def count(self, tok: TokenizerLike, conv: Conversation, *, add_generation_prompt: bool = True) -> int: ...
+    def count(self, tok: Tokenizer, conv: Conversation, *, add_generation_prompt: bool = True) -> int: ...
 
 
-def count_parts(tok: TokenizerLike, parts: Parts, memo: dict[str, int] | None = None) -> int:
+def count_parts(tok: Tokenizer, parts: Parts, memo: dict[str, int] | None = None) -> int:
     """Tokens of parts without building the id list. ``memo`` caches the counts of short texts (the framing's
     headers repeat in every message)."""
     if memo is None:
@@ -94,7 +82,7 @@ class CookbookFraming:
     def frame(self, conv: Conversation, *, add_generation_prompt: bool = True) -> Parts:
         raise NotImplementedError("this model's framing tokens are not public: only counts are available")
 
-    def count(self, tok: TokenizerLike, conv: Conversation, *, add_generation_prompt: bool = True) -> int:
+    def count(self, tok: Tokenizer, conv: Conversation, *, add_generation_prompt: bool = True) -> int:
         """The cookbook always adds the 3 reply-priming tokens (the provider bills them on every request)."""
         return cookbook.count_conversation(tok.count, conv, self.rules)
 
@@ -108,7 +96,7 @@ class HarmonyFraming:
     def frame(self, conv: Conversation, *, add_generation_prompt: bool = True) -> Parts:
         return harmony.frame(conv, add_generation_prompt=add_generation_prompt)
 
-    def count(self, tok: TokenizerLike, conv: Conversation, *, add_generation_prompt: bool = True) -> int:
+    def count(self, tok: Tokenizer, conv: Conversation, *, add_generation_prompt: bool = True) -> int:
         memo = self._memo.setdefault(tok.name, {})
         return count_parts(tok, self.frame(conv, add_generation_prompt=add_generation_prompt), memo)
 
@@ -123,7 +111,7 @@ class TemplateFraming:
     def frame(self, conv: Conversation, *, add_generation_prompt: bool = True) -> Parts:
         return self.template.frame(conv, add_generation_prompt=add_generation_prompt)
 
-    def count(self, tok: TokenizerLike, conv: Conversation, *, add_generation_prompt: bool = True) -> int:
+    def count(self, tok: Tokenizer, conv: Conversation, *, add_generation_prompt: bool = True) -> int:
         memo = self._memo.setdefault(tok.name, {})
         return count_parts(tok, self.frame(conv, add_generation_prompt=add_generation_prompt), memo)
 
@@ -191,7 +179,7 @@ class ChatFramings:
             raise ChatSpecError(f"{where}: unknown chat template {spec.get('template')!r} (known: "
                                 f"{', '.join(sorted(self.templates))})")
 
-    def framing(self, spec: Mapping[str, Any], tok: TokenizerLike) -> Framing:
+    def framing(self, spec: Mapping[str, Any], tok: Tokenizer) -> Framing:
         """The framing a (checked) spec describes, for tokenizer ``tok``."""
         kind = spec["framing"]
         if kind == "openai-cookbook":
