@@ -24,7 +24,7 @@ from app.engine.chat import ChatInputError, Conversation, Framing, parse_convers
 from . import metrics
 from .deps import ServiceState
 from .errors import ApiError
-from .ops import OpResult, _check_chars, _dumps, _model_usage, _timed, _token_pieces, utf8_len
+from .ops import OpResult, _check_batch, _check_chars, _dumps, _model_usage, _timed, _token_pieces, utf8_len
 from .schemas import CountRequest, EncodeRequest, Truncate
 
 
@@ -49,6 +49,10 @@ def _framing(svc: ServiceState, model: str | None,
 
 
 def _conversation(svc: ServiceState, messages: Any, tools: Any) -> tuple[Conversation, int]:
+    if isinstance(messages, list):
+        _check_batch(svc, len(messages), "messages")
+    if isinstance(tools, list):
+        _check_batch(svc, len(tools), "tools")
     try:
         conv = parse_conversation(messages, tools)
     except ChatInputError as exc:

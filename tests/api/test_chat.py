@@ -255,3 +255,11 @@ def test_truncate_long_conversation_drops_the_fewest(client: TestClient) -> None
         # keeping one more user/assistant pair would not fit: the fewest messages were dropped
         more = [messages[0], *messages[len(dropped) - 1:]]
         assert client.post("/count", json={"model": model, "messages": more}).json()["count"] > limit
+
+
+def test_message_count_limit(small_client: TestClient) -> None:
+    # the small app allows 4 items per batch: a conversation is limited like a batch of texts
+    r = small_client.post("/count", json={"model": "gpt-oss-20b", "messages": [{"role": "user", "content": "x"}] * 5})
+    assert r.status_code == 413 and r.json()["error"]["details"]["field"] == "messages"
+    ok = small_client.post("/count", json={"model": "gpt-oss-20b", "messages": [{"role": "user", "content": "x"}] * 4})
+    assert ok.status_code == 200
