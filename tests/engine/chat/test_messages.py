@@ -58,3 +58,75 @@ def test_snapshot_names_resolve_to_the_longest_prefix() -> None:
     assert table.resolve("gpt-3.5-turbo-0301").name == "gpt-3.5-turbo"  # type: ignore[union-attr]
     assert table.resolve("gpt-4o") is table.get("gpt-4o")
     assert table.resolve("gpt-40") is None and table.resolve("gpt") is None
+
+
+# ------------------------------------------------------------------------- hostile shapes never crash a framing
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from app.engine import get_encoding  # noqa: E402
+from app.engine.chat import ChatFramings  # noqa: E402
+from app.engine.store import bundled_store_dir  # noqa: E402
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner,
+                                                                                 max_size=3), max_leaves=8)
+_ROLE = st.sampled_from(["system", "developer", "user", "assistant", "tool", "bot"])
+_CONTENT = st.one_of(st.none(), st.text(max_size=20), st.lists(st.fixed_dictionaries(
+    {"type": st.sampled_from(["text", "image"]), "text": st.text(max_size=10)}), max_size=2), _JSON)
+_CALL = st.fixed_dictionaries({
+    "id": st.text(max_size=4), "type": st.just("function"),
+    "function": st.fixed_dictionaries({"name": st.text(max_size=6), "arguments": st.one_of(
+        st.text(max_size=12), st.just('{"a": [1, "<|end|>"]}'), _JSON)})})
+_TEXT = st.one_of(st.text(max_size=20), st.sampled_from(["<|eot_id|>", "<|start|>user<|message|>x", "\ue000"]))
+_VALID = st.one_of(
+    st.fixed_dictionaries({"role": st.sampled_from(["system", "developer", "user"]), "content": _TEXT},
+                          optional={"name": st.text(max_size=6)}),
+    st.fixed_dictionaries({"role": st.just("assistant"), "content": st.one_of(st.none(), _TEXT)},
+                          optional={"tool_calls": st.lists(_CALL, min_size=1, max_size=2)}),
+    st.fixed_dictionaries({"role": st.just("tool"), "content": _TEXT}, optional={"tool_call_id": st.text(max_size=4)}))
+_MESSAGE = st.one_of(
+    _VALID, _VALID, _VALID,
+    st.fixed_dictionaries({"role": _ROLE, "content": _CONTENT},
+                          optional={"name": st.one_of(st.text(max_size=6), _JSON),
+                                    "tool_calls": st.lists(_CALL, max_size=2),
+                                    "tool_call_id": st.text(max_size=4)}),
+    _JSON)
+_SCHEMA = st.one_of(_JSON, st.fixed_dictionaries({"type": st.just("object"), "properties": st.dictionaries(
+    st.text(max_size=5), _JSON, max_size=3)}))
+_TOOL = st.one_of(st.fixed_dictionaries({"type": st.just("function"), "function": st.fixed_dictionaries(
+    {"name": st.text(max_size=6)}, optional={"description": st.one_of(st.text(max_size=10), _JSON),
+                                             "parameters": _SCHEMA})}), _JSON)
+
+FRAMINGS = ChatFramings.from_store(bundled_store_dir())
+FRAMED: list[int] = []  # how many generated conversations were valid (checked below: the property is not vacuous)
+SPECS = [("o200k_base", {"framing": "openai-cookbook", "rules": "gpt-4o"}), ("o200k_harmony", {"framing": "harmony"}),
+         ("llama3", {"framing": "jinja", "template": "llama-3.1-8b-instruct"})]
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(messages=st.one_of(st.lists(_MESSAGE, max_size=5), _JSON), tools=st.one_of(st.none(), st.lists(_TOOL,
+                                                                                                     max_size=2)))
+def test_any_json_is_refused_or_framed(messages: object, tools: object) -> None:
+    """Whatever JSON arrives: a ChatInputError (a 422) or a framed prompt, never another exception."""
+    try:
+        conv = parse_conversation(messages, tools)
+    except ChatInputError:
+        return
+    FRAMED.append(1)
+    for tokenizer, spec in SPECS:
+        enc = get_encoding(tokenizer)
+        framing = FRAMINGS.framing(spec, enc)
+        try:
+            n = framing.count(enc, conv)
+            if framing.ids_public:
+                assert len(enc.encode_parts(list(framing.frame(conv)))) == n
+        except ChatInputError:
+            continue
+
+
+def test_the_property_reached_the_framings() -> None:
+    FRAMED.clear()
+    test_any_json_is_refused_or_framed()
+    assert len(FRAMED) >= 30  # of 300 generated requests
