@@ -69,6 +69,8 @@ class BertNormalizer:
         self.lowercase = lowercase
         #: every ASCII character's output, for a one-call fast path on ASCII text (same per-character rule)
         self._ascii = str.maketrans({chr(c): self._char(chr(c)) for c in range(128)})
+        #: character -> output, filled as characters are met (bounded; the rule is per character)
+        self._memo: dict[str, str] = {}
 
     @classmethod
     def from_hf(cls, config: Mapping[str, Any]) -> BertNormalizer:
@@ -104,7 +106,16 @@ class BertNormalizer:
     def normalize_str(self, text: str) -> str:
         if text.isascii():
             return text.translate(self._ascii)
-        return "".join(self._char(ch) for ch in text)
+        memo = self._memo
+        out = []
+        for ch in text:
+            done = memo.get(ch)
+            if done is None:
+                done = self._char(ch)
+                if len(memo) < 1 << 16:
+                    memo[ch] = done
+            out.append(done)
+        return "".join(out)
 
 
 class BertPreTokenizer:
