@@ -70,8 +70,26 @@ _SPACE_BYTES = frozenset(b" \n\t")
 
 @functools.lru_cache(maxsize=128)
 def _alternation(tokens: frozenset[str]) -> regex.Pattern[str]:
-    """A pattern matching any of ``tokens`` literally (longest first, so one token that prefixes another loses)."""
-    return regex.compile("|".join(regex.escape(t) for t in sorted(tokens, key=lambda t: (-len(t), t))))
+    """A pattern matching any of ``tokens`` literally; where one token is a prefix of another, the longer wins.
+
+    The alternatives form a trie (one branch per next character, "stop here" tried last), so a search costs
+    about one branch per character instead of one try per token: o200k_harmony has over a thousand."""
+    trie: dict[str, Any] = {}
+    for token in tokens:
+        node = trie
+        for char in token:
+            node = node.setdefault(char, {})
+        node[""] = None  # a token ends here
+
+    def emit(node: dict[str, Any]) -> str:
+        branches = [regex.escape(char) + emit(child) for char, child in sorted(node.items()) if char]
+        if not branches:
+            return ""
+        if len(branches) == 1 and "" not in node:
+            return branches[0]
+        return "(?:" + "|".join(branches) + ("|" if "" in node else "") + ")"
+
+    return regex.compile(emit(trie))
 
 
 def raise_disallowed_special_token(token: str) -> NoReturn:
@@ -99,6 +117,8 @@ def _check_sequence(tokens: Any) -> None:
     """tiktoken takes a token list as a ``Sequence`` (not ``str``); anything else is a ``TypeError``."""
     if isinstance(tokens, str):
         raise TypeError("Can't extract `str` to `Vec`")
+    if tokens is None:
+        raise TypeError("'None' is not an instance of 'Sequence'")
     if not isinstance(tokens, Sequence):
         raise TypeError(f"'{type(tokens).__name__}' object is not an instance of 'Sequence'")
 
@@ -151,6 +171,7 @@ class Encoding:
         self._mergeable_ranks: dict[bytes, int] = core._ranks  # the engine's own table, shared
         self._special_tokens = special_tokens
         self._special_token_values = set(special_tokens.values())
+        self._all_specials = frozenset(special_tokens)
         self.max_token_value = core.max_token_value
         self._lazy_lock = threading.Lock()
         self._lazy: dict[str, Any] = {}
@@ -160,6 +181,16 @@ class Encoding:
             if "sorted" not in self._lazy:
                 self._lazy["sorted"] = sorted(self._mergeable_ranks)
             return self._lazy["sorted"]  # type: ignore[no-any-return]
+
+    def _token_lengths(self) -> list[int]:
+        """Byte length of each ordinary token, by id (0 for special and unassigned ids)."""
+        with self._lazy_lock:
+            if "lengths" not in self._lazy:
+                lengths = [0] * self.n_vocab
+                for token, rank in self._mergeable_ranks.items():
+                    lengths[rank] = len(token)
+                self._lazy["lengths"] = lengths
+            return self._lazy["lengths"]  # type: ignore[no-any-return]
 
     def _pretokenizer(self) -> PreTokenizer:
         with self._lazy_lock:
@@ -180,7 +211,10 @@ class Encoding:
         if allowed_special == "all":
             allowed_special = self.special_tokens_set
         if disallowed_special == "all":
-            disallowed_special = self.special_tokens_set - allowed_special  # type: ignore[operator]
+            if isinstance(allowed_special, set | frozenset) and not allowed_special:
+                disallowed_special = self._all_specials  # the default: skip rebuilding the same set
+            else:
+                disallowed_special = self.special_tokens_set - allowed_special  # type: ignore[operator]
         if disallowed_special:
             if not isinstance(disallowed_special, frozenset):
                 disallowed_special = frozenset(disallowed_special)
@@ -191,7 +225,10 @@ class Encoding:
 
     def _parts(self, text: str, allowed: AbstractSet[str]) -> list[str | Special]:
         """``text`` cut at every allowed special token's string, leftmost first; the last part is text."""
-        names = frozenset(s for s in self._special_tokens if s in allowed)
+        if allowed is self.special_tokens_set:
+            names = self._all_specials
+        else:
+            names = frozenset(self._special_tokens.keys() & allowed)
         if not names:
             return [text]
         parts: list[str | Special] = []
@@ -293,9 +330,9 @@ class Encoding:
             for t in text:
                 self._resolve_specials(t, allowed_special, disallowed_special)
             return self._core.encode_batch(list(text), num_threads=num_threads)
-        encode = functools.partial(self.encode, allowed_special=allowed_special, disallowed_special=disallowed_special)
-        with ThreadPoolExecutor(num_threads) as pool:
-            return list(pool.map(encode, text))
+        # Special tokens are cut out in Python (the GIL is held), so threads would not help; the first failing
+        # text raises, as with tiktoken's thread pool.
+        return [self.encode(t, allowed_special=allowed_special, disallowed_special=disallowed_special) for t in text]
 
     def encode_with_unstable(
         self,
@@ -330,24 +367,19 @@ class Encoding:
             i += 1
         # A token straddling the end: keep a prefix of the unstable bytes, complete the rest with any token that
         # starts with it, re-encode, and keep the ids that cover the unstable bytes.
+        candidates: list[str] = []  # valid UTF-8: re-encoded with pre-tokenization, in one batch
         for cut in range(1, len(unstable)):
             head, tail = unstable[:cut], unstable[cut:]
             i = bisect.bisect_left(vocab, tail)
             while i < len(vocab) and vocab[i].startswith(tail):
                 candidate = head + vocab[i]
                 try:
-                    ids = self._core.encode(candidate.decode("utf-8"))
-                except UnicodeDecodeError:
-                    ids = byte_pair_encode(candidate, ranks)
-                seq: list[int] = []
-                covered = 0
-                for token in ids:
-                    seq.append(token)
-                    covered += len(self._core.token_bytes(token))
-                    if covered >= len(unstable):
-                        break
-                completions.add(tuple(seq))
+                    candidates.append(candidate.decode("utf-8"))
+                except UnicodeDecodeError:  # not text: plain BPE of the bytes
+                    completions.add(self._covering(byte_pair_encode(candidate, ranks), len(unstable)))
                 i += 1
+        for ids in self._core.encode_batch(candidates):
+            completions.add(self._covering(ids, len(unstable)))
         # Whitespace at the end may split off once more text follows.
         if len(unstable) > 1:
             last = _last_char(unstable)
@@ -357,6 +389,16 @@ class Encoding:
                     split = byte_pair_encode(unstable[:-size], ranks) + byte_pair_encode(unstable[-size:], ranks)
                     completions.add(tuple(split))
         return tokens, [list(seq) for seq in sorted(completions)]
+
+    def _covering(self, ids: list[int], size: int) -> tuple[int, ...]:
+        """The shortest prefix of ``ids`` whose bytes reach ``size`` bytes (all of ``ids`` if they never do)."""
+        lengths = self._token_lengths()
+        covered = 0
+        for n, token in enumerate(ids, 1):
+            covered += lengths[token]
+            if covered >= size:
+                return tuple(ids[:n])
+        return tuple(ids)
 
     def encode_single_token(self, text_or_bytes: str | bytes) -> int:
         """The id of the one token (ordinary or special) whose bytes are ``text_or_bytes``; ``KeyError`` if none."""
