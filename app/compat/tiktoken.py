@@ -26,10 +26,9 @@ import bisect
 import functools
 import operator
 import threading
-from collections.abc import Collection, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Sequence, Set
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Literal, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import regex
 
@@ -39,11 +38,21 @@ from app.engine import get_encoding as _engine_encoding
 from app.engine.bpe import byte_pair_encode
 from app.engine.pretokenize import PreTokenizer
 
+from . import special_args
+from .special_args import Allowed, Disallowed, raise_disallowed_special_token
+
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["Encoding", "encoding_for_model", "encoding_name_for_model", "get_encoding", "list_encoding_names"]
+__all__ = [
+    "Encoding",
+    "encoding_for_model",
+    "encoding_name_for_model",
+    "get_encoding",
+    "list_encoding_names",
+    "raise_disallowed_special_token",
+]
 
 #: The tiktoken release whose API and behaviour this module reproduces.
 __version__ = "0.14.0"
@@ -68,42 +77,6 @@ _WHITE_SPACE = frozenset(
 _SPACE_BYTES = frozenset(b" \n\t")
 
 
-@functools.lru_cache(maxsize=128)
-def _alternation(tokens: frozenset[str]) -> regex.Pattern[str]:
-    """A pattern matching any of ``tokens`` literally; where one token is a prefix of another, the longer wins.
-
-    The alternatives form a trie (one branch per next character, "stop here" tried last), so a search costs
-    about one branch per character instead of one try per token: o200k_harmony has over a thousand."""
-    trie: dict[str, Any] = {}
-    for token in tokens:
-        node = trie
-        for char in token:
-            node = node.setdefault(char, {})
-        node[""] = None  # a token ends here
-
-    def emit(node: dict[str, Any]) -> str:
-        branches = [regex.escape(char) + emit(child) for char, child in sorted(node.items()) if char]
-        if not branches:
-            return ""
-        if len(branches) == 1 and "" not in node:
-            return branches[0]
-        return "(?:" + "|".join(branches) + ("|" if "" in node else "") + ")"
-
-    return regex.compile(emit(trie))
-
-
-def raise_disallowed_special_token(token: str) -> NoReturn:
-    """Raise tiktoken's ``ValueError`` for a disallowed special token found in text."""
-    raise ValueError(
-        f"Encountered text corresponding to disallowed special token {token!r}.\n"
-        "If you want this text to be encoded as a special token, "
-        f"pass it to `allowed_special`, e.g. `allowed_special={{{token!r}, ...}}`.\n"
-        "If you want this text to be encoded as normal text, disable the check for this token "
-        f"by passing `disallowed_special=(enc.special_tokens_set - {{{token!r}}})`.\n"
-        "To disable this check for all special tokens, pass `disallowed_special=()`.\n"
-    )
-
-
 def _token_id(token: Any) -> int:
     """``token`` as a u32 id, failing as tiktoken's extension does: ``TypeError`` (not an integer) or
     ``OverflowError`` (negative or >= 2**32)."""
@@ -121,12 +94,6 @@ def _check_sequence(tokens: Any) -> None:
         raise TypeError("'None' is not an instance of 'Sequence'")
     if not isinstance(tokens, Sequence):
         raise TypeError(f"'{type(tokens).__name__}' object is not an instance of 'Sequence'")
-
-
-def _check_special_set(allowed: Any) -> None:
-    """tiktoken passes ``allowed_special`` to its extension as a set of strings."""
-    if not isinstance(allowed, set | frozenset):
-        raise TypeError(f"'{type(allowed).__name__}' object is not an instance of 'set'")
 
 
 class Encoding:
@@ -203,43 +170,20 @@ class Encoding:
 
     # ------------------------------------------------------------------ special-token arguments
 
-    def _resolve_specials(
-        self, text: str, allowed_special: Literal["all"] | AbstractSet[str], disallowed_special: Any
-    ) -> AbstractSet[str]:
-        """tiktoken's argument rules: expand ``"all"``, raise ``ValueError`` if ``text`` contains a disallowed
-        special token's string; return the allowed set."""
-        if allowed_special == "all":
-            allowed_special = self.special_tokens_set
-        if disallowed_special == "all":
-            if isinstance(allowed_special, set | frozenset) and not allowed_special:
-                disallowed_special = self._all_specials  # the default: skip rebuilding the same set
-            else:
-                disallowed_special = self.special_tokens_set - allowed_special  # type: ignore[operator]
-        if disallowed_special:
-            if not isinstance(disallowed_special, frozenset):
-                disallowed_special = frozenset(disallowed_special)
-            if match := _alternation(disallowed_special).search(text):
-                raise_disallowed_special_token(match.group())
-        _check_special_set(allowed_special)
-        return allowed_special  # type: ignore[return-value]
+    def _resolve_specials(self, text: str, allowed_special: Allowed, disallowed_special: Disallowed) -> Set[str]:
+        """tiktoken's argument rules (:func:`app.compat.special_args.resolve`); returns the allowed set."""
+        return special_args.resolve(text, allowed_special, disallowed_special, self.special_tokens_set,
+                                    self._all_specials)
 
-    def _parts(self, text: str, allowed: AbstractSet[str]) -> list[str | Special]:
+    def _parts(self, text: str, allowed: Set[str]) -> list[str | Special]:
         """``text`` cut at every allowed special token's string, leftmost first; the last part is text."""
         if allowed is self.special_tokens_set:
             names = self._all_specials
         else:
             names = frozenset(self._special_tokens.keys() & allowed)
-        if not names:
-            return [text]
-        parts: list[str | Special] = []
-        start = 0
-        for match in _alternation(names).finditer(text):
-            parts += [text[start : match.start()], Special(match.group())]
-            start = match.end()
-        parts.append(text[start:])
-        return parts
+        return [Special(v) if kind == "special" else v for kind, v in special_args.split(text, names)]
 
-    def _encode_native(self, text: str, allowed: AbstractSet[str]) -> tuple[list[int], int]:
+    def _encode_native(self, text: str, allowed: Set[str]) -> tuple[list[int], int]:
         """Ids of ``text`` (valid Unicode) with allowed specials, and how many ids the last pre-token produced
         (0 if the text ends with a special token or is empty)."""
         parts = self._parts(text, allowed)
@@ -279,8 +223,8 @@ class Encoding:
         self,
         text: str,
         *,
-        allowed_special: Literal["all"] | AbstractSet[str] = set(),  # noqa: B006 -- tiktoken's signature
-        disallowed_special: Literal["all"] | Collection[str] = "all",
+        allowed_special: Allowed = set(),  # noqa: B006 -- tiktoken's signature
+        disallowed_special: Disallowed = "all",
     ) -> list[int]:
         """Ids of ``text``. Strings of ``allowed_special`` tokens become their ids; a string of a
         ``disallowed_special`` token (default: every special token not allowed) raises ``ValueError``;
@@ -294,8 +238,8 @@ class Encoding:
         self,
         text: str,
         *,
-        allowed_special: Literal["all"] | AbstractSet[str] = set(),  # noqa: B006
-        disallowed_special: Literal["all"] | Collection[str] = "all",
+        allowed_special: Allowed = set(),  # noqa: B006
+        disallowed_special: Disallowed = "all",
     ) -> npt.NDArray[np.uint32]:
         """:meth:`encode` as a ``numpy`` ``uint32`` array. Lone surrogates raise ``UnicodeEncodeError``."""
         allowed = self._resolve_specials(text, allowed_special, disallowed_special)
@@ -316,8 +260,8 @@ class Encoding:
         text: list[str],
         *,
         num_threads: int = 8,
-        allowed_special: Literal["all"] | AbstractSet[str] = set(),  # noqa: B006
-        disallowed_special: Literal["all"] | Collection[str] = "all",
+        allowed_special: Allowed = set(),  # noqa: B006
+        disallowed_special: Disallowed = "all",
     ) -> list[list[int]]:
         """:meth:`encode` of each text, in order (the first failing text's error is raised)."""
         if allowed_special == "all":
@@ -338,8 +282,8 @@ class Encoding:
         self,
         text: str,
         *,
-        allowed_special: Literal["all"] | AbstractSet[str] = set(),  # noqa: B006
-        disallowed_special: Literal["all"] | Collection[str] = "all",
+        allowed_special: Allowed = set(),  # noqa: B006
+        disallowed_special: Disallowed = "all",
     ) -> tuple[list[int], list[list[int]]]:
         """The stable ids of ``text`` and every id sequence that may continue them once more text follows.
 
@@ -595,9 +539,10 @@ def get_encoding(encoding_name: str) -> Encoding:
                     f"Unknown encoding {encoding_name}.\nKnown encodings: {list(available)}\n"
                     f"tiktoken version: {__version__} (app.compat.tiktoken over the bundled store)"
                 )
-            enc = _ENCODINGS[encoding_name] = Encoding._from_engine(
-                encoding_name, _engine_encoding(available[encoding_name])
-            )
+            core = _engine_encoding(available[encoding_name])
+            if not isinstance(core, _EngineEncoding):  # only byte-level BPE is listed; a changed store is not
+                raise ValueError(f"Unknown encoding {encoding_name}: not a byte-level BPE tokenizer")
+            enc = _ENCODINGS[encoding_name] = Encoding._from_engine(encoding_name, core)
         return enc
 
 
