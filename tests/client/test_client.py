@@ -328,3 +328,12 @@ def test_client_package_does_not_import_the_engine(tmp_path: Path) -> None:
 
     code = "import sys, app.client; assert 'app.engine' not in sys.modules and 'app.api' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, check=True)
+
+
+def test_public_surface() -> None:
+    import app.client
+
+    assert set(app.client.__all__) == {name for name in dir(app.client) if not name.startswith("_")} - {
+        "aio", "calls", "errors", "remote", "results", "sync", "annotations"}
+    for name in app.client.__all__:
+        assert (getattr(app.client, name).__doc__ or "").strip(), name

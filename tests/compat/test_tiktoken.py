@@ -357,3 +357,16 @@ def test_constructor_and_pickle() -> None:
         assert outcome(tiktoken.Encoding, "x", special_tokens=good, explicit_n_vocab=n, **kwargs)[0] == "AssertionError"
     bad_pattern = outcome(compat.Encoding, "x", pat_str="(", mergeable_ranks=base._mergeable_ranks, special_tokens={})
     assert bad_pattern[0] == "ValueError"
+
+
+def test_public_surface_covers_tiktoken() -> None:
+    """Every public name of tiktoken 0.14 (module and ``Encoding``) exists here, plus the private helpers its own
+    tests call."""
+    for name in ("Encoding", "get_encoding", "encoding_for_model", "encoding_name_for_model", "list_encoding_names"):
+        assert hasattr(compat, name)
+    public = {n for n in dir(tiktoken.Encoding) if not n.startswith("_")}
+    assert public <= set(dir(compat.Encoding)), public - set(dir(compat.Encoding))
+    private = {"_encode_bytes", "_encode_single_piece", "_encode_only_native_bpe", "_special_tokens",
+               "_mergeable_ranks", "_pat_str"}
+    assert all(hasattr(compat.get_encoding("cl100k_base"), n) for n in private)
+    assert compat.__version__ == tiktoken.__version__
