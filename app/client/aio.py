@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import httpx
 
@@ -22,6 +22,7 @@ from .results import (
     EncodeBatchResult,
     EncodeResult,
     Health,
+    ModelEntry,
     Ready,
     TokenizerDetail,
     TokenizerInfo,
@@ -108,6 +109,28 @@ class AsyncClient:
         """``GET /metrics`` (Prometheus text)."""
         return await self._run(calls.metrics())
 
+    async def models(self) -> list[ModelEntry]:
+        """``GET /models``: every model of the table with its tokenizer, limits, chat support and prices."""
+        return await self._run(calls.models())
+
+    async def count_messages(self, messages: Sequence[dict[str, Any]], *, model: str,
+                       tools: Sequence[dict[str, Any]] | None = None, add_generation_prompt: bool = True,
+                       max_output_tokens: int | None = None, truncate: int | None = None,
+                       truncate_side: str = "right") -> CountResult:
+        """``POST /count`` of a conversation (OpenAI Chat Completions shape) as ``model`` frames it."""
+        body = calls.messages_body(messages, model, tools, add_generation_prompt, max_output_tokens,
+                                   calls.truncation(truncate, truncate_side))
+        return await self._run(calls.count_messages(body))
+
+    async def encode_messages(self, messages: Sequence[dict[str, Any]], *, model: str,
+                        tools: Sequence[dict[str, Any]] | None = None, add_generation_prompt: bool = True,
+                        max_output_tokens: int | None = None, truncate: int | None = None,
+                        truncate_side: str = "right", return_tokens: bool = False) -> EncodeResult:
+        """``POST /encode`` of a conversation (models whose framing ids are public; else a 422)."""
+        body = calls.messages_body(messages, model, tools, add_generation_prompt, max_output_tokens,
+                                   calls.truncation(truncate, truncate_side))
+        return await self._run(calls.encode_messages(body, return_tokens))
+
     async def tokenizers(self) -> list[TokenizerInfo]:
         """``GET /tokenizers``: every tokenizer, in the store's order."""
         return await self._run(calls.tokenizers())
@@ -118,11 +141,13 @@ class AsyncClient:
 
     async def count(self, text: str, *, tokenizer: str | None = None, model: str | None = None,
               prefix: Sequence[str] = (), suffix: Sequence[str] = (), add_special_tokens: bool = False,
-              report_special_lookalikes: bool = False) -> CountResult:
-        """``POST /count`` of one text (always ordinary text; special tokens by name in ``prefix``/``suffix``)."""
+              report_special_lookalikes: bool = False, truncate: int | None = None,
+              truncate_side: str = "right") -> CountResult:
+        """``POST /count`` of one text (always ordinary text; special tokens by name in ``prefix``/``suffix``).
+        ``truncate``: count at most that many tokens, cutting the ``truncate_side`` end."""
         tgt = calls.target(tokenizer, model, self.default_tokenizer)
         return await self._run(calls.count("text", text, tgt, prefix, suffix, add_special_tokens,
-                                     report_special_lookalikes))
+                                     report_special_lookalikes, calls.truncation(truncate, truncate_side)))
 
     async def count_batch(self, texts: Sequence[str], *, tokenizer: str | None = None, model: str | None = None,
                     prefix: Sequence[str] = (), suffix: Sequence[str] = (), add_special_tokens: bool = False,
@@ -143,11 +168,14 @@ class AsyncClient:
     async def encode(self, text: str, *, tokenizer: str | None = None, model: str | None = None,
                prefix: Sequence[str] = (), suffix: Sequence[str] = (), add_special_tokens: bool = False,
                return_tokens: bool = False, return_offsets: bool = False,
-               report_special_lookalikes: bool = False) -> EncodeResult:
-        """``POST /encode`` of one text: ``ids`` (and ``tokens`` / ``offsets`` when asked)."""
+               report_special_lookalikes: bool = False, truncate: int | None = None,
+               truncate_side: str = "right") -> EncodeResult:
+        """``POST /encode`` of one text: ``ids`` (and ``tokens`` / ``offsets`` when asked); ``truncate`` keeps at
+        most that many tokens (``truncated`` in the result says what was cut)."""
         tgt = calls.target(tokenizer, model, self.default_tokenizer)
         return await self._run(calls.encode("text", text, tgt, prefix, suffix, add_special_tokens,
-                                      report_special_lookalikes, return_tokens, return_offsets))
+                                      report_special_lookalikes, return_tokens, return_offsets,
+                                      calls.truncation(truncate, truncate_side)))
 
     async def encode_batch(self, texts: Sequence[str], *, tokenizer: str | None = None, model: str | None = None,
                      prefix: Sequence[str] = (), suffix: Sequence[str] = (), add_special_tokens: bool = False,

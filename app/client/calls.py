@@ -25,6 +25,7 @@ from .results import (
     EncodeBatchResult,
     EncodeResult,
     Health,
+    ModelEntry,
     Ready,
     TokenizerDetail,
     TokenizerInfo,
@@ -157,6 +158,44 @@ def _parts(parts: Sequence[Part]) -> list[dict[str, str]]:
     return out
 
 
+def truncation(max_tokens: int | None, side: str) -> dict[str, Any] | None:
+    """The ``truncate`` field: keep at most ``max_tokens`` tokens, cutting the ``right`` or ``left`` end."""
+    return None if max_tokens is None else {"max_tokens": max_tokens, "side": side}
+
+
+def messages_body(messages: Sequence[dict[str, Any]], model: str, tools: Sequence[dict[str, Any]] | None,
+                  add_generation_prompt: bool, max_output_tokens: int | None,
+                  truncate: dict[str, Any] | None) -> dict[str, Any]:
+    """A ``messages`` request (OpenAI Chat Completions shape; the model decides the framing)."""
+    body: dict[str, Any] = {"model": model, "messages": list(messages)}
+    if tools is not None:
+        body["tools"] = list(tools)
+    if not add_generation_prompt:
+        body["add_generation_prompt"] = False
+    if max_output_tokens is not None:
+        body["max_output_tokens"] = max_output_tokens
+    if truncate is not None:
+        body["truncate"] = truncate
+    return body
+
+
+def count_messages(body: dict[str, Any]) -> Call[CountResult]:
+    """``POST /count`` of a conversation."""
+    return Call("POST", "/count", dumps(body), CountResult.from_json)
+
+
+def encode_messages(body: dict[str, Any], return_tokens: bool) -> Call[EncodeResult]:
+    """``POST /encode`` of a conversation (models whose framing ids are public)."""
+    if return_tokens:
+        body = {**body, "return_tokens": True}
+    return Call("POST", "/encode", dumps(body), EncodeResult.from_json)
+
+
+def models() -> Call[list[ModelEntry]]:
+    """``GET /models``."""
+    return Call("GET", "/models", None, lambda d: [ModelEntry.from_json(m) for m in d["models"]])
+
+
 def _text_body(
     key: str,
     value: Any,
@@ -165,8 +204,11 @@ def _text_body(
     suffix: Sequence[str],
     add_special_tokens: bool,
     report_special_lookalikes: bool,
+    truncate: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {**tgt, key: value}
+    if truncate is not None:
+        body["truncate"] = truncate
     if prefix or suffix:
         body["special_tokens"] = {"prefix": list(prefix), "suffix": list(suffix)}
     if add_special_tokens:
@@ -177,22 +219,23 @@ def _text_body(
 
 
 def count(key: str, value: Any, tgt: dict[str, str], prefix: Sequence[str], suffix: Sequence[str],
-          add_special_tokens: bool, report_special_lookalikes: bool) -> Call[Any]:
+          add_special_tokens: bool, report_special_lookalikes: bool,
+          truncate: dict[str, Any] | None = None) -> Call[Any]:
     """``POST /count`` for ``text`` / ``parts`` (-> :class:`CountResult`) or ``texts`` (-> batch result)."""
     if key == "parts":
         value = _parts(value)
-    body = _text_body(key, value, tgt, prefix, suffix, add_special_tokens, report_special_lookalikes)
+    body = _text_body(key, value, tgt, prefix, suffix, add_special_tokens, report_special_lookalikes, truncate)
     parse = CountBatchResult.from_json if key == "texts" else CountResult.from_json
     return Call("POST", "/count", dumps(body), parse)
 
 
 def encode(key: str, value: Any, tgt: dict[str, str], prefix: Sequence[str], suffix: Sequence[str],
            add_special_tokens: bool, report_special_lookalikes: bool, return_tokens: bool,
-           return_offsets: bool) -> Call[Any]:
+           return_offsets: bool, truncate: dict[str, Any] | None = None) -> Call[Any]:
     """``POST /encode`` for ``text`` / ``parts`` (-> :class:`EncodeResult`) or ``texts`` (-> batch result)."""
     if key == "parts":
         value = _parts(value)
-    body = _text_body(key, value, tgt, prefix, suffix, add_special_tokens, report_special_lookalikes)
+    body = _text_body(key, value, tgt, prefix, suffix, add_special_tokens, report_special_lookalikes, truncate)
     if return_tokens:
         body["return_tokens"] = True
     if return_offsets:

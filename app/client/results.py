@@ -42,6 +42,11 @@ class ModelUsage:
     price_source: str | None = None
     price_as_of: str | None = None
     price_note: str | None = None
+    cached_input_price_per_million: float | None = None
+    estimated_cached_input_cost: float | None = None
+    output_tokens_reserved: int | None = None
+    estimated_output_cost: float | None = None
+    estimated_total_cost: float | None = None
 
     @classmethod
     def from_json(cls, obj: dict[str, Any] | None) -> ModelUsage | None:
@@ -52,7 +57,8 @@ class ModelUsage:
 
 _MODEL_FIELDS = ("name", "context_window", "max_output_tokens", "fits", "fits_each", "currency",
                  "input_price_per_million", "output_price_per_million", "estimated_input_cost", "price_source",
-                 "price_as_of", "price_note")
+                 "price_as_of", "price_note", "cached_input_price_per_million", "estimated_cached_input_cost",
+                 "output_tokens_reserved", "estimated_output_cost", "estimated_total_cost")
 
 
 @dataclass(frozen=True)
@@ -84,11 +90,16 @@ class EncodeResult(Encoded):
 
     tokenizer: str = ""
     model: ModelUsage | None = None
+    #: With ``messages``: the model's chat framing (e.g. ``"harmony"``).
+    framing: str | None = None
+    #: With ``truncate``: what was cut (``max_tokens``, ``side``, ``dropped_tokens``, ...), as the service reports it.
+    truncated: dict[str, Any] | None = None
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> EncodeResult:
         base = Encoded.from_json(obj)
-        return cls(**base.__dict__, tokenizer=obj["tokenizer"], model=ModelUsage.from_json(obj.get("model")))
+        return cls(**base.__dict__, tokenizer=obj["tokenizer"], model=ModelUsage.from_json(obj.get("model")),
+                   framing=obj.get("framing"), truncated=obj.get("truncated"))
 
 
 @dataclass(frozen=True)
@@ -114,11 +125,13 @@ class CountResult:
     count: int
     model: ModelUsage | None = None
     special_lookalikes: int | None = None
+    framing: str | None = None
+    truncated: dict[str, Any] | None = None
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> CountResult:
         return cls(obj["tokenizer"], obj["count"], ModelUsage.from_json(obj.get("model")),
-                   obj.get("special_lookalikes"))
+                   obj.get("special_lookalikes"), obj.get("framing"), obj.get("truncated"))
 
 
 @dataclass(frozen=True)
@@ -212,6 +225,27 @@ class TokenizerDetail(TokenizerInfo):
         return cls(**_summary(obj), special_tokens=obj.get("special_tokens", {}),
                    added_tokens=obj.get("added_tokens", {}), template=obj.get("template", ""),
                    pattern=obj.get("pattern", ""))
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One entry of ``GET /models``: the model's tokenizer, limits, chat support and prices (as published)."""
+
+    name: str
+    canonical: str
+    tokenizer: str
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+    messages: bool = False
+    framing: str | None = None
+    ids_public: bool = False
+    price: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> ModelEntry:
+        return cls(obj["name"], obj.get("canonical", obj["name"]), obj["tokenizer"], obj.get("context_window"),
+                   obj.get("max_output_tokens"), bool(obj.get("messages")), obj.get("framing"),
+                   bool(obj.get("ids_public")), obj.get("price") or {})
 
 
 @dataclass(frozen=True)

@@ -258,6 +258,11 @@ def test_async_client(servers: tuple[LiveServer, LiveServer]) -> None:
             assert (await c.tokenizer("gpt2")).vocab_size == 50257
             assert [t.name for t in await c.tokenizers()] == get_store().names()
             assert (await c.health()).status == "ok" and (await c.ready()).status == "ready"
+            assert "gpt-4o" in [m.name for m in await c.models()]
+            chat = [{"role": "user", "content": "hi"}]
+            assert (await c.count_messages(chat, model="gpt-oss-20b")).count == len(
+                (await c.encode_messages(chat, model="gpt-oss-20b")).ids)
+            assert (await c.encode("one two three four", truncate=2)).ids == enc.encode("one two three four")[:2]
             with pytest.raises(UnknownTokenizerError):
                 await c.count("x", tokenizer="nope")
             remote = await AsyncRemoteEncoding.connect(c, "cl100k_base")
@@ -337,3 +342,36 @@ def test_public_surface() -> None:
         "aio", "calls", "errors", "remote", "results", "sync", "annotations"}
     for name in app.client.__all__:
         assert (getattr(app.client, name).__doc__ or "").strip(), name
+
+
+def test_models_messages_and_truncation(client: Client, servers: tuple[LiveServer, LiveServer]) -> None:
+    """GET /models, ``messages`` on /count and /encode, and ``truncate``: the client's typed results carry what the
+    service answers to the same raw request."""
+    assert servers[0].url is not None
+    raw = servers[0].client(headers={"authorization": f"Bearer {SECRET}"})
+    models = client.models()
+    assert [m.name for m in models] == [m["name"] for m in raw.get("/models").json()["models"]]
+    harmony = next(m for m in models if m.name == "gpt-oss-20b")
+    assert harmony.tokenizer == "o200k_harmony" and harmony.messages and harmony.ids_public
+    conversation = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hello there, how?"}]
+    counted = client.count_messages(conversation, model="gpt-4o")
+    want = raw.post("/count", json={"model": "gpt-4o", "messages": conversation}).json()
+    assert counted.count == want["count"] and counted.framing == want["framing"] and counted.model is not None
+    assert counted.model.estimated_total_cost == want["model"]["estimated_total_cost"]
+    encoded = client.encode_messages(conversation, model="gpt-oss-20b", add_generation_prompt=False)
+    want = raw.post("/encode", json={"model": "gpt-oss-20b", "messages": conversation,
+                                     "add_generation_prompt": False}).json()
+    assert encoded.ids == want["ids"] and encoded.framing == want["framing"]
+    with pytest.raises(RequestValidationError) as hidden:
+        client.encode_messages(conversation, model="gpt-4o")  # its framing ids are not public
+    assert hidden.value.type == "ids_not_public"
+    with pytest.raises(RequestValidationError) as tight:
+        client.count_messages(conversation, model="gpt-oss-20b", truncate=3)
+    assert tight.value.type == "cannot_truncate"
+    text = "one two three four five six seven eight"
+    full = get_encoding("cl100k_base").encode(text)
+    cut = client.encode(text, truncate=3)
+    assert cut.ids == full[:3] and cut.truncated is not None and cut.truncated["dropped_tokens"] == len(full) - 3
+    assert client.encode(text, truncate=3, truncate_side="left").ids == full[-3:]
+    assert client.count(text, truncate=3).count == 3
+    raw.close()
