@@ -176,6 +176,7 @@ def specs() -> list[TokenizerSpec]:
              license="MIT", license_file="licenses/bpe-openai-MIT.txt", models=("gpt-oss-20b", "gpt-oss-120b"),
              description="o200k_base ranks with the harmony chat-format special tokens (gpt-oss)"),
         spec("llama3", "llama3.tiktoken", "llama3", llama3_specials(), 128256, aliases=("llama3.1", "llama-3"),
+             template=(("<|begin_of_text|>",), ()),
              source="PyPI llama-models 0.3.0 wheel, llama_models/llama3/tokenizer.model (Meta Llama 3 tokenizer)",
              license="Llama 3 Community License", license_file="licenses/LLAMA3-LICENSE.md",
              models=("llama-3-8b-instruct", "llama-3.1-8b-instruct", "llama-3.1-70b-instruct",
