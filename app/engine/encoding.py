@@ -38,6 +38,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cached_property
+from typing import Any
 
 from ._batch import map_in_threads
 from .artifacts import parse_tiktoken, read_verified
@@ -158,6 +159,13 @@ class Encoding(SpecialTokensMixin):
 
     def __repr__(self) -> str:
         return f"<Encoding {self.name!r} backend={self.backend!r}>"
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickled as a reference: reloaded by name from its store on the other side (see
+        :func:`app.engine.registry.pickle_reference`), so a worker process never receives the ranks."""
+        from .registry import pickle_reference
+
+        return pickle_reference(self)
 
     # ------------------------------------------------------------------ encoding
 

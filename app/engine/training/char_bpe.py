@@ -329,6 +329,12 @@ class CharBPEEncoding(SpecialTokensMixin):
     def __repr__(self) -> str:
         return f"<CharBPEEncoding {self.name!r}>"
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickled as a reference, reloaded by name from its store (as :class:`~app.engine.encoding.Encoding`)."""
+        from ..registry import pickle_reference
+
+        return pickle_reference(self)
+
     # ------------------------------------------------------------------ encoding
 
     def _encode_text(self, text: str) -> list[int]:
