@@ -184,6 +184,8 @@ def _run_chunks(ray: Any, opts: BulkOptions, chunks: list[Chunk], workers: int, 
     missing = sorted(set(by_index) - set(results))
     if missing:
         raise BulkError(f"no result for {len(missing)} chunk(s), first {by_index[missing[0]].describe()}")
+    for temp in output.glob(".part-*.tmp"):  # left by a worker that died while writing
+        temp.unlink(missing_ok=True)
     strays = {p.name for p in output.glob("part-*.parquet")} - {part_name(i) for i in results}
     if strays:
         raise BulkError(f"{output}: unexpected part files {sorted(strays)[:3]}")

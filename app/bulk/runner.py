@@ -100,7 +100,7 @@ class ChunkWorker:
         t0 = time.perf_counter()
         rows = read_chunk(chunk, self.column, self.keep)
         good = [i for i, text in enumerate(rows.texts) if text is not None]
-        texts = [rows.texts[i] for i in good]
+        texts: list[str] = [t for t in rows.texts if t is not None]
         n = len(rows.keys)
         tokens: list[int | None] = [None] * n
         ids: list[list[int] | None] = [None] * n
@@ -113,7 +113,7 @@ class ChunkWorker:
                 tokens[i] = len(row_ids)
         sizes: list[int | None] = [None] * n
         for i, text in zip(good, texts, strict=True):
-            sizes[i] = utf8_len(text)  # type: ignore[arg-type]
+            sizes[i] = utf8_len(text)
         columns: dict[str, Any] = {}
         for name, values in rows.kept.items():
             columns[f"input_{name}" if name in RESERVED else name] = values
