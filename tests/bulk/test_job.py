@@ -16,6 +16,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+import ray  # the bulk extra: without it this module fails to import (loudly), it is never skipped
 
 from app.bulk.job import SUMMARY_FILE, BulkOptions, run_bulk
 from app.bulk.runner import ChunkResult, ChunkWorker
@@ -26,7 +27,6 @@ from app.engine import get_encoding, get_store
 
 from .corpus import write_jsonl_corpus, write_parquet_corpus
 
-ray = pytest.importorskip("ray", reason="the bulk extra (ray[data]) is not installed")
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray workers get this module's classes by value
 
 TOKENIZER = "cl100k_base"
