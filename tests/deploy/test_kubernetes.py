@@ -219,7 +219,12 @@ def test_service_command_flags_and_env_are_real(directory: str) -> None:
         names = set(env) - OTHER_ENV - extra
         assert names <= known, f"{directory}: unknown settings {sorted(names - known)}"
         literal = {k: v for k, v in env.items() if k in known and isinstance(v, str)}
-        Settings.from_env(literal)  # every literal value parses and validates
+        settings = Settings.from_env(literal)  # every literal value parses and validates
+        if settings.store is None:  # the bundled store: every tokenizer named must be in it
+            from app.engine import get_store
+
+            for name in settings.tokenizer_names() or ():
+                get_store().resolve(name)  # UnknownTokenizerError otherwise
         if "TOKENIZER_AUTH_TOKEN" in env:
             ref = env["TOKENIZER_AUTH_TOKEN"]
             assert isinstance(ref, dict) and set(ref) == {"secretKeyRef"}, "the bearer token comes from a Secret"
