@@ -114,6 +114,39 @@ def bench_loop(jsonl: Path) -> tuple[int, float]:
     return tokens, time.perf_counter() - t0
 
 
+def stage_breakdown(path: Path, mb: float) -> dict[str, float]:
+    """Seconds per stage of the single-process loop over the first ``mb`` MB of chunks of ``path``: reading and
+    parsing rows, tokenizing (``count_batch``), building and writing the Parquet part file (in-process timers)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from app.bulk.sources import input_files, plan_chunks, read_chunk
+    from app.engine import get_encoding
+
+    enc = get_encoding(TOKENIZER)
+    out = DATA / "out-stages"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir()
+    stages = {"read": 0.0, "tokenize": 0.0, "write": 0.0, "mb": 0.0}
+    for chunk in plan_chunks(input_files([path]), 8 << 20):
+        if stages["mb"] >= mb:
+            break
+        t0 = time.perf_counter()
+        rows = read_chunk(chunk, "text", [])
+        texts = [t for t in rows.texts if t is not None]
+        t1 = time.perf_counter()
+        counts = enc.count_batch(texts)
+        t2 = time.perf_counter()
+        table = pa.table({"row_key": rows.keys, "tokens": pa.array(counts, pa.int64()), "error": rows.errors})
+        pq.write_table(table, out / f"part-{chunk.index:06d}.parquet")
+        t3 = time.perf_counter()
+        stages["read"] += t1 - t0
+        stages["tokenize"] += t2 - t1
+        stages["write"] += t3 - t2
+        stages["mb"] += sum(len(t.encode("utf-8")) for t in texts) / 1e6
+    return {k: round(v, 3) for k, v in stages.items()}
+
+
 def bench_ray(path: Path, cpus: int) -> tuple[int, float, float]:
     """(tokens, job seconds, ray.init seconds) in a fresh process, so each CPU count gets its own Ray."""
     code = f"""
@@ -168,7 +201,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mb", type=float, default=1000.0, help="MB of text to tokenize (default 1000)")
     ap.add_argument("--hf-mb", type=float, default=100.0, help="MB of those rows given to datasets.map (default 100)")
     ap.add_argument("--quick", action="store_true", help="skip the 2-process datasets.map")
+    ap.add_argument("--skip-hf", action="store_true", help="no datasets.map at all (Ray and the loop only)")
+    ap.add_argument("--stages", type=float, metavar="MB",
+                    help="only time the loop's stages (read, tokenize, write) over the first MB of rows.jsonl")
     args = ap.parse_args(argv)
+    if args.stages:
+        stages = stage_breakdown(DATA / "rows.jsonl", args.stages)
+        print(json.dumps(stages))
+        if RESULTS.exists():
+            results = json.loads(RESULTS.read_text(encoding="utf-8"))
+            results["loop_stages_s"] = stages
+            RESULTS.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        return 0
 
     rows = make_rows(args.mb)
     n_bytes = sum(len(r.encode("utf-8")) for r in rows)
@@ -213,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     from app.engine import get_encoding
 
     hf_expected = sum(get_encoding(TOKENIZER).count_batch(hf_rows))
-    for num_proc in (1,) if args.quick else (1, 2):
+    for num_proc in () if args.skip_hf else (1,) if args.quick else (1, 2):
         t, s, load_s = bench_hf(hf_parquet, num_proc)
         results.setdefault("hf_tokens_equal", []).append(t == hf_expected)
         methods[f"HF datasets.map + tokenizers, num_proc={num_proc} (first {hf_bytes / 1e6:.0f} MB)"] = {
