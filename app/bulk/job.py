@@ -241,6 +241,8 @@ def _summary(opts: BulkOptions, tokenizer: str, model: ModelInfo | None, files: 
         "tokens_per_byte": tokens / n_bytes if n_bytes else None,
         "cost": cost,
         "seconds": round(seconds, 3),
+        # CPU time the workers spent on chunks (reading, tokenizing, writing): what the job costs on any cluster
+        "worker_cpu_seconds": round(sum(r.cpu_seconds for r in ordered), 3),
         "rows_per_second": round(rows / seconds, 1) if seconds > 0 else None,
         "input_mb_per_second": round(input_bytes / 1e6 / seconds, 2) if seconds > 0 else None,
         "bad_rows_listed": len(bad),

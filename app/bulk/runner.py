@@ -45,7 +45,8 @@ class ChunkResult:
     tokens: int
     bytes: int
     part: str
-    seconds: float
+    seconds: float  # wall time of the chunk in its worker
+    cpu_seconds: float  # CPU time the worker process spent on it (threads included)
     bad_samples: list[tuple[str, str]] = field(default_factory=list)
 
     def to_json(self) -> str:
@@ -97,7 +98,7 @@ class ChunkWorker:
         core) and write one chunk. Bad rows are written too, with their error, and never raise."""
         import pyarrow as pa
 
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         rows = read_chunk(chunk, self.column, self.keep)
         good = [i for i, text in enumerate(rows.texts) if text is not None]
         texts: list[str] = [t for t in rows.texts if t is not None]
@@ -134,6 +135,7 @@ class ChunkWorker:
             bytes=sum(s for s in sizes if s is not None),
             part=part_name(chunk.index),
             seconds=time.perf_counter() - t0,
+            cpu_seconds=time.process_time() - c0,
             bad_samples=bad[:MAX_BAD_SAMPLES],
         )
 

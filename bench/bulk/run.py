@@ -102,17 +102,17 @@ def bench_engine(rows: list[str]) -> tuple[int, float]:
     return tokens, time.perf_counter() - t0
 
 
-def bench_loop(jsonl: Path) -> tuple[int, float]:
+def bench_loop(jsonl: Path) -> tuple[int, float, float]:
     from app.bulk.runner import ChunkWorker
     from app.bulk.sources import input_files, plan_chunks
 
     out = DATA / "out-loop"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     worker = ChunkWorker(tokenizer=TOKENIZER, store=None, mode="count", column="text", keep=[], output=str(out))
     tokens = sum(worker.process(c).tokens for c in plan_chunks(input_files([jsonl]), 8 << 20))
-    return tokens, time.perf_counter() - t0
+    return tokens, time.perf_counter() - t0, time.process_time() - c0
 
 
 def stage_breakdown(path: Path, mb: float) -> dict[str, float]:
@@ -148,8 +148,9 @@ def stage_breakdown(path: Path, mb: float) -> dict[str, float]:
     return {k: round(v, 3) for k, v in stages.items()}
 
 
-def bench_ray(path: Path, cpus: int) -> tuple[int, float, float]:
-    """(tokens, job seconds, ray.init seconds) in a fresh process, so each CPU count gets its own Ray."""
+def bench_ray(path: Path, cpus: int) -> tuple[int, float, float, float]:
+    """(tokens, job seconds, ray.init seconds, worker CPU seconds) in a fresh process, so each CPU count gets its
+    own Ray."""
     code = f"""
 import json, time, ray
 from app.bulk.job import BulkOptions, run_bulk
@@ -157,14 +158,14 @@ t0 = time.perf_counter(); ray.init(num_cpus={cpus}, include_dashboard=False, log
 init = time.perf_counter() - t0
 s = run_bulk(BulkOptions(inputs=[{str(path)!r}], output={str(DATA / f"out-ray{cpus}-{path.suffix[1:]}")!r},
     mode="count", tokenizer={TOKENIZER!r}, keep=[], overwrite=True, progress=False))
-print(json.dumps({{"tokens": s["tokens"], "seconds": s["seconds"], "init": init}}))
+print(json.dumps({{"tokens": s["tokens"], "seconds": s["seconds"], "init": init, "cpu": s["worker_cpu_seconds"]}}))
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr[-2000:])
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    return out["tokens"], out["seconds"], out["init"]
+    return out["tokens"], out["seconds"], out["init"], out["cpu"]
 
 
 def bench_hf(parquet: Path, num_proc: int) -> tuple[int, float, float]:
@@ -232,26 +233,28 @@ def main(argv: list[str] | None = None) -> int:
     results["tokens"] = tokens
     methods["engine count_batch (in memory, 1 thread)"] = rate(len(rows), n_bytes, s)
     print("engine", methods, flush=True)
-    t, s = bench_loop(jsonl)
+    t, s, cpu = bench_loop(jsonl)
     assert t == tokens, (t, tokens)
-    methods["single-process loop (JSONL -> Parquet)"] = rate(len(rows), n_bytes, s)
+    methods["single-process loop (JSONL -> Parquet)"] = {**rate(len(rows), n_bytes, s),
+                                                         "mb_per_cpu_s": round(n_bytes / 1e6 / cpu, 2)}
     print("loop done", flush=True)
-    best: dict[int, tuple[float, float]] = {}
+    best: dict[int, tuple[float, float, float]] = {}
     for _ in range(args.rounds):  # interleaved rounds, best of each: the machine is shared
         for cpus in (1, 2):
-            t, s, init = bench_ray(jsonl, cpus)
+            t, s, init, cpu = bench_ray(jsonl, cpus)
             assert t == tokens, (t, tokens)
             if cpus not in best or s < best[cpus][0]:
-                best[cpus] = (s, init)
+                best[cpus] = (s, init, cpu)
             print(cpus, "ray done", round(s, 2), flush=True)
-    for cpus, (s, init) in best.items():
-        methods[f"bulk on Ray, {cpus} CPU (JSONL -> Parquet)"] = {**rate(len(rows), n_bytes, s),
-                                                                  "ray_init_s": round(init, 2)}
-    t, s, init = bench_ray(parquet, 2)
+    for cpus, (s, init, cpu) in best.items():
+        methods[f"bulk on Ray, {cpus} CPU (JSONL -> Parquet)"] = {
+            **rate(len(rows), n_bytes, s), "ray_init_s": round(init, 2), "mb_per_cpu_s": round(n_bytes / 1e6 / cpu, 2)}
+    t, s, init, cpu = bench_ray(parquet, 2)
     assert t == tokens, (t, tokens)
-    methods["bulk on Ray, 2 CPU (Parquet -> Parquet)"] = {**rate(len(rows), n_bytes, s), "ray_init_s": round(init, 2)}
+    methods["bulk on Ray, 2 CPU (Parquet -> Parquet)"] = {**rate(len(rows), n_bytes, s), "ray_init_s": round(init, 2),
+                                                          "mb_per_cpu_s": round(n_bytes / 1e6 / cpu, 2)}
     tiny_jsonl, _ = write_inputs(rows[:1], "one-row")
-    _, s, _ = bench_ray(tiny_jsonl, 2)
+    _, s, _, _ = bench_ray(tiny_jsonl, 2)
     results["ray_fixed_cost_s"] = round(s, 2)
     hf_rows: list[str] = []
     hf_bytes = 0
@@ -275,9 +278,11 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     print(f"\n{results['rows']} rows, {n_bytes / 1e6:.1f} MB of text, {tokens} tokens ({TOKENIZER}); "
           f"{results['machine']}\n")
-    print("| method | seconds | rows/s | MB/s | load |\n|---|---:|---:|---:|---:|")
+    print("| method | seconds | rows/s | MB/s | MB per CPU-second | load |\n|---|---:|---:|---:|---:|---:|")
     for name, r in methods.items():
-        print(f"| {name} | {r['seconds']:.2f} | {r['rows_per_s']:.0f} | {r['mb_per_s']:.2f} | {r['load_1min']} |")
+        per_cpu = r.get("mb_per_cpu_s", "")
+        print(f"| {name} | {r['seconds']:.2f} | {r['rows_per_s']:.0f} | {r['mb_per_s']:.2f} | {per_cpu} "
+              f"| {r['load_1min']} |")
     print(f"\nRay fixed cost per job (one-row input, 2 CPUs): {results['ray_fixed_cost_s']:.2f} s; "
           f"datasets.map token totals equal ours: {results.get('hf_tokens_equal')}")
     return 0

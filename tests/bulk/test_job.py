@@ -80,6 +80,7 @@ def test_cli_counts_jsonl_and_parquet_exactly(tmp_path: Path, capsys: pytest.Cap
     assert summary["tokens"] == tokens and summary["bytes"] == n_bytes
     assert summary["tokens_per_byte"] == pytest.approx(tokens / n_bytes)
     assert summary["chunks"] > 4 and summary["workers"] == 2 and summary["tokenizer"] == info.tokenizer
+    assert 0 < summary["worker_cpu_seconds"]
     assert summary["cost"]["input_cost"] == pytest.approx(info.input_cost(tokens))
     bad = {b["key"]: b["error"] for b in summary["bad_row_samples"]}
     assert bad == {k: rows[k]["error"] for k, t in expected.items() if t is None}
