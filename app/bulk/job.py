@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import time
 import warnings
 from collections.abc import Sequence
@@ -27,7 +28,7 @@ from typing import Any
 from app.core.model_table import MODELS_FILE, ModelInfo, ModelTable
 from app.engine import get_store
 
-from .errors import BulkError
+from .errors import BulkError, ChunkError
 from .runner import MODES, RESERVED, ChunkResult, ChunkWorker, part_name
 from .sources import Chunk, input_files, plan_chunks
 
@@ -248,6 +249,20 @@ def _summary(opts: BulkOptions, tokenizer: str, model: ModelInfo | None, files: 
         "bad_rows_listed": len(bad),
         "bad_row_samples": bad,
     }
+
+
+def failure_message(exc: BaseException) -> str | None:
+    """One line for a job that Ray stopped (a chunk that failed, or kept killing its worker past the retries):
+    the failing chunk's :class:`~.errors.ChunkError` message (``<file> from line 13: OSError: …``) when the
+    worker raised one, else the first line of Ray's error. None for an exception that is not Ray's."""
+    if not type(exc).__module__.startswith("ray"):
+        return None
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))  # Ray colours the remote traceback it carries as text
+    found = re.findall(rf"{ChunkError.__name__}: (.+)", text)
+    if found:
+        return str(found[-1]).strip()
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return f"{type(exc).__name__}: {first}"
 
 
 def format_summary(summary: dict[str, Any]) -> str:

@@ -26,6 +26,7 @@ from app.engine import get_encoding
 from app.engine.encoding import scrub_surrogates
 from app.engine.store import bundled_store_dir
 
+from .errors import ChunkError
 from .sources import Chunk, read_chunk
 
 MODES = ("count", "encode")
@@ -90,8 +91,13 @@ class ChunkWorker:
         """Ray Data entry point: a batch of chunk descriptors (columns of :class:`~.sources.Chunk`) in, one JSON
         :class:`ChunkResult` per chunk out (column ``result``)."""
         n = len(batch["index"])
-        chunks = [Chunk.from_dict({k: batch[k][i] for k in batch}) for i in range(n)]
-        return {"result": [self.process(c).to_json() for c in chunks]}
+        out = []
+        for chunk in (Chunk.from_dict({k: batch[k][i] for k in batch}) for i in range(n)):
+            try:
+                out.append(self.process(chunk).to_json())
+            except Exception as exc:  # a bad *row* never gets here; this is a chunk that cannot be read or written
+                raise ChunkError(f"{chunk.describe()}: {type(exc).__name__}: {exc}") from exc
+        return {"result": out}
 
     def process(self, chunk: Chunk) -> ChunkResult:
         """Read, tokenize (the engine's ``count_batch``/``encode_batch``: the GIL is released in the compiled

@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def cmd_bulk(args: argparse.Namespace) -> int:
-    from app.bulk.job import BulkOptions, format_summary, run_bulk
+    from app.bulk.job import BulkOptions, failure_message, format_summary, run_bulk
 
     for name, value in (("--num-cpus", args.num_cpus), ("--workers", args.workers)):
         if value is not None and value < 1:
@@ -72,10 +72,11 @@ def cmd_bulk(args: argparse.Namespace) -> int:
     except (BulkError, ModelTableError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except Exception as exc:  # a Ray failure (a chunk failed after every retry): one line, no traceback
-        if type(exc).__module__.startswith("ray"):
-            print(f"error: bulk job failed: {type(exc).__name__}: {str(exc).splitlines()[0]}", file=sys.stderr)
-            return 1
-        raise
+    except Exception as exc:  # Ray stopped the job (a chunk failed, or its worker died past the retries)
+        message = failure_message(exc)
+        if message is None:
+            raise
+        print(f"error: bulk job failed: {message}", file=sys.stderr)
+        return 1
     print(format_summary(summary))
     return 0

@@ -160,3 +160,26 @@ def test_usage_errors_exit_2_with_one_line(tmp_path: Path, capsys: pytest.Captur
         assert err.startswith("error: ") and message in err and err.count("\n") == 1, err
     assert (out / "precious.txt").read_text() == "keep me"
     assert not any((tmp_path / f"o{i}").exists() for i in range(1, 6) if i != 4)
+
+
+class FailOnChunk1(ChunkWorker):
+    """A chunk that cannot be processed (as a corrupt Parquet page would make it)."""
+
+    def process(self, chunk: Chunk) -> ChunkResult:
+        if chunk.index == 1:
+            raise OSError("corrupt page")
+        return super().process(chunk)
+
+
+def test_a_failing_chunk_stops_the_job_with_one_line_naming_it(tmp_path: Path) -> None:
+    from app.bulk.job import failure_message
+
+    src = tmp_path / "in.jsonl"
+    write_jsonl_corpus(src, 100, seed=2)
+    with pytest.raises(Exception) as caught:  # noqa: PT011 -- Ray's own error type wraps ours
+        run_bulk(BulkOptions(inputs=[str(src)], output=str(tmp_path / "out"), tokenizer="gpt2", chunk_bytes=2000,
+                             progress=False, worker_class=FailOnChunk1))
+    message = failure_message(caught.value)
+    assert message is not None and "\n" not in message
+    assert message.startswith(f"{src} from line ") and message.endswith("OSError: corrupt page")
+    assert failure_message(ValueError("not Ray's")) is None
