@@ -6,20 +6,65 @@ serialize responses themselves (off the event loop), so the models are not used 
 
 Special tokens never come from text: ``text``, ``texts`` and ``parts[].text`` are always ordinary text. They enter
 only through ``special_tokens.prefix/suffix`` or ``parts[].special``, by name.
+
+Every field has a description, and each "exactly one of these fields" rule of a request model (its
+``exactly_one`` groups; the validators enforce them) is stated in the JSON schema as ``oneOf``, with those fields
+typed non-null (omit a field rather than send ``null``), so a schema-driven client builds only requests the service
+accepts.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler, model_validator
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
+
+#: Groups of field names (see ``_Strict.exactly_one``).
+Groups = tuple[tuple[str, ...], ...]
 
 #: A tokenizer, model or special-token name: short, so that errors which echo it stay short.
 Name = Annotated[str, Field(min_length=1, max_length=256)]
 
 
+def _non_null(prop: dict[str, Any]) -> None:
+    """Drop the ``null`` branch (and the ``null`` default) of an optional field's schema, in place."""
+    branches = [b for b in prop.get("anyOf", ()) if b != {"type": "null"}]
+    if "anyOf" in prop:
+        del prop["anyOf"]
+        if len(branches) == 1:
+            prop.update(branches[0])
+        else:
+            prop["anyOf"] = branches
+    if prop.get("default", 0) is None:
+        del prop["default"]
+
+
+def state_exactly_one(schema: dict[str, Any], groups: Groups) -> None:
+    """Add to an object schema, in place, one ``oneOf`` of ``required`` per group (under ``allOf`` if several)."""
+    clauses = []
+    for group in groups:
+        for name in group:
+            _non_null(schema["properties"][name])
+        clauses.append({"oneOf": [{"required": [name]} for name in group]})
+    if len(clauses) == 1:
+        schema.update(clauses[0])
+    elif clauses:
+        schema["allOf"] = clauses
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
+
+    #: Groups of fields of which a request gives exactly one (validated below; stated as ``oneOf`` in the schema).
+    exactly_one: ClassVar[Groups] = ()
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        schema = handler(core_schema)
+        state_exactly_one(handler.resolve_ref_schema(schema), cls.exactly_one)
+        return schema
 
 
 class SpecialTokens(_Strict):
@@ -32,8 +77,11 @@ class SpecialTokens(_Strict):
 class Part(_Strict):
     """One element of ``parts``: exactly one of ``text`` (ordinary text) or ``special`` (a special token's name)."""
 
-    text: str | None = None
-    special: Name | None = None
+    exactly_one: ClassVar[Groups] = (("text", "special"),)
+
+    text: str | None = Field(None, description="ordinary text (a special token's string in it is plain text)")
+    special: Name | None = Field(None, description="a special token, by name (see GET /tokenizers/{name})",
+                                 examples=["<|endoftext|>"])
 
     @model_validator(mode="after")
     def _one(self) -> Part:
@@ -43,6 +91,8 @@ class Part(_Strict):
 
 
 class _Target(_Strict):
+    exactly_one: ClassVar[Groups] = (("tokenizer", "model"),)
+
     tokenizer: Name | None = Field(None, description="tokenizer name or alias (see GET /tokenizers)",
                                   examples=["cl100k_base"])
     model: Name | None = Field(None, description="model name, resolved to its tokenizer through the model table",
@@ -55,11 +105,22 @@ class _Target(_Strict):
         return self
 
 
+class Truncate(_Strict):
+    """Keep at most ``max_tokens`` tokens: ``right`` cuts the end, ``left`` the start (messages: oldest first)."""
+
+    max_tokens: int = Field(ge=0, description="the most tokens to keep (special tokens and framing included)")
+    side: Literal["right", "left"] = Field("right", description="which end of a text to cut; for messages, which end "
+                                           "of the message that has to be shortened")
+
+
 class _TextInput(_Target):
+    exactly_one: ClassVar[Groups] = (*_Target.exactly_one, ("text", "texts", "parts", "messages"))
+
     text: str | None = Field(None, description="one text (always ordinary text)")
     texts: list[str] | None = Field(None, description="a batch of texts (non-empty)")
     parts: list[Part] | None = Field(None, description="an ordered mix of texts and special tokens")
-    special_tokens: SpecialTokens | None = None
+    special_tokens: SpecialTokens | None = Field(None, description="special tokens by name around the text (around "
+                                                 "each text of a batch; around all the parts)")
     add_special_tokens: bool = Field(
         False, description="wrap the input in the tokenizer's own template (BOS/EOS, [CLS] ... [SEP]; see "
         "`template` in GET /tokenizers/{name}), outside `special_tokens`; default false: only what you name"
@@ -67,12 +128,29 @@ class _TextInput(_Target):
     report_special_lookalikes: bool = Field(
         False, description="count occurrences of special-token strings inside the text (they are encoded as text)"
     )
+    messages: list[dict[str, Any]] | None = Field(None, description="a chat conversation (OpenAI Chat Completions "
+                                                  "shape); needs 'model', which decides the framing (GET /models)")
+    tools: list[dict[str, Any]] | None = Field(None, description="OpenAI function tools (with 'messages')")
+    add_generation_prompt: bool = Field(True, description="with 'messages': end the prompt with the assistant's "
+                                        "turn header")
+    max_output_tokens: int | None = Field(None, ge=1, description="output tokens to reserve and price (default: "
+                                          "the model's maximum)")
+    truncate: Truncate | None = Field(None, description="cut to at most max_tokens ('text' or 'messages')")
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        schema = super().__get_pydantic_json_schema__(core_schema, handler)
+        # 'messages' needs 'model' (the model decides the framing); 'tools' go with 'messages'
+        handler.resolve_ref_schema(schema)["dependentRequired"] = {"messages": ["model"], "tools": ["messages"]}
+        return schema
 
     @model_validator(mode="after")
     def _input(self) -> Any:
-        given = [k for k in ("text", "texts", "parts") if getattr(self, k) is not None]
+        given = [k for k in ("text", "texts", "parts", "messages") if getattr(self, k) is not None]
         if len(given) != 1:
-            raise ValueError("give exactly one of 'text', 'texts' or 'parts'")
+            raise ValueError("give exactly one of 'text', 'texts', 'parts' or 'messages'")
+        if self.messages is None and self.tools is not None:
+            raise ValueError("'tools' goes with 'messages'")
         if self.texts is not None and not self.texts:
             raise ValueError("'texts' must not be empty")
         if self.parts is not None and not self.parts:
@@ -95,6 +173,9 @@ class EncodeRequest(_TextInput):
                                           {"special": "<|end_header_id|>"}, {"text": "\n\nHi!"},
                                           {"special": "<|eot_id|>"}]},
         {"tokenizer": "cl100k_base", "text": "hi", "special_tokens": {"suffix": ["<|endoftext|>"]}},
+        {"model": "gpt-oss-20b", "messages": [{"role": "system", "content": "Be brief."},
+                                              {"role": "user", "content": "Hi!"}]},
+        {"model": "gpt-4o", "text": "a long document ...", "truncate": {"max_tokens": 3, "side": "right"}},
     ]})
 
 
@@ -104,11 +185,19 @@ class CountRequest(_TextInput):
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"model": "gpt-4o", "text": "How many tokens is this?"},
         {"tokenizer": "o200k_base", "texts": ["a", "b c"]},
+        {"tokenizer": "cl100k_base", "parts": [{"text": "hello"}, {"special": "<|endoftext|>"}]},
+        {"model": "gpt-4o", "messages": [{"role": "user", "content": "What's the weather in Paris?"}],
+         "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Current weather",
+                                                     "parameters": {"type": "object", "properties": {
+                                                         "city": {"type": "string", "description": "City"}}}}}],
+         "max_output_tokens": 500},
     ]})
 
 
 class DecodeRequest(_Target):
     """Body of ``POST /decode``: exactly one of ``ids`` or ``batch``."""
+
+    exactly_one: ClassVar[Groups] = (*_Target.exactly_one, ("ids", "batch"))
 
     ids: list[int] | None = Field(None, description="token ids")
     batch: list[list[int]] | None = Field(None, description="several id lists (non-empty)")
@@ -116,6 +205,7 @@ class DecodeRequest(_Target):
 
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"tokenizer": "cl100k_base", "ids": [15339, 1917]},
+        {"model": "gpt-4o", "ids": [24912, 2375]},
         {"tokenizer": "cl100k_base", "batch": [[15339], [1917, 100257]], "skip_special_tokens": True},
     ]})
 
@@ -130,45 +220,66 @@ class DecodeRequest(_Target):
 
 # ---------------------------------------------------------------- responses (documentation)
 
+_TOKENIZER = "canonical name of the tokenizer used"
+_MODEL = "the model table's facts applied to this count (only when the request named a model)"
+
 
 class TokenPiece(BaseModel):
     """One token's bytes: ``text`` when they are valid UTF-8 on their own, else ``bytes`` (base64)."""
 
-    text: str | None = None
-    bytes: str | None = None
+    text: str | None = Field(None, description="the token's bytes as text, when they are valid UTF-8 on their own")
+    bytes: str | None = Field(None, description="the token's bytes, base64, when they are not valid UTF-8 on their "
+                              "own (part of a multi-byte character)")
 
 
 class ModelUsage(BaseModel):
     """What the model table says about the requested model, applied to the tokens counted."""
 
-    name: str
+    name: str = Field(description="the model name as requested")
     context_window: int | None = Field(None, description="tokens, input and output together; null if unknown")
-    max_output_tokens: int | None = None
+    max_output_tokens: int | None = Field(None, description="the most tokens the model writes in one response; "
+                                          "null if unknown")
     fits: bool | None = Field(None, description="the text's tokens are within the context window (for a batch: "
                               "every text's); null if the window is unknown")
     fits_each: list[bool] | None = Field(None, description="per text of a batch")
-    currency: str = "USD"
-    input_price_per_million: float | None = None
-    output_price_per_million: float | None = None
+    currency: str = Field("USD", description="currency of the prices and the cost")
+    input_price_per_million: float | None = Field(None, description="price of one million input tokens; null if "
+                                                  "unknown")
+    output_price_per_million: float | None = Field(None, description="price of one million output tokens; null if "
+                                                   "unknown")
     estimated_input_cost: float | None = Field(None, description="tokens counted x input price (the whole batch)")
-    price_source: str | None = None
-    price_as_of: str | None = None
-    price_note: str | None = None
+    output_tokens_reserved: int | None = Field(None, description="max_output_tokens of the request, else the "
+                                               "model's maximum; 'fits' reserves them")
+    estimated_output_cost: float | None = Field(None, description="worst case: output_tokens_reserved x output price "
+                                                "(per text of a batch)")
+    estimated_total_cost: float | None = Field(None, description="estimated input cost + estimated output cost")
+    cached_input_price_per_million: float | None = Field(None, description="price of prompt-cache hits, where the "
+                                                         "provider has one")
+    estimated_cached_input_cost: float | None = Field(None, description="the input cost if every input token were "
+                                                      "a prompt-cache hit")
+    price_source: str | None = Field(None, description="where the operator took the price from")
+    price_as_of: str | None = Field(None, description="when the price was taken")
+    price_note: str | None = Field(None, description="the operator's note on the price")
 
 
 class EncodeResult(BaseModel):
-    ids: list[int]
-    count: int
-    tokens: list[TokenPiece] | None = None
-    offsets: list[tuple[int, int]] | None = None
-    special_lookalikes: int | None = None
+    """The tokens of one text (or of the parts)."""
+
+    ids: list[int] = Field(description="token ids, special tokens of prefix, parts and suffix included")
+    count: int = Field(description="number of ids")
+    tokens: list[TokenPiece] | None = Field(None, description="each token's bytes (with return_tokens)")
+    offsets: list[tuple[int, int]] | None = Field(None, description="each token's [start, end) in characters of the "
+                                                  "text (of the parts' texts joined); special tokens are empty spans "
+                                                  "(with return_offsets)")
+    special_lookalikes: int | None = Field(None, description="special-token strings found in the text, encoded as "
+                                           "text (with report_special_lookalikes)")
 
 
 class EncodeResponse(EncodeResult):
     """``POST /encode`` with ``text`` or ``parts``."""
 
-    tokenizer: str
-    model: ModelUsage | None = None
+    tokenizer: str = Field(description=_TOKENIZER)
+    model: ModelUsage | None = Field(None, description=_MODEL)
 
     model_config = ConfigDict(json_schema_extra={"examples": [{"tokenizer": "cl100k_base", "ids": [15339, 1917],
                                                                "count": 2}]})
@@ -177,86 +288,171 @@ class EncodeResponse(EncodeResult):
 class EncodeBatchResponse(BaseModel):
     """``POST /encode`` with ``texts``."""
 
-    tokenizer: str
-    model: ModelUsage | None = None
-    results: list[EncodeResult]
-    total: int
+    tokenizer: str = Field(description=_TOKENIZER)
+    model: ModelUsage | None = Field(None, description=_MODEL)
+    results: list[EncodeResult] = Field(description="one result per text, in order")
+    total: int = Field(description="sum of the counts")
 
 
 class CountResponse(BaseModel):
     """``POST /count`` with ``text`` or ``parts``."""
 
-    tokenizer: str
-    model: ModelUsage | None = None
-    count: int
-    special_lookalikes: int | None = None
+    tokenizer: str = Field(description=_TOKENIZER)
+    model: ModelUsage | None = Field(None, description=_MODEL)
+    count: int = Field(description="number of tokens, special tokens included")
+    special_lookalikes: int | None = Field(None, description="special-token strings found in the text, encoded as "
+                                           "text (with report_special_lookalikes)")
 
 
 class CountBatchResponse(BaseModel):
     """``POST /count`` with ``texts``."""
 
-    tokenizer: str
-    model: ModelUsage | None = None
-    counts: list[int]
-    total: int
-    special_lookalikes: list[int] | None = None
+    tokenizer: str = Field(description=_TOKENIZER)
+    model: ModelUsage | None = Field(None, description=_MODEL)
+    counts: list[int] = Field(description="number of tokens of each text, in order")
+    total: int = Field(description="sum of the counts")
+    special_lookalikes: list[int] | None = Field(None, description="per text: special-token strings found in it "
+                                                 "(with report_special_lookalikes)")
 
 
 class DecodeResponse(BaseModel):
-    tokenizer: str
-    text: str
+    """``POST /decode`` with ``ids``."""
+
+    tokenizer: str = Field(description=_TOKENIZER)
+    text: str = Field(description="the decoded text (invalid UTF-8 replaced by U+FFFD)")
 
 
 class DecodeBatchResponse(BaseModel):
-    tokenizer: str
-    texts: list[str]
+    """``POST /decode`` with ``batch``."""
+
+    tokenizer: str = Field(description=_TOKENIZER)
+    texts: list[str] = Field(description="one decoded text per id list, in order")
 
 
 class TokenizerSummary(BaseModel):
-    name: str
-    aliases: list[str]
-    kind: str
+    """One tokenizer of the store."""
+
+    name: str = Field(description="canonical name")
+    aliases: list[str] = Field(description="other names it answers to")
+    kind: str = Field(description="tokenizer family, e.g. byte_bpe")
     backend: str = Field(description="engine backend serving it: native (compiled core) or python")
-    vocab_size: int
-    special_tokens_count: int
-    sha256: str
-    source: str
-    license: str
-    models: list[str]
-    description: str
+    vocab_size: int = Field(description="number of token ids, special tokens included")
+    special_tokens_count: int = Field(description="number of special tokens")
+    sha256: str = Field(description="sha256 of its artifact file, verified at start-up")
+    source: str = Field(description="where the artifact comes from")
+    license: str = Field(description="the artifact's licence")
+    models: list[str] = Field(description="model names that resolve to it")
+    description: str = Field(description="a short description")
 
 
 class TokenizerDetail(TokenizerSummary):
+    """One tokenizer with its special and added tokens, template and pre-tokenizer pattern."""
+
     special_tokens: dict[str, int] = Field(description="special tokens (name -> id); never matched in text")
     added_tokens: dict[str, int] = Field(description="non-special added tokens (string -> id), matched in text as "
                                          "the tokenizer's reference implementation matches them")
     template: str = Field(description="what add_special_tokens=true puts around a text, e.g. `<s> $text`")
-    pattern: str
+    pattern: str = Field(description="the pre-tokenizer's regular expression")
 
 
 class TokenizerList(BaseModel):
-    tokenizers: list[TokenizerSummary]
+    """``GET /tokenizers``."""
+
+    tokenizers: list[TokenizerSummary] = Field(description="every tokenizer, in manifest order")
 
 
 class Health(BaseModel):
-    status: str
+    """``GET /healthz``."""
+
+    status: str = Field(description="always ok")
 
 
 class Ready(BaseModel):
-    status: str
-    tokenizers: list[str]
+    """``GET /readyz``."""
+
+    status: str = Field(description="ready")
+    tokenizers: list[str] = Field(description="names of the loaded and verified tokenizers")
 
 
 class ErrorBody(BaseModel):
+    """What went wrong."""
+
     type: str = Field(description="machine-readable error type, e.g. unknown_tokenizer, invalid_token_id")
-    message: str
-    details: Any = None
+    message: str = Field(description="a human-readable explanation")
+    details: Any = Field(None, description="structured facts about the error (names, ids, limits), or null")
 
 
 class ErrorResponse(BaseModel):
     """Every error response has this shape."""
 
-    error: ErrorBody
+    error: ErrorBody = Field(description="the error")
 
 
-REQUEST_MODELS: tuple[type[BaseModel], ...] = (EncodeRequest, CountRequest, DecodeRequest)
+class _Compat(_Strict):
+    """Request bodies of other servers' shapes: strict types, but fields this service does not use (vLLM's
+    ``chat_template_kwargs``, ``mm_processor_kwargs``, …) are ignored rather than refused, so clients work unchanged."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+
+class TokenizeRequest(_Compat):
+    """Body of the vLLM-compatible ``POST /tokenize``: exactly one of ``prompt`` or ``messages``.
+
+    ``add_special_tokens`` applies to ``prompt`` (the tokenizer's own BOS/EOS); with ``messages`` the model's chat
+    framing decides every special token."""
+
+    exactly_one: ClassVar[Groups] = (("prompt", "messages"),)
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"model": "llama-3.1-8b-instruct", "prompt": "Hello!", "return_token_strs": True},
+        {"model": "gpt-oss-20b", "messages": [{"role": "user", "content": "Hello!"}]},
+    ]})
+
+    model: Name = Field(description="model name (snapshots resolve), see GET /models")
+    prompt: str | None = Field(None, description="one text (always ordinary text)")
+    messages: list[dict[str, Any]] | None = Field(None, description="a chat conversation, framed as the model "
+                                                  "frames it")
+    tools: list[dict[str, Any]] | None = Field(None, description="OpenAI function tools (with 'messages')")
+    add_generation_prompt: bool = Field(True, description="with 'messages': end with the assistant's turn header")
+    add_special_tokens: bool = Field(True, description="with 'prompt': the tokenizer's own template (BOS for Llama 3)")
+    return_token_strs: bool = Field(False, description="also return each token as text")
+
+    @model_validator(mode="after")
+    def _input(self) -> Any:
+        if (self.prompt is None) == (self.messages is None):
+            raise ValueError("give exactly one of 'prompt' or 'messages'")
+        return self
+
+
+class DetokenizeRequest(_Compat):
+    """Body of the vLLM-compatible ``POST /detokenize``."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"model": "llama-3.1-8b-instruct",
+                                                               "tokens": [128000, 9906, 0]}]})
+
+    model: Name = Field(description="model name (snapshots resolve), see GET /models")
+    tokens: list[int] = Field(description="token ids")
+
+
+class TeiTokenizeRequest(_Compat):
+    """Body of TEI's ``POST /tei/{model}/tokenize``."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"inputs": "Hello!"},
+                                                              {"inputs": ["a", "b c"], "add_special_tokens": False}]})
+
+    inputs: str | list[str] = Field(description="one text or a batch (always ordinary text)")
+    add_special_tokens: bool = Field(True, description="the tokenizer's own template (BOS for Llama 3)")
+    prompt_name: str | None = Field(None, description="not supported (no prompts are configured): must be absent")
+
+
+class TeiDecodeRequest(_Compat):
+    """Body of TEI's ``POST /tei/{model}/decode``."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"ids": [128000, 9906, 0]},
+                                                              {"ids": [[9906], [0]], "skip_special_tokens": False}]})
+
+    ids: list[int] | list[list[int]] = Field(description="token ids, or several lists of them")
+    skip_special_tokens: bool = Field(True, description="leave special tokens out of the text")
+
+
+REQUEST_MODELS: tuple[type[BaseModel], ...] = (EncodeRequest, CountRequest, DecodeRequest, TokenizeRequest,
+                                               DetokenizeRequest, TeiTokenizeRequest, TeiDecodeRequest)
