@@ -47,6 +47,7 @@ class BulkOptions:
     output: str
     mode: str = "count"
     column: str = "text"
+    messages_column: str | None = None  # count conversations (lists of messages) of this column instead of text
     tokenizer: str | None = None
     model: str | None = None
     keep: Sequence[str] | None = None
@@ -123,6 +124,7 @@ def run_bulk(opts: BulkOptions) -> dict[str, Any]:
     store_dir = get_store(opts.store).directory
     model = resolve_model(opts.model, store_dir, opts.models_file) if opts.model else None
     canonical = get_store(store_dir).resolve(model.tokenizer if model else opts.tokenizer or "")
+    chat = _chat_spec(opts, model, store_dir)
     files = input_files(opts.inputs)
     output = Path(opts.output).expanduser().resolve()
     _prepare_output(output, opts.overwrite)
@@ -134,7 +136,7 @@ def run_bulk(opts: BulkOptions) -> dict[str, Any]:
         total = sum(p.stat().st_size for p, _ in files)
         chunk_bytes = opts.chunk_bytes or min(DEFAULT_CHUNK_BYTES, max(MIN_CHUNK_BYTES, total // (4 * workers) + 1))
         chunks = plan_chunks(files, chunk_bytes)
-        results = _run_chunks(ray, opts, chunks, workers, store_dir, canonical, output)
+        results = _run_chunks(ray, opts, chunks, workers, store_dir, canonical, output, chat)
     finally:
         if started:
             ray.shutdown()
@@ -144,8 +146,27 @@ def run_bulk(opts: BulkOptions) -> dict[str, Any]:
     return summary
 
 
+def _chat_spec(opts: BulkOptions, model: ModelInfo | None, store_dir: Path) -> dict[str, Any] | None:
+    """The model's chat framing spec when ``messages_column`` is set (checked), else None."""
+    if opts.messages_column is None:
+        return None
+    if model is None:
+        raise BulkError("--messages-column needs --model (the model decides how messages are framed)")
+    if opts.mode != "count":
+        raise BulkError("--messages-column counts conversations; use `bulk count`")
+    if model.chat is None:
+        raise BulkError(f"model {model.name!r} has no chat framing in the model table")
+    from app.engine.chat import ChatFramings, ChatSpecError
+
+    try:
+        ChatFramings.from_store(store_dir).check(model.chat, f"model {model.name!r}")
+    except ChatSpecError as exc:
+        raise BulkError(str(exc)) from None
+    return dict(model.chat)
+
+
 def _run_chunks(ray: Any, opts: BulkOptions, chunks: list[Chunk], workers: int, store_dir: Path, tokenizer: str,
-                output: Path) -> dict[int, ChunkResult]:
+                output: Path, chat: dict[str, Any] | None) -> dict[int, ChunkResult]:
     if not chunks:
         return {}
     from ray.data import ActorPoolStrategy, DataContext
@@ -159,8 +180,9 @@ def _run_chunks(ray: Any, opts: BulkOptions, chunks: list[Chunk], workers: int, 
     logging.getLogger("ray.data._internal.progress").setLevel(logging.ERROR)  # "progress bars disabled"
     store = None if store_dir == bundled_store_dir() else str(store_dir)
     ds = ray.data.from_items([c.to_dict() for c in chunks], override_num_blocks=len(chunks))
-    config = {"tokenizer": tokenizer, "store": store, "mode": opts.mode, "column": opts.column,
-              "keep": None if opts.keep is None else list(opts.keep), "output": str(output)}
+    config = {"tokenizer": tokenizer, "store": store, "mode": opts.mode,
+              "column": opts.messages_column or opts.column, "keep": None if opts.keep is None else list(opts.keep),
+              "output": str(output), "chat": chat}
     with warnings.catch_warnings():
         # max_task_retries has no named parameter in Ray Data yet; without it a chunk that kills its worker every
         # time would be retried forever (Ray Data's default). Actors are restarted without limit (its default).
@@ -228,7 +250,8 @@ def _summary(opts: BulkOptions, tokenizer: str, model: ModelInfo | None, files: 
         "command": opts.mode,
         "tokenizer": tokenizer,
         "model": None if model is None else model.name,
-        "column": opts.column,
+        "column": opts.messages_column or opts.column,
+        "messages": opts.messages_column is not None,
         "inputs": [str(p) for p, _ in files],
         "output": str(output),
         "files": len(files),

@@ -17,7 +17,7 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from app.engine.encoding import scrub_surrogates
 from app.engine.store import bundled_store_dir
 
 from .errors import ChunkError
-from .sources import Chunk, read_chunk
+from .sources import Chunk, Rows, read_chunk
 
 MODES = ("count", "encode")
 RESERVED = ("row_key", "tokens", "bytes", "error", "ids")
@@ -76,12 +76,22 @@ class ChunkWorker:
     """Tokenize chunks with one encoding (``mode``: ``count`` or ``encode``) and write their part files."""
 
     def __init__(self, *, tokenizer: str, store: str | None, mode: str, column: str, keep: Sequence[str] | None,
-                 output: str) -> None:
+                 output: str, chat: Mapping[str, Any] | None = None) -> None:
         """Load and verify the encoding ``tokenizer`` from ``store`` (None: the bundled store of this
-        installation). Raises the engine's errors for an unknown name or a damaged artifact."""
+        installation). With ``chat`` (a model's chat framing spec, already checked), ``column`` holds lists of
+        messages, counted as the model's framing renders them (``count`` only). Raises the engine's errors for an
+        unknown name or a damaged artifact."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
-        self.encoding = get_encoding(tokenizer, bundled_store_dir() if store is None else store)
+        store_dir = bundled_store_dir() if store is None else Path(store)
+        self.encoding = get_encoding(tokenizer, store_dir)
+        self.framing = None
+        if chat is not None:
+            if mode != "count":
+                raise ValueError("a messages column can only be counted")
+            from app.engine.chat import ChatFramings
+
+            self.framing = ChatFramings.from_store(store_dir).framing(chat, self.encoding)
         self.mode = mode
         self.column = column
         self.keep = None if keep is None else list(keep)
@@ -105,22 +115,27 @@ class ChunkWorker:
         import pyarrow as pa
 
         t0, c0 = time.perf_counter(), time.process_time()
-        rows = read_chunk(chunk, self.column, self.keep)
-        good = [i for i, text in enumerate(rows.texts) if text is not None]
-        texts: list[str] = [t for t in rows.texts if t is not None]
+        rows = read_chunk(chunk, self.column, self.keep, messages=self.framing is not None)
         n = len(rows.keys)
         tokens: list[int | None] = [None] * n
         ids: list[list[int] | None] = [None] * n
-        if self.mode == "count":
-            for i, c in zip(good, self.encoding.count_batch(texts), strict=True):
-                tokens[i] = c
-        else:
-            for i, row_ids in zip(good, self.encoding.encode_batch(texts), strict=True):
-                ids[i] = row_ids
-                tokens[i] = len(row_ids)
         sizes: list[int | None] = [None] * n
-        for i, text in zip(good, texts, strict=True):
-            sizes[i] = utf8_len(text)
+        if self.framing is not None:
+            for i, (count, size) in self._count_messages(rows).items():
+                tokens[i], sizes[i] = count, size
+        else:
+            good = [i for i, text in enumerate(rows.texts) if text is not None]
+            texts: list[str] = [rows.texts[i] for i in good]
+            if self.mode == "count":
+                for i, c in zip(good, self.encoding.count_batch(texts), strict=True):
+                    tokens[i] = c
+            else:
+                for i, row_ids in zip(good, self.encoding.encode_batch(texts), strict=True):
+                    ids[i] = row_ids
+                    tokens[i] = len(row_ids)
+            for i, text in zip(good, texts, strict=True):
+                sizes[i] = utf8_len(text)
+        n_good = sum(1 for c in tokens if c is not None)
         columns: dict[str, Any] = {}
         for name, values in rows.kept.items():
             columns[f"input_{name}" if name in RESERVED else name] = values
@@ -135,7 +150,7 @@ class ChunkWorker:
         return ChunkResult(
             index=chunk.index,
             rows=n,
-            good=len(good),
+            good=n_good,
             bad=len(bad),
             tokens=sum(t for t in tokens if t is not None),
             bytes=sum(s for s in sizes if s is not None),
@@ -144,6 +159,26 @@ class ChunkWorker:
             cpu_seconds=time.process_time() - c0,
             bad_samples=bad[:MAX_BAD_SAMPLES],
         )
+
+    def _count_messages(self, rows: Rows) -> dict[int, tuple[int, int]]:
+        """Row index -> (tokens under the model's framing, UTF-8 bytes of its messages as compact JSON) for each
+        good row; a conversation the framing rejects becomes a bad row (in ``rows``) with the reason."""
+        from app.engine.chat import ChatInputError, parse_conversation
+
+        assert self.framing is not None
+        out: dict[int, tuple[int, int]] = {}
+        for i, value in enumerate(rows.texts):
+            if value is None:
+                continue
+            try:
+                count = self.framing.count(self.encoding, parse_conversation(value))
+            except ChatInputError as exc:
+                rows.texts[i] = None
+                rows.errors[i] = str(exc) if str(exc).startswith(exc.path) else f"{exc.path}: {exc}"
+                continue
+            size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace"))
+            out[i] = (count, size)
+        return out
 
     def _write(self, index: int, table: Any) -> None:
         import pyarrow.parquet as pq

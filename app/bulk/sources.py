@@ -57,10 +57,11 @@ class Chunk:
 
 @dataclass
 class Rows:
-    """The rows of one chunk: key, text (None for a bad row), error (None for a good row), kept columns."""
+    """The rows of one chunk: key, text (None for a bad row; for a messages column, the list of messages), error
+    (None for a good row), kept columns."""
 
     keys: list[str]
-    texts: list[str | None]
+    texts: list[Any]
     errors: list[str | None]
     kept: dict[str, Any]  # kept column name -> pyarrow array, one value per key
 
@@ -140,15 +141,16 @@ def _jsonl_ranges(path: Path, chunk_bytes: int) -> Iterator[tuple[int, int, int]
         yield start, pos, line
 
 
-def read_chunk(chunk: Chunk, column: str, keep: Sequence[str] | None) -> Rows:
-    """The rows of ``chunk``: text from ``column``, and the ``keep`` columns (None: every column but ``column``;
-    for JSONL, the keys of the chunk's first good row)."""
+def read_chunk(chunk: Chunk, column: str, keep: Sequence[str] | None, *, messages: bool = False) -> Rows:
+    """The rows of ``chunk``: text from ``column`` (with ``messages``, a list of chat messages instead: a JSON
+    array, or a Parquet list of structs), and the ``keep`` columns (None: every column but ``column``; for JSONL,
+    the keys of the chunk's first good row)."""
     if chunk.format == "jsonl":
-        return _read_jsonl(chunk, column, keep)
-    return _read_parquet(chunk, column, keep)
+        return _read_jsonl(chunk, column, keep, messages)
+    return _read_parquet(chunk, column, keep, messages)
 
 
-def _read_jsonl(chunk: Chunk, column: str, keep: Sequence[str] | None) -> Rows:
+def _read_jsonl(chunk: Chunk, column: str, keep: Sequence[str] | None, messages: bool) -> Rows:
     with open(chunk.path, "rb") as f:
         f.seek(chunk.start)
         data = f.read(chunk.end - chunk.start)
@@ -160,7 +162,7 @@ def _read_jsonl(chunk: Chunk, column: str, keep: Sequence[str] | None) -> Rows:
         if not raw.strip():
             continue  # blank line (or the empty tail after the last newline): not a row
         keys.append(f"{chunk.path}:{number}")
-        text, error, record = _parse_line(raw, column)
+        text, error, record = _parse_line(raw, column, messages)
         texts.append(text)
         errors.append(error)
         records.append(record)
@@ -171,7 +173,7 @@ def _read_jsonl(chunk: Chunk, column: str, keep: Sequence[str] | None) -> Rows:
     return Rows(keys, texts, errors, kept)
 
 
-def _parse_line(raw: bytes, column: str) -> tuple[str | None, str | None, dict[str, Any] | None]:
+def _parse_line(raw: bytes, column: str, messages: bool) -> tuple[Any, str | None, dict[str, Any] | None]:
     """``(text, error, record)`` of one JSONL line."""
     try:
         line = raw.decode("utf-8")
@@ -186,14 +188,18 @@ def _parse_line(raw: bytes, column: str) -> tuple[str | None, str | None, dict[s
     if column not in record:
         return None, f"missing column {column!r}", record
     value = record[column]
-    if not isinstance(value, str):
+    if messages:
+        if not isinstance(value, list):
+            return None, f"column {column!r} holds {_json_type(value)}, not a list of messages", record
+    elif not isinstance(value, str):
         return None, f"column {column!r} holds {_json_type(value)}, not a string", record
     return value, None, record
 
 
 def _json_type(value: Any) -> str:
-    return {bool: "a boolean", int: "a number", float: "a number", list: "an array", dict: "an object"}.get(
-        type(value), "null")
+    names = {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "an array",
+             dict: "an object"}
+    return names.get(type(value), "null")
 
 
 def _arrow_column(values: list[Any]) -> Any:
@@ -206,7 +212,7 @@ def _arrow_column(values: list[Any]) -> Any:
         return pa.array([None if v is None else json.dumps(v, ensure_ascii=False) for v in values], pa.string())
 
 
-def _read_parquet(chunk: Chunk, column: str, keep: Sequence[str] | None) -> Rows:
+def _read_parquet(chunk: Chunk, column: str, keep: Sequence[str] | None, messages: bool) -> Rows:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -221,9 +227,14 @@ def _read_parquet(chunk: Chunk, column: str, keep: Sequence[str] | None) -> Rows
     if column not in names:
         return Rows(keys, [None] * n, [f"missing column {column!r}"] * n, kept)
     values = table.column(column)
-    texts: list[str | None]
+    texts: list[Any]
     errors: list[str | None] = [None] * n
-    if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
+    if messages:
+        if not (pa.types.is_list(values.type) or pa.types.is_large_list(values.type)):
+            return Rows(keys, [None] * n, [f"column {column!r} has type {values.type}, not a list of messages"] * n,
+                        kept)
+        texts = [None if v is None else [_drop_nulls(m) for m in v] for v in values.to_pylist()]
+    elif pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
         texts = values.to_pylist()
     elif pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type):
         texts = []
@@ -242,3 +253,12 @@ def _read_parquet(chunk: Chunk, column: str, keep: Sequence[str] | None) -> Rows
         if text is None and errors[i] is None:
             errors[i] = f"column {column!r} is null"
     return Rows(keys, texts, errors, kept)
+
+
+def _drop_nulls(value: Any) -> Any:
+    """A Parquet struct as the JSON object it stands for: fields that are null in this row are absent."""
+    if isinstance(value, dict):
+        return {k: _drop_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_nulls(v) for v in value]
+    return value

@@ -21,6 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("action", choices=("count", "encode"), help="count: tokens per row; encode: ids per row")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="*.jsonl / *.ndjson / *.parquet files or directories")
     p.add_argument("--column", default="text", help="the text column (default: text)")
+    p.add_argument("--messages-column", metavar="COLUMN",
+                   help="count conversations instead: COLUMN holds chat messages (OpenAI shape), framed as --model's")
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--tokenizer", help="tokenizer name or alias in the store")
     which.add_argument("--model", help="model name (model table): its tokenizer, and the cost in the summary")
@@ -54,6 +56,7 @@ def cmd_bulk(args: argparse.Namespace) -> int:
         output=args.output,
         mode=args.action,
         column=args.column,
+        messages_column=args.messages_column,
         tokenizer=args.tokenizer,
         model=args.model,
         keep=args.keep,

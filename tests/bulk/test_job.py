@@ -153,13 +153,19 @@ def test_usage_errors_exit_2_with_one_line(tmp_path: Path, capsys: pytest.Captur
          "output columns"),
         (["bulk", "count", str(src), "--tokenizer", "gpt2", "--output", str(tmp_path / "o5"), "--workers", "0"],
          ">= 1"),
+        (["bulk", "count", str(src), "--tokenizer", "gpt2", "--messages-column", "m", "--output",
+          str(tmp_path / "o6")], "needs --model"),
+        (["bulk", "encode", str(src), "--model", "gpt-4o", "--messages-column", "m", "--output",
+          str(tmp_path / "o7")], "bulk count"),
+        (["bulk", "count", str(src), "--model", "text-embedding-3-small", "--messages-column", "m", "--output",
+          str(tmp_path / "o8")], "no chat framing"),
     ]
     for argv, message in cases:
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert err.startswith("error: ") and message in err and err.count("\n") == 1, err
     assert (out / "precious.txt").read_text() == "keep me"
-    assert not any((tmp_path / f"o{i}").exists() for i in range(1, 6) if i != 4)
+    assert not any((tmp_path / f"o{i}").exists() for i in range(1, 9))
 
 
 class FailOnChunk1(ChunkWorker):

@@ -90,3 +90,54 @@ def test_kept_columns_that_clash_with_ours_are_renamed(tmp_path: Path) -> None:
 def test_utf8_len_counts_what_the_engine_sees() -> None:
     assert utf8_len("héllo") == 6
     assert utf8_len("a\ud800b") == len("a\ufffdb".encode())
+
+
+def _framing(model: str) -> tuple[object, object]:
+    from app.core.model_table import ModelTable
+    from app.engine import get_store
+    from app.engine.chat import ChatFramings
+
+    store = get_store().directory
+    info = ModelTable.load(store / "models.json").get(model)
+    assert info is not None and info.chat is not None
+    enc = get_encoding(info.tokenizer)
+    return enc, ChatFramings.from_store(store).framing(info.chat, enc)
+
+
+@pytest.mark.parametrize("model", ["gpt-4o", "gpt-4"])
+def test_messages_column_counts_each_conversation_as_the_models_framing(tmp_path: Path, model: str) -> None:
+    import json
+
+    import pyarrow as pa
+
+    from app.engine.chat import parse_conversation
+
+    conversations = [
+        [{"role": "user", "content": "Hello <|endoftext|> there"}],
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "日本語で答えて"},
+         {"role": "assistant", "content": "はい。"}, {"role": "user", "content": "ok " * 50}],
+        [{"role": "user", "name": "alice", "content": "hi"}],
+    ]
+    src = tmp_path / "chats.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "messages": c}) + "\n" for i, c in enumerate(conversations))
+                   + '{"id": 3, "messages": "not a list"}\n{"id": 4, "messages": [{"content": "no role"}]}\n',
+                   encoding="utf-8")
+    pq.write_table(pa.table({"id": [10, 11, 12], "messages": conversations}), tmp_path / "chats.parquet")
+    enc, framing = _framing(model)
+    out = tmp_path / "out"
+    out.mkdir()
+    from app.core.model_table import ModelTable
+    from app.engine import get_store
+
+    chat = ModelTable.load(get_store().directory / "models.json").get(model).chat  # type: ignore[union-attr]
+    worker = ChunkWorker(tokenizer=enc.name, store=None, mode="count", column="messages", keep=["id"],  # type: ignore[attr-defined]
+                         output=str(out), chat=chat)
+    for chunk in plan_chunks(input_files([src, tmp_path / "chats.parquet"]), 1 << 20):
+        worker.process(chunk)
+    rows = {r["id"]: r for r in pq.read_table(out).to_pylist()}
+    for i, conv in enumerate(conversations):
+        want = framing.count(enc, parse_conversation(conv))  # type: ignore[attr-defined]
+        assert rows[i]["tokens"] == want and rows[10 + i]["tokens"] == want, (i, rows[i])
+        assert rows[i]["error"] is None and rows[i]["bytes"] > 0
+    assert rows[3]["error"] == "column 'messages' holds a string, not a list of messages"
+    assert rows[4]["error"] and "role" in rows[4]["error"] and rows[4]["tokens"] is None
