@@ -2,7 +2,8 @@
 
 Reads JSONL and Parquet files (or directories of them), writes one Parquet part file per chunk into ``--output``
 with the input's other columns (or those named by ``--keep``), and prints a summary that is also written to
-``<output>/_summary.json``. Local Ray by default; ``--address`` or ``$RAY_ADDRESS`` for a cluster. Needs the
+``<output>/_summary.json``. ``--messages-column`` counts chat conversations (lists of messages) as ``--model``'s
+framing renders them, instead of text. Local Ray by default; ``--address`` or ``$RAY_ADDRESS`` for a cluster. Needs the
 ``bulk`` extra. Bad rows are reported, never fatal: exit 0. A job that cannot start exits 2; a chunk that fails
 after every retry exits 1.
 """
