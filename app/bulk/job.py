@@ -90,7 +90,6 @@ def _prepare_output(output: Path, overwrite: bool) -> None:
             raise BulkError(f"{output}: holds files that are not a bulk output ({strays[0].name}); not overwriting")
         for p in output.iterdir():
             p.unlink()
-    output.mkdir(parents=True, exist_ok=True)
 
 
 def _start_ray(opts: BulkOptions) -> tuple[Any, bool]:
@@ -106,7 +105,11 @@ def _start_ray(opts: BulkOptions) -> tuple[Any, bool]:
                               "configure_logging": True}
     if address == "local":
         kwargs["num_cpus"] = opts.num_cpus
-    ray.init(address=address, **kwargs)
+    try:
+        ray.init(address=address, **kwargs)
+    except (ConnectionError, RuntimeError, ValueError, OSError) as exc:  # no cluster there, or a bad address
+        first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+        raise BulkError(f"cannot start or reach Ray at {address!r}: {first}") from None
     return ray, True
 
 
@@ -132,6 +135,7 @@ def run_bulk(opts: BulkOptions) -> dict[str, Any]:
     t0 = time.perf_counter()
     ray, started = _start_ray(opts)
     try:
+        output.mkdir(parents=True, exist_ok=True)  # only once Ray is up: a failed start leaves nothing behind
         workers = opts.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
         total = sum(p.stat().st_size for p, _ in files)
         chunk_bytes = opts.chunk_bytes or min(DEFAULT_CHUNK_BYTES, max(MIN_CHUNK_BYTES, total // (4 * workers) + 1))

@@ -189,3 +189,4 @@ def test_a_failing_chunk_stops_the_job_with_one_line_naming_it(tmp_path: Path) -
     assert message is not None and "\n" not in message
     assert message.startswith(f"{src} from line ") and message.endswith("OSError: corrupt page")
     assert failure_message(ValueError("not Ray's")) is None
+
