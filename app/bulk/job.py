@@ -9,7 +9,9 @@ exactly once whichever attempt finished. The driver collects one small result pe
 Ray: an existing ``ray.init()`` in this process is used as it is; otherwise ``address`` (e.g. ``ray://head:10001``
 or ``auto``), else ``$RAY_ADDRESS``, else a local Ray started for the job (``num_cpus`` CPUs, default all) and shut
 down after it. On a cluster every node needs this package installed (and the same store path when ``store`` is
-set; the bundled store is found on each node by itself), and the input and output paths must be visible to all.
+set; the bundled store is found on each node by itself), and the input and output paths must be visible to all;
+a cluster with Ray's token authentication on needs its token on the driver too (see Ray's security docs).
+``ray://`` addresses go through Ray Client (the ``client`` part of the ``bulk`` extra).
 """
 
 from __future__ import annotations
