@@ -154,7 +154,7 @@ def bench_ray(path: Path, cpus: int) -> tuple[int, float, float, float]:
     code = f"""
 import json, time, ray
 from app.bulk.job import BulkOptions, run_bulk
-t0 = time.perf_counter(); ray.init(num_cpus={cpus}, include_dashboard=False, logging_level="ERROR")
+t0 = time.perf_counter(); ray.init(address="local", num_cpus={cpus}, include_dashboard=False, logging_level="ERROR")
 init = time.perf_counter() - t0
 s = run_bulk(BulkOptions(inputs=[{str(path)!r}], output={str(DATA / f"out-ray{cpus}-{path.suffix[1:]}")!r},
     mode="count", tokenizer={TOKENIZER!r}, keep=[], overwrite=True, progress=False))

@@ -34,7 +34,7 @@ TOKENIZER = "cl100k_base"
 
 @pytest.fixture(scope="module", autouse=True)
 def local_ray() -> Iterator[None]:
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR")  # never a running cluster
     yield
     ray.shutdown()
 
