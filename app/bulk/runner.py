@@ -8,7 +8,8 @@ Each chunk's rows go to ``<output>/part-<chunk>.parquet``, written to a hidden t
 place, so a chunk that is retried after its worker died replaces (never duplicates) whatever an earlier attempt
 left, and a reader never sees half a file. Columns: the kept input columns (renamed ``input_<name>`` if they clash
 with ours), then ``row_key`` (where the row came from, see :mod:`.sources`), ``tokens`` (null for a bad row),
-``bytes`` (UTF-8 bytes of the text), ``error`` (null for a good row) and, for ``encode``, ``ids``.
+``bytes`` (UTF-8 bytes of the text; for a messages column, of the messages as compact JSON), ``error`` (null for a
+good row) and, for ``encode``, ``ids``.
 """
 
 from __future__ import annotations
