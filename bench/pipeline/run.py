@@ -115,6 +115,35 @@ def bench_one(name: str, docs: list[str], runs: int) -> dict[str, Any]:
     }
 
 
+def _rss_kib() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return -1
+
+
+def load_only(name: str) -> dict[str, Any]:
+    """In this (fresh) process: import the engine, then load ``name``; seconds and resident-memory growth."""
+    import app.engine as engine
+
+    base = _rss_kib()
+    t = time.perf_counter()
+    tok = engine.get_encoding(name)
+    load_s = time.perf_counter() - t
+    return {"tokenizer": name, "load_s": load_s, "rss_mib": (_rss_kib() - base) / 1024, "type": type(tok).__name__}
+
+
+def load_memory(names: list[str]) -> list[dict[str, Any]]:
+    """:func:`load_only` of each tokenizer in its own process."""
+    out = []
+    for name in names:
+        proc = subprocess.run([sys.executable, "-m", "bench.pipeline.run", "--load-only", name], capture_output=True,
+                              text=True, check=True)
+        out.append(json.loads(proc.stdout))
+    return out
+
+
 def _commit() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
@@ -123,7 +152,7 @@ def _commit() -> str:
         return "?"
 
 
-def render(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+def render(results: list[dict[str, Any]], meta: dict[str, Any], loads: list[dict[str, Any]] | None = None) -> str:
     lines = [f"commit {meta['commit']}, {meta['machine']}, load average at start {meta['loadavg']}",
              "", "| tokenizer | ours (type, backend) | ours cold MB/s | ours warm MB/s | HF cold MB/s | HF warm MB/s "
              "| cold vs HF | load ours / HF s |", "|---|---|---|---|---|---|---|---|"]
@@ -132,6 +161,9 @@ def render(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         lines.append(f"| {r['tokenizer']} | {r['type']}, {r['backend']} | {m['ours_cold']:.2f} | {m['ours_warm']:.2f} "
                      f"| {m['hf_cold']:.2f} | {m['hf_warm']:.2f} | {m['ours_cold'] / m['hf_cold']:.2f}x "
                      f"| {r['load_s']['ours']:.2f} / {r['load_s']['hf']:.2f} |")
+    if loads:
+        lines += ["", "| tokenizer | load in a fresh process s | resident memory MiB |", "|---|---|---|"]
+        lines += [f"| {x['tokenizer']} | {x['load_s']:.2f} | {x['rss_mib']:.0f} |" for x in loads]
     return "\n".join(lines)
 
 
@@ -141,17 +173,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bytes", type=int, default=400_000, help="input size per tokenizer (UTF-8 bytes)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--load-only", metavar="NAME", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.load_only:
+        print(json.dumps(load_only(args.load_only)))
+        return 0
     meta = {"commit": _commit(), "machine": f"{platform.machine()} {os.cpu_count()} CPUs, Python "
             f"{platform.python_version()}", "loadavg": " ".join(f"{x:.2f}" for x in os.getloadavg())}
+    names = args.tokenizers.split(",")
+    loads = load_memory(names)
     docs = _docs(args.bytes)
     results = []
-    for name in args.tokenizers.split(","):
+    for name in names:
         results.append(bench_one(name, docs, args.runs))
         print(json.dumps(results[-1]), file=sys.stderr, flush=True)
-    print(render(results, meta))
+    print(render(results, meta, loads))
     if args.json:
-        args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
+        args.json.write_text(json.dumps({"meta": meta, "results": results, "loads": loads}, indent=2) + "\n")
     return 0
 
 
