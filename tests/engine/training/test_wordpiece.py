@@ -108,6 +108,9 @@ def test_hf_tokenizers_and_this_engine_encode_identically(trained: bytes) -> Non
     assert hf.get_vocab_size() == ours.n_vocab == 3000
     text = corpus_text()
     for s in hostile_samples(text, 400):
+        if any(t in s.upper() for t in BERT_SPECIALS):  # Hugging Face matches special tokens in text; we never do
+            assert not {0, 2, 3, 4} & set(ours.encode(s))
+            continue
         assert list(ours.encode(s)) == hf.encode(s, add_special_tokens=False).ids, s
     pair = "The tokenizer.json loads"
     assert list(ours.encode(pair, add_special_tokens=True)) == hf.encode(pair).ids
