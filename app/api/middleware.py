@@ -8,8 +8,9 @@ In order, for each HTTP request it
 3. for requests with a body: rejects a non-JSON ``Content-Type`` (415; a missing one is read as JSON), a declared
    ``Content-Length`` above ``TOKENIZER_MAX_BODY_BYTES`` (413, before reading anything), and then reads the body
    itself, counting bytes on the raw stream, so a chunked body without ``Content-Length`` is cut off at the limit
-   too (413, ``Connection: close``), and a body that takes longer than ``TOKENIZER_BODY_TIMEOUT`` gets 408; the
-   app then sees the buffered body;
+   too (413, ``Connection: close``), and a body that takes longer than ``TOKENIZER_BODY_TIMEOUT`` gets 408;
+   ``POST /encode``, ``/count`` and ``/decode`` are then answered here (:mod:`app.api.dispatch`), other routes see
+   the buffered body through the app;
 4. turns any exception that escapes the app into a JSON 500 without internals (and logs it).
 
 Every response it sends itself has the API's one error shape.
@@ -27,7 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.core.config import Settings
 
-from . import metrics
+from . import dispatch, metrics
 from .errors import send_error
 
 log = logging.getLogger("app.api")
@@ -151,6 +152,14 @@ class GatewayMiddleware:
                              f"{self.body_timeout:g} s (TOKENIZER_BODY_TIMEOUT)", headers={"Connection": "close"})
             return
         body = b"".join(chunks)
+        op = dispatch.OPS.get(scope["path"]) if scope["method"] == "POST" else None
+        if op is not None:  # the tokenization endpoints: no framework machinery needed (see app.api.dispatch)
+            app = scope.get("app")
+            answer = await dispatch.run(getattr(getattr(app, "state", None), "service", None), op, scope["path"],
+                                        body, scope[LABELS_KEY])
+            await send({"type": "http.response.start", "status": answer.status, "headers": answer.asgi_headers()})
+            await send({"type": "http.response.body", "body": answer.body})
+            return
         replayed = False
 
         async def replay() -> Message:

@@ -76,6 +76,28 @@ def _prepare_multiprocess_dir() -> str | None:
     return created
 
 
+def uvicorn_options(settings: Settings) -> dict[str, Any]:
+    """The keyword arguments of ``uvicorn.run`` for ``settings`` (also used by the benchmark's floor app)."""
+    try:
+        from app.api.protocol import HeaderTimeoutProtocol
+
+        http: Any = HeaderTimeoutProtocol  # httptools, with a deadline for request headers
+    except ImportError:  # no httptools: uvicorn's h11 protocol, without the header deadline
+        http = "auto"
+    return dict(
+        host=settings.host,
+        port=settings.port,
+        uds=str(settings.uds) if settings.uds else None,
+        workers=settings.workers,
+        log_level=settings.log_level.lower(),
+        access_log=settings.access_log,
+        timeout_graceful_shutdown=math.ceil(settings.graceful_timeout) if settings.graceful_timeout > 0 else None,
+        loop="auto",
+        http=http,
+        server_header=False,
+    )
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """Verify, then serve until stopped. Exit status: 0 after a clean shutdown, 1 if start-up verification failed,
     2 for invalid settings."""
@@ -106,26 +128,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     try:
-        from app.api.protocol import HeaderTimeoutProtocol
-
-        http: Any = HeaderTimeoutProtocol  # httptools, with a deadline for request headers
-    except ImportError:  # no httptools: uvicorn's h11 protocol, without the header deadline
-        http = "auto"
-    try:
-        uvicorn.run(
-            APP_FACTORY,
-            factory=True,
-            host=settings.host,
-            port=settings.port,
-            uds=str(settings.uds) if settings.uds else None,
-            workers=settings.workers,
-            log_level=settings.log_level.lower(),
-            access_log=settings.access_log,
-            timeout_graceful_shutdown=math.ceil(settings.graceful_timeout) if settings.graceful_timeout > 0 else None,
-            loop="auto",
-            http=http,
-            server_header=False,
-        )
+        uvicorn.run(APP_FACTORY, factory=True, **uvicorn_options(settings))
     finally:
         if temp_dir is not None:
             shutil.rmtree(temp_dir, ignore_errors=True)

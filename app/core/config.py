@@ -64,6 +64,13 @@ class Settings:
     )
     max_decode_ids: int = _doc("Most token ids in one /decode request (all lists together).", default=4 * 2**20)
     max_text_chars: int = _doc("Most characters in one request's texts together (413 above).", default=16 * 2**20)
+    max_detail_tokens: int = _doc(
+        "Most tokens in one /encode request that asks for `return_tokens` or `return_offsets` (413 above, decided "
+        "before that work): those add an object and a pair per token (about 36 bytes of JSON each), so this bounds "
+        "the response (about 10 MB at the default) and the longest moment its construction holds the worker's GIL "
+        "(about 0.1 s at the default on a 2-core machine). Ids alone are not limited by it.",
+        default=2**18,
+    )
     engine: str | None = _doc(
         "Tokenizer backend: `native` (compiled core) or `python` (reference engine). Unset: native when the compiled "
         "core is available (read by the engine, and by the trainer for its compiled counter and merge learner).",
@@ -80,8 +87,9 @@ class Settings:
     )
     bulk_bytes: int = _doc("Body size from which a request counts as bulk.", default=256 * 2**10)
     inline_bytes: int = _doc(
-        "Bodies up to this size are tokenized on the event loop (cheaper than a thread hop; microseconds of work).",
-        default=1024,
+        "Bodies up to this size are tokenized on the event loop: a thread hop costs more than their work (at most "
+        "a few hundred microseconds for 16 KiB), which stalls other requests on the worker by no more than that.",
+        default=16 * 2**10,
     )
     header_timeout: float = _doc(
         "Seconds a client has to send a request's headers (from connecting, or from the request's first byte); then "
@@ -106,6 +114,7 @@ class Settings:
             "max_batch_size",
             "max_decode_ids",
             "max_text_chars",
+            "max_detail_tokens",
             "threads",
             "bulk_threads",
         )
