@@ -20,7 +20,7 @@ from fastapi import Request
 
 from app.core.config import Settings
 from app.core.model_table import MODELS_FILE, ModelInfo, ModelTable, ModelTableError
-from app.engine import Encoding, Store, get_store, load_all
+from app.engine import Store, Tokenizer, get_store, load_all
 from app.engine.errors import UnknownTokenizerError
 
 from .errors import ApiError
@@ -32,7 +32,7 @@ class ServiceState:
 
     settings: Settings
     store: Store
-    encodings: dict[str, Encoding]
+    encodings: dict[str, Tokenizer]
     models: ModelTable
     manifest_models: dict[str, str]
     ready: bool = False
@@ -46,7 +46,8 @@ class ServiceState:
         """Load and verify every tokenizer of the store and the model table (see the module docstring)."""
         store_dir = settings.store
         store = get_store(store_dir)
-        encodings = load_all(store.directory)
+        encodings = load_all(store.directory, settings.tokenizer_names(), backend=settings.engine,
+                             cache_size=settings.cache_size)
         models_path = settings.models_file
         if models_path is None and (store.directory / MODELS_FILE).is_file():
             models_path = store.directory / MODELS_FILE
@@ -59,15 +60,22 @@ class ServiceState:
                     f"{models.path}: model {key!r} names tokenizer {info.tokenizer!r}, which the store "
                     f"{store.directory} does not hold (known: {', '.join(store.known_names())})"
                 ) from None
-        manifest_models = {m: spec.name for spec in store for m in spec.models}
+        if settings.tokenizers is not None:  # serve only the models of the tokenizers this process loads
+            models = models.only(lambda info: store.resolve(info.tokenizer) in encodings)
+        manifest_models = {m: spec.name for spec in store for m in spec.models if spec.name in encodings}
         return cls(settings=settings, store=store, encodings=encodings, models=models,
                    manifest_models=manifest_models)
 
     # ------------------------------------------------------------------ resolution
 
-    def encoding(self, name: str) -> Encoding:
-        """The encoding for a tokenizer name or alias; raises :class:`UnknownTokenizerError` (-> 422)."""
-        return self.encodings[self.store.resolve(name)]
+    def encoding(self, name: str) -> Tokenizer:
+        """The tokenizer for a name or alias; raises :class:`UnknownTokenizerError` (-> 422), also for a tokenizer
+        of the store that this process does not load (``TOKENIZER_TOKENIZERS``)."""
+        canonical = self.store.resolve(name)
+        enc = self.encodings.get(canonical)
+        if enc is None:
+            raise UnknownTokenizerError(name, sorted(self.encodings))
+        return enc
 
     def model(self, name: str) -> ModelInfo:
         """The model table's entry, else a bare entry from a manifest ``models`` list; raises ApiError 422."""
@@ -87,7 +95,7 @@ class ServiceState:
         names |= {m for m, info in self.models.entries().items() if self.store.resolve(info.tokenizer) == canonical}
         return sorted(names)
 
-    def lookalike_counter(self, enc: Encoding) -> Callable[[str], int]:
+    def lookalike_counter(self, enc: Tokenizer) -> Callable[[str], int]:
         """A function counting non-overlapping occurrences of ``enc``'s special-token strings in a text.
 
         When every special token looks like ``<|name|>`` (all bundled tokenizers), candidates ``<|...|>`` are found

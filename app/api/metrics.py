@@ -39,7 +39,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from app.engine import Encoding
+from app.engine import Tokenizer
 
 from .metrics_files import MetricFiles, entry_bytes, forget_dead_processes
 
@@ -154,7 +154,7 @@ def multiprocess_enabled() -> bool:
     return bool(os.environ.get(MULTIPROC_ENV))
 
 
-def set_info(encodings: Iterable[Encoding]) -> None:
+def set_info(encodings: Iterable[Tokenizer]) -> None:
     """Publish the info metric and the cache gauges for every loaded tokenizer."""
     for enc in encodings:
         spec = enc.spec
@@ -162,7 +162,7 @@ def set_info(encodings: Iterable[Encoding]) -> None:
     sync_cache(encodings)
 
 
-def sync_cache(encodings: Iterable[Encoding]) -> None:
+def sync_cache(encodings: Iterable[Tokenizer]) -> None:
     """Copy the engine's cache counters into the metrics (as deltas since the last call; thread-safe).
 
     A counter that went backwards (the cache was cleared) counts from zero again.
@@ -198,7 +198,7 @@ def observe_work(endpoint: str, tokenizer: str, seconds: float, tokens: int, inp
         _child(INPUT_BYTES, endpoint, tokenizer).inc(input_bytes)
 
 
-def render(encodings: Iterable[Encoding]) -> bytes:
+def render(encodings: Iterable[Tokenizer]) -> bytes:
     """The exposition text of every metric (merged over all workers in multiprocess mode)."""
     sync_cache(encodings)
     if multiprocess_enabled():

@@ -22,7 +22,7 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from app.core.model_table import ModelInfo
-from app.engine import Encoding, Special
+from app.engine import Special, Tokenizer
 from app.engine.errors import InvalidTokenIdError
 
 from . import metrics, serialize
@@ -144,7 +144,7 @@ def _check_detail(svc: ServiceState, t: _Texts) -> None:
 class _Texts:
     """A validated text input: the encoding, optional model, and either texts or parts."""
 
-    enc: Encoding
+    enc: Tokenizer
     model: ModelInfo | None
     texts: list[str] | None  # for "text" (one item) or "texts"
     parts: list[Part] | None
@@ -152,9 +152,10 @@ class _Texts:
     prefix: list[str]
     suffix: list[str]
     input_bytes: int
+    add_special: bool = False  # the tokenizer's template around the input (add_special_tokens)
 
 
-def _resolve(svc: ServiceState, req: Any, labels: MutableMapping[str, str]) -> tuple[Encoding, ModelInfo | None]:
+def _resolve(svc: ServiceState, req: Any, labels: MutableMapping[str, str]) -> tuple[Tokenizer, ModelInfo | None]:
     info = svc.model(req.model) if req.model is not None else None
     enc = svc.encoding(info.tokenizer if info is not None else req.tokenizer)
     labels["tokenizer"] = enc.name
@@ -177,7 +178,7 @@ def _texts(svc: ServiceState, req: EncodeRequest | CountRequest, labels: Mutable
                 enc.special_token_id(p.special)
             else:
                 nbytes += utf8_len(p.text or "", f"parts[{i}].text")
-        return _Texts(enc, info, None, req.parts, False, prefix, suffix, nbytes)
+        return _Texts(enc, info, None, req.parts, False, prefix, suffix, nbytes, req.add_special_tokens)
     if req.texts is not None:
         _check_batch(svc, len(req.texts), "texts")
         texts, batch = req.texts, True
@@ -186,7 +187,7 @@ def _texts(svc: ServiceState, req: EncodeRequest | CountRequest, labels: Mutable
     _check_chars(svc, sum(map(len, texts)))
     for i, t in enumerate(texts):
         nbytes += utf8_len(t, f"texts[{i}]" if batch else "text")
-    return _Texts(enc, info, texts, None, batch, prefix, suffix, nbytes)
+    return _Texts(enc, info, texts, None, batch, prefix, suffix, nbytes, req.add_special_tokens)
 
 
 def _model_usage(info: ModelInfo, counts: Sequence[int], batch: bool) -> dict[str, Any]:
@@ -212,12 +213,12 @@ def _model_usage(info: ModelInfo, counts: Sequence[int], batch: bool) -> dict[st
     return usage
 
 
-def _lookalikes(svc: ServiceState, enc: Encoding, texts: Sequence[str]) -> list[int]:
+def _lookalikes(svc: ServiceState, enc: Tokenizer, texts: Sequence[str]) -> list[int]:
     counter = svc.lookalike_counter(enc)
     return [counter(t) for t in texts]
 
 
-def _token_pieces(enc: Encoding, ids: Sequence[int]) -> list[dict[str, str]]:
+def _token_pieces(enc: Tokenizer, ids: Sequence[int]) -> list[dict[str, str]]:
     out = []
     for chunk in enc.decode_tokens_bytes(ids):
         try:
@@ -253,7 +254,7 @@ def encode(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> 
         _check_detail(svc, t)
     results: list[dict[str, Any]] = []
     if t.parts is not None:
-        ids, spans = _encode_parts(enc, t.parts, t.prefix, t.suffix, req.return_offsets)
+        ids, spans = _encode_parts(enc, t.parts, t.prefix, t.suffix, req.return_offsets, t.add_special)
         results.append(_result(enc, ids, spans, req.return_tokens))
         look_texts = [p.text for p in t.parts if p.text is not None]
         if req.report_special_lookalikes:
@@ -263,9 +264,9 @@ def encode(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> 
         looks = _lookalikes(svc, enc, t.texts) if req.report_special_lookalikes else None
         for i, text in enumerate(t.texts):
             if req.return_offsets:
-                ids, spans = _encode_with_offsets(enc, text, t.prefix, t.suffix)
+                ids, spans = _encode_with_offsets(enc, text, t.prefix, t.suffix, t.add_special)
             else:
-                ids, spans = enc.encode(text, prefix=t.prefix, suffix=t.suffix), None
+                ids, spans = enc.encode(text, add_special_tokens=t.add_special, prefix=t.prefix, suffix=t.suffix), None
             results.append(_result(enc, ids, spans, req.return_tokens))
             if looks is not None:
                 results[-1]["special_lookalikes"] = looks[i]
@@ -287,7 +288,7 @@ def encode(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> 
     return OpResult(payload, enc.name, total, t.input_bytes, timings)
 
 
-def _result(enc: Encoding, ids: list[int], spans: list[tuple[int, int]] | None, tokens: bool) -> dict[str, Any]:
+def _result(enc: Tokenizer, ids: list[int], spans: list[tuple[int, int]] | None, tokens: bool) -> dict[str, Any]:
     r: dict[str, Any] = {"ids": ids, "count": len(ids)}
     if tokens:
         r["tokens"] = _token_pieces(enc, ids)
@@ -296,25 +297,36 @@ def _result(enc: Encoding, ids: list[int], spans: list[tuple[int, int]] | None, 
     return r
 
 
-def _encode_with_offsets(enc: Encoding, text: str, prefix: list[str],
-                         suffix: list[str]) -> tuple[list[int], list[tuple[int, int]]]:
-    ids, spans = enc.encode_with_offsets(text)
-    end = len(text)
+def _specials_around(enc: Tokenizer, prefix: list[str], suffix: list[str],
+                     add_special: bool) -> tuple[list[int], list[int]]:
+    """Ids before and after the input: the template's (when asked) outside the named prefix/suffix."""
     pre = [enc.special_token_id(n) for n in prefix]
     suf = [enc.special_token_id(n) for n in suffix]
+    if add_special:
+        pre, suf = [*enc.template.prefix_ids, *pre], [*suf, *enc.template.suffix_ids]
+    return pre, suf
+
+
+def _encode_with_offsets(enc: Tokenizer, text: str, prefix: list[str], suffix: list[str],
+                         add_special: bool) -> tuple[list[int], list[tuple[int, int]]]:
+    ids, spans = enc.encode_with_offsets(text)
+    end = len(text)
+    pre, suf = _specials_around(enc, prefix, suffix, add_special)
     return [*pre, *ids, *suf], [*((0, 0) for _ in pre), *spans, *((end, end) for _ in suf)]
 
 
-def _encode_parts(enc: Encoding, parts: list[Part], prefix: list[str], suffix: list[str],
-                  offsets: bool) -> tuple[list[int], list[tuple[int, int]] | None]:
-    """Ids of prefix + parts + suffix. Offsets index the concatenation of the parts' texts."""
+def _encode_parts(enc: Tokenizer, parts: list[Part], prefix: list[str], suffix: list[str],
+                  offsets: bool, add_special: bool) -> tuple[list[int], list[tuple[int, int]] | None]:
+    """Ids of (template) + prefix + parts + suffix (+ template). Offsets index the concatenation of the parts'
+    texts."""
     seq = [*(Special(n) for n in prefix),
            *(Special(p.special) if p.special is not None else (p.text or "") for p in parts),
            *(Special(n) for n in suffix)]
     if not offsets:
-        return enc.encode_parts(seq), None
-    ids: list[int] = []
-    spans: list[tuple[int, int]] = []
+        return enc.encode_parts(seq, add_special_tokens=add_special), None
+    template = enc.template if add_special else None
+    ids: list[int] = template.prefix_ids if template else []
+    spans: list[tuple[int, int]] = [(0, 0)] * len(ids)
     pos = 0
     for item in seq:
         if isinstance(item, Special):
@@ -325,6 +337,9 @@ def _encode_parts(enc: Encoding, parts: list[Part], prefix: list[str], suffix: l
             ids.extend(part_ids)
             spans.extend((pos + a, pos + b) for a, b in part_spans)
             pos += len(item)
+    if template:
+        ids.extend(template.suffix_ids)
+        spans.extend((pos, pos) for _ in template.suffix)
     return ids, spans
 
 
@@ -337,7 +352,8 @@ def count(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> O
     start = time.perf_counter()
     looks: list[int] | None = None
     if t.parts is not None:
-        n = len(t.prefix) + len(t.suffix)
+        before, after = _specials_around(enc, t.prefix, t.suffix, t.add_special)
+        n = len(before) + len(after)
         for p in t.parts:
             n += 1 if p.special is not None else enc.count(p.text or "")
         counts = [n]
@@ -345,7 +361,8 @@ def count(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> O
             looks = [sum(_lookalikes(svc, enc, [p.text for p in t.parts if p.text is not None]))]
     else:
         assert t.texts is not None
-        counts = [enc.count(text, prefix=t.prefix, suffix=t.suffix) for text in t.texts]
+        counts = [enc.count(text, add_special_tokens=t.add_special, prefix=t.prefix, suffix=t.suffix)
+                  for text in t.texts]
         if req.report_special_lookalikes:
             looks = _lookalikes(svc, enc, t.texts)
     timings["tokenize"] = time.perf_counter() - start

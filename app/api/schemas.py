@@ -60,6 +60,10 @@ class _TextInput(_Target):
     texts: list[str] | None = Field(None, description="a batch of texts (non-empty)")
     parts: list[Part] | None = Field(None, description="an ordered mix of texts and special tokens")
     special_tokens: SpecialTokens | None = None
+    add_special_tokens: bool = Field(
+        False, description="wrap the input in the tokenizer's own template (BOS/EOS, [CLS] ... [SEP]; see "
+        "`template` in GET /tokenizers/{name}), outside `special_tokens`; default false: only what you name"
+    )
     report_special_lookalikes: bool = Field(
         False, description="count occurrences of special-token strings inside the text (they are encoded as text)"
     )
@@ -223,7 +227,10 @@ class TokenizerSummary(BaseModel):
 
 
 class TokenizerDetail(TokenizerSummary):
-    special_tokens: dict[str, int]
+    special_tokens: dict[str, int] = Field(description="special tokens (name -> id); never matched in text")
+    added_tokens: dict[str, int] = Field(description="non-special added tokens (string -> id), matched in text as "
+                                         "the tokenizer's reference implementation matches them")
+    template: str = Field(description="what add_special_tokens=true puts around a text, e.g. `<s> $text`")
     pattern: str
 
 

@@ -39,6 +39,11 @@ class Settings:
     store: Path | None = _doc(
         "Tokenizer store directory (manifest.json + artifacts). Default: the bundled store.", default=None
     )
+    tokenizers: str | None = _doc(
+        "Comma-separated tokenizer names or aliases this process loads and serves (a sidecar needs only its "
+        "model's); readiness covers exactly those. Unset: every tokenizer of the store.",
+        default=None,
+    )
     models_file: Path | None = _doc(
         "Model table (model -> tokenizer, context window, prices). Default: `models.json` in the store directory "
         "if it exists; a store without one resolves models through the manifest's `models` lists only.",
@@ -128,6 +133,12 @@ class Settings:
             raise SettingsError(f"{PREFIX}ENGINE must be native or python, not {self.engine!r}")
         if self.log_level.lower() not in ("critical", "error", "warning", "info", "debug", "trace"):
             raise SettingsError(f"{PREFIX}LOG_LEVEL must be a log level name, not {self.log_level!r}")
+
+    def tokenizer_names(self) -> list[str] | None:
+        """The names of ``TOKENIZER_TOKENIZERS`` (None: every tokenizer of the store)."""
+        if self.tokenizers is None:
+            return None
+        return [n.strip() for n in self.tokenizers.split(",") if n.strip()]
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:

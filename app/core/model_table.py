@@ -23,7 +23,7 @@ window and prices are unknown). Prices are estimates for planning; the operator 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -105,6 +105,10 @@ class ModelTable:
 
     def names(self) -> list[str]:
         return sorted(self._models)
+
+    def only(self, keep: Callable[[ModelInfo], bool]) -> ModelTable:
+        """A table of the entries for which ``keep`` is true (same path)."""
+        return ModelTable({k: v for k, v in self._models.items() if keep(v)}, self.path)
 
     def entries(self) -> dict[str, ModelInfo]:
         """Name or alias -> info (a copy)."""

@@ -1,4 +1,4 @@
-"""The tokenizer engine: exact byte-level BPE over frozen, verified artifacts.
+"""The tokenizer engine: exact tokenizers of every family over frozen, verified artifacts.
 
 Public surface::
 
@@ -7,13 +7,15 @@ Public surface::
     ids = enc.encode("hello world")            # text is always plain text
     enc.decode(ids) == "hello world"
 
-This package imports nothing from the web layer and can be used as a library.
+Every tokenizer ``get_encoding`` returns implements :class:`Tokenizer` (byte-level BPE as :class:`Encoding`, the
+compiled fast path; component pipelines for ``tokenizer.json`` and the other families). This package imports
+nothing from the web layer and can be used as a library.
 """
 
 from __future__ import annotations
 
 from .cache import CacheStats
-from .encoding import Encoding, Special
+from .encoding import Encoding
 from .errors import (
     ArtifactError,
     EngineError,
@@ -22,8 +24,11 @@ from .errors import (
     UnknownSpecialTokenError,
     UnknownTokenizerError,
 )
+from .loaders import LOADERS, LoadOptions, load_tokenizer
 from .registry import get_encoding, get_store, list_encodings, load_all, load_encoding, reset
+from .specials import Special, Template
 from .store import Store, TokenizerSpec, default_store_dir
+from .tokenizer import Tokenizer
 
 __all__ = [
     "ArtifactError",
@@ -31,9 +36,13 @@ __all__ = [
     "Encoding",
     "EngineError",
     "InvalidTokenIdError",
+    "LOADERS",
+    "LoadOptions",
     "ManifestError",
     "Special",
     "Store",
+    "Template",
+    "Tokenizer",
     "TokenizerSpec",
     "UnknownSpecialTokenError",
     "UnknownTokenizerError",
@@ -43,5 +52,6 @@ __all__ = [
     "list_encodings",
     "load_all",
     "load_encoding",
+    "load_tokenizer",
     "reset",
 ]

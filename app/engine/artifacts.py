@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import lzma
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -35,13 +36,21 @@ def read_bytes(path: Path) -> bytes:
         raise ArtifactError(str(path), f"artifact file cannot be read: {exc.strerror or exc}") from None
 
 
-def read_verified(path: Path, expected_sha256: str) -> bytes:
-    """Return the file's bytes after checking their sha256 against ``expected_sha256``.
+def read_verified(path: Path, expected_sha256: str, compression: str | None = None) -> bytes:
+    """Return the file's bytes (decompressed first when ``compression`` is ``"xz"``) after checking their sha256
+    against ``expected_sha256`` — the hash of the published, uncompressed bytes.
 
     Raises :class:`ArtifactError` naming the file and both hashes on a mismatch (a corrupted or truncated file),
-    or naming the file if it is missing or unreadable.
+    or naming the file if it is missing, unreadable or not valid compressed data.
     """
     data = read_bytes(path)
+    if compression == "xz":
+        try:
+            data = lzma.decompress(data, format=lzma.FORMAT_XZ)
+        except lzma.LZMAError as exc:
+            raise ArtifactError(str(path), f"not a valid xz file: {exc}") from None
+    elif compression is not None:
+        raise ArtifactError(str(path), f"unknown compression {compression!r}")
     actual = hashlib.sha256(data).hexdigest()
     if actual != expected_sha256.lower():
         raise ArtifactError(str(path), "sha256 mismatch", expected=expected_sha256.lower(), actual=actual)

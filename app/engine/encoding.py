@@ -36,18 +36,19 @@ native one lives in C and only holds pieces that are not themselves tokens (at m
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 
 from ._batch import map_in_threads
-from .artifacts import parse_tiktoken, read_verified
+from .artifacts import parse_tiktoken
 from .bpe import byte_pair_encode, byte_pair_split
 from .cache import MAX_CACHED_PIECE_CHARS, CacheStats, PieceCache, default_cache_size
 from .errors import InvalidTokenIdError
 from .native import NativeCore, resolve_backend
 from .pretokenize import PreTokenizer
-from .specials import Special, SpecialTokensMixin
+from .specials import Special
 from .store import TokenizerSpec
+from .tokenizer import TokenizerBase
 
 log = logging.getLogger("app.engine")
 
@@ -64,7 +65,7 @@ def scrub_surrogates(text: str) -> str:
     return text
 
 
-class Encoding(SpecialTokensMixin):
+class Encoding(TokenizerBase):
     """A byte-level BPE tokenizer: ranks, a pre-tokenizer pattern and named special tokens. Thread-safe."""
 
     def __init__(
@@ -77,9 +78,12 @@ class Encoding(SpecialTokensMixin):
         cache_size: int | None = None,
         spec: TokenizerSpec | None = None,
         backend: str | None = None,
+        template: tuple[Sequence[str], Sequence[str]] = ((), ()),
     ) -> None:
-        """Build an encoding. ``backend``: ``"native"``, ``"python"`` or None (``$TOKENIZER_ENGINE``, else native
-        when the compiled core is available; see :func:`app.engine.native.resolve_backend`).
+        """Build an encoding. ``template``: the special-token names that ``add_special_tokens=True`` puts before and
+        after a text (Llama 3: ``(["<|begin_of_text|>"], [])``). ``backend``: ``"native"``, ``"python"`` or None
+        (``$TOKENIZER_ENGINE``, else native when the compiled core is available; see
+        :func:`app.engine.native.resolve_backend`).
 
         Raises ``ValueError`` if a byte value is missing from the ranks, a special id collides with an ordinary
         token, or ``backend`` is not a known backend."""
@@ -96,7 +100,7 @@ class Encoding(SpecialTokensMixin):
         table: list[bytes | None] = [None] * self.n_vocab
         for token, rank in mergeable_ranks.items():
             table[rank] = token
-        self._init_special_tokens(special_tokens, lambda token_id: table[token_id] is not None)
+        self._init_special_tokens(special_tokens, lambda token_id: table[token_id] is not None, template)
         self._token_bytes = table
         self._pretokenizer = PreTokenizer(pattern)
         self.backend = resolve_backend(backend)
@@ -142,7 +146,7 @@ class Encoding(SpecialTokensMixin):
     def from_spec(cls, spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None) -> Encoding:
         """Load and verify the artifact of ``spec``. Raises :class:`ArtifactError` (missing, corrupted, truncated
         or mismatched files, naming the file and both hashes) or ``ValueError`` for an inconsistent manifest."""
-        data = read_verified(spec.artifact_path, spec.sha256)
+        data = spec.read_artifact()
         ranks = parse_tiktoken(data, source=str(spec.artifact_path))
         enc = cls(
             spec.name,
@@ -152,6 +156,7 @@ class Encoding(SpecialTokensMixin):
             cache_size=cache_size,
             spec=spec,
             backend=backend,
+            template=spec.template,
         )
         spec.check_vocab_size(enc.n_vocab)
         return enc
@@ -189,22 +194,13 @@ class Encoding(SpecialTokensMixin):
                 extend(compute(piece))
         return out
 
-    def _special_ids(self, names: Iterable[str]) -> list[int]:
-        return [self.special_token_id(n) for n in names]
-
-    def encode(self, text: str, *, prefix: Sequence[str] = (), suffix: Sequence[str] = ()) -> list[int]:
-        """Token ids of ``text`` (always ordinary text), with special tokens named in ``prefix``/``suffix`` around it.
-
-        >>> enc.encode("hello <|endoftext|>")      # the string is text, not the special token
-        [15339, 83739, 8862, 728, 428, 91, 29]
-        """
-        if not prefix and not suffix:
-            return self._encode_text(text)
-        return [*self._special_ids(prefix), *self._encode_text(text), *self._special_ids(suffix)]
-
-    def count(self, text: str, *, prefix: Sequence[str] = (), suffix: Sequence[str] = ()) -> int:
+    def count(self, text: str, *, add_special_tokens: bool = False, prefix: Sequence[str] = (),
+              suffix: Sequence[str] = ()) -> int:
         """Number of tokens :meth:`encode` would return, without building the id list."""
-        n = len(self._special_ids(prefix)) + len(self._special_ids(suffix)) if prefix or suffix else 0
+        n = 0
+        if prefix or suffix or add_special_tokens:
+            before, after = self._around(prefix, suffix, add_special_tokens)
+            n = len(before) + len(after)
         fast = self._native_count
         if fast is not None:
             try:
@@ -290,10 +286,6 @@ class Encoding(SpecialTokensMixin):
 
     # ------------------------------------------------------------------ decoding
 
-    def token_bytes(self, token_id: int) -> bytes:
-        """The bytes of one token (a special token's UTF-8 string). Raises :class:`InvalidTokenIdError`."""
-        return self.decode_tokens_bytes([token_id])[0]
-
     def decode_tokens_bytes(self, ids: Sequence[int], *, skip_special: bool = False) -> list[bytes]:
         """The bytes of each token, in order (special tokens omitted when ``skip_special``).
 
@@ -312,18 +304,6 @@ class Encoding(SpecialTokensMixin):
                 chunk = special.encode("utf-8")
             out.append(chunk)
         return out
-
-    def decode_bytes(self, ids: Sequence[int], *, skip_special: bool = False) -> bytes:
-        """The concatenated bytes of ``ids``; raises :class:`InvalidTokenIdError` for an id not in the vocabulary."""
-        return b"".join(self.decode_tokens_bytes(ids, skip_special=skip_special))
-
-    def decode(self, ids: Sequence[int], *, errors: str = "replace", skip_special: bool = False) -> str:
-        """Text of ``ids``; invalid UTF-8 becomes U+FFFD (``errors="replace"``, as tiktoken does)."""
-        return self.decode_bytes(ids, skip_special=skip_special).decode("utf-8", errors=errors)
-
-    def decode_batch(self, batch: Sequence[Sequence[int]], *, skip_special: bool = False) -> list[str]:
-        """:meth:`decode` of each id list, in order."""
-        return [self.decode(ids, skip_special=skip_special) for ids in batch]
 
     # ------------------------------------------------------------------ introspection
 

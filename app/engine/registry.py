@@ -1,23 +1,25 @@
-"""Process-wide access to encodings: ``get_encoding(name)`` loads, verifies and memoises.
+"""Process-wide access to tokenizers: ``get_encoding(name)`` loads, verifies and memoises.
 
 Loading is lazy and thread-safe: the first call for a tokenizer reads and verifies its artifact under a lock;
-later calls return the same object. :func:`load_all` loads every tokenizer of a store up front (the service does
-this before it reports ready).
+later calls return the same object. :func:`load_all` loads the tokenizers of a store up front (all of them, or the
+names given: a sidecar loads only its model's); the service does this before it reports ready.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
-from .encoding import Encoding
+from .cache import default_cache_size
+from .loaders import LoadOptions, load_tokenizer
 from .native import resolve_backend
 from .store import Store, TokenizerSpec, default_store_dir
+from .tokenizer import Tokenizer
 
 _lock = threading.RLock()
 _stores: dict[Path, Store] = {}
-_encodings: dict[tuple[Path, str, str], Any] = {}
+_encodings: dict[tuple[Path, str, str, int], Tokenizer] = {}
 
 
 def get_store(store_dir: Path | str | None = None) -> Store:
@@ -30,21 +32,19 @@ def get_store(store_dir: Path | str | None = None) -> Store:
         return store
 
 
-def load_encoding(spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None) -> Any:
-    """Load the tokenizer a spec describes (not memoised): an :class:`Encoding` for ``byte_bpe``, a
-    :class:`~app.engine.training.char_bpe.CharBPEEncoding` for ``char_bpe``. Raises ``ArtifactError``.
+def load_encoding(spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None) -> Tokenizer:
+    """Load the tokenizer a spec describes (not memoised), with the loader of its format
+    (:data:`app.engine.loaders.LOADERS`). Raises ``ArtifactError``.
 
-    ``backend`` (``"native"``, ``"python"`` or None for ``$TOKENIZER_ENGINE``/the default) applies to
-    ``byte_bpe`` encodings; see :func:`app.engine.native.resolve_backend`."""
-    if spec.kind == "char_bpe":
-        from .training.char_bpe import CharBPEEncoding
-
-        return CharBPEEncoding.from_spec(spec, cache_size=cache_size)
-    return Encoding.from_spec(spec, cache_size=cache_size, backend=backend)
+    ``backend`` (``"native"``, ``"python"`` or None for ``$TOKENIZER_ENGINE``/the default): see
+    :func:`app.engine.native.resolve_backend`; families without a compiled path ignore it."""
+    return load_tokenizer(spec, LoadOptions(cache_size=cache_size, backend=backend))
 
 
-def get_encoding(name: str, store_dir: Path | str | None = None, *, backend: str | None = None) -> Encoding:
-    """The encoding called ``name`` (a canonical name or an alias) in the store, memoised per backend.
+def get_encoding(name: str, store_dir: Path | str | None = None, *, backend: str | None = None,
+                 cache_size: int | None = None) -> Tokenizer:
+    """The tokenizer called ``name`` (a canonical name or an alias) in the store, memoised per backend and cache
+    size. Every family implements :class:`~app.engine.tokenizer.Tokenizer`.
 
     ``backend``: ``"native"`` (the compiled core), ``"python"`` (the pure-Python reference) or None
     (``$TOKENIZER_ENGINE``, else native when available). Both give identical ids.
@@ -56,15 +56,17 @@ def get_encoding(name: str, store_dir: Path | str | None = None, *, backend: str
     store = get_store(store_dir)
     canonical = store.resolve(name)
     resolved = resolve_backend(backend)
-    key = (store.directory, canonical, resolved)
+    if cache_size is None:
+        cache_size = default_cache_size()
+    key = (store.directory, canonical, resolved, cache_size)
     enc = _encodings.get(key)
     if enc is not None:
-        return enc  # type: ignore[no-any-return]
+        return enc
     with _lock:
         enc = _encodings.get(key)
         if enc is None:
-            enc = _encodings[key] = load_encoding(store.spec(canonical), backend=resolved)
-        return enc  # type: ignore[no-any-return]
+            enc = _encodings[key] = load_encoding(store.spec(canonical), backend=resolved, cache_size=cache_size)
+        return enc
 
 
 def list_encodings(store_dir: Path | str | None = None) -> list[str]:
@@ -72,9 +74,15 @@ def list_encodings(store_dir: Path | str | None = None) -> list[str]:
     return get_store(store_dir).names()
 
 
-def load_all(store_dir: Path | str | None = None) -> dict[str, Encoding]:
-    """Load and verify every tokenizer of the store; raises on the first failure."""
-    return {name: get_encoding(name, store_dir) for name in list_encodings(store_dir)}
+def load_all(store_dir: Path | str | None = None, names: Iterable[str] | None = None, *,
+             backend: str | None = None, cache_size: int | None = None) -> dict[str, Tokenizer]:
+    """Load and verify the tokenizers of the store — every one, or only ``names`` (names or aliases), keyed by
+    canonical name in manifest order; raises on the first failure (``UnknownTokenizerError`` for a name the store
+    does not hold)."""
+    store = get_store(store_dir)
+    wanted = None if names is None else {store.resolve(n) for n in names}
+    return {name: get_encoding(name, store.directory, backend=backend, cache_size=cache_size)
+            for name in store.names() if wanted is None or name in wanted}
 
 
 def reset() -> None:

@@ -6,13 +6,17 @@ Manifest schema (``format_version`` 1)::
      "tokenizers": [
         {"name": "cl100k_base",            # canonical name, unique in the store
          "aliases": [],                    # other names that resolve to it
-         "kind": "byte_bpe",               # "byte_bpe" (tiktoken-style) or "char_bpe" (classic, trained)
+         "kind": "byte_bpe",               # the family (KINDS): byte_bpe, char_bpe, bpe, wordpiece, unigram, wordlevel
          "artifact": "cl100k_base.tiktoken",   # file name, relative to the store directory
-         "format": "tiktoken",             # "tiktoken" or "char_bpe"
-         "sha256": "…",                    # of the artifact file's bytes
-         "pattern": "cl100k",              # a named pattern (app.engine.patterns) …
+         "format": "tiktoken",             # which loader reads it (FORMATS; app.engine.loaders picks by this)
+         "compression": null,              # null, or "xz": the file is stored compressed …
+         "sha256": "…",                    # … and this is the sha256 of the published (decompressed) bytes
+         "pattern": "cl100k",              # tiktoken format: a named pattern (app.engine.patterns) …
          "pattern_regex": null,            # … or a regular expression of its own (exactly one of the two)
          "special_tokens": {"<|endoftext|>": 100257},   # string -> id; decode names an id by its first string
+                                           #   (formats that carry their own special tokens leave this empty)
+         "template": {"prefix": [], "suffix": []},   # special names add_special_tokens=True puts around a text
+                                           #   (tiktoken format; other formats take it from the artifact)
          "vocab_size": 100277,             # highest id + 1, checked at load
          "source": "…", "license": "MIT", "license_file": "licenses/…",
          "models": ["gpt-4", …],           # model names that use this tokenizer
@@ -31,14 +35,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .artifacts import read_verified
 from .errors import ArtifactError, ManifestError, UnknownTokenizerError
 from .patterns import resolve_pattern
 
 MANIFEST_FILE = "manifest.json"
 FORMAT_VERSION = 1
 STORE_ENV = "TOKENIZER_STORE"
-KINDS = ("byte_bpe", "char_bpe")
-FORMATS = {"byte_bpe": "tiktoken", "char_bpe": "char_bpe"}
+KINDS = ("byte_bpe", "char_bpe", "bpe", "wordpiece", "unigram", "wordlevel")
+#: Artifact formats a store may hold; :data:`app.engine.loaders.LOADERS` has one loader for each.
+FORMATS = ("tiktoken", "char_bpe", "hf_json")
+DEFAULT_FORMAT = {"byte_bpe": "tiktoken", "char_bpe": "char_bpe"}
+COMPRESSIONS = ("xz",)
 
 
 def bundled_store_dir() -> Path:
@@ -73,6 +81,8 @@ class TokenizerSpec:
     license_file: str | None = None
     models: tuple[str, ...] = ()
     description: str = ""
+    compression: str | None = None
+    template: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
 
     @classmethod
     def from_entry(cls, entry: Mapping[str, Any], store_dir: Path) -> TokenizerSpec:
@@ -90,9 +100,20 @@ class TokenizerSpec:
         kind = entry.get("kind", "byte_bpe")
         if kind not in KINDS:
             raise ManifestError(f"manifest entry {name!r}: kind must be one of {KINDS}, not {kind!r}")
-        fmt = entry.get("format", FORMATS[kind])
-        if fmt != FORMATS[kind]:
-            raise ManifestError(f"manifest entry {name!r}: kind {kind!r} needs format {FORMATS[kind]!r}")
+        fmt = entry.get("format", DEFAULT_FORMAT.get(kind))
+        if fmt not in FORMATS:
+            raise ManifestError(f"manifest entry {name!r}: format must be one of {FORMATS}, not {fmt!r}")
+        if (kind in DEFAULT_FORMAT or fmt in DEFAULT_FORMAT.values()) and fmt != DEFAULT_FORMAT.get(kind):
+            raise ManifestError(f"manifest entry {name!r}: kind {kind!r} and format {fmt!r} do not go together "
+                                f"(byte_bpe is read from tiktoken files, char_bpe from char_bpe files)")
+        compression = entry.get("compression")
+        if compression is not None and compression not in COMPRESSIONS:
+            raise ManifestError(f"manifest entry {name!r}: compression must be null or one of {COMPRESSIONS}")
+        template = entry.get("template") or {}
+        if not isinstance(template, dict) or set(template) - {"prefix", "suffix"} or not all(
+            isinstance(v, list) and all(isinstance(x, str) for x in v) for v in template.values()
+        ):
+            raise ManifestError(f"manifest entry {name!r}: template must be {{'prefix': [names], 'suffix': [names]}}")
         artifact = need("artifact", str)
         if Path(artifact).is_absolute() or ".." in Path(artifact).parts:
             raise ManifestError(f"manifest entry {name!r}: artifact must be a path inside the store")
@@ -103,7 +124,7 @@ class TokenizerSpec:
         ):
             raise ManifestError(f"manifest entry {name!r}: special_tokens must map non-empty strings to ids >= 0")
         regex, pattern_id = "", None  # the classic char_bpe kind splits on whitespace and needs no pattern
-        if kind == "byte_bpe" or entry.get("pattern") is not None or entry.get("pattern_regex") is not None:
+        if fmt == "tiktoken" or entry.get("pattern") is not None or entry.get("pattern_regex") is not None:
             try:
                 regex, pattern_id = resolve_pattern(entry.get("pattern"), entry.get("pattern_regex"))
             except (KeyError, ValueError) as exc:
@@ -124,7 +145,14 @@ class TokenizerSpec:
             license_file=entry.get("license_file"),
             models=tuple(entry.get("models", ()) or ()),
             description=str(entry.get("description", "")),
+            compression=compression,
+            template=(tuple(template.get("prefix", ())), tuple(template.get("suffix", ()))),
         )
+
+    def read_artifact(self) -> bytes:
+        """The artifact's published bytes, decompressed if stored compressed, sha256-verified. Raises
+        :class:`ArtifactError` naming the file (and both hashes on a mismatch)."""
+        return read_verified(self.artifact_path, self.sha256, self.compression)
 
     def check_vocab_size(self, n_vocab: int) -> None:
         """Raise :class:`ArtifactError` if the manifest states a ``vocab_size`` other than the loaded ``n_vocab``."""
@@ -143,10 +171,14 @@ class TokenizerSpec:
             "format": self.format,
             "sha256": self.sha256,
         }
+        if self.compression is not None:
+            entry["compression"] = self.compression
         if self.pattern_id is not None:
             entry["pattern"] = self.pattern_id
         elif self.pattern:
             entry["pattern_regex"] = self.pattern
+        if any(self.template):
+            entry["template"] = {"prefix": list(self.template[0]), "suffix": list(self.template[1])}
         entry.update(
             special_tokens=dict(self.special_tokens),
             vocab_size=self.vocab_size,

@@ -173,3 +173,23 @@ def test_generated_texts_match_engine_and_round_trip(client: TestClient, text: s
     assert ids == enc.encode(text)
     assert client.post("/count", json={"tokenizer": tokenizer, "text": text}).json()["count"] == len(ids)
     assert client.post("/decode", json={"tokenizer": tokenizer, "ids": ids}).json()["text"] == text
+
+
+def test_add_special_tokens_applies_the_tokenizer_template(client: TestClient) -> None:
+    body = {"tokenizer": "llama3", "text": "Hello", "special_tokens": {"suffix": ["<|eot_id|>"]}}
+    plain = client.post("/encode", json=body).json()
+    wrapped = client.post("/encode", json={**body, "add_special_tokens": True, "return_offsets": True}).json()
+    assert plain["ids"] == [9906, 128009]
+    assert wrapped["ids"] == [128000, 9906, 128009]
+    assert wrapped["offsets"] == [[0, 0], [0, 5], [5, 5]]
+    counted = client.post("/count", json={**body, "add_special_tokens": True}).json()
+    assert counted["count"] == 3
+    parts = {"tokenizer": "llama3", "parts": [{"text": "Hi"}], "add_special_tokens": True}
+    assert client.post("/encode", json=parts).json()["ids"] == [128000, 13347]
+    assert client.post("/count", json=parts).json()["count"] == 2
+    with_offsets = client.post("/encode", json={**parts, "return_offsets": True}).json()
+    assert with_offsets["ids"] == [128000, 13347] and with_offsets["offsets"] == [[0, 0], [0, 2]]
+    # cl100k_base has no template: the flag changes nothing
+    cl = {"tokenizer": "cl100k_base", "text": "Hello"}
+    assert client.post("/encode", json={**cl, "add_special_tokens": True}).json() == client.post(
+        "/encode", json=cl).json()

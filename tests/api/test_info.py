@@ -6,6 +6,8 @@ import re
 
 from fastapi.testclient import TestClient
 
+from app.api.main import create_app
+from app.core.config import Settings
 from app.engine import get_encoding, get_store
 
 from .test_errors import assert_error
@@ -31,6 +33,8 @@ def test_tokenizer_detail(client: TestClient) -> None:
     assert body["pattern"]
     llama = client.get("/tokenizers/llama3").json()
     assert llama["special_tokens"]["<|eot_id|>"] == 128009 and len(llama["special_tokens"]) == 256
+    assert llama["template"] == "<|begin_of_text|> $text" and llama["added_tokens"] == {}
+    assert body["template"] == "$text"
     err = assert_error(client.get("/tokenizers/nope"), 404, "unknown_tokenizer")
     assert "cl100k_base" in err["details"]["known"]
     for path in ("/tokenizers/%FF", "/tokenizers/%00", "/tokenizers/" + "a" * 10_000):
@@ -117,3 +121,14 @@ def test_not_ready_before_start_up() -> None:
     assert c.get("/healthz").status_code == 200
     assert_error(c.get("/readyz"), 503, "not_ready")
     assert_error(c.post("/count", json={"tokenizer": "gpt2", "text": "a"}), 503, "not_ready")
+
+
+def test_tokenizers_setting_loads_and_serves_only_those() -> None:
+    settings = Settings(tokenizers="cl100k_base, r50k_base")
+    with TestClient(create_app(settings), raise_server_exceptions=False) as c:
+        assert [t["name"] for t in c.get("/tokenizers").json()["tokenizers"]] == ["gpt2", "cl100k_base"]
+        assert c.get("/readyz").json()["tokenizers"] == ["gpt2", "cl100k_base"]
+        assert c.post("/count", json={"tokenizer": "gpt2", "text": "hi"}).json()["count"] == 1
+        assert_error(c.post("/count", json={"tokenizer": "llama3", "text": "hi"}), 422, "unknown_tokenizer")
+        assert c.post("/count", json={"model": "gpt-4", "text": "hi"}).json()["tokenizer"] == "cl100k_base"
+        assert_error(c.post("/count", json={"model": "gpt-4o", "text": "hi"}), 422, "unknown_model")

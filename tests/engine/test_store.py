@@ -131,7 +131,13 @@ def test_manifest_problems_are_reported(store_copy: Path) -> None:
 @pytest.mark.parametrize(
     ("change", "match"),
     [
-        ({"kind": "wordpiece"}, "kind must be one of"),
+        ({"kind": "sentencepiece"}, "kind must be one of"),
+        ({"kind": "wordpiece"}, "do not go together"),
+        ({"format": "char_bpe"}, "do not go together"),
+        ({"format": "safetensors"}, "format must be one of"),
+        ({"compression": "zip"}, "compression must be"),
+        ({"template": {"prefix": "<|endoftext|>"}}, "template must be"),
+        ({"template": {"middle": []}}, "template must be"),
         ({"artifact": "../outside.tiktoken"}, "inside the store"),
         ({"pattern": "nope"}, "unknown pattern id"),
         ({"pattern_regex": "x"}, "exactly one"),

@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from app.engine import Encoding
+from app.engine import Tokenizer
 
 from ..deps import ServiceState, get_service
 from ..errors import ApiError
@@ -15,7 +15,7 @@ from ..schemas import ErrorResponse, TokenizerDetail, TokenizerList
 router = APIRouter(tags=["tokenizers"])
 
 
-def _summary(svc: ServiceState, enc: Encoding) -> dict[str, Any]:
+def _summary(svc: ServiceState, enc: Tokenizer) -> dict[str, Any]:
     spec = enc.spec
     return {
         "name": enc.name,
@@ -51,4 +51,5 @@ async def get_tokenizer(name: str, request: Request) -> dict[str, Any]:
         shown = name if len(name) <= 256 else name[:256] + "..."
         raise ApiError(404, "unknown_tokenizer", f"unknown tokenizer {shown!r}; known tokenizers: {', '.join(known)}",
                        {"name": shown, "known": known}) from None
-    return {**_summary(svc, enc), "special_tokens": enc.special_tokens, "pattern": enc.pattern}
+    return {**_summary(svc, enc), "special_tokens": enc.special_tokens, "added_tokens": enc.added_tokens,
+            "template": enc.template.describe(), "pattern": enc.pattern}

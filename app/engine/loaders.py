@@ -1,0 +1,63 @@
+"""One loader per artifact format, picked from :data:`LOADERS` by a manifest entry's ``format``.
+
+A loader turns a verified :class:`~app.engine.store.TokenizerSpec` into a :class:`~app.engine.tokenizer.Tokenizer`.
+Each reads the artifact through :meth:`TokenizerSpec.read_artifact` (sha256 of the published bytes checked on every
+load) and raises :class:`~app.engine.errors.ArtifactError` naming the file for anything it cannot load exactly —
+an unknown component included, never a silent approximation. Family modules are imported on first use, so a
+process that serves only tiktoken-format tokenizers never imports the pipeline code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .store import TokenizerSpec
+from .tokenizer import Tokenizer
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """Settings a loader needs, passed down from the caller (never re-read from the environment here).
+
+    ``cache_size``: pre-token cache entries (None: ``$TOKENIZER_CACHE_SIZE`` or the default);
+    ``backend``: ``"native"``, ``"python"`` or None (see :func:`app.engine.native.resolve_backend`)."""
+
+    cache_size: int | None = None
+    backend: str | None = None
+
+
+Loader = Callable[[TokenizerSpec, LoadOptions], Tokenizer]
+
+
+def _tiktoken(spec: TokenizerSpec, options: LoadOptions) -> Tokenizer:
+    from .encoding import Encoding
+
+    return Encoding.from_spec(spec, cache_size=options.cache_size, backend=options.backend)
+
+
+def _char_bpe(spec: TokenizerSpec, options: LoadOptions) -> Tokenizer:
+    from .char_bpe import CharBPEEncoding
+
+    return CharBPEEncoding.from_spec(spec, cache_size=options.cache_size)
+
+
+def _hf_json(spec: TokenizerSpec, options: LoadOptions) -> Tokenizer:
+    from .pipeline.hf_json import load_hf_json
+
+    return load_hf_json(spec, cache_size=options.cache_size, backend=options.backend)
+
+
+#: format -> loader. Every format of :data:`app.engine.store.FORMATS` has exactly one entry (tested).
+LOADERS: dict[str, Loader] = {
+    "tiktoken": _tiktoken,
+    "char_bpe": _char_bpe,
+    "hf_json": _hf_json,
+}
+
+
+def load_tokenizer(spec: TokenizerSpec, options: LoadOptions | None = None) -> Tokenizer:
+    """Load the tokenizer ``spec`` describes with the loader of its format (not memoised; see
+    :func:`app.engine.get_encoding`). Raises :class:`~app.engine.errors.ArtifactError`."""
+    return LOADERS[spec.format](spec, options or LoadOptions())
+

@@ -1,0 +1,121 @@
+"""The component model of a pipeline tokenizer, after Hugging Face ``tokenizers``:
+
+    text -> normalizer -> pre-tokenizer -> model -> post-processor (template)      ids -> decoder -> text
+
+Every stage works on :class:`Piece` objects: a string plus, when offsets are wanted, the span in the caller's
+original text of each of its characters. A component that rewrites characters keeps those spans aligned (a
+replacement inherits the span of what it replaces; an insertion takes an empty span at its position), so offsets
+stay offsets into the original text through normalizers that change length.
+
+Components are small classes, one concept per module (``normalizers.py``, ``pre_tokenizers.py``, ``models/``,
+``processors.py``, ``decoders.py``); each has a ``from_hf(config)`` constructor used by the ``tokenizer.json``
+loader (:mod:`app.engine.pipeline.hf_json`) and may be built directly by other loaders (SentencePiece, GGUF).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..specials import Template
+
+#: ``(start, end)`` in characters (code points) of the original text.
+Span = tuple[int, int]
+
+
+@dataclass(slots=True)
+class Piece:
+    """A slice of text on its way through the pipeline.
+
+    ``spans``: one :data:`Span` per character of ``text`` (None when offsets are not tracked: every component must
+    then skip alignment work). ``token_id``: set when the piece is an added token matched in the text; later
+    stages pass it through untouched and the model is not run on it."""
+
+    text: str
+    spans: list[Span] | None = None
+    token_id: int | None = None
+
+    @staticmethod
+    def of(text: str, offsets: bool) -> Piece:
+        """The whole input as one piece, with identity spans when ``offsets``."""
+        return Piece(text, [(i, i + 1) for i in range(len(text))] if offsets else None)
+
+    def slice(self, start: int, end: int) -> Piece:
+        """Characters ``start:end`` of this piece, spans included."""
+        return Piece(self.text[start:end], None if self.spans is None else self.spans[start:end])
+
+    def span(self, start: int, end: int) -> Span:
+        """The original-text span of characters ``start:end`` (an empty span at the right place when empty)."""
+        assert self.spans is not None
+        if start >= end:
+            at = self.spans[start][0] if start < len(self.spans) else (self.spans[-1][1] if self.spans else 0)
+            return (at, at)
+        return (self.spans[start][0], self.spans[end - 1][1])
+
+
+class Normalizer(Protocol):
+    """Rewrites text (NFC, lowercase, replace …), keeping ``spans`` aligned."""
+
+    def normalize(self, piece: Piece) -> Piece: ...
+
+    def normalize_str(self, text: str) -> str:
+        """The same as :meth:`normalize` on a piece without spans (the fast path)."""
+        ...
+
+
+class PreTokenizer(Protocol):
+    """Splits pieces into smaller pieces (and may rewrite them: ByteLevel, Metaspace). Pieces with a
+    ``token_id`` pass through unchanged."""
+
+    def pre_tokenize(self, pieces: list[Piece]) -> list[Piece]: ...
+
+
+class Model(Protocol):
+    """Turns one pre-tokenized piece into token ids."""
+
+    def tokenize(self, text: str) -> list[int]:
+        """Ids of ``text`` (one pre-token)."""
+        ...
+
+    def tokenize_with_spans(self, text: str) -> list[tuple[int, int, int]]:
+        """``(id, start, end)`` per token, ``start:end`` in characters of ``text``."""
+        ...
+
+    def token_to_id(self, token: str) -> int | None: ...
+
+    def id_to_token(self, token_id: int) -> str | None: ...
+
+    @property
+    def vocab_size(self) -> int:
+        """Highest model id + 1."""
+        ...
+
+
+class PostProcessor(Protocol):
+    """Adds the tokenizer's own special tokens around one sequence (``add_special_tokens=True``)."""
+
+    def template(self) -> Template:
+        """The single-sequence template as ``(name, id)`` pairs before and after the text."""
+        ...
+
+    def adjust_offsets(self, text: str, ids: list[int], spans: list[Span]) -> list[Span]:
+        """Offsets after processing (ByteLevel's ``trim_offsets``); the identity for most processors."""
+        ...
+
+
+class Decoder(Protocol):
+    """Turns token strings back into text, as Hugging Face's ``decode_chain``."""
+
+    def decode_chain(self, tokens: list[str]) -> list[str]: ...
+
+    def surface(self, token: str) -> bytes:
+        """The bytes one token stands for in text, decoded on its own in the middle of a text (ByteLevel: the
+        byte values; Metaspace: ``▁`` as a space; ByteFallback: ``<0xNN>`` as that byte; WordPiece: without
+        ``##``). Used for token strings and offsets, not for :meth:`decode_chain`."""
+        ...
+
+
+def spans_identity(pieces: Sequence[Piece]) -> bool:
+    """True when no piece tracks spans (the fast path)."""
+    return all(p.spans is None for p in pieces)
