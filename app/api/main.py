@@ -79,7 +79,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             svc.ready = False
             metrics.mark_process_dead()
 
-    app = FastAPI(title="tokenizer-service", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    # No slash redirects: Starlette builds their Location from the request's Host header (an open redirect);
+    # /encode/ is a 404 like any other unknown path.
+    app = FastAPI(title="tokenizer-service", version="0.1.0", description=DESCRIPTION, lifespan=lifespan,
+                  redirect_slashes=False)
     app.state.settings = settings
     app.include_router(api_router)
     install_handlers(app)

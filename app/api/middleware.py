@@ -3,8 +3,10 @@
 In order, for each HTTP request it
 
 1. counts the request in flight and times it (``tokenizer_http_request_duration_seconds``);
-2. checks the bearer token, when one is configured (401 for every path, unknown ones and the docs included,
-   except /healthz, /readyz and, unless ``TOKENIZER_METRICS_AUTH``, /metrics);
+2. refuses a request that repeats an ambiguous header (``Authorization``, ``Content-Type``, ``Content-Length``,
+   ``Host``, ``Transfer-Encoding``: 400), then checks the bearer token, when one is configured (401 for every
+   path, unknown ones and the docs included, except /healthz, /readyz and, unless ``TOKENIZER_METRICS_AUTH``,
+   /metrics);
 3. for requests with a body: rejects a non-JSON ``Content-Type`` (415; a missing one is read as JSON), a declared
    ``Content-Length`` above ``TOKENIZER_MAX_BODY_BYTES`` (413, before reading anything), and then reads the body
    itself, counting bytes on the raw stream, so a chunked body without ``Content-Length`` is cut off at the limit
@@ -103,7 +105,14 @@ class GatewayMiddleware:
             record()
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = _headers(scope)
+        raw_headers = scope.get("headers", ())
+        headers = {k.lower(): v for k, v in raw_headers}
+        if len(headers) != len(raw_headers):
+            duplicate = _ambiguous_duplicate(raw_headers)
+            if duplicate is not None:
+                await send_error(send, 400, "bad_request", f"more than one {duplicate} header: ambiguous, refused",
+                                 {"header": duplicate}, headers={"Connection": "close"})
+                return
         if self.token is not None and scope.get("path") not in self.open_paths:
             auth = headers.get(b"authorization", b"")
             scheme, _, credentials = auth.partition(b" ")
@@ -178,5 +187,19 @@ class GatewayMiddleware:
                          {"limit": self.max_body, "actual": declared}, headers={"Connection": "close"})
 
 
-def _headers(scope: Scope) -> dict[bytes, bytes]:
-    return {k.lower(): v for k, v in scope.get("headers", ())}
+#: Headers whose repetition would let two parties read one request differently (the last one silently won before:
+#: a wrong token followed by the right one passed). Other repeated headers are allowed.
+AMBIGUOUS = {b"authorization": "Authorization", b"content-type": "Content-Type", b"content-length": "Content-Length",
+             b"host": "Host", b"transfer-encoding": "Transfer-Encoding"}
+
+
+def _ambiguous_duplicate(raw_headers: Any) -> str | None:
+    """The name of the first header of :data:`AMBIGUOUS` that occurs more than once, or None."""
+    seen: set[bytes] = set()
+    for key, _ in raw_headers:
+        name = key.lower()
+        if name in AMBIGUOUS:
+            if name in seen:
+                return AMBIGUOUS[name]
+            seen.add(name)
+    return None

@@ -11,7 +11,8 @@ Order of events:
    emptied at start instead, so no value of an earlier run is merged into this one's.
 4. uvicorn serves (uvloop and httptools when installed; with httptools, request headers have a deadline, see
    :mod:`app.api.protocol`) on ``--host/--port`` or ``--uds``. SIGTERM/SIGINT stop
-   accepting connections, let in-flight requests finish (up to ``--graceful-timeout`` seconds), then exit 0.
+   accepting connections at once (new ones are refused), let in-flight requests finish (up to
+   ``--graceful-timeout`` seconds), then exit 0 (see :func:`run_uvicorn`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import gc
 import math
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -125,11 +127,57 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if not os.environ.get("PROMETHEUS_MULTIPROC_DIR", "").strip():
             temp_dir = _prepare_multiprocess_dir()
 
-    import uvicorn
-
     try:
-        uvicorn.run(APP_FACTORY, factory=True, **uvicorn_options(settings))
+        return run_uvicorn(uvicorn_options(settings))
     finally:
         if temp_dir is not None:
             shutil.rmtree(temp_dir, ignore_errors=True)
-    return 0
+
+
+def run_uvicorn(options: dict[str, Any]) -> int:
+    """``uvicorn.run(APP_FACTORY, **options)``, except for two things on SIGTERM/SIGINT.
+
+    With several workers, the supervisor closes its copy of the listening socket as soon as the signal arrives
+    (each worker closes its own when it starts shutting down), so new connections are refused while in-flight
+    requests drain; uvicorn's supervisor kept it open until every worker had exited, and the kernel kept accepting
+    connections that nobody would ever serve. With one worker, a drained SIGTERM exits 0 (uvicorn re-raises the
+    signal after its graceful shutdown, which would end the process with status -15).
+    Returns the exit status (3 if a single worker failed to start, as uvicorn does).
+    """
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    class Supervisor(Multiprocess):
+        def _stop_listening(self) -> None:
+            for sock in self.sockets:
+                sock.close()
+
+        def handle_term(self) -> None:
+            self._stop_listening()
+            super().handle_term()
+
+        def handle_int(self) -> None:
+            self._stop_listening()
+            super().handle_int()
+
+    config = uvicorn.Config(APP_FACTORY, factory=True, **options)
+    server = uvicorn.Server(config)
+    try:
+        if config.workers > 1:
+            Supervisor(config, sockets=[config.bind_socket()]).run()
+            return 0
+        previous = signal.signal(signal.SIGTERM, _exit_cleanly)  # uvicorn re-raises SIGTERM through this handler
+        try:
+            server.run()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if config.uds and os.path.exists(config.uds):
+            os.remove(config.uds)
+    return 0 if server.started or config.workers > 1 else 3
+
+
+def _exit_cleanly(signum: int, frame: object) -> None:
+    raise SystemExit(0)

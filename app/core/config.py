@@ -101,6 +101,12 @@ class Settings:
         "408 and the connection is closed. 0: no limit.",
         default=10.0,
     )
+    max_header_bytes: int = _doc(
+        "Largest request line plus headers of one request, in bytes (431 and the connection closed above; counted "
+        "as they arrive, so an endless header is cut off at the limit).",
+        default=32 * 2**10,
+    )
+    max_headers: int = _doc("Most header fields in one request (431 above).", default=100)
     body_timeout: float = _doc(
         "Seconds a client has to send a request's whole body; then 408 and the connection is closed. 0: no limit.",
         default=60.0,
@@ -120,6 +126,8 @@ class Settings:
             "max_decode_ids",
             "max_text_chars",
             "max_detail_tokens",
+            "max_header_bytes",
+            "max_headers",
             "threads",
             "bulk_threads",
         )
