@@ -22,6 +22,7 @@ from app.core.config import Settings
 from app.core.model_table import MODELS_FILE, ModelInfo, ModelTable, ModelTableError
 from app.engine import Store, Tokenizer, get_store, load_all
 from app.engine.errors import UnknownTokenizerError
+from app.engine.store import bundled_store_dir
 
 from .errors import ApiError
 
@@ -49,8 +50,9 @@ class ServiceState:
         encodings = load_all(store.directory, settings.tokenizer_names(), backend=settings.engine,
                              cache_size=settings.cache_size)
         models_path = settings.models_file
-        if models_path is None and (store.directory / MODELS_FILE).is_file():
-            models_path = store.directory / MODELS_FILE
+        if models_path is None:  # the added store's table, else the bundled one
+            models_path = next((d / MODELS_FILE for d in (store.directory, bundled_store_dir())
+                                if (d / MODELS_FILE).is_file()), None)
         models = ModelTable.load(Path(models_path)) if models_path is not None else ModelTable.empty()
         for key, info in models.entries().items():
             try:

@@ -4,8 +4,10 @@ Order of events:
 
 1. Settings come from ``TOKENIZER_*`` variables, overridden by the command-line flags; they are exported back to
    the environment so every worker process sees the same values.
-2. Every artifact is loaded and sha256-verified and the model table validated *before* uvicorn starts. A failure
-   prints ``error: cannot start: <reason naming the file>`` and exits with status 1; nothing listens.
+2. The port is checked first (a busy one: ``error: cannot start: cannot listen on …``, exit 1, before anything
+   is loaded). Every artifact is loaded and sha256-verified and the model table validated *before* uvicorn
+   starts. A failure prints ``error: cannot start: <reason naming the file>`` and exits with status 1; nothing
+   listens.
 3. With ``--workers`` > 1, Prometheus multiprocess mode is switched on: ``PROMETHEUS_MULTIPROC_DIR`` is set to a
    fresh temporary directory (removed on exit). If the operator set it (any worker count), that directory is
    emptied at start instead, so no value of an earlier run is merged into this one's.
@@ -23,6 +25,7 @@ import math
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 from pathlib import Path
@@ -100,6 +103,23 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
     )
 
 
+def _port_busy(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be listened on (e.g. "Address already in use"), or None if it can (checked by
+    binding a socket the way uvicorn does, then closing it)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as exc:
+        return str(exc.strerror or exc)
+    family, type_, proto, _, address = infos[0]
+    with socket.socket(family, type_, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            return str(exc.strerror or exc)
+    return None
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """Verify, then serve until stopped. Exit status: 0 after a clean shutdown, 1 if start-up verification failed,
     2 for invalid settings."""
@@ -111,6 +131,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     os.environ.update(settings.env())
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR", "").strip():
         _prepare_multiprocess_dir()  # the operator's directory: emptied before any metric of this run exists
+
+    if settings.uds is None:
+        busy = _port_busy(settings.host, settings.port)
+        if busy is not None:  # before loading anything: a second `serve` on the same port fails at once
+            print(f"error: cannot start: cannot listen on {settings.host}:{settings.port} ({busy})", file=sys.stderr)
+            return 1
 
     from app.api.deps import ServiceState
     from app.engine import reset

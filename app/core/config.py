@@ -37,7 +37,15 @@ class Settings:
     """Typed, validated service settings. Build with :meth:`from_env`; sizes in bytes, times in seconds."""
 
     store: Path | None = _doc(
-        "Tokenizer store directory (manifest.json + artifacts). Default: the bundled store.", default=None
+        "A tokenizer store directory (manifest.json + artifacts) added to the bundled store: its tokenizers join the "
+        "bundled ones; a name or alias the bundled store already has is refused at start-up unless it is the same "
+        "artifact (same sha256) or `TOKENIZER_STORE_OVERRIDE` is true. Default: the bundled store alone.",
+        default=None,
+    )
+    store_override: bool = _doc(
+        "Let the added store (`TOKENIZER_STORE`) replace bundled tokenizers of the same name or alias (read by the "
+        "engine).",
+        default=False,
     )
     tokenizers: str | None = _doc(
         "Comma-separated tokenizer names or aliases this process loads and serves (a sidecar needs only its "

@@ -15,6 +15,7 @@ from ..schemas import ErrorResponse, Health, Ready
 router = APIRouter(tags=["operations"])
 
 
+# One route per path with both methods, so a 405 lists both in ``Allow`` (the OpenAPI document keeps GET only).
 @router.api_route("/healthz", methods=["GET", "HEAD"], response_model=Health, summary="Liveness")
 async def healthz() -> dict[str, Any]:
     """200 whenever the process can answer."""
