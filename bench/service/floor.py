@@ -31,7 +31,7 @@ from pathlib import Path
 from bench.reliability.server import free_port
 
 from .loadgen import http_post, run_load
-from .run import REPO, mixed_corpus, slices, start, stop, wait_ready
+from .run import REPO, mixed_corpus, slices, stop, wait_ready
 
 CELLS = (("/count", "200 B", 200), ("/count", "4 KB", 4096), ("/encode", "200 B", 200))
 SERVERS = ("ours", "floor")
@@ -91,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="TOKENIZER_X=VALUE",
                     help="a setting for this service (repeatable), e.g. TOKENIZER_INLINE_BYTES=65536")
     ap.add_argument("--data-dir", type=Path, help="benchmark corpora directory (default bench/.data)")
+    ap.add_argument("--compare", type=Path, metavar="CHECKOUT",
+                    help="also measure the service of another checkout (e.g. a git worktree of an older commit, "
+                    "its compiled core built) in the same run, as 'other'")
     ap.add_argument("--out", type=Path, help="also write the Markdown table here")
     args = ap.parse_args(argv)
 
@@ -100,24 +103,31 @@ def main(argv: list[str] | None = None) -> int:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENIZER_") and k != "PROMETHEUS_MULTIPROC_DIR"}
     env["PYTHONPATH"] = str(REPO)
     ours_env = {**env, **dict(item.split("=", 1) for item in args.set)}
-    ports = {name: free_port() for name in SERVERS}
+    servers = SERVERS + (("other",) if args.compare else ())
+    ports = {name: free_port() for name in servers}
     w = str(args.workers)
     cmds = {
         "ours": [sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(ports["ours"]),
                  "--workers", w, "--no-access-log", "--log-level", "warning"],
         "floor": [sys.executable, "-m", "bench.service.floor_app", "--port", str(ports["floor"]), "--workers", w],
     }
+    cwd = {"ours": REPO, "floor": REPO}
+    if args.compare:
+        cmds["other"] = [*cmds["ours"][:7], str(ports["other"]), *cmds["ours"][8:]]
+        cwd["other"] = args.compare.resolve()
     samples: dict[tuple[str, str, str], list[Sample]] = {}
     with ExitStack() as stack, tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
         for name, cmd in cmds.items():
-            proc = start(cmd, ours_env if name == "ours" else env, tmp / f"{name}.log")
+            proc = subprocess.Popen(cmd, cwd=cwd[name], stdout=open(tmp / f"{name}.log", "wb"),  # noqa: SIM115
+                                    stderr=subprocess.STDOUT,
+                                    env={**(ours_env if name == "ours" else env), "PYTHONPATH": str(cwd[name])})
             stack.callback(stop, proc)
             wait_ready(f"http://127.0.0.1:{ports[name]}", proc)
         load_avg = os.getloadavg()
         for r in range(args.rounds):
             for path, label, _ in CELLS:
-                for name in (SERVERS if r % 2 == 0 else SERVERS[::-1]):
+                for name in (servers if r % 2 == 0 else servers[::-1]):
                     def go(seconds: float, name: str = name, path: str = path, label: str = label) -> Sample:
                         if args.client == "wrk":
                             return wrk_load(ports[name], path, bodies[label], args.connections, seconds, tmp)
@@ -127,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
                     samples.setdefault((path, label, name), []).append(s)
                     print(f"round {r + 1} {path:8s} {label:6s} {name:6s} {s.rps:9.1f} req/s p99 {s.p99_ms:7.2f} ms "
                           f"errors {s.errors}", flush=True)
-    table = render(samples, args, load_avg)
+    table = render(samples, args, load_avg, servers)
     print(table)
     if args.out:
         args.out.write_text(table + "\n")
@@ -135,23 +145,31 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def render(samples: dict[tuple[str, str, str], list[Sample]], args: argparse.Namespace,
-           load_avg: tuple[float, float, float]) -> str:
+           load_avg: tuple[float, float, float], servers: tuple[str, ...] = SERVERS) -> str:
+    other = "other" in servers
     lines = [
         f"Date: {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; {os.cpu_count()} CPUs (shared; load average "
         f"{load_avg[0]:.1f} at start); {args.workers} workers each; {args.connections} connections; client "
         f"{args.client}; {args.rounds} interleaved rounds x {args.seconds:g} s per cell"
-        + (f"; ours with {', '.join(args.set)}" if args.set else "") + ".",
+        + (f"; ours with {', '.join(args.set)}" if args.set else "")
+        + (f"; other = the service of {args.compare}" if other else "") + ".",
         "",
-        "| endpoint | text | ours req/s | floor req/s | ours/floor | ours p99 ms | floor p99 ms | p99 ratio | errors |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| endpoint | text | ours req/s | floor req/s | ours/floor | ours p99 ms | floor p99 ms | p99 ratio "
+        + ("| other req/s | other/floor | other p99 ms " if other else "") + "| errors |",
+        "|---|---|---:|---:|---:|---:|---:|---:|" + ("---:|---:|---:|" if other else "") + "---:|",
     ]
     for path, label, _ in CELLS:
         ours, floor = samples[(path, label, "ours")], samples[(path, label, "floor")]
         o, f = statistics.median(s.rps for s in ours), statistics.median(s.rps for s in floor)
         op, fp = statistics.median(s.p99_ms for s in ours), statistics.median(s.p99_ms for s in floor)
-        errors = sum(s.errors for s in ours + floor)
+        errors = sum(s.errors for name in servers for s in samples[(path, label, name)])
+        extra = ""
+        if other:
+            runs = samples[(path, label, "other")]
+            x, xp = statistics.median(s.rps for s in runs), statistics.median(s.p99_ms for s in runs)
+            extra = f"| {x:.0f} | {x / f:.2f}x | {xp:.2f} "
         lines.append(f"| {path} | {label} | {o:.0f} | {f:.0f} | {o / f:.2f}x | {op:.2f} | {fp:.2f} | {op / fp:.2f}x "
-                     f"| {errors} |")
+                     f"{extra}| {errors} |")
     lines += ["", "req/s and p99: medians over rounds; ratios of those medians."]
     return "\n".join(lines)
 
