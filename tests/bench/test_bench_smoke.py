@@ -173,3 +173,13 @@ def test_floor_bench_reports_ours_over_floor(data_dir: Path, tmp_path: Path) -> 
         ours, floor, ratio = float(cells[2]), float(cells[3]), float(cells[4].rstrip("x"))
         assert ours > 0 and floor > 0 and abs(ratio - ours / floor) < 0.01
         assert cells[-1] == "0"  # no failed request on either server
+
+
+def test_client_bench_quick(tmp_path: Path) -> None:
+    """``bench.client.run --quick`` starts a server, runs every variant and writes its table (no timing checks)."""
+    out = tmp_path / "client.md"
+    subprocess.run([sys.executable, "-m", "bench.client.run", "--quick", "--out", str(out)], cwd=REPO_ROOT,
+                   check=True, capture_output=True, timeout=300)
+    rows = [line for line in out.read_text(encoding="utf-8").splitlines() if line.startswith("| ") and "µs" not in line]
+    settings = {row.split("|")[1].strip() for row in rows}
+    assert settings == {"work only", "in-process", "loopback"} and len(rows) == 8
