@@ -95,7 +95,8 @@ def _train(store: Path, name: str, tmp_path: Path) -> None:
 def test_serving_a_trained_tokenizer_keeps_the_bundled_ones(tmp_path: Path) -> None:
     store = tmp_path / "store"
     _train(store, "mine", tmp_path)
-    server = start(tmp_path / "server.log", "--store", str(store))
+    server = start(tmp_path / "server.log", "--store", str(store),
+                   env={"TOKENIZER_TOKENIZERS": "mine,cl100k_base,o200k_base,gpt2,llama3"})
     try:
         with httpx.Client(base_url=server.url or "", timeout=60) as c:
             names = {t["name"] for t in c.get("/tokenizers").json()["tokenizers"]}
