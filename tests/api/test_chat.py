@@ -50,6 +50,9 @@ def test_cookbook_models_have_no_public_ids(client: TestClient) -> None:
     ("gpt-oss-20b", "o200k_harmony", {"framing": "harmony"}, "harmony"),
     ("gpt-oss-120b", "o200k_harmony", {"framing": "harmony"}, "harmony"),
     ("llama-3.1-8b-instruct", "llama3", {"framing": "jinja", "template": "llama-3.1-8b-instruct"}, "llama"),
+    ("qwen3-8b", "qwen3", {"framing": "jinja", "template": "qwen3-8b"}, "qwen"),
+    ("qwen3-235b-a22b", "qwen3", {"framing": "jinja", "template": "qwen3-8b"}, "qwen"),
+    ("gemma-3-27b-it", "gemma3", {"framing": "jinja", "template": "gemma-3-27b-it"}, "gemma"),
 ])
 def test_encode_and_count_messages(client: TestClient, model: str, tokenizer: str, spec: dict[str, Any],
                                    style: str) -> None:
