@@ -5,6 +5,7 @@ A model table entry opts into ``messages`` with a ``chat`` object; a new chat mo
     "chat": {"framing": "openai-cookbook", "rules": "gpt-4o"}     # counts only (OpenAI's published rules)
     "chat": {"framing": "harmony"}                                # gpt-oss; ids and count
     "chat": {"framing": "jinja", "template": "qwen3-8b"}          # a template of <store>/chat_templates/
+    "chat": {"framing": "mistral", "version": "v3"}               # mistral-common's instruct format v1/v3/v7
 
 Every framing has ``count(tokenizer, conv, add_generation_prompt)``; those with public ids (``ids_public``) also
 ``frame(...)`` -> :class:`~app.engine.chat.parts.Parts`, which any tokenizer's ``encode_parts`` turns into ids.
@@ -22,14 +23,14 @@ from typing import Any, Protocol
 
 from ..specials import Special
 from ..tokenizer import Tokenizer
-from . import cookbook, harmony
+from . import cookbook, harmony, mistral
 from .jinja import ChatTemplate
 from .messages import Conversation
 from .parts import Parts
 
 TEMPLATES_DIR = "chat_templates"
 TEMPLATES_MANIFEST = "manifest.json"
-FRAMINGS = ("openai-cookbook", "harmony", "jinja")
+FRAMINGS = ("openai-cookbook", "harmony", "jinja", "mistral")
 
 
 class ChatSpecError(ValueError):
@@ -117,6 +118,22 @@ class TemplateFraming:
 
 
 @dataclass(frozen=True)
+class MistralFraming:
+    version: str
+    kind: str = "mistral"
+    ids_public: bool = True
+    _memo: dict[str, dict[str, int]] = field(default_factory=dict, compare=False, repr=False)
+
+    def frame(self, conv: Conversation, *, add_generation_prompt: bool = True) -> Parts:
+        """``add_generation_prompt`` changes nothing: every user turn already ends with ``[/INST]``."""
+        return mistral.frame(self.version, conv)
+
+    def count(self, tok: Tokenizer, conv: Conversation, *, add_generation_prompt: bool = True) -> int:
+        memo = self._memo.setdefault(tok.name, {})
+        return count_parts(tok, self.frame(conv), memo)
+
+
+@dataclass(frozen=True)
 class TemplateSource:
     """One verified entry of ``chat_templates/manifest.json``."""
 
@@ -162,6 +179,7 @@ class ChatFramings:
     def __init__(self, templates: Mapping[str, TemplateSource]) -> None:
         self.templates = dict(templates)
         self._compiled: dict[tuple[str, str], TemplateFraming] = {}
+        self._mistral: dict[str, MistralFraming] = {}
         self._lock = threading.Lock()
 
     @classmethod
@@ -175,6 +193,8 @@ class ChatFramings:
         kind = spec["framing"]
         if kind == "openai-cookbook" and spec.get("rules") not in cookbook.RULES:
             raise ChatSpecError(f"{where}: openai-cookbook needs 'rules' one of {', '.join(cookbook.RULES)}")
+        if kind == "mistral" and spec.get("version") not in mistral.VERSIONS:
+            raise ChatSpecError(f"{where}: mistral needs 'version' one of {', '.join(mistral.VERSIONS)}")
         if kind == "jinja" and spec.get("template") not in self.templates:
             raise ChatSpecError(f"{where}: unknown chat template {spec.get('template')!r} (known: "
                                 f"{', '.join(sorted(self.templates))})")
@@ -186,6 +206,8 @@ class ChatFramings:
             return CookbookFraming(cookbook.RULES[spec["rules"]])
         if kind == "harmony":
             return HarmonyFraming()
+        if kind == "mistral":
+            return self._mistral.setdefault(spec["version"], MistralFraming(spec["version"]))
         key = (spec["template"], tok.name)
         with self._lock:
             framing = self._compiled.get(key)
