@@ -5,12 +5,12 @@ Three steps, each matching the reference's semantics:
 
 1. **Checks** (its request validator): conversation order (``system`` -> user/assistant/system, ``user`` ->
    assistant/system/user, ``assistant`` -> assistant/user/tool, ``tool`` -> assistant/tool/user; a single message
-   is user or system; a longer one ends with user or tool), tool calls answered by as many tool results before the
-   next assistant message, an assistant message has content or tool calls but not both (v7: not checked; the
-   merged message must have one or both), function names
-   ``[a-zA-Z0-9_-]{1,64}``, tool parameters a valid JSON Schema (draft 7), and from v3 on tool-call ids of 9
-   letters/digits on both sides. Fields the reference cannot take (null content of user/system/tool messages, a
-   tool message without ``tool_call_id``, a call without ``arguments``) are refused too. A refusal is a
+   is user or system; a longer one does not end with an assistant message), tool calls answered by as many tool
+   results before the next assistant message, an assistant message has content or tool calls but not both (v7:
+   not checked; the merged message must have one or both), function names ``[a-zA-Z0-9_-]{1,64}``, tool
+   parameters a valid JSON Schema (draft 7), and from v3 on tool-call ids of 9 letters/digits on both sides.
+   Fields the reference cannot take (null content of user/system/tool messages, a tool message without
+   ``tool_call_id``, a call without ``arguments``) are refused too. A refusal is a
    :class:`~app.engine.chat.messages.ChatInputError` stating the rule.
 2. **Normalization**: ``developer`` is ``system``; names of user/assistant messages are dropped; runs of
    consecutive messages of one role become one message (texts and list parts joined with ``"\\n\\n"``, empty ones
@@ -121,8 +121,8 @@ def _check_fields(conv: Conversation) -> None:
 def _check_structure(roles: list[str], messages: Sequence[ChatMessage]) -> None:
     if len(roles) == 1 and roles[0] not in ("user", "system"):
         raise _refuse("a conversation of one message must be a user or system message")
-    if len(roles) > 1 and roles[-1] not in ("user", "tool"):
-        raise _refuse(f"the last message must be a user or tool message, not {roles[-1]}",
+    if len(roles) > 1 and roles[-1] == "assistant":
+        raise _refuse("the last message must not be an assistant message (expected a user or tool message)",
                       f"messages[{len(roles) - 1}]")
     for i in range(1, len(roles)):
         if roles[i] not in _NEXT[roles[i - 1]]:

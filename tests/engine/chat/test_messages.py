@@ -102,7 +102,10 @@ _TOOL = st.one_of(st.fixed_dictionaries({"type": st.just("function"), "function"
 FRAMINGS = ChatFramings.from_store(bundled_store_dir())
 FRAMED: list[int] = []  # how many generated conversations were valid (checked below: the property is not vacuous)
 SPECS = [("o200k_base", {"framing": "openai-cookbook", "rules": "gpt-4o"}), ("o200k_harmony", {"framing": "harmony"}),
-         ("llama3", {"framing": "jinja", "template": "llama-3.1-8b-instruct"})]
+         ("llama3", {"framing": "jinja", "template": "llama-3.1-8b-instruct"}),
+         ("mistral-v1", {"framing": "mistral", "version": "v1"}),
+         ("mistral-v7", {"framing": "mistral", "version": "v7"}),
+         ("mistral-nemo", {"framing": "mistral", "version": "v3"})]
 
 
 @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])

@@ -13,6 +13,8 @@ import string
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from mistral_common.protocol.instruct.request import ChatCompletionRequest
 from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
 
@@ -22,6 +24,7 @@ from app.engine.chat.framings import MistralFraming
 from app.engine.specials import Special
 
 from .conversations import MARKERS, TOOLS, WORDS, _text
+from .test_messages import _JSON, _MESSAGE, _TOOL
 
 N = int(os.environ.get("CHAT_TEST_CONVERSATIONS_MISTRAL", "400"))
 
@@ -193,6 +196,8 @@ def test_markers_in_content_stay_text() -> None:
 
 @pytest.mark.parametrize(("messages", "reason"), [
     ([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}], "last message"),
+    ([{"role": "user", "content": "a"}, {"role": "system", "content": "b"}, {"role": "tool", "tool_call_id":
+      "abcdefghi", "content": "x"}], "cannot follow"),
     ([{"role": "assistant", "content": "b"}], "one message"),
     ([{"role": "user", "content": "a"}, {"role": "tool", "tool_call_id": "abcdefghi", "content": "x"}],
      "cannot follow"),
@@ -219,3 +224,37 @@ def test_v1_refuses_tools_and_ignores_definitions() -> None:
         {"role": "tool", "tool_call_id": "abcdefghi", "content": "x"}])
     with pytest.raises(ChatInputError, match="v1"):
         framing.frame(calls)
+
+
+_REFS: dict[str, MistralTokenizer] = {}
+AGREED: list[bool] = []  # True where our framing produced ids (the property below is not vacuous)
+
+
+@settings(max_examples=250, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(messages=st.one_of(st.lists(_MESSAGE, min_size=1, max_size=5), _JSON),
+       tools=st.one_of(st.none(), st.lists(_TOOL, max_size=2)))
+def test_arbitrary_json_agrees_with_mistral_common(messages: object, tools: object) -> None:
+    """Whatever JSON our validator accepts: our ids equal the reference's, or both refuse."""
+    try:
+        conv = parse_conversation(messages, tools)
+    except ChatInputError:
+        return
+    c = {"messages": messages, "tools": tools}
+    for name in ("mistral-v3", "mistral-v7"):
+        version, make = CASES[name]
+        mt = _REFS.get(name) or _REFS.setdefault(name, make())
+        enc = get_encoding(name)
+        want = reference(mt, c)
+        try:
+            got: list[int] | None = enc.encode_parts(list(MistralFraming(version).frame(conv)))
+        except ChatInputError:
+            got = None
+        assert (got is None) == isinstance(want, Exception), (name, c, want)
+        assert got is None or got == want
+        AGREED.append(got is not None)
+
+
+def test_the_property_reached_the_framing() -> None:
+    AGREED.clear()
+    test_arbitrary_json_agrees_with_mistral_common()
+    assert sum(AGREED) >= 3 and len(AGREED) >= 20
