@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..specials import Special
 from ..tokenizer import Tokenizer
 from . import cookbook, harmony, mistral
 from .jinja import ChatTemplate
@@ -52,21 +51,23 @@ class Framing(Protocol):
 def count_parts(tok: Tokenizer, parts: Parts, memo: dict[str, int] | None = None) -> int:
     """Tokens of parts without building the id list. ``memo`` caches the counts of short texts (the framing's
     headers repeat in every message)."""
+    count = tok.count
     if memo is None:
-        return sum(1 if isinstance(p, Special) else tok.count(p) for p in parts)
+        return sum(count(p) if type(p) is str else 1 for p in parts)
     total = 0
+    get = memo.get
     for p in parts:
-        if isinstance(p, Special):
+        if type(p) is not str:  # a Special
             total += 1
         elif len(p) <= _MEMO_CHARS:
-            n = memo.get(p)
+            n = get(p)
             if n is None:
-                n = tok.count(p)
+                n = count(p)
                 if len(memo) < _MEMO_SIZE:
                     memo[p] = n
             total += n
         else:
-            total += tok.count(p)
+            total += count(p)
     return total
 
 
@@ -180,6 +181,7 @@ class ChatFramings:
         self.templates = dict(templates)
         self._compiled: dict[tuple[str, str], TemplateFraming] = {}
         self._mistral: dict[str, MistralFraming] = {}
+        self._harmony = HarmonyFraming()
         self._lock = threading.Lock()
 
     @classmethod
@@ -205,7 +207,7 @@ class ChatFramings:
         if kind == "openai-cookbook":
             return CookbookFraming(cookbook.RULES[spec["rules"]])
         if kind == "harmony":
-            return HarmonyFraming()
+            return self._harmony  # one instance: its memo of header counts outlives the request
         if kind == "mistral":
             return self._mistral.setdefault(spec["version"], MistralFraming(spec["version"]))
         key = (spec["template"], tok.name)

@@ -143,10 +143,25 @@ def _tool_call(value: Any, path: str) -> ToolCall:
                     arguments_given=given)
 
 
-_MESSAGE_KEYS = {"role", "content", "name", "tool_calls", "tool_call_id"}
+_MESSAGE_KEYS = frozenset({"role", "content", "name", "tool_calls", "tool_call_id"})
+_ROLE_SET = frozenset(ROLES)
+_PLAIN = {"role", "content"}
+
+
+def _plain_message(role: str, content: str) -> ChatMessage:
+    """``ChatMessage(role, content)`` (every other field at its default), built without the frozen dataclass's
+    per-field ``object.__setattr__`` calls: most messages are this shape and validation is on the hot path."""
+    m = object.__new__(ChatMessage)
+    m.__dict__.update(role=role, content=content, name=None, tool_calls=(), tool_call_id=None, content_given=True,
+                      content_parts=None)
+    return m
 
 
 def _message(value: Any, path: str) -> ChatMessage:
+    if type(value) is dict and value.keys() == _PLAIN:  # the common shape: {"role", "content": str}
+        role, content = value["role"], value["content"]
+        if type(content) is str and type(role) is str and role in _ROLE_SET:
+            return _plain_message(role, content)
     if not isinstance(value, Mapping):
         raise ChatInputError(f"{path} must be an object", path)
     extra = sorted(set(value) - _MESSAGE_KEYS)

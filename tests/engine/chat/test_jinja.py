@@ -237,3 +237,30 @@ def test_llama_tool_call_arguments_are_objects() -> None:
         {"id": "c", "type": "function", "function": {"name": "get", "arguments": "{not json"}}]}])
     with pytest.raises(ChatInputError, match="not valid JSON"):
         tpl.render(bad)
+
+
+def test_shaped_split_equals_the_regex_split() -> None:
+    """The split of ``<|…|>`` specials: the regex split with the known-name check, linear on many lookalikes."""
+    import random
+    import re
+
+    from app.engine.chat.jinja import _Splitter
+
+    names = ["<|eot_id|>", "<|start_header_id|>", "<|a|>", "<|x y|>"]
+    splitter = _Splitter(names)
+    assert splitter.shaped
+    pattern = re.compile(r"(<\|[^|<>]{1,%d}\|>)" % max(map(len, names)))  # noqa: UP031
+    alphabet = ["<|", "|>", "<", ">", "|", "a", "x y", "eot_id", "start_header_id", " ", "\n", "é"] + names
+    rng = random.Random(3)
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
+        pieces = pattern.split(text)
+        want = [pieces[0]]
+        for i in range(1, len(pieces), 2):
+            if pieces[i] in splitter.known:
+                want += (pieces[i], pieces[i + 1])
+            else:
+                want[-1] += pieces[i] + pieces[i + 1]
+        assert splitter.split(text) == want, text
+    hostile = "<|b|>" * 200_000 + "<|eot_id|>"  # 200,000 lookalikes: joined once, not concatenated one by one
+    assert splitter.split(hostile) == ["<|b|>" * 200_000, "<|eot_id|>", ""]

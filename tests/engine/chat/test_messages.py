@@ -133,3 +133,17 @@ def test_the_property_reached_the_framings() -> None:
     FRAMED.clear()
     test_any_json_is_refused_or_framed()
     assert len(FRAMED) >= 10  # of 300 generated requests (27-43 seen)
+
+
+def test_plain_message_shortcut_equals_the_full_validation() -> None:
+    """The fast path for ``{"role", "content": str}`` builds the same value the general path does."""
+    from app.engine.chat.messages import ChatMessage
+
+    for role in ("system", "developer", "user", "assistant", "tool"):
+        for content in ("", "x", "<|eot_id|> [INST]"):
+            got = parse_conversation([{"role": role, "content": content}]).messages[0]
+            assert got == ChatMessage(role=role, content=content) and type(got) is ChatMessage
+            assert got.__dict__ == ChatMessage(role=role, content=content).__dict__
+    for bad in ({"role": "robot", "content": "x"}, {"role": "user", "content": 5}, {"role": ["user"], "content": "x"}):
+        with pytest.raises(ChatInputError):
+            parse_conversation([bad])
