@@ -38,7 +38,7 @@ _ASCII_PUNCT = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 
 def is_chinese_char(ch: str) -> bool:
     cp = ord(ch)
-    return any(lo <= cp <= hi for lo, hi in _CJK)
+    return cp >= 0x3400 and any(lo <= cp <= hi for lo, hi in _CJK)
 
 
 def is_control(ch: str) -> bool:
@@ -67,6 +67,10 @@ class BertNormalizer:
         self.handle_chinese_chars = handle_chinese_chars
         self.strip_accents = lowercase if strip_accents is None else strip_accents
         self.lowercase = lowercase
+        #: every ASCII character's output, for a one-call fast path on ASCII text (same per-character rule)
+        self._ascii = str.maketrans({chr(c): self._char(chr(c)) for c in range(128)})
+        #: character -> output, filled as characters are met (bounded; the rule is per character)
+        self._memo: dict[str, str] = {}
 
     @classmethod
     def from_hf(cls, config: Mapping[str, Any]) -> BertNormalizer:
@@ -95,12 +99,23 @@ class BertNormalizer:
         return [(self._char(ch), i, i + 1) for i, ch in enumerate(text)]
 
     def normalize(self, piece: Piece) -> Piece:
+        if piece.spans is None:
+            return piece.with_text(self.normalize_str(piece.text), None)
         return chunks_to_piece(piece, self.chunks(piece.text)) if piece.text else piece
 
     def normalize_str(self, text: str) -> str:
-        if text.isascii() and not self.lowercase and not self.clean_text:
-            return text
-        return "".join(self._char(ch) for ch in text)
+        if text.isascii():
+            return text.translate(self._ascii)
+        memo = self._memo
+        out = []
+        for ch in text:
+            done = memo.get(ch)
+            if done is None:
+                done = self._char(ch)
+                if len(memo) < 1 << 16:
+                    memo[ch] = done
+            out.append(done)
+        return "".join(out)
 
 
 class BertPreTokenizer:

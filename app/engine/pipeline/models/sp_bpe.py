@@ -47,6 +47,11 @@ class SentencePieceBPE:
             lengths.setdefault(u[0], set()).add(len(u))
         self._user_lengths = {c: sorted(v, reverse=True) for c, v in lengths.items()}
         self._bytes = [self._all.get(f"<0x{b:02X}>") for b in range(256)]
+        #: piece id -> rank of its score among mergeable pieces (0 = highest; equal scores share a rank)
+        order = sorted({self.vocab[i][1] for i in self._pieces.values()}, reverse=True)
+        position = {score: r for r, score in enumerate(order)}
+        self._rank = {i: position[self.vocab[i][1]] for i in self._pieces.values()}
+        self._max_len = max((len(p) for p in self._pieces), default=1)
 
     @property
     def vocab_size(self) -> int:
@@ -92,13 +97,17 @@ class SentencePieceBPE:
         if n == 0:
             return []
         pieces = self._pieces
-        scores = self.vocab
         nxt = list(range(1, n + 1))
         nxt[-1] = -1
         prv = list(range(-1, n - 1))
-        heap: list[tuple[float, int, int, str]] = []
+        # Candidates as plain ints (score rank, then leftmost, then merged length), so the heap holds no objects
+        # the garbage collector would have to scan on long inputs.
+        heap: list[int] = []
         rev: dict[str, tuple[str, str]] = {}
         unused = self._unused
+        rank = self._rank
+        width = n + 1
+        sizes = self._max_len + 1
         push, pop = heapq.heappush, heapq.heappop
 
         def add(left: int, right: int) -> None:
@@ -108,7 +117,7 @@ class SentencePieceBPE:
             pid = pieces.get(merged)
             if pid is None:
                 return
-            push(heap, (-scores[pid][1], left, len(merged), merged))
+            push(heap, (rank[pid] * width + left) * sizes + len(merged))
             if pid in unused:
                 rev[merged] = (syms[left], syms[right])
 
@@ -116,11 +125,13 @@ class SentencePieceBPE:
             add(i - 1, i)
 
         while heap:
-            _, left, size, merged = pop(heap)
+            key = pop(heap)
+            size = key % sizes
+            left = (key // sizes) % width
             right = nxt[left]
-            if right < 0 or not syms[left] or not syms[right] or len(syms[left]) + len(syms[right]) != size \
-                    or syms[left] + syms[right] != merged:
+            if right < 0 or not syms[left] or not syms[right] or len(syms[left]) + len(syms[right]) != size:
                 continue
+            merged = syms[left] + syms[right]
             if skip is not None and skip():
                 continue
             syms[left] = merged
