@@ -138,8 +138,17 @@ class _Escaper:
             self.find = re.compile(re.escape(MARK) + "|" + self.split.pattern.pattern)
         else:
             self.find = re.compile("|".join([re.escape(MARK), *map(re.escape, self.names)]))
-        # a string holding a special holds its first two characters: substring tests on those are fast and rare
+        # a string holding a special holds its first two characters; testing the last of those alone first is a
+        # one-character search (memchr-fast), and most text fails it
         self.prefixes = tuple(sorted({n[:2] for n in self.names} | {MARK}))
+        self._probes = tuple((p[-1], p) for p in self.prefixes)
+
+    def may_hold(self, value: str) -> bool:
+        """False when ``value`` holds no special token and no marker (True may be a false alarm)."""
+        for last, prefix in self._probes:
+            if last in value and prefix in value:
+                return True
+        return False
 
     def _group(self, m: re.Match[str]) -> str:
         found = m.group()
@@ -150,10 +159,7 @@ class _Escaper:
 
     def escape(self, value: Any) -> Any:
         if isinstance(value, str):
-            for c in self.prefixes:
-                if c in value:
-                    return self.find.sub(self._group, value)
-            return value
+            return self.find.sub(self._group, value) if self.may_hold(value) else value
         if isinstance(value, Mapping):
             return {self.escape(k): self.escape(v) for k, v in value.items()}
         if isinstance(value, list | tuple):
@@ -161,20 +167,14 @@ class _Escaper:
         return value
 
     def needed(self, conv: Conversation) -> bool:
-        """False when no message string can hold a special or the marker (one scan of the joined strings instead
-        of one per string); messages with tool calls always need the per-value pass (parsed arguments can hold
-        characters their JSON text only escapes)."""
-        texts: list[str] = []
+        """False when no message string can hold a special or the marker; messages with tool calls always need the
+        per-value pass (parsed arguments can hold characters their JSON text only escapes)."""
+        may_hold = self.may_hold
         for m in conv.messages:
-            if m.tool_calls:
+            if m.tool_calls or may_hold(m.content) or (m.name is not None and may_hold(m.name)) or (
+                    m.tool_call_id is not None and may_hold(m.tool_call_id)):
                 return True
-            texts.append(m.content)
-            if m.name is not None:
-                texts.append(m.name)
-            if m.tool_call_id is not None:
-                texts.append(m.tool_call_id)
-        blob = "\n".join(texts)  # the separator cannot complete a prefix across two strings
-        return any(p in blob for p in self.prefixes)
+        return False
 
     def unescape(self, text: str) -> str:
         if MARK not in text:
