@@ -213,11 +213,17 @@ class ChatTemplate:
         self._env = env
         self._globals = dict(self._template.globals)  # flattened once (rendering copies them per call otherwise)
         self._escaper = _Escaper(self.specials)
-        self._check_literals(ast)
-
-    def _check_literals(self, ast: nodes.Template) -> None:
         literals = [n.value for n in ast.find_all(nodes.Const) if isinstance(n.value, str)]
         literals += [n.data for n in ast.find_all(nodes.TemplateData)]
+        self._check_literals(literals)
+        # The only specials a render can contain: those in the template's literals and variables (caller text is
+        # escaped, and no literal can complete a special with its neighbour). Splitting on just these is faster
+        # than the general pattern and never takes a lookalike for one of the template's tokens.
+        sources = [*literals, *self.variables.values()]
+        own = sorted({n for n in self.specials if any(n in src for src in sources)}, key=len, reverse=True)
+        self._own_split = re.compile("(" + "|".join(map(re.escape, own)) + ")") if own else None
+
+    def _check_literals(self, literals: list[str]) -> None:
         for literal in literals:
             for special in self.specials:
                 for k in range(1, len(special)):
@@ -269,8 +275,7 @@ class ChatTemplate:
         """The rendered prompt as parts: the template's special-token strings as specials, the rest as text."""
         rendered = self._render(self.context(conv, add_generation_prompt, escape=True))
         out = Parts()
-        splitter = self._escaper.split
-        pieces = splitter.split(rendered) if splitter is not None else [rendered]
+        pieces = self._own_split.split(rendered) if self._own_split is not None else [rendered]
         unescape = self._escaper.unescape
         items = out.items
         last = len(pieces) - 1

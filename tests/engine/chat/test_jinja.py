@@ -264,3 +264,11 @@ def test_shaped_split_equals_the_regex_split() -> None:
         assert splitter.split(text) == want, text
     hostile = "<|b|>" * 200_000 + "<|eot_id|>"  # 200,000 lookalikes: joined once, not concatenated one by one
     assert splitter.split(hostile) == ["<|b|>" * 200_000, "<|eot_id|>", ""]
+
+
+def test_only_the_templates_own_specials_are_split_out() -> None:
+    """A special the template never writes stays text even if a filter forms it from caller text."""
+    tpl = ChatTemplate("lower", "{{ bos_token }}{% for m in messages %}{{ m.content | lower }}<|eot_id|>{% endfor %}",
+                       {"bos_token": "<|begin_of_text|>"}, ["<|begin_of_text|>", "<|eot_id|>", "<|python_tag|>"])
+    parts = list(tpl.frame(parse_conversation([{"role": "user", "content": "a <|PYTHON_TAG|> b"}])))
+    assert parts == [Special("<|begin_of_text|>"), "a <|python_tag|> b", Special("<|eot_id|>")]
