@@ -134,6 +134,7 @@ class NativeCore:
         "clear_cache",
         "encode_batch",
         "count_batch",
+        "last_merges",
     )
 
     def __init__(self, mergeable_ranks: dict[bytes, int], pattern: str, *, cache_size: int = 0) -> None:
@@ -149,6 +150,8 @@ class NativeCore:
         self.clear_cache = self._core.clear_cache
         self.encode_pieces = self._core.encode_pieces
         self.count_pieces = self._core.count_pieces
+        # (tokens: list[bytes]) -> per token the left part's length at rank BPE's last merge on it alone (0: none)
+        self.last_merges = self._core.last_merges
         if self.scanner:
             self.encode = self._core.encode
             self.count = self._core.count
