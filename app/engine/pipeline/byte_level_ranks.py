@@ -153,7 +153,9 @@ def ranks_from_hf_model(
             raw_of[token] = token.translate(table).encode("latin-1")
         except UnicodeEncodeError:
             if added_ids.get(token_id) != token:
-                raise NotRankOrdered(f"vocab entry {token!r} (id {token_id}) is not byte-level and not an added token")
+                raise NotRankOrdered(
+                    f"vocab entry {token!r} (id {token_id}) is not byte-level and not an added token"
+                ) from None
             continue
         by_string[token] = token_id
 
