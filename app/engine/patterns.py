@@ -36,6 +36,12 @@ LLAMA3 = (
     r"""\s+(?!\S)|\s+"""
 )
 
+#: Qwen2 / Qwen2.5 / Qwen3 (the ``Split`` pre-tokenizer of their ``tokenizer.json``): Llama 3's with single digits.
+QWEN2 = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|"""
+    r"""\s+(?!\S)|\s+"""
+)
+
 #: Pattern id -> regular expression. Manifest entries name a pattern by one of these ids (``"pattern"``) or carry
 #: their own expression (``"pattern_regex"``, for trained tokenizers with a custom pre-tokenizer).
 PATTERNS: dict[str, str] = {
@@ -43,6 +49,7 @@ PATTERNS: dict[str, str] = {
     "cl100k": CL100K,
     "o200k": O200K,
     "llama3": LLAMA3,
+    "qwen2": QWEN2,
 }
 
 

@@ -1,5 +1,5 @@
 /*
- * pretokenizer.h: hand-written pre-tokenizers over UTF-8 for the bundled patterns (gpt2, cl100k, o200k, llama3),
+ * pretokenizer.h: hand-written pre-tokenizers over UTF-8 for the bundled patterns (gpt2, cl100k, o200k, llama3, qwen2),
  * shared by the encoding core (tokcore.c) and the trainer (trainer.c). Header-only (static functions); each
  * including translation unit calls pretok_init() once before scanning.
  *
@@ -17,7 +17,7 @@
 
 #include "unicode_tables.h"
 
-enum { SCAN_NONE = 0, SCAN_GPT2 = 1, SCAN_CL100K = 2, SCAN_O200K = 3, SCAN_LLAMA3 = 4 };
+enum { SCAN_NONE = 0, SCAN_GPT2 = 1, SCAN_CL100K = 2, SCAN_O200K = 3, SCAN_LLAMA3 = 4, SCAN_QWEN2 = 5, SCAN_LAST = 5 };
 
 /* ------------------------------------------------------------------------------------------------ unicode */
 
@@ -261,8 +261,14 @@ static inline size_t space_piece_nl_plus(const uint8_t *s, size_t i, size_t n, s
 }
 
 /* llama3: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|
- *         \s*[\r\n]+|\s+(?!\S)|\s+ */
-static size_t scan_llama3(const uint8_t *s, size_t i, size_t n)
+ *         \s*[\r\n]+|\s+(?!\S)|\s+
+ * qwen2 (Qwen2/2.5/3 tokenizer.json Split) is the same with \p{N} for \p{N}{1,3}: three_digits = 0. At a \p{N}
+ * character no earlier alternative matches (the contraction needs an apostrophe; the letter alternative's optional
+ * prefix excludes \p{N} and a \p{N} is no letter), so the digit alternative decides alone. No alternative is
+ * possessive: the letter prefix is tried with and without ([^\r\n\p{L}\p{N}]? gives the character back when no
+ * letter follows, and the character then starts a punctuation or whitespace piece), and \s+(?!\S) backs off one
+ * character (space_piece_nl_plus). */
+static inline size_t scan_llama_family(const uint8_t *s, size_t i, size_t n, int three_digits)
 {
     size_t l0, l1, e;
     if (s[i] == '\'' && (e = contraction_ci(s, i, n)))
@@ -273,11 +279,15 @@ static size_t scan_llama3(const uint8_t *s, size_t i, size_t n)
     if (IS_PRE(f0) && i + l0 < n && (char_at(s, i + l0, &l1) & UT_L))
         return run_any(s, i + l0 + l1, n, UT_L);
     if (f0 & UT_N)
-        return digits3(s, i, n, l0);
+        return three_digits ? digits3(s, i, n, l0) : i + l0;
     if ((e = punct_piece(s, i, n, f0, l0, 0)))
         return e;
     return space_piece_nl_plus(s, i, n, l0);
 }
+
+static size_t scan_llama3(const uint8_t *s, size_t i, size_t n) { return scan_llama_family(s, i, n, 1); }
+
+static size_t scan_qwen2(const uint8_t *s, size_t i, size_t n) { return scan_llama_family(s, i, n, 0); }
 
 /* o200k alternative 1 without its prefix, from offset st: [A]*[B]+ where A = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}],
  * B = [\p{Ll}\p{Lm}\p{Lo}\p{M}]. Greedy A* takes the maximal A run [st, a); B+ then needs a B character: either
@@ -347,6 +357,8 @@ static scan_fn scanner_of(int id)
         return scan_o200k;
     case SCAN_LLAMA3:
         return scan_llama3;
+    case SCAN_QWEN2:
+        return scan_qwen2;
     default:
         return NULL;
     }

@@ -897,7 +897,7 @@ static int Core_init(CoreObject *self, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_ValueError, "cache_size must be in 0..2**28");
         return -1;
     }
-    if (scanner < SCAN_NONE || scanner > SCAN_LLAMA3) {
+    if (scanner < SCAN_NONE || scanner > SCAN_LAST) {
         PyErr_Format(PyExc_ValueError, "unknown scanner id %d", scanner);
         return -1;
     }
@@ -1628,7 +1628,8 @@ PyMODINIT_FUNC PyInit__core(void)
         PyModule_AddIntConstant(m, "SCAN_GPT2", SCAN_GPT2) < 0 ||
         PyModule_AddIntConstant(m, "SCAN_CL100K", SCAN_CL100K) < 0 ||
         PyModule_AddIntConstant(m, "SCAN_O200K", SCAN_O200K) < 0 ||
-        PyModule_AddIntConstant(m, "SCAN_LLAMA3", SCAN_LLAMA3) < 0) {
+        PyModule_AddIntConstant(m, "SCAN_LLAMA3", SCAN_LLAMA3) < 0 ||
+        PyModule_AddIntConstant(m, "SCAN_QWEN2", SCAN_QWEN2) < 0) {
         Py_DECREF(m);
         return NULL;
     }
