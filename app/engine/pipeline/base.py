@@ -30,20 +30,27 @@ class Piece:
 
     ``spans``: one :data:`Span` per character of ``text`` (None when offsets are not tracked: every component must
     then skip alignment work). ``token_id``: set when the piece is an added token matched in the text; later
-    stages pass it through untouched and the model is not run on it."""
+    stages pass it through untouched and the model is not run on it. ``first``: the piece starts at the very
+    beginning of the caller's text (Metaspace's ``prepend_scheme: first`` asks this)."""
 
     text: str
     spans: list[Span] | None = None
     token_id: int | None = None
+    first: bool = False
 
     @staticmethod
     def of(text: str, offsets: bool) -> Piece:
         """The whole input as one piece, with identity spans when ``offsets``."""
-        return Piece(text, [(i, i + 1) for i in range(len(text))] if offsets else None)
+        return Piece(text, [(i, i + 1) for i in range(len(text))] if offsets else None, first=True)
 
     def slice(self, start: int, end: int) -> Piece:
-        """Characters ``start:end`` of this piece, spans included."""
-        return Piece(self.text[start:end], None if self.spans is None else self.spans[start:end])
+        """Characters ``start:end`` of this piece, spans included (``first`` kept only from position 0)."""
+        return Piece(self.text[start:end], None if self.spans is None else self.spans[start:end],
+                     first=self.first and start == 0)
+
+    def with_text(self, text: str, spans: list[Span] | None) -> Piece:
+        """The same piece rewritten (a normalizer's or pre-tokenizer's output), ``first`` kept."""
+        return Piece(text, spans, self.token_id, self.first)
 
     def span(self, start: int, end: int) -> Span:
         """The original-text span of characters ``start:end`` (an empty span at the right place when empty)."""
@@ -99,8 +106,9 @@ class PostProcessor(Protocol):
         """The single-sequence template as ``(name, id)`` pairs before and after the text."""
         ...
 
-    def adjust_offsets(self, text: str, ids: list[int], spans: list[Span]) -> list[Span]:
-        """Offsets after processing (ByteLevel's ``trim_offsets``); the identity for most processors."""
+    def adjust_offsets(self, tokens: list[str], spans: list[Span]) -> list[Span]:
+        """Offsets of the text's tokens (their strings as the model spells them) after processing (ByteLevel's
+        ``trim_offsets``); the identity for most processors."""
         ...
 
 
@@ -109,10 +117,11 @@ class Decoder(Protocol):
 
     def decode_chain(self, tokens: list[str]) -> list[str]: ...
 
-    def surface(self, token: str) -> bytes:
-        """The bytes one token stands for in text, decoded on its own in the middle of a text (ByteLevel: the
-        byte values; Metaspace: ``▁`` as a space; ByteFallback: ``<0xNN>`` as that byte; WordPiece: without
-        ``##``). Used for token strings and offsets, not for :meth:`decode_chain`."""
+    def surface(self, token: str) -> str | bytes:
+        """What one token stands for in text, decoded on its own in the middle of a text (ByteLevel: the byte
+        values; Metaspace: ``▁`` as a space; ByteFallback: ``<0xNN>`` as that byte; WordPiece: without ``##``).
+        A ``str`` while the token is still text, ``bytes`` once a decoder has turned it into bytes (a sequence
+        stops there). Used for token strings, not for :meth:`decode_chain`."""
         ...
 
 

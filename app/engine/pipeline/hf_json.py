@@ -1,0 +1,237 @@
+"""The Hugging Face ``tokenizer.json`` loader: components built from tables keyed by each entry's ``type``.
+
+Every section (``normalizer``, ``pre_tokenizer``, ``model``, ``post_processor``, ``decoder``) is looked up in its
+table (:data:`NORMALIZERS` …); each entry names the builder (a component's ``from_hf``) and the configuration
+keys it honours. A ``type`` that is not in its table, or a key the builder does not know, is refused with an
+:class:`~app.engine.errors.ArtifactError` naming the component and the file: the service never runs an
+approximation of a file. Other modules add their components with :func:`register`.
+
+``truncation`` and ``padding`` are shapes of a batch request, not part of tokenization: they are not applied.
+
+Fast paths: :func:`register_fast_path` installs a constructor that is offered every file
+:func:`is_rank_ordered_byte_level_bpe` accepts (byte-level BPE whose merge order is its rank order, so a
+tiktoken-style core computes the same merges); it receives the parsed file and the reference :class:`Pipeline`
+and returns a faster tokenizer or None to decline.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ArtifactError
+from ..store import TokenizerSpec
+from ..tokenizer import Tokenizer
+from . import decoders as dec
+from . import normalizers as norm
+from . import pre_tokenizers as pre
+from . import processors as proc
+from .added import AddedToken
+from .models.bpe import BPE
+from .models.wordlevel import WordLevel
+from .pipeline import Pipeline
+
+
+@dataclass(frozen=True)
+class Builder:
+    """How to build one component ``type``: the constructor and the keys of its configuration it honours
+    (``type`` itself is implied)."""
+
+    build: Callable[[dict[str, Any]], Any]
+    keys: frozenset[str] = frozenset()
+
+
+def _b(build: Callable[[dict[str, Any]], Any], *keys: str) -> Builder:
+    return Builder(build, frozenset(keys))
+
+
+# ``Sequence`` entries are built by the loader itself (their members come from the same table).
+NORMALIZERS: dict[str, Builder] = {
+    "NFC": _b(norm.Unicode.from_hf), "NFD": _b(norm.Unicode.from_hf),
+    "NFKC": _b(norm.Unicode.from_hf), "NFKD": _b(norm.Unicode.from_hf),
+    "Lowercase": _b(norm.Lowercase.from_hf),
+    "StripAccents": _b(norm.StripAccents.from_hf),
+    "Replace": _b(norm.Replace.from_hf, "pattern", "content"),
+    "Prepend": _b(norm.Prepend.from_hf, "prepend"),
+    "Strip": _b(norm.Strip.from_hf, "strip_left", "strip_right"),
+}
+PRE_TOKENIZERS: dict[str, Builder] = {
+    # trim_offsets of a ByteLevel pre-tokenizer has no effect in Hugging Face (it is the processor's option).
+    "ByteLevel": _b(pre.ByteLevel.from_hf, "add_prefix_space", "use_regex", "trim_offsets"),
+    "Split": _b(pre.Split.from_hf, "pattern", "behavior", "invert"),
+    "Metaspace": _b(pre.Metaspace.from_hf, "replacement", "prepend_scheme", "split", "add_prefix_space",
+                    "str_rep"),
+    "Whitespace": _b(pre.Whitespace.from_hf),
+    "WhitespaceSplit": _b(pre.WhitespaceSplit.from_hf),
+    "Punctuation": _b(pre.Punctuation.from_hf, "behavior"),
+    "Digits": _b(pre.Digits.from_hf, "individual_digits"),
+}
+MODELS: dict[str, Builder] = {
+    "BPE": _b(BPE.from_hf, "vocab", "merges", "dropout", "unk_token", "fuse_unk", "byte_fallback",
+              "continuing_subword_prefix", "end_of_word_suffix", "ignore_merges"),
+    "WordLevel": _b(WordLevel.from_hf, "vocab", "unk_token"),
+}
+PROCESSORS: dict[str, Builder] = {
+    "TemplateProcessing": _b(proc.TemplateProcessing.from_hf, "single", "pair", "special_tokens"),
+    "BertProcessing": _b(proc.BertProcessing.from_hf, "cls", "sep"),
+    "RobertaProcessing": _b(proc.RobertaProcessing.from_hf, "cls", "sep", "trim_offsets", "add_prefix_space"),
+    "ByteLevel": _b(proc.ByteLevelProcessor.from_hf, "add_prefix_space", "trim_offsets", "use_regex"),
+}
+DECODERS: dict[str, Builder] = {
+    # add_prefix_space, trim_offsets and use_regex of a ByteLevel decoder have no effect on decoding.
+    "ByteLevel": _b(dec.ByteLevelDecoder.from_hf, "add_prefix_space", "trim_offsets", "use_regex"),
+    "Metaspace": _b(dec.MetaspaceDecoder.from_hf, "replacement", "prepend_scheme", "split", "add_prefix_space",
+                    "str_rep"),
+    "ByteFallback": _b(dec.ByteFallback.from_hf),
+    "Fuse": _b(dec.Fuse.from_hf),
+    "Strip": _b(dec.StripDecoder.from_hf, "content", "start", "stop"),
+    "Replace": _b(dec.ReplaceDecoder.from_hf, "pattern", "content"),
+    "BPEDecoder": _b(dec.BPEDecoder.from_hf, "suffix"),
+}
+_SEQUENCES: dict[str, tuple[dict[str, Builder], str, Callable[[list[Any]], Any]]] = {
+    "normalizer": (NORMALIZERS, "normalizers", norm.NormalizerSequence),
+    "pre_tokenizer": (PRE_TOKENIZERS, "pretokenizers", pre.PreTokenizerSequence),
+    "post_processor": (PROCESSORS, "processors", proc.ProcessorSequence),
+    "decoder": (DECODERS, "decoders", dec.DecoderSequence),
+}
+_TABLES = {"normalizer": NORMALIZERS, "pre_tokenizer": PRE_TOKENIZERS, "model": MODELS,
+           "post_processor": PROCESSORS, "decoder": DECODERS}
+_ADDED_KEYS = frozenset({"id", "content", "single_word", "lstrip", "rstrip", "normalized", "special"})
+
+
+def register(section: str, type_name: str, build: Callable[[dict[str, Any]], Any], *keys: str) -> None:
+    """Add (or replace) the builder of one component ``type`` in a section's table (``"normalizer"``,
+    ``"pre_tokenizer"``, ``"model"``, ``"post_processor"``, ``"decoder"``)."""
+    _TABLES[section][type_name] = Builder(build, frozenset(keys))
+
+
+FastConstructor = Callable[[dict[str, Any], Pipeline], "Tokenizer | None"]
+_fast_constructor: FastConstructor | None = None
+
+
+def register_fast_path(constructor: FastConstructor | None) -> None:
+    """Install the constructor offered rank-ordered byte-level BPE files (None removes it)."""
+    global _fast_constructor
+    _fast_constructor = constructor
+
+
+class _Refused(Exception):
+    """Internal: a component or option this loader does not implement (message names it)."""
+
+
+def _build(section: str, config: Any, where: str) -> Any:
+    if not isinstance(config, dict) or not isinstance(config.get("type"), str):
+        raise _Refused(f"{where}: expected an object with a 'type'")
+    type_name = config["type"]
+    if type_name == "Sequence" and section in _SEQUENCES:
+        table, key, make = _SEQUENCES[section]
+        members = config.get(key)
+        if not isinstance(members, list) or set(config) - {"type", key}:
+            raise _Refused(f"{where} Sequence: expected exactly the key {key!r} with a list")
+        return make([_build(section, m, f"{where}[{i}]") for i, m in enumerate(members)])
+    builder = _TABLES[section].get(type_name)
+    if builder is None:
+        raise _Refused(f"{where}: component {type_name!r} is not supported")
+    unknown = set(config) - builder.keys - {"type"}
+    if unknown:
+        raise _Refused(f"{where} {type_name}: option(s) {sorted(unknown)} not supported")
+    try:
+        return builder.build(config)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise _Refused(f"{where} {type_name}: {exc}") from None
+
+
+def _added_tokens(entries: Any) -> list[AddedToken]:
+    if entries is None:
+        return []
+    if not isinstance(entries, list):
+        raise _Refused("added_tokens: expected a list")
+    out = []
+    for i, e in enumerate(entries):
+        if not isinstance(e, dict) or not isinstance(e.get("content"), str) or not isinstance(e.get("id"), int):
+            raise _Refused(f"added_tokens[{i}]: expected an object with 'id' and 'content'")
+        unknown = set(e) - _ADDED_KEYS
+        if unknown:
+            raise _Refused(f"added_tokens[{i}]: option(s) {sorted(unknown)} not supported")
+        out.append(AddedToken(content=e["content"], id=e["id"], special=bool(e.get("special", False)),
+                              single_word=bool(e.get("single_word", False)), lstrip=bool(e.get("lstrip", False)),
+                              rstrip=bool(e.get("rstrip", False)), normalized=bool(e.get("normalized", True))))
+    return out
+
+
+def is_rank_ordered_byte_level_bpe(data: dict[str, Any]) -> bool:
+    """True when ``data`` is plain byte-level BPE whose merge list is in the order of its results' ids (what a
+    rank-based byte-level core computes): BPE without byte fallback, unknown token, affixes or ``ignore_merges``;
+    a ByteLevel pre-tokenizer last; a ByteLevel decoder."""
+    model = data.get("model") or {}
+    if model.get("type") != "BPE" or model.get("byte_fallback") or model.get("unk_token") is not None:
+        return False
+    if model.get("continuing_subword_prefix") or model.get("end_of_word_suffix") or model.get("ignore_merges"):
+        return False
+    pre_tok = data.get("pre_tokenizer") or {}
+    last = (pre_tok.get("pretokenizers") or [{}])[-1] if pre_tok.get("type") == "Sequence" else pre_tok
+    if last.get("type") != "ByteLevel" or (data.get("decoder") or {}).get("type") != "ByteLevel":
+        return False
+    vocab = model.get("vocab") or {}
+    previous = -1
+    for item in model.get("merges") or []:
+        left, right = (item.split(" ", 1) if isinstance(item, str) else item)
+        token_id = vocab.get(left + right)
+        if token_id is None or token_id <= previous:
+            return False
+        previous = token_id
+    return True
+
+
+def from_hf_json(data: bytes | str | dict[str, Any], name: str, *, source: str = "tokenizer.json",
+                 spec: TokenizerSpec | None = None, cache_size: int | None = None,
+                 backend: str | None = None) -> Tokenizer:
+    """Build the tokenizer a ``tokenizer.json`` describes. ``source`` names the file in errors. Raises
+    :class:`~app.engine.errors.ArtifactError` for anything that cannot be loaded exactly."""
+    try:
+        doc = data if isinstance(data, dict) else json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ArtifactError(source, f"not a tokenizer.json (invalid JSON: {exc})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict):
+        raise ArtifactError(source, "not a tokenizer.json (no 'model' object)")
+    try:
+        model_config = dict(doc["model"])
+        if "type" not in model_config:  # very old files leave the model type implicit
+            raise _Refused("model: no 'type'")
+        parts = {section: None if doc.get(section) is None else _build(section, doc[section], section)
+                 for section in ("normalizer", "pre_tokenizer", "post_processor", "decoder")}
+        model = _build("model", model_config, "model")
+        added = _added_tokens(doc.get("added_tokens"))
+        pipeline = Pipeline(name=name, model=model, normalizer=parts["normalizer"],
+                            pre_tokenizer=parts["pre_tokenizer"], post_processor=parts["post_processor"],
+                            decoder=parts["decoder"], added_tokens=added, cache_size=cache_size, spec=spec)
+    except _Refused as exc:
+        raise ArtifactError(source, f"cannot load exactly: {exc}") from None
+    except ValueError as exc:
+        raise ArtifactError(source, f"cannot load exactly: {exc}") from None
+    if backend != "python" and _fast_constructor is not None and is_rank_ordered_byte_level_bpe(doc):
+        fast = _fast_constructor(doc, pipeline)
+        if fast is not None:
+            return fast
+    return pipeline
+
+
+def load_hf_json(spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None) -> Tokenizer:
+    """The loader of the ``hf_json`` format: read and verify the artifact, build it, check ``vocab_size``."""
+    data = spec.read_artifact()
+    tok = from_hf_json(data, spec.name, source=str(spec.artifact_path), spec=spec, cache_size=cache_size,
+                       backend=backend)
+    spec.check_vocab_size(tok.n_vocab)
+    return tok
+
+
+def load_hf_json_file(path: Path, name: str, *, cache_size: int | None = None) -> Tokenizer:
+    """Build a tokenizer from a local ``tokenizer.json`` (no manifest): for ``import`` and tests."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ArtifactError(str(path), f"cannot read: {exc.strerror or exc}") from None
+    return from_hf_json(data, name, source=str(path), cache_size=cache_size)

@@ -1,0 +1,1 @@
+"""Pipeline models: one module per algorithm (BPE over merges, WordLevel; WordPiece and Unigram alongside)."""

@@ -1,0 +1,283 @@
+"""BPE over an ordered merge list, as Hugging Face ``tokenizers``' ``BPE`` model.
+
+A pre-token starts as one symbol per character (``continuing_subword_prefix`` on every character but the first,
+``end_of_word_suffix`` on the last). A character missing from the vocabulary becomes one ``<0xNN>`` symbol per
+UTF-8 byte with ``byte_fallback`` (when all of them exist), else the ``unk_token`` (runs of unknowns fused into one
+with ``fuse_unk``), else it is dropped. Then the pair with the lowest merge rank is merged, leftmost first, until
+no pair has a merge; a pair listed twice keeps its last rank. ``ignore_merges``: a pre-token that is itself in
+the vocabulary is that one token.
+
+Long pre-tokens (SentencePiece-style files split nothing, so a whole line is one pre-token) are cut, exactly,
+where no merge can ever join two neighbouring characters: a merge only joins symbols across the boundary
+between its two halves, so a boundary between characters ``a`` and ``b`` that ends no merge's left half with
+``a`` while starting its right half with ``b`` is never crossed, and the two sides merge independently.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+#: Below this many symbols the quadratic scan beats the heap.
+_HEAP_FROM = 48
+
+
+class BPEError(ValueError):
+    """A vocabulary or merge list the model cannot be built from (the loader names the file)."""
+
+
+class BPE:
+    """The model. ``merges`` are ``(left, right)`` token strings in rank order."""
+
+    def __init__(self, vocab: Mapping[str, int], merges: Sequence[tuple[str, str]], *, unk_token: str | None = None,
+                 fuse_unk: bool = False, byte_fallback: bool = False, continuing_subword_prefix: str | None = None,
+                 end_of_word_suffix: str | None = None, ignore_merges: bool = False) -> None:
+        self.vocab = dict(vocab)
+        self.unk_token = unk_token
+        self.fuse_unk = fuse_unk
+        self.byte_fallback = byte_fallback
+        self.prefix = continuing_subword_prefix or ""
+        self.suffix = end_of_word_suffix or ""
+        self.ignore_merges = ignore_merges
+        top = max(self.vocab.values(), default=-1)
+        self._vocab_size = top + 1
+        self._id_to_token: list[str | None] = [None] * (top + 1)
+        for token, token_id in self.vocab.items():
+            if token_id < 0:
+                raise BPEError(f"negative id {token_id} for {token!r}")
+            self._id_to_token[token_id] = token
+        self._unk_id: int | None = None
+        if unk_token is not None and unk_token in self.vocab:
+            self._unk_id = self.vocab[unk_token]
+        self._width = max(top + 1, 1)
+        width = self._width
+        ranks: dict[int, tuple[int, int]] = {}
+        junctions: set[str] = set()
+        cut = len(self.prefix)
+        for rank, (left, right) in enumerate(merges):
+            a, b = self.vocab.get(left), self.vocab.get(right)
+            new = self.vocab.get(left + right[cut:])
+            if a is None or b is None or new is None:
+                raise BPEError(f"merge {rank} ({left!r} {right!r}) uses or makes a token outside the vocabulary")
+            ranks[a * width + b] = (rank, new)
+            if left and right:
+                junctions.add(left[-1] + right[0])
+        self._ranks = ranks
+        # Cutting long pre-tokens is exact only when symbols are plain characters.
+        self._junctions: set[str] | None = (
+            junctions if not self.prefix and not self.suffix and not ignore_merges else None
+        )
+        self._bytes = [self.vocab.get(f"<0x{b:02X}>") for b in range(256)] if byte_fallback else []
+
+    @classmethod
+    def from_hf(cls, config: dict[str, Any]) -> BPE:
+        """From a ``tokenizer.json`` ``model`` entry (merges as ``"a b"`` strings or ``[a, b]`` pairs). Raises
+        :class:`BPEError` for ``dropout`` (randomised, cannot be reproduced) or a bad vocabulary/merge list."""
+        if config.get("dropout") not in (None, 0, 0.0):
+            raise BPEError(f"dropout {config.get('dropout')!r} (only null is supported)")
+        vocab = config.get("vocab")
+        if not isinstance(vocab, dict):
+            raise BPEError("vocab must be an object")
+        merges: list[tuple[str, str]] = []
+        for item in config.get("merges") or []:
+            if isinstance(item, str):
+                left, sep, right = item.partition(" ")
+                if not sep:
+                    raise BPEError(f"merge {item!r} is not two tokens")
+                merges.append((left, right))
+            elif isinstance(item, list) and len(item) == 2 and all(isinstance(x, str) for x in item):
+                merges.append((item[0], item[1]))
+            else:
+                raise BPEError(f"merge {item!r:.60} is neither 'a b' nor [a, b]")
+        unk = config.get("unk_token")
+        if unk is not None and unk not in vocab:
+            raise BPEError(f"unk_token {unk!r} is not in the vocabulary")
+        return cls(vocab, merges, unk_token=unk, fuse_unk=bool(config.get("fuse_unk", False)),
+                   byte_fallback=bool(config.get("byte_fallback", False)),
+                   continuing_subword_prefix=config.get("continuing_subword_prefix"),
+                   end_of_word_suffix=config.get("end_of_word_suffix"),
+                   ignore_merges=bool(config.get("ignore_merges", False)))
+
+    # -- protocol ------------------------------------------------------------------------------------------------
+
+    @property
+    def vocab_size(self) -> int:
+        return self._vocab_size
+
+    def token_to_id(self, token: str) -> int | None:
+        return self.vocab.get(token)
+
+    def id_to_token(self, token_id: int) -> str | None:
+        return self._id_to_token[token_id] if 0 <= token_id < self._vocab_size else None
+
+    def tokenize(self, text: str) -> list[int]:
+        """Ids of one pre-token."""
+        if not text:
+            return []
+        if self.ignore_merges:
+            whole = self.vocab.get(text)
+            if whole is not None:
+                return [whole]
+        syms, _ = self._symbols(text, False)
+        return self._merge(syms, None)
+
+    def tokenize_with_spans(self, text: str) -> list[tuple[int, int, int]]:
+        """``(id, start, end)`` per token, in characters of ``text``; byte-fallback tokens of one character each
+        span that character."""
+        if not text:
+            return []
+        if self.ignore_merges:
+            whole = self.vocab.get(text)
+            if whole is not None:
+                return [(whole, 0, len(text))]
+        syms, spans = self._symbols(text, True)
+        assert spans is not None
+        ids = self._merge(syms, spans)
+        return [(i, s, e) for i, (s, e) in zip(ids, spans, strict=True)]
+
+    def segments(self, text: str) -> Iterator[tuple[int, int]]:
+        """``(start, end)`` stretches of ``text`` that merge independently (see the module docstring); the whole
+        text when it cannot be cut."""
+        junctions = self._junctions
+        if junctions is None or len(text) < 2:
+            yield 0, len(text)
+            return
+        vocab = self.vocab
+        start = 0
+        known_prev = text[0] in vocab
+        for i in range(1, len(text)):
+            known = text[i] in vocab
+            if known and known_prev and text[i - 1:i + 1] not in junctions:
+                yield start, i
+                start = i
+            known_prev = known
+        yield start, len(text)
+
+    # -- algorithm -----------------------------------------------------------------------------------------------
+
+    def _symbols(self, text: str, with_spans: bool) -> tuple[list[int], list[tuple[int, int]] | None]:
+        vocab = self.vocab
+        syms: list[int] = []
+        spans: list[tuple[int, int]] | None = [] if with_spans else None
+        if not self.prefix and not self.suffix and not self.byte_fallback and self._unk_id is None:
+            # The common byte-level case: every character is in the vocabulary (or dropped).
+            for i, ch in enumerate(text):
+                token_id = vocab.get(ch)
+                if token_id is not None:
+                    syms.append(token_id)
+                    if spans is not None:
+                        spans.append((i, i + 1))
+            return syms, spans
+        unk: list[int] | None = None  # [id, start, end] of the pending unknown
+        last = len(text) - 1
+        for i, ch in enumerate(text):
+            s = ch
+            if i and self.prefix:
+                s = self.prefix + s
+            if i == last and self.suffix:
+                s = s + self.suffix
+            token_id = vocab.get(s)
+            if token_id is not None:
+                if unk is not None:
+                    syms.append(unk[0])
+                    if spans is not None:
+                        spans.append((unk[1], unk[2]))
+                    unk = None
+                syms.append(token_id)
+                if spans is not None:
+                    spans.append((i, i + 1))
+                continue
+            if self.byte_fallback:
+                byte_ids = [self._bytes[b] for b in s.encode("utf-8")]
+                if all(b is not None for b in byte_ids):
+                    for b in byte_ids:
+                        assert b is not None
+                        syms.append(b)
+                        if spans is not None:
+                            spans.append((i, i + 1))
+                    continue
+            if self.unk_token is not None:
+                if self._unk_id is None:
+                    raise BPEError(f"unk_token {self.unk_token!r} is not in the vocabulary")
+                if unk is not None and self.fuse_unk:
+                    unk[2] = i + 1
+                else:
+                    if unk is not None:
+                        syms.append(unk[0])
+                        if spans is not None:
+                            spans.append((unk[1], unk[2]))
+                    unk = [self._unk_id, i, i + 1]
+        if unk is not None:
+            syms.append(unk[0])
+            if spans is not None:
+                spans.append((unk[1], unk[2]))
+        return syms, spans
+
+    def _merge(self, syms: list[int], spans: list[tuple[int, int]] | None) -> list[int]:
+        if len(syms) >= _HEAP_FROM:
+            return self._merge_heap(syms, spans)
+        ranks = self._ranks
+        width = self._width
+        while len(syms) > 1:
+            best_rank = -1
+            best_at = -1
+            best_new = 0
+            for i in range(len(syms) - 1):
+                found = ranks.get(syms[i] * width + syms[i + 1])
+                if found is not None and (best_at < 0 or found[0] < best_rank):
+                    best_rank, best_new = found
+                    best_at = i
+            if best_at < 0:
+                break
+            syms[best_at] = best_new
+            del syms[best_at + 1]
+            if spans is not None:
+                spans[best_at] = (spans[best_at][0], spans[best_at + 1][1])
+                del spans[best_at + 1]
+        return syms
+
+    def _merge_heap(self, syms: list[int], spans: list[tuple[int, int]] | None) -> list[int]:
+        ranks = self._ranks
+        width = self._width
+        n = len(syms)
+        nxt = list(range(1, n + 1))
+        nxt[-1] = -1
+        prv = list(range(-1, n - 1))
+        alive = [True] * n
+        heap: list[tuple[int, int, int]] = []
+        for i in range(n - 1):
+            found = ranks.get(syms[i] * width + syms[i + 1])
+            if found is not None:
+                heap.append((found[0], i, found[1]))
+        heapq.heapify(heap)
+        while heap:
+            _, i, new = heapq.heappop(heap)
+            if not alive[i]:
+                continue
+            j = nxt[i]
+            if j < 0:
+                continue
+            found = ranks.get(syms[i] * width + syms[j])
+            if found is None or found[1] != new:
+                continue
+            syms[i] = new
+            alive[j] = False
+            if spans is not None:
+                spans[i] = (spans[i][0], spans[j][1])
+            k = nxt[j]
+            nxt[i] = k
+            if k >= 0:
+                prv[k] = i
+            p = prv[i]
+            if p >= 0:
+                found = ranks.get(syms[p] * width + new)
+                if found is not None:
+                    heapq.heappush(heap, (found[0], p, found[1]))
+            if k >= 0:
+                found = ranks.get(new * width + syms[k])
+                if found is not None:
+                    heapq.heappush(heap, (found[0], i, found[1]))
+        if spans is not None:
+            spans[:] = [s for s, a in zip(spans, alive, strict=True) if a]
+        return [s for s, a in zip(syms, alive, strict=True) if a]

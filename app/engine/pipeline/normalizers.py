@@ -1,0 +1,265 @@
+"""Normalizers: NFC/NFD/NFKC/NFKD, Lowercase, StripAccents, Replace, Prepend, Strip, Sequence.
+
+Each keeps one original-text span per output character, as Hugging Face's ``NormalizedString`` aligns them: a
+character that replaces others takes the span of the first one it replaces, an inserted character the span of the
+character before it (of the first character when inserted at the very start), a ``Replace`` result the span of
+the last character of what it replaces. :meth:`normalize_str` is the same rewrite without spans.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, cast
+
+import regex
+
+from .base import Normalizer, Piece, Span
+from .pattern import HFPattern
+
+Form = Literal["NFC", "NFD", "NFKC", "NFKD"]
+
+#: Characters after which text normalizes independently of what comes before (a starter that nothing before it
+#: can combine with or be reordered around).
+_BOUNDARY = {
+    "NFC": regex.compile(r"[\p{ccc=0}&&\p{NFC_QC=Yes}]", regex.V1),
+    "NFKC": regex.compile(r"[\p{ccc=0}&&\p{NFKC_QC=Yes}]", regex.V1),
+    "NFD": regex.compile(r"[\p{ccc=0}&&\p{NFD_QC=Yes}]", regex.V1),
+    "NFKD": regex.compile(r"[\p{ccc=0}&&\p{NFKD_QC=Yes}]", regex.V1),
+}
+_DECOMPOSE: dict[str, Form] = {"NFC": "NFD", "NFKC": "NFKD", "NFD": "NFD", "NFKD": "NFKD"}
+
+
+def _labels_for_segment(form: Form, seg: str, out: str) -> list[int]:
+    """Per character of ``out`` (the normalization of ``seg``), the index in ``seg`` whose span it takes."""
+    if len(out) == len(seg) and all(unicodedata.normalize(form, c) == o for c, o in zip(seg, out, strict=True)):
+        return list(range(len(seg)))
+    decomposed: list[tuple[str, int]] = [(d, i) for i, c in enumerate(seg)
+                                         for d in unicodedata.normalize(_DECOMPOSE[form], c)]
+    # canonical reordering, carrying labels (stable sort of each run of non-starters by combining class)
+    ordered: list[tuple[str, int]] = []
+    run: list[tuple[str, int]] = []
+    for item in decomposed:
+        if unicodedata.combining(item[0]):
+            run.append(item)
+        else:
+            ordered.extend(sorted(run, key=lambda x: unicodedata.combining(x[0])))
+            run = []
+            ordered.append(item)
+    ordered.extend(sorted(run, key=lambda x: unicodedata.combining(x[0])))
+    if form in ("NFD", "NFKD"):
+        if "".join(d for d, _ in ordered) == out:
+            return [i for _, i in ordered]
+        return [0] * len(out)
+    labels: list[int] = []
+    pool = list(ordered)
+    for o in out:
+        parts = unicodedata.normalize(_DECOMPOSE[form], o)
+        if not pool:
+            return [0] * len(out)
+        labels.append(pool[0][1])
+        for p in parts:
+            at = next((k for k, (d, _) in enumerate(pool) if d == p), -1)
+            if at < 0:
+                return [0] * len(out)
+            del pool[at]
+    return labels
+
+
+class Unicode:
+    """NFC, NFD, NFKC or NFKD."""
+
+    @classmethod
+    def from_hf(cls, config: dict[str, Any]) -> Unicode:
+        return cls(config["type"])
+
+    def __init__(self, form: str) -> None:
+        if form not in _BOUNDARY:
+            raise ValueError(f"unknown normalization form {form!r}")
+        self.form: Form = cast(Form, form)
+
+    def normalize_str(self, text: str) -> str:
+        return unicodedata.normalize(self.form, text)
+
+    def normalize(self, piece: Piece) -> Piece:
+        text = piece.text
+        if unicodedata.is_normalized(self.form, text):
+            return piece
+        if piece.spans is None:
+            return piece.with_text(unicodedata.normalize(self.form, text), None)
+        spans = piece.spans
+        cuts = [m.start() for m in _BOUNDARY[self.form].finditer(text) if m.start() > 0]
+        out_text: list[str] = []
+        out_spans: list[Span] = []
+        for start, end in zip([0, *cuts], [*cuts, len(text)], strict=True):
+            seg = text[start:end]
+            out = unicodedata.normalize(self.form, seg)
+            out_text.append(out)
+            out_spans.extend(spans[start + i] for i in _labels_for_segment(self.form, seg, out))
+        joined = "".join(out_text)
+        if joined != unicodedata.normalize(self.form, text):  # a segmentation the tables did not foresee
+            joined = unicodedata.normalize(self.form, text)
+            out_spans = [spans[0]] * len(joined)
+        return piece.with_text(joined, out_spans)
+
+
+def _map_chars(piece: Piece, fn: Callable[[str], str]) -> Piece:
+    """Apply a per-character rewrite (1 -> 0..n characters); extra characters take their source's span."""
+    if piece.spans is None:
+        return piece.with_text("".join(fn(c) for c in piece.text), None)
+    text: list[str] = []
+    spans: list[Span] = []
+    for c, span in zip(piece.text, piece.spans, strict=True):
+        out = fn(c)
+        text.append(out)
+        spans.extend([span] * len(out))
+    return piece.with_text("".join(text), spans)
+
+
+class Lowercase:
+    """Each character lowercased on its own (no final-sigma rule, as Rust's per-character lowercase)."""
+
+    @classmethod
+    def from_hf(cls, config: dict[str, Any]) -> Lowercase:
+        return cls()
+
+    @staticmethod
+    def _lower(text: str) -> str:
+        return text.lower() if "Σ" not in text else "".join(c.lower() for c in text)
+
+    def normalize_str(self, text: str) -> str:
+        return self._lower(text)
+
+    def normalize(self, piece: Piece) -> Piece:
+        if piece.spans is None:
+            return piece.with_text(self._lower(piece.text), None)
+        return _map_chars(piece, str.lower)
+
+
+class StripAccents:
+    """Drops combining marks (general category Mn), as Hugging Face's StripAccents (run it after NFD/NFKD)."""
+
+    @classmethod
+    def from_hf(cls, config: dict[str, Any]) -> StripAccents:
+        return cls()
+
+    @staticmethod
+    def _keep(c: str) -> str:
+        return "" if unicodedata.category(c) == "Mn" else c
+
+    def normalize_str(self, text: str) -> str:
+        return "".join(self._keep(c) for c in text)
+
+    def normalize(self, piece: Piece) -> Piece:
+        return _map_chars(piece, self._keep)
+
+
+class Replace:
+    """Every match of a string or regex pattern replaced by ``content``."""
+
+    def __init__(self, pattern: HFPattern, content: str) -> None:
+        self.pattern = pattern
+        self.content = content
+
+    @classmethod
+    def from_hf(cls, config: dict[str, Any]) -> Replace:
+        return cls(HFPattern.from_hf(config["pattern"]), str(config["content"]))
+
+    def normalize_str(self, text: str) -> str:
+        return self.pattern.replace(text, self.content)
+
+    def normalize(self, piece: Piece) -> Piece:
+        if piece.spans is None:
+            return piece.with_text(self.normalize_str(piece.text), None)
+        spans = piece.spans
+        text: list[str] = []
+        out_spans: list[Span] = []
+        at = 0
+        for start, end in self.pattern.matches(piece.text):
+            text.append(piece.text[at:start])
+            out_spans.extend(spans[at:start])
+            text.append(self.content)
+            # the inserted characters share the span of the last replaced character (of the one before, for an
+            # empty match)
+            anchor = spans[end - 1] if end > 0 else (spans[0][0], spans[0][0]) if spans else (0, 0)
+            out_spans.extend([anchor] * len(self.content))
+            at = end
+        text.append(piece.text[at:])
+        out_spans.extend(spans[at:])
+        return piece.with_text("".join(text), out_spans)
+
+
+class Prepend:
+    """``prepend`` put before a non-empty text."""
+
+    def __init__(self, prepend: str) -> None:
+        self.prepend = prepend
+
+    @classmethod
+    def from_hf(cls, config: dict[str, Any]) -> Prepend:
+        return cls(str(config["prepend"]))
+
+    def normalize_str(self, text: str) -> str:
+        return self.prepend + text if text else text
+
+    def normalize(self, piece: Piece) -> Piece:
+        if not piece.text:
+            return piece
+        spans = None if piece.spans is None else [piece.spans[0]] * len(self.prepend) + piece.spans
+        return piece.with_text(self.prepend + piece.text, spans)
+
+
+class Strip:
+    """Leading (``left``) and trailing (``right``) whitespace removed."""
+
+    def __init__(self, left: bool = True, right: bool = True) -> None:
+        self.left = left
+        self.right = right
+
+    @classmethod
+    def from_hf(cls, config: dict[str, Any]) -> Strip:
+        return cls(bool(config.get("strip_left", True)), bool(config.get("strip_right", True)))
+
+    def _bounds(self, text: str) -> tuple[int, int]:
+        start, end = 0, len(text)
+        if self.left:
+            while start < end and _rust_whitespace(text[start]):
+                start += 1
+        if self.right:
+            while end > start and _rust_whitespace(text[end - 1]):
+                end -= 1
+        return start, end
+
+    def normalize_str(self, text: str) -> str:
+        start, end = self._bounds(text)
+        return text[start:end]
+
+    def normalize(self, piece: Piece) -> Piece:
+        start, end = self._bounds(piece.text)
+        return piece.with_text(piece.text[start:end], None if piece.spans is None else piece.spans[start:end])
+
+
+_RUST_WS = frozenset("\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+                     "\u2028\u2029\u202f\u205f\u3000")
+
+
+def _rust_whitespace(c: str) -> bool:
+    """Rust's ``char::is_whitespace`` (the Unicode White_Space property)."""
+    return c in _RUST_WS
+
+
+class NormalizerSequence:
+    """Normalizers applied in order (``Sequence``; the loader builds the members)."""
+
+    def __init__(self, normalizers: Sequence[Normalizer]) -> None:
+        self.normalizers = list(normalizers)
+
+    def normalize_str(self, text: str) -> str:
+        for n in self.normalizers:
+            text = n.normalize_str(text)
+        return text
+
+    def normalize(self, piece: Piece) -> Piece:
+        for n in self.normalizers:
+            piece = n.normalize(piece)
+        return piece

@@ -1,0 +1,208 @@
+""":class:`Pipeline`: a tokenizer built from components, as Hugging Face ``tokenizers`` models one.
+
+Encoding one text (ordinary text only; special tokens enter by name, see :mod:`app.engine.tokenizer`):
+
+1. added tokens with ``normalized: false`` are found in the caller's text (:mod:`.added`);
+2. each stretch between them is normalized on its own, then added tokens with ``normalized: true`` are found in it;
+3. the pre-tokenizer splits the remaining stretches into pre-tokens;
+4. the model turns each pre-token into ids, through a bounded per-pipeline cache keyed by the pre-token.
+
+Added tokens marked special are never matched (step 1 and 2 skip them); their ids come only from ``prefix``,
+``suffix``, :class:`~app.engine.specials.Special` parts or the post-processor's template
+(``add_special_tokens=True``). Offsets are character spans in the caller's text, carried through every stage
+(:class:`~app.engine.pipeline.base.Piece`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from ..cache import CacheStats, PieceCache, default_cache_size
+from ..errors import InvalidTokenIdError
+from ..specials import EMPTY_TEMPLATE, Template
+from ..store import TokenizerSpec
+from ..tokenizer import TokenizerBase
+from .added import AddedMatcher, AddedToken
+from .base import Decoder, Model, Normalizer, Piece, PostProcessor, PreTokenizer, Span
+
+
+class Pipeline(TokenizerBase):
+    """Normalizer -> pre-tokenizer -> model -> post-processor, a decoder back, and an added vocabulary.
+
+    Every component but the model is optional. ``added_tokens`` are the file's added tokens (special and not);
+    an added token's id takes precedence over the model's for the same id when decoding. Thread-safe: components
+    are immutable after construction and the cache is thread-safe."""
+
+    def __init__(self, *, name: str, model: Model, normalizer: Normalizer | None = None,
+                 pre_tokenizer: PreTokenizer | None = None, post_processor: PostProcessor | None = None,
+                 decoder: Decoder | None = None, added_tokens: Iterable[AddedToken] = (),
+                 cache_size: int | None = None, spec: TokenizerSpec | None = None, backend: str = "python") -> None:
+        self.name = name
+        self.spec = spec
+        self.backend = backend
+        self.model = model
+        self.normalizer = normalizer
+        self.pre_tokenizer = pre_tokenizer
+        self.post_processor = post_processor
+        self.decoder = decoder
+        added = list(added_tokens)
+        self._added = added
+        self._added_by_id: dict[int, AddedToken] = {}
+        for token in added:
+            self._added_by_id.setdefault(token.id, token)
+        self._raw_matcher = AddedMatcher([(t.content, t) for t in added if not t.normalized])
+        self._norm_matcher = AddedMatcher(
+            [(normalizer.normalize_str(t.content) if normalizer else t.content, t) for t in added if t.normalized]
+        )
+        self._has_added = self._raw_matcher.has_matchable or self._norm_matcher.has_matchable
+        template = post_processor.template() if post_processor is not None else EMPTY_TEMPLATE
+        specials: dict[str, int] = {}
+        for token in added:
+            if token.special:
+                specials.setdefault(token.content, token.id)
+        for special_name, special_id in (*template.prefix, *template.suffix):
+            specials.setdefault(special_name, special_id)
+        # An added token owns its id even when the model also has it (several files do this), so no special id
+        # counts as ordinary here.
+        self._init_special_tokens(specials, lambda _id: False)
+        self._template = template
+        top = max((t.id for t in added), default=-1)
+        self.n_vocab = max(model.vocab_size, top + 1)
+        size = default_cache_size() if cache_size is None else cache_size
+        self._cache = PieceCache(self._tokenize_piece, size)
+        self._lookup = self._cache.lookup
+
+    # -- encoding -------------------------------------------------------------------------------------------------
+
+    @property
+    def added_tokens(self) -> dict[str, int]:
+        """Non-special added tokens (content -> id), matched in text before the model runs."""
+        return {t.content: t.id for t in self._added if not t.special}
+
+    def _tokenize_piece(self, text: str) -> tuple[int, ...]:
+        return tuple(self.model.tokenize(text))
+
+    def _pieces(self, text: str, offsets: bool) -> list[Piece]:
+        """Steps 1–3: the text as pre-tokens and matched added tokens, in order."""
+        root = Piece.of(text, offsets)
+        normalizer = self.normalizer
+        out: list[Piece] = []
+        for start, end, token in self._raw_matcher.split(text):
+            if token is not None:
+                piece = root.slice(start, end)
+                piece.token_id = token.id
+                out.append(piece)
+                continue
+            if start == end:
+                continue
+            chunk = root.slice(start, end)
+            if normalizer is not None:
+                chunk = normalizer.normalize(chunk)
+                if not chunk.text:
+                    continue
+            if not self._norm_matcher.has_matchable:
+                out.append(chunk)
+                continue
+            for s2, e2, token2 in self._norm_matcher.split(chunk.text):
+                if s2 == e2:
+                    continue
+                piece = chunk.slice(s2, e2)
+                if token2 is not None:
+                    piece.token_id = token2.id
+                out.append(piece)
+        if self.pre_tokenizer is not None:
+            out = self.pre_tokenizer.pre_tokenize(out)
+        return out
+
+    def _encode_text(self, text: str) -> list[int]:
+        ids: list[int] = []
+        lookup = self._lookup
+        for piece in self._pieces(text, False):
+            if piece.token_id is not None:
+                ids.append(piece.token_id)
+            elif piece.text:
+                ids.extend(lookup(piece.text))
+        return ids
+
+    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        """Ids of ``text`` and, per id, its ``(start, end)`` character span in ``text``."""
+        ids: list[int] = []
+        spans: list[Span] = []
+        tokens: list[str] = []
+        for piece in self._pieces(text, True):
+            if piece.token_id is not None:
+                ids.append(piece.token_id)
+                spans.append(piece.span(0, len(piece.text)))
+                tokens.append(self._token_string(piece.token_id) or piece.text)
+                continue
+            if not piece.text:
+                continue
+            for token_id, start, end in self.model.tokenize_with_spans(piece.text):
+                ids.append(token_id)
+                spans.append(piece.span(start, end))
+                tokens.append(self.model.id_to_token(token_id) or "")
+        if self.post_processor is not None:
+            spans = self.post_processor.adjust_offsets(tokens, spans)
+        return ids, spans
+
+    # -- decoding -------------------------------------------------------------------------------------------------
+
+    def _token_string(self, token_id: int) -> str | None:
+        added = self._added_by_id.get(token_id)
+        if added is not None:
+            return added.content
+        return self.model.id_to_token(token_id)
+
+    def _token_strings(self, ids: Sequence[int], skip_special: bool) -> list[str]:
+        out: list[str] = []
+        for index, token_id in enumerate(ids):
+            token = self._token_string(token_id) if isinstance(token_id, int) and token_id >= 0 else None
+            if token is None:
+                raise InvalidTokenIdError(token_id, self.name, self.n_vocab, index=index)
+            if skip_special and self.is_special(token_id):
+                continue
+            out.append(token)
+        return out
+
+    def decode(self, ids: Sequence[int], *, errors: str = "replace", skip_special: bool = False) -> str:
+        """Text of ``ids`` through the decoder chain, as Hugging Face's ``decode`` (``skip_special`` drops the
+        special tokens first). With ``errors`` other than ``"replace"`` the surface bytes are decoded with it
+        instead. Raises :class:`~app.engine.errors.InvalidTokenIdError` for an id outside the vocabulary."""
+        if errors != "replace":
+            return self.decode_bytes(ids, skip_special=skip_special).decode("utf-8", errors=errors)
+        tokens = self._token_strings(ids, skip_special)
+        if self.decoder is None:
+            return " ".join(tokens)
+        return "".join(self.decoder.decode_chain(tokens))
+
+    def decode_tokens_bytes(self, ids: Sequence[int], *, skip_special: bool = False) -> list[bytes]:
+        """Each token's surface bytes (the decoder's :meth:`~app.engine.pipeline.base.Decoder.surface`); special
+        tokens as their UTF-8 name."""
+        out: list[bytes] = []
+        decoder = self.decoder
+        for index, token_id in enumerate(ids):
+            token = self._token_string(token_id) if isinstance(token_id, int) and token_id >= 0 else None
+            if token is None:
+                raise InvalidTokenIdError(token_id, self.name, self.n_vocab, index=index)
+            if self.is_special(token_id):
+                if not skip_special:
+                    out.append(token.encode("utf-8"))
+                continue
+            surface = decoder.surface(token) if decoder is not None else token
+            out.append(surface.encode("utf-8") if isinstance(surface, str) else surface)
+        return out
+
+    # -- cache ----------------------------------------------------------------------------------------------------
+
+    def cache_stats(self) -> CacheStats:
+        """Counters of this pipeline's pre-token cache."""
+        return self._cache.stats()
+
+    def clear_cache(self) -> None:
+        """Empty the pre-token cache."""
+        self._cache.clear()
+
+    @property
+    def template(self) -> Template:
+        """The post-processor's single-sequence template (what ``add_special_tokens=True`` adds)."""
+        return self._template
