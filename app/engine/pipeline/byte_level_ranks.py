@@ -37,6 +37,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from typing import Any
 
+from .pre_tokenizers import byte_chars
+
 
 class NotRankOrdered(ValueError):
     """The model's merge-list BPE is not provably rank BPE (the message says which condition fails and where)."""
@@ -45,20 +47,7 @@ class NotRankOrdered(ValueError):
 @cache
 def byte_to_char() -> dict[int, str]:
     """GPT-2's reversible byte -> printable character map used by byte-level vocabularies."""
-    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    out = {b: chr(b) for b in keep}
-    extra = 0
-    for b in range(256):
-        if b not in out:
-            out[b] = chr(256 + extra)
-            extra += 1
-    return out
-
-
-@cache
-def char_to_byte() -> dict[str, int]:
-    """The inverse of :func:`byte_to_char`."""
-    return {c: b for b, c in byte_to_char().items()}
+    return dict(enumerate(byte_chars()))
 
 
 @cache
