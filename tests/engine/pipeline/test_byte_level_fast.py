@@ -1,0 +1,212 @@
+"""The byte-level fast path (:mod:`app.engine.pipeline.byte_level_fast`) against Hugging Face ``tokenizers`` (special-
+token splitting off: ``encode_special_tokens = True``) and against our pure-Python pipeline, on the bundled Qwen3 and
+DeepSeek-V3 files: hostile strings, real multilingual text, every added and special token alone and glued to words,
+NFC-sensitive text, long runs; ids, counts, batches, offsets and decoding.
+
+``FAST_HF_CASES`` random strings per tokenizer in the default run (a development run takes hundreds of thousands:
+``FAST_HF_CASES=300000 pytest tests/engine/pipeline/test_byte_level_fast.py -k random``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import unicodedata
+from functools import cache
+
+import pytest
+from tokenizers import Tokenizer as HFTokenizer
+
+from app.engine import get_encoding, get_store, native, patterns
+from app.engine.encoding import scrub_surrogates
+from app.engine.pipeline.byte_level_fast import ByteLevelFast, IsolatedSplits, fast_byte_level
+from app.engine.pipeline.hf_json import from_hf_json
+from app.engine.pipeline.pipeline import Pipeline
+
+from ..exactness import corpus, realtext
+
+pytestmark = pytest.mark.skipif(not native.available(), reason="compiled core not built")
+
+NAMES = ["qwen3", "deepseek-v3"]
+FUZZ_CASES = int(os.environ.get("FAST_HF_CASES", "3000"))
+FUZZ_SEED = int(os.environ.get("FAST_HF_SEED", "20261201"))
+
+
+@cache
+def document(name: str) -> dict[str, object]:
+    return json.loads(get_store().spec(name).read_artifact())  # type: ignore[no-any-return]
+
+
+@cache
+def hf(name: str) -> HFTokenizer:
+    tok = HFTokenizer.from_str(json.dumps(document(name)))
+    tok.encode_special_tokens = True
+    return tok
+
+
+def ours(name: str) -> ByteLevelFast:
+    tok = get_encoding(name)
+    assert isinstance(tok, ByteLevelFast), type(tok)
+    return tok
+
+
+def hf_ids(name: str, texts: list[str], add_special_tokens: bool = False) -> list[list[int]]:
+    return [e.ids for e in hf(name).encode_batch(texts, add_special_tokens=add_special_tokens)]
+
+
+def assert_same(name: str, texts: list[str]) -> None:
+    """Ids, counts and batches equal Hugging Face's for every text (both ways of add_special_tokens)."""
+    tok = ours(name)
+    texts = [scrub_surrogates(t) for t in texts]
+    want = hf_ids(name, texts)
+    got = tok.encode_batch(texts)
+    bad = [t for t, a, b in zip(texts, got, want, strict=True) if a != b]
+    assert not bad, f"{name}: {len(bad)} of {len(texts)} differ, first {bad[0][:80]!r}"
+    assert [tok.encode(t) for t in texts[:300]] == want[:300]
+    assert tok.count_batch(texts) == [len(w) for w in want]
+    with_specials = hf_ids(name, texts[:200], add_special_tokens=True)
+    assert [tok.encode(t, add_special_tokens=True) for t in texts[:200]] == with_specials
+
+
+def token_strings(name: str) -> list[str]:
+    """Every added token (special or not) alone, glued to words, spaces and each other."""
+    contents = [t["content"] for t in document(name)["added_tokens"]]  # type: ignore[index]
+    rng = random.Random(3)
+    out: list[str] = []
+    for c in contents:
+        out += [c, f"x{c}y", f" {c} ", f"{c}{c}", f"hello{c}\n", f"{c}'s", f"日本{c}語", f"{c[:-1]}", f"{c[1:]}"]
+    for _ in range(300):
+        out.append("".join(rng.choice([*rng.sample(contents, 3), " ", "a", "\n", "<", "|", "｜"])
+                           for _ in range(rng.randint(1, 8))))
+    return out
+
+
+NFC_SENSITIVE = [
+    "e\u0301", "cafe\u0301 ", "\u212b", "A\u030a", "\u1100\u1161\u11a8", "\uf900\uf901", "ﬁ ﬂ", "Ω \u2126",
+    "\u0344", "a\u0328\u0301", "\u0958\u0959", "x\u0301\u0323y", "\u00c5\u0301", "\u1e9b\u0323", "ᄀ각",
+    "e\u0301<think>", "<think>e\u0301</think>", "Å<tool_call>A\u030a", "\u2000\u2001",
+]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_bundled_file_loads_as_the_fast_path(name: str) -> None:
+    tok = ours(name)
+    assert tok.backend == "native" and tok.n_vocab == get_store().spec(name).vocab_size
+    assert tok.special_tokens == get_encoding(name, backend="python").special_tokens
+    assert tok.added_tokens == get_encoding(name, backend="python").added_tokens
+    assert tok.encoding._native is not None
+
+
+def test_qwen3_runs_the_named_qwen2_scanner() -> None:
+    split = document("qwen3")["pre_tokenizer"]["pretokenizers"][0]  # type: ignore[index]
+    assert split["pattern"]["Regex"] == patterns.QWEN2
+    assert ours("qwen3").encoding._native.has_scanner  # type: ignore[union-attr]
+    assert not ours("deepseek-v3").encoding._native.has_scanner  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_hostile_fragments(name: str) -> None:
+    texts = [*corpus.ALL_FRAGMENTS, *corpus.glued_triples(), *corpus.exhaustive()]
+    assert_same(name, texts[:: max(1, len(texts) // 20000)])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_added_and_special_tokens_alone_and_glued(name: str) -> None:
+    assert_same(name, token_strings(name))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_nfc_sensitive_text(name: str) -> None:
+    assert_same(name, NFC_SENSITIVE + [s * 3 + " " + s for s in NFC_SENSITIVE])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_random_mixes(name: str) -> None:
+    texts = list(corpus.random_mixes(FUZZ_SEED + len(name), FUZZ_CASES))
+    rng = random.Random(FUZZ_SEED)
+    contents = [t["content"] for t in document(name)["added_tokens"]][:40]  # type: ignore[index]
+    texts += [t[: len(t) // 2] + rng.choice(contents) + t[len(t) // 2 :] for t in texts[: FUZZ_CASES // 4]]
+    texts += [t + rng.choice(NFC_SENSITIVE) for t in texts[: FUZZ_CASES // 4]]
+    assert_same(name, texts)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_long_runs(name: str) -> None:
+    assert_same(name, list(corpus.long_runs(100_000).values()))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_real_multilingual_text(name: str) -> None:
+    docs = realtext.documents()
+    texts = [s for d in docs for s in realtext.strings(d)[:12]]
+    assert_same(name, texts)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_surrogates_are_scrubbed(name: str) -> None:
+    tok = ours(name)
+    for text in corpus.surrogate_strings():
+        assert tok.encode(text) == hf_ids(name, [scrub_surrogates(text)])[0]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_same_as_the_pure_python_pipeline(name: str) -> None:
+    reference = get_encoding(name, backend="python")
+    assert isinstance(reference, Pipeline)
+    texts = [*token_strings(name)[:200], *NFC_SENSITIVE, *list(corpus.random_mixes(FUZZ_SEED, 400))]
+    texts = [scrub_surrogates(t) for t in texts]
+    tok = ours(name)
+    assert [tok.encode(t) for t in texts] == [reference.encode(t) for t in texts]
+    sample = texts[::7]
+    assert [tok.encode_with_offsets(t) for t in sample] == [reference.encode_with_offsets(t) for t in sample]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_offsets_and_decoding_equal_hugging_face(name: str) -> None:
+    """Offsets of text that NFC leaves alone (offsets through a changing NFC are the pipeline's, compared with it
+    above); decoding of everything."""
+    tok = ours(name)
+    texts = [*token_strings(name)[::5], *NFC_SENSITIVE, *list(corpus.random_mixes(FUZZ_SEED + 1, 500)),
+             *[s for d in realtext.documents()[:10] for s in realtext.strings(d)[1:10]]]
+    texts = [scrub_surrogates(t) for t in texts]
+    stable = 0
+    for text, enc in zip(texts, hf(name).encode_batch(texts, add_special_tokens=False), strict=True):
+        ids, spans = tok.encode_with_offsets(text)
+        assert ids == enc.ids
+        if unicodedata.is_normalized("NFC", text) or name == "deepseek-v3":  # DeepSeek-V3 does not normalize
+            stable += 1
+            assert spans == [tuple(o) for o in enc.offsets], repr(text[:60])
+        assert tok.decode(ids) == hf(name).decode(enc.ids, skip_special_tokens=False)
+        assert tok.decode(ids, skip_special=True) == hf(name).decode(enc.ids, skip_special_tokens=True)
+    assert stable > len(texts) // 2
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_prefix_suffix_and_parts(name: str) -> None:
+    tok = ours(name)
+    special = next(iter(tok.special_tokens))
+    ids = tok.encode("hi there", prefix=[special], suffix=[special])
+    assert ids == [tok.special_token_id(special), *tok.encode("hi there"), tok.special_token_id(special)]
+    assert tok.count("hi there", prefix=[special]) == len(tok.encode("hi there")) + 1
+    assert tok.encode(special) == hf_ids(name, [special])[0] != [tok.special_token_id(special)]
+
+
+def test_isolated_splits_keep_unmatched_stretches() -> None:
+    splits = IsolatedSplits([r"\d{1,3}", r"[a-z]+"])
+    assert splits.pieces("ab12345 cd!") == ["ab", "123", "45", " ", "cd", "!"]
+    assert list(splits.pieces_with_offsets("x1 ")) == [("x", 0), ("1", 1), (" ", 2)]
+    assert splits.pieces("") == []
+
+
+def test_files_outside_the_fast_path_keep_the_pipeline() -> None:
+    doc = dict(document("qwen3"))
+    lower = {**doc, "normalizer": {"type": "Lowercase"}}
+    assert not isinstance(from_hf_json(lower, "lower"), ByteLevelFast)
+    swapped = json.loads(json.dumps(doc))
+    merges = swapped["model"]["merges"]
+    merges[0], merges[1] = merges[1], merges[0]  # merge order no longer rank order
+    assert not isinstance(from_hf_json(swapped, "swapped"), ByteLevelFast)
+    pipeline = from_hf_json(doc, "qwen3-python", backend="python")
+    assert isinstance(pipeline, Pipeline) and isinstance(fast_byte_level(doc, pipeline), ByteLevelFast)
+    assert not isinstance(get_encoding("gemma3"), ByteLevelFast)
