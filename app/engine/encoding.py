@@ -80,12 +80,15 @@ class Encoding(TokenizerBase):
         backend: str | None = None,
         template: tuple[Sequence[str], Sequence[str]] = ((), ()),
         pre_tokenizer: PieceSplitter | None = None,
+        scanner: int | None = None,
     ) -> None:
         """Build an encoding. ``template``: the special-token names that ``add_special_tokens=True`` puts before and
         after a text (Llama 3: ``(["<|begin_of_text|>"], [])``). ``backend``: ``"native"``, ``"python"`` or None
         (``$TOKENIZER_ENGINE``, else native when the compiled core is available; see
         :func:`app.engine.native.resolve_backend`). ``pre_tokenizer``: splits text instead of ``pattern`` (which
-        then only describes it), e.g. a ``tokenizer.json``'s sequence of splits; its pieces go to the native BPE.
+        then only describes it), e.g. a ``tokenizer.json``'s sequence of splits; its pieces go to the native BPE,
+        unless ``scanner`` names a native pre-tokenizer that splits exactly as it does
+        (:func:`app.engine.native.sequence_scanner_id`).
 
         Raises ``ValueError`` if a byte value is missing from the ranks, a special id collides with an ordinary
         token, or ``backend`` is not a known backend."""
@@ -113,8 +116,9 @@ class Encoding(TokenizerBase):
         self._native_count: Callable[[str], int] | None = None
         if self.backend == "native":
             size = default_cache_size() if cache_size is None else cache_size
-            scanned = pattern if pre_tokenizer is None else ""  # a custom splitter never uses a named scanner
-            native = self._native = NativeCore(mergeable_ranks, scanned, cache_size=size)
+            if scanner is None and pre_tokenizer is not None:
+                scanner = 0  # a custom splitter runs in Python unless a native scanner is named for it
+            native = self._native = NativeCore(mergeable_ranks, pattern, cache_size=size, scanner=scanner)
             if native.encode is not None and native.count is not None:
                 self._native_encode, self._native_count = native.encode, native.count
             else:  # custom pattern: regex pre-tokenizer, native BPE

@@ -52,6 +52,25 @@ PATTERNS: dict[str, str] = {
     "qwen2": QWEN2,
 }
 
+#: DeepSeek-V3: its ``tokenizer.json`` splits three times in turn (Hugging Face ``Split``, ``Isolated``; each regex
+#: runs on every piece of the previous one, unmatched stretches kept): digits in groups of up to three, runs of CJK
+#: ideographs/kana, then the main expression. Not one regex: :data:`SPLIT_SEQUENCES` holds it, not :data:`PATTERNS`.
+DEEPSEEK_V3_SPLITS: tuple[str, ...] = (
+    r"\p{N}{1,3}",
+    "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+    (
+        "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|"
+        "[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+|"
+        " ?[\\p{P}\\p{S}]+[\r\n]*|"
+        "\\s*[\r\n]+|"
+        "\\s+(?!\\S)|"
+        "\\s+"
+    ),
+)
+
+#: Split-sequence id -> its regexes in order (a native scanner runs the whole sequence as one pass).
+SPLIT_SEQUENCES: dict[str, tuple[str, ...]] = {"deepseek_v3": DEEPSEEK_V3_SPLITS}
+
 
 def resolve_pattern(pattern_id: str | None, pattern_regex: str | None) -> tuple[str, str | None]:
     """Return ``(regex, pattern_id)`` for a manifest's pattern fields.

@@ -38,6 +38,14 @@ def test_qwen2_is_llama3_with_single_digits() -> None:
     assert patterns.QWEN2 != patterns.LLAMA3
 
 
+def test_split_sequences_compile_and_are_not_named_patterns() -> None:
+    for sources in patterns.SPLIT_SEQUENCES.values():
+        for source in sources:
+            regex.compile(source)
+    assert patterns.SPLIT_SEQUENCES["deepseek_v3"] is patterns.DEEPSEEK_V3_SPLITS
+    assert not set(patterns.SPLIT_SEQUENCES) & set(PATTERNS)
+
+
 def test_o200k_last_alternatives_in_tiktokens_order() -> None:
     alternatives = patterns.O200K.split("|")
     assert alternatives[-5:] == [r"\p{N}{1,3}", r" ?[^\s\p{L}\p{N}]+[\r\n/]*", r"\s*[\r\n]+", r"\s+(?!\S)", r"\s+"]

@@ -13,7 +13,8 @@ It then runs as :class:`ByteLevelFast`: added tokens are found in the text exact
 finds them (its :class:`~app.engine.pipeline.added.AddedMatcher`, special ones never matching), each stretch between
 them is NFC-normalized (skipped when ``unicodedata.is_normalized`` says it already is), and an
 :class:`~app.engine.encoding.Encoding` over the ranks encodes it: the native pre-tokenizer when the split is a
-named pattern with a hand-written scanner (``qwen2``), else the splits in ``regex`` feeding the native BPE. Decoding,
+named pattern with a hand-written scanner (``qwen2``) or a split sequence with one (``deepseek_v3``), else the
+splits in ``regex`` feeding the native BPE. Decoding,
 the template and the special tokens are the reference pipeline's. Offsets of a text that NFC changes come from the
 reference pipeline (it carries alignment through normalization); otherwise from the Encoding, shifted per stretch.
 """
@@ -120,11 +121,12 @@ def fast_byte_level(doc: dict[str, Any], pipeline: Pipeline) -> Tokenizer | None
     added = pipeline.added_vocabulary
     built: list[Encoding] = []
     named = len(sources) == 1 and sources[0] in PATTERNS.values() and native.scanner_id(sources[0]) != 0
+    sequence = 0 if named else native.sequence_scanner_id(tuple(sources))
 
     def encoding_for(ranks: dict[bytes, int]) -> Any:
         enc = Encoding(pipeline.name, pattern=sources[0] if named else " + ".join(sources), mergeable_ranks=ranks,
                        special_tokens={}, spec=pipeline.spec, backend="native",
-                       pre_tokenizer=None if named else IsolatedSplits(sources))
+                       pre_tokenizer=None if named else IsolatedSplits(sources), scanner=sequence or None)
         built.append(enc)
         assert enc._native is not None
         return enc._native.last_merges
@@ -152,7 +154,11 @@ class ByteLevelFast(TokenizerBase):
         self.n_vocab = pipeline.n_vocab
         self._nfc = nfc
         self._raw = AddedMatcher([(t.content, t) for t in added if not t.normalized])
-        normalize = (lambda s: unicodedata.normalize("NFC", s)) if nfc else (lambda s: s)
+        # The pipeline's own normalizer (NFC), so that both normalize alike; the unicodedata check in front is
+        # only a shortcut: text that is NFC by the current Unicode tables is left alone by every NFC.
+        normalizer = pipeline.normalizer
+        normalize = normalizer.normalize_str if nfc and normalizer is not None else (lambda s: s)
+        self._normalize = normalize
         self._normed = AddedMatcher([(normalize(t.content), t) for t in added if t.normalized])
         # First characters of the non-special tokens' patterns: a (normalized) text holding none of them matches
         # no added token (special ones only ever block a match).
@@ -194,7 +200,7 @@ class ByteLevelFast(TokenizerBase):
                 continue
             chunk = text[start:end]
             if self._nfc and not unicodedata.is_normalized("NFC", chunk):
-                chunk = unicodedata.normalize("NFC", chunk)
+                chunk = self._normalize(chunk)
                 exact = False
             if not self._normed.has_matchable:
                 out.append((start, end, chunk))

@@ -98,11 +98,13 @@ def test_bundled_file_loads_as_the_fast_path(name: str) -> None:
     assert tok.encoding._native is not None
 
 
-def test_qwen3_runs_the_named_qwen2_scanner() -> None:
+def test_bundled_files_run_native_scanners() -> None:
     split = document("qwen3")["pre_tokenizer"]["pretokenizers"][0]  # type: ignore[index]
     assert split["pattern"]["Regex"] == patterns.QWEN2
+    splits = document("deepseek-v3")["pre_tokenizer"]["pretokenizers"][:3]  # type: ignore[index]
+    assert tuple(s["pattern"]["Regex"] for s in splits) == patterns.DEEPSEEK_V3_SPLITS
     assert ours("qwen3").encoding._native.has_scanner  # type: ignore[union-attr]
-    assert not ours("deepseek-v3").encoding._native.has_scanner  # type: ignore[union-attr]
+    assert ours("deepseek-v3").encoding._native.has_scanner  # type: ignore[union-attr]  (its split sequence)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -210,3 +212,52 @@ def test_files_outside_the_fast_path_keep_the_pipeline() -> None:
     pipeline = from_hf_json(doc, "qwen3-python", backend="python")
     assert isinstance(pipeline, Pipeline) and isinstance(fast_byte_level(doc, pipeline), ByteLevelFast)
     assert not isinstance(get_encoding("gemma3"), ByteLevelFast)
+
+
+#: The code-point sweep's contexts (as the tiktoken sweep's) and one for the NFC/added-token interplay.
+SWEEP_CONTEXTS = ("a{c}b {c}{c}1 {c}'s x{c} \n{c}", "'{c} A{c}a/{c}\r\n9{c}9", "<think>{c}\u0301{c}</think>  {c}")
+ALL_SCALARS = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+SWEEP_BATCH = 2048
+
+
+def sweep(name: str, stride: int) -> tuple[list[str], list[str]]:
+    """Every ``stride``-th batch of all scalar values rendered into each context: ids equal Hugging Face's.
+
+    Returns the code points (bisected from differing batches) whose ids differ, and separately those where Hugging
+    Face's NFC (older Unicode tables: combining classes of marks added since) and Python's disagree on the text:
+    there the fast path must equal the pure-Python pipeline, whose normalizer decides."""
+    tok = ours(name)
+    hf_nfc = hf(name).normalizer
+    bad: list[str] = []
+    nfc_tables: list[str] = []
+    for context in SWEEP_CONTEXTS:
+        parts = context.split("{c}")
+        batches = [ALL_SCALARS[i : i + SWEEP_BATCH] for i in range(0, len(ALL_SCALARS), SWEEP_BATCH)][::stride]
+        texts = ["".join(chr(c).join(parts) for c in batch) for batch in batches]
+        for batch, text, want in zip(batches, texts, hf_ids(name, texts), strict=True):
+            if tok.encode(text) == want:
+                continue
+            singles = [chr(c).join(parts) for c in batch]
+            for c, single, w in zip(batch, singles, hf_ids(name, singles), strict=True):
+                if tok.encode(single) == w:
+                    continue
+                if hf_nfc is not None and hf_nfc.normalize_str(single) != unicodedata.normalize("NFC", single):
+                    assert tok.encode(single) == get_encoding(name, backend="python").encode(single)
+                    nfc_tables.append(f"U+{c:04X}")
+                else:
+                    bad.append(f"U+{c:04X}")
+    return bad, nfc_tables
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_code_point_sample(name: str) -> None:
+    """Every 24th batch of the sweep (the whole sweep is the slow test below)."""
+    assert sweep(name, 24)[0] == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NAMES)
+def test_every_code_point(name: str) -> None:
+    bad, nfc_tables = sweep(name, 1)
+    print(f"{name}: {len(nfc_tables)} code points where Hugging Face's NFC tables differ: {nfc_tables[:40]}")
+    assert bad == []
