@@ -1,4 +1,4 @@
-"""Byte-level ``tokenizer.json`` fast path: ours vs Hugging Face ``tokenizers`` on the same file, and vs our cl100k_base.
+"""Byte-level ``tokenizer.json`` fast path: ours vs Hugging Face ``tokenizers`` on the same file, and vs cl100k_base.
 
 ``python -m bench.pipeline.fast`` (full: ``--runs 7``, a few minutes on 2 shared cores)
 ``python -m bench.pipeline.fast --quick --out-dir /tmp/x`` (smoke test: small slices, seconds)
