@@ -215,9 +215,9 @@ class ByteLevelFast(TokenizerBase):
     # ------------------------------------------------------------------ encoding
 
     def _encode_text(self, text: str) -> list[int]:
-        text = scrub_surrogates(text)
-        if self._plain(text):
+        if self._plain(text):  # (the Encoding scrubs lone surrogates itself)
             return self.encoding.encode(text)
+        text = scrub_surrogates(text)
         ids: list[int] = []
         encode = self.encoding.encode
         for _, _, part in self._stretches(text)[0]:
@@ -234,9 +234,9 @@ class ByteLevelFast(TokenizerBase):
         if prefix or suffix or add_special_tokens:
             before, after = self._around(prefix, suffix, add_special_tokens)
             n = len(before) + len(after)
-        text = scrub_surrogates(text)
         if self._plain(text):
             return n + self.encoding.count(text)
+        text = scrub_surrogates(text)
         count = self.encoding.count
         for _, _, part in self._stretches(text)[0]:
             n += 1 if isinstance(part, int) else count(part)
@@ -244,7 +244,6 @@ class ByteLevelFast(TokenizerBase):
 
     def encode_batch(self, texts: Sequence[str], *, num_threads: int = 1) -> list[list[int]]:
         """:meth:`encode` of each text, in order; plain texts go to the core's batch (C threads, no GIL)."""
-        texts = [scrub_surrogates(t) for t in texts]
         plain = [self._plain(t) for t in texts]
         done = iter(self.encoding.encode_batch([t for t, p in zip(texts, plain, strict=True) if p],
                                                num_threads=num_threads))
@@ -252,7 +251,6 @@ class ByteLevelFast(TokenizerBase):
 
     def count_batch(self, texts: Sequence[str], *, num_threads: int = 1) -> list[int]:
         """:meth:`count` of each text, in order (threads as :meth:`encode_batch`)."""
-        texts = [scrub_surrogates(t) for t in texts]
         plain = [self._plain(t) for t in texts]
         done = iter(self.encoding.count_batch([t for t, p in zip(texts, plain, strict=True) if p],
                                               num_threads=num_threads))
