@@ -70,12 +70,16 @@ def token_bytes_of(token: str) -> bytes | None:
 
 def _merge_pairs(merges: Sequence[Any]) -> list[tuple[str, str]]:
     """The merge list as pairs (``"a b"`` strings or ``[a, b]`` lists, the two forms Hugging Face writes)."""
-    pairs = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) if isinstance(m, list | tuple) else ()
-             for m in merges]
+    if all(type(m) is str for m in merges):
+        pairs: list[Any] = [m.split(" ") for m in merges]
+    else:
+        pairs = [m.split(" ") if isinstance(m, str) else m if isinstance(m, list | tuple) else () for m in merges]
+        if not all(isinstance(x, str) for p in pairs for x in p):
+            raise NotRankOrdered("a merge is not a pair of token strings")
     for index, pair in enumerate(pairs):
-        if len(pair) != 2 or not all(isinstance(p, str) and p for p in pair):
+        if len(pair) != 2 or not pair[0] or not pair[1]:
             raise NotRankOrdered(f"merge {index} is not a pair of token strings: {merges[index]!r:.80}")
-    return pairs  # type: ignore[return-value]
+    return pairs
 
 
 def last_merges_py(ranks: Mapping[bytes, int], tokens: Iterable[bytes]) -> list[int]:
