@@ -20,18 +20,24 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         p.add_argument("--tokenizer", "-t", default="cl100k_base", help="tokenizer name or alias (default cl100k_base)")
         p.add_argument("--store", help="store directory (default $TOKENIZER_STORE or the bundled store)")
 
+    def template(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--add-special-tokens", action="store_true",
+                       help="wrap each input in the tokenizer's own template (BOS/EOS, [CLS] ... [SEP])")
+
     p = sub.add_parser("encode", help="print token ids of text files or stdin")
     p.add_argument("files", nargs="*", help="files to encode (default: stdin)")
     common(p)
     p.add_argument("--prefix", action="append", default=[], metavar="SPECIAL", help="special token to put first")
     p.add_argument("--suffix", action="append", default=[], metavar="SPECIAL", help="special token to put last")
     p.add_argument("--json", action="store_true", help="print one JSON object per file")
+    template(p)
     p.set_defaults(handler=cmd_encode)
 
     p = sub.add_parser("count", help="count tokens of text files or stdin")
     p.add_argument("files", nargs="*", help="files to count (default: stdin)")
     common(p)
     p.add_argument("--json", action="store_true", help="print JSON")
+    template(p)
     p.set_defaults(handler=cmd_count)
 
     p = sub.add_parser("decode", help="decode token ids (whitespace- or comma-separated) from files or stdin")
@@ -53,7 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def cmd_encode(args: argparse.Namespace) -> int:
     enc = get_encoding(args.tokenizer, args.store)
     for label, text in read_text_inputs(args.files):
-        ids = enc.encode(text, prefix=args.prefix, suffix=args.suffix)
+        ids = enc.encode(text, add_special_tokens=args.add_special_tokens, prefix=args.prefix, suffix=args.suffix)
         if args.json:
             print(json.dumps({"file": label, "tokenizer": enc.name, "ids": ids, "count": len(ids)}))
         else:
@@ -64,7 +70,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
 def cmd_count(args: argparse.Namespace) -> int:
     enc = get_encoding(args.tokenizer, args.store)
     inputs = read_text_inputs(args.files)
-    counts = [(label, enc.count(text)) for label, text in inputs]
+    counts = [(label, enc.count(text, add_special_tokens=args.add_special_tokens)) for label, text in inputs]
     total = sum(c for _, c in counts)
     if args.json:
         print(json.dumps({"tokenizer": enc.name, "counts": dict(counts), "total": total}))

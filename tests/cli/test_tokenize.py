@@ -73,3 +73,12 @@ def test_tokenizers_and_verify(store_copy: Path) -> None:
     assert "FAIL llama3" in bad.stdout and str(path) in bad.stdout and "4 of 5" in bad.stdout
     bad_env = run("verify", env={"TOKENIZER_STORE": str(store_copy)})
     assert bad_env.returncode == 1
+
+
+def test_add_special_tokens_flag_applies_the_template() -> None:
+    enc = get_encoding("llama3")
+    out = run("encode", "-t", "llama3", "--add-special-tokens", stdin="Hello")
+    assert out.returncode == 0, out.stderr
+    assert [int(x) for x in out.stdout.split()] == [128000, *enc.encode("Hello")]
+    assert run("count", "-t", "llama3", "--add-special-tokens", stdin="Hello").stdout.strip() == "2"
+    assert run("count", "-t", "llama3", stdin="Hello").stdout.strip() == "1"

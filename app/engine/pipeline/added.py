@@ -50,25 +50,28 @@ class AddedMatcher:
             if pattern:
                 self._by_pattern.setdefault(pattern, token)
         self.has_matchable = any(not t.special for t in self._by_pattern.values())
-        # Longest first: at the leftmost position where any pattern matches, the longest one is tried first.
-        patterns = sorted(self._by_pattern, key=len, reverse=True)
-        self._regex = regex.compile("|".join(regex.escape(p) for p in patterns)) if patterns else None
-        self._first_chars = frozenset(p[0] for p in patterns)
+        # Per first character, the pattern lengths that start with it, longest first: at the leftmost position
+        # where a pattern starts, the longest one that matches wins.
+        lengths: dict[str, set[int]] = {}
+        for p in self._by_pattern:
+            lengths.setdefault(p[0], set()).add(len(p))
+        self._lengths = {c: sorted(ls, reverse=True) for c, ls in lengths.items()}
+        self._first_chars = frozenset(lengths)
+        self._starts = (regex.compile("[" + "".join(regex.escape(c) for c in sorted(lengths)) + "]")
+                        if lengths else None)
 
     def split(self, text: str) -> list[Split]:
         """``text`` cut into ordinary stretches and matched tokens, covering it in order (no empty stretches,
         except ``[(0, 0, None)]`` for an empty text)."""
         if not text:
             return [(0, 0, None)]
-        if self._regex is None or not self.has_matchable or self._first_chars.isdisjoint(text):
+        if self._starts is None or not self.has_matchable or self._first_chars.isdisjoint(text):
             return [(0, len(text), None)]
         splits: list[Split] = []
         taken = 0
-        for m in self._regex.finditer(text):
-            token = self._by_pattern[m.group()]
+        for start, stop, token in self._find(text):
             if token.special:
                 continue
-            start, stop = m.span()
             if token.single_word:
                 if (start > 0 and _ENDS_WITH_WORD.search(text, 0, start)) or (
                     stop < len(text) and _STARTS_WITH_WORD.match(text, stop)
@@ -87,3 +90,28 @@ class AddedMatcher:
         if taken != len(text):
             splits.append((taken, len(text), None))
         return splits
+
+    def _find(self, text: str) -> list[tuple[int, int, AddedToken]]:
+        """Non-overlapping leftmost-longest matches, scanning on after each match's end."""
+        assert self._starts is not None
+        by_pattern = self._by_pattern
+        lengths = self._lengths
+        search = self._starts.search
+        out: list[tuple[int, int, AddedToken]] = []
+        n = len(text)
+        at = 0
+        while at < n:
+            m = search(text, at)
+            if m is None:
+                break
+            i = m.start()
+            for length in lengths[text[i]]:
+                if i + length <= n:
+                    token = by_pattern.get(text[i:i + length])
+                    if token is not None:
+                        out.append((i, i + length, token))
+                        at = i + length
+                        break
+            else:
+                at = i + 1
+        return out

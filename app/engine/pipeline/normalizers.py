@@ -30,39 +30,65 @@ _BOUNDARY = {
 _DECOMPOSE: dict[str, Form] = {"NFC": "NFD", "NFKC": "NFKD", "NFD": "NFD", "NFKD": "NFKD"}
 
 
-def _labels_for_segment(form: Form, seg: str, out: str) -> list[int]:
-    """Per character of ``out`` (the normalization of ``seg``), the index in ``seg`` whose span it takes."""
+def _compose(items: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """Canonical composition of canonically ordered ``(char, change)`` items; a composite's change absorbs the
+    characters it swallows (each contributes its change minus one)."""
+    out: list[tuple[str, int]] = []
+    starter = -1  # index in ``out`` of the last starter
+    last_ccc: int | None = None  # combining class of the last character kept after that starter
+    for ch, change in items:
+        ccc = unicodedata.combining(ch)
+        blocked = last_ccc is not None and (last_ccc == 0 or last_ccc >= ccc)
+        if starter >= 0 and not blocked:
+            base, base_change = out[starter]
+            composed = unicodedata.normalize("NFC", base + ch)
+            if len(composed) == 1:
+                out[starter] = (composed, base_change + change - 1)
+                continue
+        out.append((ch, change))
+        if ccc == 0:
+            starter, last_ccc = len(out) - 1, None
+        else:
+            last_ccc = ccc
+    return out
+
+
+def _labels_for_segment(form: Form, seg: str, out: str) -> list[int] | None:
+    """Per character of ``out`` (the normalization of ``seg``), the index in ``seg`` whose span it takes (-1: an
+    insertion before the first character); None when the reconstruction does not give ``out``.
+
+    As Hugging Face's alignment does: each source character decomposes into its first character (replacing it)
+    and inserted ones; canonical reordering moves them; composition merges; then the output consumes the source
+    characters in order (a character replacing ``1 + n`` of them takes the first one's span, an inserted one the
+    span of the character before it)."""
     if len(out) == len(seg) and all(unicodedata.normalize(form, c) == o for c, o in zip(seg, out, strict=True)):
         return list(range(len(seg)))
-    decomposed: list[tuple[str, int]] = [(d, i) for i, c in enumerate(seg)
-                                         for d in unicodedata.normalize(_DECOMPOSE[form], c)]
-    # canonical reordering, carrying labels (stable sort of each run of non-starters by combining class)
+    items: list[tuple[str, int]] = []
+    for c in seg:
+        parts = unicodedata.normalize(_DECOMPOSE[form], c)
+        items.extend((d, 0 if k == 0 else 1) for k, d in enumerate(parts))
     ordered: list[tuple[str, int]] = []
     run: list[tuple[str, int]] = []
-    for item in decomposed:
+    for item in items:
         if unicodedata.combining(item[0]):
             run.append(item)
-        else:
-            ordered.extend(sorted(run, key=lambda x: unicodedata.combining(x[0])))
-            run = []
-            ordered.append(item)
+            continue
+        ordered.extend(sorted(run, key=lambda x: unicodedata.combining(x[0])))
+        run = []
+        ordered.append(item)
     ordered.extend(sorted(run, key=lambda x: unicodedata.combining(x[0])))
-    if form in ("NFD", "NFKD"):
-        if "".join(d for d, _ in ordered) == out:
-            return [i for _, i in ordered]
-        return [0] * len(out)
+    if form in ("NFC", "NFKC"):
+        ordered = _compose(ordered)
+    if "".join(c for c, _ in ordered) != out:
+        return None
     labels: list[int] = []
-    pool = list(ordered)
-    for o in out:
-        parts = unicodedata.normalize(_DECOMPOSE[form], o)
-        if not pool:
-            return [0] * len(out)
-        labels.append(pool[0][1])
-        for p in parts:
-            at = next((k for k, (d, _) in enumerate(pool) if d == p), -1)
-            if at < 0:
-                return [0] * len(out)
-            del pool[at]
+    at = 0
+    for _, change in ordered:
+        if change > 0:
+            labels.append(at - 1)
+        else:
+            labels.append(at)
+            at += 1 - change
     return labels
 
 
@@ -95,7 +121,11 @@ class Unicode:
             seg = text[start:end]
             out = unicodedata.normalize(self.form, seg)
             out_text.append(out)
-            out_spans.extend(spans[start + i] for i in _labels_for_segment(self.form, seg, out))
+            labels = _labels_for_segment(self.form, seg, out)
+            if labels is None:  # not reconstructed: every character takes the segment's first span
+                labels = [0] * len(out)
+            first = spans[start]
+            out_spans.extend(spans[start + i] if i >= 0 else (first[0], first[0]) for i in labels)
         joined = "".join(out_text)
         if joined != unicodedata.normalize(self.form, text):  # a segmentation the tables did not foresee
             joined = unicodedata.normalize(self.form, text)

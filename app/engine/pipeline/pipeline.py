@@ -15,7 +15,7 @@ Added tokens marked special are never matched (step 1 and 2 skip them); their id
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from ..cache import CacheStats, PieceCache, default_cache_size
 from ..errors import InvalidTokenIdError
@@ -24,6 +24,9 @@ from ..store import TokenizerSpec
 from ..tokenizer import TokenizerBase
 from .added import AddedMatcher, AddedToken
 from .base import Decoder, Model, Normalizer, Piece, PostProcessor, PreTokenizer, Span
+
+#: Pre-tokens longer than this are cut where the model says they merge independently (``Model.segments``).
+SEGMENT_FROM = 16
 
 
 class Pipeline(TokenizerBase):
@@ -71,6 +74,8 @@ class Pipeline(TokenizerBase):
         size = default_cache_size() if cache_size is None else cache_size
         self._cache = PieceCache(self._tokenize_piece, size)
         self._lookup = self._cache.lookup
+        # optional: (start, end) stretches of a long pre-token that the model tokenizes independently (exactly)
+        self._segments: Callable[[str], Iterable[tuple[int, int]]] | None = getattr(model, "segments", None)
 
     # -- encoding -------------------------------------------------------------------------------------------------
 
@@ -122,11 +127,17 @@ class Pipeline(TokenizerBase):
     def _encode_text(self, text: str) -> list[int]:
         ids: list[int] = []
         lookup = self._lookup
+        segments = self._segments
         for piece in self._pieces(text, False):
             if piece.token_id is not None:
                 ids.append(piece.token_id)
-            elif piece.text:
-                ids.extend(lookup(piece.text))
+                continue
+            t = piece.text
+            if segments is not None and len(t) > SEGMENT_FROM:
+                for start, end in segments(t):
+                    ids.extend(lookup(t[start:end]))
+            elif t:
+                ids.extend(lookup(t))
         return ids
 
     def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
@@ -142,10 +153,13 @@ class Pipeline(TokenizerBase):
                 continue
             if not piece.text:
                 continue
-            for token_id, start, end in self.model.tokenize_with_spans(piece.text):
-                ids.append(token_id)
-                spans.append(piece.span(start, end))
-                tokens.append(self.model.id_to_token(token_id) or "")
+            t = piece.text
+            stretches = self._segments(t) if self._segments is not None and len(t) > SEGMENT_FROM else [(0, len(t))]
+            for base, stop in stretches:
+                for token_id, start, end in self.model.tokenize_with_spans(t[base:stop]):
+                    ids.append(token_id)
+                    spans.append(piece.span(base + start, base + end))
+                    tokens.append(self.model.id_to_token(token_id) or "")
         if self.post_processor is not None:
             spans = self.post_processor.adjust_offsets(tokens, spans)
         return ids, spans

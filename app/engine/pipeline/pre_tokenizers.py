@@ -171,6 +171,8 @@ class ByteLevel:
             if p.token_id is not None:
                 out.append(p)
                 continue
+            if not p.text:
+                continue
             text = to_byte_level(p.text)
             if p.spans is None:
                 out.append(p.with_text(text, None))
@@ -212,6 +214,8 @@ class Metaspace:
         for p in pieces:
             if p.token_id is not None:
                 out.append(p)
+                continue
+            if not p.text:
                 continue
             text = p.text.replace(" ", rep)
             spans = p.spans

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 #: Below this many symbols the quadratic scan beats the heap.
 _HEAP_FROM = 48
+#: Sorts after every real merge (ranks are list indices).
+_NO_MERGE = (1 << 62, -1)
 
 
 class BPEError(ValueError):
@@ -53,21 +55,18 @@ class BPE:
         self._width = max(top + 1, 1)
         width = self._width
         ranks: dict[int, tuple[int, int]] = {}
-        junctions: set[str] = set()
         cut = len(self.prefix)
+        get = self.vocab.get
         for rank, (left, right) in enumerate(merges):
-            a, b = self.vocab.get(left), self.vocab.get(right)
-            new = self.vocab.get(left + right[cut:])
+            a, b, new = get(left), get(right), get(left + right[cut:])
             if a is None or b is None or new is None:
                 raise BPEError(f"merge {rank} ({left!r} {right!r}) uses or makes a token outside the vocabulary")
             ranks[a * width + b] = (rank, new)
-            if left and right:
-                junctions.add(left[-1] + right[0])
         self._ranks = ranks
-        # Cutting long pre-tokens is exact only when symbols are plain characters.
-        self._junctions: set[str] | None = (
-            junctions if not self.prefix and not self.suffix and not ignore_merges else None
-        )
+        self._merges = merges
+        # Cutting long pre-tokens is exact only when symbols are plain characters (built on first use).
+        self._cuttable = not self.prefix and not self.suffix and not ignore_merges
+        self._junction_set: set[str] | None = None
         self._bytes = [self.vocab.get(f"<0x{b:02X}>") for b in range(256)] if byte_fallback else []
 
     @classmethod
@@ -79,21 +78,18 @@ class BPE:
         vocab = config.get("vocab")
         if not isinstance(vocab, dict):
             raise BPEError("vocab must be an object")
-        merges: list[tuple[str, str]] = []
-        for item in config.get("merges") or []:
-            if isinstance(item, str):
-                left, sep, right = item.partition(" ")
-                if not sep:
-                    raise BPEError(f"merge {item!r} is not two tokens")
-                merges.append((left, right))
-            elif isinstance(item, list) and len(item) == 2 and all(isinstance(x, str) for x in item):
-                merges.append((item[0], item[1]))
-            else:
-                raise BPEError(f"merge {item!r:.60} is neither 'a b' nor [a, b]")
+        raw = config.get("merges") or []
+        if not isinstance(raw, list):
+            raise BPEError("merges must be a list")
+        merges = [tuple(m.split(" ", 1)) if type(m) is str else tuple(m) if type(m) is list else (m,) for m in raw]
+        for rank, pair in enumerate(merges):
+            if len(pair) != 2 or type(pair[0]) is not str or type(pair[1]) is not str:
+                raise BPEError(f"merge {rank} ({raw[rank]!r:.60}) is neither 'a b' nor [a, b]")
         unk = config.get("unk_token")
         if unk is not None and unk not in vocab:
             raise BPEError(f"unk_token {unk!r} is not in the vocabulary")
-        return cls(vocab, merges, unk_token=unk, fuse_unk=bool(config.get("fuse_unk", False)),
+        pairs = cast("list[tuple[str, str]]", merges)
+        return cls(vocab, pairs, unk_token=unk, fuse_unk=bool(config.get("fuse_unk", False)),
                    byte_fallback=bool(config.get("byte_fallback", False)),
                    continuing_subword_prefix=config.get("continuing_subword_prefix"),
                    end_of_word_suffix=config.get("end_of_word_suffix"),
@@ -139,10 +135,12 @@ class BPE:
     def segments(self, text: str) -> Iterator[tuple[int, int]]:
         """``(start, end)`` stretches of ``text`` that merge independently (see the module docstring); the whole
         text when it cannot be cut."""
-        junctions = self._junctions
-        if junctions is None or len(text) < 2:
+        if not self._cuttable or len(text) < 2:
             yield 0, len(text)
             return
+        junctions = self._junction_set
+        if junctions is None:
+            junctions = self._junction_set = {left[-1] + right[0] for left, right in self._merges if left and right}
         vocab = self.vocab
         start = 0
         known_prev = text[0] in vocab
@@ -162,6 +160,11 @@ class BPE:
         spans: list[tuple[int, int]] | None = [] if with_spans else None
         if not self.prefix and not self.suffix and not self.byte_fallback and self._unk_id is None:
             # The common byte-level case: every character is in the vocabulary (or dropped).
+            try:
+                syms = [vocab[ch] for ch in text]
+                return syms, ([(i, i + 1) for i in range(len(text))] if with_spans else None)
+            except KeyError:
+                syms = []
             for i, ch in enumerate(text):
                 token_id = vocab.get(ch)
                 if token_id is not None:
@@ -219,22 +222,25 @@ class BPE:
             return self._merge_heap(syms, spans)
         ranks = self._ranks
         width = self._width
-        while len(syms) > 1:
-            best_rank = -1
-            best_at = -1
-            best_new = 0
-            for i in range(len(syms) - 1):
-                found = ranks.get(syms[i] * width + syms[i + 1])
-                if found is not None and (best_at < 0 or found[0] < best_rank):
-                    best_rank, best_new = found
-                    best_at = i
-            if best_at < 0:
+        none = _NO_MERGE
+        # pair i = (syms[i], syms[i + 1]) -> (rank, new id); ``min`` takes the lowest rank, leftmost on ties
+        pairs = [ranks.get(syms[i] * width + syms[i + 1], none) for i in range(len(syms) - 1)]
+        while pairs:
+            at = min(range(len(pairs)), key=pairs.__getitem__)
+            found = pairs[at]
+            if found is none:
                 break
-            syms[best_at] = best_new
-            del syms[best_at + 1]
+            new = found[1]
+            syms[at] = new
+            del syms[at + 1]
+            del pairs[at]
             if spans is not None:
-                spans[best_at] = (spans[best_at][0], spans[best_at + 1][1])
-                del spans[best_at + 1]
+                spans[at] = (spans[at][0], spans[at + 1][1])
+                del spans[at + 1]
+            if at > 0:
+                pairs[at - 1] = ranks.get(syms[at - 1] * width + new, none)
+            if at < len(pairs):
+                pairs[at] = ranks.get(new * width + syms[at + 1], none)
         return syms
 
     def _merge_heap(self, syms: list[int], spans: list[tuple[int, int]] | None) -> list[int]:
