@@ -16,8 +16,6 @@ from typing import Any
 
 import anyio
 from fastapi import FastAPI
-from fastapi.openapi.utils import get_openapi
-from pydantic.json_schema import models_json_schema
 
 from app.core.config import Settings
 
@@ -25,8 +23,8 @@ from . import metrics
 from .deps import ServiceState
 from .errors import install_handlers
 from .middleware import GatewayMiddleware
-from .routes import api_router
-from .schemas import REQUEST_MODELS
+from .openapi import build as build_openapi
+from .routes import api_router, pages
 
 log = logging.getLogger("app.api")
 
@@ -79,20 +77,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             svc.ready = False
             metrics.mark_process_dead()
 
-    app = FastAPI(title="tokenizer-service", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(title="tokenizer-service", version="0.1.0", description=DESCRIPTION, lifespan=lifespan,
+                  docs_url=None, redoc_url=None)  # offline docs: pages.install
     app.state.settings = settings
     app.include_router(api_router)
+    pages.install(app)
     install_handlers(app)
     app.add_middleware(GatewayMiddleware, settings=settings)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            schema = get_openapi(title=app.title, version=app.version, description=app.description,
-                                 routes=app.routes)
-            _, defs = models_json_schema([(m, "validation") for m in REQUEST_MODELS],
-                                         ref_template="#/components/schemas/{model}")
-            schema.setdefault("components", {}).setdefault("schemas", {}).update(defs.get("$defs", {}))
-            app.openapi_schema = schema
+            app.openapi_schema = build_openapi(app)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -4,7 +4,8 @@ In order, for each HTTP request it
 
 1. counts the request in flight and times it (``tokenizer_http_request_duration_seconds``);
 2. checks the bearer token, when one is configured (401 for every path, unknown ones and the docs included,
-   except /healthz, /readyz and, unless ``TOKENIZER_METRICS_AUTH``, /metrics);
+   except /healthz, /readyz, the playground page ``/`` and its static files under ``/static/`` (code, no data:
+   the page asks for the token and sends it) and, unless ``TOKENIZER_METRICS_AUTH``, /metrics);
 3. for requests with a body: rejects a non-JSON ``Content-Type`` (415; a missing one is read as JSON), a declared
    ``Content-Length`` above ``TOKENIZER_MAX_BODY_BYTES`` (413, before reading anything), and then reads the body
    itself, counting bytes on the raw stream, so a chunked body without ``Content-Length`` is cut off at the limit
@@ -35,10 +36,13 @@ log = logging.getLogger("app.api")
 #: Scope key of the per-request label dict ({"tokenizer": ...}) that handlers fill in.
 LABELS_KEY = "tokenizer_service.labels"
 
-KNOWN_PATHS = frozenset({"/encode", "/count", "/decode", "/tokenizers", "/healthz", "/readyz", "/metrics",
+KNOWN_PATHS = frozenset({"/", "/encode", "/count", "/decode", "/tokenizers", "/healthz", "/readyz", "/metrics",
                          "/docs", "/redoc", "/openapi.json", "/docs/oauth2-redirect"})
-#: Paths served without the bearer token (probes must work without secrets); everything else, docs included, needs it.
-OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+#: Paths served without the bearer token (probes must work without secrets; the playground page holds no data and
+#: asks for the token itself); everything else, docs included, needs it.
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/"})
+#: Prefix of the pages' static files (playground, vendored Swagger UI and ReDoc): open, like the page itself.
+STATIC_PREFIX = "/static/"
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
@@ -48,6 +52,8 @@ def endpoint_label(path: str) -> str:
         return path
     if path.startswith("/tokenizers/") and path.count("/") == 2:
         return "/tokenizers/{name}"
+    if path.startswith(STATIC_PREFIX):
+        return "/static/{path}"
     return "other"
 
 
@@ -103,7 +109,8 @@ class GatewayMiddleware:
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = _headers(scope)
-        if self.token is not None and scope.get("path") not in self.open_paths:
+        path = scope.get("path", "")
+        if self.token is not None and path not in self.open_paths and not path.startswith(STATIC_PREFIX):
             auth = headers.get(b"authorization", b"")
             scheme, _, credentials = auth.partition(b" ")
             if scheme.lower() != b"bearer" or not hmac.compare_digest(credentials.strip(), self.token):

@@ -6,20 +6,65 @@ serialize responses themselves (off the event loop), so the models are not used 
 
 Special tokens never come from text: ``text``, ``texts`` and ``parts[].text`` are always ordinary text. They enter
 only through ``special_tokens.prefix/suffix`` or ``parts[].special``, by name.
+
+Every field has a description, and each "exactly one of these fields" rule of a request model (its
+``exactly_one`` groups; the validators enforce them) is stated in the JSON schema as ``oneOf``, with those fields
+typed non-null (omit a field rather than send ``null``), so a schema-driven client builds only requests the service
+accepts.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler, model_validator
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
+
+#: Groups of field names (see ``_Strict.exactly_one``).
+Groups = tuple[tuple[str, ...], ...]
 
 #: A tokenizer, model or special-token name: short, so that errors which echo it stay short.
 Name = Annotated[str, Field(min_length=1, max_length=256)]
 
 
+def _non_null(prop: dict[str, Any]) -> None:
+    """Drop the ``null`` branch (and the ``null`` default) of an optional field's schema, in place."""
+    branches = [b for b in prop.get("anyOf", ()) if b != {"type": "null"}]
+    if "anyOf" in prop:
+        del prop["anyOf"]
+        if len(branches) == 1:
+            prop.update(branches[0])
+        else:
+            prop["anyOf"] = branches
+    if prop.get("default", 0) is None:
+        del prop["default"]
+
+
+def state_exactly_one(schema: dict[str, Any], groups: Groups) -> None:
+    """Add to an object schema, in place, one ``oneOf`` of ``required`` per group (under ``allOf`` if several)."""
+    clauses = []
+    for group in groups:
+        for name in group:
+            _non_null(schema["properties"][name])
+        clauses.append({"oneOf": [{"required": [name]} for name in group]})
+    if len(clauses) == 1:
+        schema.update(clauses[0])
+    elif clauses:
+        schema["allOf"] = clauses
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
+
+    #: Groups of fields of which a request gives exactly one (validated below; stated as ``oneOf`` in the schema).
+    exactly_one: ClassVar[Groups] = ()
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        schema = handler(core_schema)
+        state_exactly_one(handler.resolve_ref_schema(schema), cls.exactly_one)
+        return schema
 
 
 class SpecialTokens(_Strict):
@@ -32,8 +77,11 @@ class SpecialTokens(_Strict):
 class Part(_Strict):
     """One element of ``parts``: exactly one of ``text`` (ordinary text) or ``special`` (a special token's name)."""
 
-    text: str | None = None
-    special: Name | None = None
+    exactly_one: ClassVar[Groups] = (("text", "special"),)
+
+    text: str | None = Field(None, description="ordinary text (a special token's string in it is plain text)")
+    special: Name | None = Field(None, description="a special token, by name (see GET /tokenizers/{name})",
+                                 examples=["<|endoftext|>"])
 
     @model_validator(mode="after")
     def _one(self) -> Part:
@@ -43,6 +91,8 @@ class Part(_Strict):
 
 
 class _Target(_Strict):
+    exactly_one: ClassVar[Groups] = (("tokenizer", "model"),)
+
     tokenizer: Name | None = Field(None, description="tokenizer name or alias (see GET /tokenizers)",
                                   examples=["cl100k_base"])
     model: Name | None = Field(None, description="model name, resolved to its tokenizer through the model table",
@@ -56,10 +106,13 @@ class _Target(_Strict):
 
 
 class _TextInput(_Target):
+    exactly_one: ClassVar[Groups] = (*_Target.exactly_one, ("text", "texts", "parts"))
+
     text: str | None = Field(None, description="one text (always ordinary text)")
     texts: list[str] | None = Field(None, description="a batch of texts (non-empty)")
     parts: list[Part] | None = Field(None, description="an ordered mix of texts and special tokens")
-    special_tokens: SpecialTokens | None = None
+    special_tokens: SpecialTokens | None = Field(None, description="special tokens by name around the text (around "
+                                                 "each text of a batch; around all the parts)")
     add_special_tokens: bool = Field(
         False, description="wrap the input in the tokenizer's own template (BOS/EOS, [CLS] ... [SEP]; see "
         "`template` in GET /tokenizers/{name}), outside `special_tokens`; default false: only what you name"
@@ -104,11 +157,14 @@ class CountRequest(_TextInput):
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"model": "gpt-4o", "text": "How many tokens is this?"},
         {"tokenizer": "o200k_base", "texts": ["a", "b c"]},
+        {"tokenizer": "cl100k_base", "parts": [{"text": "hello"}, {"special": "<|endoftext|>"}]},
     ]})
 
 
 class DecodeRequest(_Target):
     """Body of ``POST /decode``: exactly one of ``ids`` or ``batch``."""
+
+    exactly_one: ClassVar[Groups] = (*_Target.exactly_one, ("ids", "batch"))
 
     ids: list[int] | None = Field(None, description="token ids")
     batch: list[list[int]] | None = Field(None, description="several id lists (non-empty)")
@@ -116,6 +172,7 @@ class DecodeRequest(_Target):
 
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"tokenizer": "cl100k_base", "ids": [15339, 1917]},
+        {"model": "gpt-4o", "ids": [24912, 2375]},
         {"tokenizer": "cl100k_base", "batch": [[15339], [1917, 100257]], "skip_special_tokens": True},
     ]})
 
@@ -130,45 +187,57 @@ class DecodeRequest(_Target):
 
 # ---------------------------------------------------------------- responses (documentation)
 
+_TOKENIZER = "canonical name of the tokenizer used"
+_MODEL = "the model table's facts applied to this count (only when the request named a model)"
+
 
 class TokenPiece(BaseModel):
     """One token's bytes: ``text`` when they are valid UTF-8 on their own, else ``bytes`` (base64)."""
 
-    text: str | None = None
-    bytes: str | None = None
+    text: str | None = Field(None, description="the token's bytes as text, when they are valid UTF-8 on their own")
+    bytes: str | None = Field(None, description="the token's bytes, base64, when they are not valid UTF-8 on their "
+                              "own (part of a multi-byte character)")
 
 
 class ModelUsage(BaseModel):
     """What the model table says about the requested model, applied to the tokens counted."""
 
-    name: str
+    name: str = Field(description="the model name as requested")
     context_window: int | None = Field(None, description="tokens, input and output together; null if unknown")
-    max_output_tokens: int | None = None
+    max_output_tokens: int | None = Field(None, description="the most tokens the model writes in one response; "
+                                          "null if unknown")
     fits: bool | None = Field(None, description="the text's tokens are within the context window (for a batch: "
                               "every text's); null if the window is unknown")
     fits_each: list[bool] | None = Field(None, description="per text of a batch")
-    currency: str = "USD"
-    input_price_per_million: float | None = None
-    output_price_per_million: float | None = None
+    currency: str = Field("USD", description="currency of the prices and the cost")
+    input_price_per_million: float | None = Field(None, description="price of one million input tokens; null if "
+                                                  "unknown")
+    output_price_per_million: float | None = Field(None, description="price of one million output tokens; null if "
+                                                   "unknown")
     estimated_input_cost: float | None = Field(None, description="tokens counted x input price (the whole batch)")
-    price_source: str | None = None
-    price_as_of: str | None = None
-    price_note: str | None = None
+    price_source: str | None = Field(None, description="where the operator took the price from")
+    price_as_of: str | None = Field(None, description="when the price was taken")
+    price_note: str | None = Field(None, description="the operator's note on the price")
 
 
 class EncodeResult(BaseModel):
-    ids: list[int]
-    count: int
-    tokens: list[TokenPiece] | None = None
-    offsets: list[tuple[int, int]] | None = None
-    special_lookalikes: int | None = None
+    """The tokens of one text (or of the parts)."""
+
+    ids: list[int] = Field(description="token ids, special tokens of prefix, parts and suffix included")
+    count: int = Field(description="number of ids")
+    tokens: list[TokenPiece] | None = Field(None, description="each token's bytes (with return_tokens)")
+    offsets: list[tuple[int, int]] | None = Field(None, description="each token's [start, end) in characters of the "
+                                                  "text (of the parts' texts joined); special tokens are empty spans "
+                                                  "(with return_offsets)")
+    special_lookalikes: int | None = Field(None, description="special-token strings found in the text, encoded as "
+                                           "text (with report_special_lookalikes)")
 
 
 class EncodeResponse(EncodeResult):
     """``POST /encode`` with ``text`` or ``parts``."""
 
-    tokenizer: str
-    model: ModelUsage | None = None
+    tokenizer: str = Field(description=_TOKENIZER)
+    model: ModelUsage | None = Field(None, description=_MODEL)
 
     model_config = ConfigDict(json_schema_extra={"examples": [{"tokenizer": "cl100k_base", "ids": [15339, 1917],
                                                                "count": 2}]})
@@ -177,86 +246,104 @@ class EncodeResponse(EncodeResult):
 class EncodeBatchResponse(BaseModel):
     """``POST /encode`` with ``texts``."""
 
-    tokenizer: str
-    model: ModelUsage | None = None
-    results: list[EncodeResult]
-    total: int
+    tokenizer: str = Field(description=_TOKENIZER)
+    model: ModelUsage | None = Field(None, description=_MODEL)
+    results: list[EncodeResult] = Field(description="one result per text, in order")
+    total: int = Field(description="sum of the counts")
 
 
 class CountResponse(BaseModel):
     """``POST /count`` with ``text`` or ``parts``."""
 
-    tokenizer: str
-    model: ModelUsage | None = None
-    count: int
-    special_lookalikes: int | None = None
+    tokenizer: str = Field(description=_TOKENIZER)
+    model: ModelUsage | None = Field(None, description=_MODEL)
+    count: int = Field(description="number of tokens, special tokens included")
+    special_lookalikes: int | None = Field(None, description="special-token strings found in the text, encoded as "
+                                           "text (with report_special_lookalikes)")
 
 
 class CountBatchResponse(BaseModel):
     """``POST /count`` with ``texts``."""
 
-    tokenizer: str
-    model: ModelUsage | None = None
-    counts: list[int]
-    total: int
-    special_lookalikes: list[int] | None = None
+    tokenizer: str = Field(description=_TOKENIZER)
+    model: ModelUsage | None = Field(None, description=_MODEL)
+    counts: list[int] = Field(description="number of tokens of each text, in order")
+    total: int = Field(description="sum of the counts")
+    special_lookalikes: list[int] | None = Field(None, description="per text: special-token strings found in it "
+                                                 "(with report_special_lookalikes)")
 
 
 class DecodeResponse(BaseModel):
-    tokenizer: str
-    text: str
+    """``POST /decode`` with ``ids``."""
+
+    tokenizer: str = Field(description=_TOKENIZER)
+    text: str = Field(description="the decoded text (invalid UTF-8 replaced by U+FFFD)")
 
 
 class DecodeBatchResponse(BaseModel):
-    tokenizer: str
-    texts: list[str]
+    """``POST /decode`` with ``batch``."""
+
+    tokenizer: str = Field(description=_TOKENIZER)
+    texts: list[str] = Field(description="one decoded text per id list, in order")
 
 
 class TokenizerSummary(BaseModel):
-    name: str
-    aliases: list[str]
-    kind: str
+    """One tokenizer of the store."""
+
+    name: str = Field(description="canonical name")
+    aliases: list[str] = Field(description="other names it answers to")
+    kind: str = Field(description="tokenizer family, e.g. byte_bpe")
     backend: str = Field(description="engine backend serving it: native (compiled core) or python")
-    vocab_size: int
-    special_tokens_count: int
-    sha256: str
-    source: str
-    license: str
-    models: list[str]
-    description: str
+    vocab_size: int = Field(description="number of token ids, special tokens included")
+    special_tokens_count: int = Field(description="number of special tokens")
+    sha256: str = Field(description="sha256 of its artifact file, verified at start-up")
+    source: str = Field(description="where the artifact comes from")
+    license: str = Field(description="the artifact's licence")
+    models: list[str] = Field(description="model names that resolve to it")
+    description: str = Field(description="a short description")
 
 
 class TokenizerDetail(TokenizerSummary):
+    """One tokenizer with its special and added tokens, template and pre-tokenizer pattern."""
+
     special_tokens: dict[str, int] = Field(description="special tokens (name -> id); never matched in text")
     added_tokens: dict[str, int] = Field(description="non-special added tokens (string -> id), matched in text as "
                                          "the tokenizer's reference implementation matches them")
     template: str = Field(description="what add_special_tokens=true puts around a text, e.g. `<s> $text`")
-    pattern: str
+    pattern: str = Field(description="the pre-tokenizer's regular expression")
 
 
 class TokenizerList(BaseModel):
-    tokenizers: list[TokenizerSummary]
+    """``GET /tokenizers``."""
+
+    tokenizers: list[TokenizerSummary] = Field(description="every tokenizer, in manifest order")
 
 
 class Health(BaseModel):
-    status: str
+    """``GET /healthz``."""
+
+    status: str = Field(description="always ok")
 
 
 class Ready(BaseModel):
-    status: str
-    tokenizers: list[str]
+    """``GET /readyz``."""
+
+    status: str = Field(description="ready")
+    tokenizers: list[str] = Field(description="names of the loaded and verified tokenizers")
 
 
 class ErrorBody(BaseModel):
+    """What went wrong."""
+
     type: str = Field(description="machine-readable error type, e.g. unknown_tokenizer, invalid_token_id")
-    message: str
-    details: Any = None
+    message: str = Field(description="a human-readable explanation")
+    details: Any = Field(None, description="structured facts about the error (names, ids, limits), or null")
 
 
 class ErrorResponse(BaseModel):
     """Every error response has this shape."""
 
-    error: ErrorBody
+    error: ErrorBody = Field(description="the error")
 
 
 REQUEST_MODELS: tuple[type[BaseModel], ...] = (EncodeRequest, CountRequest, DecodeRequest)

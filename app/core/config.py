@@ -56,8 +56,9 @@ class Settings:
     )
     workers: int = _doc("Number of uvicorn worker processes (>1 enables Prometheus multiprocess mode).", default=1)
     auth_token: str | None = _doc(
-        "Bearer token required on every route (docs included) except /healthz, /readyz and (unless "
-        "`TOKENIZER_METRICS_AUTH`) /metrics. Unset: no authentication.",
+        "Bearer token required on every route (docs included) except /healthz, /readyz, the playground page / "
+        "and its /static/ files (it asks for the token) and (unless `TOKENIZER_METRICS_AUTH`) /metrics. "
+        "Unset: no authentication.",
         default=None,
     )
     metrics_auth: bool = _doc("Require the bearer token on /metrics too.", default=False)

@@ -1,5 +1,6 @@
-"""Auth: with ``TOKENIZER_AUTH_TOKEN`` set, every route but /healthz and /readyz needs the bearer token (/metrics as
-``TOKENIZER_METRICS_AUTH`` says); the comparison is constant-time; logs carry neither secrets nor request texts."""
+"""Auth: with ``TOKENIZER_AUTH_TOKEN`` set, every route but /healthz, /readyz and the playground page (/ and its
+/static/ files) needs the bearer token (/metrics as ``TOKENIZER_METRICS_AUTH`` says); the comparison is
+constant-time; logs carry neither secrets nor request texts."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from app.core.config import Settings
 from .conftest import Serve
 
 SECRET = "s3cr3t-Bearer-Token-7f1c9a"
-OPEN = {"/healthz", "/readyz"}
+#: The playground page is open too: it holds no data (it asks for the token and sends it with its API calls).
+OPEN = {"/healthz", "/readyz", "/"}
 DOCS = {"/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc"}
 WRONG = [None, "", "Bearer", "Bearer ", f"Basic {SECRET}", "Bearer wrong", f"Bearer {SECRET[:-1]}",
          f"Bearer {SECRET}x", f"Bearer x{SECRET}", f"Token {SECRET}", SECRET, f"Bearer {SECRET.upper()}",
