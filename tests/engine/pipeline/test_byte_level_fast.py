@@ -256,6 +256,7 @@ def test_code_point_sample(name: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 @pytest.mark.parametrize("name", NAMES)
 def test_every_code_point(name: str) -> None:
     bad, nfc_tables = sweep(name, 1)
