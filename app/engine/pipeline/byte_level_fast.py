@@ -170,7 +170,9 @@ class ByteLevelFast(TokenizerBase):
         self._template = pipeline.template
 
     def __repr__(self) -> str:
-        return f"<ByteLevelFast {self.name!r} pattern={'named' if self.encoding._native else 'regex'}>"
+        native_core = self.encoding._native
+        split = "native scanner" if native_core is not None and native_core.has_scanner else "regex splits"
+        return f"<ByteLevelFast {self.name!r} ({split}, native BPE)>"
 
     @property
     def added_tokens(self) -> dict[str, int]:
