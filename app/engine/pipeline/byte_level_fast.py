@@ -186,7 +186,7 @@ class ByteLevelFast(TokenizerBase):
         for c in self._first_chars:
             if c in text:
                 return False
-        return not self._nfc or unicodedata.is_normalized("NFC", text)
+        return not self._nfc or text.isascii() or unicodedata.is_normalized("NFC", text)  # isascii: O(1)
 
     def _stretches(self, text: str) -> tuple[list[tuple[int, int, str | int]], bool]:
         """``text`` as ``(start, end, normalized stretch or added-token id)`` in order, as the pipeline cuts it, and
