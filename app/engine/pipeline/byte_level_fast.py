@@ -22,6 +22,7 @@ reference pipeline (it carries alignment through normalization); otherwise from 
 from __future__ import annotations
 
 import logging
+import re
 import unicodedata
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -38,6 +39,14 @@ from .byte_level_ranks import NotRankOrdered, ranks_from_hf_model
 from .pipeline import Pipeline
 
 log = logging.getLogger("app.engine")
+
+#: A character before which NFC splits text (canonical combining class 0 and NFC quick check Yes: it neither
+#: reorders with nor composes with what precedes it), so NFC(a + b) == NFC(a) + NFC(b) when b starts with one.
+#: ``regex``'s tables are newer than ``unicodedata``'s; a character stable in them was stable before (assigned
+#: properties do not change, unassigned ones are stable), so a cut here is a cut for either.
+_NFC_BOUNDARY = regex.compile(r"[\p{ccc=0}&&\p{NFC_QC=Yes}]", regex.V1)
+#: Text NFC would change is normalized in windows of about this many characters, each window only if needed.
+NFC_WINDOW = 256
 
 
 class IsolatedSplits:
@@ -71,6 +80,51 @@ class IsolatedSplits:
 
     def pieces(self, text: str) -> list[str]:
         return [piece for piece, _ in self.pieces_with_offsets(text)]
+
+
+class LiteralMatcher:
+    """The splits of :class:`~app.engine.pipeline.added.AddedMatcher` (leftmost-longest over all patterns, special
+    tokens' matches skipped) for token sets without ``single_word``/``lstrip``/``rstrip``, searched by one compiled
+    alternation of the literal patterns, longest first (at the leftmost position where any pattern matches, the
+    first alternative that matches is the longest). Python's ``re`` is exact for literals."""
+
+    def __init__(self, entries: Sequence[tuple[str, AddedToken]]) -> None:
+        self._by_pattern: dict[str, AddedToken] = {}
+        for pattern, token in entries:
+            if pattern:
+                self._by_pattern.setdefault(pattern, token)
+        self.has_matchable = any(not t.special for t in self._by_pattern.values())
+        patterns = sorted(self._by_pattern, key=len, reverse=True)
+        self._search = re.compile("|".join(map(re.escape, patterns))).finditer if patterns else None
+
+    def split(self, text: str) -> list[tuple[int, int, AddedToken | None]]:
+        """``text`` cut into ordinary stretches and matched tokens, covering it in order."""
+        if not text:
+            return [(0, 0, None)]
+        if self._search is None or not self.has_matchable:
+            return [(0, len(text), None)]
+        out: list[tuple[int, int, AddedToken | None]] = []
+        taken = 0
+        by_pattern = self._by_pattern
+        for m in self._search(text):
+            token = by_pattern[m.group()]
+            if token.special:
+                continue
+            start, stop = m.span()
+            if taken < start:
+                out.append((taken, start, None))
+            out.append((start, stop, token))
+            taken = stop
+        if taken != len(text):
+            out.append((taken, len(text), None))
+        return out
+
+
+def _matcher(entries: list[tuple[str, AddedToken]]) -> AddedMatcher | LiteralMatcher:
+    """The fast literal matcher when no token needs word or whitespace checks, else the pipeline's own."""
+    if any(t.single_word or t.lstrip or t.rstrip for _, t in entries):
+        return AddedMatcher(entries)
+    return LiteralMatcher(entries)
 
 
 def _is_nfc_normalizer(config: Any) -> bool | None:
@@ -153,13 +207,13 @@ class ByteLevelFast(TokenizerBase):
         self.pattern = encoding.pattern
         self.n_vocab = pipeline.n_vocab
         self._nfc = nfc
-        self._raw = AddedMatcher([(t.content, t) for t in added if not t.normalized])
+        self._raw = _matcher([(t.content, t) for t in added if not t.normalized])
         # The pipeline's own normalizer (NFC), so that both normalize alike; the unicodedata check in front is
         # only a shortcut: text that is NFC by the current Unicode tables is left alone by every NFC.
         normalizer = pipeline.normalizer
         normalize = normalizer.normalize_str if nfc and normalizer is not None else (lambda s: s)
         self._normalize = normalize
-        self._normed = AddedMatcher([(normalize(t.content), t) for t in added if t.normalized])
+        self._normed = _matcher([(normalize(t.content), t) for t in added if t.normalized])
         # First characters of the non-special tokens' patterns: a (normalized) text holding none of them matches
         # no added token (special ones only ever block a match).
         self._first_chars = "".join(sorted({(normalize(t.content) if t.normalized else t.content)[:1]
@@ -202,7 +256,7 @@ class ByteLevelFast(TokenizerBase):
                 continue
             chunk = text[start:end]
             if self._nfc and not unicodedata.is_normalized("NFC", chunk):
-                chunk = self._normalize(chunk)
+                chunk = self._nfc_windows(chunk)
                 exact = False
             if not self._normed.has_matchable:
                 out.append((start, end, chunk))
@@ -213,6 +267,23 @@ class ByteLevelFast(TokenizerBase):
                     bounds = (start + s2, start + e2) if same else (start, end)
                     out.append((*bounds, token2.id if token2 is not None else chunk[s2:e2]))
         return out, exact
+
+    def _nfc_windows(self, text: str) -> str:
+        """The normalizer's NFC of ``text``, computed per window between NFC boundaries and only for windows that
+        are not NFC already (a long text with a few non-NFC characters costs a scan, not a full normalization)."""
+        n = len(text)
+        if n <= NFC_WINDOW:
+            return self._normalize(text)
+        out: list[str] = []
+        start = 0
+        while start < n:
+            cut = start + NFC_WINDOW
+            found = _NFC_BOUNDARY.search(text, cut) if cut < n else None
+            end = found.start() if found is not None else n
+            window = text[start:end]
+            out.append(window if unicodedata.is_normalized("NFC", window) else self._normalize(window))
+            start = end
+        return "".join(out)
 
     # ------------------------------------------------------------------ encoding
 

@@ -20,7 +20,8 @@ from tokenizers import Tokenizer as HFTokenizer
 
 from app.engine import get_encoding, get_store, native, patterns
 from app.engine.encoding import scrub_surrogates
-from app.engine.pipeline.byte_level_fast import ByteLevelFast, IsolatedSplits, fast_byte_level
+from app.engine.pipeline.added import AddedMatcher
+from app.engine.pipeline.byte_level_fast import ByteLevelFast, IsolatedSplits, LiteralMatcher, fast_byte_level
 from app.engine.pipeline.hf_json import from_hf_json
 from app.engine.pipeline.pipeline import Pipeline
 
@@ -262,3 +263,22 @@ def test_every_code_point(name: str) -> None:
     bad, nfc_tables = sweep(name, 1)
     print(f"{name}: {len(nfc_tables)} code points where Hugging Face's NFC tables differ: {nfc_tables[:40]}")
     assert bad == []
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_literal_matcher_splits_as_the_pipelines_matcher(name: str) -> None:
+    """The fast path's literal search gives the pipeline's added-token splits (specials skipped, longest first)."""
+    tokens = get_encoding(name, backend="python").added_vocabulary  # type: ignore[attr-defined]
+    entries = [(t.content, t) for t in tokens if not t.normalized] or [(t.content, t) for t in tokens]
+    fast, reference = LiteralMatcher(entries), AddedMatcher(entries)
+    texts = [*token_strings(name), *list(corpus.random_mixes(FUZZ_SEED + 2, 300)), "", "<", "<<||>>"]
+    assert [fast.split(t) for t in texts] == [reference.split(t) for t in texts]
+
+
+def test_nfc_windows_equal_whole_text_nfc() -> None:
+    tok = ours("qwen3")
+    rng = random.Random(11)
+    alphabet = "ae\u0301\u0323\u0328\u1100\u1161\u11a8가각\u212b\u0344xyz \u0f73\u0f71\u0f72\u095c\u064e\u0651"
+    for _ in range(60):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 3000)))
+        assert tok._nfc_windows(text) == unicodedata.normalize("NFC", text)
