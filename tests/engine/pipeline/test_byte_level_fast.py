@@ -233,10 +233,10 @@ def sweep(name: str, stride: int) -> tuple[list[str], list[str]]:
     nfc_tables: list[str] = []
     for context in SWEEP_CONTEXTS:
         parts = context.split("{c}")
-        batches = [ALL_SCALARS[i : i + SWEEP_BATCH] for i in range(0, len(ALL_SCALARS), SWEEP_BATCH)][::stride]
-        texts = ["".join(chr(c).join(parts) for c in batch) for batch in batches]
-        for batch, text, want in zip(batches, texts, hf_ids(name, texts), strict=True):
-            if tok.encode(text) == want:
+        for start in range(0, len(ALL_SCALARS), SWEEP_BATCH * stride):
+            batch = ALL_SCALARS[start : start + SWEEP_BATCH]
+            text = "".join(chr(c).join(parts) for c in batch)
+            if tok.encode(text) == hf(name).encode(text, add_special_tokens=False).ids:
                 continue
             singles = [chr(c).join(parts) for c in batch]
             for c, single, w in zip(batch, singles, hf_ids(name, singles), strict=True):
