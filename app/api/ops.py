@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from app.core.billing import add_billing
 from app.core.model_table import ModelInfo
 from app.engine import Special, Tokenizer
 from app.engine.errors import InvalidTokenIdError
@@ -212,11 +213,17 @@ def encode(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> 
     """``POST /encode``: ids (and optionally token pieces and offsets) of a text, a batch or parts."""
     timings: dict[str, float] = {}
     req = _timed(timings, "parse", lambda: parse(EncodeRequest, body))
+    if req.messages is not None:
+        from .chat_ops import chat_op
+
+        return chat_op(svc, req, labels, timings, with_ids=True)
     t = _timed(timings, "parse", lambda: _texts(svc, req, labels))
     enc = t.enc
     start = time.perf_counter()
     results: list[dict[str, Any]] = []
-    if t.parts is not None:
+    if req.truncate is not None:
+        results.append(_truncated(t, req))
+    elif t.parts is not None:
         ids, spans = _encode_parts(enc, t.parts, t.prefix, t.suffix, req.return_offsets, t.add_special)
         results.append(_result(enc, ids, spans, req.return_tokens))
         look_texts = [p.text for p in t.parts if p.text is not None]
@@ -239,6 +246,7 @@ def encode(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> 
     out: dict[str, Any] = {"tokenizer": enc.name}
     if t.model is not None:
         out["model"] = _model_usage(t.model, counts, t.batch)
+        add_billing(out["model"], t.model, counts, req.max_output_tokens)
     if t.batch:
         out["results"] = results
         out["total"] = total
@@ -247,6 +255,21 @@ def encode(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> 
     payload = _timed(timings, "serialize", lambda: _dumps(out))
     metrics.sync_cache([enc])
     return OpResult(payload, enc.name, total, t.input_bytes, timings)
+
+
+def _truncated(t: _Texts, req: EncodeRequest | CountRequest) -> dict[str, Any]:
+    """``truncate`` on one ``text``: the kept ids (and prefix/suffix specials) and what was dropped."""
+    from .chat_ops import truncate_text
+
+    if t.texts is None or t.batch or req.truncate is None:
+        raise ApiError(422, "validation_error", "'truncate' works on 'text' or 'messages'",
+                       [{"loc": ["truncate"], "msg": "use 'text' or 'messages'", "type": "value_error"}])
+    enc = t.enc
+    before, after = _specials_around(enc, t.prefix, t.suffix, t.add_special)
+    kept, report = truncate_text(enc, t.texts[0], req.truncate, len(before) + len(after))
+    result = _result(enc, [*before, *kept, *after], None, bool(getattr(req, "return_tokens", False)))
+    result["truncated"] = report
+    return result
 
 
 def _result(enc: Tokenizer, ids: list[int], spans: list[tuple[int, int]] | None, tokens: bool) -> dict[str, Any]:
@@ -308,11 +331,20 @@ def count(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> O
     """``POST /count``: the number of tokens of a text, a batch or parts (special tokens included)."""
     timings: dict[str, float] = {}
     req = _timed(timings, "parse", lambda: parse(CountRequest, body))
+    if req.messages is not None:
+        from .chat_ops import chat_op
+
+        return chat_op(svc, req, labels, timings, with_ids=False)
     t = _timed(timings, "parse", lambda: _texts(svc, req, labels))
     enc = t.enc
     start = time.perf_counter()
     looks: list[int] | None = None
-    if t.parts is not None:
+    truncated: dict[str, Any] | None = None
+    if req.truncate is not None:
+        result = _truncated(t, req)
+        truncated = result["truncated"]
+        counts = [result["count"]]
+    elif t.parts is not None:
         before, after = _specials_around(enc, t.prefix, t.suffix, t.add_special)
         n = len(before) + len(after)
         for p in t.parts:
@@ -331,6 +363,9 @@ def count(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> O
     out: dict[str, Any] = {"tokenizer": enc.name}
     if t.model is not None:
         out["model"] = _model_usage(t.model, counts, t.batch)
+        add_billing(out["model"], t.model, counts, req.max_output_tokens)
+    if truncated is not None:
+        out["truncated"] = truncated
     if t.batch:
         out.update(counts=counts, total=total)
         if looks is not None:

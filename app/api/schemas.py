@@ -15,7 +15,7 @@ accepts.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler, model_validator
 from pydantic.json_schema import JsonSchemaValue
@@ -105,8 +105,16 @@ class _Target(_Strict):
         return self
 
 
+class Truncate(_Strict):
+    """Keep at most ``max_tokens`` tokens: ``right`` cuts the end, ``left`` the start (messages: oldest first)."""
+
+    max_tokens: int = Field(ge=0, description="the most tokens to keep (special tokens and framing included)")
+    side: Literal["right", "left"] = Field("right", description="which end of a text to cut; for messages, which end "
+                                           "of the message that has to be shortened")
+
+
 class _TextInput(_Target):
-    exactly_one: ClassVar[Groups] = (*_Target.exactly_one, ("text", "texts", "parts"))
+    exactly_one: ClassVar[Groups] = (*_Target.exactly_one, ("text", "texts", "parts", "messages"))
 
     text: str | None = Field(None, description="one text (always ordinary text)")
     texts: list[str] | None = Field(None, description="a batch of texts (non-empty)")
@@ -120,12 +128,29 @@ class _TextInput(_Target):
     report_special_lookalikes: bool = Field(
         False, description="count occurrences of special-token strings inside the text (they are encoded as text)"
     )
+    messages: list[dict[str, Any]] | None = Field(None, description="a chat conversation (OpenAI Chat Completions "
+                                                  "shape); needs 'model', which decides the framing (GET /models)")
+    tools: list[dict[str, Any]] | None = Field(None, description="OpenAI function tools (with 'messages')")
+    add_generation_prompt: bool = Field(True, description="with 'messages': end the prompt with the assistant's "
+                                        "turn header")
+    max_output_tokens: int | None = Field(None, ge=1, description="output tokens to reserve and price (default: "
+                                          "the model's maximum)")
+    truncate: Truncate | None = Field(None, description="cut to at most max_tokens ('text' or 'messages')")
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        schema = super().__get_pydantic_json_schema__(core_schema, handler)
+        # 'messages' needs 'model' (the model decides the framing); 'tools' go with 'messages'
+        handler.resolve_ref_schema(schema)["dependentRequired"] = {"messages": ["model"], "tools": ["messages"]}
+        return schema
 
     @model_validator(mode="after")
     def _input(self) -> Any:
-        given = [k for k in ("text", "texts", "parts") if getattr(self, k) is not None]
+        given = [k for k in ("text", "texts", "parts", "messages") if getattr(self, k) is not None]
         if len(given) != 1:
-            raise ValueError("give exactly one of 'text', 'texts' or 'parts'")
+            raise ValueError("give exactly one of 'text', 'texts', 'parts' or 'messages'")
+        if self.messages is None and self.tools is not None:
+            raise ValueError("'tools' goes with 'messages'")
         if self.texts is not None and not self.texts:
             raise ValueError("'texts' must not be empty")
         if self.parts is not None and not self.parts:
@@ -148,6 +173,9 @@ class EncodeRequest(_TextInput):
                                           {"special": "<|end_header_id|>"}, {"text": "\n\nHi!"},
                                           {"special": "<|eot_id|>"}]},
         {"tokenizer": "cl100k_base", "text": "hi", "special_tokens": {"suffix": ["<|endoftext|>"]}},
+        {"model": "gpt-oss-20b", "messages": [{"role": "system", "content": "Be brief."},
+                                              {"role": "user", "content": "Hi!"}]},
+        {"model": "gpt-4o", "text": "a long document ...", "truncate": {"max_tokens": 3, "side": "right"}},
     ]})
 
 
@@ -158,6 +186,11 @@ class CountRequest(_TextInput):
         {"model": "gpt-4o", "text": "How many tokens is this?"},
         {"tokenizer": "o200k_base", "texts": ["a", "b c"]},
         {"tokenizer": "cl100k_base", "parts": [{"text": "hello"}, {"special": "<|endoftext|>"}]},
+        {"model": "gpt-4o", "messages": [{"role": "user", "content": "What's the weather in Paris?"}],
+         "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Current weather",
+                                                     "parameters": {"type": "object", "properties": {
+                                                         "city": {"type": "string", "description": "City"}}}}}],
+         "max_output_tokens": 500},
     ]})
 
 
@@ -215,6 +248,15 @@ class ModelUsage(BaseModel):
     output_price_per_million: float | None = Field(None, description="price of one million output tokens; null if "
                                                    "unknown")
     estimated_input_cost: float | None = Field(None, description="tokens counted x input price (the whole batch)")
+    output_tokens_reserved: int | None = Field(None, description="max_output_tokens of the request, else the "
+                                               "model's maximum; 'fits' reserves them")
+    estimated_output_cost: float | None = Field(None, description="worst case: output_tokens_reserved x output price "
+                                                "(per text of a batch)")
+    estimated_total_cost: float | None = Field(None, description="estimated input cost + estimated output cost")
+    cached_input_price_per_million: float | None = Field(None, description="price of prompt-cache hits, where the "
+                                                         "provider has one")
+    estimated_cached_input_cost: float | None = Field(None, description="the input cost if every input token were "
+                                                      "a prompt-cache hit")
     price_source: str | None = Field(None, description="where the operator took the price from")
     price_as_of: str | None = Field(None, description="when the price was taken")
     price_note: str | None = Field(None, description="the operator's note on the price")
@@ -346,4 +388,71 @@ class ErrorResponse(BaseModel):
     error: ErrorBody = Field(description="the error")
 
 
-REQUEST_MODELS: tuple[type[BaseModel], ...] = (EncodeRequest, CountRequest, DecodeRequest)
+class _Compat(_Strict):
+    """Request bodies of other servers' shapes: strict types, but fields this service does not use (vLLM's
+    ``chat_template_kwargs``, ``mm_processor_kwargs``, …) are ignored rather than refused, so clients work unchanged."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+
+class TokenizeRequest(_Compat):
+    """Body of the vLLM-compatible ``POST /tokenize``: exactly one of ``prompt`` or ``messages``.
+
+    ``add_special_tokens`` applies to ``prompt`` (the tokenizer's own BOS/EOS); with ``messages`` the model's chat
+    framing decides every special token."""
+
+    exactly_one: ClassVar[Groups] = (("prompt", "messages"),)
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"model": "llama-3.1-8b-instruct", "prompt": "Hello!", "return_token_strs": True},
+        {"model": "gpt-oss-20b", "messages": [{"role": "user", "content": "Hello!"}]},
+    ]})
+
+    model: Name = Field(description="model name (snapshots resolve), see GET /models")
+    prompt: str | None = Field(None, description="one text (always ordinary text)")
+    messages: list[dict[str, Any]] | None = Field(None, description="a chat conversation, framed as the model "
+                                                  "frames it")
+    tools: list[dict[str, Any]] | None = Field(None, description="OpenAI function tools (with 'messages')")
+    add_generation_prompt: bool = Field(True, description="with 'messages': end with the assistant's turn header")
+    add_special_tokens: bool = Field(True, description="with 'prompt': the tokenizer's own template (BOS for Llama 3)")
+    return_token_strs: bool = Field(False, description="also return each token as text")
+
+    @model_validator(mode="after")
+    def _input(self) -> Any:
+        if (self.prompt is None) == (self.messages is None):
+            raise ValueError("give exactly one of 'prompt' or 'messages'")
+        return self
+
+
+class DetokenizeRequest(_Compat):
+    """Body of the vLLM-compatible ``POST /detokenize``."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"model": "llama-3.1-8b-instruct",
+                                                               "tokens": [128000, 9906, 0]}]})
+
+    model: Name = Field(description="model name (snapshots resolve), see GET /models")
+    tokens: list[int] = Field(description="token ids")
+
+
+class TeiTokenizeRequest(_Compat):
+    """Body of TEI's ``POST /tei/{model}/tokenize``."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"inputs": "Hello!"},
+                                                              {"inputs": ["a", "b c"], "add_special_tokens": False}]})
+
+    inputs: str | list[str] = Field(description="one text or a batch (always ordinary text)")
+    add_special_tokens: bool = Field(True, description="the tokenizer's own template (BOS for Llama 3)")
+    prompt_name: str | None = Field(None, description="not supported (no prompts are configured): must be absent")
+
+
+class TeiDecodeRequest(_Compat):
+    """Body of TEI's ``POST /tei/{model}/decode``."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"ids": [128000, 9906, 0]},
+                                                              {"ids": [[9906], [0]], "skip_special_tokens": False}]})
+
+    ids: list[int] | list[list[int]] = Field(description="token ids, or several lists of them")
+    skip_special_tokens: bool = Field(True, description="leave special tokens out of the text")
+
+
+REQUEST_MODELS: tuple[type[BaseModel], ...] = (EncodeRequest, CountRequest, DecodeRequest, TokenizeRequest,
+                                               DetokenizeRequest, TeiTokenizeRequest, TeiDecodeRequest)

@@ -38,6 +38,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     common(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     template(p)
+    p.add_argument("--model", "-m", help="model name (snapshots resolve): count with its tokenizer and print the "
+                   "context window and the estimated cost")
+    p.add_argument("--messages", metavar="FILE.json", help="count a chat conversation (a list of messages, or "
+                   "{messages, tools, add_generation_prompt}) as --model frames it")
+    p.add_argument("--max-output-tokens", type=int, help="output tokens to reserve and price (default: the model's "
+                   "maximum)")
     p.set_defaults(handler=cmd_count)
 
     p = sub.add_parser("decode", help="decode token ids (whitespace- or comma-separated) from files or stdin")
@@ -68,6 +74,10 @@ def cmd_encode(args: argparse.Namespace) -> int:
 
 
 def cmd_count(args: argparse.Namespace) -> int:
+    if args.model or args.messages:
+        from .chat import cmd_count_model
+
+        return cmd_count_model(args)
     enc = get_encoding(args.tokenizer, args.store)
     inputs = read_text_inputs(args.files)
     counts = [(label, enc.count(text, add_special_tokens=args.add_special_tokens)) for label, text in inputs]

@@ -66,7 +66,8 @@ class Settings:
         "Largest request body accepted, counted on the raw stream (413 above).", default=16 * 2**20
     )
     max_batch_size: int = _doc(
-        "Most texts in one `texts` batch, id lists in one decode `batch`, or `parts`.", default=1024
+        "Most texts in one `texts` batch, id lists in one decode `batch`, `parts`, or chat `messages`.",
+        default=1024
     )
     max_decode_ids: int = _doc("Most token ids in one /decode request (all lists together).", default=4 * 2**20)
     max_text_chars: int = _doc("Most characters in one request's texts together (413 above).", default=16 * 2**20)

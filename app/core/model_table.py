@@ -7,16 +7,21 @@ File schema (``format_version`` 1)::
      "models": {
         "gpt-4o": {"tokenizer": "o200k_base",          # a name or alias in the tokenizer store
                    "aliases": ["chatgpt-4o-latest"],     # optional, other names for the same entry
+                   "chat": {"framing": "openai-cookbook", "rules": "gpt-4o"},   # optional: how `messages` are
+                                                         # framed (see app.engine.chat.framings)
                    "context_window": 128000,             # tokens (input + output), or null if unknown
                    "max_output_tokens": 16384,           # or null
                    "price": {"input_per_million": 2.5,   # currency units per 1,000,000 tokens, or null
                              "output_per_million": 10.0,
+                             "cached_input_per_million": 1.25,   # optional: prompt-cache hits, or null
                              "source": "https://…",      # where the price was taken from
                              "as_of": "2025-06",         # when
                              "note": "…"}},              # optional
         …}}
 
-A model the table lacks still resolves if a tokenizer's manifest entry lists it under ``models`` (then context
+A name the table lacks resolves to the longest table name it extends with ``-`` (dated snapshots, as tiktoken's
+model-prefix table does: ``gpt-4o-2024-08-06`` -> ``gpt-4o``, ``gpt-3.5-turbo-0301`` -> ``gpt-3.5-turbo``). A model
+the table lacks still resolves if a tokenizer's manifest entry lists it under ``models`` (then context
 window and prices are unknown). Prices are estimates for planning; the operator owns this file.
 """
 
@@ -46,16 +51,24 @@ class ModelInfo:
     max_output_tokens: int | None = None
     input_per_million: float | None = None
     output_per_million: float | None = None
+    cached_input_per_million: float | None = None
     currency: str = "USD"
     price_source: str | None = None
     price_as_of: str | None = None
     price_note: str | None = None
+    chat: Mapping[str, Any] | None = None
 
     def input_cost(self, tokens: int) -> float | None:
         """Estimated cost of ``tokens`` input tokens in :attr:`currency`, or None without a price."""
         if self.input_per_million is None:
             return None
         return tokens * self.input_per_million / 1_000_000
+
+    def output_cost(self, tokens: int) -> float | None:
+        """Estimated cost of ``tokens`` output tokens, or None without a price."""
+        if self.output_per_million is None:
+            return None
+        return tokens * self.output_per_million / 1_000_000
 
 
 class ModelTable:
@@ -96,6 +109,14 @@ class ModelTable:
 
     def get(self, name: str) -> ModelInfo | None:
         return self._models.get(name)
+
+    def resolve(self, name: str) -> ModelInfo | None:
+        """The entry of ``name``, else of the longest table name that ``name`` extends with ``-`` (a snapshot)."""
+        info = self._models.get(name)
+        if info is not None:
+            return info
+        best = max((k for k in self._models if name.startswith(k + "-")), key=len, default=None)
+        return self._models[best] if best is not None else None
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._models)
@@ -149,6 +170,10 @@ def _parse_entry(path: Path, name: str, entry: Any, currency: str) -> ModelInfo:
             raise ModelTableError(f"{where}: price {key!r} must be a string")
         return value
 
+    chat = entry.get("chat")
+    if chat is not None and not isinstance(chat, dict):
+        raise ModelTableError(f"{where}: 'chat' must be an object or null")
+
     info = ModelInfo(
         name=name,
         tokenizer=tokenizer,
@@ -156,10 +181,12 @@ def _parse_entry(path: Path, name: str, entry: Any, currency: str) -> ModelInfo:
         max_output_tokens=count("max_output_tokens"),
         input_per_million=money("input_per_million"),
         output_per_million=money("output_per_million"),
+        cached_input_per_million=money("cached_input_per_million"),
         currency=currency,
         price_source=text("source"),
         price_as_of=text("as_of"),
         price_note=text("note"),
+        chat=chat,
     )
     if (info.input_per_million is not None or info.output_per_million is not None) and not (
         info.price_source and info.price_as_of

@@ -35,6 +35,9 @@ def test_tokenizer_detail(client: TestClient) -> None:
     assert llama["special_tokens"]["<|eot_id|>"] == 128009 and len(llama["special_tokens"]) == 256
     assert llama["template"] == "<|begin_of_text|> $text" and llama["added_tokens"] == {}
     assert body["template"] == "$text"
+    qwen = client.get("/tokenizers/qwen3").json()  # a tokenizer.json pipeline: its added tokens and template
+    assert qwen["added_tokens"]["<tool_call>"] == 151657 and "<|im_start|>" in qwen["special_tokens"]
+    assert client.get("/tokenizers/gemma3").json()["template"] == "<bos> $text"
     err = assert_error(client.get("/tokenizers/nope"), 404, "unknown_tokenizer")
     assert "cl100k_base" in err["details"]["known"]
     for path in ("/tokenizers/%FF", "/tokenizers/%00", "/tokenizers/" + "a" * 10_000):

@@ -15,13 +15,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.engine import CacheStats, Encoding, get_encoding, list_encodings, native
+from app.engine import CacheStats, Encoding, get_encoding, get_store, list_encodings, native
 from app.engine.bpe import byte_pair_encode
 
 pytestmark = pytest.mark.skipif(not native.available(), reason=f"compiled core not built: {native.IMPORT_ERROR}")
 
 ROOT = Path(__file__).resolve().parents[2]
-NAMES = list_encodings()
+#: The tiktoken-format tokenizers (byte-level BPE over ranks, the compiled core's own family).
+NAMES = [n for n in list_encodings() if get_store().spec(n).format == "tiktoken"]
 PIECES = [
     "a", "A", "ǅ", "ʰ", "中", "日本語", "\u0301", "\u0903", "1", "²", "٣", "123456", " ", "  ", "\t", "\n", "\r\n",
     "\x0b", "\x0c", "\x85", "\u00a0", "\u2028", "\u3000", "'", "'s", "'S", "'ſ", "'ll", "'VE", "'re", "'d", "'m",

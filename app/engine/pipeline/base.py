@@ -79,7 +79,11 @@ class PreTokenizer(Protocol):
 
 
 class Model(Protocol):
-    """Turns one pre-tokenized piece into token ids."""
+    """Turns one pre-tokenized piece into token ids.
+
+    A model may also offer ``segments(text) -> Iterable[(start, end)]``: stretches of a long pre-token that it
+    tokenizes independently with the same result (BPE where no merge crosses the cut); the pipeline then encodes
+    and caches those stretches one by one."""
 
     def tokenize(self, text: str) -> list[int]:
         """Ids of ``text`` (one pre-token)."""

@@ -163,9 +163,11 @@ def _added_tokens(entries: Any) -> list[AddedToken]:
 
 
 def is_rank_ordered_byte_level_bpe(data: dict[str, Any]) -> bool:
-    """True when ``data`` is plain byte-level BPE whose merge list is in the order of its results' ids (what a
-    rank-based byte-level core computes): BPE without byte fallback, unknown token, affixes or ``ignore_merges``;
-    a ByteLevel pre-tokenizer last; a ByteLevel decoder."""
+    """True when ``data`` is plain byte-level BPE whose merge list is in the order of its results' ids: BPE
+    without byte fallback, unknown token, affixes or ``ignore_merges``; a ByteLevel pre-tokenizer last; a
+    ByteLevel decoder. Necessary for a rank-based byte-level core to compute the same merges, not sufficient (a
+    rank-based core also joins pairs the merge list lacks when their concatenation is a token): the registered
+    constructor checks the rest and declines what it cannot run exactly."""
     model = data.get("model") or {}
     if model.get("type") != "BPE" or model.get("byte_fallback") or model.get("unk_token") is not None:
         return False

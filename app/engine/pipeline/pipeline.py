@@ -18,12 +18,25 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 from ..cache import CacheStats, PieceCache, default_cache_size
+from ..encoding import scrub_surrogates
 from ..errors import InvalidTokenIdError
 from ..specials import EMPTY_TEMPLATE, Template
 from ..store import TokenizerSpec
 from ..tokenizer import TokenizerBase
 from .added import AddedMatcher, AddedToken
 from .base import Decoder, Model, Normalizer, Piece, PostProcessor, PreTokenizer, Span
+
+
+def _surrogate_spans(text: str, clean: str) -> list[Span]:
+    """Per character of ``clean`` (:func:`scrub_surrogates` of ``text``), its span in ``text``."""
+    spans: list[Span] = []
+    i = 0
+    for c in clean:
+        width = 2 if len(c.encode("utf-16-le")) == 4 and text[i:i + 1] != c else 1
+        spans.append((i, i + width))
+        i += width
+    return spans
+
 
 #: Pre-tokens longer than this are cut where the model says they merge independently (``Model.segments``).
 SEGMENT_FROM = 16
@@ -93,8 +106,13 @@ class Pipeline(TokenizerBase):
         return tuple(self.model.tokenize(text))
 
     def _pieces(self, text: str, offsets: bool) -> list[Piece]:
-        """Steps 1–3: the text as pre-tokens and matched added tokens, in order."""
-        root = Piece.of(text, offsets)
+        """Steps 1–3: the text as pre-tokens and matched added tokens, in order. Lone surrogates become U+FFFD
+        first (the service's rule for every tokenizer); spans still index the caller's text."""
+        clean = scrub_surrogates(text)
+        root = Piece.of(clean, offsets)
+        if offsets and len(clean) != len(text):  # a surrogate pair written as two code units became one character
+            root.spans = _surrogate_spans(text, clean)
+        text = clean
         normalizer = self.normalizer
         out: list[Piece] = []
         for start, end, token in self._raw_matcher.split(text):

@@ -158,13 +158,15 @@ class BPE:
         vocab = self.vocab
         syms: list[int] = []
         spans: list[tuple[int, int]] | None = [] if with_spans else None
-        if not self.prefix and not self.suffix and not self.byte_fallback and self._unk_id is None:
-            # The common byte-level case: every character is in the vocabulary (or dropped).
+        if not self.prefix and not self.suffix:
+            # The common case: every character is in the vocabulary (no unknowns, no byte fallback needed).
             try:
                 syms = [vocab[ch] for ch in text]
                 return syms, ([(i, i + 1) for i in range(len(text))] if with_spans else None)
             except KeyError:
                 syms = []
+        if not self.prefix and not self.suffix and not self.byte_fallback and self._unk_id is None:
+            # Byte-level files: a character outside the vocabulary is dropped.
             for i, ch in enumerate(text):
                 token_id = vocab.get(ch)
                 if token_id is not None:

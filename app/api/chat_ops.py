@@ -1,0 +1,280 @@
+"""Chat operations: ``messages`` on ``/count`` and ``/encode``, truncation and ``GET /models``.
+
+The model decides the framing (its ``chat`` entry in the model table, see :mod:`app.engine.chat.framings`); a model
+without one is a 422 listing the models that support ``messages``. Caller text stays ordinary text everywhere.
+
+Truncation never cuts inside a character: kept ids always decode (strict UTF-8) to a prefix (``side: right``) or
+suffix (``left``) of the text. For messages, whole messages go first, oldest non-system first (an assistant's tool
+calls leave with their results, and the conversation then starts at a user message); if the newest message alone is
+still too long its text is shortened. The response says what was dropped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, MutableMapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from app.core.billing import add_billing
+from app.core.model_table import ModelInfo
+from app.engine import Tokenizer
+from app.engine.chat import ChatInputError, Conversation, Framing, parse_conversation
+
+from . import metrics
+from .deps import ServiceState
+from .errors import ApiError
+from .ops import OpResult, _check_batch, _check_chars, _dumps, _model_usage, _timed, _token_pieces, utf8_len
+from .schemas import CountRequest, EncodeRequest, Truncate
+
+
+def chat_models(svc: ServiceState) -> list[str]:
+    """Model names (and aliases) whose table entry has a ``chat`` framing."""
+    return sorted(name for name, info in svc.models.entries().items() if info.chat is not None)
+
+
+def _framing(svc: ServiceState, model: str | None,
+             labels: MutableMapping[str, str]) -> tuple[Tokenizer, ModelInfo, Framing]:
+    supported = chat_models(svc)
+    if model is None:
+        raise ApiError(422, "model_required", "'messages' needs 'model' (the model decides the framing); models "
+                       f"that support messages: {', '.join(supported)}", {"supported": supported})
+    info = svc.model(model)
+    if info.chat is None:
+        raise ApiError(422, "messages_not_supported", f"model {model!r} has no chat framing; models that support "
+                       f"messages: {', '.join(supported)}", {"model": model, "supported": supported})
+    enc = svc.encoding(info.tokenizer)
+    labels["tokenizer"] = enc.name
+    return enc, info, svc.chat.framing(info.chat, enc)
+
+
+def _conversation(svc: ServiceState, messages: Any, tools: Any) -> tuple[Conversation, int]:
+    if isinstance(messages, list):
+        _check_batch(svc, len(messages), "messages")
+    if isinstance(tools, list):
+        _check_batch(svc, len(tools), "tools")
+    try:
+        conv = parse_conversation(messages, tools)
+    except ChatInputError as exc:
+        raise _chat_error(exc) from None
+    texts = conv.texts()
+    _check_chars(svc, sum(map(len, texts)))
+    nbytes = sum(utf8_len(t, "messages") for t in texts)
+    return conv, nbytes
+
+
+def _chat_error(exc: ChatInputError) -> ApiError:
+    return ApiError(422, "invalid_messages", str(exc), {"field": exc.path})
+
+
+class _Counter:
+    """Counts (or ids) of conversations under one framing, mapping framing errors to 422."""
+
+    def __init__(self, enc: Tokenizer, framing: Framing, add_generation_prompt: bool) -> None:
+        self.enc, self.framing, self.agp = enc, framing, add_generation_prompt
+
+    def count(self, conv: Conversation) -> int:
+        try:
+            return self.framing.count(self.enc, conv, add_generation_prompt=self.agp)
+        except ChatInputError as exc:
+            raise _chat_error(exc) from None
+
+    def ids(self, conv: Conversation) -> list[int]:
+        try:
+            return self.enc.encode_parts(list(self.framing.frame(conv, add_generation_prompt=self.agp)))
+        except ChatInputError as exc:
+            raise _chat_error(exc) from None
+
+
+def chat_op(svc: ServiceState, req: EncodeRequest | CountRequest, labels: MutableMapping[str, str],
+            timings: dict[str, float], *, with_ids: bool) -> OpResult:
+    """``messages`` on ``/encode`` (``with_ids``) or ``/count``."""
+    unused = [k for k in ("special_tokens", "return_offsets", "report_special_lookalikes", "add_special_tokens")
+              if getattr(req, k, None)]
+    if unused:
+        raise ApiError(422, "validation_error", f"'{unused[0]}' does not apply to 'messages' (the model's framing "
+                       "decides every special token)", [{"loc": [unused[0]], "msg": "not with messages",
+                                                         "type": "value_error"}])
+    enc, info, framing = _framing(svc, req.model, labels)
+    if with_ids and not framing.ids_public:
+        raise ApiError(422, "ids_not_public", f"model {req.model!r} frames messages with tokens that are not "
+                       "public; POST /count gives the billed count", {"model": req.model, "framing": framing.kind})
+    conv, nbytes = _timed(timings, "parse", lambda: _conversation(svc, req.messages, req.tools))
+    counter = _Counter(enc, framing, req.add_generation_prompt)
+    start = time.perf_counter()
+    out: dict[str, Any] = {"tokenizer": enc.name, "framing": framing.kind}
+    if req.truncate is not None:
+        conv, report = truncate_messages(counter, conv, req.truncate)
+        out["truncated"] = report
+    if with_ids:
+        ids = counter.ids(conv)
+        out["ids"], out["count"] = ids, len(ids)
+        if getattr(req, "return_tokens", False):
+            out["tokens"] = _token_pieces(enc, ids)
+    else:
+        out["count"] = counter.count(conv)
+    timings["tokenize"] = time.perf_counter() - start
+    usage = _model_usage(info, [out["count"]], False)
+    add_billing(usage, info, [out["count"]], req.max_output_tokens)
+    out["model"] = usage
+    payload = _timed(timings, "serialize", lambda: _dumps(out))
+    metrics.sync_cache([enc])
+    return OpResult(payload, enc.name, out["count"], nbytes, timings)
+
+
+# ---------------------------------------------------------------------------- truncation
+
+
+def _prefix_fit(n: int, fits: Callable[[int], bool]) -> int:
+    """The largest k in [0, n] with ``fits(k)`` (``fits`` monotone, ``fits(0)`` assumed), by binary search."""
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def clean_cut(enc: Tokenizer, ids: Sequence[int], keep: int, side: str) -> tuple[list[int], str]:
+    """At most ``keep`` of ``ids`` from the start (``right``) or end (``left``), fewer if needed so the kept ids
+    decode to whole characters; returns the kept ids and their text."""
+    keep = max(0, min(keep, len(ids)))
+    while keep > 0:
+        kept = list(ids[:keep]) if side == "right" else list(ids[len(ids) - keep:])
+        try:
+            return kept, enc.decode_bytes(kept).decode("utf-8")
+        except UnicodeDecodeError:
+            keep -= 1
+    return [], ""
+
+
+def truncate_text(enc: Tokenizer, text: str, trunc: Truncate, n_specials: int) -> tuple[list[int], dict[str, Any]]:
+    """The ids of ``text`` cut to ``trunc.max_tokens`` minus ``n_specials`` (room for the prefix/suffix specials)."""
+    ids = enc.encode(text)
+    room = trunc.max_tokens - n_specials
+    if room < 0:
+        raise ApiError(422, "cannot_truncate", f"max_tokens {trunc.max_tokens} leaves no room for the "
+                       f"{n_specials} special tokens requested", {"max_tokens": trunc.max_tokens})
+    kept, kept_text = clean_cut(enc, ids, room, trunc.side)
+    return kept, {"max_tokens": trunc.max_tokens, "side": trunc.side, "dropped_tokens": len(ids) - len(kept),
+                  "kept_text": kept_text, "kept_chars": len(kept_text)}
+
+
+def _units(conv: Conversation) -> list[list[int]]:
+    """Droppable units (message indices): each non-system message, an assistant's tool calls with their results."""
+    units: list[list[int]] = []
+    for i, m in enumerate(conv.messages):
+        if m.role in ("system", "developer"):
+            continue
+        if m.role == "tool" and units and conv.messages[units[-1][0]].tool_calls:
+            units[-1].append(i)
+        else:
+            units.append([i])
+    return units
+
+
+def truncate_messages(counter: _Counter, conv: Conversation, trunc: Truncate) -> tuple[Conversation, dict[str, Any]]:
+    """Drop (then shorten) the oldest non-system messages until the framed prompt has at most ``max_tokens``."""
+    limit = trunc.max_tokens
+    original = counter.count(conv)
+    report: dict[str, Any] = {"max_tokens": limit, "original_count": original, "dropped_messages": [],
+                              "shortened_message": None}
+    if original <= limit:
+        return conv, report
+    keep = list(range(len(conv.messages)))
+    units = _units(conv)
+
+    def build(indices: Sequence[int], override: tuple[int, str] | None = None) -> Conversation:
+        msgs = []
+        for i in indices:
+            m = conv.messages[i]
+            if override is not None and override[0] == i:
+                m = replace(m, content=override[1])
+            msgs.append(m)
+        return conv.replace_messages(msgs)
+
+    def first_kept(k: int) -> int:
+        """Index into ``units`` of the first unit kept when the oldest ``k`` go: the conversation resumes at a
+        user message (templates such as Gemma 3's require it), and the newest unit always stays."""
+        while k < len(units) - 1 and conv.messages[units[k][0]].role != "user":
+            k += 1
+        return min(k, len(units) - 1)
+
+    def kept_after(k: int) -> list[int]:
+        gone = {i for unit in units[:first_kept(k)] for i in unit}
+        return [i for i in keep if i not in gone]
+
+    # fewer tokens the more units go: binary search for the fewest (O(log n) framings, not one per message)
+    last = max(len(units) - 1, 0)
+    if units and counter.count(build(kept_after(last))) <= limit:
+        drop = last - _prefix_fit(last, lambda j: counter.count(build(kept_after(last - j))) <= limit)
+    else:
+        drop = last
+    keep = kept_after(drop)
+    units = units[first_kept(drop):] if units else units
+    report["dropped_messages"] = [i for i in range(len(conv.messages)) if i not in set(keep)]
+    if counter.count(build(keep)) <= limit:
+        return build(keep), report
+    target = units[0][-1] if units else keep[-1]
+    text = conv.messages[target].content
+    ids = counter.enc.encode(text)
+    side = trunc.side
+
+    def fits(k: int) -> bool:
+        kept_ids, kept_text = clean_cut(counter.enc, ids, k, side)
+        return counter.count(build(keep, (target, kept_text))) <= limit
+
+    if not fits(0):
+        raise ApiError(422, "cannot_truncate", f"the conversation needs more than {limit} tokens even with only the "
+                       "system messages and an empty last message", {"max_tokens": limit, "count": original})
+    k = _prefix_fit(len(ids), fits)
+    kept_ids, kept_text = clean_cut(counter.enc, ids, k, side)
+    report["shortened_message"] = {"index": target, "side": side, "kept_chars": len(kept_text),
+                                   "dropped_chars": len(text) - len(kept_text),
+                                   "dropped_tokens": len(ids) - len(kept_ids)}
+    return build(keep, (target, kept_text)), report
+
+
+# ---------------------------------------------------------------------------- GET /models
+
+
+def models_list(svc: ServiceState) -> dict[str, Any]:
+    """Every model of the table: tokenizer, context window, output maximum, prices with source and date, and
+    whether ``messages`` is supported (with which framing and whether ids are public)."""
+    out = []
+    for name in svc.models.names():
+        info = svc.models.entries()[name]
+        chat = info.chat
+        out.append({
+            "name": name, "canonical": info.name, "tokenizer": svc.store.resolve(info.tokenizer),
+            "context_window": info.context_window, "max_output_tokens": info.max_output_tokens,
+            "messages": chat is not None, "framing": chat.get("framing") if chat else None,
+            "ids_public": chat is not None and chat.get("framing") != "openai-cookbook",
+            "price": {"currency": info.currency, "input_per_million": info.input_per_million,
+                      "cached_input_per_million": info.cached_input_per_million,
+                      "output_per_million": info.output_per_million, "source": info.price_source,
+                      "as_of": info.price_as_of, "note": info.price_note},
+        })
+    return {"models": out}
+
+
+__all__ = ["chat_conversation", "chat_framing", "chat_models", "chat_op", "chat_ids", "clean_cut", "models_list",
+           "truncate_messages", "truncate_text"]
+
+
+def chat_framing(svc: ServiceState, model: str | None,
+                 labels: MutableMapping[str, str]) -> tuple[Tokenizer, ModelInfo, Framing]:
+    """(tokenizer, model entry, framing) of ``model``; 422 when it has none (listing the models that do)."""
+    return _framing(svc, model, labels)
+
+
+def chat_conversation(svc: ServiceState, messages: Any, tools: Any) -> tuple[Conversation, int]:
+    """A validated conversation and its caller text's UTF-8 size (limits applied); 422 for bad input."""
+    return _conversation(svc, messages, tools)
+
+
+def chat_ids(enc: Tokenizer, framing: Framing, conv: Conversation, add_generation_prompt: bool) -> list[int]:
+    """Ids of a framed conversation; 422 if the framing refuses it."""
+    return _Counter(enc, framing, add_generation_prompt).ids(conv)

@@ -1,0 +1,162 @@
+"""Routes in the shapes of inference servers, so their clients work unchanged: vLLM's ``POST /tokenize`` and
+``POST /detokenize``, and TEI's ``POST /tokenize`` and ``POST /decode`` under ``/tei/{model}/`` (point a TEI client's
+base URL at ``http://host/tei/MODEL``).
+
+Same safety rule as everywhere: input text is ordinary text. vLLM and TEI parse special-token strings typed in a
+prompt into control tokens; here they stay text (the tokenizer's own framing is added only by
+``add_special_tokens``, and chat framing only by ``messages``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import MutableMapping
+from typing import Any
+
+from app.core.model_table import ModelInfo
+from app.engine import Tokenizer
+from app.engine.errors import InvalidTokenIdError, UnknownTokenizerError
+
+from . import metrics
+from .chat_ops import chat_conversation, chat_framing, chat_ids
+from .deps import ServiceState
+from .errors import ApiError
+from .ops import OpResult, _check_batch, _check_chars, _dumps, _timed, _token_pieces, parse, utf8_len
+from .schemas import DetokenizeRequest, TeiDecodeRequest, TeiTokenizeRequest, TokenizeRequest
+
+
+def _model_tokenizer(svc: ServiceState, model: str, labels: MutableMapping[str, str]) -> tuple[ModelInfo, Tokenizer]:
+    info = svc.model(model)
+    enc = svc.encoding(info.tokenizer)
+    labels["tokenizer"] = enc.name
+    return info, enc
+
+
+def _check_ids(svc: ServiceState, n: int) -> None:
+    limit = svc.settings.max_decode_ids
+    if n > limit:
+        raise ApiError(413, "payload_too_large", f"{n} ids to decode; the limit is {limit} "
+                       "(TOKENIZER_MAX_DECODE_IDS)", {"limit": limit, "actual": n})
+
+
+def _decode(enc: Tokenizer, ids: list[int], skip_special: bool) -> str:
+    try:
+        return enc.decode(ids, skip_special=skip_special)
+    except InvalidTokenIdError as exc:
+        raise ApiError(422, "invalid_token_id", f"token id {exc.token_id} at position {exc.index} is not in the "
+                       f"vocabulary of {enc.name!r}", {"id": exc.token_id, "position": exc.index,
+                                                        "tokenizer": enc.name}) from None
+
+
+# ---------------------------------------------------------------------------- vLLM
+
+
+def tokenize(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> OpResult:
+    """vLLM's ``POST /tokenize``: ``{count, max_model_len, tokens[, token_strs]}`` for ``prompt`` or ``messages``."""
+    timings: dict[str, float] = {}
+    req = _timed(timings, "parse", lambda: parse(TokenizeRequest, body))
+    if req.messages is not None:
+        enc, info, framing = chat_framing(svc, req.model, labels)
+        if not framing.ids_public:
+            raise ApiError(422, "ids_not_public", f"model {req.model!r} frames messages with tokens that are not "
+                           "public; POST /count gives the billed count", {"model": req.model})
+        conv, nbytes = chat_conversation(svc, req.messages, req.tools)
+        start = time.perf_counter()
+        ids = chat_ids(enc, framing, conv, req.add_generation_prompt)
+    else:
+        info, enc = _model_tokenizer(svc, req.model, labels)
+        prompt = req.prompt or ""
+        _check_chars(svc, len(prompt))
+        nbytes = utf8_len(prompt, "prompt")
+        start = time.perf_counter()
+        ids = enc.encode(prompt, add_special_tokens=req.add_special_tokens)
+    timings["tokenize"] = time.perf_counter() - start
+    metrics.sync_cache([enc])
+    out: dict[str, Any] = {"count": len(ids), "max_model_len": info.context_window, "tokens": ids}
+    if req.return_token_strs:
+        out["token_strs"] = [p.get("text", p.get("bytes")) for p in _token_pieces(enc, ids)]
+    payload = _timed(timings, "serialize", lambda: _dumps(out))
+    return OpResult(payload, enc.name, len(ids), nbytes, timings)
+
+
+def detokenize(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> OpResult:
+    """vLLM's ``POST /detokenize``: ``{"prompt": text}``; 422 naming an id outside the vocabulary."""
+    timings: dict[str, float] = {}
+    req = _timed(timings, "parse", lambda: parse(DetokenizeRequest, body))
+    _, enc = _model_tokenizer(svc, req.model, labels)
+    _check_ids(svc, len(req.tokens))
+    start = time.perf_counter()
+    text = _decode(enc, req.tokens, False)
+    timings["tokenize"] = time.perf_counter() - start
+    return OpResult(_dumps({"prompt": text}), enc.name, len(req.tokens), 0, timings)
+
+
+# ---------------------------------------------------------------------------- TEI
+
+
+def _tei_target(svc: ServiceState, name: str, labels: MutableMapping[str, str]) -> Tokenizer:
+    """A model name (snapshots resolve), else a tokenizer name."""
+    try:
+        return _model_tokenizer(svc, name, labels)[1]
+    except ApiError:
+        try:
+            enc = svc.encoding(name)
+        except (UnknownTokenizerError, KeyError):
+            raise ApiError(404, "unknown_model", f"unknown model or tokenizer {name[:256]!r} in the URL",
+                           {"name": name[:256]}) from None
+        labels["tokenizer"] = enc.name
+        return enc
+
+
+def _tei_tokens(enc: Tokenizer, text: str, add_special: bool) -> list[dict[str, Any]]:
+    ids, spans = enc.encode_with_offsets(text)
+    # character offsets -> UTF-8 byte offsets, as TEI reports them
+    starts = [0]
+    for ch in text:
+        starts.append(starts[-1] + len(ch.encode("utf-8")))
+    data = text.encode("utf-8")
+    tokens = [{"id": i, "text": data[starts[a]:starts[b]].decode("utf-8", errors="replace"), "special": False,
+               "start": starts[a], "stop": starts[b]} for i, (a, b) in zip(ids, spans, strict=True)]
+    if not add_special:
+        return tokens
+    template = enc.template
+
+    def special(token_id: int) -> dict[str, Any]:
+        return {"id": token_id, "text": enc.decode([token_id]), "special": True, "start": None, "stop": None}
+
+    return [*map(special, template.prefix_ids), *tokens, *map(special, template.suffix_ids)]
+
+
+def tei_tokenize(svc: ServiceState, name: str, body: bytes, labels: MutableMapping[str, str]) -> OpResult:
+    """TEI's ``POST /tokenize``: ``[[{id, text, special, start, stop}, …], …]`` (byte offsets; one list per input)."""
+    timings: dict[str, float] = {}
+    req = _timed(timings, "parse", lambda: parse(TeiTokenizeRequest, body))
+    if req.prompt_name is not None:
+        raise ApiError(422, "validation_error", "prompt_name: no prompts are configured",
+                       [{"loc": ["prompt_name"], "msg": "no prompts are configured", "type": "value_error"}])
+    enc = _tei_target(svc, name, labels)
+    inputs = [req.inputs] if isinstance(req.inputs, str) else req.inputs
+    _check_batch(svc, len(inputs), "inputs")
+    _check_chars(svc, sum(map(len, inputs)))
+    nbytes = sum(utf8_len(t, f"inputs[{i}]") for i, t in enumerate(inputs))
+    start = time.perf_counter()
+    out = [_tei_tokens(enc, t, req.add_special_tokens) for t in inputs]
+    timings["tokenize"] = time.perf_counter() - start
+    metrics.sync_cache([enc])
+    payload = _timed(timings, "serialize", lambda: _dumps(out))
+    return OpResult(payload, enc.name, sum(map(len, out)), nbytes, timings)
+
+
+def tei_decode(svc: ServiceState, name: str, body: bytes, labels: MutableMapping[str, str]) -> OpResult:
+    """TEI's ``POST /decode``: a list with the text of ``ids`` (or of each id list)."""
+    timings: dict[str, float] = {}
+    req = _timed(timings, "parse", lambda: parse(TeiDecodeRequest, body))
+    enc = _tei_target(svc, name, labels)
+    rows: list[list[int]] = [req.ids] if not req.ids or isinstance(req.ids[0], int) else req.ids  # type: ignore[list-item]
+    _check_batch(svc, len(rows), "ids")
+    n = sum(map(len, rows))
+    _check_ids(svc, n)
+    start = time.perf_counter()
+    texts = [_decode(enc, row, req.skip_special_tokens) for row in rows]
+    timings["tokenize"] = time.perf_counter() - start
+    return OpResult(_dumps(texts), enc.name, n, 0, timings)

@@ -1,0 +1,68 @@
+"""``GET /models``, the vLLM-compatible ``POST /tokenize`` and ``POST /detokenize``, and TEI's ``POST /tokenize``
+and ``POST /decode`` under ``/tei/{model}/``.
+
+``messages`` on ``/count`` and ``/encode`` live with those routes (:mod:`app.api.chat_ops` does the work).
+"""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from .. import chat_ops, compat_ops
+from ..deps import ServiceState, get_service
+from ..schemas import ErrorResponse
+from .tokenize import ERRORS, body_schema, run_op
+
+router = APIRouter(tags=["chat"])
+
+TEI_ERRORS: dict[int | str, dict[str, Any]] = {
+    **ERRORS, 404: {"model": ErrorResponse, "description": "no such model or tokenizer in the URL"}}
+
+
+@router.get("/models", summary="Models: tokenizer, context window, prices, chat support")
+async def list_models(request: Request) -> dict[str, Any]:
+    """Every model name of the model table (aliases included) with its tokenizer, context window, maximum output,
+    prices (with source and date; cached-input price where the provider has one) and whether ``messages`` work."""
+    return chat_ops.models_list(get_service(request))
+
+
+@router.post("/tokenize", responses=ERRORS, openapi_extra=body_schema("TokenizeRequest"), tags=["compatibility"],
+             summary="vLLM-compatible tokenize (prompt or messages)")
+async def tokenize(request: Request) -> Response:
+    """``{count, max_model_len, tokens[, token_strs]}`` as vLLM answers. Unlike vLLM, ``prompt`` is always ordinary
+    text: special-token strings in it are not parsed."""
+    return await run_op(request, compat_ops.tokenize, "/tokenize")
+
+
+@router.post("/detokenize", responses=ERRORS, openapi_extra=body_schema("DetokenizeRequest"), tags=["compatibility"],
+             summary="vLLM-compatible detokenize")
+async def detokenize(request: Request) -> Response:
+    """``{"prompt": text}`` of ``tokens``."""
+    return await run_op(request, compat_ops.detokenize, "/detokenize")
+
+
+@router.post("/tei/{model}/tokenize", responses=TEI_ERRORS, openapi_extra=body_schema("TeiTokenizeRequest"),
+             tags=["compatibility"], summary="TEI-compatible tokenize (base URL /tei/MODEL)")
+async def tei_tokenize(model: str, request: Request) -> Response:
+    """``[[{id, text, special, start, stop}]]`` with UTF-8 byte offsets, as TEI answers; ``model`` is a model or
+    tokenizer name. Unlike TEI, special-token strings in ``inputs`` stay text."""
+
+    def op(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> Any:
+        return compat_ops.tei_tokenize(svc, model, body, labels)
+
+    return await run_op(request, op, "/tei/tokenize")
+
+
+@router.post("/tei/{model}/decode", responses=TEI_ERRORS, openapi_extra=body_schema("TeiDecodeRequest"),
+             tags=["compatibility"], summary="TEI-compatible decode")
+async def tei_decode(model: str, request: Request) -> Response:
+    """A list with the text of ``ids`` (or of each list of ids)."""
+
+    def op(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> Any:
+        return compat_ops.tei_decode(svc, model, body, labels)
+
+    return await run_op(request, op, "/tei/decode")

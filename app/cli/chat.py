@@ -1,0 +1,117 @@
+"""``count --model`` (cost and context window) and ``count --messages FILE.json`` (a conversation, framed as the
+model frames it). The model table is ``$TOKENIZER_MODELS_FILE`` or the store's ``models.json``; snapshot names
+resolve as in the service."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from app.core.billing import add_billing
+from app.core.model_table import MODELS_FILE, ModelInfo, ModelTable, ModelTableError
+from app.engine import get_encoding, get_store
+from app.engine.chat import ChatFramings, ChatInputError, ChatSpecError, parse_conversation
+
+from ._io import read_text_inputs
+
+
+class CliError(Exception):
+    """A bad input: printed as one line on stderr, exit code 2."""
+
+
+def _table(store_dir: str | None) -> tuple[ModelTable, Path]:
+    store = get_store(store_dir)
+    env = os.environ.get("TOKENIZER_MODELS_FILE", "").strip()
+    path = Path(env) if env else store.directory / MODELS_FILE
+    return (ModelTable.load(path) if path.is_file() else ModelTable.empty()), store.directory
+
+
+def _model(table: ModelTable, name: str) -> ModelInfo:
+    info = table.resolve(name)
+    if info is None:
+        raise CliError(f"unknown model {name!r}; known models: {', '.join(table.names())}")
+    return info
+
+
+def _read_conversation(path: str) -> tuple[Any, Any, bool]:
+    """``(messages, tools, add_generation_prompt)`` from a JSON file: a list of messages or an object with
+    ``messages`` (and optionally ``tools``, ``add_generation_prompt``)."""
+    try:
+        data = json.loads(read_text_inputs([path])[0][1])
+    except (OSError, ValueError) as exc:
+        raise CliError(f"{path}: cannot read a JSON conversation: {exc}") from None
+    if isinstance(data, list):
+        return data, None, True
+    if isinstance(data, dict) and "messages" in data:
+        agp = data.get("add_generation_prompt", True)
+        if not isinstance(agp, bool):
+            raise CliError(f"{path}: 'add_generation_prompt' must be true or false")
+        return data["messages"], data.get("tools"), agp
+    raise CliError(f"{path}: expected a list of messages or an object with 'messages'")
+
+
+def cmd_count_model(args: Any) -> int:
+    """``count`` with ``--model`` and/or ``--messages``."""
+    try:
+        return _run(args)
+    except (CliError, ModelTableError, ChatSpecError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except ChatInputError as exc:
+        print(f"error: {exc.path}: {exc}" if not str(exc).startswith(exc.path) else f"error: {exc}",
+              file=sys.stderr)
+        return 2
+
+
+def _run(args: Any) -> int:
+    table, store_dir = _table(args.store)
+    if args.messages and not args.model:
+        raise CliError("--messages needs --model (the model decides the framing)")
+    info = _model(table, args.model)
+    enc = get_encoding(info.tokenizer, args.store)
+    out: dict[str, Any] = {"model": args.model, "tokenizer": enc.name}
+    if args.messages:
+        if args.files:
+            raise CliError("give either --messages FILE.json or text files, not both")
+        if args.add_special_tokens:
+            raise CliError("--add-special-tokens does not apply to --messages (the model's framing decides)")
+        if info.chat is None:
+            supported = sorted(n for n, i in table.entries().items() if i.chat is not None)
+            raise CliError(f"model {args.model!r} has no chat framing; models that support messages: "
+                           f"{', '.join(supported)}")
+        framings = ChatFramings.from_store(store_dir)
+        framings.check(info.chat, f"model {args.model!r}")
+        messages, tools, agp = _read_conversation(args.messages)
+        conv = parse_conversation(messages, tools)
+        framing = framings.framing(info.chat, enc)
+        counts = [framing.count(enc, conv, add_generation_prompt=agp)]
+        out["framing"] = framing.kind
+    else:
+        counts = [enc.count(text, add_special_tokens=args.add_special_tokens)
+                  for _, text in read_text_inputs(args.files)]
+    total = sum(counts)
+    usage: dict[str, Any] = {"context_window": info.context_window, "max_output_tokens": info.max_output_tokens,
+                             "currency": info.currency, "estimated_input_cost": info.input_cost(total),
+                             "price_source": info.price_source, "price_as_of": info.price_as_of}
+    add_billing(usage, info, [total], args.max_output_tokens)
+    out.update(count=total, **usage)
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"{total} tokens ({args.model}, {enc.name}{', ' + out['framing'] if 'framing' in out else ''})")
+    if info.context_window is not None:
+        reserved = usage["output_tokens_reserved"]
+        room = f" with {reserved} output tokens reserved" if reserved else ""
+        print(f"context window {info.context_window}: {'fits' if usage['fits'] else 'does NOT fit'}{room}")
+    if usage["estimated_input_cost"] is not None:
+        line = f"input {usage['estimated_input_cost']:.6f} {info.currency}"
+        if usage["estimated_output_cost"] is not None:
+            line += (f", worst-case output {usage['estimated_output_cost']:.6f}, total "
+                     f"{usage['estimated_total_cost']:.6f}")
+        print(f"{line} (prices as of {info.price_as_of}; {info.price_source})")
+    return 0
+
+

@@ -1,0 +1,198 @@
+"""Chat conversations in the OpenAI Chat Completions shape, validated into immutable values.
+
+:func:`parse_conversation` is the one validator for every caller (HTTP API, CLI, library). Accepted shape::
+
+    messages: [{"role": "system"|"developer"|"user"|"assistant"|"tool",
+                "content": str | null | [{"type": "text", "text": str}, ...],
+                "name": str,                       # optional
+                "tool_calls": [{"id": str, "type": "function",
+                                "function": {"name": str, "arguments": str}}],   # assistant only
+                "tool_call_id": str}]              # tool only
+    tools:    [{"type": "function", "function": {"name": str, "description": str, "parameters": {...}}}]
+
+Decisions: a list ``content`` is its text parts joined with ``"\\n"`` (what vLLM does for templates that take string
+content); ``content: null`` is the empty string. Bad input raises :class:`ChatInputError` whose ``path`` names the
+offending field (``messages[2].content``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+ROLES = ("system", "developer", "user", "assistant", "tool")
+
+
+class ChatInputError(ValueError):
+    """A conversation that does not have the accepted shape, or that a framing cannot render."""
+
+    def __init__(self, message: str, path: str = "messages") -> None:
+        super().__init__(message)
+        self.path = path
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """An assistant's function call: ``arguments`` is the JSON text the model produced."""
+
+    name: str
+    arguments: str
+    id: str | None = None
+
+    def arguments_value(self, path: str) -> Any:
+        """``arguments`` parsed from JSON (templates receive objects, as vLLM passes them)."""
+        try:
+            return json.loads(self.arguments)
+        except ValueError:
+            raise ChatInputError(f"{path}: 'arguments' is not valid JSON", path) from None
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """One message; ``content`` is plain text (never parsed for special tokens)."""
+
+    role: str
+    content: str
+    name: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    content_given: bool = True  # False when the caller sent null or left it out (assistant with tool_calls)
+
+
+@dataclass(frozen=True)
+class Tool:
+    """An OpenAI function tool; ``raw`` is the definition as given (templates receive it unchanged)."""
+
+    name: str
+    description: str | None
+    parameters: Mapping[str, Any] | None
+    raw: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """Messages and tools, validated."""
+
+    messages: tuple[ChatMessage, ...]
+    tools: tuple[Tool, ...] = ()
+
+    def texts(self) -> list[str]:
+        """Every text a caller wrote (contents, names, call arguments): what limits and lookalike counts apply to."""
+        out: list[str] = []
+        for m in self.messages:
+            out.append(m.content)
+            if m.name:
+                out.append(m.name)
+            for call in m.tool_calls:
+                out.extend((call.name, call.arguments))
+        return out
+
+    def replace_messages(self, messages: Sequence[ChatMessage]) -> Conversation:
+        return Conversation(tuple(messages), self.tools)
+
+
+def _str(value: Any, path: str, *, optional: bool = False) -> str | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise ChatInputError(f"{path} must be a string", path)
+    return value
+
+
+def _content(value: Any, path: str) -> tuple[str, bool]:
+    if value is None:
+        return "", False
+    if isinstance(value, str):
+        return value, True
+    if isinstance(value, list):
+        texts = []
+        for i, part in enumerate(value):
+            where = f"{path}[{i}]"
+            if not isinstance(part, Mapping) or part.get("type") != "text" or set(part) - {"type", "text"}:
+                raise ChatInputError(f"{where} must be {{\"type\": \"text\", \"text\": ...}} (only text parts are "
+                                     "supported)", where)
+            texts.append(_str(part.get("text"), f"{where}.text"))
+        return "\n".join(t for t in texts if t is not None), True
+    raise ChatInputError(f"{path} must be a string, null or a list of text parts", path)
+
+
+def _tool_call(value: Any, path: str) -> ToolCall:
+    if not isinstance(value, Mapping) or set(value) - {"id", "type", "function"}:
+        raise ChatInputError(f"{path} must be {{id, type: \"function\", function: {{name, arguments}}}}", path)
+    if value.get("type", "function") != "function":
+        raise ChatInputError(f"{path}.type must be \"function\"", f"{path}.type")
+    fn = value.get("function")
+    if not isinstance(fn, Mapping) or set(fn) - {"name", "arguments"}:
+        raise ChatInputError(f"{path}.function must be {{name, arguments}}", f"{path}.function")
+    name = _str(fn.get("name"), f"{path}.function.name")
+    arguments = fn.get("arguments", "{}")
+    if isinstance(arguments, Mapping):  # some clients send an object; keep its JSON text
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    arguments = _str(arguments, f"{path}.function.arguments")
+    assert name is not None and arguments is not None
+    if not name:
+        raise ChatInputError(f"{path}.function.name must not be empty", f"{path}.function.name")
+    return ToolCall(name=name, arguments=arguments, id=_str(value.get("id"), f"{path}.id", optional=True))
+
+
+_MESSAGE_KEYS = {"role", "content", "name", "tool_calls", "tool_call_id"}
+
+
+def _message(value: Any, path: str) -> ChatMessage:
+    if not isinstance(value, Mapping):
+        raise ChatInputError(f"{path} must be an object", path)
+    extra = sorted(set(value) - _MESSAGE_KEYS)
+    if extra:
+        raise ChatInputError(f"{path}: unknown field {extra[0]!r} (allowed: {', '.join(sorted(_MESSAGE_KEYS))})",
+                             f"{path}.{extra[0]}")
+    role = value.get("role")
+    if role not in ROLES:
+        raise ChatInputError(f"{path}.role must be one of {', '.join(ROLES)}", f"{path}.role")
+    content, given = _content(value.get("content"), f"{path}.content")
+    name = _str(value.get("name"), f"{path}.name", optional=True)
+    raw_calls = value.get("tool_calls")
+    calls: tuple[ToolCall, ...] = ()
+    if raw_calls is not None:
+        if role != "assistant":
+            raise ChatInputError(f"{path}.tool_calls: only assistant messages have tool calls", f"{path}.tool_calls")
+        if not isinstance(raw_calls, list):
+            raise ChatInputError(f"{path}.tool_calls must be a list", f"{path}.tool_calls")
+        calls = tuple(_tool_call(c, f"{path}.tool_calls[{i}]") for i, c in enumerate(raw_calls))
+    call_id = _str(value.get("tool_call_id"), f"{path}.tool_call_id", optional=True)
+    if call_id is not None and role != "tool":
+        raise ChatInputError(f"{path}.tool_call_id: only tool messages answer a tool call", f"{path}.tool_call_id")
+    if "content" not in value and not calls:
+        raise ChatInputError(f"{path}.content is required", f"{path}.content")
+    return ChatMessage(role=role, content=content, name=name, tool_calls=calls, tool_call_id=call_id,
+                       content_given=given)
+
+
+def _tool(value: Any, path: str) -> Tool:
+    if not isinstance(value, Mapping) or value.get("type") != "function" or not isinstance(
+            value.get("function"), Mapping):
+        raise ChatInputError(f"{path} must be {{\"type\": \"function\", \"function\": {{name, description, "
+                             "parameters}}}}", path)
+    fn = value["function"]
+    name = _str(fn.get("name"), f"{path}.function.name")
+    assert name is not None
+    if not name:
+        raise ChatInputError(f"{path}.function.name must not be empty", f"{path}.function.name")
+    description = _str(fn.get("description"), f"{path}.function.description", optional=True)
+    parameters = fn.get("parameters")
+    if parameters is not None and not isinstance(parameters, Mapping):
+        raise ChatInputError(f"{path}.function.parameters must be a JSON schema object", f"{path}.function.parameters")
+    return Tool(name=name, description=description, parameters=parameters, raw=value)
+
+
+def parse_conversation(messages: Any, tools: Any = None) -> Conversation:
+    """Validate ``messages`` (a non-empty list) and ``tools`` (a list or None); raises :class:`ChatInputError`."""
+    if not isinstance(messages, list) or not messages:
+        raise ChatInputError("'messages' must be a non-empty list of messages")
+    parsed = tuple(_message(m, f"messages[{i}]") for i, m in enumerate(messages))
+    if tools is None:
+        return Conversation(parsed)
+    if not isinstance(tools, list):
+        raise ChatInputError("'tools' must be a list of function tools", "tools")
+    return Conversation(parsed, tuple(_tool(t, f"tools[{i}]") for i, t in enumerate(tools)))

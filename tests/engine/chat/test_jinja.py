@@ -1,0 +1,237 @@
+"""Jinja chat templates against transformers' ``apply_chat_template``: rendered strings for Llama 3.1, Qwen3 and
+Gemma 3, and ids wherever the model's tokenizer is in the store (Llama 3.1: our ``llama3`` vs a transformers
+tokenizer built from Meta's ``tokenizer.json``; Qwen3 and Gemma 3 as soon as ``qwen3``/``gemma3`` land), on the
+seeded conversation set; role markers in content stay text; the sandbox holds.
+
+The live comparison needs the reference Python (``scripts/chat_reference_env.sh``); a recorded copy of its answers
+(``data/jinja_reference.json``, digests of rendered strings and ids) is checked on every run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.engine import get_encoding
+from app.engine.chat import ChatInputError, ChatTemplate, load_templates, parse_conversation
+from app.engine.chat.jinja import MARK
+from app.engine.errors import UnknownTokenizerError
+from app.engine.specials import Special
+from app.engine.store import bundled_store_dir
+
+from . import hf
+from .conversations import MARKERS, conversations, has_markers
+
+N = int(os.environ.get("CHAT_TEST_CONVERSATIONS", "120"))
+STYLES = {"llama-3.1-8b-instruct": "llama", "qwen3-8b": "qwen", "gemma-3-27b-it": "gemma"}
+
+#: Special tokens (HF ``special: true`` added tokens) of each model's tokenizer.json, for the templates whose
+#: tokenizer is not in the store yet: recorded here so the rendering tests run without the npm files.
+SPECIALS_FILE = Path(__file__).resolve().parent / "data" / "template_specials.json"
+
+TEMPLATES = load_templates(bundled_store_dir())
+
+
+#: The store tokenizer each template's ids are compared with, once that tokenizer is in the store (Qwen3 and
+#: Gemma 3 are compared by rendered string until then).
+TOKENIZERS = {"llama-3.1-8b-instruct": "llama3", "qwen3-8b": "qwen3", "gemma-3-27b-it": "gemma3"}
+
+
+def tokenizer_of(name: str) -> Any:
+    try:
+        return get_encoding(TOKENIZERS[name])
+    except UnknownTokenizerError:
+        return None
+
+
+def specials_of(name: str) -> list[str]:
+    enc = tokenizer_of(name)
+    if enc is not None:
+        return list(enc.special_tokens)
+    data: dict[str, list[str]] = json.loads(SPECIALS_FILE.read_text(encoding="utf-8"))
+    return data[name]
+
+
+def test_llama_ids_are_compared() -> None:
+    assert tokenizer_of("llama-3.1-8b-instruct") is not None
+
+
+def template(name: str) -> ChatTemplate:
+    src = TEMPLATES[name]
+    return ChatTemplate(name, src.text, src.variables, specials_of(name))
+
+
+def invalid(style: str) -> list[dict[str, Any]]:
+    """Conversations a template must refuse (both sides must refuse them)."""
+    out = [{"messages": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}], "tools": None,
+            "add_generation_prompt": True}]
+    if style == "llama":
+        out.append({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": None,
+                                  "tool_calls": [{"id": "1", "type": "function", "function": {
+                                      "name": "f", "arguments": "{}"}}] * 2}], "tools": None,
+                    "add_generation_prompt": True})
+    return out
+
+
+def ours_and_items(name: str, convs: list[dict[str, Any]]) -> tuple[list[Any], list[dict[str, Any]]]:
+    tpl = template(name)
+    ours: list[Any] = []
+    items: list[dict[str, Any]] = []
+    for c in convs:
+        agp = c["add_generation_prompt"]
+        conv = parse_conversation(c["messages"], c["tools"])
+        ctx = tpl.context(conv, agp, escape=False)
+        try:
+            rendered = tpl.render(conv, add_generation_prompt=agp)
+            parts = tpl.frame(conv, add_generation_prompt=agp)
+        except ChatInputError as exc:
+            ours.append(exc)
+            items.append({"messages": ctx["messages"], "tools": ctx["tools"], "add_generation_prompt": agp,
+                          "parts": None})
+            continue
+        ours.append((rendered, parts))
+        items.append({"messages": ctx["messages"], "tools": ctx["tools"], "add_generation_prompt": agp,
+                      "parts": [["special", p.name] if isinstance(p, Special) else ["text", p] for p in parts]})
+    return ours, items
+
+
+def compare(name: str, convs: list[dict[str, Any]], ours: list[Any], answers: list[dict[str, Any]]) -> None:
+    specials = set(specials_of(name))
+    enc = tokenizer_of(name)
+    mismatches = []
+    for i, (c, mine, ref) in enumerate(zip(convs, ours, answers, strict=True)):
+        if isinstance(mine, ChatInputError) or "error" in ref:
+            if not (isinstance(mine, ChatInputError) and "error" in ref):
+                mismatches.append((i, "one side refused", str(mine)[:80], str(ref.get("error"))[:80]))
+            continue
+        rendered, parts = mine
+        if rendered != ref["rendered"] or parts.rendered() != ref["rendered"]:
+            mismatches.append((i, "rendered"))
+            continue
+        if enc is not None:
+            ids = enc.encode_parts(list(parts))
+            # with role markers in caller text transformers would turn them into control tokens: the reference
+            # for us is its tokenizer on the same parts with special-token parsing off
+            want = ref["parts_ids"] if has_markers(c, specials) else ref["ids"]
+            if ids != want:
+                mismatches.append((i, "ids"))
+    assert not mismatches, mismatches[:5]
+
+
+@pytest.mark.parametrize("name", list(STYLES))
+def test_rendering_and_ids_equal_transformers(name: str) -> None:
+    convs = conversations(13, N, STYLES[name]) + invalid(STYLES[name])
+    ours, items = ours_and_items(name, convs)
+    answers = hf.run(name, TEMPLATES[name].text, items)
+    compare(name, convs, ours, answers)
+    assert sum(1 for o in ours if not isinstance(o, ChatInputError)) >= N  # the set really was rendered
+
+
+def recorded_entry(name: str, answers: list[dict[str, Any]]) -> list[Any]:
+    return [ref.get("error", "").split(":")[0] if "error" in ref else
+            [hf.digest(ref["rendered"]), hf.digest(ref["ids"]), hf.digest(ref["parts_ids"])] for ref in answers]
+
+
+@pytest.mark.parametrize("name", list(STYLES))
+def test_recorded_reference(name: str) -> None:
+    """Our output against the recorded digests of the reference's answers on the same seeded set."""
+    data = hf.recorded("jinja_reference")
+    convs = conversations(data["seed"], data["n"], STYLES[name]) + invalid(STYLES[name])
+    ours, _ = ours_and_items(name, convs)
+    specials = set(specials_of(name))
+    enc = tokenizer_of(name)
+    expected = data["templates"][name]
+    assert len(expected) == len(ours)
+    for c, mine, want in zip(convs, ours, expected, strict=True):
+        if isinstance(mine, ChatInputError):
+            assert isinstance(want, str)
+            continue
+        rendered, parts = mine
+        assert hf.digest(rendered) == want[0]
+        if enc is not None:
+            ids = enc.encode_parts(list(parts))
+            assert hf.digest(ids) == (want[2] if has_markers(c, specials) else want[1])
+
+
+def test_record_reference() -> None:
+    """Refresh ``data/jinja_reference.json`` (only with ``CHAT_RECORD=1`` and the reference built)."""
+    if os.environ.get("CHAT_RECORD") != "1":
+        pytest.skip("set CHAT_RECORD=1 to re-record the reference answers")
+    seed, n = 7, 80
+    out: dict[str, Any] = {"seed": seed, "n": n, "reference": "transformers 5.0.0 apply_chat_template",
+                           "templates": {}}
+    specials: dict[str, list[str]] = {}
+    for name, style in STYLES.items():
+        convs = conversations(seed, n, style) + invalid(style)
+        _, items = ours_and_items(name, convs)
+        out["templates"][name] = recorded_entry(name, hf.run(name, TEMPLATES[name].text, items))
+        tj = json.loads((hf.reference_dir() / "models" / hf.MODEL_DIRS[name] / "tokenizer.json").read_text())
+        specials[name] = [a["content"] for a in tj["added_tokens"] if a["special"]]
+    hf.record("jinja_reference", out)
+    hf.record("template_specials", specials)
+
+
+# ------------------------------------------------------------------------------------- text stays text
+
+
+@pytest.mark.parametrize("name", list(STYLES))
+def test_role_markers_in_content_are_text(name: str) -> None:
+    tpl = template(name)
+    specials = set(specials_of(name))
+    text = " ".join(MARKERS + sorted(specials)[:50]) + MARK
+    conv_messages = [{"role": "system", "content": text}, {"role": "user", "content": text},
+                     {"role": "assistant", "content": text}, {"role": "user", "content": "<|eot_id|>" + text}]
+    plain = [{**m, "content": "x"} for m in conv_messages]
+    parts = tpl.frame(parse_conversation(conv_messages))
+    template_only = tpl.frame(parse_conversation(plain))
+    n_special = sum(isinstance(p, Special) for p in parts)
+    assert n_special == sum(isinstance(p, Special) for p in template_only)
+    assert [p for p in parts if isinstance(p, Special)] == [p for p in template_only if isinstance(p, Special)]
+    texts = "".join(p for p in parts if isinstance(p, str))
+    assert texts.count("<|eot_id|>") >= 4 and MARK in texts
+    enc = tokenizer_of(name)
+    if enc is not None:
+        ids = enc.encode_parts(list(parts))
+        assert sum(enc.is_special(i) for i in ids) == n_special
+
+
+def test_unsafe_template_literal_is_refused() -> None:
+    with pytest.raises(ValueError, match="could complete"):
+        ChatTemplate("bad", "{% for m in messages %}{{ m.content }}{{ '|eot_id|>' }}{% endfor %}", {},
+                     ["<|eot_id|>"])
+    with pytest.raises(ValueError, match="could complete"):
+        ChatTemplate("bad", "{% for m in messages %}{{ '<|eot' }}{{ m.content }}{% endfor %}", {}, ["<|eot_id|>"])
+
+
+def test_sandbox_blocks_attribute_escapes() -> None:
+    tpl = ChatTemplate("evil", "{{ messages.__class__.__mro__ }}{{ ''.__class__.__subclasses__() }}", {}, [])
+    with pytest.raises(ChatInputError):
+        tpl.render(parse_conversation([{"role": "user", "content": "x"}]))
+    mutate = ChatTemplate("mutate", "{% set x = messages.append(1) %}{{ messages }}", {}, [])
+    with pytest.raises(ChatInputError):
+        mutate.render(parse_conversation([{"role": "user", "content": "x"}]))
+
+
+def test_raise_exception_and_helpers() -> None:
+    tpl = ChatTemplate("t", "{{ raise_exception('no ' + messages[0].content) }}", {}, [])
+    with pytest.raises(ChatInputError, match="no way"):
+        tpl.render(parse_conversation([{"role": "user", "content": "way"}]))
+    helpers = ChatTemplate("h", "{{ messages[0] | tojson }}|{{ strftime_now('%Y') | length }}", {}, [])
+    out = helpers.render(parse_conversation([{"role": "user", "content": "é<b>"}]))
+    assert out == '{"role": "user", "content": "é<b>"}|4'
+
+
+def test_llama_tool_call_arguments_are_objects() -> None:
+    tpl = template("llama-3.1-8b-instruct")
+    conv = parse_conversation([{"role": "user", "content": "w?"}, {"role": "assistant", "content": None,
+                               "tool_calls": [{"id": "c", "type": "function", "function": {
+                                   "name": "get", "arguments": "{\"city\": \"Paris\"}"}}]}])
+    assert '{"name": "get", "parameters": {"city": "Paris"}}' in tpl.render(conv)
+    bad = parse_conversation([{"role": "user", "content": "w?"}, {"role": "assistant", "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "get", "arguments": "{not json"}}]}])
+    with pytest.raises(ChatInputError, match="not valid JSON"):
+        tpl.render(bad)
