@@ -224,7 +224,7 @@ SWEEP_BATCH = 2048
 def sweep(name: str, stride: int) -> tuple[list[str], list[str]]:
     """Every ``stride``-th batch of all scalar values rendered into each context: ids equal Hugging Face's.
 
-    Returns the code points (bisected from differing batches) whose ids differ, and separately those where Hugging
+    Returns the code points (tried one by one in a differing batch) whose ids differ, and separately those where Hugging
     Face's NFC (older Unicode tables: combining classes of marks added since) and Python's disagree on the text:
     there the fast path must equal the pure-Python pipeline, whose normalizer decides."""
     tok = ours(name)
