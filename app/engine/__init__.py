@@ -1,6 +1,6 @@
 """The tokenizer engine: exact tokenizers of every family over frozen, verified artifacts.
 
-Public surface::
+Public surface (``__all__``; the package ships a ``py.typed`` marker, so type checkers use these hints)::
 
     from app.engine import get_encoding
     enc = get_encoding("cl100k_base")          # or an alias: "gpt2" / "r50k_base", …
@@ -10,6 +10,9 @@ Public surface::
 Every tokenizer ``get_encoding`` returns implements :class:`Tokenizer` (byte-level BPE as :class:`Encoding`, the
 compiled fast path; component pipelines for ``tokenizer.json`` and the other families). This package imports
 nothing from the web layer and can be used as a library.
+
+``LOADERS``, ``load_all``, ``load_encoding``, ``reset`` and ``default_store_dir`` are importable too (the service
+and the tests use them) but are not in ``__all__``: they are not part of the library's contract.
 """
 
 from __future__ import annotations
@@ -24,34 +27,33 @@ from .errors import (
     UnknownSpecialTokenError,
     UnknownTokenizerError,
 )
-from .loaders import LOADERS, LoadOptions, load_tokenizer
-from .registry import get_encoding, get_store, list_encodings, load_all, load_encoding, reset
+from .loaders import LOADERS, LoadOptions, load_tokenizer  # noqa: F401
+from .registry import get_encoding, get_store, list_encodings, load_all, load_encoding, reset  # noqa: F401
 from .specials import Special, Template
-from .store import Store, TokenizerSpec, default_store_dir
+from .store import Store, TokenizerSpec, default_store_dir  # noqa: F401
 from .tokenizer import Tokenizer
 
+#: The public surface (pinned by tests/engine/test_public_api.py): load a tokenizer, use it, catch its errors.
 __all__ = [
-    "ArtifactError",
-    "CacheStats",
-    "Encoding",
-    "EngineError",
-    "InvalidTokenIdError",
-    "LOADERS",
-    "LoadOptions",
-    "ManifestError",
-    "Special",
-    "Store",
-    "Template",
-    "Tokenizer",
-    "TokenizerSpec",
-    "UnknownSpecialTokenError",
-    "UnknownTokenizerError",
-    "default_store_dir",
+    # getting a tokenizer
     "get_encoding",
-    "get_store",
     "list_encodings",
-    "load_all",
-    "load_encoding",
+    "get_store",
     "load_tokenizer",
-    "reset",
+    "LoadOptions",
+    "Store",
+    "TokenizerSpec",
+    # using it
+    "Tokenizer",
+    "Encoding",
+    "Special",
+    "Template",
+    "CacheStats",
+    # its errors
+    "EngineError",
+    "UnknownTokenizerError",
+    "UnknownSpecialTokenError",
+    "InvalidTokenIdError",
+    "ArtifactError",
+    "ManifestError",
 ]

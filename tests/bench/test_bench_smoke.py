@@ -156,3 +156,13 @@ def test_quick_run_writes_report(data_dir: Path, tmp_path: Path) -> None:
         assert all(v == "ok" for v in enc["identity"]["tiktoken"].values()), enc["identity"]["tiktoken"]
     load = summary["load_memory"]
     assert load[ours]["rss_kib"] > load["python (bare)"]["rss_kib"]
+
+
+def test_client_bench_quick(tmp_path: Path) -> None:
+    """``bench.client.run --quick`` starts a server, runs every variant and writes its table (no timing checks)."""
+    out = tmp_path / "client.md"
+    subprocess.run([sys.executable, "-m", "bench.client.run", "--quick", "--out", str(out)], cwd=REPO_ROOT,
+                   check=True, capture_output=True, timeout=300)
+    rows = [line for line in out.read_text(encoding="utf-8").splitlines() if line.startswith("| ") and "µs" not in line]
+    settings = {row.split("|")[1].strip() for row in rows}
+    assert settings == {"work only", "in-process", "loopback"} and len(rows) == 8

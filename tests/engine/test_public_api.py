@@ -1,0 +1,50 @@
+"""The engine's public surface: ``app.engine.__all__`` is pinned, importable, documented and typed (py.typed)."""
+
+from __future__ import annotations
+
+import tomllib
+
+import app
+import app.engine
+from tests.conftest import REPO_ROOT
+
+#: Changing this set changes the library's contract: do it on purpose (and say so in the README).
+PUBLIC = {
+    "get_encoding", "list_encodings", "get_store", "load_tokenizer", "LoadOptions", "Store", "TokenizerSpec",
+    "Tokenizer", "Encoding", "Special", "Template", "CacheStats",
+    "EngineError", "UnknownTokenizerError", "UnknownSpecialTokenError", "InvalidTokenIdError", "ArtifactError",
+    "ManifestError",
+}  # fmt: skip
+
+
+def test_all_is_pinned() -> None:
+    assert set(app.engine.__all__) == PUBLIC
+    assert len(app.engine.__all__) == len(PUBLIC)  # no duplicates
+
+
+def test_star_import_gives_exactly_the_public_names() -> None:
+    namespace: dict[str, object] = {}
+    exec("from app.engine import *", namespace)
+    assert {k for k in namespace if k != "__builtins__"} == PUBLIC
+
+
+def test_every_public_name_is_documented() -> None:
+    for name in PUBLIC:
+        obj = getattr(app.engine, name)
+        assert (getattr(obj, "__doc__", None) or "").strip(), f"app.engine.{name} has no docstring"
+        module = getattr(obj, "__module__", "")
+        assert module.startswith("app.engine"), f"app.engine.{name} comes from {module}"
+
+
+def test_errors_share_one_base() -> None:
+    for name in PUBLIC:
+        obj = getattr(app.engine, name)
+        if isinstance(obj, type) and name.endswith("Error") and name != "EngineError":
+            assert issubclass(obj, app.engine.EngineError), name
+
+
+def test_py_typed_marker_is_shipped() -> None:
+    marker = REPO_ROOT / "app" / "py.typed"
+    assert marker.is_file() and marker.parent == __import__("pathlib").Path(app.__file__).parent
+    config = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "py.typed" in config["tool"]["setuptools"]["package-data"]["app"]
