@@ -167,6 +167,7 @@ def fast_byte_level(doc: dict[str, Any], pipeline: Pipeline) -> Tokenizer | None
     nfc = _is_nfc_normalizer(doc.get("normalizer"))
     sources = _split_sources(doc.get("pre_tokenizer"))
     why = ("compiled core not available" if not native.available() else
+           f"${native.ENGINE_ENV} asks for the python backend" if native.resolve_backend(None) != "native" else
            "normalizer is not NFC or none" if nfc is None else
            "pre-tokenizer is not Split(Isolated)... + ByteLevel" if sources is None else None)
     if why is not None or sources is None or nfc is None:

@@ -202,6 +202,11 @@ def test_isolated_splits_keep_unmatched_stretches() -> None:
     assert splits.pieces("") == []
 
 
+def test_python_engine_setting_keeps_the_pipeline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(native.ENGINE_ENV, "python")
+    assert isinstance(from_hf_json(document("qwen3"), "qwen3-env"), Pipeline)
+
+
 def test_files_outside_the_fast_path_keep_the_pipeline() -> None:
     doc = dict(document("qwen3"))
     lower = {**doc, "normalizer": {"type": "Lowercase"}}
