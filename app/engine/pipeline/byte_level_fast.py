@@ -256,7 +256,7 @@ class ByteLevelFast(TokenizerBase):
             if start == end:
                 continue
             chunk = text[start:end]
-            if self._nfc and not unicodedata.is_normalized("NFC", chunk):
+            if self._nfc and not chunk.isascii() and not unicodedata.is_normalized("NFC", chunk):
                 chunk = self._nfc_windows(chunk)
                 exact = False
             if not self._normed.has_matchable:
