@@ -7,16 +7,18 @@ It is offered every byte-level BPE file and accepts one when
 * the normalizer is none, NFC, or a sequence of at most NFC;
 * the pre-tokenizer is one or more ``Split`` (regex, ``Isolated``, not inverted) followed by
   ``ByteLevel(add_prefix_space=false, use_regex=false)``;
-* the compiled core is available.
+* the compiled core is available and ``$TOKENIZER_ENGINE`` does not ask for the python backend.
 
 It then runs as :class:`ByteLevelFast`: added tokens are found in the text exactly as the reference pipeline
-finds them (its :class:`~app.engine.pipeline.added.AddedMatcher`, special ones never matching), each stretch between
-them is NFC-normalized (skipped when ``unicodedata.is_normalized`` says it already is), and an
+finds them (special ones never match; :class:`LiteralMatcher`, one compiled alternation, gives the pipeline's
+:class:`~app.engine.pipeline.added.AddedMatcher` splits when no token needs word or space checks, else that matcher
+runs), each stretch between them is NFC-normalized by the pipeline's normalizer (skipped for ASCII and when
+``unicodedata.is_normalized`` says it already is; otherwise only the windows that need it), and an
 :class:`~app.engine.encoding.Encoding` over the ranks encodes it: the native pre-tokenizer when the split is a
 named pattern with a hand-written scanner (``qwen2``) or a split sequence with one (``deepseek_v3``), else the
-splits in ``regex`` feeding the native BPE. Decoding,
-the template and the special tokens are the reference pipeline's. Offsets of a text that NFC changes come from the
-reference pipeline (it carries alignment through normalization); otherwise from the Encoding, shifted per stretch.
+splits in ``regex`` feeding the native BPE. Decoding, the template and the special tokens are the reference
+pipeline's. Offsets of a text that NFC changes come from the reference pipeline (it carries alignment through
+normalization); otherwise from the Encoding, shifted per stretch.
 """
 
 from __future__ import annotations
