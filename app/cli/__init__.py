@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from app.engine.errors import EngineError
 
 #: Modules of :mod:`app.cli` that add subcommands, in help order.
-COMMAND_MODULES = ("tokenize", "serve", "train", "import_")
+COMMAND_MODULES = ("tokenize", "serve", "train", "bulk", "import_")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,13 +8,14 @@ names given: a sidecar loads only its model's); the service does this before it 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from .cache import default_cache_size
+from .errors import ArtifactError
 from .loaders import LoadOptions, load_tokenizer
 from .native import resolve_backend
-from .store import Store, TokenizerSpec, default_store_dir
+from .store import MANIFEST_FILE, Store, TokenizerSpec, bundled_store_dir, default_store_dir
 from .tokenizer import Tokenizer
 
 _lock = threading.RLock()
@@ -83,6 +84,37 @@ def load_all(store_dir: Path | str | None = None, names: Iterable[str] | None = 
     wanted = None if names is None else {store.resolve(n) for n in names}
     return {name: get_encoding(name, store.directory, backend=backend, cache_size=cache_size)
             for name in store.names() if wanted is None or name in wanted}
+
+
+def pickle_reference(enc: Tokenizer) -> tuple[Callable[..., Tokenizer], tuple[str, str | None, str, str | None]]:
+    """``__reduce__`` of a store-loaded encoding: a reference (name, store, sha256, backend), never the ranks.
+
+    Unpickling calls :func:`restore_encoding`, which loads (and verifies) the encoding by name from the same store
+    on the other side: the bundled store of *that* installation when it came from a bundled store, else the same
+    directory path. Raises ``TypeError`` for an encoding not loaded from a store (nothing to reconstruct it from).
+    """
+    spec = getattr(enc, "spec", None)
+    if spec is None:
+        raise TypeError(f"cannot pickle {enc!r}: it was not loaded from a tokenizer store (no name to reload it by)")
+    artifact = spec.artifact_path.resolve()
+    bundled = bundled_store_dir()
+    if artifact.is_relative_to(bundled):
+        store: str | None = None
+    else:
+        store = str(next((p for p in artifact.parents if (p / MANIFEST_FILE).is_file()), artifact.parent))
+    backend = enc.backend if enc.backend == "native" or spec.kind == "byte_bpe" else None
+    return restore_encoding, (spec.name, store, spec.sha256, backend)
+
+
+def restore_encoding(name: str, store_dir: str | None, sha256: str, backend: str | None) -> Tokenizer:
+    """The unpickled encoding: ``name`` from ``store_dir`` (None: the bundled store), through :func:`get_encoding`
+    (loaded once per process, sha256-verified). Raises :class:`ArtifactError` when that store's artifact for
+    ``name`` is not the one that was pickled (another sha256), rather than silently tokenizing differently."""
+    enc = get_encoding(name, bundled_store_dir() if store_dir is None else store_dir, backend=backend)
+    if enc.spec is not None and enc.spec.sha256 != sha256:
+        raise ArtifactError(str(enc.spec.artifact_path), f"the pickled encoding {name!r} was built from another "
+                            "artifact", expected=sha256, actual=enc.spec.sha256)
+    return enc
 
 
 def reset() -> None:

@@ -24,7 +24,7 @@ Rules every implementation keeps:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ._batch import map_in_threads
 from .cache import CacheStats
@@ -108,6 +108,14 @@ class TokenizerBase(SpecialTokensMixin):
 
     def decode_tokens_bytes(self, ids: Sequence[int], *, skip_special: bool = False) -> list[bytes]:
         raise NotImplementedError
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickled as a reference (name, store, sha256, backend) and reloaded by name from its store on the other
+        side (:func:`app.engine.registry.pickle_reference`): a worker process never receives the vocabulary, and
+        gets the same verified artifact or an error. ``TypeError`` for a tokenizer not loaded from a store."""
+        from .registry import pickle_reference
+
+        return pickle_reference(self)  # type: ignore[arg-type]
 
     def encode(self, text: str, *, add_special_tokens: bool = False, prefix: Sequence[str] = (),
                suffix: Sequence[str] = ()) -> list[int]:

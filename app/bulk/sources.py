@@ -1,0 +1,264 @@
+"""Input of a bulk job: find the files, cut them into chunks, read one chunk into rows.
+
+Formats, by file name: ``*.jsonl`` / ``*.ndjson`` (one JSON object per line; blank lines are skipped) and
+``*.parquet``. A directory stands for every such file below it, in sorted order.
+
+A chunk is the unit of work (and of retry): whole lines of one JSONL file (about ``chunk_bytes`` of them; the
+driver finds line boundaries and line numbers in one fast pass) or one row group of one Parquet file. Every row
+has a *row key* naming where it came from: ``<path>:<line>`` (1-based) for JSONL, ``<path>#<row>`` (0-based) for
+Parquet.
+
+Reading never raises for a bad row: a line that is not valid UTF-8 or not a JSON object, a row without the text
+column, or a value that is not a string becomes a row with an ``error`` and no text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import BulkError
+
+JSONL_SUFFIXES = (".jsonl", ".ndjson")
+PARQUET_SUFFIXES = (".parquet",)
+_SCAN_BLOCK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One unit of work. JSONL: bytes ``[start, end)`` of ``path``, whose first line is ``first_line``;
+    Parquet: row group ``row_group`` of ``path``, whose first row is ``first_row``."""
+
+    index: int
+    path: str
+    format: str  # "jsonl" or "parquet"
+    start: int = 0
+    end: int = 0
+    first_line: int = 1
+    row_group: int = 0
+    first_row: int = 0
+    size: int = 0  # bytes of input (JSONL: end - start; Parquet: the row group's uncompressed size)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Chunk:
+        return cls(**{k: (v.item() if hasattr(v, "item") else v) for k, v in d.items()})
+
+    def describe(self) -> str:
+        if self.format == "jsonl":
+            return f"{self.path} from line {self.first_line}"
+        return f"{self.path} row group {self.row_group}"
+
+
+@dataclass
+class Rows:
+    """The rows of one chunk: key, text (None for a bad row; for a messages column, the list of messages), error
+    (None for a good row), kept columns."""
+
+    keys: list[str]
+    texts: list[Any]
+    errors: list[str | None]
+    kept: dict[str, Any]  # kept column name -> pyarrow array, one value per key
+
+
+def input_files(paths: Sequence[str | Path]) -> list[tuple[Path, str]]:
+    """``(file, format)`` for every input; raises :class:`BulkError` for a missing path, an unknown suffix or an
+    empty directory."""
+    out: list[tuple[Path, str]] = []
+    for raw in paths:
+        path = Path(raw).expanduser()
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.is_file() and _format_of(p) is not None)
+            if not found:
+                raise BulkError(f"{path}: no *.jsonl, *.ndjson or *.parquet file in this directory")
+            out.extend((p, _format_of(p) or "") for p in found)
+        elif path.is_file():
+            fmt = _format_of(path)
+            if fmt is None:
+                raise BulkError(f"{path}: unknown input format (expected *.jsonl, *.ndjson or *.parquet)")
+            out.append((path, fmt))
+        else:
+            raise BulkError(f"{path}: no such file or directory")
+    return out
+
+
+def _format_of(path: Path) -> str | None:
+    name = path.name.lower()
+    if name.endswith(JSONL_SUFFIXES):
+        return "jsonl"
+    if name.endswith(PARQUET_SUFFIXES):
+        return "parquet"
+    return None
+
+
+def plan_chunks(files: Sequence[tuple[Path, str]], chunk_bytes: int) -> list[Chunk]:
+    """Cut every file into chunks of about ``chunk_bytes`` (JSONL, at line boundaries) or per row group (Parquet)."""
+    chunks: list[Chunk] = []
+    for path, fmt in files:
+        if fmt == "jsonl":
+            for start, end, first_line in _jsonl_ranges(path, chunk_bytes):
+                chunks.append(Chunk(len(chunks), str(path), fmt, start=start, end=end, first_line=first_line,
+                                    size=end - start))
+        else:
+            import pyarrow.parquet as pq
+
+            try:
+                meta = pq.ParquetFile(path).metadata
+            except (OSError, ValueError) as exc:  # pyarrow raises ArrowInvalid (a ValueError) for a bad file
+                raise BulkError(f"{path}: not a readable Parquet file: {exc}") from None
+            first = 0
+            for rg in range(meta.num_row_groups):
+                group = meta.row_group(rg)
+                chunks.append(Chunk(len(chunks), str(path), fmt, row_group=rg, first_row=first,
+                                    size=group.total_byte_size))
+                first += group.num_rows
+    return chunks
+
+
+def _jsonl_ranges(path: Path, chunk_bytes: int) -> Iterator[tuple[int, int, int]]:
+    """``(start, end, first_line)`` byte ranges of whole lines: each ends just after the first newline at or past
+    ``chunk_bytes`` from its start (the last one at the end of the file)."""
+    start, line, newlines, pos = 0, 1, 0, 0  # chunk start, its first line, newlines in it so far, block offset
+    with path.open("rb") as f:
+        while block := f.read(_SCAN_BLOCK):
+            i = 0
+            while True:
+                target = start + chunk_bytes - pos  # where in this block the chunk reaches its size
+                nl = block.find(b"\n", max(target, i)) if target < len(block) else -1
+                if nl < 0:
+                    newlines += block.count(b"\n", i)
+                    break
+                newlines += block.count(b"\n", i, nl + 1)
+                yield start, pos + nl + 1, line
+                start, line, newlines, i = pos + nl + 1, line + newlines, 0, nl + 1
+            pos += len(block)
+    if pos > start:
+        yield start, pos, line
+
+
+def read_chunk(chunk: Chunk, column: str, keep: Sequence[str] | None, *, messages: bool = False) -> Rows:
+    """The rows of ``chunk``: text from ``column`` (with ``messages``, a list of chat messages instead: a JSON
+    array, or a Parquet list of structs), and the ``keep`` columns (None: every column but ``column``; for JSONL,
+    the keys of the chunk's first good row)."""
+    if chunk.format == "jsonl":
+        return _read_jsonl(chunk, column, keep, messages)
+    return _read_parquet(chunk, column, keep, messages)
+
+
+def _read_jsonl(chunk: Chunk, column: str, keep: Sequence[str] | None, messages: bool) -> Rows:
+    with open(chunk.path, "rb") as f:
+        f.seek(chunk.start)
+        data = f.read(chunk.end - chunk.start)
+    keys: list[str] = []
+    texts: list[str | None] = []
+    errors: list[str | None] = []
+    records: list[dict[str, Any] | None] = []
+    for number, raw in enumerate(data.split(b"\n"), chunk.first_line):
+        if not raw.strip():
+            continue  # blank line (or the empty tail after the last newline): not a row
+        keys.append(f"{chunk.path}:{number}")
+        text, error, record = _parse_line(raw, column, messages)
+        texts.append(text)
+        errors.append(error)
+        records.append(record)
+    if keep is None:
+        first = next((r for r in records if r is not None), {})
+        keep = [k for k in first if k != column]
+    kept = {name: _arrow_column([None if r is None else r.get(name) for r in records]) for name in keep}
+    return Rows(keys, texts, errors, kept)
+
+
+def _parse_line(raw: bytes, column: str, messages: bool) -> tuple[Any, str | None, dict[str, Any] | None]:
+    """``(text, error, record)`` of one JSONL line."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, f"invalid UTF-8 at byte {exc.start} of the line", None
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return None, f"invalid JSON: {exc.msg} at column {exc.colno}", None
+    if not isinstance(record, dict):
+        return None, f"not a JSON object but {type(record).__name__}", None
+    if column not in record:
+        return None, f"missing column {column!r}", record
+    value = record[column]
+    if messages:
+        if not isinstance(value, list):
+            return None, f"column {column!r} holds {_json_type(value)}, not a list of messages", record
+    elif not isinstance(value, str):
+        return None, f"column {column!r} holds {_json_type(value)}, not a string", record
+    return value, None, record
+
+
+def _json_type(value: Any) -> str:
+    names = {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "an array",
+             dict: "an object"}
+    return names.get(type(value), "null")
+
+
+def _arrow_column(values: list[Any]) -> Any:
+    """A pyarrow array of ``values``, as their own type when they have one; mixed types become JSON text."""
+    import pyarrow as pa
+
+    try:
+        return pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return pa.array([None if v is None else json.dumps(v, ensure_ascii=False) for v in values], pa.string())
+
+
+def _read_parquet(chunk: Chunk, column: str, keep: Sequence[str] | None, messages: bool) -> Rows:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(chunk.path)
+    names = pf.schema_arrow.names
+    wanted = [n for n in names if n != column] if keep is None else [n for n in keep if n in names]
+    table = pf.read_row_group(chunk.row_group, columns=[*wanted, *([column] if column in names else [])])
+    n = table.num_rows
+    keys = [f"{chunk.path}#{chunk.first_row + i}" for i in range(n)]
+    # a kept column this file lacks is all nulls
+    kept = {name: table.column(name) if name in names else pa.nulls(n) for name in (wanted if keep is None else keep)}
+    if column not in names:
+        return Rows(keys, [None] * n, [f"missing column {column!r}"] * n, kept)
+    values = table.column(column)
+    texts: list[Any]
+    errors: list[str | None] = [None] * n
+    if messages:
+        if not (pa.types.is_list(values.type) or pa.types.is_large_list(values.type)):
+            return Rows(keys, [None] * n, [f"column {column!r} has type {values.type}, not a list of messages"] * n,
+                        kept)
+        texts = [None if v is None else [_drop_nulls(m) for m in v] for v in values.to_pylist()]
+    elif pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
+        texts = values.to_pylist()
+    elif pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type):
+        texts = []
+        for i, raw in enumerate(values.to_pylist()):
+            if raw is None:
+                texts.append(None)
+                continue
+            try:
+                texts.append(raw.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                texts.append(None)
+                errors[i] = f"invalid UTF-8 at byte {exc.start}"
+    else:
+        return Rows(keys, [None] * n, [f"column {column!r} has type {values.type}, not a string"] * n, kept)
+    for i, text in enumerate(texts):
+        if text is None and errors[i] is None:
+            errors[i] = f"column {column!r} is null"
+    return Rows(keys, texts, errors, kept)
+
+
+def _drop_nulls(value: Any) -> Any:
+    """A Parquet struct as the JSON object it stands for: fields that are null in this row are absent."""
+    if isinstance(value, dict):
+        return {k: _drop_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_nulls(v) for v in value]
+    return value

@@ -1,0 +1,143 @@
+"""The engine side of bulk jobs, in-process (no Ray): exact counts and ids against the engine row by row, the part
+file's columns, and an idempotent rewrite when a chunk runs twice."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from app.bulk.runner import ChunkWorker, part_name, utf8_len
+from app.bulk.sources import input_files, plan_chunks
+from app.engine import get_encoding
+
+from .corpus import write_jsonl_corpus, write_parquet_corpus
+
+
+@pytest.mark.parametrize("tokenizer", ["cl100k_base", "o200k_base", "llama3", "gpt2"])
+def test_encode_equals_the_engine_row_by_row(tmp_path: Path, tokenizer: str) -> None:
+    expected = write_jsonl_corpus(tmp_path / "in.jsonl", 150, seed=7)
+    out = tmp_path / "out"
+    out.mkdir()
+    worker = ChunkWorker(tokenizer=tokenizer, store=None, mode="encode", column="text", keep=None, output=str(out))
+    chunks = plan_chunks(input_files([tmp_path / "in.jsonl"]), 2000)
+    assert len(chunks) > 3
+    results = [worker.process(c) for c in chunks]
+    enc = get_encoding(tokenizer)
+    table = pq.read_table(out)
+    assert table.column_names == ["id", "lang", "row_key", "tokens", "bytes", "error", "ids"]
+    got = {r["row_key"]: r for r in table.to_pylist()}
+    assert set(got) == set(expected)
+    for key, text in expected.items():
+        row = got[key]
+        if text is None:
+            assert row["error"] and row["tokens"] is None and row["ids"] is None and row["bytes"] == 0
+        else:
+            assert row["error"] is None
+            assert row["ids"] == enc.encode(text), key
+            assert row["tokens"] == enc.count(text) == len(row["ids"])
+            assert row["bytes"] == len(text.encode("utf-8"))
+    assert sum(r.rows for r in results) == len(expected)
+    assert sum(r.bad for r in results) == 3
+    assert sum(r.tokens for r in results) == sum(enc.count(t) for t in expected.values() if t is not None)
+
+
+def test_count_on_parquet_keeps_the_named_columns(tmp_path: Path) -> None:
+    expected = write_parquet_corpus(tmp_path / "in.parquet", 120, seed=3, row_group_size=50)
+    out = tmp_path / "out"
+    out.mkdir()
+    worker = ChunkWorker(tokenizer="cl100k_base", store=None, mode="count", column="text", keep=["id"],
+                         output=str(out))
+    for chunk in plan_chunks(input_files([tmp_path / "in.parquet"]), 1):
+        worker.process(chunk)
+    enc = get_encoding("cl100k_base")
+    table = pq.read_table(out)
+    assert table.column_names == ["id", "row_key", "tokens", "bytes", "error"]
+    assert table.schema.field("id").type == pq.read_schema(tmp_path / "in.parquet").field("id").type
+    for row in table.to_pylist():
+        text = expected[row["row_key"]]
+        assert row["tokens"] == (None if text is None else enc.count(text))
+        assert int(row["row_key"].rsplit("#", 1)[1]) == row["id"]
+
+
+def test_a_rerun_chunk_replaces_its_part_file(tmp_path: Path) -> None:
+    write_jsonl_corpus(tmp_path / "in.jsonl", 40, seed=1)
+    out = tmp_path / "out"
+    out.mkdir()
+    worker = ChunkWorker(tokenizer="gpt2", store=None, mode="count", column="text", keep=[], output=str(out))
+    (chunk,) = plan_chunks(input_files([tmp_path / "in.jsonl"]), 1 << 20)
+    first = worker.process(chunk)
+    before = pq.read_table(out / part_name(chunk.index))
+    second = worker.process(chunk)
+    assert [p.name for p in out.iterdir()] == [part_name(chunk.index)], "no temporary or duplicate file left"
+    assert pq.read_table(out / part_name(chunk.index)).equals(before)
+    assert (first.rows, first.tokens) == (second.rows, second.tokens)
+
+
+def test_kept_columns_that_clash_with_ours_are_renamed(tmp_path: Path) -> None:
+    path = tmp_path / "in.jsonl"
+    path.write_text('{"text": "hello", "tokens": "theirs", "error": 1}\n', encoding="utf-8")
+    out = tmp_path / "out"
+    out.mkdir()
+    worker = ChunkWorker(tokenizer="gpt2", store=None, mode="count", column="text", keep=None, output=str(out))
+    worker.process(plan_chunks(input_files([path]), 1 << 20)[0])
+    (row,) = pq.read_table(out).to_pylist()
+    assert row["input_tokens"] == "theirs" and row["input_error"] == 1
+    assert row["tokens"] == 1 and row["error"] is None
+
+
+def test_utf8_len_counts_what_the_engine_sees() -> None:
+    assert utf8_len("héllo") == 6
+    assert utf8_len("a\ud800b") == len("a\ufffdb".encode())
+
+
+def _framing(model: str) -> tuple[object, object]:
+    from app.core.model_table import ModelTable
+    from app.engine import get_store
+    from app.engine.chat import ChatFramings
+
+    store = get_store().directory
+    info = ModelTable.load(store / "models.json").get(model)
+    assert info is not None and info.chat is not None
+    enc = get_encoding(info.tokenizer)
+    return enc, ChatFramings.from_store(store).framing(info.chat, enc)
+
+
+@pytest.mark.parametrize("model", ["gpt-4o", "gpt-4"])
+def test_messages_column_counts_each_conversation_as_the_models_framing(tmp_path: Path, model: str) -> None:
+    import json
+
+    import pyarrow as pa
+
+    from app.engine.chat import parse_conversation
+
+    conversations = [
+        [{"role": "user", "content": "Hello <|endoftext|> there"}],
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "日本語で答えて"},
+         {"role": "assistant", "content": "はい。"}, {"role": "user", "content": "ok " * 50}],
+        [{"role": "user", "name": "alice", "content": "hi"}],
+    ]
+    src = tmp_path / "chats.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "messages": c}) + "\n" for i, c in enumerate(conversations))
+                   + '{"id": 3, "messages": "not a list"}\n{"id": 4, "messages": [{"content": "no role"}]}\n',
+                   encoding="utf-8")
+    pq.write_table(pa.table({"id": [10, 11, 12], "messages": conversations}), tmp_path / "chats.parquet")
+    enc, framing = _framing(model)
+    out = tmp_path / "out"
+    out.mkdir()
+    from app.core.model_table import ModelTable
+    from app.engine import get_store
+
+    chat = ModelTable.load(get_store().directory / "models.json").get(model).chat  # type: ignore[union-attr]
+    worker = ChunkWorker(tokenizer=enc.name, store=None, mode="count", column="messages", keep=["id"],  # type: ignore[attr-defined]
+                         output=str(out), chat=chat)
+    for chunk in plan_chunks(input_files([src, tmp_path / "chats.parquet"]), 1 << 20):
+        worker.process(chunk)
+    rows = {r["id"]: r for r in pq.read_table(out).to_pylist()}
+    for i, conv in enumerate(conversations):
+        want = framing.count(enc, parse_conversation(conv))  # type: ignore[attr-defined]
+        assert rows[i]["tokens"] == want and rows[10 + i]["tokens"] == want, (i, rows[i])
+        assert rows[i]["error"] is None and rows[i]["bytes"] > 0
+    assert rows[3]["error"] == "column 'messages' holds a string, not a list of messages"
+    assert rows[4]["error"] and "role" in rows[4]["error"] and rows[4]["tokens"] is None

@@ -1,0 +1,90 @@
+"""Encodings pickle as references: reloaded by name from their store (and sha256-verified) on the other side."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.engine import ArtifactError, Encoding, get_encoding
+from app.engine.registry import reset
+from app.engine.store import bundled_store_dir
+
+ROOT = Path(__file__).resolve().parents[2]
+TEXT = "hello world — ünïcödé 123 <|endoftext|> 漢字"
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "gpt2", "llama3"])
+def test_round_trip_in_process_is_the_memoised_encoding(name: str) -> None:
+    enc = get_encoding(name)
+    data = pickle.dumps(enc)
+    assert len(data) < 500, "a reference, not the ranks"
+    back = pickle.loads(data)
+    assert back is enc
+    assert back.encode(TEXT) == enc.encode(TEXT)
+
+
+def test_round_trip_in_another_process() -> None:
+    enc = get_encoding("o200k_base", backend="python")
+    data = pickle.dumps(enc)
+    code = (
+        "import pickle,sys; enc = pickle.loads(sys.stdin.buffer.read()); "
+        f"print(enc.name, enc.backend, enc.encode({TEXT!r}))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], input=data, capture_output=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr.decode()
+    name, backend, ids = proc.stdout.decode().split(" ", 2)
+    assert (name, backend) == ("o200k_base", "python")
+    assert json.loads(ids) == enc.encode(TEXT)
+
+
+def test_store_other_than_the_bundled_one(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    shutil.copytree(bundled_store_dir(), store, ignore=shutil.ignore_patterns("__pycache__", "*.py"))
+    enc = get_encoding("gpt2", store)
+    data = pickle.dumps(enc)
+    assert str(store).encode() in data
+    reset()  # the receiving side has nothing memoised
+    back = pickle.loads(data)
+    assert back.spec.artifact_path.parent == store.resolve() and back.encode(TEXT) == enc.encode(TEXT)
+    # the store changed under the pickle: another artifact for that name is refused, not used
+    manifest = json.loads((store / "manifest.json").read_text())
+    reset()
+    entry = next(e for e in manifest["tokenizers"] if e["name"] == "gpt2")
+    other = next(e for e in manifest["tokenizers"] if e["name"] == "cl100k_base")
+    for key in ("artifact", "sha256", "pattern", "special_tokens", "vocab_size"):
+        entry[key] = other[key]
+    (store / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ArtifactError, match="another artifact"):
+        pickle.loads(data)
+    reset()
+
+
+def test_trained_encodings_pickle(tmp_path: Path) -> None:
+    """Trained tokenizers of both kinds (a store of their own) pickle the same way."""
+    from app.engine.training import train_to_store
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("low lower newest widest " * 50 + TEXT, encoding="utf-8")
+    store = tmp_path / "trained"
+    for kind in ("char", "byte"):
+        train_to_store([corpus], name=f"t-{kind}", store_dir=store, vocab_size=300 if kind == "byte" else 40,
+                       kind=kind, min_frequency=1, quiet=True)
+    for kind in ("char", "byte"):
+        enc = get_encoding(f"t-{kind}", store)
+        reset()
+        back = pickle.loads(pickle.dumps(enc))
+        assert type(back) is type(enc) and back.encode(TEXT) == enc.encode(TEXT)
+    reset()
+
+
+def test_an_encoding_without_a_store_refuses_to_pickle() -> None:
+    ranks = {bytes([b]): b for b in range(256)}
+    enc = Encoding("adhoc", pattern=r"\S+|\s+", mergeable_ranks=ranks, special_tokens={})
+    with pytest.raises(TypeError, match="not loaded from a tokenizer store"):
+        pickle.dumps(enc)
