@@ -263,8 +263,10 @@ def test_code_point_sample(name: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
+@pytest.mark.skipif(not os.environ.get("FAST_SWEEP_FULL"), reason="development run: FAST_SWEEP_FULL=1 (~4 min each)")
 @pytest.mark.parametrize("name", NAMES)
 def test_every_code_point(name: str) -> None:
+    """The whole sweep (every batch): a development run, ``FAST_SWEEP_FULL=1``; the suite runs the sample above."""
     bad, nfc_tables = sweep(name, 1)
     print(f"{name}: {len(nfc_tables)} code points where Hugging Face's NFC tables differ: {nfc_tables[:40]}")
     assert bad == []
