@@ -31,11 +31,11 @@ FLAG_BITS: dict[str, int] = {
     "L": 1 << 0,
     "N": 1 << 1,
     "S": 1 << 2,  # \s as regex sees it (Unicode White_Space)
-    "Lu": 1 << 3,
-    "Lt": 1 << 4,
-    "Lm": 1 << 5,
-    "Lo": 1 << 6,
-    "Ll": 1 << 7,
+    "DLM": 1 << 3,  # [\p{L}\p{M}] outside DCJK         (deepseek_v3)
+    "DPS": 1 << 4,  # [\p{P}\p{S}] outside DCJK         (deepseek_v3)
+    "DCJK": 1 << 5,  # [一-龥぀-ゟ゠-ヿ]                    (deepseek_v3's second split)
+    "CLM": 1 << 6,  # [\p{L}\p{M}] inside DCJK          (deepseek_v3)
+    "CPS": 1 << 7,  # [\p{P}\p{S}] inside DCJK          (deepseek_v3)
     "M": 1 << 8,
     "A": 1 << 9,  # [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]  (o200k)
     "B": 1 << 10,  # [\p{Ll}\p{Lm}\p{Lo}\p{M}]        (o200k)
@@ -45,11 +45,11 @@ CLASS_REGEX: dict[str, str] = {
     "L": r"\p{L}",
     "N": r"\p{N}",
     "S": r"\s",
-    "Lu": r"\p{Lu}",
-    "Lt": r"\p{Lt}",
-    "Lm": r"\p{Lm}",
-    "Lo": r"\p{Lo}",
-    "Ll": r"\p{Ll}",
+    "DLM": r"(?![一-龥぀-ゟ゠-ヿ])[\p{L}\p{M}]",
+    "DPS": r"(?![一-龥぀-ゟ゠-ヿ])[\p{P}\p{S}]",
+    "DCJK": r"[一-龥぀-ゟ゠-ヿ]",
+    "CLM": r"(?=[一-龥぀-ゟ゠-ヿ])[\p{L}\p{M}]",
+    "CPS": r"(?=[一-龥぀-ゟ゠-ヿ])[\p{P}\p{S}]",
     "M": r"\p{M}",
     "A": r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]",
     "B": r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]",

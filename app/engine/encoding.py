@@ -45,7 +45,7 @@ from .bpe import byte_pair_encode, byte_pair_split
 from .cache import MAX_CACHED_PIECE_CHARS, CacheStats, PieceCache, default_cache_size
 from .errors import InvalidTokenIdError
 from .native import NativeCore, resolve_backend
-from .pretokenize import PreTokenizer
+from .pretokenize import PieceSplitter, PreTokenizer
 from .specials import Special
 from .store import TokenizerSpec
 from .tokenizer import TokenizerBase
@@ -79,11 +79,16 @@ class Encoding(TokenizerBase):
         spec: TokenizerSpec | None = None,
         backend: str | None = None,
         template: tuple[Sequence[str], Sequence[str]] = ((), ()),
+        pre_tokenizer: PieceSplitter | None = None,
+        scanner: int | None = None,
     ) -> None:
         """Build an encoding. ``template``: the special-token names that ``add_special_tokens=True`` puts before and
         after a text (Llama 3: ``(["<|begin_of_text|>"], [])``). ``backend``: ``"native"``, ``"python"`` or None
         (``$TOKENIZER_ENGINE``, else native when the compiled core is available; see
-        :func:`app.engine.native.resolve_backend`).
+        :func:`app.engine.native.resolve_backend`). ``pre_tokenizer``: splits text instead of ``pattern`` (which
+        then only describes it), e.g. a ``tokenizer.json``'s sequence of splits; its pieces go to the native BPE,
+        unless ``scanner`` names a native pre-tokenizer that splits exactly as it does
+        (:func:`app.engine.native.sequence_scanner_id`).
 
         Raises ``ValueError`` if a byte value is missing from the ranks, a special id collides with an ordinary
         token, or ``backend`` is not a known backend."""
@@ -102,7 +107,7 @@ class Encoding(TokenizerBase):
             table[rank] = token
         self._init_special_tokens(special_tokens, lambda token_id: table[token_id] is not None, template)
         self._token_bytes = table
-        self._pretokenizer = PreTokenizer(pattern)
+        self._pretokenizer: PieceSplitter = PreTokenizer(pattern) if pre_tokenizer is None else pre_tokenizer
         self.backend = resolve_backend(backend)
         self._native: NativeCore | None = None
         # text -> ids / count on the native backend (None on the python backend); raise UnicodeEncodeError on
@@ -111,7 +116,9 @@ class Encoding(TokenizerBase):
         self._native_count: Callable[[str], int] | None = None
         if self.backend == "native":
             size = default_cache_size() if cache_size is None else cache_size
-            native = self._native = NativeCore(mergeable_ranks, pattern, cache_size=size)
+            if scanner is None and pre_tokenizer is not None:
+                scanner = 0  # a custom splitter runs in Python unless a native scanner is named for it
+            native = self._native = NativeCore(mergeable_ranks, pattern, cache_size=size, scanner=scanner)
             if native.encode is not None and native.count is not None:
                 self._native_encode, self._native_count = native.encode, native.count
             else:  # custom pattern: regex pre-tokenizer, native BPE

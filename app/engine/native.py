@@ -91,8 +91,16 @@ class OptionalExtension:
         if m is None:
             return 0
         ids = {patterns.GPT2: m.SCAN_GPT2, patterns.CL100K: m.SCAN_CL100K, patterns.O200K: m.SCAN_O200K,
-               patterns.LLAMA3: m.SCAN_LLAMA3}  # fmt: skip
+               patterns.LLAMA3: m.SCAN_LLAMA3, patterns.QWEN2: m.SCAN_QWEN2}  # fmt: skip
         return int(ids.get(pattern, 0))
+
+    def sequence_scanner_id(self, sources: tuple[str, ...]) -> int:
+        """The extension's hand-written pre-tokenizer for a sequence of Split regexes
+        (:data:`~app.engine.patterns.SPLIT_SEQUENCES`), or 0 when there is none."""
+        m = self.module
+        if m is None:
+            return 0
+        return int(m.SCAN_DEEPSEEK_V3) if tuple(sources) == patterns.DEEPSEEK_V3_SPLITS else 0
 
 
 CORE = OptionalExtension("app.engine._native._core", "compiled core", "the pure-Python engine")
@@ -108,6 +116,11 @@ def available() -> bool:
 def scanner_id(pattern: str) -> int:
     """The native pre-tokenizer for ``pattern`` (one of the bundled patterns), or 0 when there is none."""
     return CORE.scanner_id(pattern)
+
+
+def sequence_scanner_id(sources: tuple[str, ...]) -> int:
+    """The native pre-tokenizer for a sequence of Split regexes (``deepseek_v3``), or 0 when there is none."""
+    return CORE.sequence_scanner_id(sources)
 
 
 def resolve_backend(requested: str | None = None) -> str:
@@ -134,21 +147,26 @@ class NativeCore:
         "clear_cache",
         "encode_batch",
         "count_batch",
+        "last_merges",
     )
 
-    def __init__(self, mergeable_ranks: dict[bytes, int], pattern: str, *, cache_size: int = 0) -> None:
+    def __init__(self, mergeable_ranks: dict[bytes, int], pattern: str, *, cache_size: int = 0,
+                 scanner: int | None = None) -> None:
         """Build the C tables for ``mergeable_ranks``. ``cache_size``: slots of the piece cache (0 = off).
+        ``scanner``: the native pre-tokenizer to use (default: ``pattern``'s, see :func:`scanner_id`).
 
         Raises ``RuntimeError`` without the extension, ``ValueError``/``TypeError`` for invalid ranks.
         """
         if _core is None:
             raise RuntimeError(f"compiled core not available: {IMPORT_ERROR}")
-        self.scanner = scanner_id(pattern)
+        self.scanner = scanner_id(pattern) if scanner is None else scanner
         self._core = _core.Core(mergeable_ranks, self.scanner, cache_size)
         self.cache_stats = self._core.cache_stats  # () -> (hits, misses, size, max_size)
         self.clear_cache = self._core.clear_cache
         self.encode_pieces = self._core.encode_pieces
         self.count_pieces = self._core.count_pieces
+        # (tokens: list[bytes]) -> per token the left part's length at rank BPE's last merge on it alone (0: none)
+        self.last_merges = self._core.last_merges
         if self.scanner:
             self.encode = self._core.encode
             self.count = self._core.count

@@ -36,6 +36,12 @@ LLAMA3 = (
     r"""\s+(?!\S)|\s+"""
 )
 
+#: Qwen2 / Qwen2.5 / Qwen3 (the ``Split`` pre-tokenizer of their ``tokenizer.json``): Llama 3's with single digits.
+QWEN2 = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|"""
+    r"""\s+(?!\S)|\s+"""
+)
+
 #: Pattern id -> regular expression. Manifest entries name a pattern by one of these ids (``"pattern"``) or carry
 #: their own expression (``"pattern_regex"``, for trained tokenizers with a custom pre-tokenizer).
 PATTERNS: dict[str, str] = {
@@ -43,7 +49,27 @@ PATTERNS: dict[str, str] = {
     "cl100k": CL100K,
     "o200k": O200K,
     "llama3": LLAMA3,
+    "qwen2": QWEN2,
 }
+
+#: DeepSeek-V3: its ``tokenizer.json`` splits three times in turn (Hugging Face ``Split``, ``Isolated``; each regex
+#: runs on every piece of the previous one, unmatched stretches kept): digits in groups of up to three, runs of CJK
+#: ideographs/kana, then the main expression. Not one regex: :data:`SPLIT_SEQUENCES` holds it, not :data:`PATTERNS`.
+DEEPSEEK_V3_SPLITS: tuple[str, ...] = (
+    r"\p{N}{1,3}",
+    "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+    (
+        "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|"
+        "[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+|"
+        " ?[\\p{P}\\p{S}]+[\r\n]*|"
+        "\\s*[\r\n]+|"
+        "\\s+(?!\\S)|"
+        "\\s+"
+    ),
+)
+
+#: Split-sequence id -> its regexes in order (a native scanner runs the whole sequence as one pass).
+SPLIT_SEQUENCES: dict[str, tuple[str, ...]] = {"deepseek_v3": DEEPSEEK_V3_SPLITS}
 
 
 def resolve_pattern(pattern_id: str | None, pattern_regex: str | None) -> tuple[str, str | None]:

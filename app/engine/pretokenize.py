@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from functools import lru_cache
+from typing import Protocol
 
 import regex
 
@@ -21,6 +22,15 @@ VERIFIED_REGEX_VERSION = "2025.9.18"
 def compile_pattern(pattern: str) -> regex.Pattern[str]:
     """Compile (once) a pre-tokenizer pattern. Raises ``regex.error`` for an invalid expression."""
     return regex.compile(pattern)
+
+
+class PieceSplitter(Protocol):
+    """What an :class:`~app.engine.encoding.Encoding` splits text with: :class:`PreTokenizer` or another splitter
+    (a ``tokenizer.json``'s sequence of splits). Pieces cover the text in order."""
+
+    def pieces(self, text: str) -> list[str]: ...
+
+    def pieces_with_offsets(self, text: str) -> Iterator[tuple[str, int]]: ...
 
 
 class PreTokenizer:

@@ -7,6 +7,7 @@ import importlib.util
 import os
 import random
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -131,6 +132,52 @@ def test_every_code_point_in_contexts(pattern_id: str) -> None:
         chars = [chr(cp) for cp in range(lo, lo + 0x10000) if not 0xD800 <= cp < 0xE000]
         text = "".join(ctx.format(c=c) for c in chars for ctx in contexts)
         got, want = core.split(text), compiled.findall(text)
+        if got != want:
+            i = next(k for k, (x, y) in enumerate(zip(got, want, strict=False)) if x != y)
+            pytest.fail(f"block U+{lo:04X}: piece {i}: native {got[i - 2 : i + 2]!r} regex {want[i - 2 : i + 2]!r}")
+
+
+#: Representatives of every class the deepseek_v3 split sequence distinguishes (CJK ranges and their edges,
+#: letters/marks/punctuation/symbols inside and outside them, digits, whitespace, unmatched characters).
+DEEPSEEK_ALPHABET = [
+    *"aAzZé\u0301ǅʰ", *"中龥\u9fa6\u4dff一ひカ・ー\u3099\u30a0\u3040\u3097゛\u30ff\u3100〇", *"1²٣",
+    *" \t\n\r\x0b\x0c\x85\u00a0\u2028\u3000", *"'sS.!-_/@[`{~", "€", "©", "😀", "\x00", "\u200d", "\ue000",
+]
+
+
+def _deepseek() -> tuple[native.NativeCore, Callable[[str], list[str]]]:
+    from app.engine.pipeline.byte_level_fast import IsolatedSplits
+
+    scanner = native.sequence_scanner_id(patterns.DEEPSEEK_V3_SPLITS)
+    assert scanner != 0
+    return native.NativeCore(BYTE_RANKS, "", scanner=scanner), IsolatedSplits(patterns.DEEPSEEK_V3_SPLITS).pieces
+
+
+def test_split_sequence_scanner_matches_regex_on_random_strings() -> None:
+    """deepseek_v3: the three splits in one native pass, against the splits applied in turn with ``regex``."""
+    core, reference = _deepseek()
+    rng = random.Random(FUZZ_SEED + 6)
+    for _ in range(FUZZ_CASES):
+        text = "".join(rng.choice(DEEPSEEK_ALPHABET) for _ in range(rng.randint(0, 40)))
+        assert core.split(text) == reference(text), repr(text)
+
+
+def test_split_sequence_scanner_matches_regex_on_hostile_runs() -> None:
+    core, reference = _deepseek()
+    cases = ["1" * 1000, "中" * 1000 + "1", "ひ・" * 500, " " * 2000 + "1", "\x00" * 3000, "\x00a" * 1000,
+             "'" + "a" * 3000, "・\r\n" * 300, "a\u0301" * 1000, "  中  1  a  \n", "\u200d" * 100 + "中"]
+    for text in cases:
+        assert core.split(text) == reference(text), repr(text[:40])
+
+
+@pytest.mark.slow
+def test_split_sequence_scanner_every_code_point_in_contexts() -> None:
+    core, reference = _deepseek()
+    contexts = ["a{c}b {c}{c}1 {c}'s x{c} \n{c}", "中{c}ひ{c}・ {c}1{c}\x00{c}", "'{c}A{c}  {c}\u0301{c}\r\n"]
+    for lo in range(0, 0x110000, 0x10000):
+        chars = [chr(cp) for cp in range(lo, lo + 0x10000) if not 0xD800 <= cp < 0xE000]
+        text = "".join(ctx.format(c=c) for c in chars for ctx in contexts)
+        got, want = core.split(text), reference(text)
         if got != want:
             i = next(k for k, (x, y) in enumerate(zip(got, want, strict=False)) if x != y)
             pytest.fail(f"block U+{lo:04X}: piece {i}: native {got[i - 2 : i + 2]!r} regex {want[i - 2 : i + 2]!r}")

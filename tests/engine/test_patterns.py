@@ -19,7 +19,7 @@ META_LLAMA3 = (
 
 
 def test_named_patterns() -> None:
-    assert set(PATTERNS) == {"gpt2", "cl100k", "o200k", "llama3"}
+    assert set(PATTERNS) == {"gpt2", "cl100k", "o200k", "llama3", "qwen2"}
     assert PATTERNS["gpt2"] is patterns.GPT2 and PATTERNS["llama3"] is patterns.LLAMA3
 
 
@@ -29,6 +29,21 @@ def test_gpt2_is_tiktokens_constant() -> None:
 
 def test_llama3_is_metas_string() -> None:
     assert patterns.LLAMA3 == META_LLAMA3
+
+
+def test_qwen2_is_llama3_with_single_digits() -> None:
+    """Qwen2/2.5/3 ``tokenizer.json`` files split with Llama 3's expression, ``\\p{N}`` instead of ``\\p{N}{1,3}``
+    (the bundled file's own string is compared by the fast-path tests)."""
+    assert patterns.QWEN2 == META_LLAMA3.replace(r"\p{N}{1,3}", r"\p{N}")
+    assert patterns.QWEN2 != patterns.LLAMA3
+
+
+def test_split_sequences_compile_and_are_not_named_patterns() -> None:
+    for sources in patterns.SPLIT_SEQUENCES.values():
+        for source in sources:
+            regex.compile(source)
+    assert patterns.SPLIT_SEQUENCES["deepseek_v3"] is patterns.DEEPSEEK_V3_SPLITS
+    assert not set(patterns.SPLIT_SEQUENCES) & set(PATTERNS)
 
 
 def test_o200k_last_alternatives_in_tiktokens_order() -> None:
@@ -47,7 +62,7 @@ def test_patterns_compile_with_regex_but_not_re(pattern_id: str) -> None:
 def test_resolve_pattern() -> None:
     assert resolve_pattern("cl100k", None) == (patterns.CL100K, "cl100k")
     assert resolve_pattern(None, r"\w+|\s+") == (r"\w+|\s+", None)
-    with pytest.raises(KeyError, match="known: cl100k, gpt2, llama3, o200k"):
+    with pytest.raises(KeyError, match="known: cl100k, gpt2, llama3, o200k, qwen2"):
         resolve_pattern("p50k", None)
     with pytest.raises(ValueError):
         resolve_pattern("gpt2", r"\w+")

@@ -1,5 +1,6 @@
 /*
- * pretokenizer.h: hand-written pre-tokenizers over UTF-8 for the bundled patterns (gpt2, cl100k, o200k, llama3),
+ * pretokenizer.h: hand-written pre-tokenizers over UTF-8 for the bundled patterns (gpt2, cl100k, o200k, llama3, qwen2) and split
+ * sequences (deepseek_v3),
  * shared by the encoding core (tokcore.c) and the trainer (trainer.c). Header-only (static functions); each
  * including translation unit calls pretok_init() once before scanning.
  *
@@ -17,7 +18,7 @@
 
 #include "unicode_tables.h"
 
-enum { SCAN_NONE = 0, SCAN_GPT2 = 1, SCAN_CL100K = 2, SCAN_O200K = 3, SCAN_LLAMA3 = 4 };
+enum { SCAN_NONE = 0, SCAN_GPT2 = 1, SCAN_CL100K = 2, SCAN_O200K = 3, SCAN_LLAMA3 = 4, SCAN_QWEN2 = 5, SCAN_DEEPSEEK_V3 = 6, SCAN_LAST = 6 };
 
 /* ------------------------------------------------------------------------------------------------ unicode */
 
@@ -261,8 +262,14 @@ static inline size_t space_piece_nl_plus(const uint8_t *s, size_t i, size_t n, s
 }
 
 /* llama3: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|
- *         \s*[\r\n]+|\s+(?!\S)|\s+ */
-static size_t scan_llama3(const uint8_t *s, size_t i, size_t n)
+ *         \s*[\r\n]+|\s+(?!\S)|\s+
+ * qwen2 (Qwen2/2.5/3 tokenizer.json Split) is the same with \p{N} for \p{N}{1,3}: three_digits = 0. At a \p{N}
+ * character no earlier alternative matches (the contraction needs an apostrophe; the letter alternative's optional
+ * prefix excludes \p{N} and a \p{N} is no letter), so the digit alternative decides alone. No alternative is
+ * possessive: the letter prefix is tried with and without ([^\r\n\p{L}\p{N}]? gives the character back when no
+ * letter follows, and the character then starts a punctuation or whitespace piece), and \s+(?!\S) backs off one
+ * character (space_piece_nl_plus). */
+static inline size_t scan_llama_family(const uint8_t *s, size_t i, size_t n, int three_digits)
 {
     size_t l0, l1, e;
     if (s[i] == '\'' && (e = contraction_ci(s, i, n)))
@@ -273,11 +280,15 @@ static size_t scan_llama3(const uint8_t *s, size_t i, size_t n)
     if (IS_PRE(f0) && i + l0 < n && (char_at(s, i + l0, &l1) & UT_L))
         return run_any(s, i + l0 + l1, n, UT_L);
     if (f0 & UT_N)
-        return digits3(s, i, n, l0);
+        return three_digits ? digits3(s, i, n, l0) : i + l0;
     if ((e = punct_piece(s, i, n, f0, l0, 0)))
         return e;
     return space_piece_nl_plus(s, i, n, l0);
 }
+
+static size_t scan_llama3(const uint8_t *s, size_t i, size_t n) { return scan_llama_family(s, i, n, 1); }
+
+static size_t scan_qwen2(const uint8_t *s, size_t i, size_t n) { return scan_llama_family(s, i, n, 0); }
 
 /* o200k alternative 1 without its prefix, from offset st: [A]*[B]+ where A = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}],
  * B = [\p{Ll}\p{Lm}\p{Lo}\p{M}]. Greedy A* takes the maximal A run [st, a); B+ then needs a B character: either
@@ -334,6 +345,92 @@ static size_t scan_o200k(const uint8_t *s, size_t i, size_t n)
     return space_piece_nl_plus(s, i, n, l0);
 }
 
+
+/* deepseek_v3: three Hugging Face Split(Isolated) pre-tokenizers in turn, each on every piece of the previous one
+ * (matched and unmatched alike; a piece is the whole subject of the next regex, so its end is end-of-text for
+ * \s+(?!\S)), unmatched stretches kept:
+ *   1. \p{N}{1,3}                  digits in groups of up to three (the third split leaves such a piece whole:
+ *                                  no alternative matches at a digit followed by digits, so it is one unmatched
+ *                                  stretch);
+ *   2. [一-龥぀-ゟ゠-ヿ]+            runs of these CJK ranges (DCJK; no \p{N}, no \s in them);
+ *   3. on each DCJK run and on each stretch between (no \p{N}, no DCJK):
+ *      [!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+ | [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+ |
+ *      ` ?[\p{P}\p{S}]+[\r\n]*` | \s*[\r\n]+ | \s+(?!\S) | \s+
+ * So step 3 runs on stretches of one kind: inside a DCJK run its letter/mark and punctuation/symbol classes are CLM
+ * and CPS (the classes within DCJK), elsewhere DLM and DPS (without DCJK; \p{N} is in none of them, nor in \s),
+ * and every run stops at the stretch's end by itself. Positions where no alternative matches form one piece up
+ * to the next match (or the stretch's end). */
+
+static inline int ds_ascii_punct(uint8_t b)
+{
+    return (b >= '!' && b <= '/') || (b >= ':' && b <= '@') || (b >= '[' && b <= '`') || (b >= '{' && b <= '~');
+}
+
+static inline int ds_ascii_alpha(uint8_t b) { return (uint8_t)((b | 0x20) - 'a') < 26; }
+
+/* End of the step-3 match at i (f0, l0: the character there) in a stretch whose classes are lm and ps, or 0 if
+ * no alternative matches. */
+static size_t ds_match(const uint8_t *s, size_t i, size_t n, uint16_t f0, size_t l0, uint16_t lm, uint16_t ps)
+{
+    size_t l1, e;
+    uint8_t b = s[i];
+    if (ds_ascii_punct(b) && i + 1 < n && ds_ascii_alpha(s[i + 1])) { /* ASCII punctuation + ASCII letters */
+        e = i + 2;
+        while (e < n && ds_ascii_alpha(s[e]))
+            e++;
+        return e;
+    }
+    /* [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+: a letter or mark starts the run itself (a mark taken as the prefix ends
+     * the run at the same place); another allowed character needs a letter or mark of the stretch after it. */
+    if (f0 & lm)
+        return run_any(s, i + l0, n, lm);
+    if (!(f0 & (UT_L | ps | UT_NL)) && i + l0 < n && (char_at(s, i + l0, &l1) & lm))
+        return run_any(s, i + l0 + l1, n, lm);
+    /*  ?[\p{P}\p{S}]+[\r\n]* */
+    size_t start = 0;
+    if (b == ' ' && i + 1 < n && (char_at(s, i + 1, &l1) & ps))
+        start = i + 1 + l1;
+    else if (f0 & ps)
+        start = i + l0;
+    if (start) {
+        e = run_any(s, start, n, ps);
+        while (ps == UT_DPS && e < n && (s[e] == '\r' || s[e] == '\n')) /* (a DCJK stretch ends before them) */
+            e++;
+        return e;
+    }
+    if (!(f0 & UT_S))
+        return 0;
+    /* \s*[\r\n]+ | \s+(?!\S) | \s+ (only outside DCJK), the stretch's end being end-of-text */
+    size_t w = run_any(s, i + l0, n, UT_S);
+    if ((e = after_last_newline(s, i, w)))
+        return e;
+    if (w == n || (char_at(s, w, &l1) & (UT_N | UT_DCJK)))
+        return w;
+    size_t last = prev_start(s, w);
+    return last > i ? last : w;
+}
+
+static size_t scan_deepseek_v3(const uint8_t *s, size_t i, size_t n)
+{
+    size_t l0, e;
+    uint16_t f0 = char_at(s, i, &l0);
+    if (f0 & UT_N)
+        return digits3(s, i, n, l0);
+    int cjk = (f0 & UT_DCJK) != 0;
+    uint16_t lm = cjk ? UT_CLM : UT_DLM, ps = cjk ? UT_CPS : UT_DPS;
+    if ((e = ds_match(s, i, n, f0, l0, lm, ps)))
+        return e;
+    /* an unmatched stretch: up to the next position where a match starts, or the step-3 stretch's end */
+    e = i + l0;
+    while (e < n) {
+        uint16_t f = char_at(s, e, &l0);
+        if ((cjk ? !(f & UT_DCJK) : (f & (UT_N | UT_DCJK)) != 0) || ds_match(s, e, n, f, l0, lm, ps))
+            break;
+        e += l0;
+    }
+    return e;
+}
+
 typedef size_t (*scan_fn)(const uint8_t *, size_t, size_t);
 
 static scan_fn scanner_of(int id)
@@ -347,6 +444,10 @@ static scan_fn scanner_of(int id)
         return scan_o200k;
     case SCAN_LLAMA3:
         return scan_llama3;
+    case SCAN_QWEN2:
+        return scan_qwen2;
+    case SCAN_DEEPSEEK_V3:
+        return scan_deepseek_v3;
     default:
         return NULL;
     }

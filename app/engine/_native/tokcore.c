@@ -897,7 +897,7 @@ static int Core_init(CoreObject *self, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_ValueError, "cache_size must be in 0..2**28");
         return -1;
     }
-    if (scanner < SCAN_NONE || scanner > SCAN_LLAMA3) {
+    if (scanner < SCAN_NONE || scanner > SCAN_LAST) {
         PyErr_Format(PyExc_ValueError, "unknown scanner id %d", scanner);
         return -1;
     }
@@ -1400,6 +1400,77 @@ static PyObject *Core_bpe(CoreObject *self, PyObject *piece)
     return result;
 }
 
+/* The last merge of rank BPE on the bytes of one token p[0..n) (n >= 2) from single bytes, without whole-piece
+ * lookup: the run is stopped when two parts remain (the only pair left then forms the token itself, the one
+ * product that can span the whole token). Returns the length of the left part, or 0 if merging stops earlier
+ * (with three or more parts). Quadratic; for load-time checks of a vocabulary, not for encoding. */
+static size_t last_merge_split(const RankTable *t, const uint8_t *p, size_t n, uint32_t *start)
+{
+    size_t parts = n;
+    for (size_t i = 0; i <= n; i++)
+        start[i] = (uint32_t)i;
+    while (parts > 2) {
+        uint32_t best = NO_RANK;
+        size_t bi = 0;
+        for (size_t k = 0; k + 1 < parts; k++) {
+            uint32_t r = rank_lookup(t, p + start[k], start[k + 2] - start[k]);
+            if (r < best) { /* strictly less: the leftmost of equal ranks wins */
+                best = r;
+                bi = k;
+            }
+        }
+        if (best == NO_RANK)
+            return 0;
+        memmove(start + bi + 1, start + bi + 2, (parts - bi - 1) * sizeof(uint32_t));
+        parts--;
+    }
+    return start[1];
+}
+
+/* last_merges(tokens: list[bytes]) -> list[int]: per token, last_merge_split (0 when it stops with more than two
+ * parts; 0 for tokens shorter than two bytes). */
+static PyObject *Core_last_merges(CoreObject *self, PyObject *tokens)
+{
+    if (core_ready(self, 0))
+        return NULL;
+    if (!PyList_Check(tokens)) {
+        PyErr_SetString(PyExc_TypeError, "tokens must be a list of bytes");
+        return NULL;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(tokens);
+    size_t longest = 0;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *item = PyList_GET_ITEM(tokens, k);
+        if (!PyBytes_Check(item)) {
+            PyErr_SetString(PyExc_TypeError, "tokens must be a list of bytes");
+            return NULL;
+        }
+        if ((size_t)PyBytes_GET_SIZE(item) > longest)
+            longest = (size_t)PyBytes_GET_SIZE(item);
+    }
+    uint32_t *start = PyMem_RawMalloc((longest + 1) * sizeof(uint32_t));
+    PyObject *result = PyList_New(count);
+    if (!start || !result) {
+        PyMem_RawFree(start);
+        Py_XDECREF(result);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *item = PyList_GET_ITEM(tokens, k);
+        size_t n = (size_t)PyBytes_GET_SIZE(item);
+        size_t left = n < 2 ? 0 : last_merge_split(&self->table, (const uint8_t *)PyBytes_AS_STRING(item), n, start);
+        PyObject *v = PyLong_FromSize_t(left);
+        if (!v) {
+            PyMem_RawFree(start);
+            Py_DECREF(result);
+            return NULL;
+        }
+        PyList_SET_ITEM(result, k, v);
+    }
+    PyMem_RawFree(start);
+    return result;
+}
+
 /* cache_stats() -> (hits, misses, size, max_size) */
 static PyObject *Core_cache_stats(CoreObject *self, PyObject *unused)
 {
@@ -1467,6 +1538,9 @@ static PyMethodDef Core_methods[] = {
     {"encode_with_offsets", (PyCFunction)Core_encode_with_offsets, METH_O,
      "encode_with_offsets(text: str) -> (list[int], list[tuple[int, int]]): ids and (start, end) character offsets."},
     {"bpe", (PyCFunction)Core_bpe, METH_O, "bpe(piece: bytes) -> list[int]: ids of one piece (cache not used)."},
+    {"last_merges", (PyCFunction)Core_last_merges, METH_O,
+     "last_merges(tokens: list[bytes]) -> list[int]: per token, the byte length of the left part of the last merge "
+     "of rank BPE on its bytes (no whole-piece lookup); 0 if merging stops with more than two parts."},
     {"cache_stats", (PyCFunction)Core_cache_stats, METH_NOARGS,
      "cache_stats() -> (hits, misses, size, max_size) of the piece cache."},
     {"clear_cache", (PyCFunction)Core_clear_cache, METH_NOARGS, "clear_cache(): empty the piece cache, reset counters."},
@@ -1554,7 +1628,9 @@ PyMODINIT_FUNC PyInit__core(void)
         PyModule_AddIntConstant(m, "SCAN_GPT2", SCAN_GPT2) < 0 ||
         PyModule_AddIntConstant(m, "SCAN_CL100K", SCAN_CL100K) < 0 ||
         PyModule_AddIntConstant(m, "SCAN_O200K", SCAN_O200K) < 0 ||
-        PyModule_AddIntConstant(m, "SCAN_LLAMA3", SCAN_LLAMA3) < 0) {
+        PyModule_AddIntConstant(m, "SCAN_LLAMA3", SCAN_LLAMA3) < 0 ||
+        PyModule_AddIntConstant(m, "SCAN_QWEN2", SCAN_QWEN2) < 0 ||
+        PyModule_AddIntConstant(m, "SCAN_DEEPSEEK_V3", SCAN_DEEPSEEK_V3) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -1472,7 +1472,9 @@ PyMODINIT_FUNC PyInit__trainer(void)
     if (PyModule_AddIntConstant(m, "SCAN_GPT2", SCAN_GPT2) < 0 ||
         PyModule_AddIntConstant(m, "SCAN_CL100K", SCAN_CL100K) < 0 ||
         PyModule_AddIntConstant(m, "SCAN_O200K", SCAN_O200K) < 0 ||
-        PyModule_AddIntConstant(m, "SCAN_LLAMA3", SCAN_LLAMA3) < 0) {
+        PyModule_AddIntConstant(m, "SCAN_LLAMA3", SCAN_LLAMA3) < 0 ||
+        PyModule_AddIntConstant(m, "SCAN_QWEN2", SCAN_QWEN2) < 0 ||
+        PyModule_AddIntConstant(m, "SCAN_DEEPSEEK_V3", SCAN_DEEPSEEK_V3) < 0) {
         Py_DECREF(m);
         return NULL;
     }

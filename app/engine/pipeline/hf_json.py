@@ -251,3 +251,9 @@ def load_hf_json_file(path: Path, name: str, *, cache_size: int | None = None) -
     except OSError as exc:
         raise ArtifactError(str(path), f"cannot read: {exc.strerror or exc}") from None
     return from_hf_json(data, name, source=str(path), cache_size=cache_size)
+
+
+# The compiled fast path for byte-level BPE files whose merge-list BPE provably equals rank BPE.
+from .byte_level_fast import fast_byte_level  # noqa: E402
+
+register_fast_path(fast_byte_level)

@@ -97,6 +97,11 @@ class Pipeline(TokenizerBase):
         """Non-special added tokens (content -> id), matched in text before the model runs."""
         return {t.content: t.id for t in self._added if not t.special}
 
+    @property
+    def added_vocabulary(self) -> list[AddedToken]:
+        """Every added token of the file (special or not, with its matching options), in file order."""
+        return list(self._added)
+
     def _tokenize_piece(self, text: str) -> tuple[int, ...]:
         return tuple(self.model.tokenize(text))
 
