@@ -14,6 +14,7 @@ from typing import Any, Literal, cast
 
 import regex
 
+from ._hf_unicode import CUT_BEFORE, EXCEPTIONS, UNIDATA_VERSION
 from .base import Normalizer, Piece, Span
 from .pattern import HFPattern
 
@@ -27,6 +28,17 @@ _BOUNDARY = {
     "NFD": regex.compile(r"[\p{ccc=0}&&\p{NFD_QC=Yes}]", regex.V1),
     "NFKD": regex.compile(r"[\p{ccc=0}&&\p{NFKD_QC=Yes}]", regex.V1),
 }
+#: Code points Hugging Face's (older) Unicode tables leave unassigned while ``unicodedata`` gives them a combining
+#: class or a decomposition (``_hf_unicode``, generated for this ``unicodedata`` version), and the starters that
+#: compose in ``unicodedata`` only into such code points. Hugging Face treats an unassigned code point as a starter
+#: with no decomposition that composes with nothing: no mark is reordered across it and nothing composes across it
+#: (reordering stops at a starter, a mark after it is blocked from any earlier starter, and it pairs with no
+#: neighbour). So Hugging Face's result is the concatenation of the normalized stretches between such code points,
+#: each kept as is; every stretch, holding no new code point, normalizes alike in both tables. A ``CUT_BEFORE``
+#: starter composes backwards only into a new code point, which Hugging Face does not do: cutting before it
+#: reproduces that. (Checked per code point in contexts by the generator and by the tests.)
+_HF_CUT = regex.compile(f"([{EXCEPTIONS}])|[{CUT_BEFORE}]") if unicodedata.unidata_version == UNIDATA_VERSION \
+    else None
 _DECOMPOSE: dict[str, Form] = {"NFC": "NFD", "NFKC": "NFKD", "NFD": "NFD", "NFKD": "NFKD"}
 
 
@@ -92,8 +104,39 @@ def _labels_for_segment(form: Form, seg: str, out: str) -> list[int] | None:
     return labels
 
 
+def _hf_cuts(text: str) -> list[tuple[int, bool]]:
+    """Cut positions in ``text`` for Hugging Face's tables, each with whether the character after it up to the next
+    cut is kept as is (an unassigned code point for Hugging Face); empty for ASCII or text without them."""
+    if _HF_CUT is None or text.isascii():
+        return []
+    cuts: list[tuple[int, bool]] = []
+    for m in _HF_CUT.finditer(text):
+        if m.group(1) is not None:
+            cuts.append((m.start(), True))
+            cuts.append((m.end(), False))
+        else:
+            cuts.append((m.start(), False))
+    return cuts
+
+
+def hf_normalize(form: Form, text: str) -> str:
+    """``unicodedata.normalize`` with Hugging Face's (older) tables: code points they leave unassigned kept as is
+    and cut around (see ``_HF_CUT``)."""
+    cuts = _hf_cuts(text)
+    if not cuts:
+        return unicodedata.normalize(form, text)
+    out: list[str] = []
+    at = 0
+    keep = False
+    for pos, k in [*cuts, (len(text), False)]:
+        seg = text[at:pos]
+        out.append(seg if keep else unicodedata.normalize(form, seg))
+        at, keep = pos, k
+    return "".join(out)
+
+
 class Unicode:
-    """NFC, NFD, NFKC or NFKD."""
+    """NFC, NFD, NFKC or NFKD, as Hugging Face's tables normalize (see ``hf_normalize``)."""
 
     @classmethod
     def from_hf(cls, config: dict[str, Any]) -> Unicode:
@@ -105,20 +148,29 @@ class Unicode:
         self.form: Form = cast(Form, form)
 
     def normalize_str(self, text: str) -> str:
-        return unicodedata.normalize(self.form, text)
+        return hf_normalize(self.form, text)
 
     def normalize(self, piece: Piece) -> Piece:
+        # Text normalized by the newer tables is normalized by Hugging Face's too: each stretch between cuts is a
+        # substring of a normalized text, hence normalized, and the kept code points are unchanged.
         text = piece.text
         if unicodedata.is_normalized(self.form, text):
             return piece
         if piece.spans is None:
-            return piece.with_text(unicodedata.normalize(self.form, text), None)
+            return piece.with_text(hf_normalize(self.form, text), None)
         spans = piece.spans
-        cuts = [m.start() for m in _BOUNDARY[self.form].finditer(text) if m.start() > 0]
+        hf_cuts = _hf_cuts(text)
+        kept = {pos for pos, k in hf_cuts if k}
+        cuts = sorted({m.start() for m in _BOUNDARY[self.form].finditer(text) if m.start() > 0}
+                      | {pos for pos, _ in hf_cuts if 0 < pos < len(text)})
         out_text: list[str] = []
         out_spans: list[Span] = []
         for start, end in zip([0, *cuts], [*cuts, len(text)], strict=True):
             seg = text[start:end]
+            if start in kept:
+                out_text.append(seg)
+                out_spans.extend(spans[start:end])
+                continue
             out = unicodedata.normalize(self.form, seg)
             out_text.append(out)
             labels = _labels_for_segment(self.form, seg, out)
@@ -127,8 +179,8 @@ class Unicode:
             first = spans[start]
             out_spans.extend(spans[start + i] if i >= 0 else (first[0], first[0]) for i in labels)
         joined = "".join(out_text)
-        if joined != unicodedata.normalize(self.form, text):  # a segmentation the tables did not foresee
-            joined = unicodedata.normalize(self.form, text)
+        if joined != hf_normalize(self.form, text):  # a segmentation the tables did not foresee
+            joined = hf_normalize(self.form, text)
             out_spans = [spans[0]] * len(joined)
         return piece.with_text(joined, out_spans)
 
