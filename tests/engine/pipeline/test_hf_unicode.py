@@ -16,8 +16,7 @@ from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import normalizers as hf_norm
 
 from app.engine import get_encoding, get_store, native
-from app.engine.pipeline import Piece
-from app.engine.pipeline import _hf_unicode
+from app.engine.pipeline import Piece, _hf_unicode
 from app.engine.pipeline import normalizers as norm
 
 FORMS = ["NFC", "NFD", "NFKC", "NFKD"]
