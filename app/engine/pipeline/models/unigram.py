@@ -27,6 +27,8 @@ import struct
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from ..json_numbers import serde_f64
+
 _F32 = struct.Struct("<f")
 
 
@@ -99,7 +101,8 @@ class Unigram:
     def from_hf(cls, config: Mapping[str, Any], *, excluded: Collection[int] = ()) -> Unigram:
         """From a ``tokenizer.json`` model ``{"type": "Unigram", "unk_id", "vocab": [[piece, score], ...],
         "byte_fallback"}``. ``excluded``: ids of special added tokens (never matched in text)."""
-        vocab = [(str(p), float(s)) for p, s in config.get("vocab") or []]
+        # an integer beyond 64 bits is a float to serde_json too, with its rounding (a JSON-read float already has it)
+        vocab = [(str(p), serde_f64(str(s)) if isinstance(s, int) else float(s)) for p, s in config.get("vocab") or []]
         unk = config.get("unk_id")
         scores = [s for _, s in vocab]
         return cls(vocab, unk_id=None if unk is None else int(unk), byte_fallback=bool(config.get("byte_fallback")),
