@@ -32,6 +32,7 @@ from . import pre_tokenizers as pre
 from . import processors as proc
 from .added import AddedToken
 from .charsmap import Precompiled
+from .json_numbers import serde_f64
 from .models.bpe import BPE
 from .models.unigram import Unigram
 from .models.wordlevel import WordLevel
@@ -205,7 +206,7 @@ def from_hf_json(data: bytes | str | dict[str, Any], name: str, *, source: str =
     """Build the tokenizer a ``tokenizer.json`` describes. ``source`` names the file in errors. Raises
     :class:`~app.engine.errors.ArtifactError` for anything that cannot be loaded exactly."""
     try:
-        doc = data if isinstance(data, dict) else json.loads(data)
+        doc = data if isinstance(data, dict) else json.loads(data, parse_float=serde_f64)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ArtifactError(source, f"not a tokenizer.json (invalid JSON: {exc})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict):
