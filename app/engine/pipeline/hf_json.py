@@ -206,6 +206,8 @@ def from_hf_json(data: bytes | str | dict[str, Any], name: str, *, source: str =
         parts = {section: None if doc.get(section) is None else _build(section, doc[section], section)
                  for section in ("normalizer", "pre_tokenizer", "post_processor", "decoder")}
         model = _build("model", model_config, "model")
+        if backend == "python" and getattr(model, "native", None) is not None:
+            model.use_reference()
         added = _added_tokens(doc.get("added_tokens"))
         pipeline = Pipeline(name=name, model=model, normalizer=parts["normalizer"],
                             pre_tokenizer=parts["pre_tokenizer"], post_processor=parts["post_processor"],

@@ -55,7 +55,8 @@ class Pipeline(TokenizerBase):
                  cache_size: int | None = None, spec: TokenizerSpec | None = None, backend: str = "python") -> None:
         self.name = name
         self.spec = spec
-        self.backend = backend
+        # a model with a compiled core (``native`` set) makes the pipeline native
+        self.backend = "native" if getattr(model, "native", None) is not None else backend
         self.model = model
         self.normalizer = normalizer
         self.pre_tokenizer = pre_tokenizer
@@ -138,6 +139,8 @@ class Pipeline(TokenizerBase):
         return out
 
     def _encode_text(self, text: str) -> list[int]:
+        if getattr(self.model, "native", None) is not None:
+            return self._encode_text_native(text)
         ids: list[int] = []
         lookup = self._lookup
         segments = self._segments
@@ -151,6 +154,24 @@ class Pipeline(TokenizerBase):
                     ids.extend(lookup(t[start:end]))
             elif t:
                 ids.extend(lookup(t))
+        return ids
+
+    def _encode_text_native(self, text: str) -> list[int]:
+        """:meth:`_encode_text` for a model with a compiled core: runs of pre-tokens go to the model in one call
+        (cut as ``segments`` cuts them, no piece cache), matched added tokens between them."""
+        ids: list[int] = []
+        run: list[str] = []
+        encode_pieces = self.model.encode_pieces  # type: ignore[attr-defined]
+        for piece in self._pieces(text, False):
+            if piece.token_id is not None:
+                if run:
+                    ids.extend(encode_pieces(run, SEGMENT_FROM))
+                    run = []
+                ids.append(piece.token_id)
+            elif piece.text:
+                run.append(piece.text)
+        if run:
+            ids.extend(encode_pieces(run, SEGMENT_FROM))
         return ids
 
     def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
