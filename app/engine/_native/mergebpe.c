@@ -652,17 +652,221 @@ static PyTypeObject ModelType = {
     .tp_new = Model_new,
 };
 
+
+/* ---- added-token finder ------------------------------------------------------------------------------------- */
+
+/* Matcher(patterns: list[str]): the non-overlapping leftmost-longest matches of a fixed set of patterns, the
+ * algorithm of ``AddedMatcher._find`` (at the leftmost position whose character starts some pattern, the
+ * longest pattern that matches there wins; none: move on by one character; after a match, go on at its end). */
+typedef struct {
+    PyObject_HEAD
+    Py_UCS4 *text;        /* all patterns, concatenated */
+    Py_ssize_t *start;    /* pattern k = text[start[k] .. start[k] + len[k]) */
+    Py_ssize_t *len;
+    Py_ssize_t count;
+    int32_t *slots;       /* hash of pattern -> k, -1 = empty */
+    size_t mask;
+    int32_t *first;       /* code point -> offset into lengths (-1: starts no pattern) */
+    Py_ssize_t *lengths;  /* per first character: n, then n lengths, longest first */
+} Matcher;
+
+static void Matcher_dealloc(Matcher *self) {
+    free(self->text), free(self->start), free(self->len), free(self->slots), free(self->first), free(self->lengths);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static uint64_t hash_ucs4_kind(int kind, const void *data, Py_ssize_t at, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        h ^= (uint64_t)PyUnicode_READ(kind, data, at + i);
+        h *= 1099511628211ULL;
+    }
+    return mix64(h ^ (uint64_t)n);
+}
+
+static int cmp_len_desc(const void *a, const void *b) {
+    Py_ssize_t x = *(const Py_ssize_t *)a, y = *(const Py_ssize_t *)b;
+    return (x < y) - (x > y);
+}
+
+static PyObject *Matcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    PyObject *patterns;
+    static char *kwlist[] = {"patterns", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!", kwlist, &PyList_Type, &patterns)) return NULL;
+    Matcher *self = (Matcher *)type->tp_alloc(type, 0);
+    if (!self) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(patterns), total = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *p = PyList_GET_ITEM(patterns, k);
+        if (!PyUnicode_Check(p) || PyUnicode_GET_LENGTH(p) == 0) {
+            PyErr_SetString(PyExc_ValueError, "patterns must be non-empty str");
+            Py_DECREF(self);
+            return NULL;
+        }
+        total += PyUnicode_GET_LENGTH(p);
+    }
+    size_t cap = pow2_at_least((size_t)n * 2 + 1);
+    self->count = n;
+    self->text = (Py_UCS4 *)malloc((size_t)(total + 1) * sizeof(Py_UCS4));
+    self->start = (Py_ssize_t *)malloc((size_t)(n + 1) * sizeof(Py_ssize_t));
+    self->len = (Py_ssize_t *)malloc((size_t)(n + 1) * sizeof(Py_ssize_t));
+    self->slots = (int32_t *)malloc(cap * sizeof(int32_t));
+    self->first = (int32_t *)malloc(MAX_CP * sizeof(int32_t));
+    self->lengths = (Py_ssize_t *)malloc((size_t)(2 * n + 1) * sizeof(Py_ssize_t));
+    int32_t *count_by_first = NULL;
+    if (!self->text || !self->start || !self->len || !self->slots || !self->first || !self->lengths) goto nomem;
+    memset(self->slots, 0xFF, cap * sizeof(int32_t));
+    memset(self->first, 0xFF, MAX_CP * sizeof(int32_t));
+    self->mask = cap - 1;
+    Py_ssize_t at = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *p = PyList_GET_ITEM(patterns, k);
+        Py_ssize_t len = PyUnicode_GET_LENGTH(p);
+        if (!PyUnicode_AsUCS4(p, self->text + at, len, 0)) goto fail;
+        self->start[k] = at;
+        self->len[k] = len;
+        at += len;
+        uint64_t h = hash_ucs4_kind(PyUnicode_4BYTE_KIND, self->text + self->start[k], 0, len);
+        size_t i = (size_t)h & self->mask;
+        int dup = 0;
+        while (self->slots[i] >= 0) {
+            int32_t o = self->slots[i];
+            if (self->len[o] == len &&
+                memcmp(self->text + self->start[o], self->text + self->start[k], (size_t)len * sizeof(Py_UCS4)) == 0) {
+                dup = 1; /* the first listed wins */
+                break;
+            }
+            i = (i + 1) & self->mask;
+        }
+        if (!dup) self->slots[i] = (int32_t)k;
+    }
+    /* lengths per first character: distinct, longest first */
+    Py_ssize_t pool = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Py_UCS4 c = self->text[self->start[k]];
+        if (self->first[c] >= 0) continue;
+        self->first[c] = (int32_t)pool;
+        Py_ssize_t base = pool++;
+        self->lengths[base] = 0;
+        for (Py_ssize_t j = k; j < n; j++) {
+            if (self->text[self->start[j]] != c) continue;
+            Py_ssize_t len = self->len[j], q;
+            for (q = 0; q < self->lengths[base]; q++)
+                if (self->lengths[base + 1 + q] == len) break;
+            if (q == self->lengths[base]) {
+                self->lengths[base + 1 + self->lengths[base]] = len;
+                self->lengths[base]++;
+                pool++;
+            }
+        }
+        qsort(self->lengths + base + 1, (size_t)self->lengths[base], sizeof(Py_ssize_t), cmp_len_desc);
+    }
+    free(count_by_first);
+    return (PyObject *)self;
+nomem:
+    PyErr_NoMemory();
+fail:
+    free(count_by_first);
+    Py_DECREF(self);
+    return NULL;
+}
+
+static Py_ssize_t matcher_lookup(const Matcher *m, int kind, const void *data, Py_ssize_t at, Py_ssize_t len) {
+    uint64_t h = hash_ucs4_kind(kind, data, at, len);
+    size_t i = (size_t)h & m->mask;
+    while (m->slots[i] >= 0) {
+        int32_t k = m->slots[i];
+        if (m->len[k] == len) {
+            const Py_UCS4 *p = m->text + m->start[k];
+            Py_ssize_t q = 0;
+            while (q < len && p[q] == PyUnicode_READ(kind, data, at + q)) q++;
+            if (q == len) return k;
+        }
+        i = (i + 1) & m->mask;
+    }
+    return -1;
+}
+
+PyDoc_STRVAR(find_doc, "find(text) -> list[tuple[int, int, int]]: (start, stop, pattern index) of each match.");
+
+static PyObject *Matcher_find(Matcher *self, PyObject *arg) {
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "text must be str");
+        return NULL;
+    }
+    int kind = PyUnicode_KIND(arg);
+    const void *data = PyUnicode_DATA(arg);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(arg);
+    PyObject *out = PyList_New(0);
+    if (!out) return NULL;
+    Py_ssize_t at = 0;
+    while (at < n) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, at);
+        int32_t f = self->first[c];
+        if (f < 0) {
+            at++;
+            continue;
+        }
+        const Py_ssize_t *ls = self->lengths + f;
+        Py_ssize_t hit = -1, hit_len = 0;
+        for (Py_ssize_t q = 0; q < ls[0]; q++) {
+            Py_ssize_t len = ls[1 + q];
+            if (at + len > n) continue;
+            Py_ssize_t k = matcher_lookup(self, kind, data, at, len);
+            if (k >= 0) {
+                hit = k;
+                hit_len = len;
+                break;
+            }
+        }
+        if (hit < 0) {
+            at++;
+            continue;
+        }
+        PyObject *t = Py_BuildValue("(nnn)", at, at + hit_len, hit);
+        if (!t || PyList_Append(out, t) < 0) {
+            Py_XDECREF(t);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(t);
+        at += hit_len;
+    }
+    return out;
+}
+
+static PyMethodDef Matcher_methods[] = {
+    {"find", (PyCFunction)Matcher_find, METH_O, find_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject MatcherType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "app.engine._native._mergebpe.Matcher",
+    .tp_basicsize = sizeof(Matcher),
+    .tp_dealloc = (destructor)Matcher_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Leftmost-longest matches of fixed patterns: Matcher(patterns).",
+    .tp_methods = Matcher_methods,
+    .tp_new = Matcher_new,
+};
+
 static struct PyModuleDef mergebpe_module = {
     PyModuleDef_HEAD_INIT, "_mergebpe", "Compiled BPE over an ordered merge list.", -1, NULL, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__mergebpe(void) {
-    if (PyType_Ready(&ModelType) < 0) return NULL;
+    if (PyType_Ready(&ModelType) < 0 || PyType_Ready(&MatcherType) < 0) return NULL;
     PyObject *m = PyModule_Create(&mergebpe_module);
     if (!m) return NULL;
     Py_INCREF(&ModelType);
     if (PyModule_AddObject(m, "Model", (PyObject *)&ModelType) < 0) {
         Py_DECREF(&ModelType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&MatcherType);
+    if (PyModule_AddObject(m, "Matcher", (PyObject *)&MatcherType) < 0) {
+        Py_DECREF(&MatcherType);
         Py_DECREF(m);
         return NULL;
     }

@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from app.engine.pipeline import Pipeline
+from app.engine.pipeline.added import AddedMatcher, AddedToken
 from app.engine.pipeline.hf_json import load_hf_json
 from app.engine.pipeline.models import bpe as bpe_module
 from app.engine.pipeline.models.bpe import BPE, BPEError
@@ -89,6 +90,24 @@ def test_random_models_match_the_reference() -> None:
             compared += 1
         assert native.encode_pieces(texts, SEGMENT_FROM) == python.encode_pieces(texts, SEGMENT_FROM)
     assert compared == 400 * 25
+
+
+def test_added_token_finder_matches_the_reference() -> None:
+    rng = random.Random(5)
+    for _ in range(200):
+        patterns = ["".join(rng.choice("ab\n<>▁😀") for _ in range(rng.randint(1, 4)))
+                    for _ in range(rng.randint(1, 12))]
+        tokens = [AddedToken(p, i, special=rng.random() < 0.3) for i, p in enumerate(patterns)]
+        matcher = AddedMatcher([(t.content, t) for t in tokens])
+        assert matcher._native is not None
+        native = matcher._native
+        for _ in range(10):
+            text = "".join(rng.choice("ab\n<>▁😀x ") for _ in range(rng.randint(0, 60)))
+            found = matcher._find(text) if matcher._starts is not None else []
+            matcher._native = None
+            expected = matcher._find(text) if matcher._starts is not None else []
+            matcher._native = native
+            assert found == expected, (patterns, text)
 
 
 def test_bad_merge_lists_raise_the_reference_errors() -> None:

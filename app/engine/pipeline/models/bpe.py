@@ -19,10 +19,7 @@ import heapq
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast
 
-from ...native import OptionalExtension
-
-#: The compiled model (``app/engine/_native/mergebpe.c``), optional like the other extensions.
-_EXT = OptionalExtension("app.engine._native._mergebpe", "compiled merge-list BPE", "the pure-Python BPE")
+from ..compiled import MERGE_BPE as _EXT
 
 #: Below this many symbols the quadratic scan beats the heap.
 _HEAP_FROM = 48
