@@ -88,7 +88,8 @@ def test_random_models_match_the_reference() -> None:
         for text in texts:
             assert native.tokenize(text) == python.tokenize(text), (config, text)
             compared += 1
-        assert native.encode_pieces(texts, SEGMENT_FROM) == python.encode_pieces(texts, SEGMENT_FROM)
+        items: list[str | int] = [x for t in texts for x in (t, rng.randrange(10**6))]  # ids pass through
+        assert native.encode_pieces(items, SEGMENT_FROM) == python.encode_pieces(items, SEGMENT_FROM)
     assert compared == 400 * 25
 
 

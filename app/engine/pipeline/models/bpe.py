@@ -199,18 +199,21 @@ class BPE:
             known_prev = known
         yield start, len(text)
 
-    def encode_pieces(self, texts: list[str], segment_from: int) -> list[int]:
-        """Ids of the pre-tokens ``texts`` in order, each longer than ``segment_from`` characters cut as
-        :meth:`segments` cuts it: one call into the compiled model (GIL released), or the reference per piece."""
+    def encode_pieces(self, texts: Sequence[str | int], segment_from: int) -> list[int]:
+        """Ids of the pre-tokens ``texts`` in order (an ``int`` item is an id already, passed through), each
+        longer than ``segment_from`` characters cut as :meth:`segments` cuts it: one call into the compiled model
+        (GIL released), or the reference per piece."""
         native = self.native
         if native is not None:
             try:
-                return cast("list[int]", native.encode(texts, segment_from))
+                return cast("list[int]", native.encode(texts if type(texts) is list else list(texts), segment_from))
             except ValueError:
                 pass
         ids: list[int] = []
         for t in texts:
-            if len(t) > segment_from:
+            if isinstance(t, int):
+                ids.append(t)
+            elif len(t) > segment_from:
                 for start, end in self.segments(t):
                     ids.extend(self.tokenize(t[start:end]))
             else:
