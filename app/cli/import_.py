@@ -3,7 +3,9 @@
 The file must load exactly (the same loader the service uses; a component we do not implement is refused). It
 is hashed (sha256 of its bytes as given), copied into the store (xz-compressed when larger than
 :data:`COMPRESS_FROM` bytes; the hash stays that of the original bytes) and described by a new manifest entry.
-The store directory and its manifest are created when missing. Formats: Hugging Face ``tokenizer.json``.
+The store directory and its manifest are created when missing. Formats (recognised by content, not by name):
+Hugging Face ``tokenizer.json``, Mistral tekken ``.json``, SentencePiece ``.model`` and GGUF (``.gguf``, its
+vocabulary).
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ class ImportError_(EngineError):
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("import", help="add a local tokenizer.json to a store (verified, hashed, manifest entry)")
-    p.add_argument("path", type=Path, help="the tokenizer file (Hugging Face tokenizer.json)")
+    p = sub.add_parser("import", help="add a local tokenizer file to a store (verified, hashed, manifest entry)")
+    p.add_argument("path", type=Path,
+                   help="the tokenizer file (tokenizer.json, tekken .json, SentencePiece .model or .gguf)")
     p.add_argument("--name", required=True, help="canonical name in the store (letters, digits, . _ -)")
     p.add_argument("--store", type=Path, help="store directory (default $TOKENIZER_STORE or the bundled store)")
     p.add_argument("--alias", action="append", default=[], help="another name that resolves to it (repeatable)")
@@ -43,15 +46,62 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(handler=cmd_import)
 
 
-def _kind(data: bytes, source: str) -> str:
-    try:
-        model_type = json.loads(data).get("model", {}).get("type")
-    except (ValueError, AttributeError):
-        raise ArtifactError(source, "not a tokenizer.json") from None
-    kind = _KINDS.get(model_type)
-    if kind is None:
-        raise ArtifactError(source, f"model type {model_type!r} is not supported")
-    return kind
+#: format -> artifact file suffix in the store.
+_SUFFIX = {"hf_json": ".tokenizer.json", "tekken": ".tekken.json", "sentencepiece": ".model", "gguf": ".gguf"}
+#: GGUF ``tokenizer.ggml.model`` -> manifest kind.
+_GGUF_KINDS = {"llama": "bpe", "gpt2": "bpe", "bert": "wordpiece", "t5": "unigram"}
+
+
+def _detect(data: bytes, source: str) -> tuple[str, str]:
+    """``(format, kind)`` of a tokenizer file, from its content."""
+    if data[:4] == b"GGUF":
+        from app.engine.pipeline.gguf import SUPPORTED_MODELS
+        from app.engine.pipeline.gguf_kv import GGUFFormatError, read_kv
+
+        try:
+            model = read_kv(data).get("tokenizer.ggml.model")
+        except GGUFFormatError as exc:
+            raise ArtifactError(source, str(exc)) from None
+        if model not in _GGUF_KINDS:
+            raise ArtifactError(source, f"GGUF tokenizer model {model!r} is not supported "
+                                        f"(supported: {', '.join(SUPPORTED_MODELS)})")
+        return "gguf", _GGUF_KINDS[model]
+    if data.lstrip()[:1] == b"{":
+        try:
+            doc = json.loads(data)
+        except ValueError:
+            raise ArtifactError(source, "not a tokenizer.json (invalid JSON)") from None
+        if isinstance(doc, dict) and isinstance(doc.get("config"), dict) and isinstance(doc.get("vocab"), list):
+            return "tekken", "bpe"
+        model_type = doc.get("model", {}).get("type") if isinstance(doc, dict) else None
+        kind = _KINDS.get(model_type) if isinstance(model_type, str) else None
+        if kind is None:
+            raise ArtifactError(source, f"model type {model_type!r} is not supported")
+        return "hf_json", kind
+    from app.engine.pipeline.sentencepiece import parse_model
+
+    return "sentencepiece", parse_model(data, source).model_type
+
+
+def _load_bytes(fmt: str, data: bytes, name: str, source: str) -> object:
+    """Build the tokenizer from the file's bytes (refuses anything not loadable exactly); returns it."""
+    if fmt == "hf_json":
+        from app.engine.pipeline.hf_json import from_hf_json
+
+        return from_hf_json(data, name, source=source, backend="python")
+    if fmt == "gguf":
+        from app.engine.pipeline.gguf import from_gguf
+
+        return from_gguf(data, name, source=source, backend="python")
+    if fmt == "sentencepiece":
+        from app.engine.pipeline.sentencepiece import build_pipeline, parse_model
+
+        return build_pipeline(name, parse_model(data, source), source=source)
+    from app.engine.encoding import Encoding
+    from app.engine.tekken import parse_tekken
+
+    pattern, ranks, specials = parse_tekken(data, source)
+    return Encoding(name, pattern=pattern, mergeable_ranks=ranks, special_tokens=specials, backend="python")
 
 
 def import_file(path: Path, name: str, store_dir: Path, *, aliases: tuple[str, ...] = (), models: tuple[str, ...] = (),
@@ -65,10 +115,9 @@ def import_file(path: Path, name: str, store_dir: Path, *, aliases: tuple[str, .
         data = path.read_bytes()
     except OSError as exc:
         raise ArtifactError(str(path), f"cannot read: {exc.strerror or exc}") from None
-    kind = _kind(data, str(path))
-    from app.engine.pipeline.hf_json import from_hf_json
-
-    tok = from_hf_json(data, name, source=str(path), backend="python")  # refuses anything not loadable exactly
+    fmt, kind = _detect(data, str(path))
+    tok = _load_bytes(fmt, data, name, str(path))
+    n_vocab = int(getattr(tok, "n_vocab", 0))
     store_dir = store_dir.expanduser().resolve()
     existing: list[TokenizerSpec] = []
     if (store_dir / MANIFEST_FILE).exists():
@@ -79,11 +128,11 @@ def import_file(path: Path, name: str, store_dir: Path, *, aliases: tuple[str, .
         raise ImportError_(f"{store_dir}: name or alias {clash[0]!r} is already used by {taken[clash[0]]!r} "
                            "(pass --replace to replace an entry of the same name)")
     compressed = len(data) > COMPRESS_FROM
-    artifact = store_dir / (f"{name}.tokenizer.json" + (".xz" if compressed else ""))
+    artifact = store_dir / (f"{name}{_SUFFIX[fmt]}" + (".xz" if compressed else ""))
     spec = TokenizerSpec(name=name, artifact_path=artifact, sha256=hashlib.sha256(data).hexdigest(), kind=kind,
-                         format="hf_json", compression="xz" if compressed else None, aliases=tuple(aliases),
-                         vocab_size=tok.n_vocab, source=f"imported from {path.name}", license=license,
-                         models=tuple(models), description=f"{kind} tokenizer.json imported from {path.name}")
+                         format=fmt, compression="xz" if compressed else None, aliases=tuple(aliases),
+                         vocab_size=n_vocab, source=f"imported from {path.name}", license=license,
+                         models=tuple(models), description=f"{kind} {fmt} tokenizer imported from {path.name}")
     try:
         store_dir.mkdir(parents=True, exist_ok=True)
         tmp = artifact.with_name(artifact.name + ".tmp")

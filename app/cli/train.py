@@ -1,4 +1,5 @@
-"""Training subcommands: ``train`` (learn a BPE tokenizer into a store) and ``evaluate`` (compare tokenizers)."""
+"""Training subcommands: ``train`` (learn a BPE, WordPiece, Unigram or SentencePiece-style tokenizer into a
+store) and ``evaluate`` (compare tokenizers)."""
 
 from __future__ import annotations
 
@@ -19,17 +20,21 @@ from ._io import read_text_inputs
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "train",
-        help="learn a BPE tokenizer from text files and add it to a store",
-        description="Learn a BPE tokenizer from text files (streamed) and write its artifact and manifest entry "
+        help="learn a tokenizer (BPE, WordPiece, Unigram, SentencePiece-style) from text files into a store",
+        description="Learn a tokenizer from text files (streamed) and write its artifact and manifest entry "
         "into DIR (created if needed; an entry of the same name is replaced). Load it with TOKENIZER_STORE=DIR.",
     )
     p.add_argument("files", nargs="+", help="UTF-8 text files (invalid bytes are read as U+FFFD)")
     p.add_argument("--vocab-size", type=int, required=True, metavar="N",
-                   help="ordinary tokens incl. the base alphabet; special tokens come on top")
+                   help="byte/char: ordinary tokens incl. the base alphabet, special tokens on top; the other kinds: "
+                   "every id, special tokens (and byte pieces) included")
     p.add_argument("--name", required=True, help="tokenizer name (letters, digits, . _ -)")
     p.add_argument("--store", required=True, metavar="DIR", help="store directory to write into")
     p.add_argument("--kind", choices=KINDS, default="byte",
-                   help="byte: byte-level BPE (GPT-2 style, default); char: classic BPE with </w> and <unk>")
+                   help="byte: byte-level BPE (GPT-2 style, default); char: classic BPE with </w> and <unk>; "
+                   "wordpiece: BERT-style WordPiece (tokenizer.json); unigram: Unigram LM with Metaspace "
+                   "(tokenizer.json); sentencepiece-unigram / sentencepiece-bpe: SentencePiece-style on raw text "
+                   "(.model)")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--pattern", choices=sorted(PATTERNS), help="bundled pre-tokenizer pattern (default cl100k)")
     group.add_argument("--pattern-regex", metavar="REGEX", help="custom pre-tokenizer regex (`regex` module syntax)")
@@ -47,14 +52,38 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--description", default="", help="description for the manifest")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar or summary")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    fam = p.add_argument_group("options of the wordpiece, unigram and sentencepiece-* kinds")
+    yes: dict = dict(action="store_const", const=True, default=None)  # type: ignore[type-arg]
+    no: dict = dict(action="store_const", const=False, default=None)  # type: ignore[type-arg]
+    fam.add_argument("--no-lowercase", dest="lowercase", **no, help="wordpiece: keep case (default lowercase)")
+    fam.add_argument("--strip-accents", dest="strip_accents", **yes,
+                     help="wordpiece: strip accents (default: when lowercasing)")
+    fam.add_argument("--keep-accents", dest="strip_accents", **no, help="wordpiece: never strip accents")
+    fam.add_argument("--no-split-cjk", dest="split_cjk", **no,
+                     help="wordpiece: do not put CJK characters in words of their own")
+    fam.add_argument("--vocab-txt", dest="vocab_txt", **yes, help="wordpiece: also write NAME.vocab.txt (BERT)")
+    fam.add_argument("--character-coverage", type=float, default=None, metavar="F",
+                     help="unigram/sentencepiece-*: share of characters that must be pieces "
+                     "(default 1.0 unigram, 0.9995 sentencepiece-*)")
+    fam.add_argument("--byte-fallback", dest="byte_fallback", **yes,
+                     help="sentencepiece-*: 256 <0xNN> pieces for characters outside the vocabulary")
+    fam.add_argument("--split-digits", dest="split_digits", **yes, help="sentencepiece-*: every digit alone")
+    fam.add_argument("--no-dummy-prefix", dest="add_dummy_prefix", **no,
+                     help="sentencepiece-*: no ▁ in front of the text")
+    fam.add_argument("--shrinking-factor", type=float, default=None, metavar="F",
+                     help="unigram kinds: share of pieces kept per pruning round (default 0.75)")
+    fam.add_argument("--max-piece-length", type=int, default=None, metavar="N",
+                     help="unigram kinds: longest piece in characters (default 16)")
+    fam.add_argument("--seed-size", type=int, default=None, metavar="N",
+                     help="unigram kinds: candidate pieces to start from (default 1000000)")
     p.set_defaults(handler=cmd_train)
 
     p = sub.add_parser(
         "evaluate",
         help="bytes per token, tokens per word and byte-fallback share of tokenizers on files",
         description="Per file and tokenizer: bytes/token (UTF-8 bytes per token), tokens/word (str.split words), "
-        "byte-fallback share (tokens that are one byte >= 0x80, i.e. not a whole character), unknown share "
-        "(<unk> tokens of the classic kind).",
+        "tokens/char (code points; compare the same content across languages), byte-fallback share (tokens that "
+        "are one byte >= 0x80, i.e. not a whole character), unknown share (<unk>/[UNK] tokens).",
     )
     p.add_argument("files", nargs="+", help="text files ('-' for stdin)")
     p.add_argument("--tokenizer", "-t", action="append", required=True,
@@ -81,6 +110,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             description=args.description,
             backend=args.backend,
             threads=args.threads,
+            options=_family_options(args),
         )
     except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -89,6 +119,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     summary = {
         "name": spec.name,
         "kind": spec.kind,
+        "format": spec.format,
         "artifact": str(spec.artifact_path),
         "sha256": spec.sha256,
         "vocab_size": spec.vocab_size,
@@ -105,6 +136,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         "native_counting": report.native_counting,
         "manifest": str(report.manifest),
     }
+    if report.extra:
+        summary["trainer"] = report.extra
     if args.json:
         print(json.dumps(summary, indent=2))
     elif not args.quiet:
@@ -115,6 +148,15 @@ def cmd_train(args: argparse.Namespace) -> int:
             f"artifact {spec.artifact_path} (sha256 {spec.sha256})\nmanifest {report.manifest}"
         )
     return 0
+
+
+_FAMILY_OPTIONS = ("lowercase", "strip_accents", "split_cjk", "vocab_txt", "character_coverage", "byte_fallback",
+                   "split_digits", "add_dummy_prefix", "shrinking_factor", "max_piece_length", "seed_size")
+
+
+def _family_options(args: argparse.Namespace) -> dict[str, object]:
+    """The trainer options given on the command line (the kind checks that they apply to it)."""
+    return {k: getattr(args, k) for k in _FAMILY_OPTIONS if getattr(args, k) is not None}
 
 
 def _lookup(name: str, store: str | None):  # type: ignore[no-untyped-def]
@@ -141,11 +183,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print(json.dumps({"results": [r.as_dict() for r in rows]}, indent=2))
         return 0
     header = f"{'file':<30} {'tokenizer':<20} {'bytes':>10} {'tokens':>9} {'bytes/tok':>9} {'tok/word':>8} " \
-             f"{'fallback':>8} {'unknown':>8}"
+             f"{'tok/char':>8} {'fallback':>8} {'unknown':>8}"
     print(header)
     for r in rows:
         print(
             f"{r.label[-30:]:<30} {r.tokenizer[:20]:<20} {r.bytes:>10} {r.tokens:>9} {r.bytes_per_token:>9.3f} "
-            f"{r.tokens_per_word:>8.3f} {r.byte_fallback_share:>8.2%} {r.unknown_share:>8.2%}"
+            f"{r.tokens_per_word:>8.3f} {r.tokens_per_char:>8.3f} {r.byte_fallback_share:>8.2%} "
+            f"{r.unknown_share:>8.2%}"
         )
     return 0

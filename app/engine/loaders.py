@@ -48,11 +48,32 @@ def _hf_json(spec: TokenizerSpec, options: LoadOptions) -> Tokenizer:
     return load_hf_json(spec, cache_size=options.cache_size, backend=options.backend)
 
 
+def _sentencepiece(spec: TokenizerSpec, options: LoadOptions) -> Tokenizer:
+    from .pipeline.sentencepiece import load_sentencepiece
+
+    return load_sentencepiece(spec, cache_size=options.cache_size)
+
+
+def _gguf(spec: TokenizerSpec, options: LoadOptions) -> Tokenizer:
+    from .pipeline.gguf import load_gguf
+
+    return load_gguf(spec, cache_size=options.cache_size, backend=options.backend)
+
+
+def _tekken(spec: TokenizerSpec, options: LoadOptions) -> Tokenizer:
+    from .tekken import load_tekken
+
+    return load_tekken(spec, cache_size=options.cache_size, backend=options.backend)
+
+
 #: format -> loader. Every format of :data:`app.engine.store.FORMATS` has exactly one entry (tested).
 LOADERS: dict[str, Loader] = {
     "tiktoken": _tiktoken,
     "char_bpe": _char_bpe,
     "hf_json": _hf_json,
+    "sentencepiece": _sentencepiece,
+    "gguf": _gguf,
+    "tekken": _tekken,
 }
 
 

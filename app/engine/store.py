@@ -44,7 +44,7 @@ FORMAT_VERSION = 1
 STORE_ENV = "TOKENIZER_STORE"
 KINDS = ("byte_bpe", "char_bpe", "bpe", "wordpiece", "unigram", "wordlevel")
 #: Artifact formats a store may hold; :data:`app.engine.loaders.LOADERS` has one loader for each.
-FORMATS = ("tiktoken", "char_bpe", "hf_json")
+FORMATS = ("tiktoken", "char_bpe", "hf_json", "sentencepiece", "gguf", "tekken")
 DEFAULT_FORMAT = {"byte_bpe": "tiktoken", "char_bpe": "char_bpe"}
 COMPRESSIONS = ("xz",)
 

@@ -31,6 +31,11 @@ def free_port() -> int:
 
 #: Outer variables a started server inherits (the engine backend choice); other TOKENIZER_* settings are dropped.
 INHERITED = ("TOKENIZER_ENGINE", "TOKENIZER_NATIVE_DISABLE")
+#: What a started server loads unless ``extra`` says otherwise: the tiktoken-format tokenizers (the HTTP behaviour
+#: under test is the same for every family, and loading the whole store costs seconds and ~1 GiB per worker; the
+#: in-process ``client`` fixtures and tests/engine cover every tokenizer). ``TOKENIZER_TOKENIZERS=""`` in ``extra``
+#: loads the whole store.
+DEFAULT_TOKENIZERS = "gpt2,cl100k_base,o200k_base,o200k_harmony,llama3,p50k_base,p50k_edit"
 
 
 def serve_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -38,7 +43,10 @@ def serve_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if (not k.startswith("TOKENIZER_") or k in INHERITED) and k != "PROMETHEUS_MULTIPROC_DIR"}
     env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["TOKENIZER_TOKENIZERS"] = DEFAULT_TOKENIZERS
     env.update(extra or {})
+    if not env["TOKENIZER_TOKENIZERS"]:
+        del env["TOKENIZER_TOKENIZERS"]
     return env
 
 

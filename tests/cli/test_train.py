@@ -88,3 +88,29 @@ def test_bad_input_is_a_clean_error(tmp_path: Path) -> None:
     assert both.returncode == 2  # argparse: mutually exclusive
     unknown = run("evaluate", "-t", "nope", str(f))
     assert unknown.returncode == 2 and "unknown tokenizer" in unknown.stderr
+
+
+def test_train_pipeline_kinds_with_options_then_encode(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    files = corpus(tmp_path)
+    sample = tmp_path / "sample.txt"
+    sample.write_text("def get_encoding(name): return 2024\n", encoding="utf-8")
+    runs = {
+        "wp": ("wordpiece", "hf_json", ["--vocab-txt", "--no-lowercase"]),
+        "spb": ("sentencepiece-bpe", "sentencepiece", ["--byte-fallback", "--split-digits"]),
+    }
+    for name, (kind, fmt, extra) in runs.items():
+        out = run("train", *files, "--kind", kind, "--vocab-size", "900", "--name", name, "--store", str(store),
+                  "--json", *extra)
+        assert out.returncode == 0, out.stderr
+        summary = json.loads(out.stdout)
+        assert summary["format"] == fmt and summary["vocab_size"] == 900 and summary["merges"] > 0
+        ids = run("encode", "--store", str(store), "-t", name, str(sample))
+        assert ids.returncode == 0, ids.stderr
+        reset()
+        expected = list(get_encoding(name, store_dir=store).encode(sample.read_text()))
+        assert [int(t) for t in ids.stdout.split()] == expected
+    assert (store / "wp.vocab.txt").read_text(encoding="utf-8").splitlines()[:2] == ["[PAD]", "[UNK]"]
+    bad = run("train", *files, "--kind", "unigram", "--vocab-size", "900", "--name", "u", "--store", str(store),
+              "--split-digits")
+    assert bad.returncode == 2 and bad.stderr.startswith("error:") and len(bad.stderr.splitlines()) == 1

@@ -22,7 +22,9 @@ from app.engine import (
 from app.engine.store import STORE_ENV, bundled_store_dir, default_store_dir
 
 BUNDLED = {"gpt2", "cl100k_base", "o200k_base", "o200k_harmony", "llama3", "p50k_base", "p50k_edit", "qwen3",
-           "deepseek-v3", "gemma3"}
+           "deepseek-v3", "gemma3",
+           "mistral-v1", "mistral-v3", "mistral-v7", "mistral-nemo", "llama2", "phi-3", "bge-small-en-v1.5",
+           "xlm-roberta", "qwen2"}
 PUBLISHED_SHA256 = {
     "gpt2.tiktoken": "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930",
     "cl100k_base.tiktoken": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
@@ -33,6 +35,17 @@ PUBLISHED_SHA256 = {
     "qwen3.tokenizer.json.xz": "aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4",
     "deepseek-v3.tokenizer.json.xz": "621ac2e32d0dba658404412318818aaa8ce8cda492e59830109d8da6b517fb41",
     "gemma3.tokenizer.json.xz": "4667f2089529e8e7657cfb6d1c19910ae71ff5f28aa7ab2ff2763330affad795",
+    # PyPI mistral-common 1.13.1 wheel (mistral_common/data/) and llama-cpp-python 0.3.36 sdist
+    # (vendor/llama.cpp/models/), stored xz-compressed
+    "mistral-v1.model.xz": "dadfd56d766715c61d2ef780a525ab43b8e6da4de6865bda3d95fdef5e134055",
+    "mistral-v3.model.xz": "9addc8bdce5988448ae81b729336f43a81262160ae8da760674badab9d4c7d33",
+    "mistral-v7.model.xz": "1b968b8dc352f42192367337c78ccc61e1eaddc6d641a579372d4f20694beb7a",
+    "mistral-nemo.tekken.json.xz": "eccd1665d2e477697c33cb7f0daa6f6dfefc57a0a6bceb66d4be52952f827516",
+    "llama2.gguf.xz": "16c3724582d59aa8bf84711894e833f916ee46a31d80e21312759c48bf8d0e69",
+    "phi-3.gguf.xz": "967d7190d11c4842eab697079d98d56c2116e10eb617be355a2733bfc132e326",
+    "bge-small-en-v1.5.gguf.xz": "fbcbe22278fb302694d5f4a41bfe48c5f90e8e3554eab1c0435387dff654a854",
+    "xlm-roberta.gguf.xz": "90a6746926454784a98389ad36a36d89bc9cfc81db9cb0f33c941bcc959fe5f9",
+    "qwen2.gguf.xz": "44c2f46b715f585c6ab513970e8a006bfa5badd6108560054921cf598d154d8c",
 }
 
 

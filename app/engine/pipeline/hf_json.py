@@ -25,13 +25,17 @@ from typing import Any
 from ..errors import ArtifactError
 from ..store import TokenizerSpec
 from ..tokenizer import Tokenizer
+from . import bert
 from . import decoders as dec
 from . import normalizers as norm
 from . import pre_tokenizers as pre
 from . import processors as proc
 from .added import AddedToken
+from .charsmap import Precompiled
 from .models.bpe import BPE
+from .models.unigram import Unigram
 from .models.wordlevel import WordLevel
+from .models.wordpiece import WordPiece
 from .pipeline import Pipeline
 
 
@@ -57,6 +61,9 @@ NORMALIZERS: dict[str, Builder] = {
     "Replace": _b(norm.Replace.from_hf, "pattern", "content"),
     "Prepend": _b(norm.Prepend.from_hf, "prepend"),
     "Strip": _b(norm.Strip.from_hf, "strip_left", "strip_right"),
+    "BertNormalizer": _b(bert.BertNormalizer.from_hf, "clean_text", "handle_chinese_chars", "strip_accents",
+                         "lowercase"),
+    "Precompiled": _b(Precompiled.from_hf, "precompiled_charsmap"),
 }
 PRE_TOKENIZERS: dict[str, Builder] = {
     # trim_offsets of a ByteLevel pre-tokenizer has no effect in Hugging Face (it is the processor's option).
@@ -68,11 +75,14 @@ PRE_TOKENIZERS: dict[str, Builder] = {
     "WhitespaceSplit": _b(pre.WhitespaceSplit.from_hf),
     "Punctuation": _b(pre.Punctuation.from_hf, "behavior"),
     "Digits": _b(pre.Digits.from_hf, "individual_digits"),
+    "BertPreTokenizer": _b(bert.BertPreTokenizer.from_hf),
 }
 MODELS: dict[str, Builder] = {
     "BPE": _b(BPE.from_hf, "vocab", "merges", "dropout", "unk_token", "fuse_unk", "byte_fallback",
               "continuing_subword_prefix", "end_of_word_suffix", "ignore_merges"),
     "WordLevel": _b(WordLevel.from_hf, "vocab", "unk_token"),
+    "Unigram": _b(Unigram.from_hf, "vocab", "unk_id", "byte_fallback"),
+    "WordPiece": _b(WordPiece.from_hf, "vocab", "unk_token", "continuing_subword_prefix", "max_input_chars_per_word"),
 }
 PROCESSORS: dict[str, Builder] = {
     "TemplateProcessing": _b(proc.TemplateProcessing.from_hf, "single", "pair", "special_tokens"),
@@ -90,6 +100,7 @@ DECODERS: dict[str, Builder] = {
     "Strip": _b(dec.StripDecoder.from_hf, "content", "start", "stop"),
     "Replace": _b(dec.ReplaceDecoder.from_hf, "pattern", "content"),
     "BPEDecoder": _b(dec.BPEDecoder.from_hf, "suffix"),
+    "WordPiece": _b(bert.WordPieceDecoder.from_hf, "prefix", "cleanup"),
 }
 _SEQUENCES: dict[str, tuple[dict[str, Builder], str, Callable[[list[Any]], Any]]] = {
     "normalizer": (NORMALIZERS, "normalizers", norm.NormalizerSequence),
@@ -209,6 +220,9 @@ def from_hf_json(data: bytes | str | dict[str, Any], name: str, *, source: str =
         if backend == "python" and getattr(model, "native", None) is not None:
             model.use_reference()
         added = _added_tokens(doc.get("added_tokens"))
+        exclude = getattr(model, "exclude_from_text", None)
+        if exclude is not None:  # a model that could match a special token's string in text must not
+            exclude({t.id for t in added if t.special})
         pipeline = Pipeline(name=name, model=model, normalizer=parts["normalizer"],
                             pre_tokenizer=parts["pre_tokenizer"], post_processor=parts["post_processor"],
                             decoder=parts["decoder"], added_tokens=added, cache_size=cache_size, spec=spec)

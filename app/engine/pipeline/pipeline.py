@@ -146,6 +146,11 @@ class Pipeline(TokenizerBase):
             out = self.pre_tokenizer.pre_tokenize(out)
         return out
 
+    def pre_token_pieces(self, text: str) -> list[Piece]:
+        """Steps 1–3 for ``text``, without offsets: what the model is run on, in order (added tokens carry their
+        ``token_id``). For callers that run the model themselves (subword sampling)."""
+        return self._pieces(text, False)
+
     def _encode_text(self, text: str) -> list[int]:
         if self._str_path:
             return self._encode_text_str(text)

@@ -1,4 +1,5 @@
-"""BPE training: learn merge tables from a corpus and publish them into a tokenizer store.
+"""Training: learn vocabularies (BPE merge tables, WordPiece, Unigram, SentencePiece-style) from a corpus and publish
+them into a tokenizer store.
 
 * :mod:`.merges` — the incremental trainer core (pair counts, pair -> words index, lazy heap; tie-breaking), the
   readable reference;
@@ -7,7 +8,12 @@
   results as the Python reference, which ``backend="python"`` or ``TOKENIZER_ENGINE=python`` selects;
 * :mod:`.byte_bpe` — byte-level (GPT-2 style) training; ranks written in tiktoken format;
 * :mod:`.char_bpe` — the classic character BPE with ``</w>`` and ``<unk>``: training, artifact, encoding;
-* :mod:`.publish` — :func:`train_to_store`: files in, artifact + manifest entry out;
+* :mod:`.trainer` — the small streaming interface (``feed`` chunks, ``finish`` to an artifact) of the families:
+* :mod:`.wordpiece` — WordPiece (score ``count(ab) / (count(a) count(b))``, ``##``), a ``tokenizer.json``;
+* :mod:`.unigram` — the Unigram learner (seed, EM, pruning) and the Metaspace ``unigram`` kind's ``tokenizer.json``;
+* :mod:`.sentencepiece` — SentencePiece-style Unigram and BPE on raw text, a ``.model``;
+* :mod:`.families` — those four kinds from files into a store;
+* :mod:`.publish` — :func:`train_to_store`: files in, artifact + manifest entry out (every kind);
 * :mod:`.evaluate` — bytes per token, tokens per word, byte-fallback share.
 """
 

@@ -11,7 +11,11 @@ Per text:
     multi-byte UTF-8 character that the vocabulary could not cover with a longer token. ASCII single-byte tokens
     are whole characters and do not count. Always 0 for the classic kind, which has no byte tokens.
 ``unknown_share``
-    share of ``<unk>`` tokens (classic kind only; 0 for byte-level tokenizers).
+    share of unknown tokens: ``<unk>`` of the classic kind, the model's unknown id (``[UNK]``, ``<unk>``) of the
+    WordPiece, Unigram and SentencePiece-style pipelines; 0 for byte-level tokenizers.
+``tokens_per_char``
+    tokens / characters (code points): the multilingual fairness figure — the same content in several
+    languages, side by side, shows how much more one language costs than another under one tokenizer.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ class TextMetrics:
     tokens: int
     byte_fallback_tokens: int
     unknown_tokens: int
+    chars: int = 0
 
     @property
     def bytes_per_token(self) -> float:
@@ -41,6 +46,10 @@ class TextMetrics:
     @property
     def tokens_per_word(self) -> float:
         return self.tokens / self.words if self.words else 0.0
+
+    @property
+    def tokens_per_char(self) -> float:
+        return self.tokens / self.chars if self.chars else 0.0
 
     @property
     def byte_fallback_share(self) -> float:
@@ -56,6 +65,7 @@ class TextMetrics:
         d.update(
             bytes_per_token=round(self.bytes_per_token, 4),
             tokens_per_word=round(self.tokens_per_word, 4),
+            tokens_per_char=round(self.tokens_per_char, 4),
             byte_fallback_share=round(self.byte_fallback_share, 6),
             unknown_share=round(self.unknown_share, 6),
         )
@@ -63,13 +73,14 @@ class TextMetrics:
 
 
 def evaluate_text(enc: Any, text: str, *, label: str = "") -> TextMetrics:
-    """Metrics of ``text`` under ``enc`` (an ``Encoding`` or a ``CharBPEEncoding``)."""
+    """Metrics of ``text`` under ``enc`` (an ``Encoding``, a ``CharBPEEncoding`` or a pipeline tokenizer)."""
     ids = enc.encode(text)
     if isinstance(enc, CharBPEEncoding):
         fallback = 0
         unknown = sum(1 for t in ids if t == UNK_ID)
     else:
-        unknown = 0
+        unk_id = getattr(getattr(enc, "model", None), "unk_id", None)
+        unknown = sum(1 for t in ids if t == unk_id) if unk_id is not None else 0
         fallback = 0
         single: dict[int, bool] = {}
         for t in ids:
@@ -86,4 +97,5 @@ def evaluate_text(enc: Any, text: str, *, label: str = "") -> TextMetrics:
         tokens=len(ids),
         byte_fallback_tokens=fallback,
         unknown_tokens=unknown,
+        chars=len(text),
     )

@@ -16,7 +16,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,8 +31,9 @@ from .char_bpe import train_char_bpe
 from .compiled import count_pretokens_native, resolve_backend, scanner_for
 from .corpus import CorpusStats, count_pretokens, count_words
 from .merges import TIE_BREAKS
+from .trainer import FAMILY_KINDS
 
-KINDS = ("byte", "char")
+KINDS = ("byte", "char", *FAMILY_KINDS)
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
@@ -74,6 +75,7 @@ def train_to_store(
     description: str = "",
     backend: str | None = None,
     threads: int = 1,
+    options: Mapping[str, Any] | None = None,
 ) -> TrainReport:
     """Train a tokenizer on ``files`` and publish it into ``store_dir``.
 
@@ -86,6 +88,10 @@ def train_to_store(
     artifact is the same either way. ``threads`` (1 or 2) counts pre-tokens in that many threads (compiled
     counter only).
 
+    The kinds of :data:`.trainer.FAMILY_KINDS` (``wordpiece``, ``unigram``, ``sentencepiece-unigram``,
+    ``sentencepiece-bpe``) are trained by :func:`.families.train_family_to_store`, which takes their
+    ``options`` (:data:`.families.OPTIONS`); they take no pattern and no tie-break.
+
     Raises ``ValueError`` for bad options (name, sizes, duplicate specials, an invalid regex), ``OSError`` for
     unreadable files, :class:`ManifestError` if the existing manifest is invalid or the name is another
     entry's alias.
@@ -94,6 +100,16 @@ def train_to_store(
         raise ValueError(f"tokenizer name {name!r} must match {NAME_RE.pattern}")
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+    if kind in FAMILY_KINDS:
+        if pattern is not None or pattern_regex is not None:
+            raise ValueError(f"the {kind} kind has its own pre-tokenization and takes no pattern")
+        from .families import train_family_to_store
+
+        return train_family_to_store(files, name=name, store_dir=store_dir, kind=kind, vocab_size=vocab_size,
+                                     special_tokens=special_tokens, min_frequency=min_frequency, options=options,
+                                     quiet=quiet, description=description, backend=backend, threads=threads)
+    if options:
+        raise ValueError(f"the {kind} kind takes no trainer options ({', '.join(sorted(options))})")
     if tie_break not in TIE_BREAKS:
         raise ValueError(f"tie-break must be one of {TIE_BREAKS}, not {tie_break!r}")
     if min_frequency < 1:
@@ -121,12 +137,7 @@ def train_to_store(
         raise ValueError("the classic (char) kind splits on whitespace and takes no pattern")
 
     store = Path(store_dir).expanduser().resolve()
-    existing: list[TokenizerSpec] = []
-    if (store / MANIFEST_FILE).exists():
-        old = Store.load(store)
-        if name in old.known_names() and old.resolve(name) != name:
-            raise ManifestError(f"{store / MANIFEST_FILE}: {name!r} is an alias of {old.resolve(name)!r}")
-        existing = list(old)
+    existing = existing_entries(store, name)
 
     show = _progress_enabled(quiet)
     stats = CorpusStats()
@@ -183,9 +194,7 @@ def train_to_store(
 
     store.mkdir(parents=True, exist_ok=True)
     path = store / artifact_name
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(artifact)
-    os.replace(tmp, path)
+    write_artifact(path, artifact)
     specials = {s: n_ordinary + i for i, s in enumerate(special_tokens)}
     inputs = ", ".join(Path(f).name for f in files)
     spec = TokenizerSpec(
@@ -206,14 +215,7 @@ def train_to_store(
             f"min frequency {min_frequency})"
         ),
     )
-    specs = [s for s in existing if s.name != name]
-    replaced = len(specs) != len(existing)
-    if replaced:
-        specs = [spec if s.name == name else s for s in existing]
-    else:
-        specs.append(spec)
-    Store(store, specs)  # validates uniqueness of names and aliases before anything is written
-    manifest = write_manifest(store, specs)
+    manifest = publish_entry(store, existing, spec)
     return TrainReport(
         spec=spec,
         corpus=stats,
@@ -226,6 +228,36 @@ def train_to_store(
         backend=resolved,
         native_counting=bool(scanner),
     )
+
+
+def existing_entries(store: Path, name: str) -> list[TokenizerSpec]:
+    """The entries of the manifest in ``store`` (none if it has no manifest yet). Raises
+    :class:`ManifestError` if the manifest is invalid or ``name`` is another entry's alias."""
+    if not (store / MANIFEST_FILE).exists():
+        return []
+    old = Store.load(store)
+    if name in old.known_names() and old.resolve(name) != name:
+        raise ManifestError(f"{store / MANIFEST_FILE}: {name!r} is an alias of {old.resolve(name)!r}")
+    return list(old)
+
+
+def publish_entry(store: Path, existing: Sequence[TokenizerSpec], spec: TokenizerSpec) -> Path:
+    """Write the manifest of ``store`` with ``spec`` added, or in place of the entry of the same name; other
+    entries are kept as they are. Returns the manifest path."""
+    specs = [s for s in existing if s.name != spec.name]
+    if len(specs) != len(existing):
+        specs = [spec if s.name == spec.name else s for s in existing]
+    else:
+        specs.append(spec)
+    Store(store, specs)  # validates uniqueness of names and aliases before anything is written
+    return write_manifest(store, specs)
+
+
+def write_artifact(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (a temporary file, then a rename)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
 
 
 def _bar(show: bool, total: int | None, desc: str, unit: str):  # type: ignore[no-untyped-def]

@@ -31,3 +31,15 @@ def test_classic_kind_counts_unknowns_not_fallbacks() -> None:
     m = evaluate_text(enc, "low lowér")
     assert m.unknown_tokens == 1 and m.byte_fallback_tokens == 0
     assert m.tokens == len(enc.encode("low lowér")) and m.words == 2
+
+
+def test_pipeline_unknowns_and_tokens_per_char() -> None:
+    from app.engine.pipeline.hf_json import from_hf_json
+    from app.engine.training.trainer import train_on
+    from app.engine.training.wordpiece import WordPieceTrainer
+
+    art = train_on(WordPieceTrainer(vocab_size=40, min_frequency=1), ["low lower lowest\n" * 3])
+    enc = from_hf_json(art.data, "wp")
+    m = evaluate_text(enc, "low \u2603 lowest", label="x")
+    assert m.unknown_tokens == 1 and m.chars == 12 and m.tokens_per_char == m.tokens / 12
+    assert m.as_dict()["tokens_per_char"] == round(m.tokens / 12, 4)

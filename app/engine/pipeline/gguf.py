@@ -1,0 +1,149 @@
+"""GGUF vocabularies (llama.cpp, Ollama) as tokenizers of the families they describe.
+
+``tokenizer.ggml.model`` names the family; each becomes the same pipeline a file of that family would give:
+
+* ``llama`` — SentencePiece BPE by piece score with byte fallback (Llama 2, Phi-3, Mistral v1 conversions):
+  :func:`app.engine.pipeline.sentencepiece.build_pipeline`; dummy prefix from ``tokenizer.ggml.add_space_prefix``
+  (default on), no whitespace folding (``tokenizer.ggml.remove_extra_whitespaces``, default off).
+* ``t5`` — SentencePiece Unigram with the stored precompiled charsmap (T5, XLM-R conversions), same builder;
+  ``remove_extra_whitespaces`` defaults to on, as in SentencePiece.
+* ``bert`` — WordPiece. The file marks word *starts* with ``▁`` and stores continuations bare; they are turned
+  back into BERT's convention (bare starts, ``##`` continuations). Normalization is BERT-uncased's (lowercase,
+  accents stripped, CJK isolated, text cleaned), pre-tokenization BERT's, template ``[CLS] $text [SEP]``.
+* ``gpt2`` — byte-level BPE with the stored merges; the split regex and normalizer come from the pre-tokenizer
+  type ``tokenizer.ggml.pre`` (only the types listed in :data:`BYTE_LEVEL_PRE` are accepted).
+
+Token types: 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte. Control tokens are special (never
+from text). ``add_special_tokens=True`` adds what ``tokenizer.ggml.add_bos_token``/``add_eos_token`` ask (BERT:
+CLS/SEP). Any other model type is refused by name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ArtifactError
+from ..store import TokenizerSpec
+from ..tokenizer import Tokenizer
+from .gguf_kv import GGUFFormatError, read_kv
+from .sentencepiece import CONTROL, SentencePieceVocab, build_pipeline
+
+SUPPORTED_MODELS = ("llama", "t5", "bert", "gpt2")
+
+#: ``tokenizer.ggml.pre`` -> (split regex, normalizer) for byte-level vocabularies, as the named model's own
+#: ``tokenizer.json`` defines its pre-tokenizer.
+BYTE_LEVEL_PRE: dict[str, tuple[str, str | None]] = {
+    "qwen2": (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|"""
+              r"""\s+(?!\S)|\s+""", "NFC"),
+}
+
+
+def _get(kv: dict[str, Any], key: str, default: Any = None) -> Any:
+    return kv.get(f"tokenizer.ggml.{key}", default)
+
+
+def _sentencepiece_vocab(kv: dict[str, Any], model: str, source: str) -> SentencePieceVocab:
+    tokens: list[str] = _get(kv, "tokens")
+    scores = _get(kv, "scores") or [0.0] * len(tokens)
+    types = _get(kv, "token_type") or [1] * len(tokens)
+    if not (len(tokens) == len(scores) == len(types)):
+        raise ArtifactError(source, "GGUF tokens, scores and token types differ in length")
+    bos, eos, unk = _get(kv, "bos_token_id"), _get(kv, "eos_token_id"), _get(kv, "unknown_token_id")
+    return SentencePieceVocab(
+        pieces=list(tokens), scores=[float(s) for s in scores], types=[int(t) for t in types],
+        model_type="bpe" if model == "llama" else "unigram", byte_fallback=6 in types,
+        charsmap=_get(kv, "precompiled_charsmap") or b"", add_dummy_prefix=bool(_get(kv, "add_space_prefix", True)),
+        remove_extra_whitespaces=bool(_get(kv, "remove_extra_whitespaces", model == "t5")),
+        bos_id=bos, eos_id=eos, unk_id=unk,
+        add_bos=bool(_get(kv, "add_bos_token", model == "llama")), add_eos=bool(_get(kv, "add_eos_token", False)))
+
+
+def _bert_doc(kv: dict[str, Any], source: str) -> dict[str, Any]:
+    """An equivalent ``tokenizer.json`` document for a GGUF ``bert`` vocabulary."""
+    tokens: list[str] = _get(kv, "tokens")
+    types = _get(kv, "token_type") or [1] * len(tokens)
+    vocab: dict[str, int] = {}
+    added = []
+    for i, (token, kind) in enumerate(zip(tokens, types, strict=True)):
+        if kind == CONTROL:
+            vocab.setdefault(token, i)
+            added.append({"id": i, "content": token, "special": True, "normalized": False})
+        elif token.startswith("\u2581"):
+            vocab.setdefault(token[1:], i)
+        else:
+            vocab.setdefault("##" + token, i)
+    unk, cls_id, sep = _get(kv, "unknown_token_id"), _get(kv, "cls_token_id"), _get(kv, "seperator_token_id")
+    if unk is None or cls_id is None or sep is None:
+        raise ArtifactError(source, "GGUF bert vocabulary lacks the unknown, CLS or separator token id")
+    return {
+        "added_tokens": added,
+        "normalizer": {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+                       "strip_accents": None, "lowercase": True},
+        "pre_tokenizer": {"type": "BertPreTokenizer"},
+        "model": {"type": "WordPiece", "unk_token": tokens[unk], "continuing_subword_prefix": "##",
+                  "max_input_chars_per_word": 100, "vocab": vocab},
+        "post_processor": {"type": "BertProcessing", "cls": [tokens[cls_id], cls_id], "sep": [tokens[sep], sep]},
+        "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
+    }
+
+
+def _byte_level_doc(kv: dict[str, Any], source: str) -> dict[str, Any]:
+    """An equivalent ``tokenizer.json`` document for a GGUF ``gpt2`` vocabulary."""
+    pre = _get(kv, "pre", "default")
+    if pre not in BYTE_LEVEL_PRE:
+        raise ArtifactError(source, f"GGUF byte-level pre-tokenizer type {pre!r} is not supported "
+                                    f"(supported: {', '.join(sorted(BYTE_LEVEL_PRE))})")
+    regex, normalizer = BYTE_LEVEL_PRE[pre]
+    tokens: list[str] = _get(kv, "tokens")
+    types = _get(kv, "token_type") or [1] * len(tokens)
+    merges = _get(kv, "merges")
+    if not merges:
+        raise ArtifactError(source, "GGUF gpt2 vocabulary has no merges")
+    vocab: dict[str, int] = {}
+    added = []
+    for i, (token, kind) in enumerate(zip(tokens, types, strict=True)):
+        vocab.setdefault(token, i)
+        if kind == CONTROL:
+            added.append({"id": i, "content": token, "special": True, "normalized": False})
+    return {
+        "added_tokens": added,
+        "normalizer": None if normalizer is None else {"type": normalizer},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]},
+        "model": {"type": "BPE", "vocab": vocab, "merges": list(merges)},
+        "post_processor": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
+                           "use_regex": False},
+        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+    }
+
+
+def from_gguf(data: bytes, name: str, *, source: str = "vocab.gguf", spec: TokenizerSpec | None = None,
+              cache_size: int | None = None, backend: str | None = None) -> Tokenizer:
+    """The tokenizer a GGUF file's vocabulary describes. Raises :class:`ArtifactError` naming ``source`` for a
+    malformed file, a missing vocabulary or an unsupported model type."""
+    try:
+        kv = read_kv(data)
+    except GGUFFormatError as exc:
+        raise ArtifactError(source, str(exc)) from None
+    model = _get(kv, "model")
+    if model is None or not _get(kv, "tokens"):
+        raise ArtifactError(source, "GGUF file has no tokenizer vocabulary (tokenizer.ggml.model / tokens)")
+    if model not in SUPPORTED_MODELS:
+        raise ArtifactError(source, f"GGUF tokenizer model {model!r} is not supported "
+                                    f"(supported: {', '.join(SUPPORTED_MODELS)})")
+    if model in ("llama", "t5"):
+        return build_pipeline(name, _sentencepiece_vocab(kv, model, source), source=source, cache_size=cache_size,
+                              spec=spec)
+    from .hf_json import from_hf_json
+
+    doc = _bert_doc(kv, source) if model == "bert" else _byte_level_doc(kv, source)
+    return from_hf_json(doc, name, source=source, spec=spec, cache_size=cache_size, backend=backend)
+
+
+def load_gguf(spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None) -> Tokenizer:
+    """The loader of manifest format ``gguf``: a verified GGUF file's vocabulary."""
+    tok = from_gguf(spec.read_artifact(), spec.name, source=str(spec.artifact_path), spec=spec,
+                    cache_size=cache_size, backend=backend)
+    spec.check_vocab_size(tok.n_vocab)
+    return tok

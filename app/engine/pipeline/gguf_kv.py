@@ -1,0 +1,97 @@
+"""The key-value header of a GGUF file (llama.cpp's model format), read from bytes.
+
+Layout (little-endian): ``b"GGUF"``, ``uint32`` version (2 or 3), ``uint64`` tensor count, ``uint64`` key-value count,
+then each pair as ``string key, uint32 type, value``; a string is ``uint64 length + UTF-8 bytes``, an array is
+``uint32 element type, uint64 count, elements``. Type codes are the ``gguf`` package's :class:`GGUFValueType`.
+
+Only the header is read (tensors, if any, follow it and are never touched). The ``gguf`` package's own
+``GGUFReader`` reads the same header but builds one numpy object per array element — tens of seconds for a
+250,000-piece vocabulary — so this reader decodes string arrays with ``struct`` and numeric arrays with one
+``numpy.frombuffer`` each; the tests check it against ``GGUFReader`` on every bundled file.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import numpy as np
+from gguf import GGUFValueType
+
+MAGIC = b"GGUF"
+_SCALARS: dict[int, tuple[str, int]] = {
+    GGUFValueType.UINT8: ("<B", 1), GGUFValueType.INT8: ("<b", 1), GGUFValueType.UINT16: ("<H", 2),
+    GGUFValueType.INT16: ("<h", 2), GGUFValueType.UINT32: ("<I", 4), GGUFValueType.INT32: ("<i", 4),
+    GGUFValueType.FLOAT32: ("<f", 4), GGUFValueType.BOOL: ("<?", 1), GGUFValueType.UINT64: ("<Q", 8),
+    GGUFValueType.INT64: ("<q", 8), GGUFValueType.FLOAT64: ("<d", 8),
+}
+_NUMPY = {GGUFValueType.UINT8: "<u1", GGUFValueType.INT8: "<i1", GGUFValueType.UINT16: "<u2",
+          GGUFValueType.INT16: "<i2", GGUFValueType.UINT32: "<u4", GGUFValueType.INT32: "<i4",
+          GGUFValueType.FLOAT32: "<f4", GGUFValueType.BOOL: "?", GGUFValueType.UINT64: "<u8",
+          GGUFValueType.INT64: "<i8", GGUFValueType.FLOAT64: "<f8"}
+
+
+class GGUFFormatError(ValueError):
+    """Bytes that are not a well-formed GGUF header."""
+
+
+def read_kv(data: bytes) -> dict[str, Any]:
+    """Every key-value pair of the GGUF header in ``data``: scalars as Python values, strings as ``str``, string
+    arrays as ``list[str]``, numeric arrays as ``list`` (``uint8`` arrays as ``bytes``). Raises
+    :class:`GGUFFormatError`."""
+    if data[:4] != MAGIC:
+        raise GGUFFormatError("not a GGUF file (bad magic)")
+    try:
+        version, _tensors, count = struct.unpack_from("<IQQ", data, 4)
+        if version not in (2, 3):
+            raise GGUFFormatError(f"GGUF version {version} is not supported (2 and 3 are)")
+        pos = 24
+        out: dict[str, Any] = {}
+        view = memoryview(data)
+
+        def string(at: int) -> tuple[str, int]:
+            (n,) = struct.unpack_from("<Q", data, at)
+            end = at + 8 + n
+            if end > len(data):
+                raise GGUFFormatError("string runs past the end of the file")
+            return str(view[at + 8:end], "utf-8"), end
+
+        def value(kind: int, at: int) -> tuple[Any, int]:
+            if kind == GGUFValueType.STRING:
+                return string(at)
+            if kind in _SCALARS:
+                fmt, size = _SCALARS[kind]
+                return struct.unpack_from(fmt, data, at)[0], at + size
+            if kind == GGUFValueType.ARRAY:
+                elem, n = struct.unpack_from("<IQ", data, at)
+                at += 12
+                if elem == GGUFValueType.STRING:
+                    items = []
+                    for _ in range(n):
+                        s, at = string(at)
+                        items.append(s)
+                    return items, at
+                if elem in _NUMPY:
+                    size = _SCALARS[elem][1] * n
+                    if at + size > len(data):
+                        raise GGUFFormatError("array runs past the end of the file")
+                    if elem == GGUFValueType.UINT8:
+                        return bytes(view[at:at + size]), at + size
+                    arr = np.frombuffer(data, dtype=_NUMPY[elem], count=n, offset=at)
+                    return arr.tolist(), at + size
+                items = []
+                for _ in range(n):
+                    v, at = value(elem, at)
+                    items.append(v)
+                return items, at
+            raise GGUFFormatError(f"unknown GGUF value type {kind}")
+
+        for _ in range(count):
+            key, pos = string(pos)
+            (kind,) = struct.unpack_from("<I", data, pos)
+            out[key], pos = value(kind, pos + 4)
+        return out
+    except (struct.error, UnicodeDecodeError, ValueError) as exc:
+        if isinstance(exc, GGUFFormatError):
+            raise
+        raise GGUFFormatError(f"malformed GGUF header: {exc}") from None

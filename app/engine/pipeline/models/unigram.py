@@ -1,0 +1,235 @@
+"""The Unigram model (Kudo 2018): the segmentation with the highest total piece score, by Viterbi.
+
+For every end position the best path is kept: at each start (one character at a time) every vocabulary piece that
+begins there extends the best path ending at the start; a character that no single-character piece covers is an
+*unknown* node scored ``unk_score`` (the lowest piece score minus 10, as both references do). Ties keep the path
+found first (shorter pieces at earlier starts). Pieces excluded from matching (control and special tokens, unused
+pieces) never match text, so a text ``<s>`` is never the ``<s>`` id.
+
+Two flavours differ only in arithmetic and in who scores user-defined pieces:
+
+* ``float32=False`` — Hugging Face ``tokenizers``: scores are doubles; consecutive unknown characters are fused
+  into one unknown piece, which is then looked up as a string (byte fallback: one ``<0xNN>`` per byte if every one
+  exists, else the unknown id).
+* ``float32=True`` — SentencePiece: scores and path sums are 32-bit floats, user-defined pieces score
+  ``bytes * max_score - 0.1`` (in double precision); consecutive unknowns become one unknown id (byte fallback:
+  one ``<0xNN>`` per byte).
+
+The search walks a prefix table (every piece and every prefix of one), so each start costs at most the length of
+the longest piece that matches there.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import struct
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+_F32 = struct.Struct("<f")
+
+
+def f32(x: float) -> float:
+    """``x`` rounded to the nearest 32-bit float (the exact result of a float32 addition of two float32s)."""
+    return _F32.unpack(_F32.pack(x))[0]  # type: ignore[no-any-return]
+
+
+class Unigram:
+    """Viterbi segmentation over scored pieces. Thread-safe (no mutable state after construction)."""
+
+    def __init__(self, vocab: Sequence[tuple[str, float]], *, unk_id: int | None, byte_fallback: bool = False,
+                 excluded: Collection[int] = (), user_defined: Collection[int] = (), float32: bool = False,
+                 unk_score: float | None = None) -> None:
+        """``vocab``: ``(piece, score)`` by id. ``excluded``: ids never matched in text. ``user_defined``: ids that
+        SentencePiece scores by length (``float32`` only). ``unk_score``: default the lowest score of the
+        matchable pieces minus 10 (callers pass the reference's own rule when it differs)."""
+        self.vocab = [(p, float(s)) for p, s in vocab]
+        self.unk_id = unk_id
+        self.byte_fallback = byte_fallback
+        self.float32 = float32
+        self._token_to_id: dict[str, int] = {}
+        for i, (piece, _) in enumerate(self.vocab):
+            self._token_to_id[piece] = i  # a repeated piece resolves to its last id, as Hugging Face does
+        self._user = frozenset(user_defined)
+        self._unk_score_arg = unk_score
+        self._build(set(excluded))
+        self._bytes = [self._token_to_id.get(f"<0x{b:02X}>") for b in range(256)]
+
+    def _build(self, excluded: set[int]) -> None:
+        """The prefix table and scores of every matchable piece (all but ``excluded`` and the unknown piece)."""
+        float32 = self.float32
+        unk_score = self._unk_score_arg
+        excluded_set = set(excluded)
+        if self.unk_id is not None:
+            excluded_set.add(self.unk_id)
+        self._excluded = frozenset(excluded_set)
+        matchable = [i for i in range(len(self.vocab)) if i not in excluded_set and self.vocab[i][0]]
+        normal_scores = [self.vocab[i][1] for i in matchable if i not in self._user]
+        if unk_score is None:
+            unk_score = (min(normal_scores) if normal_scores else 0.0) - 10.0
+        self.unk_score = f32(unk_score) if float32 else unk_score
+        max_score = max([*normal_scores, 1.1754943508222875e-38]) if float32 else 0.0
+        #: piece -> id (>= 0) if the piece is matchable, -1 if it is only a prefix of matchable pieces
+        nodes: dict[str, int] = {}
+        #: id -> (score, computed in double precision?)
+        self._score: dict[int, tuple[float, bool]] = {}
+        for i in matchable:
+            piece, score = self.vocab[i]
+            if self._token_to_id.get(piece) != i:
+                continue
+            for k in range(1, len(piece)):
+                nodes.setdefault(piece[:k], -1)
+            nodes[piece] = i
+            if float32 and i in self._user:
+                self._score[i] = (f32(len(piece.encode("utf-8")) * max_score) - 0.1, True)
+            else:
+                self._score[i] = (f32(score) if float32 else score, False)
+        self._nodes = nodes
+
+    def exclude_from_text(self, ids: Collection[int]) -> None:
+        """Never match the pieces ``ids`` in text (a ``tokenizer.json``'s special added tokens; called once by the
+        loader before the model is used)."""
+        extra = set(ids) - self._excluded
+        if extra:
+            self._build(set(self._excluded) | extra)
+
+
+    @classmethod
+    def from_hf(cls, config: Mapping[str, Any], *, excluded: Collection[int] = ()) -> Unigram:
+        """From a ``tokenizer.json`` model ``{"type": "Unigram", "unk_id", "vocab": [[piece, score], ...],
+        "byte_fallback"}``. ``excluded``: ids of special added tokens (never matched in text)."""
+        vocab = [(str(p), float(s)) for p, s in config.get("vocab") or []]
+        unk = config.get("unk_id")
+        scores = [s for _, s in vocab]
+        return cls(vocab, unk_id=None if unk is None else int(unk), byte_fallback=bool(config.get("byte_fallback")),
+                   excluded=excluded, unk_score=(min(scores) if scores else 0.0) - 10.0)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab)
+
+    def token_to_id(self, token: str) -> int | None:
+        return self._token_to_id.get(token)
+
+    def id_to_token(self, token_id: int) -> str | None:
+        return self.vocab[token_id][0] if 0 <= token_id < len(self.vocab) else None
+
+    def _viterbi(self, text: str) -> list[tuple[int, int, int]]:
+        """The best path as ``(id, start, end)``; the unknown id marks unknown nodes (one character each)."""
+        n = len(text)
+        score = [0.0] * (n + 1)
+        start_at = [-1] * (n + 1)
+        node_id = [-1] * (n + 1)
+        get = self._nodes.get
+        scores = self._score
+        rnd = f32 if self.float32 else None
+        unk_score = self.unk_score
+        unk = -2 if self.unk_id is None else self.unk_id
+        for s in range(n):
+            base = score[s]
+            single = False
+            e = s + 1
+            while e <= n:
+                v = get(text[s:e])
+                if v is None:
+                    break
+                if v >= 0:
+                    sc, wide = scores[v]
+                    cand = sc + base if rnd is None or wide else rnd(sc + base)
+                    if start_at[e] == -1 or cand > score[e]:
+                        score[e] = cand if rnd is None else rnd(cand)
+                        start_at[e] = s
+                        node_id[e] = v
+                    if e == s + 1:
+                        single = True
+                e += 1
+            if not single:
+                cand = unk_score + base if rnd is None else rnd(unk_score + base)
+                if start_at[s + 1] == -1 or cand > score[s + 1]:
+                    score[s + 1] = cand
+                    start_at[s + 1] = s
+                    node_id[s + 1] = unk
+        path: list[tuple[int, int, int]] = []
+        e = n
+        while e > 0:
+            s = start_at[e]
+            path.append((node_id[e], s, e))
+            e = s
+        path.reverse()
+        return path
+
+    def tokenize_with_spans(self, text: str) -> list[tuple[int, int, int]]:
+        return self._finish(text, self._viterbi(text)) if text else []
+
+    def sample_with_spans(self, text: str, rng: random.Random, alpha: float) -> list[tuple[int, int, int]]:
+        """One segmentation drawn from the whole lattice with probability proportional to
+        ``exp(alpha * total score)`` (forward filtering, backward sampling; Kudo 2018). Seeded by ``rng``."""
+        if not text:
+            return []
+        n = len(text)
+        get = self._nodes.get
+        scores = self._score
+        unk = -2 if self.unk_id is None else self.unk_id
+        ends: list[list[tuple[int, int, float]]] = [[] for _ in range(n + 1)]
+        for s in range(n):
+            single = False
+            e = s + 1
+            while e <= n:
+                v = get(text[s:e])
+                if v is None:
+                    break
+                if v >= 0:
+                    ends[e].append((s, v, scores[v][0]))
+                    single = single or e == s + 1
+                e += 1
+            if not single:
+                ends[s + 1].append((s, unk, self.unk_score))
+        forward = [0.0] + [-math.inf] * n
+        for e in range(1, n + 1):
+            terms = [forward[s] + alpha * sc for s, _, sc in ends[e]]
+            top = max(terms)
+            forward[e] = top + math.log(sum(math.exp(t - top) for t in terms))
+        path: list[tuple[int, int, int]] = []
+        e = n
+        while e > 0:
+            weights = [math.exp(forward[s] + alpha * sc - forward[e]) for s, _, sc in ends[e]]
+            s, token_id, _ = rng.choices(ends[e], weights)[0]
+            path.append((token_id, s, e))
+            e = s
+        path.reverse()
+        return self._finish(text, path)
+
+    def _finish(self, text: str, path: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+        """Ids of a path: unknown runs fused and resolved (see the module docstring)."""
+        unk = -2 if self.unk_id is None else self.unk_id
+        out: list[tuple[int, int, int]] = []
+        k = 0
+        while k < len(path):
+            token_id, s, e = path[k]
+            if token_id != unk:
+                out.append(path[k])
+                k += 1
+                continue
+            while k + 1 < len(path) and path[k + 1][0] == unk:  # fuse a run of unknown characters
+                k += 1
+            e = path[k][2]
+            k += 1
+            surface = text[s:e]
+            if not self.float32:
+                found = self._token_to_id.get(surface)
+                if found is not None and found not in self._excluded:
+                    out.append((found, s, e))
+                    continue
+            if self.byte_fallback:
+                ids = [self._bytes[b] for b in surface.encode("utf-8", "surrogatepass")]
+                if all(i is not None for i in ids):
+                    out.extend((i, s, e) for i in ids if i is not None)
+                    continue
+            if self.unk_id is None:
+                raise ValueError(f"text {surface!r} has no piece and the model has no unknown token")
+            out.append((self.unk_id, s, e))
+        return out
+
+    def tokenize(self, text: str) -> list[int]:
+        return [t[0] for t in self.tokenize_with_spans(text)]

@@ -1,0 +1,227 @@
+"""SentencePiece ``.model`` files as :class:`~app.engine.pipeline.pipeline.Pipeline` tokenizers.
+
+The file is a serialized ``ModelProto`` (protocol buffers, proto2). It is parsed with the ``protobuf`` package
+from a message schema declared here (the fields this loader reads, numbered as SentencePiece's published
+``sentencepiece_model.proto``; other fields are skipped by the parser), so the runtime does not depend on the
+``sentencepiece`` package.
+
+What the pipeline does, as ``sentencepiece`` does:
+
+* normalizer: :class:`~app.engine.pipeline.sp_normalizer.SentencePieceNormalizer` from the ``NormalizerSpec``
+  (precompiled charsmap with SentencePiece's longest-match semantics; dummy prefix; extra whitespace removal;
+  ``▁`` for spaces; ``treat_whitespace_as_suffix``) and the user-defined pieces, which are never rewritten;
+* no pre-tokenizer of SentencePiece's own: the model sees the whole normalized text (``split_by_whitespace`` only
+  shapes training). For BPE vocabularies where it is provably exact the text is cut before word-initial ``▁``
+  (:mod:`app.engine.pipeline.sp_split`), which lets the pipeline cache words;
+* model: BPE by piece score (:class:`~app.engine.pipeline.models.sp_bpe.SentencePieceBPE`) or Unigram in 32-bit
+  floats (:class:`~app.engine.pipeline.models.unigram.Unigram`), with byte fallback and unknown handling;
+* control pieces (``<s>``, ``</s>``, ``[INST]`` …) are special tokens: never matched in text, by name only.
+  User-defined pieces are matched in text, as SentencePiece does.
+* ``add_special_tokens=True`` adds BOS before the text (the piece at ``bos_id`` when it is a control piece): the
+  convention of Llama- and Mistral-style models, whose SentencePiece models store no add-BOS flag of their own;
+  EOS is not added.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from ..errors import ArtifactError
+from ..specials import Template
+from ..store import TokenizerSpec
+from .added import AddedToken
+from .base import Span
+from .charsmap import CharsMap, CharsMapError
+from .models.sp_bpe import SentencePieceBPE
+from .models.unigram import Unigram
+from .pipeline import Pipeline
+from .sp_decoder import SentencePieceDecoder
+from .sp_normalizer import SentencePieceNormalizer
+from .sp_split import SpaceSymbolSplit, splits_exactly
+
+#: ``ModelProto.SentencePiece.Type`` values.
+NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
+#: ``TrainerSpec.ModelType`` values this loader builds.
+UNIGRAM, BPE = 1, 2
+_MODEL_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}
+
+
+@lru_cache(maxsize=1)
+def _model_proto_class() -> Any:
+    """The ``ModelProto`` message class, built from a descriptor declared in code (enums as ``int32``, which has
+    the same wire encoding)."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    fdp = descriptor_pb2.FileDescriptorProto(name="tokenizer_service_sentencepiece_model.proto",
+                                             package="tokenizer_service.sentencepiece", syntax="proto2")
+    label_opt = descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL
+    label_rep = descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED
+    kinds = {"string": descriptor_pb2.FieldDescriptorProto.TYPE_STRING,
+             "bytes": descriptor_pb2.FieldDescriptorProto.TYPE_BYTES,
+             "float": descriptor_pb2.FieldDescriptorProto.TYPE_FLOAT,
+             "int32": descriptor_pb2.FieldDescriptorProto.TYPE_INT32,
+             "bool": descriptor_pb2.FieldDescriptorProto.TYPE_BOOL,
+             "message": descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE}
+
+    def message(name: str, fields: Sequence[tuple[str, int, str, str | None, bool]]) -> descriptor_pb2.DescriptorProto:
+        msg = descriptor_pb2.DescriptorProto(name=name)
+        for fname, number, kind, default, repeated in fields:
+            f = msg.field.add(name=fname, number=number, type=kinds["message" if kind[0].isupper() else kind],
+                              label=label_rep if repeated else label_opt)
+            if kind[0].isupper():
+                f.type_name = f".tokenizer_service.sentencepiece.{kind}"
+            if default is not None:
+                f.default_value = default
+        return msg
+
+    fdp.message_type.extend([
+        message("TrainerSpec", [
+            ("model_type", 3, "int32", "1", False), ("vocab_size", 4, "int32", "8000", False),
+            ("split_by_whitespace", 22, "bool", "true", False),
+            ("treat_whitespace_as_suffix", 24, "bool", "false", False), ("split_digits", 25, "bool", "false", False),
+            ("byte_fallback", 35, "bool", "false", False), ("unk_id", 40, "int32", "0", False),
+            ("bos_id", 41, "int32", "1", False), ("eos_id", 42, "int32", "2", False),
+            ("pad_id", 43, "int32", "-1", False), ("unk_surface", 44, "string", " \u2047 ", False),
+        ]),
+        message("NormalizerSpec", [
+            ("name", 1, "string", None, False), ("precompiled_charsmap", 2, "bytes", None, False),
+            ("add_dummy_prefix", 3, "bool", "true", False), ("remove_extra_whitespaces", 4, "bool", "true", False),
+            ("escape_whitespaces", 5, "bool", "true", False),
+        ]),
+        message("Piece", [
+            ("piece", 1, "string", None, False), ("score", 2, "float", None, False),
+            ("type", 3, "int32", "1", False),
+        ]),
+        message("ModelProto", [
+            ("pieces", 1, "Piece", None, True), ("trainer_spec", 2, "TrainerSpec", None, False),
+            ("normalizer_spec", 3, "NormalizerSpec", None, False),
+        ]),
+    ])
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("tokenizer_service.sentencepiece.ModelProto"))
+
+
+@dataclass
+class SentencePieceVocab:
+    """Everything a SentencePiece-style tokenizer is built from (a ``.model`` file or a GGUF ``llama``/``t5``
+    vocabulary)."""
+
+    pieces: list[str]
+    scores: list[float]
+    types: list[int]
+    model_type: str  #: "bpe" or "unigram"
+    byte_fallback: bool = False
+    charsmap: bytes = b""
+    add_dummy_prefix: bool = True
+    remove_extra_whitespaces: bool = True
+    escape_whitespaces: bool = True
+    treat_whitespace_as_suffix: bool = False
+    unk_surface: str = " \u2047 "
+    bos_id: int | None = None
+    eos_id: int | None = None
+    add_bos: bool = True
+    add_eos: bool = False
+    unk_id: int | None = None  #: default: the one piece of type UNKNOWN
+    extra_special: dict[int, str] = field(default_factory=dict)  #: more special ids (non-control) by id
+
+    def ids_of(self, kind: int) -> list[int]:
+        return [i for i, t in enumerate(self.types) if t == kind]
+
+
+def parse_model(data: bytes, source: str) -> SentencePieceVocab:
+    """Parse a serialized ``ModelProto``; raises :class:`ArtifactError` naming ``source``."""
+    from google.protobuf.message import DecodeError
+
+    proto = _model_proto_class()()
+    try:
+        proto.ParseFromString(data)
+    except DecodeError as exc:
+        raise ArtifactError(source, f"not a SentencePiece model: {exc}") from None
+    if not proto.pieces:
+        raise ArtifactError(source, "not a SentencePiece model: no pieces")
+    ts, ns = proto.trainer_spec, proto.normalizer_spec
+    kind = _MODEL_TYPES.get(ts.model_type, str(ts.model_type))
+    if kind not in ("bpe", "unigram"):
+        raise ArtifactError(source, f"SentencePiece model type {kind!r} is not supported (only bpe and unigram)")
+    n = len(proto.pieces)
+    return SentencePieceVocab(
+        pieces=[p.piece for p in proto.pieces], scores=[p.score for p in proto.pieces],
+        types=[p.type for p in proto.pieces], model_type=kind, byte_fallback=ts.byte_fallback,
+        charsmap=ns.precompiled_charsmap, add_dummy_prefix=ns.add_dummy_prefix,
+        remove_extra_whitespaces=ns.remove_extra_whitespaces, escape_whitespaces=ns.escape_whitespaces,
+        treat_whitespace_as_suffix=ts.treat_whitespace_as_suffix, unk_surface=ts.unk_surface,
+        bos_id=ts.bos_id if 0 <= ts.bos_id < n else None, eos_id=ts.eos_id if 0 <= ts.eos_id < n else None,
+    )
+
+
+class FixedTemplate:
+    """A post-processor that only adds fixed special tokens around the text (offsets unchanged)."""
+
+    def __init__(self, template: Template) -> None:
+        self._template = template
+
+    def template(self) -> Template:
+        return self._template
+
+    def adjust_offsets(self, tokens: list[str], spans: list[Span]) -> list[Span]:
+        return spans
+
+
+def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_size: int | None = None,
+                   spec: TokenizerSpec | None = None) -> Pipeline:
+    """The pipeline for ``vocab``. Raises :class:`ArtifactError` naming ``source`` for an inconsistent vocabulary
+    (no unknown piece, a malformed charsmap)."""
+    types = vocab.types
+    unknown = vocab.ids_of(UNKNOWN)
+    if vocab.unk_id is not None:
+        unk_id = vocab.unk_id
+    elif len(unknown) == 1:
+        unk_id = unknown[0]
+    else:
+        raise ArtifactError(source, f"expected exactly one unknown piece, found {len(unknown)}")
+    try:
+        charsmap = CharsMap(vocab.charsmap) if vocab.charsmap else None
+    except CharsMapError as exc:
+        raise ArtifactError(source, str(exc)) from None
+    user = vocab.ids_of(USER_DEFINED)
+    pairs = list(zip(vocab.pieces, vocab.scores, strict=True))
+    model: SentencePieceBPE | Unigram
+    split: SpaceSymbolSplit | None = None
+    if vocab.model_type == "bpe":
+        mergeable = [i for i, t in enumerate(types) if t in (NORMAL, USER_DEFINED, UNUSED)]
+        model = SentencePieceBPE(pairs, unk_id=unk_id, byte_fallback=vocab.byte_fallback, mergeable=mergeable,
+                                 user_defined=user, unused=vocab.ids_of(UNUSED))
+        if not vocab.treat_whitespace_as_suffix and splits_exactly(vocab.pieces[i] for i in mergeable):
+            split = SpaceSymbolSplit()
+    else:
+        excluded = [i for i, t in enumerate(types) if t not in (NORMAL, USER_DEFINED)]
+        model = Unigram(pairs, unk_id=unk_id, byte_fallback=vocab.byte_fallback, excluded=excluded,
+                        user_defined=user, float32=True)
+    normalizer = SentencePieceNormalizer(
+        charsmap, add_dummy_prefix=vocab.add_dummy_prefix, remove_extra_whitespaces=vocab.remove_extra_whitespaces,
+        escape_whitespaces=vocab.escape_whitespaces, treat_whitespace_as_suffix=vocab.treat_whitespace_as_suffix,
+        user_defined=[vocab.pieces[i] for i in user])
+    special_ids = [i for i, t in enumerate(types) if t == CONTROL] + sorted(vocab.extra_special)
+    added = [AddedToken(vocab.extra_special.get(i, vocab.pieces[i]), i, special=True) for i in special_ids]
+    prefix = ((vocab.pieces[vocab.bos_id], vocab.bos_id),) if vocab.add_bos and vocab.bos_id in special_ids else ()
+    suffix = ((vocab.pieces[vocab.eos_id], vocab.eos_id),) if vocab.add_eos and vocab.eos_id in special_ids else ()
+    decoder = SentencePieceDecoder(
+        byte_pieces=[vocab.pieces[i] for i in vocab.ids_of(BYTE)], control=[vocab.pieces[i] for i in special_ids],
+        unk_piece=vocab.pieces[unk_id], unk_surface=vocab.unk_surface, add_dummy_prefix=vocab.add_dummy_prefix,
+        treat_whitespace_as_suffix=vocab.treat_whitespace_as_suffix)
+    return Pipeline(name=name, model=model, normalizer=normalizer, pre_tokenizer=split,
+                    post_processor=FixedTemplate(Template(prefix, suffix)), decoder=decoder, added_tokens=added,
+                    cache_size=cache_size, spec=spec)
+
+
+def load_sentencepiece(spec: TokenizerSpec, *, cache_size: int | None = None) -> Pipeline:
+    """The loader of manifest format ``sentencepiece``: a verified ``.model`` file as a pipeline."""
+    source = str(spec.artifact_path)
+    pipeline = build_pipeline(spec.name, parse_model(spec.read_artifact(), source), source=source,
+                              cache_size=cache_size, spec=spec)
+    spec.check_vocab_size(pipeline.n_vocab)
+    return pipeline

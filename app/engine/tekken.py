@@ -1,0 +1,73 @@
+"""Mistral's tekken tokenizer files (``tekken_*.json``) as byte-level :class:`~app.engine.encoding.Encoding`\\ s.
+
+A tekken file holds a byte-level BPE vocabulary in rank order (``vocab``: base64 ``token_bytes`` by ``rank``), its
+split pattern and sizes (``config``), and optionally its special tokens. As ``mistral-common`` reads it:
+
+* the ordinary vocabulary is the first ``default_vocab_size - default_num_special_tokens`` entries;
+* special tokens take ids ``0 .. default_num_special_tokens - 1``: the file's ``special_tokens`` list, or for files
+  without one the 20 names of :data:`DEFAULT_SPECIALS` (``<unk>``, ``<s>``, ``</s>``, ``[INST]`` …), the rest
+  filled with ``<SPECIAL_{id}>``;
+* an ordinary token's id is its rank plus the number of special tokens.
+
+Ranks and ids differ by a constant, so rank order is id order and the tokenizer is exactly a byte-level
+``Encoding`` over ``{bytes: rank + offset}`` — the compiled core's fast path. ``add_special_tokens=True`` adds
+``<s>`` (BOS) before the text, as ``mistral-common``'s ``encode(text, bos=True, eos=False)`` does.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+
+from .encoding import Encoding
+from .errors import ArtifactError
+from .store import TokenizerSpec
+
+#: Special tokens of tekken files that do not list their own (ids 0..19, in this order).
+DEFAULT_SPECIALS = (
+    "<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]",
+    "[/TOOL_RESULTS]", "[TOOL_CALLS]", "[IMG]", "<pad>", "[IMG_BREAK]", "[IMG_END]", "[PREFIX]", "[MIDDLE]",
+    "[SUFFIX]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[TOOL_CONTENT]",
+)  # fmt: skip
+
+
+def parse_tekken(data: bytes, source: str) -> tuple[str, dict[bytes, int], dict[str, int]]:
+    """``(pattern, ranks with ids, special tokens)`` of a tekken file; raises :class:`ArtifactError`."""
+    try:
+        doc: dict[str, Any] = json.loads(data)
+        config = doc["config"]
+        pattern = str(config["pattern"])
+        n_special = int(config["default_num_special_tokens"])
+        n_ordinary = int(config["default_vocab_size"]) - n_special
+        vocab = doc["vocab"]
+        if n_ordinary > len(vocab) or n_ordinary < 256 or n_special < 3:
+            raise ValueError(f"sizes do not fit: {n_ordinary} ordinary tokens of {len(vocab)}, {n_special} special")
+        ranks: dict[bytes, int] = {}
+        for i, entry in enumerate(vocab[:n_ordinary]):
+            if entry["rank"] != i:
+                raise ValueError(f"vocab entry {i} has rank {entry['rank']}")
+            token = base64.b64decode(entry["token_bytes"], validate=True)
+            if token in ranks:
+                raise ValueError(f"vocab entry {i} repeats the bytes of entry {ranks[token] - n_special}")
+            ranks[token] = i + n_special
+        listed = doc.get("special_tokens")
+        names = [str(t["token_str"]) for t in listed] if listed else list(DEFAULT_SPECIALS)
+        if listed and [t["rank"] for t in listed] != list(range(len(listed))):
+            raise ValueError("special_tokens are not ranked 0..n-1 in order")
+        if len(names) > n_special or len(set(names)) != len(names):
+            raise ValueError("special_tokens are repeated or more than default_num_special_tokens")
+        names += [f"<SPECIAL_{i}>" for i in range(len(names), n_special)]
+    except (KeyError, TypeError, ValueError, binascii.Error) as exc:
+        raise ArtifactError(source, f"not a tekken tokenizer file: {exc}") from None
+    return pattern, ranks, {name: i for i, name in enumerate(names)}
+
+
+def load_tekken(spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None) -> Encoding:
+    """The loader of manifest format ``tekken``: a verified tekken file as an :class:`Encoding`."""
+    pattern, ranks, specials = parse_tekken(spec.read_artifact(), str(spec.artifact_path))
+    enc = Encoding(spec.name, pattern=pattern, mergeable_ranks=ranks, special_tokens=specials, cache_size=cache_size,
+                   spec=spec, backend=backend, template=(["<s>"], []))
+    spec.check_vocab_size(enc.n_vocab)
+    return enc

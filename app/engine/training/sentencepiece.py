@@ -1,0 +1,186 @@
+"""SentencePiece-style training on raw text (``sentencepiece-unigram``, ``sentencepiece-bpe``): a real ``.model``.
+
+No pre-tokenizer is assumed: a line is normalized as SentencePiece's ``identity`` normalizer does (with
+``remove_extra_whitespaces``: leading/trailing spaces dropped, runs of spaces collapsed), spaces are escaped
+as ``▁`` (U+2581), ``add_dummy_prefix`` puts one ``▁`` in front, and the text is cut before every ``▁`` into
+words (SentencePiece's own whitespace splitting, which shapes training only; encoding sees the whole text).
+The same training therefore works for scripts without spaces — a Japanese or Thai line is one long word and
+its pieces are learned from its substrings.
+
+Characters: the most frequent characters covering ``character_coverage`` of the corpus are required (always
+pieces); the rest are left to ``<unk>`` or, with ``byte_fallback``, to the 256 ``<0xNN>`` byte pieces. With
+``split_digits`` no piece joins a digit to anything (every digit stands alone). A piece holds ``▁`` only at
+its start.
+
+* ``unigram``: :func:`.unigram.learn_unigram` (EM, pruning); pieces scored by log probability.
+* ``bpe``: the merge learner of the byte-level trainer (:func:`.compiled.learn`, compiled when built) over
+  characters; the *k*-th merged piece scores ``-k`` (SentencePiece merges the pair whose result scores highest,
+  which replays the merges in learned order), the characters follow with lower scores.
+
+The file: ``<unk>`` (id 0), ``<s>``, ``</s>`` and any extra control pieces, the byte pieces when enabled,
+then the learned pieces best first; ``TrainerSpec``/``NormalizerSpec`` record the model type, the options the
+encoder needs and the ``identity`` normalizer. It is serialized with the ``ModelProto`` message class the
+loader of :mod:`app.engine.pipeline.sentencepiece` declares (deterministic bytes), so the ``sentencepiece``
+package and this engine's loader read the same file.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..pipeline.sentencepiece import BPE, BYTE, CONTROL, NORMAL, UNIGRAM, UNKNOWN, _model_proto_class
+from .compiled import learn
+from .merges import text_order_key
+from .trainer import Progress, TrainedArtifact, lines_of
+from .unigram import SPACE, character_coverage, learn_unigram, split_before_space, split_unknown
+
+MODEL_TYPES = ("unigram", "bpe")
+
+
+def sp_words(line: str, *, add_dummy_prefix: bool = True, remove_extra_whitespaces: bool = True) -> list[str]:
+    """The words SentencePiece's whitespace splitting makes of one line (see the module docstring)."""
+    if remove_extra_whitespaces:
+        line = " ".join(p for p in line.split(" ") if p)
+    if not line:
+        return []
+    return split_before_space((SPACE if add_dummy_prefix else "") + line.replace(" ", SPACE))
+
+
+def is_digit(ch: str) -> bool:
+    return "0" <= ch <= "9"
+
+
+def split_digit_runs(words: Mapping[str, int]) -> dict[str, int]:
+    """Words cut so that every ASCII digit is a word of its own (``split_digits``)."""
+    out: dict[str, int] = {}
+    for w, f in words.items():
+        start = 0
+        for i, ch in enumerate(w):
+            if is_digit(ch):
+                if i > start:
+                    out[w[start:i]] = out.get(w[start:i], 0) + f
+                out[ch] = out.get(ch, 0) + f
+                start = i + 1
+        if start < len(w):
+            out[w[start:]] = out.get(w[start:], 0) + f
+    return out
+
+
+class SentencePieceTrainer:
+    """Streaming SentencePiece-style trainer (:class:`~.trainer.Trainer`); see the module docstring."""
+
+    def __init__(self, *, model_type: str, vocab_size: int, byte_fallback: bool = False, split_digits: bool = False,
+                 add_dummy_prefix: bool = True, remove_extra_whitespaces: bool = True,
+                 character_coverage: float = 0.9995, control_tokens: Sequence[str] = (),
+                 max_piece_length: int = 16, shrinking_factor: float = 0.75, seed_size: int = 1_000_000,
+                 em_iterations: int = 2, backend: str | None = None) -> None:
+        """``vocab_size`` counts every piece (``<unk>``, ``<s>``, ``</s>``, ``control_tokens``, bytes, learned).
+        ``backend`` picks the BPE merge learner (compiled or Python; same result)."""
+        if model_type not in MODEL_TYPES:
+            raise ValueError(f"model type must be one of {MODEL_TYPES}, not {model_type!r}")
+        meta = ["<unk>", "<s>", "</s>", *control_tokens]
+        if len(set(meta)) != len(meta) or any(not s for s in meta):
+            raise ValueError("control tokens must be distinct non-empty strings other than <unk>, <s>, </s>")
+        self.model_type = model_type
+        self.vocab_size = vocab_size
+        self.byte_fallback = byte_fallback
+        self.split_digits = split_digits
+        self.add_dummy_prefix = add_dummy_prefix
+        self.remove_extra_whitespaces = remove_extra_whitespaces
+        self.coverage = character_coverage
+        self.meta = meta
+        self.max_piece_length = max_piece_length
+        self.unigram_options = dict(max_piece_length=max_piece_length, shrinking_factor=shrinking_factor,
+                                    seed_size=seed_size, em_iterations=em_iterations)
+        self.backend = backend
+        self._words: Counter[str] = Counter()
+
+    def feed(self, text: str) -> None:
+        for line in lines_of(text):
+            self._words.update(sp_words(line, add_dummy_prefix=self.add_dummy_prefix,
+                                        remove_extra_whitespaces=self.remove_extra_whitespaces))
+
+    def valid(self, piece: str) -> bool:
+        """May ``piece`` (two or more characters) be learned?"""
+        if SPACE in piece[1:]:
+            return False
+        return not (self.split_digits and any(is_digit(c) for c in piece))
+
+    def finish(self, progress: Progress | None = None) -> TrainedArtifact:
+        words: dict[str, int] = dict(self._words)
+        self._words.clear()
+        chars: Counter[str] = Counter()
+        for w, f in words.items():
+            for ch in w:
+                chars[ch] += f
+        if not chars:
+            raise ValueError("the corpus has no text")
+        required = character_coverage(chars, self.coverage)
+        pieces_words = split_unknown(words, set(required))
+        if self.split_digits:
+            pieces_words = split_digit_runs(pieces_words)
+        n_fixed = len(self.meta) + (256 if self.byte_fallback else 0)
+        budget = self.vocab_size - n_fixed
+        if budget < len(required):
+            raise ValueError(f"vocab size {self.vocab_size} leaves {budget} pieces for {len(required)} required "
+                             f"characters (plus {n_fixed} control/byte pieces)")
+        summary: dict[str, object] = {"distinct_words": len(words), "required_characters": len(required)}
+        learned: list[tuple[str, float]]
+        if self.model_type == "unigram":
+            learned, info = learn_unigram(pieces_words, vocab_size=budget, required=required, valid=self.valid,
+                                          progress=progress, **self.unigram_options)  # type: ignore[arg-type]
+            summary.update(info)
+        else:
+            learned, merges, stop = self._bpe(pieces_words, required, budget, progress)
+            summary.update(merges=merges, stop_reason=stop)
+        data = self._model_proto(learned)
+        summary["pieces"] = len(learned)
+        kind = "unigram" if self.model_type == "unigram" else "bpe"
+        return TrainedArtifact(data=data, suffix=".model", format="sentencepiece", kind=kind,
+                               vocab_size=n_fixed + len(learned), summary=summary)
+
+    def _bpe(self, words: Mapping[str, int], required: Sequence[str], budget: int,
+             progress: Progress | None) -> tuple[list[tuple[str, float]], int, str]:
+        index = {ch: i for i, ch in enumerate(required)}
+        seqs = [[index[ch] for ch in w] for w in words]
+        counts = list(words.values())
+        n_merges = budget - len(required)
+
+        def step(n: int) -> None:
+            if progress is not None:
+                progress(n, n_merges)
+
+        options: dict[str, Any] = dict(
+            base_symbols=list(required), concat=lambda x, y: x + y, order_key=text_order_key, unit_length=len,
+            max_symbols=budget, min_frequency=2, tie_break="first-seen", progress=step,
+        )
+        res = learn(seqs, counts, backend=self.backend, keep_words=False, **options)
+        symbols: list[str] = res.symbols  # type: ignore[assignment]
+        merged = symbols[len(required):]
+        learned = [(p, -float(k)) for k, p in enumerate(merged)]
+        learned += [(ch, -float(len(merged) + k)) for k, ch in enumerate(required)]
+        return learned, len(res.merges), res.stop_reason
+
+    def _model_proto(self, learned: Sequence[tuple[str, float]]) -> bytes:
+        proto = _model_proto_class()()
+        for i, name in enumerate(self.meta):
+            proto.pieces.add(piece=name, score=0.0, type=UNKNOWN if i == 0 else CONTROL)
+        if self.byte_fallback:
+            for b in range(256):
+                proto.pieces.add(piece=f"<0x{b:02X}>", score=0.0, type=BYTE)
+        for piece, score in learned:
+            proto.pieces.add(piece=piece, score=score, type=NORMAL)
+        ts = proto.trainer_spec
+        ts.model_type = UNIGRAM if self.model_type == "unigram" else BPE
+        ts.vocab_size = len(proto.pieces)
+        ts.split_digits = self.split_digits
+        ts.byte_fallback = self.byte_fallback
+        ts.unk_id, ts.bos_id, ts.eos_id, ts.pad_id = 0, 1, 2, -1
+        ns = proto.normalizer_spec
+        ns.name = "identity"
+        ns.add_dummy_prefix = self.add_dummy_prefix
+        ns.remove_extra_whitespaces = self.remove_extra_whitespaces
+        ns.escape_whitespaces = True
+        return proto.SerializeToString(deterministic=True)  # type: ignore[no-any-return]

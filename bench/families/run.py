@@ -1,0 +1,163 @@
+"""SentencePiece, tekken and GGUF tokenizers vs their reference libraries on the same files, one thread.
+
+``python -m bench.families.run [--tokenizers a,b] [--bytes N] [--runs R] [--json PATH]``
+
+References: ``sentencepiece`` (the bundled ``.model``, or a model rebuilt from the GGUF's own pieces), Hugging
+Face ``tokenizers`` (a tokenizer built from the GGUF vocabulary: bge WordPiece, qwen2 byte-level BPE) and
+``mistral-common`` (tekken); only references whose ids ours equal are timed. Two workloads from
+:mod:`bench.corpora` (english plus every multilingual corpus, ``--bytes`` in total): 10 KB documents and short
+chat-sized lines (~50 bytes). Ids are checked identical first (the run stops otherwise); then ``R`` interleaved
+rounds time ours cold (cache cleared), ours warm (same pass again) and each reference. Medians in MB/s of UTF-8
+input. The reference builders are the test suite's (``tests/engine/families/references.py``), so run it from the
+repository root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("RAYON_NUM_THREADS", "1")
+os.environ.setdefault("BENCH_CORPORA_OFFLINE", "1")
+
+from bench.pipeline.run import _commit, _docs  # noqa: E402
+
+NAMES = ["mistral-v1", "mistral-v3", "mistral-v7", "llama2", "phi-3", "xlm-roberta", "bge-small-en-v1.5", "qwen2",
+         "mistral-nemo"]
+
+
+def references(name: str) -> dict[str, Callable[[str], list[int]]]:
+    """Reference encoders by library for one bundled tokenizer."""
+    from tests.engine.families.references import sentencepiece_reference, tekken_reference
+
+    refs: dict[str, Callable[[str], list[int]]] = {}
+    if name in ("mistral-v1", "mistral-v3", "mistral-v7", "llama2", "phi-3", "xlm-roberta"):
+        sp = sentencepiece_reference(name)
+        refs["sentencepiece"] = sp.encode
+    if name == "mistral-nemo":
+        tk = tekken_reference(name)
+        refs["mistral-common"] = lambda t: tk.encode(t, bos=False, eos=False)
+    hf = _hf(name)
+    if hf is not None:
+        refs["hf"] = lambda t: hf.encode(t, add_special_tokens=False).ids
+    return refs
+
+
+def _hf(name: str) -> Any:
+    if name == "bge-small-en-v1.5":
+        from tests.engine.families.test_wordpiece import hf_bert
+
+        return hf_bert()
+    if name == "qwen2":
+        from tests.engine.families.exactness import _hf_qwen2
+
+        return _hf_qwen2()
+    return None  # xlm-roberta follows SentencePiece's charsmap semantics, which Hugging Face's differ from
+
+
+def _lines(docs: list[str]) -> list[str]:
+    out: list[str] = []
+    for d in docs:
+        for i in range(0, len(d) - 50, 50):
+            out.append(d[i:i + 50])
+    return out
+
+
+def _time(fn: Callable[[], object]) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def _time_workload(ours: Any, refs: dict[str, Callable[[str], list[int]]], texts: list[str],
+                   runs: int) -> dict[str, list[float]]:
+    """Seconds per pass: ours cold (cache cleared) and warm, then each reference; rounds alternate the order."""
+    timings: dict[str, list[float]] = {"ours_cold": [], "ours_warm": [], **{lib: [] for lib in refs}}
+
+    def ours_pass() -> None:
+        for x in texts:
+            ours.encode(x)
+
+    def ours_step() -> None:
+        ours.clear_cache()
+        timings["ours_cold"].append(_time(ours_pass))
+        timings["ours_warm"].append(_time(ours_pass))
+
+    def ref_step(lib: str) -> Callable[[], None]:
+        ref = refs[lib]
+        return lambda: timings[lib].append(_time(lambda: [ref(x) for x in texts]))
+
+    steps = [ours_step, *(ref_step(lib) for lib in refs)]
+    for r in range(runs):
+        for step in steps if r % 2 == 0 else steps[::-1]:
+            step()
+    return timings
+
+
+def bench_one(name: str, workloads: dict[str, list[str]], runs: int) -> dict[str, Any]:
+    from app.engine import get_encoding
+
+    t = time.perf_counter()
+    ours = get_encoding(name)
+    load = time.perf_counter() - t
+    refs = references(name)
+    out: dict[str, Any] = {"tokenizer": name, "type": type(ours).__name__, "backend": ours.backend, "load_s": load,
+                           "mb_s": {}}
+    for wname, texts in workloads.items():
+        skip = ("<s>", "</s>", "<unk>", "[CLS]", "[SEP]", "<|endoftext|>")
+        texts = [x for x in texts if not any(s in x for s in skip)]
+        mb = sum(len(x.encode("utf-8")) for x in texts) / 1e6
+        for lib, ref in refs.items():
+            for i, x in enumerate(texts):
+                if ours.encode(x) != ref(x):
+                    raise SystemExit(f"{name}: ids differ from {lib} on {wname} text {i}; not timing")
+        timings = _time_workload(ours, refs, texts, runs)
+        out["mb_s"][wname] = {k: mb / statistics.median(v) for k, v in timings.items()}
+    return out
+
+
+def render(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    lines = [f"commit {meta['commit']}, {meta['machine']}, load average at start {meta['loadavg']}", "",
+             "| tokenizer | workload | ours cold MB/s | ours warm MB/s | sentencepiece | HF tokenizers | "
+             "mistral-common | cold vs fastest reference |", "|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        for wname, m in r["mb_s"].items():
+            refs = [m[k] for k in ("sentencepiece", "hf", "mistral-common") if k in m]
+            cell = {k: f"{m[k]:.2f}" if k in m else "—" for k in ("sentencepiece", "hf", "mistral-common")}
+            lines.append(f"| {r['tokenizer']} ({r['type']}, {r['backend']}) | {wname} | {m['ours_cold']:.2f} | "
+                         f"{m['ours_warm']:.2f} | {cell['sentencepiece']} | {cell['hf']} | {cell['mistral-common']} "
+                         f"| {m['ours_cold'] / max(refs):.2f}x |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokenizers", default=",".join(NAMES))
+    parser.add_argument("--bytes", type=int, default=100_000, help="input size per workload (UTF-8 bytes)")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args(argv)
+    meta = {"commit": _commit(), "machine": f"{platform.machine()} {os.cpu_count()} CPUs, Python "
+            f"{platform.python_version()}", "loadavg": " ".join(f"{x:.2f}" for x in os.getloadavg())}
+    docs = _docs(args.bytes)
+    workloads = {"10 KB docs": docs, "50 B lines": _lines(docs)}
+    results = []
+    for name in args.tokenizers.split(","):
+        results.append(bench_one(name, workloads, args.runs))
+        print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+    print(render(results, meta))
+    if args.json:
+        args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

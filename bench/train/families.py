@@ -1,0 +1,214 @@
+"""WordPiece / Unigram / SentencePiece-style trainer benchmark: ours next to Hugging Face's and ``sentencepiece``'s.
+
+Corpus: ``bench.corpora`` ``english`` (prose) plus every ``multilingual/<lang>.txt`` (translated UI text in ten
+languages, scripts with and without spaces), cut into 64 KiB blocks at line ends; every 10th block is held out
+(never trained on). Same corpus and vocabulary size (default 8,000 ids, special tokens and byte pieces included)
+for every trainer. Each training runs in a fresh subprocess; the parent reads its peak RSS and CPU time from
+``os.wait4``, the child reports its wall time. Held-out bytes per token: UTF-8 bytes of the held-out file / tokens;
+every artifact is encoded by its peer library (``tokenizers`` for ``tokenizer.json``, ``sentencepiece`` for
+``.model``; the tests prove this engine gives the same ids), so the figure is the vocabulary's, not an encoder's.
+
+Pairs (family: ours / peer):
+
+``wordpiece``   ``train --kind wordpiece`` (BertNormalizer lowercase, BertPreTokenizer) /
+                ``tokenizers`` ``WordPieceTrainer`` with the same normalizer, pre-tokenizer and specials
+``unigram``     ``train --kind unigram`` (Metaspace) / ``tokenizers`` ``UnigramTrainer`` with Metaspace
+``sp-unigram``  ``train --kind sentencepiece-unigram`` / ``sentencepiece`` ``model_type=unigram``
+``sp-bpe``      ``train --kind sentencepiece-bpe`` / ``sentencepiece`` ``model_type=bpe``
+
+SentencePiece runs with identity normalisation and character coverage 0.9995 (as ours), split by whitespace;
+its own default script and number splitting stay on (ours has neither). ``--threads 2`` gives the peers two
+threads (``RAYON_NUM_THREADS``, ``num_threads``); ours train in one thread either way.
+
+Usage::
+
+    python -m bench.train.families [--families wordpiece,unigram,sp-unigram,sp-bpe] [--vocab-size 8000]
+                                   [--threads 1|2] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+WORK = ROOT / "bench" / ".data" / "train_families"
+FAMILIES = ("wordpiece", "unigram", "sp-unigram", "sp-bpe")
+KIND = {"wordpiece": "wordpiece", "unigram": "unigram", "sp-unigram": "sentencepiece-unigram",
+        "sp-bpe": "sentencepiece-bpe"}
+BLOCK = 64 * 1024
+EVERY = 10
+
+
+def build_corpus() -> tuple[Path, Path]:
+    """``(train.txt, heldout.txt)`` in :data:`WORK` (rebuilt each run; deterministic)."""
+    sys.path.insert(0, str(ROOT))
+    from bench.corpora import ensure
+
+    sources = [ensure("english")] + sorted(ensure("multilingual").glob("*.txt"))
+    WORK.mkdir(parents=True, exist_ok=True)
+    train, held = WORK / "train.txt", WORK / "heldout.txt"
+    index = 0
+    with train.open("wb") as ft, held.open("wb") as fh:
+        for src in sources:
+            data = src.read_bytes()
+            if not data.endswith(b"\n"):
+                data += b"\n"
+            pos = 0
+            while pos < len(data):
+                end = data.find(b"\n", min(pos + BLOCK, len(data) - 1)) + 1 or len(data)
+                (fh if index % EVERY == EVERY - 1 else ft).write(data[pos:end])
+                pos = end
+                index += 1
+    return train, held
+
+
+# --------------------------------------------------------------------------- workers (child processes)
+
+
+def _train(who: str, family: str, train_file: Path, vocab: int, out: Path, threads: int) -> dict[str, object]:
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    info: dict[str, object] = {}
+    if who == "ours":
+        from app.engine.training import train_to_store
+
+        report = train_to_store([train_file], name=family, store_dir=out, kind=KIND[family], vocab_size=vocab,
+                                quiet=True)
+        info = {"artifact": report.spec.artifact_path.name, "sha256": report.spec.sha256,
+                "seconds_reading": round(report.seconds_counting, 2),
+                "seconds_learning": round(report.seconds_merging, 2), "ids": report.spec.vocab_size}
+    elif family in ("wordpiece", "unigram"):
+        from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+        if family == "wordpiece":
+            specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+            tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+            tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+            tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+            tok.decoder = decoders.WordPiece()
+            tr = trainers.WordPieceTrainer(vocab_size=vocab, min_frequency=2, special_tokens=specials,
+                                           show_progress=False)
+        else:
+            tok = Tokenizer(models.Unigram())
+            tok.pre_tokenizer = pre_tokenizers.Metaspace()
+            tok.decoder = decoders.Metaspace()
+            tr = trainers.UnigramTrainer(vocab_size=vocab, special_tokens=["<unk>"], unk_token="<unk>",
+                                         show_progress=False)
+        tok.train([str(train_file)], tr)
+        tok.save(str(out / f"{family}.tokenizer.json"))
+        info = {"artifact": f"{family}.tokenizer.json", "ids": tok.get_vocab_size()}
+    else:
+        import sentencepiece as spm
+
+        model = io.BytesIO()
+        spm.SentencePieceTrainer.train(
+            input=str(train_file), model_writer=model, model_type=family.split("-")[1], vocab_size=vocab,
+            normalization_rule_name="identity", character_coverage=0.9995, num_threads=threads,
+            max_sentence_length=1 << 16, minloglevel=2,
+        )
+        (out / f"{family}.model").write_bytes(model.getvalue())
+        info = {"artifact": f"{family}.model"}
+    info["wall_seconds"] = round(time.perf_counter() - start, 2)
+    return info
+
+
+def _evaluate(artifact: Path, held_file: Path) -> dict[str, object]:
+    text = held_file.read_text("utf-8")
+    n_bytes = len(text.encode("utf-8"))
+    lines = text.splitlines()
+    if artifact.suffix == ".json":
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(str(artifact))
+        n_tokens = sum(len(e.ids) for e in tok.encode_batch(lines, add_special_tokens=False))
+        vocab = tok.get_vocab_size()
+    else:
+        import sentencepiece as spm
+
+        sp = spm.SentencePieceProcessor(model_file=str(artifact))
+        n_tokens = sum(len(ids) for ids in sp.encode(lines))
+        vocab = sp.get_piece_size()
+    return {"heldout_bytes": n_bytes, "heldout_tokens": n_tokens, "bytes_per_token": round(n_bytes / n_tokens, 4),
+            "vocab": vocab}
+
+
+# --------------------------------------------------------------------------- parent
+
+
+def _child(args: list[str], env: dict[str, str]) -> tuple[dict[str, object], dict[str, float]]:
+    proc = subprocess.Popen([sys.executable, "-m", "bench.train.families", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    output = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"child {args} failed")
+    return json.loads(output.strip().splitlines()[-1]), {
+        "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 2),
+        "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="WordPiece/Unigram/SentencePiece-style trainer benchmark")
+    parser.add_argument("--families", default=",".join(FAMILIES))
+    parser.add_argument("--vocab-size", type=int, default=8000)
+    parser.add_argument("--threads", type=int, choices=(1, 2), default=1)
+    parser.add_argument("--json", help="also write the results as JSON to this file")
+    parser.add_argument("--worker", choices=("train", "evaluate"), help=argparse.SUPPRESS)
+    parser.add_argument("--who", help=argparse.SUPPRESS)
+    parser.add_argument("--family", help=argparse.SUPPRESS)
+    parser.add_argument("--file", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker == "train":
+        out = WORK / f"{args.who}-{args.family}"
+        print(json.dumps(_train(args.who, args.family, Path(args.file), args.vocab_size, out, args.threads)))
+        return 0
+    if args.worker == "evaluate":
+        print(json.dumps(_evaluate(Path(args.family), Path(args.file))))
+        return 0
+
+    train_file, held_file = build_corpus()
+    threads = str(args.threads)
+    env = dict(os.environ, RAYON_NUM_THREADS=threads, OMP_NUM_THREADS=threads, PYTHONPATH=str(ROOT))
+    env.pop("TOKENIZER_ENGINE", None)
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    load_start = os.getloadavg()
+    rows = []
+    for family in args.families.split(","):
+        for who in ("ours", "peer"):
+            print(f"[{time.strftime('%H:%M:%S')}] training {who} {family} …", file=sys.stderr, flush=True)
+            info, usage = _child(["--worker", "train", "--who", who, "--family", family, "--file", str(train_file),
+                                  "--vocab-size", str(args.vocab_size), "--threads", threads], env)
+            artifact = WORK / f"{who}-{family}" / str(info["artifact"])
+            ev, _ = _child(["--worker", "evaluate", "--family", str(artifact), "--file", str(held_file)], env)
+            rows.append({"family": family, "who": who, **info, **usage, **ev, "loadavg": os.getloadavg()[0]})
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    meta = {"date": started, "commit": commit.stdout.strip(), "threads": args.threads, "vocab_size": args.vocab_size,
+            "train_bytes": train_file.stat().st_size, "heldout_bytes": held_file.stat().st_size,
+            "python": platform.python_version(), "loadavg_start": load_start, "loadavg_end": os.getloadavg()}
+    print(f"{started}, commit {meta['commit']}, peers with {args.threads} thread(s) (ours: 1), load average "
+          f"{load_start[0]:.2f} at start / {os.getloadavg()[0]:.2f} at end")
+    print(f"corpus: {meta['train_bytes']} bytes train, {meta['heldout_bytes']} bytes held-out; "
+          f"vocab {args.vocab_size}")
+    print("| family | trainer | wall s | CPU s | peak RSS MiB | ids | held-out bytes/token |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['family']} | {r['who']} | {r['wall_seconds']} | {r['cpu_seconds']} | {r['peak_rss_mib']} | "
+              f"{r['vocab']} | {r['bytes_per_token']} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

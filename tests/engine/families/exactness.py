@@ -1,0 +1,100 @@
+"""The long differential run behind the family tests (not collected by pytest): every bundled SentencePiece,
+tekken and GGUF tokenizer against its reference on far more text than the default suite samples.
+
+    python -m tests.engine.families.exactness [--slices N] [--seed S] [--names a,b]
+
+Prints, per tokenizer, the number of texts compared (hostile strings, every real document whole, and N random
+slices), characters, mismatching encodings and mismatching decodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+from collections.abc import Callable
+
+from app.engine import get_encoding
+
+from .references import gguf_kv, llama_cpp_vectors, sentencepiece_reference, tekken_reference
+from .texts import HOSTILE, SPECIAL_STRINGS, _documents
+
+REFERENCES: dict[str, str] = {
+    "mistral-v1": "sentencepiece", "mistral-v3": "sentencepiece", "mistral-v7": "sentencepiece",
+    "mistral-nemo": "mistral-common", "llama2": "sentencepiece", "phi-3": "sentencepiece",
+    "xlm-roberta": "sentencepiece", "bge-small-en-v1.5": "tokenizers", "qwen2": "tokenizers",
+}
+
+
+def _reference(name: str) -> tuple[Callable[[str], list[int]], Callable[[list[int]], str]]:
+    kind = REFERENCES[name]
+    if kind == "sentencepiece":
+        sp = sentencepiece_reference(name)
+        return sp.encode, sp.decode
+    if kind == "mistral-common":
+        tk = tekken_reference(name)
+        return (lambda t: tk.encode(t, bos=False, eos=False)), tk.decode
+    from .test_wordpiece import hf_bert
+
+    if name == "bge-small-en-v1.5":
+        hf = hf_bert()
+    else:
+        hf = _hf_qwen2()
+    return (lambda t: hf.encode(t, add_special_tokens=False).ids), hf.decode
+
+
+def _hf_qwen2():  # type: ignore[no-untyped-def]
+    import json
+
+    from tokenizers import Tokenizer
+
+    from app.engine.pipeline.gguf import _byte_level_doc
+
+    doc = _byte_level_doc(gguf_kv("qwen2"), "qwen2")
+    for a in doc["added_tokens"]:
+        a.update(single_word=False, lstrip=False, rstrip=False)
+    hf = Tokenizer.from_str(json.dumps({"version": "1.0", "truncation": None, "padding": None, **doc}))
+    hf.encode_special_tokens = True
+    return hf
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--slices", type=int, default=5000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--names", default=",".join(REFERENCES))
+    args = parser.parse_args()
+    docs = _documents()
+    rng = random.Random(args.seed)
+    slices = []
+    for _ in range(args.slices):
+        d = rng.choice(docs)
+        i = rng.randrange(max(1, len(d) - 400))
+        slices.append(d[i:i + rng.randrange(1, 400)])
+    texts = [t for t in [*HOSTILE, *docs, *slices] if not any(s in t for s in SPECIAL_STRINGS)]
+    for name in args.names.split(","):
+        tok = get_encoding(name)
+        encode, decode = _reference(name)
+        t0 = time.perf_counter()
+        bad_ids = bad_text = 0
+        first = None
+        for t in texts:
+            ids = encode(t)
+            if tok.encode(t) != ids:
+                bad_ids += 1
+                first = first or t
+            if tok.decode(ids) != decode(ids):
+                bad_text += 1
+        vectors = ""
+        stem = {"llama2": "ggml-vocab-llama-spm.gguf", "phi-3": "ggml-vocab-phi-3.gguf",
+                "bge-small-en-v1.5": "ggml-vocab-bert-bge.gguf", "qwen2": "ggml-vocab-qwen2.gguf"}.get(name)
+        if stem:
+            cases = llama_cpp_vectors(stem)
+            vectors = f", llama.cpp vectors {sum(tok.encode(x) != e for x, e in cases)}/{len(cases)} mismatches"
+        print(f"{name}: {len(texts)} texts, {sum(map(len, texts))} chars vs {REFERENCES[name]}: "
+              f"{bad_ids} id mismatches, {bad_text} decode mismatches{vectors} "
+              f"({time.perf_counter() - t0:.0f}s)" + (f"; first {first[:60]!r}" if first else ""), flush=True)
+
+
+if __name__ == "__main__":
+    main()

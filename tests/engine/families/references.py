@@ -1,0 +1,88 @@
+"""Reference tokenizers for the family tests, built from the same bundled artifacts with the reference libraries.
+
+* ``sentencepiece`` straight from a bundled ``.model``, or from a ``ModelProto`` rebuilt from a GGUF ``llama``/``t5``
+  vocabulary (pieces, scores, types, normalizer flags and charsmap copied over; built with the ``sentencepiece``
+  package's own generated message classes, so the reference side shares no code with the engine);
+* ``mistral-common``'s ``Tekkenizer`` for tekken files;
+* llama.cpp's ``.inp``/``.out`` vectors (``data/``), which llama.cpp produced from Hugging Face tokenizers.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from app.engine.pipeline.gguf_kv import read_kv
+from app.engine.registry import get_store
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def artifact_bytes(name: str) -> bytes:
+    """The published bytes of a bundled tokenizer's artifact (decompressed)."""
+    return get_store().spec(name).read_artifact()
+
+
+@cache
+def gguf_kv(name: str) -> dict[str, Any]:
+    return read_kv(artifact_bytes(name))
+
+
+@cache
+def sentencepiece_reference(name: str) -> Any:
+    """A ``sentencepiece.SentencePieceProcessor`` for a bundled ``.model`` or GGUF ``llama``/``t5`` tokenizer."""
+    import sentencepiece as spm
+    from sentencepiece import sentencepiece_model_pb2 as pb
+
+    spec = get_store().spec(name)
+    if spec.format == "sentencepiece":
+        return spm.SentencePieceProcessor(model_proto=artifact_bytes(name))
+    kv = gguf_kv(name)
+    model = kv["tokenizer.ggml.model"]
+    proto = pb.ModelProto()
+    for piece, score, kind in zip(kv["tokenizer.ggml.tokens"], kv["tokenizer.ggml.scores"],
+                                  kv["tokenizer.ggml.token_type"], strict=True):
+        proto.pieces.add(piece=piece, score=score, type=kind)
+    unk = kv["tokenizer.ggml.unknown_token_id"]
+    # sentencepiece wants exactly one UNKNOWN piece: the file's unknown id; other "unknown"-typed padding entries
+    # become unused (never matched, as in the engine).
+    for i, p in enumerate(proto.pieces):
+        if p.type == 2 and i != unk:
+            p.type = 5
+    proto.pieces[unk].type = 2
+    ts = proto.trainer_spec
+    ts.model_type = pb.TrainerSpec.BPE if model == "llama" else pb.TrainerSpec.UNIGRAM
+    ts.byte_fallback = any(p.type == 6 for p in proto.pieces)
+    ts.unk_id = unk
+    ts.bos_id = kv.get("tokenizer.ggml.bos_token_id", -1)
+    ts.eos_id = kv.get("tokenizer.ggml.eos_token_id", -1)
+    ts.pad_id = kv.get("tokenizer.ggml.padding_token_id", -1)
+    ts.vocab_size = len(proto.pieces)
+    ns = proto.normalizer_spec
+    ns.name = "gguf"
+    ns.add_dummy_prefix = bool(kv.get("tokenizer.ggml.add_space_prefix", True))
+    ns.remove_extra_whitespaces = bool(kv.get("tokenizer.ggml.remove_extra_whitespaces", model == "t5"))
+    ns.escape_whitespaces = True
+    ns.precompiled_charsmap = kv.get("tokenizer.ggml.precompiled_charsmap", b"")
+    return spm.SentencePieceProcessor(model_proto=proto.SerializeToString())
+
+
+@cache
+def tekken_reference(name: str) -> Any:
+    import tempfile
+
+    from mistral_common.tokens.tokenizers.tekken import Tekkenizer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "tekken.json"
+        path.write_bytes(artifact_bytes(name))
+        return Tekkenizer.from_file(path)
+
+
+def llama_cpp_vectors(stem: str) -> list[tuple[str, list[int]]]:
+    """``(text, expected ids)`` from ``data/<stem>.inp`` / ``.out`` (llama.cpp's test-tokenizer-0 format)."""
+    texts = (DATA / f"{stem}.inp").read_text(encoding="utf-8").split("\n__ggml_vocab_test__\n")[:-1]
+    lines = (DATA / f"{stem}.out").read_text(encoding="utf-8").split("\n")
+    assert len(lines) >= len(texts)
+    return [(t, [int(v) for v in lines[i].split()]) for i, t in enumerate(texts)]

@@ -1,0 +1,158 @@
+"""WordPiece training: the seeds' score examples, the incremental learner against a full recount, and the
+artifact (Hugging Face ``tokenizers`` and this engine encode identically with it)."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator, Mapping
+
+import pytest
+from tokenizers import Tokenizer
+
+from app.engine import get_encoding, reset
+from app.engine.pipeline.hf_json import from_hf_json
+from app.engine.training import train_to_store
+from app.engine.training.trainer import train_on
+from app.engine.training.wordpiece import BERT_SPECIALS, WordPieceTrainer, learn_wordpiece, pair_score
+
+from .family_corpus import corpus_text, hostile_samples
+
+N_SPECIAL = len(BERT_SPECIALS)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_registry() -> Iterator[None]:
+    reset()
+    yield
+    reset()
+
+
+def test_seed_scores() -> None:
+    # u:40, n:20, g:15; (u,n):16, (n,g):12 -> 0.02 and 0.04: (n,g) wins despite the lower raw count
+    assert pair_score(16, 40, 20) == pytest.approx(0.02) and pair_score(12, 20, 15) == pytest.approx(0.04)
+    # P: 100, 1000, 500 -> 0.0002; Q: 30, 40, 50 -> 0.015; raw counts would pick P, WordPiece picks Q
+    assert pair_score(100, 1000, 500) == pytest.approx(0.0002)
+    assert pair_score(30, 40, 50) == pytest.approx(0.015)
+
+
+def test_zq_beats_aa() -> None:
+    vocab, merges, _ = learn_wordpiece({"zq": 1, "aa": 8}, vocab_size=N_SPECIAL + 5, min_frequency=1)
+    assert vocab[N_SPECIAL:] == ["##a", "##q", "a", "z", "zq"] and merges == 1  # 1/(1*1) > 8/(8*8)
+    vocab, _, _ = learn_wordpiece({"zq": 1, "aa": 8}, vocab_size=N_SPECIAL + 6, min_frequency=1)
+    assert vocab[-1] == "aa"
+
+
+def test_hug_corpus_under_the_hash_convention() -> None:
+    words = {"hug": 10, "pug": 5, "pun": 12, "bun": 4, "hugs": 5}
+    vocab, merges, stop = learn_wordpiece(words, vocab_size=N_SPECIAL + 8, min_frequency=1)
+    # 7 initial pieces (b h p, ##g ##n ##s ##u); (##g,##s) 5/(20*5) = 1/20 beats (##u,##g) 20/(36*20) = 1/36
+    assert sorted(vocab[N_SPECIAL:-1]) == ["##g", "##n", "##s", "##u", "b", "h", "p"]
+    assert vocab[-1] == "##gs" and merges == 1 and stop == "vocab_size"
+    assert len(vocab) - N_SPECIAL == 8
+
+
+def _naive(words: Mapping[str, int], vocab_size: int, min_frequency: int) -> list[str]:
+    """Full recount per merge, the same score and tie rule: the reference for the incremental learner."""
+    segs = [([w[0], *("##" + c for c in w[1:])], f) for w, f in words.items()]
+    vocab = sorted({s for seg, _ in segs for s in seg})
+    while N_SPECIAL + len(vocab) < vocab_size:
+        sym: dict[str, int] = {}
+        pairs: dict[tuple[str, str], int] = {}
+        for seg, f in segs:
+            for s in seg:
+                sym[s] = sym.get(s, 0) + f
+            for p in zip(seg, seg[1:], strict=False):
+                pairs[p] = pairs.get(p, 0) + f
+        cands = [(c / (sym[a] * sym[b]), c, a, b) for (a, b), c in pairs.items() if c >= min_frequency]
+        if not cands:
+            break
+        _, _, a, b = min(cands, key=lambda t: (-t[0], -t[1], t[2], t[3]))
+        new = a + b[2:] if b.startswith("##") else a + b
+        if new not in vocab:
+            vocab.append(new)
+        out = []
+        for seg, f in segs:
+            merged, i = [], 0
+            while i < len(seg):
+                if i + 1 < len(seg) and seg[i] == a and seg[i + 1] == b:
+                    merged.append(new)
+                    i += 2
+                else:
+                    merged.append(seg[i])
+                    i += 1
+            out.append((merged, f))
+        segs = out
+    return vocab
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_incremental_learner_equals_full_recount(seed: int) -> None:
+    rng = random.Random(seed)
+    words = {"".join(rng.choice("aabbcde") for _ in range(rng.randint(1, 9))): rng.randint(1, 20)
+             for _ in range(rng.randint(5, 60))}
+    size = N_SPECIAL + 10 + rng.randint(0, 60)
+    mf = rng.choice([1, 2, 3])
+    vocab, _, _ = learn_wordpiece(words, vocab_size=size, min_frequency=mf)
+    assert vocab[N_SPECIAL:] == _naive(words, size, mf)
+
+
+@pytest.fixture(scope="module")
+def trained() -> bytes:
+    return train_on(WordPieceTrainer(vocab_size=3000), [corpus_text()]).data
+
+
+def test_hf_tokenizers_and_this_engine_encode_identically(trained: bytes) -> None:
+    hf = Tokenizer.from_str(trained.decode("utf-8"))
+    ours = from_hf_json(trained, "wp")
+    assert hf.get_vocab_size() == ours.n_vocab == 3000
+    text = corpus_text()
+    for s in hostile_samples(text, 400):
+        if any(t in s.upper() for t in BERT_SPECIALS):  # Hugging Face matches special tokens in text; we never do
+            assert not {0, 2, 3, 4} & set(ours.encode(s))
+            continue
+        assert list(ours.encode(s)) == hf.encode(s, add_special_tokens=False).ids, s
+    pair = "The tokenizer.json loads"
+    assert list(ours.encode(pair, add_special_tokens=True)) == hf.encode(pair).ids
+    assert ours.decode(ours.encode(pair)) == hf.decode(hf.encode(pair).ids) == "the tokenizer. json loads"
+
+
+def test_uncoverable_word_is_one_unk(trained: bytes) -> None:
+    ours = from_hf_json(trained, "wp")
+    unk = BERT_SPECIALS.index("[UNK]")
+    assert list(ours.encode("token\u2603")) == [unk]  # a snowman never seen: the whole word is [UNK]
+    ids = list(ours.encode("tokenizer"))
+    assert unk not in ids and len(ids) >= 1
+
+
+def test_training_is_deterministic_and_writes_vocab_txt() -> None:
+    text = corpus_text(60_000)
+    a = train_on(WordPieceTrainer(vocab_size=800, vocab_txt=True), [text])
+    cut = text.index("\n", 1000) + 1  # chunks end at line ends
+    b = train_on(WordPieceTrainer(vocab_size=800, vocab_txt=True), [text[:cut], text[cut:]])
+    assert a.data == b.data and a.extra_files == b.extra_files
+    doc = json.loads(a.data)
+    lines = a.extra_files[".vocab.txt"].decode("utf-8").splitlines()
+    assert lines[:N_SPECIAL] == list(BERT_SPECIALS)
+    assert {t: i for i, t in enumerate(lines)} == doc["model"]["vocab"]
+    cased = train_on(WordPieceTrainer(vocab_size=800, lowercase=False, split_cjk=False), [text])
+    cdoc = json.loads(cased.data)
+    assert cdoc["normalizer"]["lowercase"] is False and cdoc["normalizer"]["handle_chinese_chars"] is False
+    assert any(t[:1].isupper() for t in cdoc["model"]["vocab"]) and not any(
+        t[:1].isupper() for t in doc["model"]["vocab"] if t not in BERT_SPECIALS)
+
+
+def test_published_and_served_by_name(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(corpus_text(60_000), encoding="utf-8")
+    report = train_to_store([corpus], name="wp", store_dir=tmp_path / "s", kind="wordpiece", vocab_size=900,
+                            quiet=True, options={"vocab_txt": True})
+    assert report.spec.format == "hf_json" and report.spec.kind == "wordpiece" and report.spec.vocab_size == 900
+    assert (tmp_path / "s" / "wp.vocab.txt").exists()
+    enc = get_encoding("wp", store_dir=tmp_path / "s")
+    hf = Tokenizer.from_file(str(report.spec.artifact_path))
+    assert list(enc.encode("Hello, tokenizer world")) == hf.encode("Hello, tokenizer world",
+                                                                   add_special_tokens=False).ids
+    with pytest.raises(ValueError, match="do not apply"):
+        train_to_store([corpus], name="wp", store_dir=tmp_path / "s", kind="wordpiece", vocab_size=900,
+                       quiet=True, options={"byte_fallback": True})
