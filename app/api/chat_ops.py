@@ -191,7 +191,7 @@ def truncate_messages(counter: _Counter, conv: Conversation, trunc: Truncate) ->
         for i in indices:
             m = conv.messages[i]
             if override is not None and override[0] == i:
-                m = replace(m, content=override[1])
+                m = replace(m, content=override[1], content_parts=None)
             msgs.append(m)
         return conv.replace_messages(msgs)
 

@@ -23,6 +23,7 @@ from app.core.model_table import MODELS_FILE, ModelInfo, ModelTable, ModelTableE
 from app.engine import Store, Tokenizer, get_store, load_all
 from app.engine.chat import ChatFramings, ChatSpecError
 from app.engine.errors import UnknownTokenizerError
+from app.engine.store import bundled_store_dir
 
 from .errors import ApiError
 
@@ -51,8 +52,11 @@ class ServiceState:
         encodings = load_all(store.directory, settings.tokenizer_names(), backend=settings.engine,
                              cache_size=settings.cache_size)
         models_path = settings.models_file
-        if models_path is None and (store.directory / MODELS_FILE).is_file():
-            models_path = store.directory / MODELS_FILE
+        framings_dir = store.directory
+        if models_path is None:  # the added store's table, else the bundled one (with the chat templates it names)
+            framings_dir = next((d for d in (store.directory, bundled_store_dir()) if (d / MODELS_FILE).is_file()),
+                                store.directory)
+            models_path = framings_dir / MODELS_FILE if (framings_dir / MODELS_FILE).is_file() else None
         models = ModelTable.load(Path(models_path)) if models_path is not None else ModelTable.empty()
         for key, info in models.entries().items():
             try:
@@ -66,7 +70,7 @@ class ServiceState:
             models = models.only(lambda info: store.resolve(info.tokenizer) in encodings)
         manifest_models = {m: spec.name for spec in store for m in spec.models if spec.name in encodings}
         try:
-            chat = ChatFramings.from_store(store.directory)
+            chat = ChatFramings.from_store(framings_dir)
             for key, info in models.entries().items():
                 if info.chat is not None:
                     chat.check(info.chat, f"{models.path}: model {key!r}")

@@ -80,8 +80,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             svc.ready = False
             metrics.mark_process_dead()
 
+    # No slash redirects: Starlette builds their Location from the request's Host header (an open redirect);
+    # /encode/ is a 404 like any other unknown path.
     app = FastAPI(title="tokenizer-service", version="0.1.0", description=DESCRIPTION, lifespan=lifespan,
-                  docs_url=None, redoc_url=None)  # offline docs: pages.install
+                  docs_url=None, redoc_url=None, redirect_slashes=False)  # offline docs: pages.install
     app.state.settings = settings
     app.include_router(api_router)
     pages.install(app)

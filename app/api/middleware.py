@@ -3,14 +3,17 @@
 In order, for each HTTP request it
 
 1. counts the request in flight and times it (``tokenizer_http_request_duration_seconds``);
-2. checks the bearer token, when one is configured (401 for every path, unknown ones and the docs included,
-   except /healthz, /readyz, the playground page ``/`` and its static files under ``/static/`` (code, no data:
-   the page asks for the token and sends it) and, unless ``TOKENIZER_METRICS_AUTH``, /metrics);
+2. refuses a request that repeats an ambiguous header (``Authorization``, ``Content-Type``, ``Content-Length``,
+   ``Host``, ``Transfer-Encoding``: 400), then checks the bearer token, when one is configured (401 for every
+   path, unknown ones and the docs included, except /healthz, /readyz, the playground page ``/`` and its static
+   files under ``/static/`` (code, no data: the page asks for the token and sends it) and, unless
+   ``TOKENIZER_METRICS_AUTH``, /metrics);
 3. for requests with a body: rejects a non-JSON ``Content-Type`` (415; a missing one is read as JSON), a declared
    ``Content-Length`` above ``TOKENIZER_MAX_BODY_BYTES`` (413, before reading anything), and then reads the body
    itself, counting bytes on the raw stream, so a chunked body without ``Content-Length`` is cut off at the limit
-   too (413, ``Connection: close``), and a body that takes longer than ``TOKENIZER_BODY_TIMEOUT`` gets 408; the
-   app then sees the buffered body;
+   too (413, ``Connection: close``), and a body that takes longer than ``TOKENIZER_BODY_TIMEOUT`` gets 408;
+   ``POST /encode``, ``/count`` and ``/decode`` are then answered here (:mod:`app.api.dispatch`), other routes see
+   the buffered body through the app;
 4. turns any exception that escapes the app into a JSON 500 without internals (and logs it).
 
 Every response it sends itself has the API's one error shape.
@@ -28,7 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.core.config import Settings
 
-from . import metrics
+from . import dispatch, metrics
 from .errors import send_error
 
 log = logging.getLogger("app.api")
@@ -108,7 +111,14 @@ class GatewayMiddleware:
             record()
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = _headers(scope)
+        raw_headers = scope.get("headers", ())
+        headers = {k.lower(): v for k, v in raw_headers}
+        if len(headers) != len(raw_headers):
+            duplicate = _ambiguous_duplicate(raw_headers)
+            if duplicate is not None:
+                await send_error(send, 400, "bad_request", f"more than one {duplicate} header: ambiguous, refused",
+                                 {"header": duplicate}, headers={"Connection": "close"})
+                return
         path = scope.get("path", "")
         if self.token is not None and path not in self.open_paths and not path.startswith(STATIC_PREFIX):
             auth = headers.get(b"authorization", b"")
@@ -158,6 +168,14 @@ class GatewayMiddleware:
                              f"{self.body_timeout:g} s (TOKENIZER_BODY_TIMEOUT)", headers={"Connection": "close"})
             return
         body = b"".join(chunks)
+        op = dispatch.OPS.get(scope["path"]) if scope["method"] == "POST" else None
+        if op is not None:  # the tokenization endpoints: no framework machinery needed (see app.api.dispatch)
+            app = scope.get("app")
+            answer = await dispatch.run(getattr(getattr(app, "state", None), "service", None), op, scope["path"],
+                                        body, scope[LABELS_KEY])
+            await send({"type": "http.response.start", "status": answer.status, "headers": answer.asgi_headers()})
+            await send({"type": "http.response.body", "body": answer.body})
+            return
         replayed = False
 
         async def replay() -> Message:
@@ -176,5 +194,19 @@ class GatewayMiddleware:
                          {"limit": self.max_body, "actual": declared}, headers={"Connection": "close"})
 
 
-def _headers(scope: Scope) -> dict[bytes, bytes]:
-    return {k.lower(): v for k, v in scope.get("headers", ())}
+#: Headers whose repetition would let two parties read one request differently (the last one silently won before:
+#: a wrong token followed by the right one passed). Other repeated headers are allowed.
+AMBIGUOUS = {b"authorization": "Authorization", b"content-type": "Content-Type", b"content-length": "Content-Length",
+             b"host": "Host", b"transfer-encoding": "Transfer-Encoding"}
+
+
+def _ambiguous_duplicate(raw_headers: Any) -> str | None:
+    """The name of the first header of :data:`AMBIGUOUS` that occurs more than once, or None."""
+    seen: set[bytes] = set()
+    for key, _ in raw_headers:
+        name = key.lower()
+        if name in AMBIGUOUS:
+            if name in seen:
+                return AMBIGUOUS[name]
+            seen.add(name)
+    return None

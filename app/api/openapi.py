@@ -8,6 +8,7 @@ replaced by it and the unused schemas dropped.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from fastapi import FastAPI
@@ -22,7 +23,11 @@ _REF = "#/components/schemas/{model}"
 
 def build(app: FastAPI) -> dict[str, Any]:
     """The OpenAPI document of ``app`` (see the module docstring)."""
-    schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+    with warnings.catch_warnings():  # the probes' HEAD operations (dropped below) share an id
+        warnings.filterwarnings("ignore", message="Duplicate Operation ID (healthz|readyz)_")
+        schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+    for item in schema.get("paths", {}).values():
+        item.pop("head", None)  # HEAD mirrors GET on the probes (one route for both, for a complete Allow)
     _, defs = models_json_schema([(m, "validation") for m in REQUEST_MODELS], ref_template=_REF)
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     components.update(defs.get("$defs", {}))

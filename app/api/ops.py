@@ -18,6 +18,7 @@ from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import orjson
 from pydantic import BaseModel, ValidationError
 
 from app.core.billing import add_billing
@@ -25,7 +26,7 @@ from app.core.model_table import ModelInfo
 from app.engine import Special, Tokenizer
 from app.engine.errors import InvalidTokenIdError
 
-from . import metrics
+from . import metrics, serialize
 from .deps import ServiceState
 from .errors import ApiError, validation_details
 from .schemas import CountRequest, DecodeRequest, EncodeRequest, Part
@@ -51,15 +52,22 @@ class OpResult:
 
 
 def parse(model: type[M], body: bytes) -> M:
-    """Decode and validate a JSON body. 400 for anything that is not JSON, 422 for JSON of the wrong shape."""
-    if not body.strip():
-        raise ApiError(400, "invalid_json", "the request body is empty; expected a JSON object")
+    """Decode and validate a JSON body. 400 for anything that is not JSON, 422 for JSON of the wrong shape.
+
+    orjson parses first (the fast path). Whatever it refuses, and any body whose orjson value fails validation, is
+    decided by the standard library's parser instead, so every verdict is the one ``json.loads`` gives (orjson turns
+    integers above 64 bits into floats and refuses lone-surrogate escapes, which then get their own 422)."""
     try:
-        data = json.loads(body)
-    except RecursionError:
-        raise ApiError(400, "invalid_json", "malformed JSON: nested too deeply") from None
-    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, an integer with too many digits
-        raise ApiError(400, "invalid_json", f"malformed JSON: {str(exc)[:200]}") from None
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return _validate(model, _loads_or_400(body))
+    try:
+        return _validate(model, data)
+    except ApiError:
+        return _validate(model, _loads_or_400(body))
+
+
+def _validate(model: type[M], data: Any) -> M:
     if not isinstance(data, dict):
         raise ApiError(422, "validation_error", "the request body must be a JSON object",
                        [{"loc": [], "msg": "expected an object", "type": "model_type"}])
@@ -72,6 +80,18 @@ def parse(model: type[M], body: bytes) -> M:
                        validation_details(errors)) from None
     except RecursionError:
         raise ApiError(400, "invalid_json", "malformed JSON: nested too deeply") from None
+
+
+def _loads_or_400(body: bytes) -> Any:
+    """``json.loads`` with every failure as a 400."""
+    if not body.strip():
+        raise ApiError(400, "invalid_json", "the request body is empty; expected a JSON object")
+    try:
+        return json.loads(body)
+    except RecursionError:
+        raise ApiError(400, "invalid_json", "malformed JSON: nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, an integer with too many digits
+        raise ApiError(400, "invalid_json", f"malformed JSON: {str(exc)[:200]}") from None
 
 
 def utf8_len(text: str, where: str) -> int:
@@ -98,6 +118,24 @@ def _check_chars(svc: ServiceState, n: int) -> None:
     if n > limit:
         raise ApiError(413, "payload_too_large", f"the texts have {n} characters; the limit is {limit} "
                        "(TOKENIZER_MAX_TEXT_CHARS)", {"limit": limit, "actual": n})
+
+
+def _check_detail(svc: ServiceState, t: _Texts) -> None:
+    """413 when a request for tokens or offsets would return more than ``TOKENIZER_MAX_DETAIL_TOKENS`` tokens,
+    decided before any of that work: a text has at most one token per UTF-8 byte, so only texts with more bytes
+    than the limit are counted (the compiled count, which releases the GIL, builds nothing)."""
+    limit = svc.settings.max_detail_tokens
+    specials = len(t.prefix) + len(t.suffix) + sum(1 for p in t.parts or () if p.special is not None)
+    if t.input_bytes + specials * max(1, len(t.texts or ())) <= limit:
+        return
+    if t.parts is not None:
+        n = specials + sum(t.enc.count(p.text) for p in t.parts if p.text is not None)
+    else:
+        n = sum(t.enc.count(text) for text in t.texts or ()) + specials * len(t.texts or ())
+    if n > limit:
+        raise ApiError(413, "payload_too_large", f"return_tokens/return_offsets are limited to {limit} tokens per "
+                       f"request (TOKENIZER_MAX_DETAIL_TOKENS); this one has {n}: ask for ids only, or split the text",
+                       {"limit": limit, "actual": n, "field": "return_tokens/return_offsets"})
 
 
 # ---------------------------------------------------------------------------- shared pieces
@@ -192,10 +230,7 @@ def _token_pieces(enc: Tokenizer, ids: Sequence[int]) -> list[dict[str, str]]:
 
 
 def _dumps(obj: Any) -> bytes:
-    try:
-        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    except UnicodeEncodeError:  # cannot happen for engine output; stay safe rather than 500
-        return json.dumps(obj, separators=(",", ":")).encode("ascii")
+    return serialize.dumps(obj)
 
 
 def _timed(timings: dict[str, float], phase: str, fn: Callable[[], Any]) -> Any:
@@ -220,6 +255,8 @@ def encode(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> 
     t = _timed(timings, "parse", lambda: _texts(svc, req, labels))
     enc = t.enc
     start = time.perf_counter()
+    if req.return_tokens or req.return_offsets:
+        _check_detail(svc, t)
     results: list[dict[str, Any]] = []
     if req.truncate is not None:
         results.append(_truncated(t, req))
@@ -253,6 +290,8 @@ def encode(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> 
     else:
         out.update(results[0])
     payload = _timed(timings, "serialize", lambda: _dumps(out))
+    if total > serialize.CHUNK:
+        serialize.release(results)
     metrics.sync_cache([enc])
     return OpResult(payload, enc.name, total, t.input_bytes, timings)
 

@@ -1,4 +1,4 @@
-"""uvicorn's httptools protocol with a deadline for request headers (slow-loris defence).
+"""uvicorn's httptools protocol with a deadline and a size bound for request headers.
 
 uvicorn closes idle keep-alive connections, but a client that opens a connection (or starts a request) and then
 sends its headers a byte at a time, or never finishes them, holds the connection for as long as it likes. This
@@ -7,12 +7,20 @@ fires, the client gets ``408`` in the API's error shape and the connection is cl
 ``TOKENIZER_HEADER_TIMEOUT`` seconds (0 disables it). The body has its own deadline, enforced by the gateway
 middleware (``TOKENIZER_BODY_TIMEOUT``).
 
-``serve`` passes this class to uvicorn as its ``http`` implementation when httptools is installed.
+Size: the request line and headers together may take ``TOKENIZER_MAX_HEADER_BYTES`` bytes and hold
+``TOKENIZER_MAX_HEADERS`` headers; above either, the client gets ``431`` in the error shape and the connection is
+closed, before the app sees anything. Bytes are counted as they arrive, so a header that never ends is cut off at
+the limit instead of growing in memory.
+
+``serve`` passes this class to uvicorn as its ``http`` implementation when httptools is installed (without it,
+uvicorn's h11 protocol applies its own 16 KiB bound on an incomplete header section, with a plain-text 400, and
+there is no header deadline).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 from typing import Any
 
@@ -22,23 +30,47 @@ from .errors import error_body
 
 HEADER_TIMEOUT_ENV = "TOKENIZER_HEADER_TIMEOUT"
 DEFAULT_HEADER_TIMEOUT = 10.0
+MAX_HEADER_BYTES_ENV = "TOKENIZER_MAX_HEADER_BYTES"
+MAX_HEADERS_ENV = "TOKENIZER_MAX_HEADERS"
+DEFAULT_MAX_HEADER_BYTES = 32 * 2**10
+DEFAULT_MAX_HEADERS = 100
 
 
-def _timeout_response() -> bytes:
-    body = error_body("request_timeout", "the request headers did not arrive in time (TOKENIZER_HEADER_TIMEOUT)")
-    head = (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
+def _response(status: bytes, type_: str, message: str) -> bytes:
+    body = error_body(type_, message)
+    head = (b"HTTP/1.1 " + status + b"\r\ncontent-type: application/json\r\nconnection: close\r\n"
             b"content-length: " + str(len(body)).encode() + b"\r\n\r\n")
     return head + body
 
 
+def _timeout_response() -> bytes:
+    return _response(b"408 Request Timeout", "request_timeout",
+                     "the request headers did not arrive in time (TOKENIZER_HEADER_TIMEOUT)")
+
+
+@functools.cache
+def _limits() -> tuple[float, int, int]:
+    """(header timeout, max header bytes, max headers) from the environment (``serve`` exports its settings)."""
+    def read(name: str, default: float) -> float:
+        raw = os.environ.get(name, "").strip()
+        return float(raw) if raw else default
+
+    return (read(HEADER_TIMEOUT_ENV, DEFAULT_HEADER_TIMEOUT), int(read(MAX_HEADER_BYTES_ENV, DEFAULT_MAX_HEADER_BYTES)),
+            int(read(MAX_HEADERS_ENV, DEFAULT_MAX_HEADERS)))
+
+
 class HeaderTimeoutProtocol(HttpToolsProtocol):
-    """:class:`HttpToolsProtocol` plus a header deadline (see the module docstring)."""
+    """:class:`HttpToolsProtocol` plus a header deadline and header limits (see the module docstring)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        raw = os.environ.get(HEADER_TIMEOUT_ENV, "").strip()
-        self.header_timeout = float(raw) if raw else DEFAULT_HEADER_TIMEOUT
+        self.header_timeout, self.max_header_bytes, self.max_headers = _limits()
         self._header_timer: asyncio.TimerHandle | None = None
+        self._in_headers = True  # between a request's first byte (or the connection's) and its last header
+        self._raw_header_bytes = 0  # bytes received while in the header section (a bound on what is buffered)
+        self._header_bytes = 0  # request line + headers of the current request, as parsed
+        self._header_count = 0
+        self._refused = False
 
     def _arm_header_timer(self) -> None:
         self._cancel_header_timer()
@@ -60,13 +92,59 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
         super().connection_made(transport)
         self._arm_header_timer()
 
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
+        if self._in_headers:
+            self._raw_header_bytes += len(data)
+        super().data_received(data)
+        if self._refused or (self._in_headers and self._raw_header_bytes > self.max_header_bytes):
+            self._refuse_headers()  # everything received since the request began is header bytes: over the limit
+
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._arm_header_timer()
+        self._in_headers = True
+        self._raw_header_bytes = self._header_bytes = self._header_count = 0
+
+    def on_url(self, url: bytes) -> None:
+        self._header_bytes += len(url) + 16  # with the method and version
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._header_bytes += len(name) + len(value) + 4
+        self._header_count += 1
+        if self._header_bytes > self.max_header_bytes or self._header_count > self.max_headers:
+            self._refused = True
+            return
+        super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
         self._cancel_header_timer()
+        self._in_headers = False
+        self._raw_header_bytes = 0
+        if self._refused or self._header_bytes > self.max_header_bytes:
+            self._refused = True
+            return  # never reaches the app
         super().on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        if not self._refused:
+            super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        if not self._refused:
+            super().on_message_complete()
+
+    def _refuse_headers(self) -> None:
+        self._refused = True
+        self._cancel_header_timer()
+        if not self.transport.is_closing():
+            self.transport.write(_response(
+                b"431 Request Header Fields Too Large", "request_header_fields_too_large",
+                f"request headers are limited to {self.max_header_bytes} bytes and {self.max_headers} fields "
+                "(TOKENIZER_MAX_HEADER_BYTES, TOKENIZER_MAX_HEADERS)"))
+            self.transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_header_timer()

@@ -1,8 +1,8 @@
 """``python -m app`` — command-line interface.
 
 Each subcommand group lives in its own module exposing ``register(subparsers)``; every handler returns a process
-exit code. Engine errors become a one-line message on stderr and exit code 2 (usage or input error), never a
-traceback.
+exit code. Every usage or input error (an engine error, a missing or unreadable file, a directory, a binary file,
+a bad ``TOKENIZER_ENGINE``) is a one-line message on stderr and exit code 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -12,7 +12,11 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from app.core.config import SettingsError
 from app.engine.errors import EngineError
+from app.engine.native import resolve_backend
+
+from ._io import CliError
 
 #: Modules of :mod:`app.cli` that add subcommands, in help order.
 COMMAND_MODULES = ("tokenize", "serve", "train", "bulk", "import_")
@@ -31,9 +35,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0 ok, 1 failure such as a failed verification, 2 bad input)."""
     args = build_parser().parse_args(argv)
     try:
+        resolve_backend(None)  # a bad $TOKENIZER_ENGINE is an input error of every subcommand
         return int(args.handler(args))
-    except EngineError as exc:
+    except (CliError, EngineError, SettingsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # e.g. `python -m app encode … | head`
         return 0
+    except ValueError as exc:  # e.g. resolve_backend: "$TOKENIZER_ENGINE must be one of native, python, not …"
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a path given on the command line: missing, a directory, not readable
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2

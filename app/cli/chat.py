@@ -91,7 +91,7 @@ def _run(args: Any) -> int:
         out["framing"] = framing.kind
     else:
         counts = [enc.count(text, add_special_tokens=args.add_special_tokens)
-                  for _, text in read_text_inputs(args.files)]
+                  for _, text in read_text_inputs(args.files, args.errors)]
     total = sum(counts)
     usage: dict[str, Any] = {"context_window": info.context_window, "max_output_tokens": info.max_output_tokens,
                              "currency": info.currency, "estimated_input_cost": info.input_cost(total),

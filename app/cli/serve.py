@@ -4,14 +4,17 @@ Order of events:
 
 1. Settings come from ``TOKENIZER_*`` variables, overridden by the command-line flags; they are exported back to
    the environment so every worker process sees the same values.
-2. Every artifact is loaded and sha256-verified and the model table validated *before* uvicorn starts. A failure
-   prints ``error: cannot start: <reason naming the file>`` and exits with status 1; nothing listens.
+2. The port is checked first (a busy one: ``error: cannot start: cannot listen on …``, exit 1, before anything
+   is loaded). Every artifact is loaded and sha256-verified and the model table validated *before* uvicorn
+   starts. A failure prints ``error: cannot start: <reason naming the file>`` and exits with status 1; nothing
+   listens.
 3. With ``--workers`` > 1, Prometheus multiprocess mode is switched on: ``PROMETHEUS_MULTIPROC_DIR`` is set to a
    fresh temporary directory (removed on exit). If the operator set it (any worker count), that directory is
    emptied at start instead, so no value of an earlier run is merged into this one's.
 4. uvicorn serves (uvloop and httptools when installed; with httptools, request headers have a deadline, see
    :mod:`app.api.protocol`) on ``--host/--port`` or ``--uds``. SIGTERM/SIGINT stop
-   accepting connections, let in-flight requests finish (up to ``--graceful-timeout`` seconds), then exit 0.
+   accepting connections at once (new ones are refused), let in-flight requests finish (up to
+   ``--graceful-timeout`` seconds), then exit 0 (see :func:`run_uvicorn`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import gc
 import math
 import os
 import shutil
+import signal
+import socket
 import sys
 import tempfile
 from pathlib import Path
@@ -76,6 +81,45 @@ def _prepare_multiprocess_dir() -> str | None:
     return created
 
 
+def uvicorn_options(settings: Settings) -> dict[str, Any]:
+    """The keyword arguments of ``uvicorn.run`` for ``settings`` (also used by the benchmark's floor app)."""
+    try:
+        from app.api.protocol import HeaderTimeoutProtocol
+
+        http: Any = HeaderTimeoutProtocol  # httptools, with a deadline for request headers
+    except ImportError:  # no httptools: uvicorn's h11 protocol, without the header deadline
+        http = "auto"
+    return dict(
+        host=settings.host,
+        port=settings.port,
+        uds=str(settings.uds) if settings.uds else None,
+        workers=settings.workers,
+        log_level=settings.log_level.lower(),
+        access_log=settings.access_log,
+        timeout_graceful_shutdown=math.ceil(settings.graceful_timeout) if settings.graceful_timeout > 0 else None,
+        loop="auto",
+        http=http,
+        server_header=False,
+    )
+
+
+def _port_busy(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be listened on (e.g. "Address already in use"), or None if it can (checked by
+    binding a socket the way uvicorn does, then closing it)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as exc:
+        return str(exc.strerror or exc)
+    family, type_, proto, _, address = infos[0]
+    with socket.socket(family, type_, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            return str(exc.strerror or exc)
+    return None
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """Verify, then serve until stopped. Exit status: 0 after a clean shutdown, 1 if start-up verification failed,
     2 for invalid settings."""
@@ -87,6 +131,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     os.environ.update(settings.env())
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR", "").strip():
         _prepare_multiprocess_dir()  # the operator's directory: emptied before any metric of this run exists
+
+    if settings.uds is None:
+        busy = _port_busy(settings.host, settings.port)
+        if busy is not None:  # before loading anything: a second `serve` on the same port fails at once
+            print(f"error: cannot start: cannot listen on {settings.host}:{settings.port} ({busy})", file=sys.stderr)
+            return 1
 
     from app.api.deps import ServiceState
     from app.engine import reset
@@ -103,30 +153,57 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if not os.environ.get("PROMETHEUS_MULTIPROC_DIR", "").strip():
             temp_dir = _prepare_multiprocess_dir()
 
-    import uvicorn
-
     try:
-        from app.api.protocol import HeaderTimeoutProtocol
-
-        http: Any = HeaderTimeoutProtocol  # httptools, with a deadline for request headers
-    except ImportError:  # no httptools: uvicorn's h11 protocol, without the header deadline
-        http = "auto"
-    try:
-        uvicorn.run(
-            APP_FACTORY,
-            factory=True,
-            host=settings.host,
-            port=settings.port,
-            uds=str(settings.uds) if settings.uds else None,
-            workers=settings.workers,
-            log_level=settings.log_level.lower(),
-            access_log=settings.access_log,
-            timeout_graceful_shutdown=math.ceil(settings.graceful_timeout) if settings.graceful_timeout > 0 else None,
-            loop="auto",
-            http=http,
-            server_header=False,
-        )
+        return run_uvicorn(uvicorn_options(settings))
     finally:
         if temp_dir is not None:
             shutil.rmtree(temp_dir, ignore_errors=True)
-    return 0
+
+
+def run_uvicorn(options: dict[str, Any]) -> int:
+    """``uvicorn.run(APP_FACTORY, **options)``, except for two things on SIGTERM/SIGINT.
+
+    With several workers, the supervisor closes its copy of the listening socket as soon as the signal arrives
+    (each worker closes its own when it starts shutting down), so new connections are refused while in-flight
+    requests drain; uvicorn's supervisor kept it open until every worker had exited, and the kernel kept accepting
+    connections that nobody would ever serve. With one worker, a drained SIGTERM exits 0 (uvicorn re-raises the
+    signal after its graceful shutdown, which would end the process with status -15).
+    Returns the exit status (3 if a single worker failed to start, as uvicorn does).
+    """
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    class Supervisor(Multiprocess):
+        def _stop_listening(self) -> None:
+            for sock in self.sockets:
+                sock.close()
+
+        def handle_term(self) -> None:
+            self._stop_listening()
+            super().handle_term()
+
+        def handle_int(self) -> None:
+            self._stop_listening()
+            super().handle_int()
+
+    config = uvicorn.Config(APP_FACTORY, factory=True, **options)
+    server = uvicorn.Server(config)
+    try:
+        if config.workers > 1:
+            Supervisor(config, sockets=[config.bind_socket()]).run()
+            return 0
+        previous = signal.signal(signal.SIGTERM, _exit_cleanly)  # uvicorn re-raises SIGTERM through this handler
+        try:
+            server.run()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if config.uds and os.path.exists(config.uds):
+            os.remove(config.uds)
+    return 0 if server.started or config.workers > 1 else 3
+
+
+def _exit_cleanly(signum: int, frame: object) -> None:
+    raise SystemExit(0)

@@ -12,7 +12,7 @@ from pathlib import Path
 from app.engine import get_encoding, get_store, load_encoding
 from app.engine.errors import ArtifactError
 
-from ._io import read_text_inputs
+from ._io import add_errors_option, read_text_inputs
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -31,6 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--suffix", action="append", default=[], metavar="SPECIAL", help="special token to put last")
     p.add_argument("--json", action="store_true", help="print one JSON object per file")
     template(p)
+    add_errors_option(p)
     p.set_defaults(handler=cmd_encode)
 
     p = sub.add_parser("count", help="count tokens of text files or stdin")
@@ -44,6 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    "{messages, tools, add_generation_prompt}) as --model frames it")
     p.add_argument("--max-output-tokens", type=int, help="output tokens to reserve and price (default: the model's "
                    "maximum)")
+    add_errors_option(p)
     p.set_defaults(handler=cmd_count)
 
     p = sub.add_parser("decode", help="decode token ids (whitespace- or comma-separated) from files or stdin")
@@ -64,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def cmd_encode(args: argparse.Namespace) -> int:
     enc = get_encoding(args.tokenizer, args.store)
-    for label, text in read_text_inputs(args.files):
+    for label, text in read_text_inputs(args.files, args.errors):
         ids = enc.encode(text, add_special_tokens=args.add_special_tokens, prefix=args.prefix, suffix=args.suffix)
         if args.json:
             print(json.dumps({"file": label, "tokenizer": enc.name, "ids": ids, "count": len(ids)}))
@@ -79,7 +81,7 @@ def cmd_count(args: argparse.Namespace) -> int:
 
         return cmd_count_model(args)
     enc = get_encoding(args.tokenizer, args.store)
-    inputs = read_text_inputs(args.files)
+    inputs = read_text_inputs(args.files, args.errors)
     counts = [(label, enc.count(text, add_special_tokens=args.add_special_tokens)) for label, text in inputs]
     total = sum(c for _, c in counts)
     if args.json:
@@ -95,7 +97,7 @@ def cmd_count(args: argparse.Namespace) -> int:
 
 def cmd_decode(args: argparse.Namespace) -> int:
     enc = get_encoding(args.tokenizer, args.store)
-    for label, text in read_text_inputs(args.files):
+    for label, text in read_text_inputs(args.files, "replace"):  # ids: a binary file fails on its first field
         fields = [f for f in re.split(r"[\s,\[\]]+", text) if f]
         try:
             ids = [int(f) for f in fields]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from app.engine import get_encoding
 from app.engine.errors import UnknownTokenizerError
@@ -14,7 +15,7 @@ from app.engine.training.evaluate import evaluate_text
 from app.engine.training.merges import TIE_BREAKS
 from app.engine.training.publish import KINDS, train_to_store
 
-from ._io import read_text_inputs
+from ._io import CliError, add_errors_option, read_text_inputs
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -90,10 +91,30 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="tokenizer name or alias (repeatable to compare)")
     p.add_argument("--store", help="store directory; names it lacks are looked up in the default store")
     p.add_argument("--json", action="store_true", help="print JSON")
+    add_errors_option(p)
     p.set_defaults(handler=cmd_evaluate)
 
 
+def _check_train_inputs(files: list[str], store: str) -> None:
+    """Refuse, before any work, a ``--store`` that is an existing file and a corpus with no bytes at all."""
+    if Path(store).exists() and not Path(store).is_dir():
+        raise CliError(f"--store {store}: exists and is not a directory (a store is a directory with a manifest)")
+    total = 0
+    for name in files:
+        path = Path(name)
+        if path.is_dir():
+            raise CliError(f"{name}: is a directory, not a text file")
+        try:
+            total += path.stat().st_size
+        except OSError as exc:
+            raise CliError(f"{name}: cannot read: {exc.strerror or exc}") from None
+    if total == 0:
+        raise CliError(f"the corpus is empty ({len(files)} file{'s' if len(files) != 1 else ''}, 0 bytes): "
+                       "nothing to learn from")
+
+
 def cmd_train(args: argparse.Namespace) -> int:
+    _check_train_inputs(args.files, args.store)
     try:
         report = train_to_store(
             args.files,
@@ -176,7 +197,7 @@ def _lookup(name: str, store: str | None):  # type: ignore[no-untyped-def]
 def cmd_evaluate(args: argparse.Namespace) -> int:
     encodings = [_lookup(name, args.store) for name in args.tokenizer]
     rows = []
-    for label, text in read_text_inputs(args.files):
+    for label, text in read_text_inputs(args.files, args.errors):
         for enc in encodings:
             rows.append(evaluate_text(enc, text, label=label))
     if args.json:

@@ -37,7 +37,15 @@ class Settings:
     """Typed, validated service settings. Build with :meth:`from_env`; sizes in bytes, times in seconds."""
 
     store: Path | None = _doc(
-        "Tokenizer store directory (manifest.json + artifacts). Default: the bundled store.", default=None
+        "A tokenizer store directory (manifest.json + artifacts) added to the bundled store: its tokenizers join the "
+        "bundled ones; a name or alias the bundled store already has is refused at start-up unless it is the same "
+        "artifact (same sha256) or `TOKENIZER_STORE_OVERRIDE` is true. Default: the bundled store alone.",
+        default=None,
+    )
+    store_override: bool = _doc(
+        "Let the added store (`TOKENIZER_STORE`) replace bundled tokenizers of the same name or alias (read by the "
+        "engine).",
+        default=False,
     )
     tokenizers: str | None = _doc(
         "Comma-separated tokenizer names or aliases this process loads and serves (a sidecar needs only its "
@@ -71,6 +79,13 @@ class Settings:
     )
     max_decode_ids: int = _doc("Most token ids in one /decode request (all lists together).", default=4 * 2**20)
     max_text_chars: int = _doc("Most characters in one request's texts together (413 above).", default=16 * 2**20)
+    max_detail_tokens: int = _doc(
+        "Most tokens in one /encode request that asks for `return_tokens` or `return_offsets` (413 above, decided "
+        "before that work): those add an object and a pair per token (about 36 bytes of JSON each), so this bounds "
+        "the response (about 10 MB at the default) and the longest moment its construction holds the worker's GIL "
+        "(about 0.1 s at the default on a 2-core machine). Ids alone are not limited by it.",
+        default=2**18,
+    )
     engine: str | None = _doc(
         "Tokenizer backend: `native` (compiled core) or `python` (reference engine). Unset: native when the compiled "
         "core is available (read by the engine, and by the trainer for its compiled counter and merge learner).",
@@ -87,14 +102,21 @@ class Settings:
     )
     bulk_bytes: int = _doc("Body size from which a request counts as bulk.", default=256 * 2**10)
     inline_bytes: int = _doc(
-        "Bodies up to this size are tokenized on the event loop (cheaper than a thread hop; microseconds of work).",
-        default=1024,
+        "Bodies up to this size are tokenized on the event loop: a thread hop costs more than their work (at most "
+        "a few hundred microseconds for 16 KiB), which stalls other requests on the worker by no more than that.",
+        default=16 * 2**10,
     )
     header_timeout: float = _doc(
         "Seconds a client has to send a request's headers (from connecting, or from the request's first byte); then "
         "408 and the connection is closed. 0: no limit.",
         default=10.0,
     )
+    max_header_bytes: int = _doc(
+        "Largest request line plus headers of one request, in bytes (431 and the connection closed above; counted "
+        "as they arrive, so an endless header is cut off at the limit).",
+        default=32 * 2**10,
+    )
+    max_headers: int = _doc("Most header fields in one request (431 above).", default=100)
     body_timeout: float = _doc(
         "Seconds a client has to send a request's whole body; then 408 and the connection is closed. 0: no limit.",
         default=60.0,
@@ -113,6 +135,9 @@ class Settings:
             "max_batch_size",
             "max_decode_ids",
             "max_text_chars",
+            "max_detail_tokens",
+            "max_header_bytes",
+            "max_headers",
             "threads",
             "bulk_threads",
         )

@@ -3,7 +3,7 @@
 The strings are the ones tiktoken (``tiktoken_ext/openai_public.py``) and Meta (``llama_models/llama3/tokenizer.py``)
 use; the test suite compares them with the reference sources and sweeps every code point through both. They need
 the third-party ``regex`` module (possessive quantifiers, Unicode property classes, Unicode ``\\s``); Python's
-``re`` would silently give different pieces (DESIGN.md §4.6).
+``re`` would silently give different pieces.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Pre-tokenization: splitting text into the pieces that BPE encodes one at a time.
 
 Uses the third-party ``regex`` module, pinned to the release whose Unicode tables (Unicode 16) match tiktoken's
-(DESIGN.md §4.7); the test suite sweeps every code point so an upgrade cannot drift silently.
+(the Unicode version decides which class a code point is in); the test suite sweeps every code point so an
+upgrade cannot drift silently.
 """
 
 from __future__ import annotations

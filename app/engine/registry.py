@@ -15,7 +15,7 @@ from .cache import default_cache_size
 from .errors import ArtifactError
 from .loaders import LoadOptions, load_tokenizer
 from .native import resolve_backend
-from .store import MANIFEST_FILE, Store, TokenizerSpec, bundled_store_dir, default_store_dir
+from .store import MANIFEST_FILE, Store, TokenizerSpec, bundled_store_dir, default_store_dir, override_enabled
 from .tokenizer import Tokenizer
 
 _lock = threading.RLock()
@@ -24,12 +24,19 @@ _encodings: dict[tuple[Path, str, str, int], Tokenizer] = {}
 
 
 def get_store(store_dir: Path | str | None = None) -> Store:
-    """The (memoised) :class:`Store` of ``store_dir``, default :func:`default_store_dir`."""
+    """The (memoised) :class:`Store` of ``store_dir``, default :func:`default_store_dir`: any directory other than
+    the bundled store is added to it (:meth:`Store.combine`; ``$TOKENIZER_STORE_OVERRIDE`` lets it replace bundled
+    names)."""
     directory = Path(store_dir).expanduser().resolve() if store_dir is not None else default_store_dir()
+    bundled = bundled_store_dir()
     with _lock:
         store = _stores.get(directory)
         if store is None:
-            store = _stores[directory] = Store.load(directory)
+            own = Store.load(directory)
+            if directory != bundled:
+                base = _stores.get(bundled) or _stores.setdefault(bundled, Store.load(bundled))
+                own = Store.combine([base, own], override=override_enabled())
+            store = _stores[directory] = own
         return store
 
 

@@ -22,8 +22,10 @@ Manifest schema (``format_version`` 1)::
          "models": ["gpt-4", …],           # model names that use this tokenizer
          "description": "…"}]}
 
-The store directory defaults to the bundled ``tokenizers_store`` package and is overridden by the environment
-variable ``TOKENIZER_STORE``.
+The bundled ``tokenizers_store`` package is always there; a store directory given by the environment variable
+``TOKENIZER_STORE`` (or passed in) is *added* to it (:meth:`Store.combine`): its tokenizers join the bundled ones.
+A name or alias of the added store that the bundled one already has is refused, unless it is the very same
+artifact (same sha256: a copy of the bundled store) or ``TOKENIZER_STORE_OVERRIDE`` is true (the added store wins).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from .patterns import resolve_pattern
 MANIFEST_FILE = "manifest.json"
 FORMAT_VERSION = 1
 STORE_ENV = "TOKENIZER_STORE"
+OVERRIDE_ENV = "TOKENIZER_STORE_OVERRIDE"
 KINDS = ("byte_bpe", "char_bpe", "bpe", "wordpiece", "unigram", "wordlevel")
 #: Artifact formats a store may hold; :data:`app.engine.loaders.LOADERS` has one loader for each.
 FORMATS = ("tiktoken", "char_bpe", "hf_json", "sentencepiece", "gguf", "tekken")
@@ -57,7 +60,7 @@ def bundled_store_dir() -> Path:
 
 
 def default_store_dir() -> Path:
-    """``$TOKENIZER_STORE`` if set and non-empty, else the bundled store."""
+    """``$TOKENIZER_STORE`` if set and non-empty (added to the bundled store), else the bundled store."""
     env = os.environ.get(STORE_ENV, "").strip()
     return Path(env).expanduser().resolve() if env else bundled_store_dir()
 
@@ -229,6 +232,32 @@ class Store:
             raise ManifestError(f"{path}: 'tokenizers' must be a list")
         return cls(store_dir, [TokenizerSpec.from_entry(e, store_dir) for e in entries])
 
+    @classmethod
+    def combine(cls, stores: list[Store], *, override: bool = False) -> Store:
+        """One store holding the tokenizers of ``stores`` in order (the bundled one first); its ``directory`` is the
+        last one's. A later tokenizer whose name or an alias is already taken replaces the earlier one if both have
+        the same name and sha256 (the same artifact) or ``override`` is true; otherwise :class:`ManifestError`
+        names both manifests (a trained ``cl100k_base`` must not silently shadow the real one)."""
+        specs: dict[str, tuple[TokenizerSpec, Path]] = {}
+        owner: dict[str, str] = {}  # name or alias -> canonical name
+        for store in stores:
+            for spec in store:
+                for key in (spec.name, *spec.aliases):
+                    taken = owner.get(key)
+                    if taken is None or taken not in specs:
+                        continue
+                    old, old_dir = specs[taken]
+                    if not override and not (old.name == spec.name and old.sha256 == spec.sha256):
+                        raise ManifestError(
+                            f"{store.directory / MANIFEST_FILE}: tokenizer {spec.name!r} would shadow {old.name!r} of "
+                            f"{old_dir / MANIFEST_FILE} (name or alias {key!r}); rename it, or set {OVERRIDE_ENV}=true "
+                            "to let it replace that one")
+                    del specs[taken]
+                specs[spec.name] = (spec, store.directory)
+                for key in (spec.name, *spec.aliases):
+                    owner[key] = spec.name
+        return cls(stores[-1].directory, [spec for spec, _ in specs.values()])
+
     def __iter__(self) -> Iterator[TokenizerSpec]:
         return iter(self._specs.values())
 
@@ -253,6 +282,11 @@ class Store:
     def spec(self, name_or_alias: str) -> TokenizerSpec:
         """The spec for a name or alias; raises :class:`UnknownTokenizerError`."""
         return self._specs[self.resolve(name_or_alias)]
+
+
+def override_enabled() -> bool:
+    """``$TOKENIZER_STORE_OVERRIDE``: may an added store replace bundled tokenizers of the same name?"""
+    return os.environ.get(OVERRIDE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def write_manifest(directory: Path, specs: list[TokenizerSpec]) -> Path:

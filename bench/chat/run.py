@@ -28,7 +28,10 @@ from bench.corpora import ensure
 
 MODELS = [("gpt-4o", "o200k_base", {"framing": "openai-cookbook", "rules": "gpt-4o"}),
           ("gpt-oss-20b", "o200k_harmony", {"framing": "harmony"}),
-          ("llama-3.1-8b-instruct", "llama3", {"framing": "jinja", "template": "llama-3.1-8b-instruct"})]
+          ("llama-3.1-8b-instruct", "llama3", {"framing": "jinja", "template": "llama-3.1-8b-instruct"}),
+          ("qwen3-8b", "qwen3", {"framing": "jinja", "template": "qwen3-8b"}),
+          ("mistral-nemo-instruct-2407", "mistral-nemo", {"framing": "mistral", "version": "v3"}),
+          ("mistral-large-2411", "mistral-v7", {"framing": "mistral", "version": "v7"})]
 
 
 def build(n: int, seed: int = 0) -> list[list[dict[str, Any]]]:
@@ -49,6 +52,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--conversations", type=int, default=200)
+    ap.add_argument("--models", default="", help="comma-separated model names (default: all)")
     args = ap.parse_args()
     convs = build(args.conversations)
     framings = ChatFramings.from_store(get_store().directory)
@@ -56,7 +60,10 @@ def main() -> None:
     print(f"commit {commit}, {platform.python_version()}, {len(convs)} conversations, {args.runs} runs")
     print("| model | framing | chat count (ms, median) | concatenated texts (ms, median) | ratio | CPU-time ratio |")
     print("|---|---|---|---|---|---|")
+    wanted = set(filter(None, args.models.split(",")))
     for model, tokenizer, spec in MODELS:
+        if wanted and model not in wanted:
+            continue
         enc = get_encoding(tokenizer)
         framing = framings.framing(spec, enc)
 

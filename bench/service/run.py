@@ -39,9 +39,9 @@ ENDPOINTS = ("/count", "/encode")
 SERVICES = ("ours", "baseline")
 
 
-def mixed_corpus(min_bytes: int) -> str:
+def mixed_corpus(min_bytes: int, data_dir: Path | None = None) -> str:
     """Paragraphs of every bench corpus, interleaved round-robin, repeated until at least ``min_bytes``."""
-    texts = bench_texts()
+    texts = bench_texts(data_dir)
     paragraphs = [[p for p in t.split("\n\n") if p.strip()] for t in texts.values()]
     out: list[str] = []
     size = 0

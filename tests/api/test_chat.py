@@ -10,12 +10,15 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
 
 from app.engine import get_encoding
 from app.engine.chat import ChatFramings, parse_conversation
 from app.engine.store import bundled_store_dir
 from tests.engine.chat.conversations import conversations
 from tests.engine.chat.test_cookbook import EXAMPLE_MESSAGES, TOOL_EXAMPLE_MESSAGES, TOOL_EXAMPLE_TOOLS
+from tests.engine.chat.test_mistral import conversations as mistral_conversations
+from tests.engine.chat.test_mistral import reference as mistral_reference
 
 from .conftest import LiveServer
 
@@ -50,6 +53,9 @@ def test_cookbook_models_have_no_public_ids(client: TestClient) -> None:
     ("gpt-oss-20b", "o200k_harmony", {"framing": "harmony"}, "harmony"),
     ("gpt-oss-120b", "o200k_harmony", {"framing": "harmony"}, "harmony"),
     ("llama-3.1-8b-instruct", "llama3", {"framing": "jinja", "template": "llama-3.1-8b-instruct"}, "llama"),
+    ("qwen3-8b", "qwen3", {"framing": "jinja", "template": "qwen3-8b"}, "qwen"),
+    ("qwen3-235b-a22b", "qwen3", {"framing": "jinja", "template": "qwen3-8b"}, "qwen"),
+    ("gemma-3-27b-it", "gemma3", {"framing": "jinja", "template": "gemma-3-27b-it"}, "gemma"),
 ])
 def test_encode_and_count_messages(client: TestClient, model: str, tokenizer: str, spec: dict[str, Any],
                                    style: str) -> None:
@@ -263,3 +269,31 @@ def test_message_count_limit(small_client: TestClient) -> None:
     assert r.status_code == 413 and r.json()["error"]["details"]["field"] == "messages"
     ok = small_client.post("/count", json={"model": "gpt-oss-20b", "messages": [{"role": "user", "content": "x"}] * 4})
     assert ok.status_code == 200
+
+
+@pytest.mark.parametrize(("model", "make"), [
+    ("mistral-nemo-instruct-2407", lambda: MistralTokenizer.v3(is_tekken=True)),
+    ("mistral-7b-instruct-v0.1", MistralTokenizer.v1),
+    ("mistral-7b-instruct-v0.3", MistralTokenizer.v3),
+    ("mistral-large-2411", MistralTokenizer.v7),
+])
+def test_mistral_messages_equal_mistral_common(client: TestClient, model: str,
+                                               make: Callable[[], MistralTokenizer]) -> None:
+    """Ids and counts over HTTP equal mistral-common's; where it refuses, a 422 stating the rule."""
+    mt = make()
+    answered = refused = 0
+    for c in mistral_conversations(17, 40):
+        body = {"model": model, "messages": c["messages"], **({"tools": c["tools"]} if c["tools"] else {})}
+        want = mistral_reference(mt, c)
+        r = client.post("/encode", json=body)
+        if isinstance(want, Exception):
+            assert r.status_code == 422, r.text
+            error = r.json()["error"]
+            assert error["type"] == "invalid_messages" and "Mistral framing refuses" in error["message"]
+            refused += 1
+            continue
+        assert r.status_code == 200, r.text
+        assert r.json()["ids"] == want and r.json()["framing"] == "mistral"
+        assert client.post("/count", json=body).json()["count"] == len(want)
+        answered += 1
+    assert answered >= 10 and refused >= 2

@@ -9,6 +9,7 @@ from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from app.core.config import Settings
 from app.engine import Special, get_encoding
 
 TEXTS = [
@@ -145,11 +146,20 @@ def test_server_timing_header(client: TestClient) -> None:
     assert "tokenize;dur=" in timing and "parse;dur=" in timing
 
 
-def test_large_text_goes_through_the_bulk_pool(client: TestClient) -> None:
+def test_server_timing_names_the_pool_by_body_size(client: TestClient) -> None:
+    """Bodies up to TOKENIZER_INLINE_BYTES run on the loop, bigger ones on the thread pool, from
+    TOKENIZER_BULK_BYTES on the bulk pool; ``Server-Timing`` says which, and the answer is the same."""
     enc = get_encoding("cl100k_base")
-    text = "The quick brown fox jumps over the lazy dog. " * 8000  # 360 kB: above TOKENIZER_BULK_BYTES
-    r = client.post("/encode", json={"tokenizer": "cl100k_base", "text": text})
-    assert r.json()["ids"] == enc.encode(text)
+    limits = Settings()
+    line = "The quick brown fox jumps over the lazy dog. "
+    cases = {"inline": line, "threads": line * (limits.inline_bytes // len(line) + 10),
+             "bulk": line * (limits.bulk_bytes // len(line) + 10)}
+    for pool, text in cases.items():
+        r = client.post("/encode", json={"tokenizer": "cl100k_base", "text": text})
+        assert r.status_code == 200 and r.json()["ids"] == enc.encode(text)
+        timing = dict(item.strip().split(";", 1) for item in r.headers["server-timing"].split(","))
+        assert timing["pool"] == f'desc="{pool}"', (pool, timing)
+        assert {"parse", "tokenize", "serialize", "queue"} <= set(timing)
 
 
 @settings(max_examples=150, deadline=None)

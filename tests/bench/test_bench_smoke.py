@@ -158,6 +158,23 @@ def test_quick_run_writes_report(data_dir: Path, tmp_path: Path) -> None:
     assert load[ours]["rss_kib"] > load["python (bare)"]["rss_kib"]
 
 
+def test_floor_bench_reports_ours_over_floor(data_dir: Path, tmp_path: Path) -> None:
+    """``bench.service.floor`` starts this service and the floor app with the same settings, measures both in the
+    same run and writes one row per cell with the ratio."""
+    out = tmp_path / "floor.md"
+    proc = subprocess.run([sys.executable, "-m", "bench.service.floor", "--workers", "1", "--connections", "2",
+                           "--seconds", "1", "--rounds", "1", "--client", "loadgen", "--data-dir", str(data_dir),
+                           "--out", str(out)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    table = out.read_text()
+    for row in ("| /count | 200 B |", "| /count | 4 KB |", "| /encode | 200 B |"):
+        line = next(x for x in table.splitlines() if x.startswith(row))
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        ours, floor, ratio = float(cells[2]), float(cells[3]), float(cells[4].rstrip("x"))
+        assert ours > 0 and floor > 0 and abs(ratio - ours / floor) < 0.01
+        assert cells[-1] == "0"  # no failed request on either server
+
+
 def test_client_bench_quick(tmp_path: Path) -> None:
     """``bench.client.run --quick`` starts a server, runs every variant and writes its table (no timing checks)."""
     out = tmp_path / "client.md"

@@ -122,7 +122,8 @@ def test_merge_uses_rank_of_concatenation_after_merges() -> None:
 
 
 def test_whole_piece_lookup_comes_first() -> None:
-    """Llama 3 " Việt" is token 101798, although merging its bytes would not reach it (DESIGN.md §4.1)."""
+    """Llama 3 " Việt" is token 101798, although merging its bytes would not reach it: the whole piece is looked
+    up in the rank table first."""
     ranks = real_ranks("llama3")
     piece = " Việt".encode()
     assert ranks[piece] == 101798

@@ -183,9 +183,16 @@ def test_environment_selects_backend(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_load_logs_the_backend(caplog: pytest.LogCaptureFixture) -> None:
+    """The record is caught on the ``app.engine`` logger itself: once an app has been created in this process the
+    ``app`` logger no longer propagates to the root (where caplog listens by default), whatever pytest version."""
     ref = get_encoding("gpt2", backend="python")
-    with caplog.at_level(logging.INFO, logger="app.engine"):
-        Encoding("x", pattern=ref.pattern, mergeable_ranks=ref._ranks, special_tokens={}, backend="native")
+    logger = logging.getLogger("app.engine")
+    logger.addHandler(caplog.handler)
+    try:
+        with caplog.at_level(logging.INFO, logger="app.engine"):
+            Encoding("x", pattern=ref.pattern, mergeable_ranks=ref._ranks, special_tokens={}, backend="native")
+    finally:
+        logger.removeHandler(caplog.handler)
     assert any("native backend" in r.getMessage() for r in caplog.records)
 
 

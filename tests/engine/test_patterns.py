@@ -11,7 +11,7 @@ import tiktoken_ext.openai_public as openai_public
 from app.engine import patterns
 from app.engine.patterns import PATTERNS, resolve_pattern
 
-#: Meta's Llama 3 ``pat_str`` (llama_models/llama3/tokenizer.py), as DESIGN.md §3 quotes it.
+#: Meta's Llama 3 ``pat_str`` (llama_models/llama3/tokenizer.py), verbatim.
 META_LLAMA3 = (
     r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|"""
     r"""\s+(?!\S)|\s+"""
@@ -38,7 +38,7 @@ def test_o200k_last_alternatives_in_tiktokens_order() -> None:
 
 @pytest.mark.parametrize("pattern_id", sorted(PATTERNS))
 def test_patterns_compile_with_regex_but_not_re(pattern_id: str) -> None:
-    """They use \\p{…} classes (and possessive quantifiers), which Python's ``re`` rejects (DESIGN.md §4.6)."""
+    """They use \\p{…} classes (and possessive quantifiers), which Python's ``re`` rejects."""
     regex.compile(PATTERNS[pattern_id])
     with pytest.raises(re.error):
         re.compile(PATTERNS[pattern_id])

@@ -1,4 +1,4 @@
-"""Unit tests of ``app.engine.pretokenize``: the DESIGN.md §4 splitting facts per pattern, tiling, offsets."""
+"""Unit tests of ``app.engine.pretokenize``: the known splitting facts of each pattern, tiling, offsets."""
 
 from __future__ import annotations
 

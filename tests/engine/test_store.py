@@ -15,6 +15,7 @@ from app.engine import (
     Store,
     UnknownTokenizerError,
     get_encoding,
+    get_store,
     list_encodings,
     load_encoding,
     reset,
@@ -110,14 +111,42 @@ def test_unknown_tokenizer_lists_known_names() -> None:
         assert name in message
 
 
-def test_store_env_var_selects_the_store(store_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_store_env_var_adds_a_store_to_the_bundled_one(store_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``TOKENIZER_STORE`` adds its tokenizers to the bundled ones (it used to replace them, so serving a trained
+    tokenizer lost cl100k_base and every model). The same artifact under the same name (a copy) is no conflict:
+    the added store's entry is the one loaded."""
     doc = _manifest(store_copy)
     doc["tokenizers"] = [t for t in doc["tokenizers"] if t["name"] == "gpt2"]
     _write_manifest(store_copy, doc)
     monkeypatch.setenv(STORE_ENV, str(store_copy))
     assert default_store_dir() == store_copy.resolve()
-    assert list_encodings() == ["gpt2"]
+    assert set(BUNDLED) <= set(list_encodings())
+    assert get_store().spec("gpt2").artifact_path.parent == store_copy.resolve()
     assert get_encoding("r50k_base").encode("hello") == [31373]
+    assert get_encoding("cl100k_base").encode("hello") == [15339]
+
+
+def test_a_store_cannot_shadow_a_bundled_name_unless_forced(store_copy: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    doc = _manifest(store_copy)
+    entry = next(t for t in doc["tokenizers"] if t["name"] == "gpt2")
+    entry["name"], entry["aliases"] = "cl100k_base", []  # gpt2's artifact under cl100k_base's name
+    doc["tokenizers"] = [entry]
+    _write_manifest(store_copy, doc)
+    with pytest.raises(ManifestError) as info:
+        get_store(store_copy)
+    message = str(info.value)
+    assert "would shadow 'cl100k_base'" in message and str(store_copy.resolve()) in message
+    assert "TOKENIZER_STORE_OVERRIDE" in message
+    reset()
+    monkeypatch.setenv("TOKENIZER_STORE_OVERRIDE", "true")
+    assert get_encoding("cl100k_base", store_copy).encode("hello") == [31373]  # the added one wins when forced
+    doc["tokenizers"] = [{**entry, "name": "mine", "aliases": ["r50k_base"]}]  # an alias counts too
+    _write_manifest(store_copy, doc)
+    reset()
+    monkeypatch.delenv("TOKENIZER_STORE_OVERRIDE")
+    with pytest.raises(ManifestError, match="name or alias 'r50k_base'"):
+        get_store(store_copy)
 
 
 @pytest.mark.parametrize("damage", ["corrupt", "truncate", "delete"])

@@ -1,22 +1,18 @@
 """``POST /encode``, ``POST /count``, ``POST /decode``.
 
-The handlers only move bytes: parsing, validation, tokenization and serialization run in one call of
-:mod:`app.api.ops`, on a worker thread unless the body is tiny (``TOKENIZER_INLINE_BYTES``). Bodies from
-``TOKENIZER_BULK_BYTES`` up use a separate, smaller thread pool, so a 10 MB request never makes small ones wait
-for a thread.
+These routes document the endpoints (OpenAPI) and run them through :func:`app.api.dispatch.run`; in the app the
+gateway reaches these paths first and calls that same function directly (see :mod:`app.api.dispatch`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, MutableMapping
+from collections.abc import MutableMapping
 from typing import Any
 
-import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from .. import metrics, ops
-from ..deps import ServiceState, get_service
+from .. import dispatch, ops
 from ..middleware import LABELS_KEY
 from ..schemas import (
     CountBatchResponse,
@@ -29,8 +25,6 @@ from ..schemas import (
 )
 
 router = APIRouter(tags=["tokenize"])
-
-Op = Callable[[ServiceState, bytes, MutableMapping[str, str]], ops.OpResult]
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse, "description": text}
@@ -50,20 +44,15 @@ def body_schema(model: str) -> dict[str, Any]:
         "schema": {"$ref": f"#/components/schemas/{model}"}}}}}
 
 
-async def run_op(request: Request, op: Op, endpoint: str) -> Response:
-    """Run ``op`` on the request body (inline, on the normal pool or on the bulk pool) and build the response."""
-    svc = get_service(request)
-    body = await request.body()
+async def run_op(request: Request, op: dispatch.Op, endpoint: str) -> Response:
+    """Run ``op`` on the request body through :func:`app.api.dispatch.run` (the gateway normally answers these
+    paths itself, with the same function)."""
     labels: MutableMapping[str, str] = request.scope.setdefault(LABELS_KEY, {"tokenizer": ""})
-    settings = svc.settings
-    if len(body) <= settings.inline_bytes:
-        result = op(svc, body, labels)
-    else:
-        limiter = svc.bulk_limiter if len(body) >= settings.bulk_bytes else svc.limiter
-        result = await anyio.to_thread.run_sync(op, svc, body, labels, limiter=limiter)
-    metrics.observe_work(endpoint, result.tokenizer, result.timings.get("tokenize", 0.0), result.tokens,
-                         result.input_bytes)
-    return Response(result.body, media_type="application/json", headers={"Server-Timing": result.server_timing()})
+    answer = await dispatch.run(getattr(request.app.state, "service", None), op, endpoint, await request.body(),
+                                labels)
+    return Response(answer.body, status_code=answer.status, headers={k.decode("latin-1"): v.decode("latin-1")
+                                                                      for k, v in answer.headers},
+                    media_type="application/json")
 
 
 @router.post("/encode", response_model=EncodeResponse | EncodeBatchResponse, responses=ERRORS,

@@ -5,6 +5,7 @@ A model table entry opts into ``messages`` with a ``chat`` object; a new chat mo
     "chat": {"framing": "openai-cookbook", "rules": "gpt-4o"}     # counts only (OpenAI's published rules)
     "chat": {"framing": "harmony"}                                # gpt-oss; ids and count
     "chat": {"framing": "jinja", "template": "qwen3-8b"}          # a template of <store>/chat_templates/
+    "chat": {"framing": "mistral", "version": "v3"}               # mistral-common's instruct format v1/v3/v7
 
 Every framing has ``count(tokenizer, conv, add_generation_prompt)``; those with public ids (``ids_public``) also
 ``frame(...)`` -> :class:`~app.engine.chat.parts.Parts`, which any tokenizer's ``encode_parts`` turns into ids.
@@ -20,16 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..specials import Special
 from ..tokenizer import Tokenizer
-from . import cookbook, harmony
+from . import cookbook, harmony, mistral
 from .jinja import ChatTemplate
 from .messages import Conversation
 from .parts import Parts
 
 TEMPLATES_DIR = "chat_templates"
 TEMPLATES_MANIFEST = "manifest.json"
-FRAMINGS = ("openai-cookbook", "harmony", "jinja")
+FRAMINGS = ("openai-cookbook", "harmony", "jinja", "mistral")
 
 
 class ChatSpecError(ValueError):
@@ -51,21 +51,23 @@ class Framing(Protocol):
 def count_parts(tok: Tokenizer, parts: Parts, memo: dict[str, int] | None = None) -> int:
     """Tokens of parts without building the id list. ``memo`` caches the counts of short texts (the framing's
     headers repeat in every message)."""
+    count = tok.count
     if memo is None:
-        return sum(1 if isinstance(p, Special) else tok.count(p) for p in parts)
+        return sum(count(p) if type(p) is str else 1 for p in parts)
     total = 0
+    get = memo.get
     for p in parts:
-        if isinstance(p, Special):
+        if type(p) is not str:  # a Special
             total += 1
         elif len(p) <= _MEMO_CHARS:
-            n = memo.get(p)
+            n = get(p)
             if n is None:
-                n = tok.count(p)
+                n = count(p)
                 if len(memo) < _MEMO_SIZE:
                     memo[p] = n
             total += n
         else:
-            total += tok.count(p)
+            total += count(p)
     return total
 
 
@@ -117,6 +119,22 @@ class TemplateFraming:
 
 
 @dataclass(frozen=True)
+class MistralFraming:
+    version: str
+    kind: str = "mistral"
+    ids_public: bool = True
+    _memo: dict[str, dict[str, int]] = field(default_factory=dict, compare=False, repr=False)
+
+    def frame(self, conv: Conversation, *, add_generation_prompt: bool = True) -> Parts:
+        """``add_generation_prompt`` changes nothing: every user turn already ends with ``[/INST]``."""
+        return mistral.frame(self.version, conv)
+
+    def count(self, tok: Tokenizer, conv: Conversation, *, add_generation_prompt: bool = True) -> int:
+        memo = self._memo.setdefault(tok.name, {})
+        return count_parts(tok, self.frame(conv), memo)
+
+
+@dataclass(frozen=True)
 class TemplateSource:
     """One verified entry of ``chat_templates/manifest.json``."""
 
@@ -162,6 +180,8 @@ class ChatFramings:
     def __init__(self, templates: Mapping[str, TemplateSource]) -> None:
         self.templates = dict(templates)
         self._compiled: dict[tuple[str, str], TemplateFraming] = {}
+        self._mistral: dict[str, MistralFraming] = {}
+        self._harmony = HarmonyFraming()
         self._lock = threading.Lock()
 
     @classmethod
@@ -175,6 +195,8 @@ class ChatFramings:
         kind = spec["framing"]
         if kind == "openai-cookbook" and spec.get("rules") not in cookbook.RULES:
             raise ChatSpecError(f"{where}: openai-cookbook needs 'rules' one of {', '.join(cookbook.RULES)}")
+        if kind == "mistral" and spec.get("version") not in mistral.VERSIONS:
+            raise ChatSpecError(f"{where}: mistral needs 'version' one of {', '.join(mistral.VERSIONS)}")
         if kind == "jinja" and spec.get("template") not in self.templates:
             raise ChatSpecError(f"{where}: unknown chat template {spec.get('template')!r} (known: "
                                 f"{', '.join(sorted(self.templates))})")
@@ -185,7 +207,9 @@ class ChatFramings:
         if kind == "openai-cookbook":
             return CookbookFraming(cookbook.RULES[spec["rules"]])
         if kind == "harmony":
-            return HarmonyFraming()
+            return self._harmony  # one instance: its memo of header counts outlives the request
+        if kind == "mistral":
+            return self._mistral.setdefault(spec["version"], MistralFraming(spec["version"]))
         key = (spec["template"], tok.name)
         with self._lock:
             framing = self._compiled.get(key)

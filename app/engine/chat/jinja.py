@@ -27,6 +27,7 @@ from typing import Any
 import jinja2
 import jinja2.ext
 from jinja2 import nodes
+from jinja2.runtime import Undefined, new_context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from .messages import ChatInputError, Conversation
@@ -53,8 +54,36 @@ def _strftime_now(fmt: str) -> str:
     return datetime.now().strftime(fmt)
 
 
+_DICT_ATTRS = frozenset(dir(dict))
+
+
+class _Sandbox(ImmutableSandboxedEnvironment):
+    """jinja2's immutable sandbox with a shortcut for the plain dicts the context is made of: ``message.role`` on a
+    dict has no such attribute, so the sandbox's answer is the item (or undefined) — given here without raising
+    and catching the ``AttributeError`` first. Anything else (and dict method names) takes the sandbox's path."""
+
+    def getattr(self, obj: Any, attribute: str) -> Any | Undefined:
+        if type(obj) is dict and attribute not in _DICT_ATTRS:
+            try:
+                return obj[attribute]
+            except KeyError:
+                return self.undefined(obj=obj, name=attribute)
+        return super().getattr(obj, attribute)
+
+    def getitem(self, obj: Any, argument: Any) -> Any | Undefined:
+        if type(obj) is dict:
+            try:
+                return obj[argument]
+            except KeyError:
+                if not (isinstance(argument, str) and argument in _DICT_ATTRS):
+                    return self.undefined(obj=obj, name=argument)
+            except TypeError:
+                pass
+        return super().getitem(obj, argument)
+
+
 def _environment() -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+    env = _Sandbox(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
     env.filters["tojson"] = _tojson
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now
@@ -81,12 +110,16 @@ class _Splitter:
         pieces = self.splitter.split(text)
         if not self.shaped:
             return pieces
-        out = [pieces[0]]
+        known = self.known
+        out: list[str] = []
+        pending = [pieces[0]]  # the text since the last special (joined once: no quadratic concatenation)
         for i in range(1, len(pieces), 2):
-            if pieces[i] in self.known:
-                out += (pieces[i], pieces[i + 1])
+            if pieces[i] in known:
+                out += ("".join(pending), pieces[i])
+                pending = [pieces[i + 1]]
             else:  # a lookalike that is no special of this tokenizer: text
-                out[-1] += pieces[i] + pieces[i + 1]
+                pending += (pieces[i], pieces[i + 1])
+        out.append("".join(pending))
         return out
 
 
@@ -105,7 +138,17 @@ class _Escaper:
             self.find = re.compile(re.escape(MARK) + "|" + self.split.pattern.pattern)
         else:
             self.find = re.compile("|".join([re.escape(MARK), *map(re.escape, self.names)]))
-        self.first_chars = tuple(sorted({n[0] for n in self.names} | {MARK}))
+        # a string holding a special holds its first two characters; testing the last of those alone first is a
+        # one-character search (memchr-fast), and most text fails it
+        self.prefixes = tuple(sorted({n[:2] for n in self.names} | {MARK}))
+        self._probes = tuple((p[-1], p) for p in self.prefixes)
+
+    def may_hold(self, value: str) -> bool:
+        """False when ``value`` holds no special token and no marker (True may be a false alarm)."""
+        for last, prefix in self._probes:
+            if last in value and prefix in value:
+                return True
+        return False
 
     def _group(self, m: re.Match[str]) -> str:
         found = m.group()
@@ -116,15 +159,22 @@ class _Escaper:
 
     def escape(self, value: Any) -> Any:
         if isinstance(value, str):
-            for c in self.first_chars:  # substring tests are fast; most text has none of these characters
-                if c in value:
-                    return self.find.sub(self._group, value)
-            return value
+            return self.find.sub(self._group, value) if self.may_hold(value) else value
         if isinstance(value, Mapping):
             return {self.escape(k): self.escape(v) for k, v in value.items()}
         if isinstance(value, list | tuple):
             return [self.escape(v) for v in value]
         return value
+
+    def needed(self, conv: Conversation) -> bool:
+        """False when no message string can hold a special or the marker; messages with tool calls always need the
+        per-value pass (parsed arguments can hold characters their JSON text only escapes)."""
+        may_hold = self.may_hold
+        for m in conv.messages:
+            if m.tool_calls or may_hold(m.content) or (m.name is not None and may_hold(m.name)) or (
+                    m.tool_call_id is not None and may_hold(m.tool_call_id)):
+                return True
+        return False
 
     def unescape(self, text: str) -> str:
         if MARK not in text:
@@ -160,12 +210,20 @@ class ChatTemplate:
             self._template = env.from_string(source)
         except jinja2.TemplateError as exc:
             raise ValueError(f"chat template {name!r} does not compile: {exc}") from None
+        self._env = env
+        self._globals = dict(self._template.globals)  # flattened once (rendering copies them per call otherwise)
         self._escaper = _Escaper(self.specials)
-        self._check_literals(ast)
-
-    def _check_literals(self, ast: nodes.Template) -> None:
         literals = [n.value for n in ast.find_all(nodes.Const) if isinstance(n.value, str)]
         literals += [n.data for n in ast.find_all(nodes.TemplateData)]
+        self._check_literals(literals)
+        # The only specials a render can contain: those in the template's literals and variables (caller text is
+        # escaped, and no literal can complete a special with its neighbour). Splitting on just these is faster
+        # than the general pattern and never takes a lookalike for one of the template's tokens.
+        sources = [*literals, *self.variables.values()]
+        own = sorted({n for n in self.specials if any(n in src for src in sources)}, key=len, reverse=True)
+        self._own_split = re.compile("(" + "|".join(map(re.escape, own)) + ")") if own else None
+
+    def _check_literals(self, literals: list[str]) -> None:
         for literal in literals:
             for special in self.specials:
                 for k in range(1, len(special)):
@@ -176,7 +234,7 @@ class ChatTemplate:
     def context(self, conv: Conversation, add_generation_prompt: bool, escape: bool) -> dict[str, Any]:
         """The variables the template sees (escaped caller strings when ``escape``)."""
         messages: list[dict[str, Any]] = []
-        text = self._escaper.escape if escape else _same
+        text = self._escaper.escape if escape and self._escaper.needed(conv) else _same
         for i, m in enumerate(conv.messages):
             item: dict[str, Any] = {"role": m.role, "content": text(m.content)}
             if m.name is not None:
@@ -190,7 +248,8 @@ class ChatTemplate:
             if m.tool_call_id is not None:
                 item["tool_call_id"] = text(m.tool_call_id)
             messages.append(item)
-        tools = text([dict(t.raw) for t in conv.tools]) if conv.tools else None
+        escape_tools = self._escaper.escape if escape else _same
+        tools = escape_tools([dict(t.raw) for t in conv.tools]) if conv.tools else None
         return {**self.variables, "messages": messages, "tools": tools, "documents": None,
                 "add_generation_prompt": add_generation_prompt}
 
@@ -199,8 +258,12 @@ class ChatTemplate:
         return self._render(self.context(conv, add_generation_prompt, escape=False))
 
     def _render(self, context: dict[str, Any]) -> str:
+        """What ``Template.render(**context)`` returns, without re-flattening the globals on every call."""
+        template = self._template
         try:
-            return self._template.render(**context)
+            ctx = new_context(self._env, template.name, template.blocks, {**self._globals, **context}, shared=True,
+                              globals=self._globals)
+            return self._env.concat(template.root_render_func(ctx))  # type: ignore[attr-defined]
         except ChatInputError:
             raise
         except jinja2.exceptions.SecurityError as exc:
@@ -212,8 +275,7 @@ class ChatTemplate:
         """The rendered prompt as parts: the template's special-token strings as specials, the rest as text."""
         rendered = self._render(self.context(conv, add_generation_prompt, escape=True))
         out = Parts()
-        splitter = self._escaper.split
-        pieces = splitter.split(rendered) if splitter is not None else [rendered]
+        pieces = self._own_split.split(rendered) if self._own_split is not None else [rendered]
         unescape = self._escaper.unescape
         items = out.items
         last = len(pieces) - 1

@@ -40,6 +40,7 @@ class ToolCall:
     name: str
     arguments: str
     id: str | None = None
+    arguments_given: bool = True  # False when the caller left 'arguments' out ("{}" is assumed)
 
     def arguments_value(self, path: str) -> Any:
         """``arguments`` parsed from JSON (templates receive objects, as vLLM passes them)."""
@@ -59,6 +60,8 @@ class ChatMessage:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     content_given: bool = True  # False when the caller sent null or left it out (assistant with tool_calls)
+    content_parts: tuple[str, ...] | None = None  # the text parts when content was a list (framings that join
+    # them differently, e.g. Mistral's, use these)
 
 
 @dataclass(frozen=True)
@@ -101,11 +104,11 @@ def _str(value: Any, path: str, *, optional: bool = False) -> str | None:
     return value
 
 
-def _content(value: Any, path: str) -> tuple[str, bool]:
+def _content(value: Any, path: str) -> tuple[str, bool, tuple[str, ...] | None]:
     if value is None:
-        return "", False
+        return "", False, None
     if isinstance(value, str):
-        return value, True
+        return value, True, None
     if isinstance(value, list):
         texts = []
         for i, part in enumerate(value):
@@ -114,7 +117,8 @@ def _content(value: Any, path: str) -> tuple[str, bool]:
                 raise ChatInputError(f"{where} must be {{\"type\": \"text\", \"text\": ...}} (only text parts are "
                                      "supported)", where)
             texts.append(_str(part.get("text"), f"{where}.text"))
-        return "\n".join(t for t in texts if t is not None), True
+        joined = tuple(t for t in texts if t is not None)
+        return "\n".join(joined), True, joined
     raise ChatInputError(f"{path} must be a string, null or a list of text parts", path)
 
 
@@ -127,6 +131,7 @@ def _tool_call(value: Any, path: str) -> ToolCall:
     if not isinstance(fn, Mapping) or set(fn) - {"name", "arguments"}:
         raise ChatInputError(f"{path}.function must be {{name, arguments}}", f"{path}.function")
     name = _str(fn.get("name"), f"{path}.function.name")
+    given = "arguments" in fn
     arguments = fn.get("arguments", "{}")
     if isinstance(arguments, Mapping):  # some clients send an object; keep its JSON text
         arguments = json.dumps(arguments, ensure_ascii=False)
@@ -134,13 +139,29 @@ def _tool_call(value: Any, path: str) -> ToolCall:
     assert name is not None and arguments is not None
     if not name:
         raise ChatInputError(f"{path}.function.name must not be empty", f"{path}.function.name")
-    return ToolCall(name=name, arguments=arguments, id=_str(value.get("id"), f"{path}.id", optional=True))
+    return ToolCall(name=name, arguments=arguments, id=_str(value.get("id"), f"{path}.id", optional=True),
+                    arguments_given=given)
 
 
-_MESSAGE_KEYS = {"role", "content", "name", "tool_calls", "tool_call_id"}
+_MESSAGE_KEYS = frozenset({"role", "content", "name", "tool_calls", "tool_call_id"})
+_ROLE_SET = frozenset(ROLES)
+_PLAIN = {"role", "content"}
+
+
+def _plain_message(role: str, content: str) -> ChatMessage:
+    """``ChatMessage(role, content)`` (every other field at its default), built without the frozen dataclass's
+    per-field ``object.__setattr__`` calls: most messages are this shape and validation is on the hot path."""
+    m = object.__new__(ChatMessage)
+    m.__dict__.update(role=role, content=content, name=None, tool_calls=(), tool_call_id=None, content_given=True,
+                      content_parts=None)
+    return m
 
 
 def _message(value: Any, path: str) -> ChatMessage:
+    if type(value) is dict and value.keys() == _PLAIN:  # the common shape: {"role", "content": str}
+        role, content = value["role"], value["content"]
+        if type(content) is str and type(role) is str and role in _ROLE_SET:
+            return _plain_message(role, content)
     if not isinstance(value, Mapping):
         raise ChatInputError(f"{path} must be an object", path)
     extra = sorted(set(value) - _MESSAGE_KEYS)
@@ -150,7 +171,7 @@ def _message(value: Any, path: str) -> ChatMessage:
     role = value.get("role")
     if role not in ROLES:
         raise ChatInputError(f"{path}.role must be one of {', '.join(ROLES)}", f"{path}.role")
-    content, given = _content(value.get("content"), f"{path}.content")
+    content, given, parts = _content(value.get("content"), f"{path}.content")
     name = _str(value.get("name"), f"{path}.name", optional=True)
     raw_calls = value.get("tool_calls")
     calls: tuple[ToolCall, ...] = ()
@@ -166,7 +187,7 @@ def _message(value: Any, path: str) -> ChatMessage:
     if "content" not in value and not calls:
         raise ChatInputError(f"{path}.content is required", f"{path}.content")
     return ChatMessage(role=role, content=content, name=name, tool_calls=calls, tool_call_id=call_id,
-                       content_given=given)
+                       content_given=given, content_parts=parts)
 
 
 def _tool(value: Any, path: str) -> Tool:

@@ -1,7 +1,6 @@
-"""Jinja chat templates against transformers' ``apply_chat_template``: rendered strings for Llama 3.1, Qwen3 and
-Gemma 3, and ids wherever the model's tokenizer is in the store (Llama 3.1: our ``llama3`` vs a transformers
-tokenizer built from Meta's ``tokenizer.json``; Qwen3 and Gemma 3 as soon as ``qwen3``/``gemma3`` land), on the
-seeded conversation set; role markers in content stay text; the sandbox holds.
+"""Jinja chat templates against transformers' ``apply_chat_template``: rendered strings and ids for Llama 3.1,
+Qwen3 and Gemma 3 (our ``llama3``/``qwen3``/``gemma3`` vs transformers tokenizers built from the same
+``tokenizer.json`` files), on the seeded conversation set; role markers in content stay text; the sandbox holds.
 
 The live comparison needs the reference Python (``scripts/chat_reference_env.sh``); a recorded copy of its answers
 (``data/jinja_reference.json``, digests of rendered strings and ids) is checked on every run.
@@ -36,8 +35,7 @@ SPECIALS_FILE = Path(__file__).resolve().parent / "data" / "template_specials.js
 TEMPLATES = load_templates(bundled_store_dir())
 
 
-#: The store tokenizer each template's ids are compared with, once that tokenizer is in the store (Qwen3 and
-#: Gemma 3 are compared by rendered string until then).
+#: The store tokenizer each template's ids are compared with.
 TOKENIZERS = {"llama-3.1-8b-instruct": "llama3", "qwen3-8b": "qwen3", "gemma-3-27b-it": "gemma3"}
 
 
@@ -56,8 +54,9 @@ def specials_of(name: str) -> list[str]:
     return data[name]
 
 
-def test_llama_ids_are_compared() -> None:
-    assert tokenizer_of("llama-3.1-8b-instruct") is not None
+@pytest.mark.parametrize("name", list(STYLES))
+def test_ids_are_compared(name: str) -> None:
+    assert tokenizer_of(name) is not None
 
 
 def template(name: str) -> ChatTemplate:
@@ -99,10 +98,12 @@ def ours_and_items(name: str, convs: list[dict[str, Any]]) -> tuple[list[Any], l
     return ours, items
 
 
-def compare(name: str, convs: list[dict[str, Any]], ours: list[Any], answers: list[dict[str, Any]]) -> None:
+def compare(name: str, convs: list[dict[str, Any]], ours: list[Any], answers: list[dict[str, Any]]) -> int:
+    """Asserts no mismatch; returns how many conversations' ids were compared."""
     specials = set(specials_of(name))
     enc = tokenizer_of(name)
     mismatches = []
+    compared = 0
     for i, (c, mine, ref) in enumerate(zip(convs, ours, answers, strict=True)):
         if isinstance(mine, ChatInputError) or "error" in ref:
             if not (isinstance(mine, ChatInputError) and "error" in ref):
@@ -117,9 +118,11 @@ def compare(name: str, convs: list[dict[str, Any]], ours: list[Any], answers: li
             # with role markers in caller text transformers would turn them into control tokens: the reference
             # for us is its tokenizer on the same parts with special-token parsing off
             want = ref["parts_ids"] if has_markers(c, specials) else ref["ids"]
+            compared += 1
             if ids != want:
                 mismatches.append((i, "ids"))
     assert not mismatches, mismatches[:5]
+    return compared
 
 
 @pytest.mark.parametrize("name", list(STYLES))
@@ -127,8 +130,7 @@ def test_rendering_and_ids_equal_transformers(name: str) -> None:
     convs = conversations(13, N, STYLES[name]) + invalid(STYLES[name])
     ours, items = ours_and_items(name, convs)
     answers = hf.run(name, TEMPLATES[name].text, items)
-    compare(name, convs, ours, answers)
-    assert sum(1 for o in ours if not isinstance(o, ChatInputError)) >= N  # the set really was rendered
+    assert compare(name, convs, ours, answers) >= N  # the set really was rendered and tokenized
 
 
 def recorded_entry(name: str, answers: list[dict[str, Any]]) -> list[Any]:
@@ -235,3 +237,38 @@ def test_llama_tool_call_arguments_are_objects() -> None:
         {"id": "c", "type": "function", "function": {"name": "get", "arguments": "{not json"}}]}])
     with pytest.raises(ChatInputError, match="not valid JSON"):
         tpl.render(bad)
+
+
+def test_shaped_split_equals_the_regex_split() -> None:
+    """The split of ``<|…|>`` specials: the regex split with the known-name check, linear on many lookalikes."""
+    import random
+    import re
+
+    from app.engine.chat.jinja import _Splitter
+
+    names = ["<|eot_id|>", "<|start_header_id|>", "<|a|>", "<|x y|>"]
+    splitter = _Splitter(names)
+    assert splitter.shaped
+    pattern = re.compile(r"(<\|[^|<>]{1,%d}\|>)" % max(map(len, names)))  # noqa: UP031
+    alphabet = ["<|", "|>", "<", ">", "|", "a", "x y", "eot_id", "start_header_id", " ", "\n", "é"] + names
+    rng = random.Random(3)
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
+        pieces = pattern.split(text)
+        want = [pieces[0]]
+        for i in range(1, len(pieces), 2):
+            if pieces[i] in splitter.known:
+                want += (pieces[i], pieces[i + 1])
+            else:
+                want[-1] += pieces[i] + pieces[i + 1]
+        assert splitter.split(text) == want, text
+    hostile = "<|b|>" * 200_000 + "<|eot_id|>"  # 200,000 lookalikes: joined once, not concatenated one by one
+    assert splitter.split(hostile) == ["<|b|>" * 200_000, "<|eot_id|>", ""]
+
+
+def test_only_the_templates_own_specials_are_split_out() -> None:
+    """A special the template never writes stays text even if a filter forms it from caller text."""
+    tpl = ChatTemplate("lower", "{{ bos_token }}{% for m in messages %}{{ m.content | lower }}<|eot_id|>{% endfor %}",
+                       {"bos_token": "<|begin_of_text|>"}, ["<|begin_of_text|>", "<|eot_id|>", "<|python_tag|>"])
+    parts = list(tpl.frame(parse_conversation([{"role": "user", "content": "a <|PYTHON_TAG|> b"}])))
+    assert parts == [Special("<|begin_of_text|>"), "a <|python_tag|> b", Special("<|eot_id|>")]

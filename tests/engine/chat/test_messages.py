@@ -102,7 +102,10 @@ _TOOL = st.one_of(st.fixed_dictionaries({"type": st.just("function"), "function"
 FRAMINGS = ChatFramings.from_store(bundled_store_dir())
 FRAMED: list[int] = []  # how many generated conversations were valid (checked below: the property is not vacuous)
 SPECS = [("o200k_base", {"framing": "openai-cookbook", "rules": "gpt-4o"}), ("o200k_harmony", {"framing": "harmony"}),
-         ("llama3", {"framing": "jinja", "template": "llama-3.1-8b-instruct"})]
+         ("llama3", {"framing": "jinja", "template": "llama-3.1-8b-instruct"}),
+         ("mistral-v1", {"framing": "mistral", "version": "v1"}),
+         ("mistral-v7", {"framing": "mistral", "version": "v7"}),
+         ("mistral-nemo", {"framing": "mistral", "version": "v3"})]
 
 
 @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
@@ -130,3 +133,17 @@ def test_the_property_reached_the_framings() -> None:
     FRAMED.clear()
     test_any_json_is_refused_or_framed()
     assert len(FRAMED) >= 10  # of 300 generated requests (27-43 seen)
+
+
+def test_plain_message_shortcut_equals_the_full_validation() -> None:
+    """The fast path for ``{"role", "content": str}`` builds the same value the general path does."""
+    from app.engine.chat.messages import ChatMessage
+
+    for role in ("system", "developer", "user", "assistant", "tool"):
+        for content in ("", "x", "<|eot_id|> [INST]"):
+            got = parse_conversation([{"role": role, "content": content}]).messages[0]
+            assert got == ChatMessage(role=role, content=content) and type(got) is ChatMessage
+            assert got.__dict__ == ChatMessage(role=role, content=content).__dict__
+    for bad in ({"role": "robot", "content": "x"}, {"role": "user", "content": 5}, {"role": ["user"], "content": "x"}):
+        with pytest.raises(ChatInputError):
+            parse_conversation([bad])

@@ -1,4 +1,5 @@
-"""The generated hostile corpus (DESIGN.md §4): systematic products of tricky fragments plus seeded random mixes.
+"""The generated hostile corpus (known edge cases of the patterns and BPE): systematic products of tricky
+fragments plus seeded random mixes.
 
 Everything is deterministic (fixed seeds), so a failure reproduces. Strings may contain lone surrogates (only in
 :func:`surrogate_strings`); every other generator yields valid Unicode.
@@ -173,7 +174,7 @@ def surrogate_strings() -> Iterator[str]:
 
 
 def long_runs(n: int, seed: int = 7) -> dict[str, str]:
-    """Long single-class inputs of about ``n`` characters (DESIGN.md §4.9), by name."""
+    """Long single-class inputs of about ``n`` characters (the worst cases for BPE and the scanner), by name."""
     rng = random.Random(seed)
     raw = bytes(rng.getrandbits(8) for _ in range(n))
     letters = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(n))

@@ -4,7 +4,7 @@ Nothing here touches the network: ranks come from the bundled ``.tiktoken`` file
 (``tiktoken.load.load_tiktoken_bpe``, with its download cache disabled and the manifest's sha256 as the expected
 hash); pattern strings and special-token tables come from tiktoken's own constructor functions in
 ``tiktoken_ext.openai_public``, called with the loader replaced by a stub so they never download anything; Llama 3
-uses Meta's pattern and special-token list (``llama_models/llama3/tokenizer.py``, quoted in DESIGN.md §3).
+uses Meta's pattern and special-token list (``llama_models/llama3/tokenizer.py``).
 ``tiktoken.get_encoding`` is never called.
 
 :class:`Tally` counts every string compared per tokenizer and every mismatch; the suite's terminal summary

@@ -1,7 +1,7 @@
 """(b) Every Unicode scalar value, in a few contexts, through each pattern: ids must equal tiktoken's.
 
 This pins the Unicode tables of both our pre-tokenizers (the ``regex`` module of the Python engine and the tables
-generated into the compiled core) to tiktoken's (DESIGN.md §4.7): an upgrade that moves a code point between
+generated into the compiled core) to tiktoken's (both Unicode 16): an upgrade that moves a code point between
 \\p{L}, \\p{N}, \\p{M}, \\s, upper/lower case or case folding fails here.
 
 Per pattern and context, every batch of ``BATCH`` consecutive code points is rendered into one string and its
@@ -26,7 +26,8 @@ import pytest
 
 from .reference import PATTERN_TOKENIZERS, TALLY, native_available, ours, reference_encoding
 
-#: DESIGN.md §4.7's context, then one for contraction letters / case classes / slashes / CRLF / digits.
+#: The code point next to letters, spaces, digits, a contraction and a newline; then next to contraction letters,
+#: case classes, slashes, CRLF and digits.
 CONTEXTS = (
     "a{c}b {c}{c}1 {c}'s x{c} \n{c}",
     "'{c} A{c}a/{c}\r\n9{c}9",

@@ -1,4 +1,4 @@
-"""(a) The generated hostile corpus (DESIGN.md §4) through our engine and tiktoken: ids must be identical."""
+"""(a) The generated hostile corpus (every known edge case) through our engine and tiktoken: ids must be identical."""
 
 from __future__ import annotations
 

@@ -1,0 +1,89 @@
+"""Running a tokenization operation (``/encode``, ``/count``, ``/decode``) on a buffered body, straight from the
+gateway.
+
+These three endpoints are bytes in, bytes out (:mod:`app.api.ops` parses, validates, tokenizes and serializes in
+one call), so they need none of the framework's per-request machinery (routing, ``Request``/``Response`` objects,
+exception middleware). The gateway calls :func:`run` for ``POST`` on their paths; the FastAPI routes in
+:mod:`app.api.routes.tokenize` call the same function, so both give the same answer, and the routes document the
+endpoints in the OpenAPI schema.
+
+Where the work runs: bodies up to ``TOKENIZER_INLINE_BYTES`` on the event loop (tens of microseconds of work, less
+than a thread hop), bigger ones on the worker's thread pool, and bodies from ``TOKENIZER_BULK_BYTES`` on a separate,
+smaller pool, so a 10 MB request never makes small ones wait for a thread.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from app.engine.errors import EngineError
+
+from . import metrics, ops
+from .deps import ServiceState
+from .errors import ApiError, error_body, from_engine_error
+
+Op = Callable[[ServiceState, bytes, MutableMapping[str, str]], ops.OpResult]
+
+#: Path -> operation, for ``POST``.
+OPS: dict[str, Op] = {"/encode": ops.encode, "/count": ops.count, "/decode": ops.decode}
+
+_JSON = (b"content-type", b"application/json")
+
+
+@dataclass
+class Answer:
+    """A finished response: status, body and extra headers (raw ASGI pairs, content type and length excluded)."""
+
+    status: int
+    body: bytes
+    headers: list[tuple[bytes, bytes]]
+
+    def asgi_headers(self) -> list[tuple[bytes, bytes]]:
+        return [_JSON, (b"content-length", str(len(self.body)).encode()), *self.headers]
+
+
+def _error(err: ApiError) -> Answer:
+    headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (err.headers or {}).items()]
+    return Answer(err.status, error_body(err.type, err.message, err.details), headers)
+
+
+async def run(svc: ServiceState | None, op: Op, endpoint: str, body: bytes,
+              labels: MutableMapping[str, str]) -> Answer:
+    """Run ``op`` on ``body`` where it belongs (see the module docstring) and record its metrics. Every client error
+    becomes its JSON error answer (503 while the service is not ready); other exceptions propagate (a 500).
+
+    ``Server-Timing`` of a success lists the operation's phases (``parse``, ``tokenize``, ``serialize``), the wait
+    for a thread (``queue``; 0 inline) and where it ran (``pool;desc=inline|threads|bulk``)."""
+    if svc is None or not svc.ready:
+        return _error(ApiError(503, "not_ready", "the service is not ready"))
+    settings = svc.settings
+    try:
+        if len(body) <= settings.inline_bytes:
+            pool = "inline"
+            result = op(svc, body, labels)
+            result.timings["queue"] = 0.0
+        else:
+            pool = "bulk" if len(body) >= settings.bulk_bytes else "threads"
+            limiter: Any = svc.bulk_limiter if pool == "bulk" else svc.limiter
+            submitted = time.perf_counter()
+
+            def work() -> ops.OpResult:
+                waited = time.perf_counter() - submitted
+                out = op(svc, body, labels)
+                out.timings["queue"] = waited
+                return out
+
+            result = await anyio.to_thread.run_sync(work, limiter=limiter)
+    except ApiError as exc:
+        return _error(exc)
+    except EngineError as exc:
+        return _error(from_engine_error(exc))
+    metrics.observe_work(endpoint, result.tokenizer, result.timings.get("tokenize", 0.0), result.tokens,
+                         result.input_bytes)
+    timing = f'{result.server_timing()}, pool;desc="{pool}"'
+    return Answer(200, result.body, [(b"server-timing", timing.encode("ascii"))])
