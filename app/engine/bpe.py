@@ -43,11 +43,13 @@ def byte_pair_split(piece: bytes, ranks: Mapping[bytes, int]) -> list[bytes]:
     return [piece[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
-def _merge_small(piece: bytes, ranks: Mapping[bytes, int]) -> list[int]:
-    """Part boundaries after merging (``[0, …, len(piece)]``); quadratic, for short pieces."""
+def _merge_small(piece: bytes, ranks: Mapping[bytes, int], parts: int = 1) -> list[int]:
+    """Part boundaries after merging (``[0, …, len(piece)]``), stopping early once ``parts`` parts remain;
+    quadratic, for short pieces."""
     bounds = list(range(len(piece) + 1))
     get = ranks.get
-    while len(bounds) > 2:
+    stop = parts + 1
+    while len(bounds) > stop:
         best_rank: int | None = None
         best_i = -1
         for i in range(len(bounds) - 2):

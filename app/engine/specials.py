@@ -102,6 +102,11 @@ class SpecialTokensMixin:
             after = [*after, *self._template.suffix_ids]
         return before, after
 
+    def _around_count(self, prefix: Sequence[str], suffix: Sequence[str], add_special_tokens: bool) -> int:
+        """How many ids :meth:`_around` puts around a text (same errors)."""
+        before, after = self._around(prefix, suffix, add_special_tokens)
+        return len(before) + len(after)
+
     @property
     def special_tokens(self) -> dict[str, int]:
         """Special-token string -> id (a copy)."""

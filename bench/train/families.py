@@ -38,7 +38,10 @@ import sys
 import time
 from pathlib import Path
 
+from bench.train.run import run_child
+
 ROOT = Path(__file__).resolve().parents[2]
+WORKER = "bench.train.families"  # this module, run as the child process
 WORK = ROOT / "bench" / ".data" / "train_families"
 FAMILIES = ("wordpiece", "unigram", "sp-unigram", "sp-bpe")
 KIND = {"wordpiece": "wordpiece", "unigram": "unigram", "sp-unigram": "sentencepiece-unigram",
@@ -143,20 +146,6 @@ def _evaluate(artifact: Path, held_file: Path) -> dict[str, object]:
 # --------------------------------------------------------------------------- parent
 
 
-def _child(args: list[str], env: dict[str, str]) -> tuple[dict[str, object], dict[str, float]]:
-    proc = subprocess.Popen([sys.executable, "-m", "bench.train.families", *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    output = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"child {args} failed")
-    return json.loads(output.strip().splitlines()[-1]), {
-        "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 2),
-        "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
-    }
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description="WordPiece/Unigram/SentencePiece-style trainer benchmark")
     parser.add_argument("--families", default=",".join(FAMILIES))
@@ -187,10 +176,12 @@ def main() -> int:
     for family in args.families.split(","):
         for who in ("ours", "peer"):
             print(f"[{time.strftime('%H:%M:%S')}] training {who} {family} …", file=sys.stderr, flush=True)
-            info, usage = _child(["--worker", "train", "--who", who, "--family", family, "--file", str(train_file),
-                                  "--vocab-size", str(args.vocab_size), "--threads", threads], env)
+            info, usage = run_child(WORKER, ["--worker", "train", "--who", who, "--family", family,
+                                             "--file", str(train_file), "--vocab-size", str(args.vocab_size),
+                                             "--threads", threads], env)
             artifact = WORK / f"{who}-{family}" / str(info["artifact"])
-            ev, _ = _child(["--worker", "evaluate", "--family", str(artifact), "--file", str(held_file)], env)
+            ev, _ = run_child(WORKER, ["--worker", "evaluate", "--family", str(artifact), "--file", str(held_file)],
+                              env)
             rows.append({"family": family, "who": who, **info, **usage, **ev, "loadavg": os.getloadavg()[0]})
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     meta = {"date": started, "commit": commit.stdout.strip(), "threads": args.threads, "vocab_size": args.vocab_size,

@@ -45,6 +45,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+WORKER = "bench.train.run"  # this module, run as the child process
 WORK = ROOT / "bench" / ".data" / "train_bench" / "out"
 TRAINERS = ("ours-cl100k", "ours-gpt2", "hf-bytelevel", "spm-bpe")
 EXTRA_TRAINERS = ("ours-cl100k-python", "ours-gpt2-python")
@@ -125,8 +126,10 @@ def _evaluate(trainer: str, held_file: Path, out: Path) -> dict[str, object]:
 # --------------------------------------------------------------------------- parent
 
 
-def _child(args: list[str], env: dict[str, str]) -> tuple[dict[str, object], dict[str, float]]:
-    proc = subprocess.Popen([sys.executable, "-m", "bench.train.run", *args], cwd=ROOT, env=env,
+def run_child(module: str, args: list[str], env: dict[str, str]) -> tuple[dict[str, object], dict[str, float]]:
+    """Run ``python -m module *args`` from the repository root; its last stdout line (JSON) and its CPU seconds
+    and peak RSS (MiB). ``RuntimeError`` when it exits non-zero."""
+    proc = subprocess.Popen([sys.executable, "-m", module, *args], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     output = proc.stdout.read()
@@ -174,12 +177,12 @@ def main() -> int:
         for k in range(args.repeat):
             print(f"[{time.strftime('%H:%M:%S')}] training {trainer} ({k + 1}/{args.repeat}) …", file=sys.stderr,
                   flush=True)
-            info, usage = _child(["--worker", "train", "--trainer", trainer, "--file", str(train_file),
-                                  "--vocab-size", str(args.vocab_size), "--threads", threads], env)
+            info, usage = run_child(WORKER, ["--worker", "train", "--trainer", trainer, "--file", str(train_file),
+                                             "--vocab-size", str(args.vocab_size), "--threads", threads], env)
             runs.append({**usage, **info, "loadavg": os.getloadavg()[0]})
             print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
         print(f"[{time.strftime('%H:%M:%S')}] evaluating {trainer} …", file=sys.stderr, flush=True)
-        ev, _ = _child(["--worker", "evaluate", "--trainer", trainer, "--file", str(held_file)], env)
+        ev, _ = run_child(WORKER, ["--worker", "evaluate", "--trainer", trainer, "--file", str(held_file)], env)
         medians = {key: round(statistics.median(float(r[key]) for r in runs), 2)  # type: ignore[arg-type]
                    for key in ("wall_seconds", "cpu_seconds", "peak_rss_mib")}
         rows.append({"trainer": trainer, **runs[-1], **medians, **ev, "runs": runs})

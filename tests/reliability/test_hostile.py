@@ -8,7 +8,7 @@ import itertools
 import json
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 import schemathesis
@@ -27,11 +27,11 @@ from schemathesis.specs.openapi.checks import (
 
 from app.api.main import create_app
 from app.core.config import Settings
-from app.engine import InvalidTokenIdError, get_encoding, get_store, list_encodings
+from app.engine import InvalidTokenIdError, get_encoding, list_encodings
 from app.engine.native import available
 from app.engine.pipeline import Pipeline
 from tests.engine.exactness.reference import reference_encoding
-from tests.engine.pipeline.reference import reference as hf_reference
+from tests.engine.references import family_reference
 
 from .conftest import Serve
 
@@ -88,7 +88,7 @@ def test_engine_round_trips_any_text(backend: str, name: str, text: str) -> None
     assert all(0 <= i < enc.n_vocab and (not enc.is_special(i) or i == unk) for i in ids)
     clean = "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)  # lone surrogates -> U+FFFD
     if isinstance(enc, Pipeline):  # its normalizer may rewrite text (NFC, ▁, lowercase): the reference's round trip
-        ref_encode, ref_decode = _family_reference(name)
+        ref_encode, ref_decode = family_reference(name)
         assert ids == ref_encode(clean), (text, ids)
         clean = ref_decode(ref_encode(clean))
     assert enc.decode(ids) == clean, (text, ids)
@@ -112,17 +112,6 @@ def test_engine_decodes_arbitrary_id_lists_or_names_the_bad_id(backend: str, nam
         text = enc.decode(ids)
         assert isinstance(text, str)
         assert enc.decode_bytes(ids) == b"".join(enc.decode_tokens_bytes(ids))
-
-
-def _family_reference(name: str) -> tuple[Callable[[str], list[int]], Callable[[list[int]], str]]:
-    """The reference library's encode and decode for a pipeline tokenizer: Hugging Face for ``tokenizer.json``,
-    ``sentencepiece``/``mistral-common``/Hugging Face for the other formats (tests/engine/families)."""
-    if get_store().spec(name).format == "hf_json":
-        ref = hf_reference(name)
-        return (lambda t: ref.encode(t, add_special_tokens=False).ids), ref.decode
-    from tests.engine.families.exactness import _reference
-
-    return _reference(name)
 
 
 def _unassigned(enc: object, i: int) -> bool:

@@ -89,14 +89,13 @@ class CookbookFraming:
         return cookbook.count_conversation(tok.count, conv, self.rules)
 
 
-@dataclass(frozen=True)
-class HarmonyFraming:
-    kind: str = "harmony"
-    ids_public: bool = True
-    _memo: dict[str, dict[str, int]] = field(default_factory=dict, compare=False, repr=False)
+class _CountsFramedParts:
+    """``count`` as the tokens of ``frame(...)``, with the framing's short texts memoized per tokenizer name."""
+
+    _memo: dict[str, dict[str, int]]
 
     def frame(self, conv: Conversation, *, add_generation_prompt: bool = True) -> Parts:
-        return harmony.frame(conv, add_generation_prompt=add_generation_prompt)
+        raise NotImplementedError
 
     def count(self, tok: Tokenizer, conv: Conversation, *, add_generation_prompt: bool = True) -> int:
         memo = self._memo.setdefault(tok.name, {})
@@ -104,7 +103,17 @@ class HarmonyFraming:
 
 
 @dataclass(frozen=True)
-class TemplateFraming:
+class HarmonyFraming(_CountsFramedParts):
+    kind: str = "harmony"
+    ids_public: bool = True
+    _memo: dict[str, dict[str, int]] = field(default_factory=dict, compare=False, repr=False)
+
+    def frame(self, conv: Conversation, *, add_generation_prompt: bool = True) -> Parts:
+        return harmony.frame(conv, add_generation_prompt=add_generation_prompt)
+
+
+@dataclass(frozen=True)
+class TemplateFraming(_CountsFramedParts):
     template: ChatTemplate
     kind: str = "jinja"
     ids_public: bool = True
@@ -113,13 +122,9 @@ class TemplateFraming:
     def frame(self, conv: Conversation, *, add_generation_prompt: bool = True) -> Parts:
         return self.template.frame(conv, add_generation_prompt=add_generation_prompt)
 
-    def count(self, tok: Tokenizer, conv: Conversation, *, add_generation_prompt: bool = True) -> int:
-        memo = self._memo.setdefault(tok.name, {})
-        return count_parts(tok, self.frame(conv, add_generation_prompt=add_generation_prompt), memo)
-
 
 @dataclass(frozen=True)
-class MistralFraming:
+class MistralFraming(_CountsFramedParts):
     version: str
     kind: str = "mistral"
     ids_public: bool = True
@@ -128,10 +133,6 @@ class MistralFraming:
     def frame(self, conv: Conversation, *, add_generation_prompt: bool = True) -> Parts:
         """``add_generation_prompt`` changes nothing: every user turn already ends with ``[/INST]``."""
         return mistral.frame(self.version, conv)
-
-    def count(self, tok: Tokenizer, conv: Conversation, *, add_generation_prompt: bool = True) -> int:
-        memo = self._memo.setdefault(tok.name, {})
-        return count_parts(tok, self.frame(conv), memo)
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import regex
+
+from .compiled import MERGE_BPE
 
 _ENDS_WITH_WORD = regex.compile(r"\w\Z")
 _STARTS_WITH_WORD = regex.compile(r"\w")
@@ -59,6 +62,11 @@ class AddedMatcher:
         self._first_chars = frozenset(lengths)
         self._starts = (regex.compile("[" + "".join(regex.escape(c) for c in sorted(lengths)) + "]")
                         if lengths else None)
+        # the same search compiled, when the extension is built and the backend is native
+        self._tokens = list(self._by_pattern.values())
+        self._native: Any = None
+        if lengths and MERGE_BPE.module is not None and MERGE_BPE.resolve_backend(None) == "native":
+            self._native = MERGE_BPE.module.Matcher(list(self._by_pattern))
 
     def split(self, text: str) -> list[Split]:
         """``text`` cut into ordinary stretches and matched tokens, covering it in order (no empty stretches,
@@ -94,6 +102,9 @@ class AddedMatcher:
     def _find(self, text: str) -> list[tuple[int, int, AddedToken]]:
         """Non-overlapping leftmost-longest matches, scanning on after each match's end."""
         assert self._starts is not None
+        if self._native is not None:
+            tokens = self._tokens
+            return [(i, j, tokens[k]) for i, j, k in self._native.find(text)]
         by_pattern = self._by_pattern
         lengths = self._lengths
         search = self._starts.search

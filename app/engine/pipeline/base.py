@@ -14,7 +14,6 @@ loader (:mod:`app.engine.pipeline.hf_json`) and may be built directly by other l
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -127,8 +126,3 @@ class Decoder(Protocol):
         A ``str`` while the token is still text, ``bytes`` once a decoder has turned it into bytes (a sequence
         stops there). Used for token strings, not for :meth:`decode_chain`."""
         ...
-
-
-def spans_identity(pieces: Sequence[Piece]) -> bool:
-    """True when no piece tracks spans (the fast path)."""
-    return all(p.spans is None for p in pieces)

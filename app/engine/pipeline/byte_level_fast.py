@@ -306,10 +306,7 @@ class ByteLevelFast(TokenizerBase):
     def count(self, text: str, *, add_special_tokens: bool = False, prefix: Sequence[str] = (),
               suffix: Sequence[str] = ()) -> int:
         """Number of tokens :meth:`encode` would return, without building the id list."""
-        n = 0
-        if prefix or suffix or add_special_tokens:
-            before, after = self._around(prefix, suffix, add_special_tokens)
-            n = len(before) + len(after)
+        n = self._around_count(prefix, suffix, add_special_tokens) if prefix or suffix or add_special_tokens else 0
         if self._plain(text):
             return n + self.encoding.count(text)
         text = scrub_surrogates(text)

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from typing import Any
 
+from ..bpe import _merge_small
 from .pre_tokenizers import byte_chars
 
 
@@ -87,19 +88,8 @@ def last_merges_py(ranks: Mapping[bytes, int], tokens: Iterable[bytes]) -> list[
     to two parts, or 0 if it stops earlier (or the token is shorter than two bytes). The reference for the compiled
     core's ``last_merges``; quadratic."""
     out: list[int] = []
-    get = ranks.get
     for token in tokens:
-        bounds = list(range(len(token) + 1))
-        while len(bounds) > 3:
-            best_rank: int | None = None
-            best_i = -1
-            for i in range(len(bounds) - 2):
-                rank = get(token[bounds[i] : bounds[i + 2]])
-                if rank is not None and (best_rank is None or rank < best_rank):
-                    best_rank, best_i = rank, i
-            if best_rank is None:
-                break
-            del bounds[best_i + 1]
+        bounds = _merge_small(token, ranks, parts=2)
         out.append(bounds[1] if len(bounds) == 3 else 0)
     return out
 

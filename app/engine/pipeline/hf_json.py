@@ -32,6 +32,7 @@ from . import pre_tokenizers as pre
 from . import processors as proc
 from .added import AddedToken
 from .charsmap import Precompiled
+from .json_numbers import serde_f64
 from .models.bpe import BPE
 from .models.unigram import Unigram
 from .models.wordlevel import WordLevel
@@ -133,7 +134,7 @@ class _Refused(Exception):
     """Internal: a component or option this loader does not implement (message names it)."""
 
 
-def _build(section: str, config: Any, where: str) -> Any:
+def _build(section: str, config: Any, where: str, backend: str | None = None) -> Any:
     if not isinstance(config, dict) or not isinstance(config.get("type"), str):
         raise _Refused(f"{where}: expected an object with a 'type'")
     type_name = config["type"]
@@ -150,6 +151,8 @@ def _build(section: str, config: Any, where: str) -> Any:
     if unknown:
         raise _Refused(f"{where} {type_name}: option(s) {sorted(unknown)} not supported")
     try:
+        if builder.build == BPE.from_hf:  # the one model with a compiled core: it honours the backend asked for
+            return BPE.from_hf(config, backend=backend)
         return builder.build(config)
     except (KeyError, TypeError, ValueError) as exc:
         raise _Refused(f"{where} {type_name}: {exc}") from None
@@ -205,7 +208,7 @@ def from_hf_json(data: bytes | str | dict[str, Any], name: str, *, source: str =
     """Build the tokenizer a ``tokenizer.json`` describes. ``source`` names the file in errors. Raises
     :class:`~app.engine.errors.ArtifactError` for anything that cannot be loaded exactly."""
     try:
-        doc = data if isinstance(data, dict) else json.loads(data)
+        doc = data if isinstance(data, dict) else json.loads(data, parse_float=serde_f64)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ArtifactError(source, f"not a tokenizer.json (invalid JSON: {exc})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict):
@@ -216,7 +219,7 @@ def from_hf_json(data: bytes | str | dict[str, Any], name: str, *, source: str =
             raise _Refused("model: no 'type'")
         parts = {section: None if doc.get(section) is None else _build(section, doc[section], section)
                  for section in ("normalizer", "pre_tokenizer", "post_processor", "decoder")}
-        model = _build("model", model_config, "model")
+        model = _build("model", model_config, "model", backend)
         added = _added_tokens(doc.get("added_tokens"))
         exclude = getattr(model, "exclude_from_text", None)
         if exclude is not None:  # a model that could match a special token's string in text must not

@@ -16,6 +16,7 @@ Added tokens marked special are never matched (step 1 and 2 skip them); their id
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from typing import cast
 
 from ..cache import CacheStats, PieceCache, default_cache_size
 from ..encoding import scrub_surrogates
@@ -25,6 +26,8 @@ from ..store import TokenizerSpec
 from ..tokenizer import TokenizerBase
 from .added import AddedMatcher, AddedToken
 from .base import Decoder, Model, Normalizer, Piece, PostProcessor, PreTokenizer, Span
+from .normalizers import Replace
+from .pre_tokenizers import Split
 
 
 def _surrogate_spans(text: str, clean: str) -> list[Span]:
@@ -55,7 +58,8 @@ class Pipeline(TokenizerBase):
                  cache_size: int | None = None, spec: TokenizerSpec | None = None, backend: str = "python") -> None:
         self.name = name
         self.spec = spec
-        self.backend = backend
+        # a model with a compiled core (``native`` set) makes the pipeline native
+        self.backend = "native" if getattr(model, "native", None) is not None else backend
         self.model = model
         self.normalizer = normalizer
         self.pre_tokenizer = pre_tokenizer
@@ -89,6 +93,11 @@ class Pipeline(TokenizerBase):
         self._lookup = self._cache.lookup
         # optional: (start, end) stretches of a long pre-token that the model tokenizes independently (exactly)
         self._segments: Callable[[str], Iterable[tuple[int, int]]] | None = getattr(model, "segments", None)
+        # A compiled model behind at most a Replace normalizer and a Split pre-tokenizer (SentencePiece-style
+        # files such as Gemma's): encoding works on strings, no Piece objects (:meth:`_encode_text_str`).
+        self._str_path = (getattr(model, "native", None) is not None and not self._norm_matcher.has_matchable
+                          and (normalizer is None or type(normalizer) is Replace)
+                          and (pre_tokenizer is None or type(pre_tokenizer) is Split))
 
     # -- encoding -------------------------------------------------------------------------------------------------
 
@@ -148,6 +157,10 @@ class Pipeline(TokenizerBase):
         return self._pieces(text, False)
 
     def _encode_text(self, text: str) -> list[int]:
+        if self._str_path:
+            return self._encode_text_str(text)
+        if getattr(self.model, "native", None) is not None:
+            return self._encode_text_native(text)
         ids: list[int] = []
         lookup = self._lookup
         segments = self._segments
@@ -162,6 +175,38 @@ class Pipeline(TokenizerBase):
             elif t:
                 ids.extend(lookup(t))
         return ids
+
+    def _encode_text_native(self, text: str) -> list[int]:
+        """:meth:`_encode_text` for a model with a compiled core: the pre-tokens and matched added tokens go to
+        the model in one call (cut as ``segments`` cuts them, no piece cache)."""
+        items: list[str | int] = [p.text if p.token_id is None else p.token_id
+                                  for p in self._pieces(text, False) if p.token_id is not None or p.text]
+        return self.model.encode_pieces(items, SEGMENT_FROM)  # type: ignore[attr-defined, no-any-return]
+
+    def _encode_text_str(self, text: str) -> list[int]:
+        """:meth:`_encode_text_native` on strings, for a Replace normalizer and a Split pre-tokenizer: the same
+        steps as :meth:`_pieces` (added tokens, normalizer per stretch, split), without spans."""
+        text = scrub_surrogates(text)
+        normalize = self.normalizer.normalize_str if self.normalizer is not None else None
+        split = cast("Split", self.pre_tokenizer).split_str if self.pre_tokenizer is not None else None
+        encode_pieces = self.model.encode_pieces  # type: ignore[attr-defined]
+        items: list[str | int] = []  # pre-tokens and matched added tokens' ids, in order: one call
+        for start, end, token in self._raw_matcher.split(text):
+            if token is not None:
+                items.append(token.id)
+                continue
+            if start == end:
+                continue
+            chunk = text[start:end]
+            if normalize is not None:
+                chunk = normalize(chunk)
+                if not chunk:
+                    continue
+            if split is not None:
+                items.extend(split(chunk))
+            else:
+                items.append(chunk)
+        return encode_pieces(items, SEGMENT_FROM)
 
     def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
         """Ids of ``text`` and, per id, its ``(start, end)`` character span in ``text``."""

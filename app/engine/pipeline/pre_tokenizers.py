@@ -117,6 +117,16 @@ class Split:
     def pre_tokenize(self, pieces: list[Piece]) -> list[Piece]:
         return split_pieces(pieces, self.pattern.matches, self.behaviour, self.invert)
 
+    def split_str(self, text: str) -> list[str]:
+        """The texts of :meth:`pre_tokenize` of one free piece ``text`` (no spans), the same cut."""
+        literal = self.pattern.string
+        if text and not self.invert and literal is not None and (not literal or literal not in text):
+            return [text]  # no match: every behaviour keeps the whole text
+        matches = _cover(text, self.pattern.matches(text))
+        if self.invert:
+            matches = [(s, e, not m) for s, e, m in matches]
+        return [text[s:e] for s, e in _apply_behaviour(matches, self.behaviour) if s < e]
+
 
 @lru_cache(maxsize=1)
 def byte_chars() -> list[str]:

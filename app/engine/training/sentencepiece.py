@@ -34,7 +34,7 @@ from ..pipeline.sentencepiece import BPE, BYTE, CONTROL, NORMAL, UNIGRAM, UNKNOW
 from .compiled import learn
 from .merges import text_order_key
 from .trainer import Progress, TrainedArtifact, lines_of
-from .unigram import SPACE, character_coverage, learn_unigram, split_before_space, split_unknown
+from .unigram import SPACE, learn_unigram, required_characters, split_before_space, split_unknown
 
 MODEL_TYPES = ("unigram", "bpe")
 
@@ -111,13 +111,7 @@ class SentencePieceTrainer:
     def finish(self, progress: Progress | None = None) -> TrainedArtifact:
         words: dict[str, int] = dict(self._words)
         self._words.clear()
-        chars: Counter[str] = Counter()
-        for w, f in words.items():
-            for ch in w:
-                chars[ch] += f
-        if not chars:
-            raise ValueError("the corpus has no text")
-        required = character_coverage(chars, self.coverage)
+        required = required_characters(words, self.coverage)
         pieces_words = split_unknown(words, set(required))
         if self.split_digits:
             pieces_words = split_digit_runs(pieces_words)

@@ -139,10 +139,7 @@ def learn_unigram(
                 if valid is not None and not valid(s):
                     break
                 sub[s] = sub.get(s, 0) + f
-    char_count: Counter[str] = Counter()
-    for w, f in items:
-        for ch in w:
-            char_count[ch] += f
+    char_count = char_counts(words)
     ranked = sorted(((c * len(s), s) for s, c in sub.items() if c >= 2), key=lambda t: (-t[0], t[1]))
     del sub
     ranked = ranked[: max(0, seed_size - len(req))]
@@ -351,6 +348,24 @@ def character_coverage(char_counts: Mapping[str, int], coverage: float) -> list[
     return out
 
 
+def char_counts(words: Mapping[str, int]) -> Counter[str]:
+    """How often each character occurs in ``words`` (``{word: count}``)."""
+    chars: Counter[str] = Counter()
+    for w, f in words.items():
+        for ch in w:
+            chars[ch] += f
+    return chars
+
+
+def required_characters(words: Mapping[str, int], coverage: float) -> list[str]:
+    """:func:`character_coverage` of the characters of ``words`` weighted by their frequencies; ``ValueError``
+    when the words hold no character."""
+    chars = char_counts(words)
+    if not chars:
+        raise ValueError("the corpus has no text")
+    return character_coverage(chars, coverage)
+
+
 def split_unknown(words: Mapping[str, int], required: set[str]) -> dict[str, int]:
     """Words cut around characters outside ``required`` (those are dropped: encoding maps them to unknown or
     bytes), so every remaining word is segmentable; frequencies of equal pieces are summed, order kept."""
@@ -412,13 +427,7 @@ class UnigramTrainer:
     def finish(self, progress: Progress | None = None) -> TrainedArtifact:
         words = dict(self._words)
         self._words.clear()
-        chars: Counter[str] = Counter()
-        for w, f in words.items():
-            for ch in w:
-                chars[ch] += f
-        if not chars:
-            raise ValueError("the corpus has no text")
-        required = character_coverage(chars, self.coverage)
+        required = required_characters(words, self.coverage)
         learned, summary = learn_unigram(
             split_unknown(words, set(required)), vocab_size=self.vocab_size - len(self.specials), required=required,
             valid=lambda s: SPACE not in s[1:], progress=progress, **self.options)  # type: ignore[arg-type]

@@ -19,6 +19,8 @@ import heapq
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast
 
+from ..compiled import MERGE_BPE as _EXT
+
 #: Below this many symbols the quadratic scan beats the heap.
 _HEAP_FROM = 48
 #: Sorts after every real merge (ranks are list indices).
@@ -30,11 +32,16 @@ class BPEError(ValueError):
 
 
 class BPE:
-    """The model. ``merges`` are ``(left, right)`` token strings in rank order."""
+    """The model. ``merges`` in rank order, each ``(left, right)`` token strings, a ``[left, right]`` list or a
+    ``"left right"`` string. ``backend`` (``native``/``python``/None, see :func:`app.engine.native.resolve_backend`):
+    native runs :meth:`tokenize` and :meth:`encode_pieces` on the compiled model (identical ids) when the extension
+    is built and the file uses no ``continuing_subword_prefix``/``end_of_word_suffix``/``ignore_merges``;
+    :attr:`backend` says which one is in use."""
 
     def __init__(self, vocab: Mapping[str, int], merges: Sequence[tuple[str, str]], *, unk_token: str | None = None,
                  fuse_unk: bool = False, byte_fallback: bool = False, continuing_subword_prefix: str | None = None,
-                 end_of_word_suffix: str | None = None, ignore_merges: bool = False) -> None:
+                 end_of_word_suffix: str | None = None, ignore_merges: bool = False,
+                 backend: str | None = None) -> None:
         self.vocab = dict(vocab)
         self.unk_token = unk_token
         self.fuse_unk = fuse_unk
@@ -53,24 +60,60 @@ class BPE:
         if unk_token is not None and unk_token in self.vocab:
             self._unk_id = self.vocab[unk_token]
         self._width = max(top + 1, 1)
+        self._raw_merges = merges
+        self._ranks: dict[int, tuple[int, int]] = {}
+        self._merges: list[tuple[str, str]] = []
+        # Cutting long pre-tokens is exact only when symbols are plain characters (built on first use).
+        self._cuttable = not self.prefix and not self.suffix and not ignore_merges
+        self._junction_set: set[str] | None = None
+        self._bytes = [self.vocab.get(f"<0x{b:02X}>") for b in range(256)] if byte_fallback else []
+        #: The compiled model (same ids) when the backend is native and the options are ones it supports.
+        self.native: Any = None
+        if (_EXT.resolve_backend(backend) == "native" and _EXT.module is not None and self._cuttable
+                and (unk_token is None or self._unk_id is not None) and top < (1 << 31) - 1):
+            try:
+                self.native = _EXT.module.Model(self.vocab, merges if type(merges) is list else list(merges),
+                                                byte_fallback, -1 if self._unk_id is None else self._unk_id,
+                                                fuse_unk, True)
+            except (ValueError, TypeError):
+                self.native = None  # the reference below raises the precise error
+        self.backend = "python" if self.native is None else "native"
+        self._python_ready = False
+        if self.native is None:
+            self._prepare_python()
+
+    def use_reference(self) -> None:
+        """Drop the compiled model: every call runs the pure-Python reference from now on."""
+        self._prepare_python()
+        self.native = None
+        self.backend = "python"
+
+    def _prepare_python(self) -> None:
+        """Parse the merge list into the reference's rank table (eagerly on the Python backend, on first use of a
+        Python-only method on the native one). Raises :class:`BPEError` for a bad merge list."""
+        if self._python_ready:
+            return
+        raw = self._raw_merges
+        merges = [m if type(m) is tuple else tuple(m.split(" ", 1)) if type(m) is str else tuple(m)
+                  if type(m) is list else (m,) for m in raw]
+        for rank, pair in enumerate(merges):
+            if len(pair) != 2 or type(pair[0]) is not str or type(pair[1]) is not str:
+                raise BPEError(f"merge {rank} ({raw[rank]!r:.60}) is neither 'a b' nor [a, b]")
         width = self._width
         ranks: dict[int, tuple[int, int]] = {}
         cut = len(self.prefix)
         get = self.vocab.get
-        for rank, (left, right) in enumerate(merges):
+        for rank, (left, right) in enumerate(cast("list[tuple[str, str]]", merges)):
             a, b, new = get(left), get(right), get(left + right[cut:])
             if a is None or b is None or new is None:
                 raise BPEError(f"merge {rank} ({left!r} {right!r}) uses or makes a token outside the vocabulary")
             ranks[a * width + b] = (rank, new)
         self._ranks = ranks
-        self._merges = merges
-        # Cutting long pre-tokens is exact only when symbols are plain characters (built on first use).
-        self._cuttable = not self.prefix and not self.suffix and not ignore_merges
-        self._junction_set: set[str] | None = None
-        self._bytes = [self.vocab.get(f"<0x{b:02X}>") for b in range(256)] if byte_fallback else []
+        self._merges = cast("list[tuple[str, str]]", merges)
+        self._python_ready = True
 
     @classmethod
-    def from_hf(cls, config: dict[str, Any]) -> BPE:
+    def from_hf(cls, config: dict[str, Any], *, backend: str | None = None) -> BPE:
         """From a ``tokenizer.json`` ``model`` entry (merges as ``"a b"`` strings or ``[a, b]`` pairs). Raises
         :class:`BPEError` for ``dropout`` (randomised, cannot be reproduced) or a bad vocabulary/merge list."""
         if config.get("dropout") not in (None, 0, 0.0):
@@ -81,19 +124,14 @@ class BPE:
         raw = config.get("merges") or []
         if not isinstance(raw, list):
             raise BPEError("merges must be a list")
-        merges = [tuple(m.split(" ", 1)) if type(m) is str else tuple(m) if type(m) is list else (m,) for m in raw]
-        for rank, pair in enumerate(merges):
-            if len(pair) != 2 or type(pair[0]) is not str or type(pair[1]) is not str:
-                raise BPEError(f"merge {rank} ({raw[rank]!r:.60}) is neither 'a b' nor [a, b]")
         unk = config.get("unk_token")
         if unk is not None and unk not in vocab:
             raise BPEError(f"unk_token {unk!r} is not in the vocabulary")
-        pairs = cast("list[tuple[str, str]]", merges)
-        return cls(vocab, pairs, unk_token=unk, fuse_unk=bool(config.get("fuse_unk", False)),
+        return cls(vocab, raw, unk_token=unk, fuse_unk=bool(config.get("fuse_unk", False)),
                    byte_fallback=bool(config.get("byte_fallback", False)),
                    continuing_subword_prefix=config.get("continuing_subword_prefix"),
                    end_of_word_suffix=config.get("end_of_word_suffix"),
-                   ignore_merges=bool(config.get("ignore_merges", False)))
+                   ignore_merges=bool(config.get("ignore_merges", False)), backend=backend)
 
     # -- protocol ------------------------------------------------------------------------------------------------
 
@@ -111,6 +149,13 @@ class BPE:
         """Ids of one pre-token."""
         if not text:
             return []
+        native = self.native
+        if native is not None:
+            try:
+                return cast("list[int]", native.tokenize(text))
+            except ValueError:  # a lone surrogate with byte fallback: the reference raises as it does
+                pass
+        self._prepare_python()
         if self.ignore_merges:
             whole = self.vocab.get(text)
             if whole is not None:
@@ -123,6 +168,7 @@ class BPE:
         span that character."""
         if not text:
             return []
+        self._prepare_python()
         if self.ignore_merges:
             whole = self.vocab.get(text)
             if whole is not None:
@@ -140,6 +186,7 @@ class BPE:
             return
         junctions = self._junction_set
         if junctions is None:
+            self._prepare_python()
             junctions = self._junction_set = {left[-1] + right[0] for left, right in self._merges if left and right}
         vocab = self.vocab
         start = 0
@@ -151,6 +198,27 @@ class BPE:
                 start = i
             known_prev = known
         yield start, len(text)
+
+    def encode_pieces(self, texts: Sequence[str | int], segment_from: int) -> list[int]:
+        """Ids of the pre-tokens ``texts`` in order (an ``int`` item is an id already, passed through), each
+        longer than ``segment_from`` characters cut as :meth:`segments` cuts it: one call into the compiled model
+        (GIL released), or the reference per piece."""
+        native = self.native
+        if native is not None:
+            try:
+                return cast("list[int]", native.encode(texts if type(texts) is list else list(texts), segment_from))
+            except ValueError:
+                pass
+        ids: list[int] = []
+        for t in texts:
+            if isinstance(t, int):
+                ids.append(t)
+            elif len(t) > segment_from:
+                for start, end in self.segments(t):
+                    ids.extend(self.tokenize(t[start:end]))
+            else:
+                ids.extend(self.tokenize(t))
+        return ids
 
     # -- algorithm -----------------------------------------------------------------------------------------------
 

@@ -11,9 +11,11 @@ Two flavours differ only in arithmetic and in who scores user-defined pieces:
 * ``float32=False`` — Hugging Face ``tokenizers``: scores are doubles; consecutive unknown characters are fused
   into one unknown piece, which is then looked up as a string (byte fallback: one ``<0xNN>`` per byte if every one
   exists, else the unknown id).
-* ``float32=True`` — SentencePiece: scores and path sums are 32-bit floats, user-defined pieces score
-  ``bytes * max_score - 0.1`` (in double precision); consecutive unknowns become one unknown id (byte fallback:
-  one ``<0xNN>`` per byte).
+* ``float32=True`` — SentencePiece (0.2.3): scores and path sums are 32-bit floats, user-defined pieces score
+  ``0.1 * (bytes - 1)``; consecutive unknowns become one unknown id (byte fallback: one ``<0xNN>`` per byte).
+  Once the best score at a start leaves ±100,000, every path score reached so far is re-based by it (a float32
+  subtraction) and the search goes on from zero. That re-basing changes the rounding of long texts' sums, so it
+  decides their near ties; it is reproduced step for step.
 
 The search walks a prefix table (every piece and every prefix of one), so each start costs at most the length of
 the longest piece that matches there.
@@ -27,7 +29,10 @@ import struct
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from ..json_numbers import serde_f64
+
 _F32 = struct.Struct("<f")
+_RESET = 100_000.0  # SentencePiece's re-basing threshold for float32 path scores
 
 
 def f32(x: float) -> float:
@@ -69,11 +74,10 @@ class Unigram:
         if unk_score is None:
             unk_score = (min(normal_scores) if normal_scores else 0.0) - 10.0
         self.unk_score = f32(unk_score) if float32 else unk_score
-        max_score = max([*normal_scores, 1.1754943508222875e-38]) if float32 else 0.0
         #: piece -> id (>= 0) if the piece is matchable, -1 if it is only a prefix of matchable pieces
         nodes: dict[str, int] = {}
-        #: id -> (score, computed in double precision?)
-        self._score: dict[int, tuple[float, bool]] = {}
+        #: id -> score
+        self._score: dict[int, float] = {}
         for i in matchable:
             piece, score = self.vocab[i]
             if self._token_to_id.get(piece) != i:
@@ -82,9 +86,9 @@ class Unigram:
                 nodes.setdefault(piece[:k], -1)
             nodes[piece] = i
             if float32 and i in self._user:
-                self._score[i] = (f32(len(piece.encode("utf-8")) * max_score) - 0.1, True)
+                self._score[i] = f32(0.1 * (len(piece.encode("utf-8")) - 1))
             else:
-                self._score[i] = (f32(score) if float32 else score, False)
+                self._score[i] = f32(score) if float32 else score
         self._nodes = nodes
 
     def exclude_from_text(self, ids: Collection[int]) -> None:
@@ -99,7 +103,8 @@ class Unigram:
     def from_hf(cls, config: Mapping[str, Any], *, excluded: Collection[int] = ()) -> Unigram:
         """From a ``tokenizer.json`` model ``{"type": "Unigram", "unk_id", "vocab": [[piece, score], ...],
         "byte_fallback"}``. ``excluded``: ids of special added tokens (never matched in text)."""
-        vocab = [(str(p), float(s)) for p, s in config.get("vocab") or []]
+        # an integer beyond 64 bits is a float to serde_json too, with its rounding (a JSON-read float already has it)
+        vocab = [(str(p), serde_f64(str(s)) if isinstance(s, int) else float(s)) for p, s in config.get("vocab") or []]
         unk = config.get("unk_id")
         scores = [s for _, s in vocab]
         return cls(vocab, unk_id=None if unk is None else int(unk), byte_fallback=bool(config.get("byte_fallback")),
@@ -126,8 +131,14 @@ class Unigram:
         rnd = f32 if self.float32 else None
         unk_score = self.unk_score
         unk = -2 if self.unk_id is None else self.unk_id
+        frontier = 0  # the furthest end reached so far
         for s in range(n):
             base = score[s]
+            if rnd is not None and not -_RESET <= base <= _RESET:  # SentencePiece re-bases (module docstring)
+                for i in range(s + 1, frontier + 1):
+                    if start_at[i] != -1:
+                        score[i] = rnd(score[i] - base)
+                score[s] = base = 0.0
             single = False
             e = s + 1
             while e <= n:
@@ -135,16 +146,18 @@ class Unigram:
                 if v is None:
                     break
                 if v >= 0:
-                    sc, wide = scores[v]
-                    cand = sc + base if rnd is None or wide else rnd(sc + base)
+                    cand = scores[v] + base if rnd is None else rnd(scores[v] + base)
                     if start_at[e] == -1 or cand > score[e]:
-                        score[e] = cand if rnd is None else rnd(cand)
+                        score[e] = cand
                         start_at[e] = s
                         node_id[e] = v
                     if e == s + 1:
                         single = True
+                    if e > frontier:
+                        frontier = e
                 e += 1
             if not single:
+                frontier = max(frontier, s + 1)
                 cand = unk_score + base if rnd is None else rnd(unk_score + base)
                 if start_at[s + 1] == -1 or cand > score[s + 1]:
                     score[s + 1] = cand
@@ -180,7 +193,7 @@ class Unigram:
                 if v is None:
                     break
                 if v >= 0:
-                    ends[e].append((s, v, scores[v][0]))
+                    ends[e].append((s, v, scores[v]))
                     single = single or e == s + 1
                 e += 1
             if not single:

@@ -1,0 +1,902 @@
+/* BPE over an ordered merge list (Hugging Face ``tokenizers``' ``BPE`` model), compiled.
+ *
+ * The same algorithm as the pure-Python reference ``app/engine/pipeline/models/bpe.py`` and the same ids:
+ * symbols are the code points of a pre-token (looked up as one-character tokens), a character missing from the
+ * vocabulary becomes its UTF-8 bytes as ``<0xNN>`` tokens with byte fallback (when all of them exist), else the
+ * unknown token (runs fused with fuse_unk), else it is dropped.  Then the pair with the lowest merge rank is
+ * merged, leftmost first: a linear scan below HEAP_FROM symbols, a binary heap with lazy deletion above (the
+ * reference's two loops, step for step, including its stale-entry check).  A pair listed twice keeps its last
+ * rank and result.  Long pre-tokens are cut where no merge can ever join two neighbouring characters (the
+ * reference's ``segments``).  ``continuing_subword_prefix``, ``end_of_word_suffix`` and ``ignore_merges`` are
+ * not supported here (the Python side keeps those files on the reference).
+ *
+ * Tables are built from the vocabulary dict and the raw merge list in one pass (no per-merge Python objects);
+ * tokenizing releases the GIL.  Objects are immutable after construction and thread-safe.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HEAP_FROM 48
+#define NO_RANK INT32_MAX
+#define MAX_CP 0x110000
+
+/* ---- hashing ------------------------------------------------------------------------------------------------ */
+
+static inline uint64_t mix64(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static uint64_t hash_bytes(const char *s, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ULL;
+    }
+    return mix64(h ^ (uint64_t)n);
+}
+
+static size_t pow2_at_least(size_t n) {
+    size_t m = 16;
+    while (m < n) m <<= 1;
+    return m;
+}
+
+/* pair (a, b) -> (rank, new): open addressing, linear probing; key UINT64_MAX = empty */
+typedef struct {
+    uint64_t key;
+    int32_t rank;
+    int32_t id;
+} PairSlot;
+
+typedef struct {
+    PairSlot *slots;
+    size_t mask;
+} PairTable;
+
+static inline uint64_t pair_key(uint32_t a, uint32_t b) { return ((uint64_t)a << 32) | b; }
+
+static int pair_init(PairTable *t, size_t n) {
+    size_t cap = pow2_at_least(n * 2 + 1);
+    t->slots = (PairSlot *)malloc(cap * sizeof(PairSlot));
+    if (!t->slots) return -1;
+    for (size_t i = 0; i < cap; i++) t->slots[i].key = UINT64_MAX;
+    t->mask = cap - 1;
+    return 0;
+}
+
+static void pair_put(PairTable *t, uint64_t key, int32_t rank, int32_t id) {
+    size_t i = (size_t)mix64(key) & t->mask;
+    while (t->slots[i].key != UINT64_MAX && t->slots[i].key != key) i = (i + 1) & t->mask;
+    t->slots[i].key = key;
+    t->slots[i].rank = rank;
+    t->slots[i].id = id;
+}
+
+static inline const PairSlot *pair_get(const PairTable *t, uint64_t key) {
+    size_t i = (size_t)mix64(key) & t->mask;
+    for (;;) {
+        const PairSlot *s = &t->slots[i];
+        if (s->key == key) return s;
+        if (s->key == UINT64_MAX) return NULL;
+        i = (i + 1) & t->mask;
+    }
+}
+
+/* set of (code point, code point) junctions */
+typedef struct {
+    uint64_t *keys;
+    size_t mask;
+} JunctionSet;
+
+static int junction_put(JunctionSet *s, uint64_t key) {
+    size_t i = (size_t)mix64(key) & s->mask;
+    while (s->keys[i] != UINT64_MAX && s->keys[i] != key) i = (i + 1) & s->mask;
+    s->keys[i] = key;
+    return 0;
+}
+
+static inline int junction_has(const JunctionSet *s, uint64_t key) {
+    size_t i = (size_t)mix64(key) & s->mask;
+    for (;;) {
+        if (s->keys[i] == key) return 1;
+        if (s->keys[i] == UINT64_MAX) return 0;
+        i = (i + 1) & s->mask;
+    }
+}
+
+/* build-time: token UTF-8 -> id */
+typedef struct {
+    const char *s;
+    Py_ssize_t n;
+    int32_t id;
+    uint64_t h;
+} StrSlot;
+
+typedef struct {
+    StrSlot *slots;
+    size_t mask;
+} StrTable;
+
+static void str_put(StrTable *t, const char *s, Py_ssize_t n, int32_t id) {
+    uint64_t h = hash_bytes(s, n);
+    size_t i = (size_t)h & t->mask;
+    while (t->slots[i].s != NULL) {
+        if (t->slots[i].h == h && t->slots[i].n == n && memcmp(t->slots[i].s, s, (size_t)n) == 0) break;
+        i = (i + 1) & t->mask;
+    }
+    t->slots[i].s = s;
+    t->slots[i].n = n;
+    t->slots[i].id = id;
+    t->slots[i].h = h;
+}
+
+static int32_t str_get(const StrTable *t, const char *s, Py_ssize_t n) {
+    uint64_t h = hash_bytes(s, n);
+    size_t i = (size_t)h & t->mask;
+    while (t->slots[i].s != NULL) {
+        if (t->slots[i].h == h && t->slots[i].n == n && memcmp(t->slots[i].s, s, (size_t)n) == 0)
+            return t->slots[i].id;
+        i = (i + 1) & t->mask;
+    }
+    return -1;
+}
+
+/* ---- the model ---------------------------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    int32_t *chars;       /* code point -> id of the one-character token, -1 when absent */
+    int32_t bytes[256];   /* <0xNN> ids, -1 when absent */
+    int byte_fallback;
+    int fuse_unk;
+    int32_t unk_id;       /* -1: no unknown token */
+    PairTable pairs;
+    JunctionSet junctions; /* keys NULL: pre-tokens are never cut */
+    Py_ssize_t n_merges;
+} Model;
+
+static void Model_dealloc(Model *self) {
+    free(self->chars);
+    free(self->pairs.slots);
+    free(self->junctions.keys);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Last / first code point of a UTF-8 string (valid UTF-8, n > 0). */
+static uint32_t utf8_first(const char *s) {
+    const unsigned char *u = (const unsigned char *)s;
+    if (u[0] < 0x80) return u[0];
+    if (u[0] < 0xE0) return ((uint32_t)(u[0] & 0x1F) << 6) | (u[1] & 0x3F);
+    if (u[0] < 0xF0) return ((uint32_t)(u[0] & 0x0F) << 12) | ((uint32_t)(u[1] & 0x3F) << 6) | (u[2] & 0x3F);
+    return ((uint32_t)(u[0] & 0x07) << 18) | ((uint32_t)(u[1] & 0x3F) << 12) | ((uint32_t)(u[2] & 0x3F) << 6) |
+           (u[3] & 0x3F);
+}
+
+static uint32_t utf8_last(const char *s, Py_ssize_t n) {
+    Py_ssize_t i = n - 1;
+    while (i > 0 && (((unsigned char)s[i]) & 0xC0) == 0x80) i--;
+    return utf8_first(s + i);
+}
+
+static PyObject *merge_error(Py_ssize_t rank, const char *kind) {
+    /* (rank, kind): the Python side words the message from the raw entry */
+    PyObject *args = Py_BuildValue("(ns)", rank, kind);
+    if (args) {
+        PyErr_SetObject(PyExc_ValueError, args);
+        Py_DECREF(args);
+    }
+    return NULL;
+}
+
+/* Model(vocab: dict[str, int], merges: list[str | list[str] | tuple[str, str]], byte_fallback: bool,
+ *       unk_id: int, fuse_unk: bool, cuttable: bool) */
+static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    PyObject *vocab, *merges;
+    int byte_fallback, fuse_unk, cuttable;
+    int unk_id;
+    static char *kwlist[] = {"vocab", "merges", "byte_fallback", "unk_id", "fuse_unk", "cuttable", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!pipp", kwlist, &PyDict_Type, &vocab, &PyList_Type, &merges,
+                                     &byte_fallback, &unk_id, &fuse_unk, &cuttable))
+        return NULL;
+    Model *self = (Model *)type->tp_alloc(type, 0);
+    if (!self) return NULL;
+    self->byte_fallback = byte_fallback;
+    self->fuse_unk = fuse_unk;
+    self->unk_id = unk_id;
+    self->chars = (int32_t *)malloc(MAX_CP * sizeof(int32_t));
+    StrTable vt = {NULL, 0};
+    char *buf = NULL;
+    Py_ssize_t bufcap = 0;
+    if (!self->chars) goto nomem;
+    memset(self->chars, 0xFF, MAX_CP * sizeof(int32_t));
+    for (int b = 0; b < 256; b++) self->bytes[b] = -1;
+
+    Py_ssize_t nv = PyDict_Size(vocab);
+    size_t vcap = pow2_at_least((size_t)nv * 2 + 1);
+    vt.slots = (StrSlot *)calloc(vcap, sizeof(StrSlot));
+    if (!vt.slots) goto nomem;
+    vt.mask = vcap - 1;
+    {
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (PyDict_Next(vocab, &pos, &k, &v)) {
+            if (!PyUnicode_Check(k) || !PyLong_Check(v)) {
+                PyErr_SetString(PyExc_TypeError, "vocab must map str to int");
+                goto fail;
+            }
+            long id = PyLong_AsLong(v);
+            if (id < 0 || id > INT32_MAX) {
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "vocab id out of range");
+                goto fail;
+            }
+            Py_ssize_t n;
+            const char *s = PyUnicode_AsUTF8AndSize(k, &n); /* owned by k, which vocab keeps alive here */
+            if (!s) goto fail;
+            str_put(&vt, s, n, (int32_t)id);
+            if (PyUnicode_GET_LENGTH(k) == 1) self->chars[PyUnicode_READ_CHAR(k, 0)] = (int32_t)id;
+            if (n == 6 && s[0] == '<' && s[1] == '0' && s[2] == 'x' && s[5] == '>') {
+                int hi = s[3], lo = s[4];
+                int vh = (hi >= '0' && hi <= '9') ? hi - '0' : (hi >= 'A' && hi <= 'F') ? hi - 'A' + 10 : -1;
+                int vl = (lo >= '0' && lo <= '9') ? lo - '0' : (lo >= 'A' && lo <= 'F') ? lo - 'A' + 10 : -1;
+                if (vh >= 0 && vl >= 0) self->bytes[vh * 16 + vl] = (int32_t)id;
+            }
+        }
+    }
+
+    Py_ssize_t nm = PyList_GET_SIZE(merges);
+    self->n_merges = nm;
+    if (pair_init(&self->pairs, (size_t)nm) < 0) goto nomem;
+    if (cuttable) {
+        size_t jcap = pow2_at_least((size_t)nm * 2 + 1);
+        self->junctions.keys = (uint64_t *)malloc(jcap * sizeof(uint64_t));
+        if (!self->junctions.keys) goto nomem;
+        memset(self->junctions.keys, 0xFF, jcap * sizeof(uint64_t));
+        self->junctions.mask = jcap - 1;
+    }
+    for (Py_ssize_t r = 0; r < nm; r++) {
+        PyObject *item = PyList_GET_ITEM(merges, r);
+        const char *ls, *rs;
+        Py_ssize_t ln, rn;
+        if (PyUnicode_Check(item)) {
+            Py_ssize_t n;
+            const char *s = PyUnicode_AsUTF8AndSize(item, &n);
+            if (!s) goto fail;
+            const char *sp = memchr(s, ' ', (size_t)n);
+            if (!sp) {
+                merge_error(r, "format");
+                goto fail;
+            }
+            ls = s;
+            ln = sp - s;
+            rs = sp + 1;
+            rn = n - ln - 1;
+        } else if ((PyList_Check(item) || PyTuple_Check(item)) && PySequence_Fast_GET_SIZE(item) == 2 &&
+                   PyUnicode_Check(PySequence_Fast_GET_ITEM(item, 0)) &&
+                   PyUnicode_Check(PySequence_Fast_GET_ITEM(item, 1))) {
+            ls = PyUnicode_AsUTF8AndSize(PySequence_Fast_GET_ITEM(item, 0), &ln);
+            if (!ls) goto fail;
+            rs = PyUnicode_AsUTF8AndSize(PySequence_Fast_GET_ITEM(item, 1), &rn);
+            if (!rs) goto fail;
+        } else {
+            merge_error(r, "format");
+            goto fail;
+        }
+        int32_t a = str_get(&vt, ls, ln), b = str_get(&vt, rs, rn);
+        if (ln + rn > bufcap) {
+            bufcap = (ln + rn) * 2 + 64;
+            char *nb = (char *)realloc(buf, (size_t)bufcap);
+            if (!nb) goto nomem;
+            buf = nb;
+        }
+        memcpy(buf, ls, (size_t)ln);
+        memcpy(buf + ln, rs, (size_t)rn);
+        int32_t c = str_get(&vt, buf, ln + rn);
+        if (a < 0 || b < 0 || c < 0) {
+            merge_error(r, "vocab");
+            goto fail;
+        }
+        pair_put(&self->pairs, pair_key((uint32_t)a, (uint32_t)b), (int32_t)r, c);
+        if (cuttable && ln > 0 && rn > 0)
+            junction_put(&self->junctions, ((uint64_t)utf8_last(ls, ln) << 21) | utf8_first(rs));
+    }
+    free(vt.slots);
+    free(buf);
+    return (PyObject *)self;
+nomem:
+    PyErr_NoMemory();
+fail:
+    free(vt.slots);
+    free(buf);
+    Py_DECREF(self);
+    return NULL;
+}
+
+/* ---- tokenizing --------------------------------------------------------------------------------------------- */
+
+typedef struct {
+    int32_t *syms;
+    Py_ssize_t n, cap;
+} Buf;
+
+static int buf_push(Buf *b, int32_t v) {
+    if (b->n == b->cap) {
+        Py_ssize_t cap = b->cap ? b->cap * 2 : 64;
+        int32_t *ns = (int32_t *)realloc(b->syms, (size_t)cap * sizeof(int32_t));
+        if (!ns) return -1;
+        b->syms = ns;
+        b->cap = cap;
+    }
+    b->syms[b->n++] = v;
+    return 0;
+}
+
+typedef struct {
+    int32_t rank;
+    int32_t pos;
+    int32_t id;
+} HeapItem;
+
+static inline int heap_less(const HeapItem *x, const HeapItem *y) {
+    return x->rank < y->rank || (x->rank == y->rank && x->pos < y->pos);
+}
+
+static void heap_up(HeapItem *h, Py_ssize_t i) {
+    HeapItem it = h[i];
+    while (i > 0) {
+        Py_ssize_t p = (i - 1) / 2;
+        if (!heap_less(&it, &h[p])) break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = it;
+}
+
+static void heap_down(HeapItem *h, Py_ssize_t n, Py_ssize_t i) {
+    HeapItem it = h[i];
+    for (;;) {
+        Py_ssize_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && heap_less(&h[c + 1], &h[c])) c++;
+        if (!heap_less(&h[c], &it)) break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = it;
+}
+
+/* Merge syms[0..n) in place; returns the new length, -1 on memory failure. */
+static Py_ssize_t merge_scan(const Model *m, int32_t *syms, Py_ssize_t n) {
+    if (n < 2) return n;
+    int32_t rank[HEAP_FROM], id[HEAP_FROM];
+    Py_ssize_t np = n - 1;
+    for (Py_ssize_t i = 0; i < np; i++) {
+        const PairSlot *s = pair_get(&m->pairs, pair_key((uint32_t)syms[i], (uint32_t)syms[i + 1]));
+        rank[i] = s ? s->rank : NO_RANK;
+        id[i] = s ? s->id : -1;
+    }
+    while (np > 0) {
+        Py_ssize_t at = 0;
+        for (Py_ssize_t i = 1; i < np; i++)
+            if (rank[i] < rank[at]) at = i;
+        if (rank[at] == NO_RANK) break;
+        int32_t nw = id[at];
+        syms[at] = nw;
+        memmove(syms + at + 1, syms + at + 2, (size_t)(n - at - 2) * sizeof(int32_t));
+        n--;
+        memmove(rank + at, rank + at + 1, (size_t)(np - at - 1) * sizeof(int32_t));
+        memmove(id + at, id + at + 1, (size_t)(np - at - 1) * sizeof(int32_t));
+        np--;
+        if (at > 0) {
+            const PairSlot *s = pair_get(&m->pairs, pair_key((uint32_t)syms[at - 1], (uint32_t)nw));
+            rank[at - 1] = s ? s->rank : NO_RANK;
+            id[at - 1] = s ? s->id : -1;
+        }
+        if (at < np) {
+            const PairSlot *s = pair_get(&m->pairs, pair_key((uint32_t)nw, (uint32_t)syms[at + 1]));
+            rank[at] = s ? s->rank : NO_RANK;
+            id[at] = s ? s->id : -1;
+        }
+    }
+    return n;
+}
+
+static Py_ssize_t merge_heap(const Model *m, int32_t *syms, Py_ssize_t n) {
+    int32_t *nxt = (int32_t *)malloc((size_t)n * sizeof(int32_t));
+    int32_t *prv = (int32_t *)malloc((size_t)n * sizeof(int32_t));
+    char *alive = (char *)malloc((size_t)n);
+    Py_ssize_t hcap = n + 16, hn = 0;
+    HeapItem *heap = (HeapItem *)malloc((size_t)hcap * sizeof(HeapItem));
+    if (!nxt || !prv || !alive || !heap) {
+        free(nxt), free(prv), free(alive), free(heap);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        nxt[i] = (int32_t)(i + 1);
+        prv[i] = (int32_t)(i - 1);
+        alive[i] = 1;
+    }
+    nxt[n - 1] = -1;
+    for (Py_ssize_t i = 0; i + 1 < n; i++) {
+        const PairSlot *s = pair_get(&m->pairs, pair_key((uint32_t)syms[i], (uint32_t)syms[i + 1]));
+        if (s) heap[hn++] = (HeapItem){s->rank, (int32_t)i, s->id};
+    }
+    for (Py_ssize_t i = hn / 2 - 1; i >= 0; i--) heap_down(heap, hn, i);
+    while (hn > 0) {
+        HeapItem top = heap[0];
+        heap[0] = heap[--hn];
+        if (hn > 0) heap_down(heap, hn, 0);
+        int32_t i = top.pos;
+        if (!alive[i]) continue;
+        int32_t j = nxt[i];
+        if (j < 0) continue;
+        const PairSlot *s = pair_get(&m->pairs, pair_key((uint32_t)syms[i], (uint32_t)syms[j]));
+        if (!s || s->id != top.id) continue;
+        int32_t nw = top.id;
+        syms[i] = nw;
+        alive[j] = 0;
+        int32_t k = nxt[j];
+        nxt[i] = k;
+        if (k >= 0) prv[k] = i;
+        int32_t p = prv[i];
+        for (int side = 0; side < 2; side++) {
+            const PairSlot *f = NULL;
+            int32_t at = 0;
+            if (side == 0 && p >= 0) {
+                f = pair_get(&m->pairs, pair_key((uint32_t)syms[p], (uint32_t)nw));
+                at = p;
+            } else if (side == 1 && k >= 0) {
+                f = pair_get(&m->pairs, pair_key((uint32_t)nw, (uint32_t)syms[k]));
+                at = i;
+            }
+            if (!f) continue;
+            if (hn == hcap) {
+                hcap *= 2;
+                HeapItem *nh = (HeapItem *)realloc(heap, (size_t)hcap * sizeof(HeapItem));
+                if (!nh) {
+                    free(nxt), free(prv), free(alive), free(heap);
+                    return -1;
+                }
+                heap = nh;
+            }
+            heap[hn] = (HeapItem){f->rank, at, f->id};
+            heap_up(heap, hn++);
+        }
+    }
+    Py_ssize_t out = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (alive[i]) syms[out++] = syms[i];
+    free(nxt), free(prv), free(alive), free(heap);
+    return out;
+}
+
+/* Tokenize text[start..end) (code points read through kind/data) and append the ids to out. -1: no memory,
+ * -2: a surrogate code point (the caller scrubs them first). */
+static int tokenize_range(const Model *m, int kind, const void *data, Py_ssize_t start, Py_ssize_t end, Buf *out) {
+    Py_ssize_t base = out->n;
+    int32_t unk_pending = 0; /* 1 when an unknown is pending */
+    for (Py_ssize_t i = start; i < end; i++) {
+        Py_UCS4 ch = PyUnicode_READ(kind, data, i);
+        int32_t id = m->chars[ch];
+        if (id >= 0) {
+            if (unk_pending) {
+                if (buf_push(out, m->unk_id) < 0) return -1;
+                unk_pending = 0;
+            }
+            if (buf_push(out, id) < 0) return -1;
+            continue;
+        }
+        if (m->byte_fallback) {
+            if (ch >= 0xD800 && ch <= 0xDFFF) return -2; /* the reference cannot encode it either */
+            unsigned char u[4];
+            int nb;
+            if (ch < 0x80) {
+                u[0] = (unsigned char)ch;
+                nb = 1;
+            } else if (ch < 0x800) {
+                u[0] = (unsigned char)(0xC0 | (ch >> 6));
+                u[1] = (unsigned char)(0x80 | (ch & 0x3F));
+                nb = 2;
+            } else if (ch < 0x10000) {
+                u[0] = (unsigned char)(0xE0 | (ch >> 12));
+                u[1] = (unsigned char)(0x80 | ((ch >> 6) & 0x3F));
+                u[2] = (unsigned char)(0x80 | (ch & 0x3F));
+                nb = 3;
+            } else {
+                u[0] = (unsigned char)(0xF0 | (ch >> 18));
+                u[1] = (unsigned char)(0x80 | ((ch >> 12) & 0x3F));
+                u[2] = (unsigned char)(0x80 | ((ch >> 6) & 0x3F));
+                u[3] = (unsigned char)(0x80 | (ch & 0x3F));
+                nb = 4;
+            }
+            int all = 1;
+            for (int q = 0; q < nb; q++)
+                if (m->bytes[u[q]] < 0) all = 0;
+            if (all) {
+                for (int q = 0; q < nb; q++)
+                    if (buf_push(out, m->bytes[u[q]]) < 0) return -1;
+                continue;
+            }
+        }
+        if (m->unk_id >= 0) {
+            if (unk_pending && m->fuse_unk) continue;
+            if (unk_pending && buf_push(out, m->unk_id) < 0) return -1;
+            unk_pending = 1;
+        }
+    }
+    if (unk_pending && buf_push(out, m->unk_id) < 0) return -1;
+    Py_ssize_t n = out->n - base;
+    Py_ssize_t got = n >= HEAP_FROM ? merge_heap(m, out->syms + base, n) : merge_scan(m, out->syms + base, n);
+    if (got < 0) return -1;
+    out->n = base + got;
+    return 0;
+}
+
+/* text[start..end), cut where the reference's ``segments`` cuts when longer than segment_from */
+static int encode_range(const Model *m, int kind, const void *data, Py_ssize_t start, Py_ssize_t end,
+                        Py_ssize_t segment_from, Buf *out) {
+    if (m->junctions.keys == NULL || end - start <= segment_from || end - start < 2)
+        return tokenize_range(m, kind, data, start, end, out);
+    Py_ssize_t seg = start;
+    Py_UCS4 prev = PyUnicode_READ(kind, data, start);
+    int known_prev = m->chars[prev] >= 0;
+    for (Py_ssize_t i = start + 1; i < end; i++) {
+        Py_UCS4 ch = PyUnicode_READ(kind, data, i);
+        int known = m->chars[ch] >= 0;
+        if (known && known_prev && !junction_has(&m->junctions, ((uint64_t)prev << 21) | ch)) {
+            int rc = tokenize_range(m, kind, data, seg, i, out);
+            if (rc < 0) return rc;
+            seg = i;
+        }
+        prev = ch;
+        known_prev = known;
+    }
+    return tokenize_range(m, kind, data, seg, end, out);
+}
+
+static PyObject *finish(Buf *b, int rc) {
+    if (rc == -1) {
+        free(b->syms);
+        return PyErr_NoMemory();
+    }
+    if (rc == -2) {
+        free(b->syms);
+        PyErr_SetString(PyExc_ValueError, "surrogate code point in text");
+        return NULL;
+    }
+    PyObject *list = PyList_New(b->n);
+    if (list) {
+        for (Py_ssize_t i = 0; i < b->n; i++) {
+            PyObject *v = PyLong_FromLong(b->syms[i]);
+            if (!v) {
+                Py_DECREF(list);
+                list = NULL;
+                break;
+            }
+            PyList_SET_ITEM(list, i, v);
+        }
+    }
+    free(b->syms);
+    return list;
+}
+
+PyDoc_STRVAR(tokenize_doc, "tokenize(text) -> list[int]: ids of one pre-token, never cut.");
+
+static PyObject *Model_tokenize(Model *self, PyObject *arg) {
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "text must be str");
+        return NULL;
+    }
+    Buf b = {NULL, 0, 0};
+    int kind = PyUnicode_KIND(arg);
+    const void *data = PyUnicode_DATA(arg);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(arg);
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = tokenize_range(self, kind, data, 0, n, &b);
+    Py_END_ALLOW_THREADS return finish(&b, rc);
+}
+
+PyDoc_STRVAR(encode_doc,
+             "encode(items, segment_from) -> list[int]: ids of ``items`` (a list of pre-tokens as str, and of ids "
+             "as int, which pass through) in order; a pre-token longer than segment_from characters is cut where no "
+             "merge can cross (exact).");
+
+static PyObject *Model_encode(Model *self, PyObject *args) {
+    PyObject *items;
+    Py_ssize_t segment_from;
+    if (!PyArg_ParseTuple(args, "O!n", &PyList_Type, &items, &segment_from)) return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(items);
+    /* ids are read (and range-checked) with the GIL held; -1 marks a str item */
+    int32_t *passed = (int32_t *)malloc((size_t)(count + 1) * sizeof(int32_t));
+    if (!passed) return PyErr_NoMemory();
+    for (Py_ssize_t t = 0; t < count; t++) {
+        PyObject *it = PyList_GET_ITEM(items, t);
+        if (PyUnicode_Check(it)) {
+            passed[t] = -1;
+        } else if (PyLong_Check(it)) {
+            long v = PyLong_AsLong(it);
+            if (v < 0 || v > INT32_MAX) {
+                free(passed);
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "id out of range");
+                return NULL;
+            }
+            passed[t] = (int32_t)v;
+        } else {
+            free(passed);
+            PyErr_SetString(PyExc_TypeError, "items must be str or int");
+            return NULL;
+        }
+    }
+    /* a private copy of the item references keeps them alive while the GIL is released */
+    PyObject *held = PyList_GetSlice(items, 0, count);
+    if (!held) {
+        free(passed);
+        return NULL;
+    }
+    Buf b = {NULL, 0, 0};
+    int rc = 0;
+    Py_BEGIN_ALLOW_THREADS for (Py_ssize_t t = 0; t < count && rc == 0; t++) {
+        if (passed[t] >= 0) {
+            rc = buf_push(&b, passed[t]);
+            continue;
+        }
+        PyObject *s = PyList_GET_ITEM(held, t);
+        rc = encode_range(self, PyUnicode_KIND(s), PyUnicode_DATA(s), 0, PyUnicode_GET_LENGTH(s), segment_from, &b);
+    }
+    Py_END_ALLOW_THREADS Py_DECREF(held);
+    free(passed);
+    return finish(&b, rc);
+}
+
+static PyObject *Model_n_merges(Model *self, void *closure) { return PyLong_FromSsize_t(self->n_merges); }
+
+static PyMethodDef Model_methods[] = {
+    {"tokenize", (PyCFunction)Model_tokenize, METH_O, tokenize_doc},
+    {"encode", (PyCFunction)Model_encode, METH_VARARGS, encode_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Model_getset[] = {
+    {"n_merges", (getter)Model_n_merges, NULL, "merge list length", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject ModelType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "app.engine._native._mergebpe.Model",
+    .tp_basicsize = sizeof(Model),
+    .tp_dealloc = (destructor)Model_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "BPE over a merge list: Model(vocab, merges, byte_fallback, unk_id, fuse_unk, cuttable).",
+    .tp_methods = Model_methods,
+    .tp_getset = Model_getset,
+    .tp_new = Model_new,
+};
+
+
+/* ---- added-token finder ------------------------------------------------------------------------------------- */
+
+/* Matcher(patterns: list[str]): the non-overlapping leftmost-longest matches of a fixed set of patterns, the
+ * algorithm of ``AddedMatcher._find`` (at the leftmost position whose character starts some pattern, the
+ * longest pattern that matches there wins; none: move on by one character; after a match, go on at its end). */
+typedef struct {
+    PyObject_HEAD
+    Py_UCS4 *text;        /* all patterns, concatenated */
+    Py_ssize_t *start;    /* pattern k = text[start[k] .. start[k] + len[k]) */
+    Py_ssize_t *len;
+    Py_ssize_t count;
+    int32_t *slots;       /* hash of pattern -> k, -1 = empty */
+    size_t mask;
+    int32_t *first;       /* code point -> offset into lengths (-1: starts no pattern) */
+    Py_ssize_t *lengths;  /* per first character: n, then n lengths, longest first */
+} Matcher;
+
+static void Matcher_dealloc(Matcher *self) {
+    free(self->text), free(self->start), free(self->len), free(self->slots), free(self->first), free(self->lengths);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static uint64_t hash_ucs4_kind(int kind, const void *data, Py_ssize_t at, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        h ^= (uint64_t)PyUnicode_READ(kind, data, at + i);
+        h *= 1099511628211ULL;
+    }
+    return mix64(h ^ (uint64_t)n);
+}
+
+static int cmp_len_desc(const void *a, const void *b) {
+    Py_ssize_t x = *(const Py_ssize_t *)a, y = *(const Py_ssize_t *)b;
+    return (x < y) - (x > y);
+}
+
+static PyObject *Matcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    PyObject *patterns;
+    static char *kwlist[] = {"patterns", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!", kwlist, &PyList_Type, &patterns)) return NULL;
+    Matcher *self = (Matcher *)type->tp_alloc(type, 0);
+    if (!self) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(patterns), total = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *p = PyList_GET_ITEM(patterns, k);
+        if (!PyUnicode_Check(p) || PyUnicode_GET_LENGTH(p) == 0) {
+            PyErr_SetString(PyExc_ValueError, "patterns must be non-empty str");
+            Py_DECREF(self);
+            return NULL;
+        }
+        total += PyUnicode_GET_LENGTH(p);
+    }
+    size_t cap = pow2_at_least((size_t)n * 2 + 1);
+    self->count = n;
+    self->text = (Py_UCS4 *)malloc((size_t)(total + 1) * sizeof(Py_UCS4));
+    self->start = (Py_ssize_t *)malloc((size_t)(n + 1) * sizeof(Py_ssize_t));
+    self->len = (Py_ssize_t *)malloc((size_t)(n + 1) * sizeof(Py_ssize_t));
+    self->slots = (int32_t *)malloc(cap * sizeof(int32_t));
+    self->first = (int32_t *)malloc(MAX_CP * sizeof(int32_t));
+    self->lengths = (Py_ssize_t *)malloc((size_t)(2 * n + 1) * sizeof(Py_ssize_t));
+    int32_t *count_by_first = NULL;
+    if (!self->text || !self->start || !self->len || !self->slots || !self->first || !self->lengths) goto nomem;
+    memset(self->slots, 0xFF, cap * sizeof(int32_t));
+    memset(self->first, 0xFF, MAX_CP * sizeof(int32_t));
+    self->mask = cap - 1;
+    Py_ssize_t at = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *p = PyList_GET_ITEM(patterns, k);
+        Py_ssize_t len = PyUnicode_GET_LENGTH(p);
+        if (!PyUnicode_AsUCS4(p, self->text + at, len, 0)) goto fail;
+        self->start[k] = at;
+        self->len[k] = len;
+        at += len;
+        uint64_t h = hash_ucs4_kind(PyUnicode_4BYTE_KIND, self->text + self->start[k], 0, len);
+        size_t i = (size_t)h & self->mask;
+        int dup = 0;
+        while (self->slots[i] >= 0) {
+            int32_t o = self->slots[i];
+            if (self->len[o] == len &&
+                memcmp(self->text + self->start[o], self->text + self->start[k], (size_t)len * sizeof(Py_UCS4)) == 0) {
+                dup = 1; /* the first listed wins */
+                break;
+            }
+            i = (i + 1) & self->mask;
+        }
+        if (!dup) self->slots[i] = (int32_t)k;
+    }
+    /* lengths per first character: distinct, longest first */
+    Py_ssize_t pool = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Py_UCS4 c = self->text[self->start[k]];
+        if (self->first[c] >= 0) continue;
+        self->first[c] = (int32_t)pool;
+        Py_ssize_t base = pool++;
+        self->lengths[base] = 0;
+        for (Py_ssize_t j = k; j < n; j++) {
+            if (self->text[self->start[j]] != c) continue;
+            Py_ssize_t len = self->len[j], q;
+            for (q = 0; q < self->lengths[base]; q++)
+                if (self->lengths[base + 1 + q] == len) break;
+            if (q == self->lengths[base]) {
+                self->lengths[base + 1 + self->lengths[base]] = len;
+                self->lengths[base]++;
+                pool++;
+            }
+        }
+        qsort(self->lengths + base + 1, (size_t)self->lengths[base], sizeof(Py_ssize_t), cmp_len_desc);
+    }
+    free(count_by_first);
+    return (PyObject *)self;
+nomem:
+    PyErr_NoMemory();
+fail:
+    free(count_by_first);
+    Py_DECREF(self);
+    return NULL;
+}
+
+static Py_ssize_t matcher_lookup(const Matcher *m, int kind, const void *data, Py_ssize_t at, Py_ssize_t len) {
+    uint64_t h = hash_ucs4_kind(kind, data, at, len);
+    size_t i = (size_t)h & m->mask;
+    while (m->slots[i] >= 0) {
+        int32_t k = m->slots[i];
+        if (m->len[k] == len) {
+            const Py_UCS4 *p = m->text + m->start[k];
+            Py_ssize_t q = 0;
+            while (q < len && p[q] == PyUnicode_READ(kind, data, at + q)) q++;
+            if (q == len) return k;
+        }
+        i = (i + 1) & m->mask;
+    }
+    return -1;
+}
+
+PyDoc_STRVAR(find_doc, "find(text) -> list[tuple[int, int, int]]: (start, stop, pattern index) of each match.");
+
+static PyObject *Matcher_find(Matcher *self, PyObject *arg) {
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "text must be str");
+        return NULL;
+    }
+    int kind = PyUnicode_KIND(arg);
+    const void *data = PyUnicode_DATA(arg);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(arg);
+    PyObject *out = PyList_New(0);
+    if (!out) return NULL;
+    Py_ssize_t at = 0;
+    while (at < n) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, at);
+        int32_t f = self->first[c];
+        if (f < 0) {
+            at++;
+            continue;
+        }
+        const Py_ssize_t *ls = self->lengths + f;
+        Py_ssize_t hit = -1, hit_len = 0;
+        for (Py_ssize_t q = 0; q < ls[0]; q++) {
+            Py_ssize_t len = ls[1 + q];
+            if (at + len > n) continue;
+            Py_ssize_t k = matcher_lookup(self, kind, data, at, len);
+            if (k >= 0) {
+                hit = k;
+                hit_len = len;
+                break;
+            }
+        }
+        if (hit < 0) {
+            at++;
+            continue;
+        }
+        PyObject *t = Py_BuildValue("(nnn)", at, at + hit_len, hit);
+        if (!t || PyList_Append(out, t) < 0) {
+            Py_XDECREF(t);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(t);
+        at += hit_len;
+    }
+    return out;
+}
+
+static PyMethodDef Matcher_methods[] = {
+    {"find", (PyCFunction)Matcher_find, METH_O, find_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject MatcherType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "app.engine._native._mergebpe.Matcher",
+    .tp_basicsize = sizeof(Matcher),
+    .tp_dealloc = (destructor)Matcher_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Leftmost-longest matches of fixed patterns: Matcher(patterns).",
+    .tp_methods = Matcher_methods,
+    .tp_new = Matcher_new,
+};
+
+static struct PyModuleDef mergebpe_module = {
+    PyModuleDef_HEAD_INIT, "_mergebpe", "Compiled BPE over an ordered merge list.", -1, NULL, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__mergebpe(void) {
+    if (PyType_Ready(&ModelType) < 0 || PyType_Ready(&MatcherType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&mergebpe_module);
+    if (!m) return NULL;
+    Py_INCREF(&ModelType);
+    if (PyModule_AddObject(m, "Model", (PyObject *)&ModelType) < 0) {
+        Py_DECREF(&ModelType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&MatcherType);
+    if (PyModule_AddObject(m, "Matcher", (PyObject *)&MatcherType) < 0) {
+        Py_DECREF(&MatcherType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyModule_AddIntConstant(m, "HEAP_FROM", HEAP_FROM);
+    return m;
+}

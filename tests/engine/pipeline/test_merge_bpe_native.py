@@ -1,0 +1,165 @@
+"""The compiled merge-list BPE (``app/engine/_native/mergebpe.c``) against the pure-Python reference
+(``app.engine.pipeline.models.bpe``): random vocabularies and merge lists (duplicate pairs, merges out of
+result order, byte fallback with missing bytes, unknown tokens fused or not, pieces on both sides of the
+heap threshold), and the bundled gemma3 file on the hostile corpus and real text (also against Hugging Face).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+from app.engine.pipeline import Pipeline
+from app.engine.pipeline.added import AddedMatcher, AddedToken
+from app.engine.pipeline.hf_json import load_hf_json
+from app.engine.pipeline.models import bpe as bpe_module
+from app.engine.pipeline.models.bpe import BPE, BPEError
+from app.engine.pipeline.pipeline import SEGMENT_FROM
+from app.engine.store import Store
+from tests.engine.exactness import realtext
+
+from .corpus import hostile, long_strings
+from .reference import ours, reference
+
+pytestmark = pytest.mark.skipif(bpe_module._EXT.module is None,
+                                reason=f"compiled merge-list BPE not built: {bpe_module._EXT.error}")
+
+ALPHABET = "abcdé▁ 中\n"
+
+
+def _random_model(rng: random.Random) -> dict:  # type: ignore[type-arg]
+    """A random BPE configuration: characters, some <0xNN> tokens, maybe <unk>, merges of existing tokens."""
+    chars = rng.sample(ALPHABET, rng.randint(2, len(ALPHABET)))
+    vocab: dict[str, int] = {}
+
+    def add(token: str) -> None:
+        vocab.setdefault(token, len(vocab))
+
+    byte_fallback = rng.random() < 0.6
+    if byte_fallback:
+        missing = set(rng.sample(range(256), rng.choice([0, 0, 3, 40])))
+        for b in range(256):
+            if b not in missing:
+                add(f"<0x{b:02X}>")
+    unk = "<unk>" if rng.random() < 0.6 else None
+    if unk:
+        add(unk)
+    for c in chars:
+        add(c)
+    tokens = list(chars)
+    merges: list[list[str]] = []
+    for _ in range(rng.randint(0, 60)):
+        left, right = rng.choice(tokens), rng.choice(tokens)
+        if len(left) + len(right) > 8:
+            continue
+        add(left + right)
+        tokens.append(left + right)
+        merges.append([left, right])
+    if merges and rng.random() < 0.5:  # duplicate pairs: the last rank wins
+        merges += rng.sample(merges, min(len(merges), 5))
+    rng.shuffle(merges) if rng.random() < 0.3 else None  # ranks out of creation order
+    if rng.random() < 0.5:
+        shuffled = list(vocab)
+        rng.shuffle(shuffled)
+        vocab = {t: i for i, t in enumerate(shuffled)}
+    strings = [" ".join(m) if " " not in m[0] + m[1] and rng.random() < 0.5 else m for m in merges]
+    return {"type": "BPE", "vocab": vocab, "merges": strings, "unk_token": unk, "byte_fallback": byte_fallback,
+            "fuse_unk": rng.random() < 0.5}
+
+
+def _random_text(rng: random.Random, n: int) -> str:
+    pool = ALPHABET + "xyz😀ß\u0301"
+    return "".join(rng.choice(pool) for _ in range(n))
+
+
+def test_random_models_match_the_reference() -> None:
+    rng = random.Random(20261201)
+    compared = 0
+    for _ in range(400):
+        config = _random_model(rng)
+        native = BPE.from_hf(config, backend="native")
+        python = BPE.from_hf(config, backend="python")
+        assert native.backend == "native" and python.backend == "python"
+        texts = [_random_text(rng, rng.choice([0, 1, 2, 5, 20, 47, 48, 49, 120, 400])) for _ in range(25)]
+        for text in texts:
+            assert native.tokenize(text) == python.tokenize(text), (config, text)
+            compared += 1
+        items: list[str | int] = [x for t in texts for x in (t, rng.randrange(10**6))]  # ids pass through
+        assert native.encode_pieces(items, SEGMENT_FROM) == python.encode_pieces(items, SEGMENT_FROM)
+    assert compared == 400 * 25
+
+
+def test_added_token_finder_matches_the_reference() -> None:
+    rng = random.Random(5)
+    for _ in range(200):
+        patterns = ["".join(rng.choice("ab\n<>▁😀") for _ in range(rng.randint(1, 4)))
+                    for _ in range(rng.randint(1, 12))]
+        tokens = [AddedToken(p, i, special=rng.random() < 0.3) for i, p in enumerate(patterns)]
+        matcher = AddedMatcher([(t.content, t) for t in tokens])
+        assert matcher._native is not None
+        native = matcher._native
+        for _ in range(10):
+            text = "".join(rng.choice("ab\n<>▁😀x ") for _ in range(rng.randint(0, 60)))
+            found = matcher._find(text) if matcher._starts is not None else []
+            matcher._native = None
+            expected = matcher._find(text) if matcher._starts is not None else []
+            matcher._native = native
+            assert found == expected, (patterns, text)
+
+
+def test_bad_merge_lists_raise_the_reference_errors() -> None:
+    vocab = {"a": 0, "b": 1, "ab": 2}
+    for merges in (["a c"], ["ab"], [["a"]], [["a", "b"], "b a"]):
+        with pytest.raises(BPEError) as native_error:
+            BPE.from_hf({"vocab": vocab, "merges": merges}, backend="native")
+        with pytest.raises(BPEError) as python_error:
+            BPE.from_hf({"vocab": vocab, "merges": merges}, backend="python")
+        assert str(native_error.value) == str(python_error.value)
+
+
+def test_options_the_core_does_not_support_stay_on_the_reference() -> None:
+    vocab = {"a": 0, "##a": 1, "aa": 2}
+    model = BPE(vocab, [("a", "##a")], continuing_subword_prefix="##", backend="native")
+    assert model.backend == "python" and model.native is None
+    assert model.tokenize("aa") == [2]
+
+
+def test_engine_python_forces_the_reference() -> None:
+    code = ("from app.engine.pipeline.models.bpe import BPE\n"
+            "m = BPE({'a': 0, 'b': 1, 'ab': 2}, [('a', 'b')])\n"
+            "assert m.backend == 'python', m.backend\n"
+            "assert m.tokenize('abab') == [2, 2]\n")
+    env = {**os.environ, "TOKENIZER_ENGINE": "python"}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+
+
+@pytest.fixture(scope="module")
+def gemma3_python() -> Pipeline:
+    tok = load_hf_json(Store.load().spec("gemma3"), backend="python")
+    assert isinstance(tok, Pipeline) and tok.backend == "python"
+    return tok
+
+
+def test_gemma3_runs_native() -> None:
+    assert ours("gemma3").backend == "native"
+
+
+def test_gemma3_matches_the_reference_and_hugging_face(gemma3_python: Pipeline) -> None:
+    native = ours("gemma3")
+    hf = reference("gemma3")
+    texts = list(hostile([*native.special_tokens, *native.added_tokens], seed=31, count=500, token_limit=40))
+    docs = realtext.documents()
+    texts += [s for doc in docs for s in realtext.strings(doc)][::7]
+    texts += [doc.text for doc in docs if len(doc.text) < 30_000][:12]
+    texts += long_strings(20_000)
+    mismatches = []
+    for text in texts:
+        ids = native.encode(text)
+        if ids != gemma3_python.encode(text) or ids != hf.encode(text, add_special_tokens=False).ids:
+            mismatches.append(text[:80])
+    assert len(texts) > 2000
+    assert not mismatches, mismatches[:5]
