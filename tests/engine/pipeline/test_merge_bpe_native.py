@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from app.engine import get_encoding
 from app.engine.pipeline import Pipeline
 from app.engine.pipeline.added import AddedMatcher, AddedToken
 from app.engine.pipeline.hf_json import load_hf_json
@@ -23,7 +24,7 @@ from app.engine.store import Store
 from tests.engine.exactness import realtext
 
 from .corpus import hostile, long_strings
-from .reference import ours, reference
+from .reference import reference
 
 pytestmark = pytest.mark.skipif(bpe_module._EXT.module is None,
                                 reason=f"compiled merge-list BPE not built: {bpe_module._EXT.error}")
@@ -144,12 +145,19 @@ def gemma3_python() -> Pipeline:
     return tok
 
 
+def gemma3_native() -> Pipeline:
+    """gemma3 as the service loads it on the native backend (the compiled merge BPE)."""
+    tok = get_encoding("gemma3", backend="native")
+    assert isinstance(tok, Pipeline), type(tok)
+    return tok
+
+
 def test_gemma3_runs_native() -> None:
-    assert ours("gemma3").backend == "native"
+    assert gemma3_native().backend == "native"
 
 
 def test_gemma3_matches_the_reference_and_hugging_face(gemma3_python: Pipeline) -> None:
-    native = ours("gemma3")
+    native = gemma3_native()
     hf = reference("gemma3")
     texts = list(hostile([*native.special_tokens, *native.added_tokens], seed=31, count=500, token_limit=40))
     docs = realtext.documents()
