@@ -395,19 +395,21 @@ def test_runtime_is_non_root_with_numeric_user() -> None:
 def test_artifacts_and_compiled_core_are_checked_during_the_build() -> None:
     commands = [c.strip() for i in final_stage().instructions if i.keyword == "RUN" for c in i.args.split("&&")]
     assert "python -m app verify" in commands, "the runtime stage must run `python -m app verify`"
-    native_checks = [c for c in commands if "native.CORE" in c and "compiled.TRAINER" in c]
+    native_checks = [c for c in commands if "native.CORE" in c and "compiled.TRAINER" in c and "MERGE_BPE" in c]
     assert len(native_checks) == 1, "the runtime stage must fail when a compiled extension did not build"
     from app.cli import build_parser
 
     assert build_parser().parse_args(["verify"]).command == "verify"
-    # the check itself runs: it exits 0 here exactly when both extensions import in this environment
+    # the check itself runs: it exits 0 here exactly when the three extensions import in this environment
     from app.engine import native
+    from app.engine.pipeline.compiled import MERGE_BPE
     from app.engine.training import compiled
 
     code = shlex.split(native_checks[0])
     assert code[:2] == ["python", "-c"]
     proc = subprocess.run([sys.executable, "-c", code[2]], capture_output=True, text=True, timeout=60, cwd=ROOT)
-    assert (proc.returncode == 0) == (native.available() and compiled.available()), proc.stderr
+    assert (proc.returncode == 0) == (native.available() and compiled.available() and MERGE_BPE.module is not None), \
+        proc.stderr
 
 
 def test_cmd_is_the_real_serve_command() -> None:
