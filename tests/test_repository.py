@@ -6,8 +6,9 @@ import subprocess
 
 from .conftest import REPO_ROOT
 
-#: Documents that exist only outside the repository (a reader of the code cannot open them).
-OUTSIDE = ("DESIGN.md",)
+#: Documents that exist only outside the repository (a reader of the code cannot open them). Spelled in parts so
+#: that this file does not cite them itself and needs no exemption.
+OUTSIDE = ("DESIGN" + ".md",)
 
 
 def test_sources_do_not_cite_documents_outside_the_repository() -> None:
@@ -16,7 +17,7 @@ def test_sources_do_not_cite_documents_outside_the_repository() -> None:
     assert len(files) > 50
     offenders = []
     for name in files:
-        if not name.endswith((".py", ".c", ".h", ".md", ".toml", ".sh")) or name == "tests/test_repository.py":
+        if not name.endswith((".py", ".c", ".h", ".md", ".toml", ".sh")):
             continue
         text = (REPO_ROOT / name).read_text(encoding="utf-8", errors="replace")
         for doc in OUTSIDE:
