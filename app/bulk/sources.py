@@ -22,7 +22,7 @@ from __future__ import annotations
 import io
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,8 @@ from .errors import BulkError
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 PARQUET_SUFFIXES = (".parquet",)
 _SCAN_BLOCK = 1 << 20
+#: The smallest JSONL chunk :func:`plan_chunks` cuts while spreading the end of the input over the workers.
+TAPER_MIN_BYTES = 1 << 20
 _BOM = b"\xef\xbb\xbf"
 _WS = rb"[ \t\r\x0b\x0c]*"  # what bytes.strip() removes, newline aside
 _BLANK_LINE = re.compile(rb"\n" + _WS + rb"\n")
@@ -119,12 +121,25 @@ def _format_of(path: Path) -> str | None:
     return None
 
 
-def plan_chunks(files: Sequence[tuple[Path, str]], chunk_bytes: int) -> list[Chunk]:
-    """Cut every file into chunks of about ``chunk_bytes`` (JSONL, at line boundaries) or per row group (Parquet)."""
+def plan_chunks(files: Sequence[tuple[Path, str]], chunk_bytes: int, *, spread: int = 0) -> list[Chunk]:
+    """Cut every file into chunks of about ``chunk_bytes`` (JSONL, at line boundaries) or per row group (Parquet).
+
+    With ``spread`` (the number of workers), JSONL chunks shrink towards the end of the input — each at most
+    1/(2 x ``spread``) of the bytes still to come, but not under :data:`TAPER_MIN_BYTES` — so that the workers,
+    taking chunks in order, finish at about the same time: large chunks where they are cheap (fewer tasks), small
+    ones where an uneven finish would leave a worker idle."""
+    total = sum(path.stat().st_size for path, _ in files) if spread else 0
+    floor = min(chunk_bytes, TAPER_MIN_BYTES)
     chunks: list[Chunk] = []
+    before = 0  # bytes of the files planned so far
     for path, fmt in files:
         if fmt == "jsonl":
-            for start, end, first_line in _jsonl_ranges(path, chunk_bytes):
+            def size_for(start: int, before: int = before) -> int:
+                if not spread:
+                    return chunk_bytes
+                return max(floor, min(chunk_bytes, (total - before - start) // (2 * spread)))
+
+            for start, end, first_line in _jsonl_ranges(path, size_for):
                 chunks.append(Chunk(len(chunks), str(path), fmt, start=start, end=end, first_line=first_line,
                                     size=end - start))
         else:
@@ -140,18 +155,20 @@ def plan_chunks(files: Sequence[tuple[Path, str]], chunk_bytes: int) -> list[Chu
                 chunks.append(Chunk(len(chunks), str(path), fmt, row_group=rg, first_row=first,
                                     size=group.total_byte_size))
                 first += group.num_rows
+        if spread:
+            before += path.stat().st_size
     return chunks
 
 
-def _jsonl_ranges(path: Path, chunk_bytes: int) -> Iterator[tuple[int, int, int]]:
+def _jsonl_ranges(path: Path, size_for: Callable[[int], int]) -> Iterator[tuple[int, int, int]]:
     """``(start, end, first_line)`` byte ranges of whole lines: each ends just after the first newline at or past
-    ``chunk_bytes`` from its start (the last one at the end of the file)."""
+    ``size_for(start)`` bytes from its start (the last one at the end of the file)."""
     start, line, newlines, pos = 0, 1, 0, 0  # chunk start, its first line, newlines in it so far, block offset
     with path.open("rb") as f:
         while block := f.read(_SCAN_BLOCK):
             i = 0
             while True:
-                target = start + chunk_bytes - pos  # where in this block the chunk reaches its size
+                target = start + size_for(start) - pos  # where in this block the chunk reaches its size
                 nl = block.find(b"\n", max(target, i)) if target < len(block) else -1
                 if nl < 0:
                     newlines += block.count(b"\n", i)

@@ -234,3 +234,18 @@ def test_the_parquet_fast_path_equals_the_reference(tmp_path: Path) -> None:
     nulls = tmp_path / "nulls.parquet"
     pq.write_table(pa.table({"text": ["a", None]}), nulls)
     assert read_good_rows(plan_chunks(input_files([nulls]), 1)[0], "text", None) is None
+
+
+def test_spread_chunks_shrink_towards_the_end_and_still_cover_every_line(tmp_path: Path) -> None:
+    path = tmp_path / "big.jsonl"
+    line = json.dumps({"text": "y" * 200}).encode()
+    write_jsonl(path, [line] * 40000)  # ~8 MB
+    size = path.stat().st_size
+    chunks = plan_chunks(input_files([path]), 2 << 20, spread=2)
+    sizes = [c.size for c in chunks]
+    assert chunks[0].start == 0 and chunks[-1].end == size
+    assert all(a.end == b.start for a, b in zip(chunks, chunks[1:], strict=False))
+    assert sizes[0] >= 2 << 20  # full-size chunks first
+    assert all(a >= b for a, b in zip(sizes[:-2], sizes[1:-1], strict=True))  # then smaller (the last: what is left)
+    assert max(sizes[-3:-1]) <= (1 << 20) + len(line) + 1  # the tail is cut to the floor
+    assert [c.first_line for c in chunks] == [1 + c.start // (len(line) + 1) for c in chunks]
