@@ -163,6 +163,11 @@ def plan_chunks(files: Sequence[tuple[Path, str]], chunk_bytes: int, *, spread: 
 def _jsonl_ranges(path: Path, size_for: Callable[[int], int]) -> Iterator[tuple[int, int, int]]:
     """``(start, end, first_line)`` byte ranges of whole lines: each ends just after the first newline at or past
     ``size_for(start)`` bytes from its start (the last one at the end of the file)."""
+    import numpy as np
+
+    def count(block: bytes, i: int, j: int) -> int:  # newlines in block[i:j], vectorised (bytes.count is serial)
+        return int(np.count_nonzero(np.frombuffer(block, np.uint8, j - i, i) == 10)) if j > i else 0
+
     start, line, newlines, pos = 0, 1, 0, 0  # chunk start, its first line, newlines in it so far, block offset
     with path.open("rb") as f:
         while block := f.read(_SCAN_BLOCK):
@@ -171,9 +176,9 @@ def _jsonl_ranges(path: Path, size_for: Callable[[int], int]) -> Iterator[tuple[
                 target = start + size_for(start) - pos  # where in this block the chunk reaches its size
                 nl = block.find(b"\n", max(target, i)) if target < len(block) else -1
                 if nl < 0:
-                    newlines += block.count(b"\n", i)
+                    newlines += count(block, i, len(block))
                     break
-                newlines += block.count(b"\n", i, nl + 1)
+                newlines += count(block, i, nl + 1)
                 yield start, pos + nl + 1, line
                 start, line, newlines, i = pos + nl + 1, line + newlines, 0, nl + 1
             pos += len(block)
