@@ -147,6 +147,7 @@ class NativeCore:
         "clear_cache",
         "encode_batch",
         "count_batch",
+        "count_utf8",
         "last_merges",
     )
 
@@ -175,8 +176,11 @@ class NativeCore:
             # (texts, num_threads) -> per text its ids / count, or None where it has lone surrogates
             self.encode_batch = self._core.encode_batch
             self.count_batch = self._core.count_batch
+            # (data, offsets, wide) -> count of each UTF-8 text data[offsets[i]:offsets[i + 1]] (Arrow's layout)
+            self.count_utf8 = getattr(self._core, "count_utf8", None)
         else:
             self.encode = self.count = self.encode_with_offsets = self.encode_batch = self.count_batch = None
+            self.count_utf8 = None
 
     @property
     def has_scanner(self) -> bool:

@@ -140,6 +140,21 @@ class TokenizerBase(SpecialTokensMixin):
         """:meth:`count` of each text, in order."""
         return map_in_threads(self.count, texts, num_threads)
 
+    def count_utf8_buffers(self, data: Any, offsets: Any, *, wide: bool = True) -> list[int]:
+        """:meth:`count` of each text of a batch in Arrow's string layout: the texts' UTF-8 back to back in ``data``
+        (any buffer), text ``i`` = ``data[offsets[i]:offsets[i + 1]]``, ``offsets`` n + 1 int64 values (int32
+        unless ``wide``). Raises ``ValueError`` for a text that is not valid UTF-8. Here each text is decoded and
+        counted; a family with a compiled core counts the bytes in place (no ``str`` objects)."""
+        raw = memoryview(data).cast("B")
+        bounds = memoryview(offsets).cast("B").cast("q" if wide else "i")
+        texts = []
+        for i in range(len(bounds) - 1):
+            try:
+                texts.append(bytes(raw[bounds[i]:bounds[i + 1]]).decode("utf-8"))
+            except UnicodeDecodeError:
+                raise ValueError(f"text {i} is not valid UTF-8") from None
+        return self.count_batch(texts)
+
     def token_bytes(self, token_id: int) -> bytes:
         """The surface bytes of one token; raises :class:`~app.engine.errors.InvalidTokenIdError`."""
         return self.decode_tokens_bytes([token_id])[0]

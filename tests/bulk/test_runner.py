@@ -179,3 +179,18 @@ def test_the_arrow_fast_path_writes_the_same_part_files_as_the_reference(
     for a, b in zip(fast[0], ref[0], strict=True):
         assert a.schema == b.schema and a.to_pylist() == b.to_pylist()
     assert len(chunks) > 4 and any(answered) and not all(answered)  # both paths ran
+
+
+@pytest.mark.parametrize("tokenizer", ["gpt2", "qwen3"])
+def test_count_arrow_equals_count_batch_on_slices_and_both_offset_widths(tokenizer: str) -> None:
+    import pyarrow as pa
+
+    from app.bulk.runner import count_arrow
+    from tests.bulk.corpus import texts
+
+    enc = get_encoding(tokenizer)  # gpt2: the compiled byte-level core; qwen3: a pipeline (the generic path)
+    rows = texts(120, seed=9)
+    for kind in (pa.string(), pa.large_string()):
+        array = pa.array(rows, kind)
+        assert count_arrow(enc, array) == enc.count_batch(rows)
+        assert count_arrow(enc, array.slice(7, 50)) == enc.count_batch(rows[7:57])
