@@ -73,19 +73,45 @@ def utf8_len(text: str) -> int:
         return len(scrub_surrogates(text).encode("utf-8"))
 
 
+def _buffers(texts: Any) -> tuple[Any, Any, bool]:
+    """``(data, offsets, wide)`` of an Arrow string array without nulls; the offsets of a slice are its own."""
+    import pyarrow as pa
+
+    wide = pa.types.is_large_string(texts.type)
+    _, offsets, data = texts.buffers()
+    width = 8 if wide else 4
+    view = memoryview(offsets)[texts.offset * width:(texts.offset + len(texts) + 1) * width]
+    return (b"" if data is None else data), view, wide
+
+
 def count_arrow(encoding: Any, texts: Any) -> list[int]:
     """The engine's count of each text of an Arrow string array without nulls, straight from its buffers (no
     ``str`` per row; the GIL is released in the compiled core) when the encoding can, else from Python strings."""
     counter = getattr(encoding, "count_utf8_buffers", None)
     if counter is None:
         return encoding.count_batch(texts.to_pylist())  # type: ignore[no-any-return]
+    data, offsets, wide = _buffers(texts)
+    return counter(data, offsets, wide=wide)  # type: ignore[no-any-return]
+
+
+def encode_arrow(encoding: Any, texts: Any) -> Any:
+    """The engine's ids of each text of an Arrow string array without nulls, as an Arrow ``list<int32>`` array
+    built from the engine's own buffers (no Python list per row or int per id) when the encoding can."""
     import pyarrow as pa
 
-    wide = pa.types.is_large_string(texts.type)
-    _, offsets, data = texts.buffers()
-    width = 8 if wide else 4
-    view = memoryview(offsets)[texts.offset * width:(texts.offset + len(texts) + 1) * width]  # a slice's own
-    return counter(b"" if data is None else data, view, wide=wide)  # type: ignore[no-any-return]
+    encoder = getattr(encoding, "encode_utf8_buffers", None)
+    if encoder is not None:
+        data, offsets, wide = _buffers(texts)
+        try:
+            ids, bounds = encoder(data, offsets, wide=wide)
+        except OverflowError:  # over 2**31 ids in one chunk: the offsets need not be int32 there
+            pass
+        else:
+            n = len(texts)
+            values = pa.Array.from_buffers(pa.int32(), len(ids) // 4, [None, pa.py_buffer(ids)])
+            starts = pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(bounds)])
+            return pa.ListArray.from_arrays(starts, values)
+    return pa.array(encoding.encode_batch(texts.to_pylist()), pa.list_(pa.int32()))
 
 
 class ChunkWorker:
@@ -193,23 +219,23 @@ class ChunkWorker:
         columns["row_key"] = rows.keys
         ids = None
         if self.mode == "count":
-            counts = count_arrow(self.encoding, rows.texts)
+            tokens = pa.array(count_arrow(self.encoding, rows.texts), pa.int64())
         else:
-            ids = self.encoding.encode_batch(rows.texts.to_pylist())
-            counts = [len(row_ids) for row_ids in ids]
+            ids = encode_arrow(self.encoding, rows.texts)
+            tokens = pc.list_value_length(ids).cast(pa.int64())
         sizes = pc.binary_length(rows.texts).cast(pa.int64())  # valid UTF-8: its bytes are what the engine sees
-        columns["tokens"] = pa.array(counts, pa.int64())
+        columns["tokens"] = tokens
         columns["bytes"] = sizes
         columns["error"] = pa.nulls(n, pa.string())
         if ids is not None:
-            columns["ids"] = pa.array(ids, pa.list_(pa.int32()))
+            columns["ids"] = ids
         self._write(chunk.index, pa.table(columns))
         return ChunkResult(
             index=chunk.index,
             rows=n,
             good=n,
             bad=0,
-            tokens=sum(counts),
+            tokens=pc.sum(tokens).as_py() or 0,
             bytes=pc.sum(sizes).as_py() or 0,
             part=part_name(chunk.index),
             seconds=time.perf_counter() - t0,

@@ -297,6 +297,14 @@ class Encoding(TokenizerBase):
             return super().count_utf8_buffers(data, offsets, wide=wide)
         return native(data, offsets, wide)  # type: ignore[no-any-return]
 
+    def encode_utf8_buffers(self, data: Any, offsets: Any, *, wide: bool = True) -> tuple[bytes, bytes]:
+        """:meth:`encode` of each text of a batch in Arrow's string layout (see the base class); in place in the
+        compiled core when it has a native scanner."""
+        native = self._native.encode_utf8 if self._native is not None else None
+        if native is None:
+            return super().encode_utf8_buffers(data, offsets, wide=wide)
+        return native(data, offsets, wide)  # type: ignore[no-any-return]
+
     # ------------------------------------------------------------------ decoding
 
     def decode_tokens_bytes(self, ids: Sequence[int], *, skip_special: bool = False) -> list[bytes]:

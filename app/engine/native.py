@@ -148,6 +148,7 @@ class NativeCore:
         "encode_batch",
         "count_batch",
         "count_utf8",
+        "encode_utf8",
         "last_merges",
     )
 
@@ -178,9 +179,11 @@ class NativeCore:
             self.count_batch = self._core.count_batch
             # (data, offsets, wide) -> count of each UTF-8 text data[offsets[i]:offsets[i + 1]] (Arrow's layout)
             self.count_utf8 = getattr(self._core, "count_utf8", None)
+            # (data, offsets, wide) -> (ids as native uint32 bytes, n + 1 int32 offsets as bytes)
+            self.encode_utf8 = getattr(self._core, "encode_utf8", None)
         else:
             self.encode = self.count = self.encode_with_offsets = self.encode_batch = self.count_batch = None
-            self.count_utf8 = None
+            self.count_utf8 = self.encode_utf8 = None
 
     @property
     def has_scanner(self) -> bool:

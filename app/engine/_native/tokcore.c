@@ -1291,10 +1291,11 @@ static PyObject *Core_encode_batch(CoreObject *self, PyObject *args) { return co
 
 static PyObject *Core_count_batch(CoreObject *self, PyObject *args) { return core_batch(self, args, 1); }
 
-/* count_utf8(data, offsets, wide) -> list[int]: the count of each text of a batch laid out as Arrow lays out a
- * string array: every text's UTF-8 back to back in one buffer, text i = data[offsets[i]:offsets[i + 1]] (offsets:
- * n + 1 int32 values, or int64 when wide). No str objects are made; the GIL is released for the whole batch. Every
- * text must be valid UTF-8 (as strict as Python's decoder): ValueError naming the first that is not. */
+/* count_utf8(data, offsets, wide) -> list[int] and encode_utf8(...) -> (ids, offsets): the count (the ids) of each
+ * text of a batch laid out as Arrow lays out a string array: every text's UTF-8 back to back in one buffer, text
+ * i = data[offsets[i]:offsets[i + 1]] (offsets: n + 1 int32 values, or int64 when wide). No str objects are made;
+ * the GIL is released for the whole batch. Every text must be valid UTF-8 (as strict as Python's decoder):
+ * ValueError naming the first that is not. */
 
 /* Length of the valid UTF-8 prefix of s[0:n] (n when all of it is valid); overlongs, surrogates and code points
  * past U+10FFFF are invalid, as in Python's strict decoder. */
@@ -1330,7 +1331,7 @@ static size_t utf8_valid_prefix(const uint8_t *s, size_t n)
     return n;
 }
 
-static PyObject *Core_count_utf8(CoreObject *self, PyObject *args)
+static PyObject *core_utf8(CoreObject *self, PyObject *args, int count_only)
 {
     PyObject *data_obj, *offsets_obj;
     int wide = 1;
@@ -1347,6 +1348,7 @@ static PyObject *Core_count_utf8(CoreObject *self, PyObject *args)
     size_t width = wide ? 8 : 4;
     size_t n = offs.len >= (Py_ssize_t)width ? (size_t)offs.len / width - 1 : 0;
     size_t *counts = PyMem_RawMalloc((n ? n : 1) * sizeof(size_t));
+    IdVec ids = {NULL, 0, 0}; /* encode: every text's ids back to back */
     if (!counts) {
         PyErr_NoMemory();
         goto done;
@@ -1359,7 +1361,6 @@ static PyObject *Core_count_utf8(CoreObject *self, PyObject *args)
     size_t bad = (size_t)-1, range_bad = (size_t)-1;
     int nomem = 0;
     Py_BEGIN_ALLOW_THREADS
-    IdVec ids = {NULL, 0, 0};
     for (size_t i = 0; i < n; i++) {
         int64_t a, b;
         if (wide) {
@@ -1382,12 +1383,14 @@ static PyObject *Core_count_utf8(CoreObject *self, PyObject *args)
             bad = i;
             break;
         }
-        if (encode_text(&self->table, &self->cache, self->scan, s, len, &ids, 1, &counts[i])) {
+        size_t before = ids.len;
+        if (encode_text(&self->table, &self->cache, self->scan, s, len, &ids, count_only, &counts[i])) {
             nomem = 1;
             break;
         }
+        if (!count_only)
+            counts[i] = ids.len - before;
     }
-    PyMem_RawFree(ids.data);
     Py_END_ALLOW_THREADS
     if (nomem) {
         PyErr_NoMemory();
@@ -1399,6 +1402,27 @@ static PyObject *Core_count_utf8(CoreObject *self, PyObject *args)
     }
     if (bad != (size_t)-1) {
         PyErr_Format(PyExc_ValueError, "text %zu is not valid UTF-8", bad);
+        goto done;
+    }
+    if (!count_only) {
+        if (ids.len > INT32_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "more than 2**31 - 1 ids in one batch");
+            goto done;
+        }
+        /* (ids as native uint32, n + 1 int32 offsets): an Arrow list<int32> array's two buffers */
+        PyObject *id_bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(ids.len * sizeof(uint32_t)));
+        PyObject *off_bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)((n + 1) * sizeof(int32_t)));
+        if (id_bytes && off_bytes) {
+            if (ids.len)
+                memcpy(PyBytes_AS_STRING(id_bytes), ids.data, ids.len * sizeof(uint32_t));
+            int32_t *o = (int32_t *)PyBytes_AS_STRING(off_bytes), at = 0;
+            o[0] = 0;
+            for (size_t i = 0; i < n; i++)
+                o[i + 1] = at += (int32_t)counts[i];
+            result = PyTuple_Pack(2, id_bytes, off_bytes);
+        }
+        Py_XDECREF(id_bytes);
+        Py_XDECREF(off_bytes);
         goto done;
     }
     result = PyList_New((Py_ssize_t)n);
@@ -1413,11 +1437,16 @@ static PyObject *Core_count_utf8(CoreObject *self, PyObject *args)
         PyList_SET_ITEM(result, (Py_ssize_t)i, v);
     }
 done:
+    PyMem_RawFree(ids.data);
     PyMem_RawFree(counts);
     PyBuffer_Release(&offs);
     PyBuffer_Release(&data);
     return result;
 }
+
+static PyObject *Core_count_utf8(CoreObject *self, PyObject *args) { return core_utf8(self, args, 1); }
+
+static PyObject *Core_encode_utf8(CoreObject *self, PyObject *args) { return core_utf8(self, args, 0); }
 
 static PyObject *Core_encode_with_offsets(CoreObject *self, PyObject *text)
 {
@@ -1666,6 +1695,9 @@ static PyMethodDef Core_methods[] = {
      "count_utf8(data: Buffer, offsets: Buffer, wide: bool = True) -> list[int]: count of each UTF-8 text "
      "data[offsets[i]:offsets[i + 1]] (offsets int64, or int32 unless wide: Arrow's string layout), GIL released; "
      "ValueError for a text that is not valid UTF-8."},
+    {"encode_utf8", (PyCFunction)Core_encode_utf8, METH_VARARGS,
+     "encode_utf8(data: Buffer, offsets: Buffer, wide: bool = True) -> (bytes, bytes): the ids of those texts back "
+     "to back (native uint32) and n + 1 int32 offsets into them (an Arrow list<int32> array's buffers)."},
     {"split", (PyCFunction)Core_split, METH_O, "split(text: str) -> list[str]: the native pre-tokenizer's pieces."},
     {"encode_with_offsets", (PyCFunction)Core_encode_with_offsets, METH_O,
      "encode_with_offsets(text: str) -> (list[int], list[tuple[int, int]]): ids and (start, end) character offsets."},
