@@ -7,7 +7,9 @@ Each round runs, one after the other: the loop (``bench.bulk.run.bench_loop``: o
 plan and :class:`~app.bulk.runner.ChunkWorker`, JSONL -> Parquet), Ray with 1 CPU and with 2 CPUs *warm* (a fresh
 process and Ray; a one-row job first, which starts Ray Data's own service actors, as on a running cluster; then the
 timed job) and Ray with 2 CPUs *cold* (the timed job is the first one of its Ray). ``ray.init`` is not timed; the
-one-row job's time is reported as the cold fixed cost. Every method's token total is checked equal.
+one-row job's time is reported as the cold fixed cost. Every method's token total is checked equal. The input is
+read once before every method, so that none pays for the disk (on a shared machine the file may have been evicted
+from the page cache in between).
 
 With ``--profile``, the 2-CPU warm job also reports the CPU seconds of every process of its Ray session by role
 (the driver, the two workers, Ray Data's service actors, raylet and GCS, the rest of Ray), sampled from ``/proc``
@@ -141,6 +143,16 @@ def bench_ray(path: Path, cpus: int, *, warm: bool, profile: bool = False) -> di
     return out
 
 
+def warm_page_cache(path: Path) -> float:
+    """Read ``path`` once (into the OS page cache) so that no method pays for the disk: on a shared machine the
+    file may have been evicted since the last method ran. Returns the seconds it took."""
+    t0 = time.perf_counter()
+    with path.open("rb") as f:
+        while f.read(1 << 24):
+            pass
+    return time.perf_counter() - t0
+
+
 def repeated_input(jsonl: Path, repeat: int) -> Path:
     """``jsonl`` written ``repeat`` times over into one file (the same rows again: more bytes, same content)."""
     if repeat == 1:
@@ -185,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in range(args.rounds):
         round_: dict[str, Any] = {}
         for method in methods:
+            warm_page_cache(path)
             if method == "loop":
                 t, s, cpu = bench_loop(path)
                 got = {"tokens": t, "seconds": s, "cpu": cpu, "load_1min": round(os.getloadavg()[0], 1)}
