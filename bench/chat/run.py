@@ -30,6 +30,7 @@ MODELS = [("gpt-4o", "o200k_base", {"framing": "openai-cookbook", "rules": "gpt-
           ("gpt-oss-20b", "o200k_harmony", {"framing": "harmony"}),
           ("llama-3.1-8b-instruct", "llama3", {"framing": "jinja", "template": "llama-3.1-8b-instruct"}),
           ("qwen3-8b", "qwen3", {"framing": "jinja", "template": "qwen3-8b"}),
+          ("gemma-3-27b-it", "gemma3", {"framing": "jinja", "template": "gemma-3-27b-it"}),
           ("mistral-nemo-instruct-2407", "mistral-nemo", {"framing": "mistral", "version": "v3"}),
           ("mistral-large-2411", "mistral-v7", {"framing": "mistral", "version": "v7"})]
 
