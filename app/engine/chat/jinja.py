@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+import types
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -27,8 +28,9 @@ from typing import Any
 import jinja2
 import jinja2.ext
 from jinja2 import nodes
-from jinja2.runtime import Undefined, new_context
+from jinja2.runtime import LoopContext, Undefined, new_context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.utils import Namespace
 
 from .messages import ChatInputError, Conversation
 from .parts import Parts, special_part
@@ -55,19 +57,50 @@ def _strftime_now(fmt: str) -> str:
 
 
 _DICT_ATTRS = frozenset(dir(dict))
+#: Exact types whose sandbox verdict on an attribute name is a function of (type, name) alone: none is a function,
+#: method, type, code, frame, traceback, generator or coroutine (``is_internal_attribute``), and each is or is not a
+#: mutable ABC once and for all (``modifies_known_mutable``); ``Namespace`` answers ``__class__`` truthfully.
+_VERDICT_TYPES = frozenset({str, list, tuple, int, float, bool, type(None), LoopContext, Namespace})
+_BOUND_METHODS = (types.MethodType, types.BuiltinMethodType)  # neither can be subclassed: type() is isinstance()
+_STR_FORMAT = ("format", "format_map")
 
 
 class _Sandbox(ImmutableSandboxedEnvironment):
-    """jinja2's immutable sandbox with a shortcut for the plain dicts the context is made of: ``message.role`` on a
-    dict has no such attribute, so the sandbox's answer is the item (or undefined) — given here without raising
-    and catching the ``AttributeError`` first. Anything else (and dict method names) takes the sandbox's path."""
+    """jinja2's immutable sandbox with two shortcuts that give its answers without its per-lookup work:
+
+    * ``message.role`` on a plain dict has no such attribute, so the sandbox's answer is the item (or undefined) --
+      given here without raising and catching the ``AttributeError`` first; dict method names take its path;
+    * on the exact types of :data:`_VERDICT_TYPES` (strings, lists, loop and namespace objects …) the verdict of
+      ``is_safe_attribute`` -- which ignores the value and depends only on the object's type and the name for
+      them -- is computed once per (type, name) and remembered. Bound ``format``/``format_map`` methods (which the
+      sandbox wraps) and missing attributes take the sandbox's own path.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._verdicts: dict[tuple[type, str], bool] = {}
 
     def getattr(self, obj: Any, attribute: str) -> Any | Undefined:
-        if type(obj) is dict and attribute not in _DICT_ATTRS:
+        kind = type(obj)
+        if kind is dict and attribute not in _DICT_ATTRS:
             try:
                 return obj[attribute]
             except KeyError:
                 return self.undefined(obj=obj, name=attribute)
+        if kind in _VERDICT_TYPES and type(attribute) is str:
+            try:
+                value = getattr(obj, attribute)
+            except AttributeError:
+                return super().getattr(obj, attribute)
+            if type(value) in _BOUND_METHODS and value.__name__ in _STR_FORMAT:
+                return super().getattr(obj, attribute)
+            key = (kind, attribute)
+            safe = self._verdicts.get(key)
+            if safe is None:
+                safe = self.is_safe_attribute(obj, attribute, value)
+                if len(self._verdicts) < 4096:
+                    self._verdicts[key] = safe
+            return value if safe else self.unsafe_undefined(obj, attribute)
         return super().getattr(obj, attribute)
 
     def getitem(self, obj: Any, argument: Any) -> Any | Undefined:

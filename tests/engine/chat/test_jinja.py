@@ -272,3 +272,64 @@ def test_only_the_templates_own_specials_are_split_out() -> None:
                        {"bos_token": "<|begin_of_text|>"}, ["<|begin_of_text|>", "<|eot_id|>", "<|python_tag|>"])
     parts = list(tpl.frame(parse_conversation([{"role": "user", "content": "a <|PYTHON_TAG|> b"}])))
     assert parts == [Special("<|begin_of_text|>"), "a <|python_tag|> b", Special("<|eot_id|>")]
+
+
+# ------------------------------------------------------------------------------------- the sandbox's shortcuts
+
+
+def _same_answer(a: Any, b: Any) -> bool:
+    """Two sandbox answers are the same: equal values, or undefined objects of one class saying the same."""
+    from jinja2.runtime import Undefined
+
+    if isinstance(a, Undefined) or isinstance(b, Undefined):
+        return type(a) is type(b) and a._undefined_hint == b._undefined_hint and (
+            a._undefined_exception is b._undefined_exception) and a._undefined_name == b._undefined_name
+    if callable(a) and getattr(a, "__name__", None) in ("format", "format_map"):  # wrapped anew per access
+        return callable(b) and _outcome(a) == _outcome(b)
+    return bool(a == b)
+
+
+def _outcome(fmt: Any) -> Any:
+    """What a bound ``str.format``/``format_map`` (sandboxed or not) gives: its result or its exception's type."""
+    try:
+        return fmt({"k": "v"}) if fmt.__name__ == "format_map" else fmt("v")
+    except Exception as exc:  # noqa: BLE001 -- the exception's type is the outcome
+        return type(exc)
+
+
+def test_sandbox_shortcuts_answer_as_jinja2s_sandbox() -> None:
+    """Every (object, name) lookup through our sandbox gives what jinja2's own immutable sandbox gives: values,
+    unsafe-attribute refusals (message and exception) and undefined results, on every type the shortcuts cover and
+    on hostile names (dunders, private names, mutators, ``format``, ``mro``)."""
+    from jinja2.runtime import LoopContext, Undefined
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+    from jinja2.utils import Namespace
+
+    from app.engine.chat.jinja import _Sandbox
+
+    assert _Sandbox.is_safe_attribute is ImmutableSandboxedEnvironment.is_safe_attribute  # the verdicts' premise
+    ours, stock = _environment_pair()
+    loop = LoopContext(["a", "b", "c"], Undefined)
+    next(iter(loop))
+    objects: list[Any] = ["héllo {0}", "{0.__class__}", "{k.__class__}", "", [1, 2], (1, 2), 3, 2.5, True, None,
+                          {"role": "user", "keys": 1},
+                          loop, Namespace(x=1, format="f", items=[1]), len, _environment_pair]
+    names = sorted({n for o in objects for n in dir(o)} | {"role", "keys", "x", "missing", "format", "format_map",
+                                                           "mro", "__class__", "__mro__", "_private", "index0",
+                                                           "append", "pop", "clear", "update", "items"})
+    for _ in range(2):  # the second pass answers from the remembered verdicts
+        for obj in objects:
+            for name in names:
+                for lookup in ("getattr", "getitem"):
+                    a = getattr(ours, lookup)(obj, name)
+                    b = getattr(stock, lookup)(obj, name)
+                    assert _same_answer(a, b), (obj, name, lookup, a, b)
+    assert ours._verdicts  # the shortcut really ran
+
+
+def _environment_pair() -> tuple[Any, Any]:
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    from app.engine.chat.jinja import _environment
+
+    return _environment(), ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
