@@ -254,6 +254,7 @@ class ChatTemplate:
         # than the general pattern and never takes a lookalike for one of the template's tokens.
         sources = [*literals, *self.variables.values()]
         own = sorted({n for n in self.specials if any(n in src for src in sources)}, key=len, reverse=True)
+        self.own_specials: tuple[str, ...] = tuple(own)  # longest first: the order the split tries them in
         self._own_split = re.compile("(" + "|".join(map(re.escape, own)) + ")") if own else None
 
     def _check_literals(self, literals: list[str]) -> None:
@@ -304,9 +305,15 @@ class ChatTemplate:
         except (jinja2.TemplateError, TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
             raise ChatInputError(f"the chat template cannot render this conversation: {exc}") from None
 
-    def frame(self, conv: Conversation, *, add_generation_prompt: bool = True) -> Parts:
-        """The rendered prompt as parts: the template's special-token strings as specials, the rest as text."""
-        rendered = self._render(self.context(conv, add_generation_prompt, escape=True))
+    def render_escaped(self, conv: Conversation, *, add_generation_prompt: bool = True) -> str:
+        """The template's output with caller text escaped (see the module docstring): its only special-token
+        strings are the template's own (:attr:`own_specials`); it holds :data:`MARK` only where caller text was
+        escaped, and then only :meth:`parts_of` reads it correctly."""
+        return self._render(self.context(conv, add_generation_prompt, escape=True))
+
+    def parts_of(self, rendered: str) -> Parts:
+        """:meth:`render_escaped`'s output as parts: the template's special-token strings as specials, the rest
+        (unescaped back to the caller's characters) as text."""
         out = Parts()
         pieces = self._own_split.split(rendered) if self._own_split is not None else [rendered]
         unescape = self._escaper.unescape
@@ -319,3 +326,7 @@ class ChatTemplate:
             if i < last:
                 items.append(special_part(pieces[i + 1]))
         return out
+
+    def frame(self, conv: Conversation, *, add_generation_prompt: bool = True) -> Parts:
+        """The rendered prompt as parts: the template's special-token strings as specials, the rest as text."""
+        return self.parts_of(self.render_escaped(conv, add_generation_prompt=add_generation_prompt))

@@ -8,6 +8,7 @@ The live comparison needs the reference Python (``scripts/chat_reference_env.sh`
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -16,7 +17,8 @@ from typing import Any
 import pytest
 
 from app.engine import get_encoding
-from app.engine.chat import ChatInputError, ChatTemplate, load_templates, parse_conversation
+from app.engine.chat import ChatInputError, ChatTemplate, count_parts, load_templates, parse_conversation
+from app.engine.chat.framings import TemplateFraming
 from app.engine.chat.jinja import MARK
 from app.engine.errors import UnknownTokenizerError
 from app.engine.specials import Special
@@ -98,6 +100,17 @@ def ours_and_items(name: str, convs: list[dict[str, Any]]) -> tuple[list[Any], l
     return ours, items
 
 
+@functools.cache
+def template_framing(name: str) -> TemplateFraming:
+    return TemplateFraming(template(name))
+
+
+def framing_count(name: str, c: dict[str, Any]) -> int:
+    """The count the service gives (the framing's ``count``: one pass over the rendered string where it can)."""
+    return template_framing(name).count(tokenizer_of(name), parse_conversation(c["messages"], c["tools"]),
+                         add_generation_prompt=c["add_generation_prompt"])
+
+
 def compare(name: str, convs: list[dict[str, Any]], ours: list[Any], answers: list[dict[str, Any]]) -> int:
     """Asserts no mismatch; returns how many conversations' ids were compared."""
     specials = set(specials_of(name))
@@ -121,6 +134,8 @@ def compare(name: str, convs: list[dict[str, Any]], ours: list[Any], answers: li
             compared += 1
             if ids != want:
                 mismatches.append((i, "ids"))
+            elif framing_count(name, c) != len(want):
+                mismatches.append((i, "count"))
     assert not mismatches, mismatches[:5]
     return compared
 
@@ -157,6 +172,7 @@ def test_recorded_reference(name: str) -> None:
         if enc is not None:
             ids = enc.encode_parts(list(parts))
             assert hf.digest(ids) == (want[2] if has_markers(c, specials) else want[1])
+            assert framing_count(name, c) == len(ids)
 
 
 def test_record_reference() -> None:
@@ -333,3 +349,48 @@ def _environment_pair() -> tuple[Any, Any]:
     from app.engine.chat.jinja import _environment
 
     return _environment(), ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+
+
+# ------------------------------------------------------------------------------------- counting = the parts
+
+
+def hostile_conversations(seed: int, n: int, style: str, specials: list[str]) -> list[dict[str, Any]]:
+    """Contents that start or end with spaces and newlines, role words, the framing's own text and specials,
+    escape-marker lookalikes, characters that merge with the framing text around them, on top of the seeded set."""
+    import random
+
+    rng = random.Random(seed)
+    edges = ["", " ", "  ", "\n", "\n\n", "\t", " \n", "\r\n", "\u00a0", "user", "assistant", "system", "model",
+             "\n\nuser", ":", "'s", "123", "é", "\u0301", "😀", "<", ">", "|", "<|", "|>", MARK, MARK + "1" + MARK,
+             MARK + "0" + MARK, "<think>", "</think>", "<tool_response>", "<start_of_turn>", *specials[:8]]
+    out = conversations(seed, n, style)
+    for c in out:
+        for m in c["messages"]:
+            if isinstance(m.get("content"), str) and rng.random() < 0.7:
+                m["content"] = rng.choice(edges) + rng.choice(edges) + m["content"] + rng.choice(edges) + rng.choice(
+                    edges)
+    return out
+
+
+@pytest.mark.parametrize("name", list(STYLES))
+def test_framing_count_equals_counting_the_parts(name: str) -> None:
+    """The framing's count (rendered string read directly where no caller text needed escaping) against the parts
+    of ``frame``, counted and encoded, on hostile contents."""
+    enc = tokenizer_of(name)
+    framing = TemplateFraming(template(name))
+    convs = hostile_conversations(29, N, STYLES[name], sorted(specials_of(name), key=len, reverse=True))
+    checked = direct = 0
+    for c in convs:
+        conv = parse_conversation(c["messages"], c["tools"])
+        agp = c["add_generation_prompt"]
+        try:
+            parts = framing.frame(conv, add_generation_prompt=agp)
+        except ChatInputError:
+            with pytest.raises(ChatInputError):
+                framing.count(enc, conv, add_generation_prompt=agp)
+            continue
+        got = framing.count(enc, conv, add_generation_prompt=agp)
+        assert got == count_parts(enc, parts) == len(enc.encode_parts(list(parts))), c
+        checked += 1
+        direct += MARK not in framing.template.render_escaped(conv, add_generation_prompt=agp)
+    assert checked >= N * 0.8 and 0 < direct < checked  # both paths ran
