@@ -175,9 +175,21 @@ class _Escaper:
         # one-character search (memchr-fast), and most text fails it
         self.prefixes = tuple(sorted({n[:2] for n in self.names} | {MARK}))
         self._probes = tuple((p[-1], p) for p in self.prefixes)
+        # names not shaped <|…|> (Gemma's <start_of_turn>, …) with few first characters: per first character, a
+        # one-character search, then a search for the names themselves (their second characters are common letters)
+        firsts = sorted({n[0] for n in self.names})
+        self._exact = None if (self.split is None or self.split.shaped or len(firsts) > 4) else tuple(
+            (f, re.compile("|".join(re.escape(n) for n in self.names if n[0] == f))) for f in firsts)
 
     def may_hold(self, value: str) -> bool:
         """False when ``value`` holds no special token and no marker (True may be a false alarm)."""
+        if self._exact is not None:
+            if MARK in value:
+                return True
+            for first, names in self._exact:
+                if first in value and names.search(value) is not None:
+                    return True
+            return False
         for last, prefix in self._probes:
             if last in value and prefix in value:
                 return True

@@ -394,3 +394,24 @@ def test_framing_count_equals_counting_the_parts(name: str) -> None:
         checked += 1
         direct += MARK not in framing.template.render_escaped(conv, add_generation_prompt=agp)
     assert checked >= N * 0.8 and 0 < direct < checked  # both paths ran
+
+
+@pytest.mark.parametrize("names", [["<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>", "<pad>"],
+                                   ["<|eot_id|>", "<|start_header_id|>", "<|a|>"], ["[INST]", "<s>", "</s>", "▁x"]])
+def test_escaper_probe_never_misses(names: list[str]) -> None:
+    """``may_hold`` may raise false alarms but never says no to a string holding a special token or the marker."""
+    import random
+
+    from app.engine.chat.jinja import _Escaper
+
+    escaper = _Escaper(names)
+    rng = random.Random(11)
+    alphabet = [*names, *(n[:-1] for n in names), *(n[1:] for n in names), "<", ">", "|", "b", "os", "e", " ",
+                "é", "日本", MARK, "x"]
+    for _ in range(3000):
+        value = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        holds = MARK in value or any(n in value for n in names)
+        if holds:
+            assert escaper.may_hold(value), value
+        if not escaper.may_hold(value):
+            assert escaper.escape(value) == value
