@@ -127,7 +127,7 @@ class TemplateFraming(_CountsFramedParts):
         those parts directly (:meth:`TokenizerBase.count_framed` on the template's own specials: the same cuts as
         the split into parts, one call into the compiled core where there is one)."""
         template = self.template
-        rendered = template.render_escaped(conv, add_generation_prompt=add_generation_prompt)
+        rendered = template.render_for_count(conv, add_generation_prompt=add_generation_prompt)
         if MARK not in rendered and isinstance(tok, TokenizerBase):
             return tok.count_framed(rendered, template.own_specials)
         return count_parts(tok, template.parts_of(rendered), self._memo.setdefault(tok.name, {}))

@@ -34,6 +34,7 @@ from jinja2.utils import Namespace
 
 from .messages import ChatInputError, Conversation
 from .parts import Parts, special_part
+from .shapes import ShapeMemo
 
 MARK = "\ue000"
 _GROUP = re.compile(MARK + r"(\d+)" + MARK)
@@ -268,6 +269,7 @@ class ChatTemplate:
         own = sorted({n for n in self.specials if any(n in src for src in sources)}, key=len, reverse=True)
         self.own_specials: tuple[str, ...] = tuple(own)  # longest first: the order the split tries them in
         self._own_split = re.compile("(" + "|".join(map(re.escape, own)) + ")") if own else None
+        self.shapes = ShapeMemo(env, source, self.variables, literals)
 
     def _check_literals(self, literals: list[str]) -> None:
         for literal in literals:
@@ -322,6 +324,15 @@ class ChatTemplate:
         strings are the template's own (:attr:`own_specials`); it holds :data:`MARK` only where caller text was
         escaped, and then only :meth:`parts_of` reads it correctly."""
         return self._render(self.context(conv, add_generation_prompt, escape=True))
+
+    def render_for_count(self, conv: Conversation, *, add_generation_prompt: bool = True) -> str:
+        """:meth:`render_escaped`'s output; for a plain conversation whose text needs no escaping (then the two
+        renders are one string) from the shape memo (:mod:`.shapes`) when it has or can learn the shape."""
+        if not self._escaper.needed(conv):
+            rendered = self.shapes.render(conv, add_generation_prompt)
+            if rendered is not None:
+                return rendered
+        return self.render_escaped(conv, add_generation_prompt=add_generation_prompt)
 
     def parts_of(self, rendered: str) -> Parts:
         """:meth:`render_escaped`'s output as parts: the template's special-token strings as specials, the rest
