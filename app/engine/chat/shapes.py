@@ -58,6 +58,7 @@ TYPE_TESTS = frozenset({"string", "defined", "undefined", "none", "mapping", "it
                         "integer", "float", "boolean", "true", "false", "callable", "escaped"})
 MAX_SHAPES = 2048
 MAX_ENTRIES_PER_SHAPE = 4
+MAX_FAILURES_PER_SHAPE = 8
 
 
 class Unsupported(BaseException):  # noqa: N818 -- a control-flow signal, not an error
@@ -298,6 +299,7 @@ class ShapeMemo:
         self.variables = dict(variables)
         self._lock = threading.Lock()
         self._entries: dict[tuple[bool, tuple[str, ...]], list[_Entry]] = {}
+        self._failures: dict[tuple[bool, tuple[str, ...]], int] = {}
         self._template: Any = None
         self.reason = ""
         if any(SLOT in s for s in (*literals, *self.variables.values())):
@@ -344,17 +346,28 @@ class ShapeMemo:
                 return None
         elif len(self._entries) >= MAX_SHAPES:
             return None
+        if self._failures.get(key, 0) >= MAX_FAILURES_PER_SHAPE:
+            return None
         learnt = self._learn(conv, contents, add_generation_prompt)
-        if learnt is None:
+        if learnt is None:  # a shape the template keeps refusing to the memo stops costing a second render
+            with self._lock:
+                if len(self._failures) < MAX_SHAPES:
+                    self._failures[key] = self._failures.get(key, 0) + 1
             return None
         with self._lock:
             self._entries.setdefault(key, []).append(learnt)
         return learnt.apply(contents)
 
+    def disable(self) -> None:
+        """Render every conversation normally from now on (benchmarks compare with and without the memo)."""
+        self._template = None
+        self.reason = "disabled"
+
     def clear(self) -> None:
         """Forget every learnt shape."""
         with self._lock:
             self._entries.clear()
+            self._failures.clear()
 
     def _learn(self, conv: Conversation, contents: list[str], add_generation_prompt: bool) -> _Entry | None:
         rec = _Recorder(contents)
