@@ -14,6 +14,10 @@ template — and each text piece is unescaped back to the caller's characters. E
 do to content (trim, split on ordinary markers, ``in`` tests, JSON quoting), because the markers are neither
 whitespace nor ASCII. A special token could still be completed across a boundary if a template literal began or
 ended with part of one; :class:`ChatTemplate` refuses such templates when it loads them.
+
+Counting (:meth:`ChatTemplate.render_for_count`, used by the framing's ``count``) takes the same string from the
+shape memo of :mod:`.shapes` for plain conversations whose text needs no escaping, and the sandbox remembers its
+per-(type, name) attribute verdicts; neither changes what is rendered (both are tested against the plain paths).
 """
 
 from __future__ import annotations
