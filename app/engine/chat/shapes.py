@@ -160,21 +160,29 @@ class _Sym(str):
             raise Unsupported
         return bool(self.recorder.observe(self._atom(), "contains", needle))
 
-    def predicate(self, op: str) -> Callable[[Any], bool]:
-        ref = self._atom()
-
-        def observe(arg: Any) -> bool:
-            if not _plain_arg(arg):
-                raise Unsupported
-            return bool(self.recorder.observe(ref, op, arg))
-
-        observe.shape_observation = True  # type: ignore[attr-defined]
-        return observe
+    def predicate(self, op: str) -> _Observer:
+        return _Observer(self.recorder, self._atom(), op)
 
     __hash__ = _refuse  # type: ignore[assignment]
     __len__ = __iter__ = __getitem__ = __lt__ = __le__ = __gt__ = __ge__ = _refuse  # type: ignore[assignment]
     __mul__ = __rmul__ = __mod__ = __rmod__ = __format__ = __repr__ = __getnewargs__ = _refuse  # type: ignore
     __reduce__ = __reduce_ex__ = __copy__ = __deepcopy__ = _refuse  # type: ignore[assignment]
+
+
+class _Observer:
+    """A stand-in's ``startswith``/``endswith``: calling it records the observation; it cannot be shown."""
+
+    __slots__ = ("recorder", "ref", "op")
+
+    def __init__(self, recorder: _Recorder, ref: tuple[int, tuple[tuple[str, str | None], ...]], op: str) -> None:
+        self.recorder, self.ref, self.op = recorder, ref, op
+
+    def __call__(self, arg: Any) -> bool:
+        if not _plain_arg(arg):
+            raise Unsupported
+        return bool(self.recorder.observe(self.ref, self.op, arg))
+
+    __str__ = __repr__ = __format__ = __hash__ = __eq__ = __reduce__ = _refuse  # type: ignore[assignment]
 
 
 def _holds_sym(value: Any, depth: int = 0) -> bool:
@@ -265,13 +273,17 @@ def shape_environment(base: Any) -> Any:
             return super().getitem(obj, argument)
 
         def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
-            allowed = (getattr(__obj, "shape_observation", False) is True and isinstance(__obj, types.FunctionType)
-                       ) or (type(__obj) is types.BuiltinMethodType and type(getattr(__obj, "__self__", None))
-                             in (str, list, dict, tuple)) or __obj in _ALLOWED_CALLABLES or (
+            if type(__obj) is _Observer:
+                kwargs.pop("_loop_vars", None)
+                kwargs.pop("_block_vars", None)
+                if kwargs:
+                    raise Unsupported
+                return __obj(*args)
+            allowed = (type(__obj) is types.BuiltinMethodType and type(getattr(__obj, "__self__", None))
+                             in (str, list, dict, tuple)) or any(__obj is c for c in _ALLOWED_CALLABLES) or (
                 type(__obj) is types.MethodType and type(__obj.__self__) is LoopContext)
-            if not allowed or (not getattr(__obj, "shape_observation", False) and (
-                    any(_holds_sym(a) for a in args) or any(_holds_sym(v) for k, v in kwargs.items()
-                                                           if k not in ("_loop_vars", "_block_vars")))):
+            if not allowed or any(_holds_sym(a) for a in args) or any(
+                    _holds_sym(v) for k, v in kwargs.items() if k not in ("_loop_vars", "_block_vars")):
                 raise Unsupported
             return super().call(__context, __obj, *args, **kwargs)
 

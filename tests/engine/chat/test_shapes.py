@@ -102,6 +102,11 @@ PROBES = [
     "{{ messages[0].content if messages[0].content | trim else 'EMPTY' }}", "{{ messages[0].content.strip() }}",
     "{{ messages[0]['content'] | wordcount }}", "{{ messages[0].content | tojson }}", "{{ messages | length }}",
     "{{ messages[0].content is in(['a']) }}", "{{ messages[0].content is eq('a') }}",
+    "{% set f = messages[0].content.startswith %}{{ f('a') }}",
+    "{{ messages[0].content.startswith }}", "{% set f = messages[0].content.startswith %}{{ f('a') }}{{ f }}",
+    "{{ messages[0].content.startswith('a', 1) }}", "{{ messages[0].content.startswith(messages[1].content) }}",
+    "{{ messages }}", "{{ messages[0] }}", "{{ messages[0].content | default('d') }}",
+    "{{ messages | selectattr('role', 'equalto', 'user') | list | length }}",
 ]
 VALUES = ["a", "abc", "", " ", " a ", "A", "b", "ab", "x" + SLOT, "c", "\n", "a\n", "xyz"]
 
@@ -126,5 +131,6 @@ def test_memo_declines_or_agrees_on_inspecting_templates(source: str) -> None:
             assert got == want, (source, msgs, got, want)
             answered += 1
     if source in ("{% if messages[0].content %}T{% else %}F{% endif %}", "{{ messages | length }}",
+                  "{% set f = messages[0].content.startswith %}{{ f('a') }}",
                   "{{ messages[0].content + messages[1].content }}", "{{ messages[0].content | trim('a') }}"):
         assert answered > 0  # what the memo does cover, it answers
