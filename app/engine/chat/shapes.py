@@ -25,9 +25,10 @@ builtin methods of plain objects, ``namespace``, ``range``, ``dict`` and loop me
 argument; ``raise_exception``, ``strftime_now`` and the rest raise), refuses attribute and item access on
 stand-ins, and compiles the template with a code generator that sends ``a in b`` through a check (a stand-in
 cannot intercept ``content in "literal"`` itself). Templates with constructs that turn output into a plain string
-the template could inspect (``~``, ``{% set %}…{% endset %}``, macros, call and filter blocks, includes) get no
-memo. Slots are marked in the output with a private-use character, a per-render random nonce and an index; output
-holding that character anywhere else is not memoised. Any exception during a shape render means: render normally.
+the template could inspect (``~``, ``{% set %}…{% endset %}``, macros, call and filter blocks, blocks, recursive
+loops, includes) get no memo. Slots are marked in the output with a private-use character, a per-render random
+nonce and an index; output holding that character anywhere else is not memoised. Any exception during a shape
+render means: render normally.
 """
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ SLOT = "\ue001"  # marks content slots in a shape render's output (must occur no
 
 #: Node types whose presence rules a template out (they turn output or stand-ins into plain strings the template
 #: could then inspect unseen, or pull in other templates).
-REFUSED_NODES = (nodes.Concat, nodes.AssignBlock, nodes.Macro, nodes.CallBlock, nodes.FilterBlock, nodes.Extends,
-                 nodes.Include, nodes.Import, nodes.FromImport)
+REFUSED_NODES = (nodes.Concat, nodes.AssignBlock, nodes.Macro, nodes.CallBlock, nodes.FilterBlock, nodes.Block,
+                 nodes.Extends, nodes.Include, nodes.Import, nodes.FromImport)
 #: Tests whose answer for a ``str`` does not depend on which string it is.
 TYPE_TESTS = frozenset({"string", "defined", "undefined", "none", "mapping", "iterable", "sequence", "number",
                         "integer", "float", "boolean", "true", "false", "callable", "escaped"})
@@ -320,7 +321,8 @@ class ShapeMemo:
         env = shape_environment(base_env)
         try:
             ast = env.parse(source)
-            refused = next((n for n in ast.find_all(REFUSED_NODES)), None)
+            refused = next((n for n in ast.find_all(REFUSED_NODES)), None) or next(
+                (n for n in ast.find_all(nodes.For) if n.recursive), None)  # loop(...) returns rendered text
             if refused is not None:
                 self.reason = f"the template uses {type(refused).__name__}"
                 return

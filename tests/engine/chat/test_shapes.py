@@ -107,6 +107,9 @@ PROBES = [
     "{{ messages[0].content.startswith('a', 1) }}", "{{ messages[0].content.startswith(messages[1].content) }}",
     "{{ messages }}", "{{ messages[0] }}", "{{ messages[0].content | default('d') }}",
     "{{ messages | selectattr('role', 'equalto', 'user') | list | length }}",
+    "{% block b %}{{ messages[0].content }}{% endblock %}{% if self.b() == 'a' %}SAME{% endif %}",
+    "{% for m in messages recursive %}{{ m.content }}{% endfor %}",
+    "{% for m in [messages] recursive %}{% if loop(m) == 'ab' %}X{% endif %}{{ m.content }}{% endfor %}",
 ]
 VALUES = ["a", "abc", "", " ", " a ", "A", "b", "ab", "x" + SLOT, "c", "\n", "a\n", "xyz"]
 
