@@ -137,3 +137,28 @@ def test_memo_declines_or_agrees_on_inspecting_templates(source: str) -> None:
                   "{% set f = messages[0].content.startswith %}{{ f('a') }}",
                   "{{ messages[0].content + messages[1].content }}", "{{ messages[0].content | trim('a') }}"):
         assert answered > 0  # what the memo does cover, it answers
+
+
+def test_memo_under_threads_gives_the_single_threaded_counts() -> None:
+    """Eight threads learning and reusing shapes at once on one template: the counts of a fresh template's memo,
+    counted one conversation at a time, and of the full parts path."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from app.engine import get_encoding
+    from app.engine.chat import count_parts
+    from app.engine.chat.framings import TemplateFraming
+
+    name = "llama-3.1-8b-instruct"
+    src = TEMPLATES[name]
+    enc = get_encoding("llama3")
+    convs = [(parse_conversation(m), agp) for m, agp in _plain_conversations(23, 400, "llama")]
+    shared = TemplateFraming(ChatTemplate(name, src.text, src.variables, enc.special_tokens))
+
+    def count(item: tuple[Any, bool]) -> int:
+        return shared.count(enc, item[0], add_generation_prompt=item[1])
+
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(count, convs * 3))
+    alone = TemplateFraming(ChatTemplate(name, src.text, src.variables, enc.special_tokens))
+    want = [count_parts(enc, alone.frame(c, add_generation_prompt=agp)) for c, agp in convs]
+    assert got == want * 3
