@@ -32,6 +32,7 @@ from app.engine.errors import (
     UnknownSpecialTokenError,
     UnknownTokenizerError,
 )
+from app.engine.sampling import SamplingError
 
 log = logging.getLogger("app.api")
 
@@ -94,6 +95,8 @@ def from_engine_error(exc: EngineError) -> ApiError:
     if isinstance(exc, InvalidTokenIdError):
         return ApiError(422, "invalid_token_id", str(exc),
                         {"id": exc.token_id, "position": exc.index, "tokenizer": exc.tokenizer})
+    if isinstance(exc, SamplingError):
+        return ApiError(422, "invalid_sample", str(exc), {"tokenizer": exc.tokenizer, "model": exc.model})
     if isinstance(exc, ArtifactError):  # not the client's fault; readiness should have caught it
         log.error("artifact error while serving: %s", exc)
         return ApiError(500, "internal_error", "internal error")

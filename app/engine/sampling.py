@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .errors import EngineError
 
 #: The most segmentations ``nbest`` may ask for (SentencePiece's own cap).
-MAX_NBEST = 1024
+MAX_NBEST = 512
 DEFAULT_ALPHA = 0.1
 DEFAULT_NBEST = -1
 DEFAULT_DROPOUT = 0.1
@@ -52,7 +52,7 @@ class SamplingError(EngineError, ValueError):
 class Sample:
     """How to sample. ``seed``: the generator's seed. ``alpha`` (Unigram): smoothing, >= 0 (0 = every
     segmentation equally likely, larger = closer to the best one). ``nbest`` (Unigram): -1 = the whole lattice,
-    1 = the best segmentation, 2..1024 = among that many best. ``dropout`` (BPE): probability in [0, 1] of
+    1 = the best segmentation, 2..512 = among that many best. ``dropout`` (BPE): probability in [0, 1] of
     skipping a merge. ``None`` = the model's default. Raises ``ValueError`` for a value out of range."""
 
     seed: int = 0
@@ -70,6 +70,10 @@ class Sample:
             raise ValueError(f"nbest must be -1 (the whole lattice) or 1..{MAX_NBEST}, not {self.nbest!r}")
         if self.dropout is not None and not (0.0 <= self.dropout <= 1.0):
             raise ValueError(f"dropout must be in [0, 1], not {self.dropout!r}")
+
+    def at(self, index: int) -> Sample:
+        """The settings for item ``index`` of a batch (seed ``seed + index``)."""
+        return replace(self, seed=self.seed + index)
 
     def rng(self, offset: int = 0) -> random.Random:
         """A fresh generator for one text (``offset``: its index in a batch)."""
