@@ -70,18 +70,18 @@ def test_bpe_dropout_edges_equal_sentencepiece(name: str) -> None:
 
 
 def test_special_tokens_as_without_sampling() -> None:
-    for name, sample in [("xlm-roberta", Sample(seed=3, nbest=4)), ("mistral-v1", Sample(seed=3, dropout=0.3))]:
+    for name, how in [("xlm-roberta", Sample(seed=3, nbest=4)), ("mistral-v1", Sample(seed=3, dropout=0.3))]:
         tok = get_encoding(name)
         text = "<s> a [INST] text </s>"
-        body = tok.encode(text, sample=sample)
+        body = tok.encode(text, sample=how)
         assert not any(tok.is_special(i) for i in body)  # special strings in text stay text
-        wrapped = tok.encode(text, add_special_tokens=True, prefix=["</s>"], suffix=["</s>"], sample=sample)
+        wrapped = tok.encode(text, add_special_tokens=True, prefix=["</s>"], suffix=["</s>"], sample=how)
         around = tok.encode("", add_special_tokens=True, prefix=["</s>"], suffix=["</s>"])
         k = len(tok.template.prefix) + 1  # the template's prefix, then the named one
         assert wrapped == [*around[:k], *body, *around[k:]]
         # parts: the texts are drawn in order from one generator; special parts draw nothing
-        first, both = tok.encode("a", sample=sample), tok.encode_parts(["a", "b c"], sample=sample)
-        parts = tok.encode_parts(["a", Special("</s>"), "b c"], sample=sample)
+        first, both = tok.encode("a", sample=how), tok.encode_parts(["a", "b c"], sample=how)
+        parts = tok.encode_parts(["a", Special("</s>"), "b c"], sample=how)
         assert both[:len(first)] == first and parts == [*first, tok.special_token_id("</s>"), *both[len(first):]]
 
 
