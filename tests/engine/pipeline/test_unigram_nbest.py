@@ -198,3 +198,20 @@ def test_pre_tokens_and_added_tokens_form_one_lattice() -> None:
     assert spelled == {"▁ab▁ba[Q]▁ab"}
     scores = [score for _, score in best]
     assert scores == sorted(scores, reverse=True)
+
+
+@pytest.mark.parametrize("text", ["tokenization", "a naïve ode"])
+def test_lattice_sampling_draws_exp_alpha_score(text: str) -> None:
+    """``nbest=-1``: over every segmentation of a short text (all of them: the n-best list is shorter than n),
+    the sample frequencies follow exp(alpha * score) / Z (a user-defined piece scored by characters, as
+    SentencePiece's sampling lattice scores it)."""
+    _, tok = trained()
+    every = nbest_encodings(tok, text, 512)
+    assert 10 < len(every) < 512
+    alpha, n = 0.4, 4000
+    weights = {tuple(ids): math.exp(alpha * score) for ids, score in every}
+    z = sum(weights.values())
+    drawn = Counter(tuple(tok.encode(text, sample=Sample(seed=s, alpha=alpha))) for s in range(n))
+    assert set(drawn) <= set(weights)
+    tv = sum(abs(drawn[k] / n - w / z) for k, w in weights.items()) / 2
+    assert tv < 0.05
