@@ -259,7 +259,7 @@ def encode(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> 
         return chat_op(svc, req, labels, timings, with_ids=True)
     t = _timed(timings, "parse", lambda: _texts(svc, req, labels))
     enc = t.enc
-    sample = sample_of(req.sample, enc)
+    sample = sample_of(req.sample, enc, t.input_bytes)
     start = time.perf_counter()
     if req.return_tokens or req.return_offsets:
         _check_detail(svc, t, sample)
@@ -384,7 +384,7 @@ def count(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> O
         return chat_op(svc, req, labels, timings, with_ids=False)
     t = _timed(timings, "parse", lambda: _texts(svc, req, labels))
     enc = t.enc
-    sample = sample_of(req.sample, enc)
+    sample = sample_of(req.sample, enc, t.input_bytes)
     start = time.perf_counter()
     looks: list[int] | None = None
     truncated: dict[str, Any] | None = None

@@ -114,3 +114,12 @@ def test_real_server(live_server: Callable[..., LiveServer]) -> None:
         assert r.json() == {"tokenizer": "cl100k_base", "counts": [2, 2], "total": 4}
         r = c.post("/encode", json={"tokenizer": "bge-small-en-v1.5", "text": "hi", "sample": {"seed": 1}})
         assert r.status_code == 422 and r.json()["error"]["type"] == "invalid_sample"
+
+
+def test_sampled_text_is_limited(client: TestClient) -> None:
+    from app.api.sample_ops import MAX_SAMPLE_BYTES
+
+    big = "a" * (MAX_SAMPLE_BYTES + 1)
+    r = client.post("/count", json={"tokenizer": "cl100k_base", "text": big, "sample": {"dropout": 0.1}})
+    assert r.status_code == 413 and r.json()["error"]["details"]["field"] == "sample"
+    assert client.post("/count", json={"tokenizer": "cl100k_base", "text": big}).status_code == 200
