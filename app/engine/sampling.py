@@ -8,12 +8,13 @@ segmentation of the text at random, reproducibly for a given ``seed``:
   segmentations (SentencePiece's n-best list, in its order), again in proportion to ``exp(alpha * score)``.
   Defaults: ``alpha=0.1``, ``nbest=-1`` (SentencePiece's defaults).
 * **BPE** models (Provilkov et al. 2020, BPE-dropout): merges are skipped with probability ``dropout`` (default
-  0.1): SentencePiece BPE as ``sentencepiece`` skips them, merge-list BPE (``tokenizer.json``) and byte-level BPE
-  over ranks (tiktoken-format files) as Hugging Face ``tokenizers`` does with its ``dropout`` option.
+  0.1): SentencePiece BPE as ``sentencepiece`` skips them; merge-list BPE (``tokenizer.json``), byte-level BPE
+  over ranks (tiktoken-format and tekken files; a pair merges when its bytes joined are a token) and the classic
+  character BPE as Hugging Face ``tokenizers`` does with its ``dropout`` option.
   ``dropout=0`` is the deterministic encoding, ``dropout=1`` leaves single characters (byte-level: bytes).
 
 A parameter that does not apply to the tokenizer's model (``dropout`` for Unigram, ``alpha``/``nbest`` for BPE),
-or a tokenizer that cannot sample (WordPiece, WordLevel, the classic character BPE) raises
+or a tokenizer that cannot sample (WordPiece, WordLevel) raises
 :class:`SamplingError`. Special tokens (``prefix``/``suffix``, the template, :class:`~app.engine.specials.Special`
 parts) and matched added tokens are the same as without sampling; only the model's segmentation of the text is
 drawn, so every sample decodes to what the deterministic encoding decodes to.

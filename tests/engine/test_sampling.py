@@ -69,6 +69,19 @@ def test_off_by_default_and_validated() -> None:
     assert Sample(seed=3).at(4) == Sample(seed=7)
 
 
+def test_classic_character_bpe() -> None:
+    classic = CharBPEEncoding("c", train_char_bpe({"low": 5, "lower": 2, "newest": 3}, num_merges=8,
+                                                  min_frequency=1))
+    text = "lower newest low"
+    assert classic.encode(text, sample=Sample(dropout=0.0)) == classic.encode(text)
+    chars = classic.encode(text, sample=Sample(dropout=1.0))
+    assert len(chars) == len(text.replace(" ", "")) + 3  # characters and one </w> per word
+    drawn = {tuple(classic.encode(text, sample=Sample(seed=s, dropout=0.3))) for s in range(30)}
+    assert len(drawn) > 3 and all(classic.decode(list(ids)) == text for ids in drawn)
+    with pytest.raises(SamplingError, match="not 'alpha'"):
+        classic.encode(text, sample=Sample(alpha=0.1))
+
+
 def test_tokenizers_that_cannot_sample() -> None:
     wordpiece = get_encoding("bge-small-en-v1.5")
     with pytest.raises(SamplingError, match="WordPiece model") as err:
@@ -79,9 +92,6 @@ def test_tokenizers_that_cannot_sample() -> None:
                  lambda: wordpiece.encode_parts(["hi"], sample=Sample()), lambda: wordpiece.check_sample(Sample())):
         with pytest.raises(SamplingError):
             call()
-    classic = CharBPEEncoding("c", train_char_bpe({"low": 5, "lower": 2}, num_merges=3, min_frequency=1))
-    with pytest.raises(SamplingError, match="cannot sample"):
-        classic.encode("lower", sample=Sample(dropout=0.1))
     with pytest.raises(SamplingError, match="not 'alpha'"):
         get_encoding("cl100k_base").encode("hi", sample=Sample(nbest=2))
     with pytest.raises(SamplingError, match="not 'dropout'"):
