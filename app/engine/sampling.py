@@ -51,7 +51,7 @@ class SamplingError(EngineError, ValueError):
 
 @dataclass(frozen=True)
 class Sample:
-    """How to sample. ``seed``: the generator's seed. ``alpha`` (Unigram): smoothing, >= 0 (0 = every
+    """How to sample. ``seed``: the generator's seed (>= 0). ``alpha`` (Unigram): smoothing, >= 0 (0 = every
     segmentation equally likely, larger = closer to the best one). ``nbest`` (Unigram): -1 = the whole lattice,
     1 = the best segmentation, 2..512 = among that many best. ``dropout`` (BPE): probability in [0, 1] of
     skipping a merge. ``None`` = the model's default. Raises ``ValueError`` for a value out of range."""
@@ -62,8 +62,8 @@ class Sample:
     dropout: float | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise ValueError(f"seed must be an integer, not {self.seed!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"seed must be an integer >= 0, not {self.seed!r}")  # (random.Random(-n) is Random(n))
         if self.alpha is not None and not (math.isfinite(self.alpha) and self.alpha >= 0.0):
             raise ValueError(f"alpha must be a finite number >= 0, not {self.alpha!r}")
         if self.nbest is not None and (isinstance(self.nbest, bool) or not isinstance(self.nbest, int)

@@ -63,7 +63,8 @@ def test_off_by_default_and_validated() -> None:
     assert tok.encode(TEXTS[0]) == tok.encode(TEXTS[0], sample=None) == tok.encode(TEXTS[0],
                                                                                    sample=Sample(dropout=0.0))
     for bad in ({"alpha": -0.1}, {"alpha": float("nan")}, {"alpha": float("inf")}, {"nbest": 0}, {"nbest": -2},
-                {"nbest": MAX_NBEST + 1}, {"dropout": 1.5}, {"dropout": -0.01}, {"seed": 1.5}, {"seed": True}):
+                {"nbest": MAX_NBEST + 1}, {"dropout": 1.5}, {"dropout": -0.01}, {"seed": 1.5}, {"seed": True},
+                {"seed": -1}):
         with pytest.raises(ValueError):
             Sample(**bad)  # type: ignore[arg-type]
     assert Sample(seed=3).at(4) == Sample(seed=7)
