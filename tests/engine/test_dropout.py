@@ -155,3 +155,20 @@ def test_skipped_merges_come_back_after_the_next_merge() -> None:
     assert merge_with_dropout([a, b, c, d], None, pair, Script([0.1, 0.1]), 0.5)[0] == [a, b, c, d]
     ids, spans = merge_with_dropout([a, b, c], [(0, 1), (1, 2), (2, 3)], pair, random.Random(1), 0.0)
     assert ids == [ab, c] and spans == [(0, 2), (2, 3)]
+
+
+def test_dropout_skips_ignore_merges_as_hugging_face() -> None:
+    """With dropout on, Hugging Face neither caches nor takes the ``ignore_merges`` whole-word shortcut; neither do
+    we. (Hugging Face's own unit example: 'unrelated'.)"""
+    from app.engine.pipeline.models.bpe import BPE
+
+    vocab = {c: i for i, c in enumerate("unrelatd")}
+    for t in ["re", "at", "ed", "un", "ated", "rel", "related", "unrelated"]:
+        vocab[t] = len(vocab)
+    merges = [("r", "e"), ("a", "t"), ("e", "d"), ("u", "n"), ("at", "ed"), ("re", "l"), ("rel", "ated"),
+              ("un", "related")]
+    ours = BPE(vocab, merges, ignore_merges=True, backend="python")
+    for dropout in (1.0, 0.0):
+        theirs = tokenizers.Tokenizer(tokenizers.models.BPE(vocab, merges, dropout=dropout, ignore_merges=True))
+        got = [ours.id_to_token(i) for i, _, _ in ours.dropout_with_spans("unrelated", random.Random(0), dropout)]
+        assert got == theirs.encode("unrelated").tokens == (list("unrelated") if dropout else ["unrelated"])
