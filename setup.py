@@ -11,7 +11,8 @@ installs, and the engine and trainer run the pure-Python reference (slower), log
 from setuptools import Extension, setup
 
 NATIVE = "app/engine/_native"
-HEADERS = [f"{NATIVE}/bytes_hash.h", f"{NATIVE}/pretokenizer.h", f"{NATIVE}/unicode_tables.h", f"{NATIVE}/bert_tables.h"]
+HEADERS = [f"{NATIVE}/bytes_hash.h", f"{NATIVE}/pretokenizer.h", f"{NATIVE}/unicode_tables.h",
+           f"{NATIVE}/bert_tables.h"]
 
 
 def _extension(module: str, source: str) -> Extension:

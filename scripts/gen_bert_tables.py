@@ -87,7 +87,8 @@ def main() -> None:
     print("#: characters whose decomposition keeps (through strip accents) a character of nonzero canonical combining")
     print("#: class: NFD's canonical reordering of the whole text can move it, which a per-character rule cannot do")
     print("REORDERING = frozenset({")
-    print("    " + ", ".join(f"0x{v:X}" for v in reordering) + ",")
+    for i in range(0, len(reordering), 10):
+        print("    " + ", ".join(f"0x{v:X}" for v in reordering[i:i + 10]) + ",")
     print("})")
     print(f"UNIDATA_VERSION = {unicodedata.unidata_version!r}")
 

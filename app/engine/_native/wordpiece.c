@@ -79,6 +79,8 @@ typedef struct {
     int32_t ascii[2][128]; /* child of each root by ASCII character, -1 if none */
     int32_t unk_id;
     Py_ssize_t max_chars;
+    PyObject **id_objs;  /* the int object of every id up to the largest entry's: lists are filled without allocating */
+    int32_t n_id_objs;
 } Model;
 
 static inline int32_t child_of(const Model *m, uint32_t node, uint32_t cp) {
@@ -244,6 +246,10 @@ static int cmp_u64(const void *a, const void *b) {
 }
 
 static void Model_dealloc(Model *self) {
+    if (self->id_objs) {
+        for (int32_t i = 0; i < self->n_id_objs; i++) Py_XDECREF(self->id_objs[i]);
+        free(self->id_objs);
+    }
     free(self->tid);
     free(self->first);
     free(self->edges);
@@ -310,6 +316,19 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         for (uint32_t c = 0; c < 128; c++) self->ascii[r][c] = child_of(self, (uint32_t)r, c);
     self->unk_id = unk_id;
     self->max_chars = max_chars < 0 ? 0 : max_chars;
+    int32_t top = unk_id;
+    for (uint32_t n = 0; n < b.n_nodes; n++)
+        if (self->tid[n] > top) top = self->tid[n];
+    if (top < (1 << 22)) {
+        self->id_objs = (PyObject **)calloc((size_t)top + 1, sizeof(PyObject *));
+        if (!self->id_objs) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        self->n_id_objs = top + 1;
+        for (int32_t i = 0; i <= top; i++)
+            if (!(self->id_objs[i] = PyLong_FromLong(i))) goto fail;
+    }
     free(keys);
     free(b.map.keys);
     free(b.map.vals);
@@ -447,7 +466,7 @@ static int bert_range(const Model *m, int kind, const void *data, Py_ssize_t n, 
 
 /* ---- Python methods ----------------------------------------------------------------------------------------- */
 
-static PyObject *ids_to_list(IdBuf *b, int rc) {
+static PyObject *ids_to_list(const Model *m, IdBuf *b, int rc) {
     if (rc < 0) {
         free(b->v);
         return PyErr_NoMemory();
@@ -459,7 +478,14 @@ static PyObject *ids_to_list(IdBuf *b, int rc) {
     PyObject *list = PyList_New((Py_ssize_t)b->n);
     if (list) {
         for (size_t i = 0; i < b->n; i++) {
-            PyObject *v = PyLong_FromLong(b->v[i]);
+            int32_t id = b->v[i];
+            PyObject *v;
+            if (id < m->n_id_objs) {
+                v = m->id_objs[id];
+                Py_INCREF(v);
+            } else {
+                v = PyLong_FromLong(id);
+            }
             if (!v) {
                 Py_DECREF(list);
                 list = NULL;
@@ -538,7 +564,7 @@ static PyObject *Model_tokenize(Model *self, PyObject *arg) {
     Py_ssize_t n = PyUnicode_GET_LENGTH(arg);
     Py_BEGIN_ALLOW_THREADS rc = word_range(self, kind, data, n, &wd, &b);
     Py_END_ALLOW_THREADS free(wd.w);
-    return ids_to_list(&b, rc);
+    return ids_to_list(self, &b, rc);
 }
 
 PyDoc_STRVAR(encode_doc, "encode(items) -> list[int]: ids of pre-tokens (str) and ids (int, passed through), in order.");
@@ -564,7 +590,7 @@ static PyObject *Model_encode(Model *self, PyObject *items) {
     Py_END_ALLOW_THREADS Py_DECREF(it.held);
     free(it.passed);
     free(wd.w);
-    return ids_to_list(&b, rc);
+    return ids_to_list(self, &b, rc);
 }
 
 PyDoc_STRVAR(encode_bert_doc,
@@ -592,7 +618,7 @@ static PyObject *Model_encode_bert(Model *self, PyObject *args) {
     Py_END_ALLOW_THREADS Py_DECREF(it.held);
     free(it.passed);
     free(wd.w);
-    return ids_to_list(&b, rc);
+    return ids_to_list(self, &b, rc);
 }
 
 /* normalized text of one str under opts (no pre-tokenization): for tests of the tables */
