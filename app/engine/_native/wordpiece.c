@@ -12,9 +12,10 @@
  * - BERT normalizer, per character, from ``bert_tables.h`` (generated from the Python reference by
  *   scripts/gen_bert_native_tables.py): clean text drops NUL, U+FFFD, controls, formats and private use and turns
  *   whitespace into a space; Chinese characters get a space on each side; strip accents and lowercase map each
- *   character as the reference does. Text holding a character whose accent stripping depends on its neighbours
- *   (NFD's canonical reordering, flagged BERT_REORDERS) is refused with NEEDS_WHOLE_TEXT: the caller runs the
- *   reference's whole-text normalizer instead.
+ *   character as the reference does. A character whose accent stripping depends on its neighbours (NFD's
+ *   canonical reordering, flagged BERT_REORDERS) is left to the reference's whole-text normalizer: the stretch
+ *   between the ASCII whitespace around it (reordering never crosses a starter, and whitespace ends words too)
+ *   is reported as a hole, which the caller encodes with the reference and splices in.
  * - BERT pre-tokenizer on the normalized characters: whitespace separates words (dropped), each punctuation
  *   character is a word of its own.
  *
@@ -31,7 +32,6 @@
 #include "bert_tables.h"
 
 #define MAX_CP 0x110000
-#define NEEDS_WHOLE_TEXT 2 /* return code: the text needs the whole-text normalizer */
 
 /* normalizer options (bit mask of ``encode_bert``) */
 #define OPT_CLEAN 1
@@ -418,9 +418,36 @@ static inline int mapped(const Model *m, Word *wd, IdBuf *out, uint32_t cp, cons
     return pre_token(m, wd, out, cp);
 }
 
-/* normalize + pre-tokenize + WordPiece one stretch of text; 0 ok, -1 no memory, NEEDS_WHOLE_TEXT */
-static int bert_range(const Model *m, int kind, const void *data, Py_ssize_t n, int opts, Word *wd, IdBuf *out) {
+/* stretches of text left to the reference: (item, start, end, position in the ids) */
+typedef struct {
+    Py_ssize_t *v; /* 4 per hole */
+    size_t n, cap;
+} Holes;
+
+static int hole_push(Holes *h, Py_ssize_t item, Py_ssize_t start, Py_ssize_t end, size_t at) {
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 8;
+        Py_ssize_t *v = (Py_ssize_t *)realloc(h->v, cap * 4 * sizeof(Py_ssize_t));
+        if (!v) return -1;
+        h->v = v;
+        h->cap = cap;
+    }
+    Py_ssize_t *e = h->v + 4 * h->n++;
+    e[0] = item;
+    e[1] = start;
+    e[2] = end;
+    e[3] = (Py_ssize_t)at;
+    return 0;
+}
+
+static inline int is_ascii_space(uint32_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+/* normalize + pre-tokenize + WordPiece item ``item`` (one stretch of text); 0 ok, -1 no memory */
+static int bert_range(const Model *m, int kind, const void *data, Py_ssize_t n, int opts, Word *wd, IdBuf *out,
+                      Py_ssize_t item, Holes *holes) {
     const int16_t *aout = ascii_out[opts & 15];
+    Py_ssize_t seg_start = 0; /* just after the last ASCII whitespace: the word is empty there */
+    size_t seg_ids = out->n;
     for (Py_ssize_t i = 0; i < n; i++) {
         uint32_t cp = PyUnicode_READ(kind, data, i);
         if (cp < 128) {
@@ -433,6 +460,10 @@ static int bert_range(const Model *m, int kind, const void *data, Py_ssize_t n, 
             }
             if (word_flush(m, wd, out) < 0) return -1;
             if (cls == 2 && (word_push(wd, (uint32_t)o) < 0 || word_flush(m, wd, out) < 0)) return -1;
+            if (is_ascii_space(cp)) {
+                seg_start = i + 1;
+                seg_ids = out->n;
+            }
             continue;
         }
         if (cp >= 0xD800 && cp < 0xE000) {
@@ -446,7 +477,17 @@ static int bert_range(const Model *m, int kind, const void *data, Py_ssize_t n, 
         }
         const bert_record *r = record_of(cp);
         uint8_t f = r->flags;
-        if ((opts & OPT_STRIP) && (f & BERT_REORDERS)) return NEEDS_WHOLE_TEXT;
+        if ((opts & OPT_STRIP) && (f & BERT_REORDERS)) { /* this stretch goes to the reference */
+            out->n = seg_ids;
+            wd->len = 0;
+            Py_ssize_t j = i + 1;
+            while (j < n && !is_ascii_space(PyUnicode_READ(kind, data, j))) j++;
+            Py_ssize_t *last = holes->n ? holes->v + 4 * (holes->n - 1) : NULL;
+            if (last && last[0] == item && (size_t)last[3] == out->n) last[2] = j; /* nothing between: one hole */
+            else if (hole_push(holes, item, seg_start, j, out->n) < 0) return -1;
+            i = j - 1; /* the whitespace at j (if any) is read next and starts the next stretch */
+            continue;
+        }
         if (opts & OPT_CLEAN) {
             if (f & BERT_DROP) continue;
             if (f & BERT_WS) {
@@ -470,10 +511,6 @@ static PyObject *ids_to_list(const Model *m, IdBuf *b, int rc) {
     if (rc < 0) {
         free(b->v);
         return PyErr_NoMemory();
-    }
-    if (rc == NEEDS_WHOLE_TEXT) {
-        free(b->v);
-        Py_RETURN_NONE;
     }
     PyObject *list = PyList_New((Py_ssize_t)b->n);
     if (list) {
@@ -594,9 +631,11 @@ static PyObject *Model_encode(Model *self, PyObject *items) {
 }
 
 PyDoc_STRVAR(encode_bert_doc,
-             "encode_bert(items, options) -> list[int] | None: ids of text stretches (str: BERT-normalized with the "
-             "options CLEAN|CHINESE|STRIP|LOWER, pre-tokenized, WordPiece) and ids (int, passed through), in order; "
-             "None when a stretch needs the whole-text normalizer (NFD reordering across characters).");
+             "encode_bert(items, options) -> list[int] | tuple[list[int], list[tuple[int, int, int, int]]]: ids of "
+             "text stretches (str: BERT-normalized with the options CLEAN|CHINESE|STRIP|LOWER, pre-tokenized, "
+             "WordPiece) and ids (int, passed through), in order. Stretches the whole-text normalizer must handle (NFD "
+             "reordering across characters) are left out and listed as holes (item, start, end, position in the "
+             "ids), in order; the list alone when there are none.");
 
 static PyObject *Model_encode_bert(Model *self, PyObject *args) {
     PyObject *items;
@@ -606,6 +645,7 @@ static PyObject *Model_encode_bert(Model *self, PyObject *args) {
     if (items_read(items, &it) < 0) return NULL;
     IdBuf b = {NULL, 0, 0};
     Word wd = {NULL, 0, 0, (size_t)self->max_chars + 1};
+    Holes holes = {NULL, 0, 0};
     int rc = 0;
     Py_BEGIN_ALLOW_THREADS for (Py_ssize_t t = 0; t < it.count && rc == 0; t++) {
         if (it.passed[t] >= 0) {
@@ -613,12 +653,36 @@ static PyObject *Model_encode_bert(Model *self, PyObject *args) {
             continue;
         }
         PyObject *s = PyList_GET_ITEM(it.held, t);
-        rc = bert_range(self, PyUnicode_KIND(s), PyUnicode_DATA(s), PyUnicode_GET_LENGTH(s), opts, &wd, &b);
+        rc = bert_range(self, PyUnicode_KIND(s), PyUnicode_DATA(s), PyUnicode_GET_LENGTH(s), opts, &wd, &b, t,
+                        &holes);
     }
     Py_END_ALLOW_THREADS Py_DECREF(it.held);
     free(it.passed);
     free(wd.w);
-    return ids_to_list(self, &b, rc);
+    PyObject *ids = ids_to_list(self, &b, rc);
+    if (!ids || holes.n == 0) {
+        free(holes.v);
+        return ids;
+    }
+    PyObject *list = PyList_New((Py_ssize_t)holes.n);
+    for (size_t h = 0; list && h < holes.n; h++) {
+        Py_ssize_t *e = holes.v + 4 * h;
+        PyObject *entry = Py_BuildValue("(nnnn)", e[0], e[1], e[2], e[3]);
+        if (!entry) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)h, entry);
+    }
+    free(holes.v);
+    if (!list) {
+        Py_DECREF(ids);
+        return NULL;
+    }
+    PyObject *result = PyTuple_Pack(2, ids, list);
+    Py_DECREF(ids);
+    Py_DECREF(list);
+    return result;
 }
 
 /* normalized text of one str under opts (no pre-tokenization): for tests of the tables */

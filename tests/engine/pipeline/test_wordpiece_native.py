@@ -184,8 +184,10 @@ def test_bge_template_counts_batches_and_decoding() -> None:
 
 def test_bge_reordering_text_takes_the_whole_text_path() -> None:
     tok = get_encoding("bge-small-en-v1.5")
-    text = "a\U0001d16d\u0301\U0001d165 b"
-    assert tok._fused is not None and tok._fused([text]) is None  # declined by the core ...
+    text = "x a\U0001d16d\u0301\U0001d165 b\U0001d16d  c, d \U0001d165"
+    assert tok._fused is not None
+    ids, holes = tok._fused([text])  # type: ignore[misc]
+    assert holes == [(0, 2, 9, 1), (0, 16, 17, 4)]  # adjacent stretches joined; ids of x / c , d in between
     hf = hf_bert()
     assert tok.encode(text) == hf.encode(text, add_special_tokens=False).ids  # ... and still exact
 
@@ -251,14 +253,17 @@ def test_reordering_decides_ids_where_the_vocabulary_sees_the_order() -> None:
     for piece in ["a", "b", "e", "##a", "##e", *kept, *("##" + c for c in kept),
                   *(x + y for x in kept for y in kept)]:
         vocab.setdefault(BertNormalizer().normalize_str(piece) if not piece.startswith("##") else piece, len(vocab))
-    doc = {**bge_doc(), "added_tokens": [{"id": 0, "content": "[UNK]", "special": True, "normalized": False}],
+    vocab["<extra>"] = len(vocab)
+    doc = {**bge_doc(), "added_tokens": [{"id": 0, "content": "[UNK]", "special": True, "normalized": False},
+                                         {"id": vocab["<extra>"], "content": "<extra>", "special": False,
+                                          "normalized": False}],
            "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
                      "max_input_chars_per_word": 100, "vocab": vocab},
            "post_processor": {"type": "BertProcessing", "cls": ["[CLS]", 1], "sep": ["[SEP]", 2]}}
     native, python = _pair(doc)
     hf = _hf_from_doc(doc)
     rng = random.Random(12)
-    pool = [*kept, "\U0001d160", "\u0301", "\u0316", "\u0334", "\u0941", "a", "e", " "]
+    pool = [*kept, "\U0001d160", "\u0301", "\u0316", "\u0334", "\u0941", "a", "e", " ", " ", "<extra>", ","]
     texts = ["".join(rng.choice(pool) for _ in range(rng.randint(1, 8))) for _ in range(1500)]
     unknown = 0
     for text in texts:
