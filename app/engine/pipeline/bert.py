@@ -114,18 +114,28 @@ class BertNormalizer:
         return ch
 
     def _whole_text(self, text: str) -> list[tuple[str, int]]:
-        """Output characters of ``text`` with the index of the input character each comes from, NFD over the whole
-        text (canonical reordering across characters included); for text :func:`needs_whole_text` flags."""
-        seq: list[tuple[str, int, int]] = []  # (character, combining class, source index) after NFD
+        """Output characters of ``text`` with the index of the input character each is aligned to, NFD over the
+        whole text (canonical reordering across characters included); for text :func:`needs_whole_text` flags.
+        Alignment is positional, as the reference tracks it: the first character of each input character's output
+        takes the next input position in order wherever reordering moved it, the others the one before them."""
+        seq: list[tuple[str, int, bool]] = []  # (character, combining class, first of its input character)
+        sources: list[int] = []  # input index of each output character that is first of its input character
         for i, ch in enumerate(text):
             if self.clean_text:
                 if ch == "\0" or ch == "\ufffd" or is_control(ch):
                     continue
                 if ch in WHITESPACE:
                     ch = " "
-            for c in f" {ch} " if self.handle_chinese_chars and is_chinese_char(ch) else ch:
+            first = True
+            cjk = self.handle_chinese_chars and is_chinese_char(ch)
+            for c in f" {ch} " if cjk else ch:
                 for d in NFD.get(ord(c)) or unicodedata.normalize("NFD", c):
-                    seq.append((d, combining_class(d), i))
+                    # the padding spaces of a Chinese character are insertions around it
+                    lead = first and not (cjk and c == " ")
+                    seq.append((d, combining_class(d), lead))
+                    if lead:
+                        sources.append(i)
+                        first = False
         start = 0
         while start < len(seq):  # canonical ordering: a stable sort of each run of nonzero classes
             if seq[start][1] == 0:
@@ -137,11 +147,16 @@ class BertNormalizer:
             seq[start:end] = sorted(seq[start:end], key=lambda item: item[1])
             start = end
         out: list[tuple[str, int]] = []
-        for d, _, i in seq:
+        taken = 0
+        at = sources[0] if sources else 0
+        for d, _, lead in seq:
+            if lead:
+                at = sources[taken]
+                taken += 1
             if is_nonspacing_mark(d):
                 continue
             for c in (LOWER.get(ord(d)) or d.lower()) if self.lowercase else d:
-                out.append((c, i))
+                out.append((c, at))
         return out
 
     def chunks(self, text: str) -> list[tuple[str, int, int]]:

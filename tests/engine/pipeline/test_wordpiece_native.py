@@ -190,6 +190,9 @@ def test_bge_reordering_text_takes_the_whole_text_path() -> None:
     assert holes == [(0, 2, 9, 1), (0, 16, 17, 4)]  # adjacent stretches joined; ids of x / c , d in between
     hf = hf_bert()
     assert tok.encode(text) == hf.encode(text, add_special_tokens=False).ids  # ... and still exact
+    for t in [text, *_reorder_texts(3, 600)]:  # offsets: the reference aligns reordered characters by position
+        expected = hf.encode(t, add_special_tokens=False)
+        assert tok.encode_with_offsets(t) == (expected.ids, [tuple(o) for o in expected.offsets]), t
 
 
 # -- tokenizer.json files of the same shape ----------------------------------------------------------------------
