@@ -27,18 +27,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.engine.pipeline.bert import (  # noqa: E402
-    REORDERING,
     WHITESPACE,
     BertNormalizer,
+    combining_class,
     is_chinese_char,
     is_control,
     is_nonspacing_mark,
     is_punctuation,
 )
-from app.engine.pipeline.bert_tables import UNIDATA_VERSION  # noqa: E402
+from app.engine.pipeline.bert_tables import NFD, REORDERING, UNIDATA_VERSION  # noqa: E402
 
 OUT = ROOT / "app" / "engine" / "_native" / "bert_tables.h"
-DROP, WS, CJK, PUNCT, MARK, HANGUL, REORDERS = 1, 2, 4, 8, 16, 32, 64
+DROP, WS, CJK, PUNCT, MARK, HANGUL, REORDERS, NONSTARTERS = 1, 2, 4, 8, 16, 32, 64, 128
 IDENTITY = 0xFF
 BLOCK = 256
 
@@ -50,6 +50,21 @@ def _hangul(cp: int) -> str:
     return chr(lead) + chr(vowel) + (chr(0x11A7 + tail) if tail else "")
 
 
+def _check_reordering(ch: str, maps: list[BertNormalizer], kept_classes: dict[int, int]) -> None:
+    """The shape the core relies on for a character of REORDERING: under strip accents (with or without
+    lowercasing) it keeps at most one starter, first, then characters of nonzero class that are word characters
+    (not whitespace, not punctuation) and unchanged by lowercasing; records their classes."""
+    outs = [maps[0]._char(ch), maps[2]._char(ch)]
+    for out in outs:
+        body = out[1:] if out and combining_class(out[0]) == 0 else out
+        for d in body:
+            if combining_class(d) == 0 or d in WHITESPACE or is_punctuation(d) or d.lower() != d:
+                raise SystemExit(f"U+{ord(ch):04X}: its stripped form {out!r} does not have the shape the core needs")
+            kept_classes[ord(d)] = combining_class(d)
+    if outs[1] != "".join(c.lower() for c in outs[0]) and outs[1][1:] != outs[0][1:]:
+        raise SystemExit(f"U+{ord(ch):04X}: lowercasing changes its combining characters")
+
+
 def main() -> None:
     if unicodedata.unidata_version != UNIDATA_VERSION:
         raise SystemExit(f"unicodedata {unicodedata.unidata_version} != bert_tables {UNIDATA_VERSION}")
@@ -59,6 +74,7 @@ def main() -> None:
     pooled: dict[str, int] = {}
     records: dict[tuple[int, ...], int] = {}
     per_cp: list[int] = []
+    kept_classes: dict[int, int] = {}
     for cp in range(0x110000):
         if 0xD800 <= cp < 0xE000:  # the core turns surrogates into U+FFFD before looking anything up
             per_cp.append(0)
@@ -77,6 +93,9 @@ def main() -> None:
             flags |= MARK
         if cp in REORDERING:
             flags |= REORDERS
+            _check_reordering(ch, maps, kept_classes)
+        if all(combining_class(d) > 0 for d in NFD.get(cp) or unicodedata.normalize("NFD", ch)):
+            flags |= NONSTARTERS
         fields: list[int] = [flags]
         if 0xAC00 <= cp <= 0xD7A3:
             jamo = _hangul(cp)
@@ -111,7 +130,8 @@ def main() -> None:
         f'#define BERT_UNIDATA_VERSION "{UNIDATA_VERSION}"',
         *(f"#define BERT_{name} {value}" for name, value in (
             ("DROP", DROP), ("WS", WS), ("CJK", CJK), ("PUNCT", PUNCT), ("MARK", MARK), ("HANGUL", HANGUL),
-            ("REORDERS", REORDERS), ("IDENTITY", IDENTITY), ("BLOCK_SHIFT", BLOCK.bit_length() - 1))),
+            ("REORDERS", REORDERS), ("NONSTARTERS", NONSTARTERS), ("IDENTITY", IDENTITY),
+            ("BLOCK_SHIFT", BLOCK.bit_length() - 1))),
         "", "/* flags, then (length, pool offset) of the strip / lower / strip+lower outputs; length",
         "   BERT_IDENTITY = the character itself */",
         "typedef struct { uint8_t flags, n[3]; uint16_t off[3]; } bert_record;", "",
@@ -124,6 +144,12 @@ def main() -> None:
     lines.append(f"static const uint32_t bert_pool[{max(1, len(pool))}] = {{")
     for i in range(0, len(pool), 12):
         lines.append("    " + ", ".join(f"0x{c:X}" for c in pool[i:i + 12]) + ",")
+    lines.append("};")
+    lines.append("/* (code point, combining class) of the characters REORDERS characters keep, by code point */")
+    lines.append(f"#define BERT_N_CLASSES {len(kept_classes)}")
+    lines.append(f"static const uint32_t bert_classes[{len(kept_classes)}][2] = {{")
+    for cp, ccc in sorted(kept_classes.items()):
+        lines.append(f"    {{0x{cp:X}, {ccc}}},")
     lines.append("};")
     lines.append(f"static const uint16_t bert_stage1[{len(stage1)}] = {{")
     for i in range(0, len(stage1), 24):

@@ -12,10 +12,10 @@
  * - BERT normalizer, per character, from ``bert_tables.h`` (generated from the Python reference by
  *   scripts/gen_bert_native_tables.py): clean text drops NUL, U+FFFD, controls, formats and private use and turns
  *   whitespace into a space; Chinese characters get a space on each side; strip accents and lowercase map each
- *   character as the reference does. A character whose accent stripping depends on its neighbours (NFD's
- *   canonical reordering, flagged BERT_REORDERS) is left to the reference's whole-text normalizer: the stretch
- *   between the ASCII whitespace around it (reordering never crosses a starter, and whitespace ends words too)
- *   is reported as a hole, which the caller encodes with the reference and splices in.
+ *   character as the reference does, except for NFD's canonical reordering, which crosses characters: the few
+ *   characters that keep a combining character through accent stripping (flagged BERT_REORDERS) sort it into
+ *   the open run of combining characters by class (``reordered``); every decomposition holding a starter
+ *   (not BERT_NONSTARTERS) ends the run.
  * - BERT pre-tokenizer on the normalized characters: whitespace separates words (dropped), each punctuation
  *   character is a word of its own.
  *
@@ -354,11 +354,14 @@ static int16_t ascii_out[16][128];
 /* per ASCII character as pre-tokenizer input: 0 word, 1 whitespace, 2 punctuation */
 static uint8_t ascii_class[128];
 
-/* the word being collected: w[0..min(len, keep)) stored, len counted */
+/* the word being collected: w[0..min(len, keep)) stored, len counted; w[run_from..run_end) is the open run of
+ * combining characters NFD may reorder (run_end == len while it is open; NO_RUN or anything else closes it) */
 typedef struct {
     uint32_t *w;
-    size_t len, cap, keep;
+    size_t len, cap, keep, run_from, run_end;
 } Word;
+
+#define NO_RUN SIZE_MAX
 
 static inline int word_push(Word *wd, uint32_t cp) {
     if (wd->len < wd->keep) {
@@ -380,6 +383,7 @@ static inline int word_flush(const Model *m, Word *wd, IdBuf *out) {
     if (wd->len == 0) return 0;
     size_t n = wd->len;
     wd->len = 0;
+    wd->run_end = NO_RUN;
     if (n > (size_t)m->max_chars) return ids_push(out, m->unk_id);
     return wordpiece(m, wd->w, n, out);
 }
@@ -418,36 +422,55 @@ static inline int mapped(const Model *m, Word *wd, IdBuf *out, uint32_t cp, cons
     return pre_token(m, wd, out, cp);
 }
 
-/* stretches of text left to the reference: (item, start, end, position in the ids) */
-typedef struct {
-    Py_ssize_t *v; /* 4 per hole */
-    size_t n, cap;
-} Holes;
-
-static int hole_push(Holes *h, Py_ssize_t item, Py_ssize_t start, Py_ssize_t end, size_t at) {
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 8;
-        Py_ssize_t *v = (Py_ssize_t *)realloc(h->v, cap * 4 * sizeof(Py_ssize_t));
-        if (!v) return -1;
-        h->v = v;
-        h->cap = cap;
+/* the combining class of a character a REORDERS character keeps (0 for any other) */
+static int class_of(uint32_t cp) {
+    int lo = 0, hi = BERT_N_CLASSES;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (bert_classes[mid][0] < cp) lo = mid + 1;
+        else hi = mid;
     }
-    Py_ssize_t *e = h->v + 4 * h->n++;
-    e[0] = item;
-    e[1] = start;
-    e[2] = end;
-    e[3] = (Py_ssize_t)at;
+    return lo < BERT_N_CLASSES && bert_classes[lo][0] == cp ? (int)bert_classes[lo][1] : 0;
+}
+
+/* a REORDERS character under strip accents: what it keeps (a starter first, if any, then combining characters,
+ * as the table generator checks), each combining character sorted into the open run by class, stably: NFD's
+ * canonical ordering restricted to the characters that survive (the dropped marks only decide where runs end) */
+static int reordered(const Model *m, Word *wd, IdBuf *out, uint32_t cp, const bert_record *r, int opts) {
+    if (!(r->flags & BERT_NONSTARTERS)) wd->run_end = NO_RUN;
+    int which = (opts & OPT_LOWER) ? 2 : 0;
+    const uint32_t *p = &cp;
+    int n = 1;
+    if (r->n[which] != BERT_IDENTITY) {
+        p = bert_pool + r->off[which];
+        n = r->n[which];
+    }
+    for (int i = 0; i < n; i++) {
+        uint32_t k = p[i];
+        int ccc = class_of(k);
+        if (ccc == 0) {
+            if (pre_token(m, wd, out, k) < 0) return -1;
+            wd->run_from = wd->run_end = wd->len; /* a starter: the next run begins after it */
+            continue;
+        }
+        if (wd->run_end != wd->len) wd->run_from = wd->len;
+        if (word_push(wd, k) < 0) return -1;
+        if (wd->len <= wd->keep) { /* (a longer word is [UNK] whatever the order) */
+            size_t j = wd->len - 1;
+            while (j > wd->run_from && class_of(wd->w[j - 1]) > ccc) {
+                wd->w[j] = wd->w[j - 1];
+                j--;
+            }
+            wd->w[j] = k;
+        }
+        wd->run_end = wd->len;
+    }
     return 0;
 }
 
-static inline int is_ascii_space(uint32_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-/* normalize + pre-tokenize + WordPiece item ``item`` (one stretch of text); 0 ok, -1 no memory */
-static int bert_range(const Model *m, int kind, const void *data, Py_ssize_t n, int opts, Word *wd, IdBuf *out,
-                      Py_ssize_t item, Holes *holes) {
+/* normalize + pre-tokenize + WordPiece one stretch of text; 0 ok, -1 no memory */
+static int bert_range(const Model *m, int kind, const void *data, Py_ssize_t n, int opts, Word *wd, IdBuf *out) {
     const int16_t *aout = ascii_out[opts & 15];
-    Py_ssize_t seg_start = 0; /* just after the last ASCII whitespace: the word is empty there */
-    size_t seg_ids = out->n;
     for (Py_ssize_t i = 0; i < n; i++) {
         uint32_t cp = PyUnicode_READ(kind, data, i);
         if (cp < 128) {
@@ -460,10 +483,6 @@ static int bert_range(const Model *m, int kind, const void *data, Py_ssize_t n, 
             }
             if (word_flush(m, wd, out) < 0) return -1;
             if (cls == 2 && (word_push(wd, (uint32_t)o) < 0 || word_flush(m, wd, out) < 0)) return -1;
-            if (is_ascii_space(cp)) {
-                seg_start = i + 1;
-                seg_ids = out->n;
-            }
             continue;
         }
         if (cp >= 0xD800 && cp < 0xE000) {
@@ -477,17 +496,6 @@ static int bert_range(const Model *m, int kind, const void *data, Py_ssize_t n, 
         }
         const bert_record *r = record_of(cp);
         uint8_t f = r->flags;
-        if ((opts & OPT_STRIP) && (f & BERT_REORDERS)) { /* this stretch goes to the reference */
-            out->n = seg_ids;
-            wd->len = 0;
-            Py_ssize_t j = i + 1;
-            while (j < n && !is_ascii_space(PyUnicode_READ(kind, data, j))) j++;
-            Py_ssize_t *last = holes->n ? holes->v + 4 * (holes->n - 1) : NULL;
-            if (last && last[0] == item && (size_t)last[3] == out->n) last[2] = j; /* nothing between: one hole */
-            else if (hole_push(holes, item, seg_start, j, out->n) < 0) return -1;
-            i = j - 1; /* the whitespace at j (if any) is read next and starts the next stretch */
-            continue;
-        }
         if (opts & OPT_CLEAN) {
             if (f & BERT_DROP) continue;
             if (f & BERT_WS) {
@@ -499,6 +507,13 @@ static int bert_range(const Model *m, int kind, const void *data, Py_ssize_t n, 
             if (word_flush(m, wd, out) < 0 || mapped(m, wd, out, cp, r, opts) < 0 || word_flush(m, wd, out) < 0)
                 return -1;
             continue;
+        }
+        if (opts & OPT_STRIP) {
+            if (f & BERT_REORDERS) {
+                if (reordered(m, wd, out, cp, r, opts) < 0) return -1;
+                continue;
+            }
+            if (!(f & BERT_NONSTARTERS)) wd->run_end = NO_RUN; /* its decomposition has a starter: the run ends */
         }
         if (mapped(m, wd, out, cp, r, opts) < 0) return -1;
     }
@@ -594,7 +609,7 @@ static PyObject *Model_tokenize(Model *self, PyObject *arg) {
         return NULL;
     }
     IdBuf b = {NULL, 0, 0};
-    Word wd = {NULL, 0, 0, (size_t)self->max_chars + 1};
+    Word wd = {NULL, 0, 0, (size_t)self->max_chars + 1, 0, NO_RUN};
     int rc;
     int kind = PyUnicode_KIND(arg);
     const void *data = PyUnicode_DATA(arg);
@@ -614,7 +629,7 @@ static PyObject *Model_encode(Model *self, PyObject *items) {
     Items it;
     if (items_read(items, &it) < 0) return NULL;
     IdBuf b = {NULL, 0, 0};
-    Word wd = {NULL, 0, 0, (size_t)self->max_chars + 1};
+    Word wd = {NULL, 0, 0, (size_t)self->max_chars + 1, 0, NO_RUN};
     int rc = 0;
     Py_BEGIN_ALLOW_THREADS for (Py_ssize_t t = 0; t < it.count && rc == 0; t++) {
         if (it.passed[t] >= 0) {
@@ -631,11 +646,8 @@ static PyObject *Model_encode(Model *self, PyObject *items) {
 }
 
 PyDoc_STRVAR(encode_bert_doc,
-             "encode_bert(items, options) -> list[int] | tuple[list[int], list[tuple[int, int, int, int]]]: ids of "
-             "text stretches (str: BERT-normalized with the options CLEAN|CHINESE|STRIP|LOWER, pre-tokenized, "
-             "WordPiece) and ids (int, passed through), in order. Stretches the whole-text normalizer must handle (NFD "
-             "reordering across characters) are left out and listed as holes (item, start, end, position in the "
-             "ids), in order; the list alone when there are none.");
+             "encode_bert(items, options) -> list[int]: ids of text stretches (str: BERT-normalized with the options "
+             "CLEAN|CHINESE|STRIP|LOWER, pre-tokenized, WordPiece) and ids (int, passed through), in order.");
 
 static PyObject *Model_encode_bert(Model *self, PyObject *args) {
     PyObject *items;
@@ -644,8 +656,7 @@ static PyObject *Model_encode_bert(Model *self, PyObject *args) {
     Items it;
     if (items_read(items, &it) < 0) return NULL;
     IdBuf b = {NULL, 0, 0};
-    Word wd = {NULL, 0, 0, (size_t)self->max_chars + 1};
-    Holes holes = {NULL, 0, 0};
+    Word wd = {NULL, 0, 0, (size_t)self->max_chars + 1, 0, NO_RUN};
     int rc = 0;
     Py_BEGIN_ALLOW_THREADS for (Py_ssize_t t = 0; t < it.count && rc == 0; t++) {
         if (it.passed[t] >= 0) {
@@ -653,36 +664,12 @@ static PyObject *Model_encode_bert(Model *self, PyObject *args) {
             continue;
         }
         PyObject *s = PyList_GET_ITEM(it.held, t);
-        rc = bert_range(self, PyUnicode_KIND(s), PyUnicode_DATA(s), PyUnicode_GET_LENGTH(s), opts, &wd, &b, t,
-                        &holes);
+        rc = bert_range(self, PyUnicode_KIND(s), PyUnicode_DATA(s), PyUnicode_GET_LENGTH(s), opts, &wd, &b);
     }
     Py_END_ALLOW_THREADS Py_DECREF(it.held);
     free(it.passed);
     free(wd.w);
-    PyObject *ids = ids_to_list(self, &b, rc);
-    if (!ids || holes.n == 0) {
-        free(holes.v);
-        return ids;
-    }
-    PyObject *list = PyList_New((Py_ssize_t)holes.n);
-    for (size_t h = 0; list && h < holes.n; h++) {
-        Py_ssize_t *e = holes.v + 4 * h;
-        PyObject *entry = Py_BuildValue("(nnnn)", e[0], e[1], e[2], e[3]);
-        if (!entry) {
-            Py_CLEAR(list);
-            break;
-        }
-        PyList_SET_ITEM(list, (Py_ssize_t)h, entry);
-    }
-    free(holes.v);
-    if (!list) {
-        Py_DECREF(ids);
-        return NULL;
-    }
-    PyObject *result = PyTuple_Pack(2, ids, list);
-    Py_DECREF(ids);
-    Py_DECREF(list);
-    return result;
+    return ids_to_list(self, &b, rc);
 }
 
 /* normalized text of one str under opts (no pre-tokenization): for tests of the tables */
@@ -699,8 +686,8 @@ static int push_normalized(uint32_t **buf, size_t *n, size_t *cap, uint32_t c) {
 }
 
 PyDoc_STRVAR(normalize_doc,
-             "normalize(text, options) -> str | None: the BERT normalizer's output (per character, from the tables); "
-             "None when the text needs the whole-text normalizer.");
+             "normalize(text, options) -> str | None: the BERT normalizer's output per character, from the tables "
+             "(for tests of the tables); None when accent stripping would reorder across characters (BERT_REORDERS).");
 
 static PyObject *Model_normalize(PyObject *cls, PyObject *args) {
     PyObject *text;

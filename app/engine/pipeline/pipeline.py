@@ -192,26 +192,14 @@ class Pipeline(TokenizerBase):
 
     def _encode_text_fused(self, text: str) -> list[int]:
         """:meth:`_encode_text` when the model runs the whole path: the stretches between raw added tokens (and
-        their ids) in one call; the holes it leaves (text only the whole-text normalizer handles) take the
-        pipeline's steps and are spliced in."""
+        their ids) in one call."""
         if self._raw_matcher.has_matchable:
             text = scrub_surrogates(text)
             items: list[str | int] = [text[s:e] if token is None else token.id
                                       for s, e, token in self._raw_matcher.split(text) if token is not None or s < e]
         else:
             items = [text]  # the compiled path scrubs surrogates itself
-        found = self._fused(items)  # type: ignore[misc]
-        if type(found) is list:
-            return found
-        ids, holes = found
-        out: list[int] = []
-        taken = 0
-        for item, start, end, at in holes:
-            out += ids[taken:at]
-            out += self._encode_text_native(items[item][start:end])  # type: ignore[index]
-            taken = at
-        out += ids[taken:]
-        return out
+        return self._fused(items)  # type: ignore[misc, no-any-return]
 
     def _encode_text_str(self, text: str) -> list[int]:
         """:meth:`_encode_text_native` on strings, for a Replace normalizer and a Split pre-tokenizer: the same

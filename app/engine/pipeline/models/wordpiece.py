@@ -25,11 +25,8 @@ from ..bert import BertNormalizer, BertPreTokenizer
 
 _EXT = OptionalExtension("app.engine._native._wordpiece", "compiled WordPiece", "the pure-Python WordPiece")
 
-#: Holes a fused encoder leaves: ``(item, start, end, at)``, the ids of ``items[item][start:end]`` (encoded by the
-#: reference pipeline) belong at index ``at`` of the ids, in order.
-Holes = list[tuple[int, int, int, int]]
-#: Ids of a list of text stretches (str) and ids (int); with the holes, when there are any.
-FusedEncoder = Callable[[list[str | int]], "list[int] | tuple[list[int], Holes]"]
+#: Ids of a list of text stretches (str, each normalized, pre-tokenized and tokenized) and ids (int), in order.
+FusedEncoder = Callable[[list[str | int]], list[int]]
 
 
 def _trie(words: Mapping[str, int]) -> dict[str, Any]:
@@ -113,9 +110,7 @@ class WordPiece:
         """The whole path of a text in the compiled core, when the pipeline around this model is BERT's: a
         :class:`~app.engine.pipeline.bert.BertNormalizer` (any options) or none, then a
         :class:`~app.engine.pipeline.bert.BertPreTokenizer`. None otherwise, on the Python backend, or when the core's
-        character tables were built for another ``unicodedata`` version than this interpreter's. The stretches
-        between ASCII whitespace that hold a character of :data:`~app.engine.pipeline.bert_tables.REORDERING` are
-        left as holes for the pipeline's own steps (the whole-text normalizer)."""
+        character tables were built for another ``unicodedata`` version than this interpreter's."""
         module = _EXT.module
         native = self.native
         if native is None or module is None or type(pre_tokenizer) is not BertPreTokenizer:
@@ -130,7 +125,7 @@ class WordPiece:
                              (module.STRIP, normalizer.strip_accents), (module.LOWER, normalizer.lowercase)):
                 options |= flag if on else 0
         encode_bert = native.encode_bert
-        return lambda items: cast("list[int] | tuple[list[int], Holes]", encode_bert(items, options))
+        return lambda items: cast("list[int]", encode_bert(items, options))
 
     @property
     def vocab_size(self) -> int:
