@@ -1,8 +1,9 @@
 """Build script for the optional compiled extensions (metadata lives in pyproject.toml).
 
 ``app.engine._native._core`` (the encoding hot path, ``tokcore.c``), ``app.engine._native._trainer`` (the
-trainer's counter and merge learner, ``trainer.c``), and ``app.engine._native._mergebpe`` (BPE over a merge
-list, ``mergebpe.c``) are C extensions built with the compiler and Python headers of
+trainer's counter and merge learner, ``trainer.c``), ``app.engine._native._mergebpe`` (BPE over a merge
+list, ``mergebpe.c``) and ``app.engine._native._wordpiece`` (WordPiece and the BERT normalizer, ``wordpiece.c``)
+are C extensions built with the compiler and Python headers of
 the machine. All are ``optional``: without a compiler (or headers) the build prints a warning, the package still
 installs, and the engine and trainer run the pure-Python reference (slower), logging that they do.
 """
@@ -10,7 +11,8 @@ installs, and the engine and trainer run the pure-Python reference (slower), log
 from setuptools import Extension, setup
 
 NATIVE = "app/engine/_native"
-HEADERS = [f"{NATIVE}/bytes_hash.h", f"{NATIVE}/pretokenizer.h", f"{NATIVE}/unicode_tables.h"]
+HEADERS = [f"{NATIVE}/bytes_hash.h", f"{NATIVE}/pretokenizer.h", f"{NATIVE}/unicode_tables.h",
+           f"{NATIVE}/bert_tables.h"]
 
 
 def _extension(module: str, source: str) -> Extension:
@@ -19,4 +21,4 @@ def _extension(module: str, source: str) -> Extension:
 
 
 setup(ext_modules=[_extension("_core", "tokcore.c"), _extension("_trainer", "trainer.c"),
-                  _extension("_mergebpe", "mergebpe.c")])
+                  _extension("_mergebpe", "mergebpe.c"), _extension("_wordpiece", "wordpiece.c")])
