@@ -13,10 +13,11 @@ NATIVE = "app/engine/_native"
 HEADERS = [f"{NATIVE}/bytes_hash.h", f"{NATIVE}/pretokenizer.h", f"{NATIVE}/unicode_tables.h"]
 
 
-def _extension(module: str, source: str) -> Extension:
-    return Extension(f"app.engine._native.{module}", sources=[f"{NATIVE}/{source}"], depends=HEADERS,
-                     extra_compile_args=["-O3", "-std=c11", "-fno-strict-aliasing"], optional=True)
+def _extension(module: str, *sources: str) -> Extension:
+    return Extension(f"app.engine._native.{module}", sources=[f"{NATIVE}/{s}" for s in sources], depends=HEADERS,
+                     extra_compile_args=["-O3", "-std=c11", "-fno-strict-aliasing", "-ffp-contract=off"],
+                     optional=True)
 
 
-setup(ext_modules=[_extension("_core", "tokcore.c"), _extension("_trainer", "trainer.c"),
+setup(ext_modules=[_extension("_core", "tokcore.c"), _extension("_trainer", "trainer.c", "unigram.c"),
                   _extension("_mergebpe", "mergebpe.c")])

@@ -19,6 +19,9 @@
  *                  symbol (two splits of the same text) reuses it. The lexicographic rule compares per-symbol
  *                  "order units" (the Python order_key of a base symbol without its terminator), concatenated.
  *
+ * UnigramWords    the Unigram learner's hot loops (unigram.c, compiled into this module): substring seeds, the
+ *                  E-step (forward-backward) and the pruning (Viterbi, likelihood loss), optionally in threads.
+ *
  * Positions (first-seen) are word << 32 | offset: the same order as the Python word << 40 | offset while words are
  * shorter than 2**32 units (checked).
  */
@@ -1439,6 +1442,9 @@ done:
 
 /* ------------------------------------------------------------------------------------------------ module */
 
+/* unigram.c: the Unigram learner's corpus type (compiled into this module). */
+extern PyTypeObject UnigramWordsType;
+
 static PyMethodDef module_methods[] = {
     {"learn", (PyCFunction)(void (*)(void))mod_learn, METH_VARARGS | METH_KEYWORDS,
      "learn(words, counts, n_base, order_units=None, max_symbols=-1, max_merges=-1, min_frequency=2,\n"
@@ -1466,6 +1472,16 @@ PyMODINIT_FUNC PyInit__trainer(void)
     Py_INCREF(&CounterType);
     if (PyModule_AddObject(m, "PretokenCounter", (PyObject *)&CounterType) < 0) {
         Py_DECREF(&CounterType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyType_Ready(&UnigramWordsType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&UnigramWordsType);
+    if (PyModule_AddObject(m, "UnigramWords", (PyObject *)&UnigramWordsType) < 0) {
+        Py_DECREF(&UnigramWordsType);
         Py_DECREF(m);
         return NULL;
     }

@@ -34,7 +34,7 @@ from ..pipeline.sentencepiece import BPE, BYTE, CONTROL, NORMAL, UNIGRAM, UNKNOW
 from .compiled import learn
 from .merges import text_order_key
 from .trainer import Progress, TrainedArtifact, lines_of
-from .unigram import SPACE, learn_unigram, required_characters, split_before_space, split_unknown
+from .unigram import SPACE, PieceRules, learn_unigram, required_characters, split_before_space, split_unknown
 
 MODEL_TYPES = ("unigram", "bpe")
 
@@ -75,9 +75,10 @@ class SentencePieceTrainer:
                  add_dummy_prefix: bool = True, remove_extra_whitespaces: bool = True,
                  character_coverage: float = 0.9995, control_tokens: Sequence[str] = (),
                  max_piece_length: int = 16, shrinking_factor: float = 0.75, seed_size: int = 1_000_000,
-                 em_iterations: int = 2, backend: str | None = None) -> None:
+                 em_iterations: int = 2, backend: str | None = None, threads: int = 1) -> None:
         """``vocab_size`` counts every piece (``<unk>``, ``<s>``, ``</s>``, ``control_tokens``, bytes, learned).
-        ``backend`` picks the BPE merge learner (compiled or Python; same result)."""
+        ``backend`` picks the compiled or Python learners (same result); ``threads``: the Unigram learner's
+        (:func:`.unigram.learn_unigram`)."""
         if model_type not in MODEL_TYPES:
             raise ValueError(f"model type must be one of {MODEL_TYPES}, not {model_type!r}")
         meta = ["<unk>", "<s>", "</s>", *control_tokens]
@@ -93,7 +94,8 @@ class SentencePieceTrainer:
         self.meta = meta
         self.max_piece_length = max_piece_length
         self.unigram_options = dict(max_piece_length=max_piece_length, shrinking_factor=shrinking_factor,
-                                    seed_size=seed_size, em_iterations=em_iterations)
+                                    seed_size=seed_size, em_iterations=em_iterations, backend=backend,
+                                    threads=threads)
         self.backend = backend
         self._words: Counter[str] = Counter()
 
@@ -104,9 +106,7 @@ class SentencePieceTrainer:
 
     def valid(self, piece: str) -> bool:
         """May ``piece`` (two or more characters) be learned?"""
-        if SPACE in piece[1:]:
-            return False
-        return not (self.split_digits and any(is_digit(c) for c in piece))
+        return PieceRules(split_digits=self.split_digits)(piece)
 
     def finish(self, progress: Progress | None = None) -> TrainedArtifact:
         words: dict[str, int] = dict(self._words)
@@ -123,7 +123,8 @@ class SentencePieceTrainer:
         summary: dict[str, object] = {"distinct_words": len(words), "required_characters": len(required)}
         learned: list[tuple[str, float]]
         if self.model_type == "unigram":
-            learned, info = learn_unigram(pieces_words, vocab_size=budget, required=required, valid=self.valid,
+            learned, info = learn_unigram(pieces_words, vocab_size=budget, required=required,
+                                          valid=PieceRules(split_digits=self.split_digits),
                                           progress=progress, **self.unigram_options)  # type: ignore[arg-type]
             summary.update(info)
         else:

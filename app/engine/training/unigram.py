@@ -21,6 +21,14 @@ The learner (:func:`learn_unigram`) works on word frequencies:
    first) are kept and refitted once.
 
 Every ordering uses explicit keys (score, then piece by code point), so results are deterministic.
+
+Compiled path: with the trainer extension built (``backend`` ``native``, the default when it imports; see
+:func:`.compiled.resolve_backend`), the seed counting, the E-step and the pruning run in C
+(``UnigramWords`` of ``app.engine._native._trainer``) on the same lattice with the same floating-point operations
+in the same order, so it learns the same pieces with the same scores, bit for bit (the tests compare the two
+backends' artifacts byte for byte). ``threads`` splits the E-step and the pruning over the words; the E-step's
+per-edge counts are added in corpus order and the pruning sums integers, so the result does not depend on the
+number of threads. The Python code below stays the specification.
 :func:`viterbi` and :func:`log_likelihood` are the textbook segmentation and forward probability, exposed for
 the tests and the pruning comparison (:func:`likelihood_without`).
 
@@ -36,7 +44,10 @@ import json
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
+from .compiled import _trainer, resolve_backend
 from .trainer import Progress, TrainedArtifact, lines_of
 
 SPACE = "\u2581"
@@ -106,6 +117,21 @@ def likelihood_without(words: Mapping[str, int], probs: Mapping[str, float], pie
     return sum(f * log_likelihood(w, scores) for w, f in words.items())
 
 
+@dataclass(frozen=True)
+class PieceRules:
+    """Which multi-character candidates may be learned (a ``valid`` predicate the compiled seed counter also
+    understands): ``marker`` (the whitespace marker) only as a piece's first character, and with ``split_digits``
+    no ASCII digit at all. Both rules are monotone: a string that breaks one breaks every extension of it."""
+
+    marker: str | None = SPACE
+    split_digits: bool = False
+
+    def __call__(self, piece: str) -> bool:
+        if self.marker is not None and self.marker in piece[1:]:
+            return False
+        return not (self.split_digits and any("0" <= c <= "9" for c in piece))
+
+
 def learn_unigram(
     words: Mapping[str, int],
     *,
@@ -117,32 +143,34 @@ def learn_unigram(
     shrinking_factor: float = 0.75,
     em_iterations: int = 2,
     progress: Progress | None = None,
+    backend: str | None = None,
+    threads: int = 1,
 ) -> tuple[list[tuple[str, float]], dict[str, object]]:
     """Learn at most ``vocab_size`` scored pieces (``(piece, log probability)``, best first) from ``words``
     (``{word: count}``; a word must consist of ``required`` characters). ``valid(piece)`` may refuse multi-
-    character candidates. Returns the pieces and a summary (rounds, seed size, final log-likelihood).
-    Raises ``ValueError`` if ``vocab_size`` is smaller than the required characters."""
+    character candidates (a :class:`PieceRules`, or any monotone predicate: then the seeds are counted in
+    Python). ``backend``/``threads``: see the module docstring (same result either way). Returns the pieces and a
+    summary (rounds, seed size, final log-likelihood, backend). Raises ``ValueError`` if ``vocab_size`` is
+    smaller than the required characters or ``threads`` is not in 1..8."""
     if not 0 < shrinking_factor < 1:
         raise ValueError("shrinking factor must be in (0, 1)")
     req = sorted(set(required))
     if vocab_size < len(req):
         raise ValueError(f"vocab size {vocab_size} is smaller than the {len(req)} required characters")
+    if not 1 <= threads <= 8:
+        raise ValueError("threads must be in 1..8")
     req_set = set(req)
     items = [(w, f) for w, f in words.items() if w]
+    native = resolve_backend(backend) == "native"
+    uw: Any = _trainer.UnigramWords([w for w, _ in items], [f for _, f in items], max_piece_length) if native else None
     # 1. seed
-    sub: dict[str, int] = {}
-    for w, f in items:
-        n = len(w)
-        for i in range(n):
-            for j in range(i + 2, min(n, i + max_piece_length) + 1):
-                s = w[i:j]
-                if valid is not None and not valid(s):
-                    break
-                sub[s] = sub.get(s, 0) + f
+    limit = max(0, seed_size - len(req))
+    if uw is not None and (valid is None or isinstance(valid, PieceRules)):
+        marker = valid.marker if valid is not None else None
+        ranked = uw.seed(ord(marker) if marker else -1, bool(valid is not None and valid.split_digits), 2, limit)
+    else:
+        ranked = _seed_candidates(items, valid, max_piece_length, limit)
     char_count = char_counts(words)
-    ranked = sorted(((c * len(s), s) for s, c in sub.items() if c >= 2), key=lambda t: (-t[0], t[1]))
-    del sub
-    ranked = ranked[: max(0, seed_size - len(req))]
     freq: dict[str, float] = {ch: float(char_count.get(ch, 0)) or 1.0 for ch in req}
     for score, s in ranked:
         freq[s] = float(score)
@@ -155,7 +183,7 @@ def learn_unigram(
     total_steps = max(1, math.ceil(math.log(max(1.0, len(pieces) / max(1, target))) / -math.log(shrinking_factor)))
     while True:
         for _ in range(em_iterations):
-            freq, ll = _em_step(items, pieces, scores, max_piece_length)
+            freq, ll = _em_step(items, pieces, scores, max_piece_length, uw, threads)
             freq = {p: c for p, c in freq.items() if c >= 0.5 or p in req_set}
             for ch in req:
                 freq.setdefault(ch, 0.0)
@@ -167,7 +195,7 @@ def learn_unigram(
         if len(pieces) <= target:
             break
         pieces = _prune(items, pieces, scores, req_set, max_piece_length,
-                        max(target, int(len(pieces) * shrinking_factor)))
+                        max(target, int(len(pieces) * shrinking_factor)), uw, threads)
         scores = _normalize({p: math.exp(scores[p]) for p in pieces}, pieces)
     # final cut: required characters, then the best scores
     if len(pieces) > vocab_size:
@@ -176,10 +204,28 @@ def learn_unigram(
         pieces = req + others[: vocab_size - len(req)]
         pieces = _ordered({p: math.exp(scores[p]) for p in pieces}, req_set)
         scores = _normalize({p: math.exp(scores[p]) for p in pieces}, pieces)
-        freq, ll = _em_step(items, pieces, scores, max_piece_length)
+        freq, ll = _em_step(items, pieces, scores, max_piece_length, uw, threads)
     scores = _normalize(freq, pieces)
     out = sorted(((p, scores[p]) for p in pieces), key=lambda t: (-t[1], t[0]))
-    return out, {"seed_pieces": seed, "rounds": rounds, "log_likelihood": ll}
+    return out, {"seed_pieces": seed, "rounds": rounds, "log_likelihood": ll,
+                 "backend": "native" if native else "python"}
+
+
+def _seed_candidates(items: Sequence[tuple[str, int]], valid: Callable[[str], bool] | None, max_len: int,
+                     limit: int) -> list[tuple[int, str]]:
+    """Substrings of 2..``max_len`` characters counted with the word frequencies; those seen at least twice as
+    ``(count * length, substring)``, best first (ties by code point), at most ``limit``."""
+    sub: dict[str, int] = {}
+    for w, f in items:
+        n = len(w)
+        for i in range(n):
+            for j in range(i + 2, min(n, i + max_len) + 1):
+                s = w[i:j]
+                if valid is not None and not valid(s):
+                    break
+                sub[s] = sub.get(s, 0) + f
+    ranked = sorted(((c * len(s), s) for s, c in sub.items() if c >= 2), key=lambda t: (-t[0], t[1]))
+    return ranked[:limit]
 
 
 def _ordered(freq: Mapping[str, float], req: set[str]) -> list[str]:
@@ -240,8 +286,13 @@ def _lattice(word: str, table: Mapping[str, int], max_len: int, skip: int = -1) 
 
 
 def _em_step(items: Sequence[tuple[str, int]], pieces: Sequence[str], scores: Mapping[str, float],
-             max_len: int) -> tuple[dict[str, float], float]:
-    """One E-step: expected piece counts (posterior, times word frequency) and the corpus log-likelihood."""
+             max_len: int, uw: Any = None, threads: int = 1) -> tuple[dict[str, float], float]:
+    """One E-step: expected piece counts (posterior, times word frequency) and the corpus log-likelihood.
+    ``uw``: the compiled ``UnigramWords`` of ``items`` (same result)."""
+    if uw is not None:
+        uw.set_pieces(list(pieces))
+        counts, ll = uw.e_step([scores[p] for p in pieces], threads)
+        return dict(zip(pieces, counts, strict=True)), ll
     index = _prefix_table(pieces)
     s = [scores[p] for p in pieces]
     expected = [0.0] * len(pieces)
@@ -295,8 +346,14 @@ def _best_path(word: str, edges: Edges, s: Sequence[float]) -> list[int]:
 
 
 def _prune(items: Sequence[tuple[str, int]], pieces: Sequence[str], scores: Mapping[str, float], req: set[str],
-           max_len: int, keep: int) -> list[str]:
-    """The ``keep`` pieces whose removal would cost the most likelihood (required characters always kept)."""
+           max_len: int, keep: int, uw: Any = None, threads: int = 1) -> list[str]:
+    """The ``keep`` pieces whose removal would cost the most likelihood (required characters always kept).
+    ``uw``: the compiled ``UnigramWords`` of ``items`` (same result)."""
+    if uw is not None:
+        uw.set_pieces(list(pieces))
+        fixed = bytes(1 if p in req or len(p) == 1 else 0 for p in pieces)
+        mask = uw.prune([scores[p] for p in pieces], fixed, keep, threads)
+        return [p for p, k in zip(pieces, mask, strict=True) if k]
     index = _prefix_table(pieces)
     s = [scores[p] for p in pieces]
     vfreq = [0.0] * len(pieces)
@@ -324,7 +381,9 @@ def _prune(items: Sequence[tuple[str, int]], pieces: Sequence[str], scores: Mapp
             continue
         logprob_sp = math.log(vfreq[pid]) - logsum
         logsum_alt = math.log(vsum + vfreq[pid] * (len(alt) - 1))
-        logprob_alt = sum(math.log(vfreq[a] + vfreq[pid]) - logsum_alt for a in alt)
+        logprob_alt = 0.0  # an explicit left-to-right sum (the compiled path adds in this order)
+        for a in alt:
+            logprob_alt += math.log(vfreq[a] + vfreq[pid]) - logsum_alt
         share = used_by[pid] / total_words if total_words else 0.0
         losses.append((share * (logprob_sp - logprob_alt), p))
     n_keep = max(0, keep - sum(1 for p in pieces if p in req or len(p) == 1))
@@ -408,8 +467,10 @@ class UnigramTrainer:
 
     def __init__(self, *, vocab_size: int, special_tokens: Sequence[str] = (), unk_token: str = "<unk>",
                  character_coverage: float = 1.0, max_piece_length: int = 16, shrinking_factor: float = 0.75,
-                 seed_size: int = 1_000_000, em_iterations: int = 2) -> None:
-        """``vocab_size`` counts every id: ``unk_token`` (id 0), the ``special_tokens`` after it, the pieces."""
+                 seed_size: int = 1_000_000, em_iterations: int = 2, backend: str | None = None,
+                 threads: int = 1) -> None:
+        """``vocab_size`` counts every id: ``unk_token`` (id 0), the ``special_tokens`` after it, the pieces.
+        ``backend``/``threads``: see :func:`learn_unigram`."""
         specials = [unk_token, *special_tokens]
         if len(set(specials)) != len(specials) or any(not s for s in specials):
             raise ValueError("special tokens must be distinct non-empty strings (and not the unknown token)")
@@ -417,7 +478,7 @@ class UnigramTrainer:
         self.specials = specials
         self.coverage = character_coverage
         self.options = dict(max_piece_length=max_piece_length, shrinking_factor=shrinking_factor,
-                            seed_size=seed_size, em_iterations=em_iterations)
+                            seed_size=seed_size, em_iterations=em_iterations, backend=backend, threads=threads)
         self._words: Counter[str] = Counter()
 
     def feed(self, text: str) -> None:
@@ -430,7 +491,7 @@ class UnigramTrainer:
         required = required_characters(words, self.coverage)
         learned, summary = learn_unigram(
             split_unknown(words, set(required)), vocab_size=self.vocab_size - len(self.specials), required=required,
-            valid=lambda s: SPACE not in s[1:], progress=progress, **self.options)  # type: ignore[arg-type]
+            valid=PieceRules(), progress=progress, **self.options)  # type: ignore[arg-type]
         vocab = [[s, 0.0] for s in self.specials] + [[p, score] for p, score in learned]
         added = [{"id": i, "content": s, "single_word": False, "lstrip": False, "rstrip": False,
                   "normalized": False, "special": True} for i, s in enumerate(self.specials)]

@@ -1,0 +1,1127 @@
+/*
+ * unigram.c: the compiled hot loops of the Unigram learner (app/engine/training/unigram.py), part of
+ * app.engine._native._trainer (the module registers `unigram_methods` and `UnigramWordsType`).
+ *
+ * UnigramWords(words, freqs, max_len) holds the distinct words as code points with their frequencies. On it:
+ *
+ *   seed(space, split_digits, min_count, limit)   the substring candidates of learn_unigram's step 1
+ *   set_pieces(pieces)                             the current pieces, as a trie (node, code point) -> node
+ *   e_step(scores, threads)                        _em_step: expected counts and the log-likelihood
+ *   prune(scores, protected, keep, threads)        _prune: which pieces stay
+ *
+ * Exactness: every floating-point value is computed with the same operations in the same order as the Python
+ * reference (libm exp/log/log1p, no contraction), so the results are the same bits:
+ *  - the E-step computes each edge's posterior count in the word's own thread and stores it; the counts are then
+ *    added into the totals in corpus order (word by word, edge by edge), exactly the order of the Python loop,
+ *    so the sums do not depend on the number of threads;
+ *  - the Viterbi counts of the pruning are sums of integer word frequencies (exact in doubles), so per-thread
+ *    partial sums add up to the same totals in any order.
+ * The lattice of a word is the Python one: edges by start, then end, pieces of at most max_len code points.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define UW_MAX_THREADS 8
+#define UW_CHUNK_WORDS 2048
+
+static inline uint64_t uw_mix(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    h ^= h >> 33;
+    return h;
+}
+
+/* ------------------------------------------------------------------------------------------------ trie */
+
+typedef struct {
+    uint64_t *keys; /* (node << 21 | cp) + 1; 0 = empty */
+    int32_t *child;
+    size_t mask;
+    size_t used;
+    int32_t *pid; /* per node: piece id or -1 */
+    size_t n_nodes, cap_nodes;
+} Trie;
+
+static void trie_free(Trie *t)
+{
+    free(t->keys);
+    free(t->child);
+    free(t->pid);
+    memset(t, 0, sizeof *t);
+}
+
+static int trie_init(Trie *t, size_t expect)
+{
+    size_t slots = 1024;
+    while (slots < expect * 2)
+        slots <<= 1;
+    t->keys = calloc(slots, sizeof *t->keys);
+    t->child = malloc(slots * sizeof *t->child);
+    t->mask = slots - 1;
+    t->used = 0;
+    t->cap_nodes = 1024;
+    t->pid = malloc(t->cap_nodes * sizeof *t->pid);
+    if (!t->keys || !t->child || !t->pid)
+        return -1;
+    t->n_nodes = 1;
+    t->pid[0] = -1;
+    return 0;
+}
+
+static inline int32_t trie_get(const Trie *t, int32_t node, uint32_t cp)
+{
+    uint64_t key = (((uint64_t)node << 21) | cp) + 1;
+    size_t i = uw_mix(key) & t->mask;
+    for (;;) {
+        uint64_t k = t->keys[i];
+        if (k == key)
+            return t->child[i];
+        if (!k)
+            return -1;
+        i = (i + 1) & t->mask;
+    }
+}
+
+static int trie_grow(Trie *t)
+{
+    size_t slots = (t->mask + 1) * 2;
+    uint64_t *keys = calloc(slots, sizeof *keys);
+    int32_t *child = malloc(slots * sizeof *child);
+    if (!keys || !child) {
+        free(keys);
+        free(child);
+        return -1;
+    }
+    for (size_t i = 0; i <= t->mask; i++) {
+        if (!t->keys[i])
+            continue;
+        size_t j = uw_mix(t->keys[i]) & (slots - 1);
+        while (keys[j])
+            j = (j + 1) & (slots - 1);
+        keys[j] = t->keys[i];
+        child[j] = t->child[i];
+    }
+    free(t->keys);
+    free(t->child);
+    t->keys = keys;
+    t->child = child;
+    t->mask = slots - 1;
+    return 0;
+}
+
+/* The child of node for cp, created if missing; -1 on memory error. */
+static int32_t trie_step(Trie *t, int32_t node, uint32_t cp)
+{
+    int32_t c = trie_get(t, node, cp);
+    if (c >= 0)
+        return c;
+    if ((t->used + 1) * 2 > t->mask + 1 && trie_grow(t) < 0)
+        return -1;
+    if (t->n_nodes == t->cap_nodes) {
+        size_t cap = t->cap_nodes * 2;
+        int32_t *p = realloc(t->pid, cap * sizeof *p);
+        if (!p)
+            return -1;
+        t->pid = p;
+        t->cap_nodes = cap;
+    }
+    if (t->n_nodes >= INT32_MAX)
+        return -1;
+    c = (int32_t)t->n_nodes++;
+    t->pid[c] = -1;
+    uint64_t key = (((uint64_t)node << 21) | cp) + 1;
+    size_t i = uw_mix(key) & t->mask;
+    while (t->keys[i])
+        i = (i + 1) & t->mask;
+    t->keys[i] = key;
+    t->child[i] = c;
+    t->used++;
+    return c;
+}
+
+/* ------------------------------------------------------------------------------------------------ object */
+
+typedef struct {
+    PyObject_HEAD
+    uint32_t *chars; /* the words' code points, concatenated */
+    int64_t *off;    /* word k is chars[off[k] .. off[k+1]) */
+    double *freq;    /* frequencies (integers, as the Python code's int * float gives) */
+    Py_ssize_t n_words;
+    int max_len;
+    int64_t longest; /* longest word */
+    Trie trie;
+    int have_pieces;
+    Py_ssize_t n_pieces;
+    uint32_t *pchars; /* the pieces' code points */
+    int64_t *poff;
+} UWObject;
+
+static void uw_clear_pieces(UWObject *self)
+{
+    trie_free(&self->trie);
+    free(self->pchars);
+    free(self->poff);
+    self->pchars = NULL;
+    self->poff = NULL;
+    self->have_pieces = 0;
+    self->n_pieces = 0;
+}
+
+static void uw_dealloc(UWObject *self)
+{
+    uw_clear_pieces(self);
+    free(self->chars);
+    free(self->off);
+    free(self->freq);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Copies a str's code points to dst (which has room for its length). */
+static void copy_cps(PyObject *s, uint32_t *dst)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    for (Py_ssize_t i = 0; i < n; i++)
+        dst[i] = (uint32_t)PyUnicode_READ(kind, data, i);
+}
+
+static int uw_init(UWObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"words", "freqs", "max_len", NULL};
+    PyObject *words, *freqs;
+    int max_len;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!i", kwlist, &PyList_Type, &words, &PyList_Type, &freqs,
+                                     &max_len))
+        return -1;
+    Py_ssize_t n = PyList_GET_SIZE(words);
+    if (PyList_GET_SIZE(freqs) != n) {
+        PyErr_SetString(PyExc_ValueError, "words and freqs differ in length");
+        return -1;
+    }
+    if (max_len < 1) {
+        PyErr_SetString(PyExc_ValueError, "max_len must be >= 1");
+        return -1;
+    }
+    int64_t total = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *w = PyList_GET_ITEM(words, k);
+        if (!PyUnicode_Check(w)) {
+            PyErr_SetString(PyExc_TypeError, "words must be str");
+            return -1;
+        }
+        total += PyUnicode_GET_LENGTH(w);
+    }
+    if (total >= INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "the compiled Unigram learner holds fewer than 2**31 characters");
+        return -1;
+    }
+    self->chars = malloc((size_t)(total + 1) * sizeof *self->chars);
+    self->off = malloc((size_t)(n + 1) * sizeof *self->off);
+    self->freq = malloc((size_t)(n + 1) * sizeof *self->freq);
+    if (!self->chars || !self->off || !self->freq) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int64_t pos = 0;
+    self->longest = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *w = PyList_GET_ITEM(words, k);
+        long long f = PyLong_AsLongLong(PyList_GET_ITEM(freqs, k));
+        if (f == -1 && PyErr_Occurred())
+            return -1;
+        if (f < 0 || f > (1LL << 53)) {
+            PyErr_SetString(PyExc_ValueError, "frequencies must be in [0, 2**53]");
+            return -1;
+        }
+        self->off[k] = pos;
+        self->freq[k] = (double)f;
+        copy_cps(w, self->chars + pos);
+        pos += PyUnicode_GET_LENGTH(w);
+        if (PyUnicode_GET_LENGTH(w) > self->longest)
+            self->longest = PyUnicode_GET_LENGTH(w);
+    }
+    self->off[n] = pos;
+    self->n_words = n;
+    self->max_len = max_len;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------------ seeds */
+
+typedef struct {
+    int64_t count;
+    uint32_t word, start;
+    uint32_t hash;
+    uint16_t len;
+} SubEnt;
+
+typedef struct {
+    const UWObject *uw;
+    SubEnt *ents;
+} SortCtx;
+
+static SortCtx g_sort; /* qsort has no context argument in C11; calls are serialized by the GIL */
+
+static int cmp_cps(const uint32_t *a, size_t na, const uint32_t *b, size_t nb)
+{
+    size_t n = na < nb ? na : nb;
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i])
+            return a[i] < b[i] ? -1 : 1;
+    return na < nb ? -1 : (na > nb ? 1 : 0);
+}
+
+static int cmp_seed(const void *x, const void *y)
+{
+    const SubEnt *a = &g_sort.ents[*(const uint32_t *)x], *b = &g_sort.ents[*(const uint32_t *)y];
+    int64_t sa = a->count * a->len, sb = b->count * b->len;
+    if (sa != sb)
+        return sa > sb ? -1 : 1;
+    const uint32_t *ch = g_sort.uw->chars;
+    return cmp_cps(ch + g_sort.uw->off[a->word] + a->start, a->len, ch + g_sort.uw->off[b->word] + b->start, b->len);
+}
+
+static inline int is_ascii_digit(uint32_t c) { return c >= '0' && c <= '9'; }
+
+/* seed(space, split_digits, min_count, limit) -> list[(score, str)] */
+static PyObject *uw_seed(UWObject *self, PyObject *args)
+{
+    long long space;
+    int split_digits;
+    long long min_count;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(args, "Lpnn", &space, &split_digits, &min_count, &limit))
+        return NULL;
+    if (self->max_len > 65535) {
+        PyErr_SetString(PyExc_ValueError, "max_len too large for the compiled seed counter");
+        return NULL;
+    }
+    size_t cap = 1 << 16, n_ents = 0;
+    size_t slots = 1 << 17;
+    SubEnt *ents = malloc(cap * sizeof *ents);
+    uint32_t *table = malloc(slots * sizeof *table); /* index + 1; 0 = empty */
+    if (!ents || !table) {
+        free(ents);
+        free(table);
+        return PyErr_NoMemory();
+    }
+    memset(table, 0, slots * sizeof *table);
+    int failed = 0;
+    const uint32_t *chars = self->chars;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < self->n_words && !failed; k++) {
+        const uint32_t *w = chars + self->off[k];
+        int64_t n = self->off[k + 1] - self->off[k];
+        int64_t f = (int64_t)self->freq[k];
+        for (int64_t i = 0; i < n && !failed; i++) {
+            if (split_digits && is_ascii_digit(w[i]))
+                continue;
+            uint64_t h = 0x9e3779b97f4a7c15ULL ^ w[i];
+            int64_t end = i + self->max_len < n ? i + self->max_len : n;
+            for (int64_t j = i + 2; j <= end; j++) {
+                uint32_t c = w[j - 1];
+                if ((int64_t)c == space || (split_digits && is_ascii_digit(c)))
+                    break;
+                h = uw_mix(h ^ c) + (uint64_t)(j - i);
+                uint32_t h32 = (uint32_t)(h >> 32);
+                uint16_t len = (uint16_t)(j - i);
+                size_t s = h & (slots - 1);
+                for (;;) {
+                    uint32_t e = table[s];
+                    if (!e) {
+                        if (n_ents == cap) {
+                            SubEnt *grown = realloc(ents, cap * 2 * sizeof *ents);
+                            if (!grown) {
+                                failed = 1;
+                                break;
+                            }
+                            ents = grown;
+                            cap *= 2;
+                        }
+                        if (n_ents >= UINT32_MAX - 1) {
+                            failed = 1;
+                            break;
+                        }
+                        ents[n_ents] = (SubEnt){f, (uint32_t)k, (uint32_t)i, h32, len};
+                        table[s] = (uint32_t)++n_ents;
+                        if (n_ents * 2 > slots) { /* rehash */
+                            size_t ns = slots * 2;
+                            uint32_t *nt = calloc(ns, sizeof *nt);
+                            if (!nt) {
+                                failed = 1;
+                                break;
+                            }
+                            for (size_t q = 0; q < slots; q++) {
+                                uint32_t x = table[q];
+                                if (!x)
+                                    continue;
+                                const SubEnt *se = &ents[x - 1];
+                                /* the slot hash is recomputed from the stored substring */
+                                const uint32_t *sw = chars + self->off[se->word] + se->start;
+                                uint64_t hh = 0x9e3779b97f4a7c15ULL ^ sw[0];
+                                for (uint16_t t = 1; t < se->len; t++)
+                                    hh = uw_mix(hh ^ sw[t]) + (uint64_t)(t + 1);
+                                size_t z = hh & (ns - 1);
+                                while (nt[z])
+                                    z = (z + 1) & (ns - 1);
+                                nt[z] = x;
+                            }
+                            free(table);
+                            table = nt;
+                            slots = ns;
+                        }
+                        break;
+                    }
+                    SubEnt *se = &ents[e - 1];
+                    if (se->hash == h32 && se->len == len &&
+                        !memcmp(chars + self->off[se->word] + se->start, w + i, len * sizeof(uint32_t))) {
+                        se->count += f;
+                        break;
+                    }
+                    s = (s + 1) & (slots - 1);
+                }
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    free(table);
+    if (failed) {
+        free(ents);
+        return PyErr_NoMemory();
+    }
+    size_t n_sel = 0;
+    uint32_t *sel = malloc((n_ents + 1) * sizeof *sel);
+    if (!sel) {
+        free(ents);
+        return PyErr_NoMemory();
+    }
+    for (size_t e = 0; e < n_ents; e++)
+        if (ents[e].count >= min_count)
+            sel[n_sel++] = (uint32_t)e;
+    g_sort.uw = self;
+    g_sort.ents = ents;
+    qsort(sel, n_sel, sizeof *sel, cmp_seed);
+    if (limit < 0)
+        limit = 0;
+    size_t n_out = n_sel < (size_t)limit ? n_sel : (size_t)limit;
+    PyObject *out = PyList_New((Py_ssize_t)n_out);
+    for (size_t r = 0; out && r < n_out; r++) {
+        const SubEnt *se = &ents[sel[r]];
+        PyObject *s = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, chars + self->off[se->word] + se->start,
+                                                se->len);
+        PyObject *t = s ? Py_BuildValue("(LN)", (long long)(se->count * se->len), s) : NULL;
+        if (!t) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, (Py_ssize_t)r, t);
+    }
+    free(sel);
+    free(ents);
+    return out;
+}
+
+/* ------------------------------------------------------------------------------------------------ pieces */
+
+static PyObject *uw_set_pieces(UWObject *self, PyObject *pieces)
+{
+    if (!PyList_Check(pieces)) {
+        PyErr_SetString(PyExc_TypeError, "pieces must be a list of str");
+        return NULL;
+    }
+    uw_clear_pieces(self);
+    Py_ssize_t n = PyList_GET_SIZE(pieces);
+    int64_t total = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *p = PyList_GET_ITEM(pieces, k);
+        if (!PyUnicode_Check(p) || PyUnicode_GET_LENGTH(p) == 0) {
+            PyErr_SetString(PyExc_TypeError, "pieces must be non-empty str");
+            return NULL;
+        }
+        total += PyUnicode_GET_LENGTH(p);
+    }
+    self->pchars = malloc((size_t)(total + 1) * sizeof *self->pchars);
+    self->poff = malloc((size_t)(n + 1) * sizeof *self->poff);
+    if (!self->pchars || !self->poff || trie_init(&self->trie, (size_t)total) < 0) {
+        uw_clear_pieces(self);
+        return PyErr_NoMemory();
+    }
+    int64_t pos = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *p = PyList_GET_ITEM(pieces, k);
+        Py_ssize_t len = PyUnicode_GET_LENGTH(p);
+        self->poff[k] = pos;
+        copy_cps(p, self->pchars + pos);
+        int32_t node = 0;
+        for (Py_ssize_t i = 0; i < len; i++) {
+            uint32_t cp = self->pchars[pos + i];
+            if (cp > 0x1FFFFF || (node = trie_step(&self->trie, node, cp)) < 0) {
+                uw_clear_pieces(self);
+                return PyErr_NoMemory();
+            }
+        }
+        self->trie.pid[node] = (int32_t)k; /* a repeated piece: the last id wins, as in the Python table */
+        pos += len;
+    }
+    self->poff[n] = pos;
+    self->n_pieces = n;
+    self->have_pieces = 1;
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------------------------------------ lattice */
+
+typedef struct {
+    int32_t *ei, *ej, *ep;
+    size_t n, cap;
+} Edges;
+
+static int edges_push(Edges *e, int32_t i, int32_t j, int32_t p)
+{
+    if (e->n == e->cap) {
+        size_t cap = e->cap ? e->cap * 2 : 1024;
+        int32_t *a = realloc(e->ei, cap * sizeof *a);
+        if (!a)
+            return -1;
+        e->ei = a;
+        a = realloc(e->ej, cap * sizeof *a);
+        if (!a)
+            return -1;
+        e->ej = a;
+        a = realloc(e->ep, cap * sizeof *a);
+        if (!a)
+            return -1;
+        e->ep = a;
+        e->cap = cap;
+    }
+    e->ei[e->n] = i;
+    e->ej[e->n] = j;
+    e->ep[e->n] = p;
+    e->n++;
+    return 0;
+}
+
+static void edges_free(Edges *e)
+{
+    free(e->ei);
+    free(e->ej);
+    free(e->ep);
+    memset(e, 0, sizeof *e);
+}
+
+/* The lattice of w[0..n): edges by start, then end (the Python _lattice); skip: a piece id left out. */
+static int build_lattice(const UWObject *uw, const uint32_t *w, int64_t n, int32_t skip, Edges *e)
+{
+    e->n = 0;
+    const Trie *t = &uw->trie;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t end = i + uw->max_len < n ? i + uw->max_len : n;
+        int32_t node = 0;
+        for (int64_t j = i + 1; j <= end; j++) {
+            node = trie_get(t, node, w[j - 1]);
+            if (node < 0)
+                break;
+            int32_t pid = t->pid[node];
+            if (pid >= 0 && pid != skip && edges_push(e, (int32_t)i, (int32_t)j, pid) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+static inline double lse(double x, double y)
+{
+    if (x < y) {
+        double t = x;
+        x = y;
+        y = t;
+    }
+    if (y == -INFINITY)
+        return x;
+    return x + log1p(exp(y - x));
+}
+
+/* ------------------------------------------------------------------------------------------------ E-step */
+
+typedef struct {
+    const UWObject *uw;
+    const double *s;
+    Py_ssize_t from, to; /* words */
+    Edges e;
+    double *alpha, *beta;
+    size_t cap_ab;
+    /* output, in word order: per edge with a posterior, (pid, value); per word, f * z or NaN (no path) */
+    int32_t *opid;
+    double *oval;
+    size_t on, ocap;
+    double *wz;
+    int rc;
+} EJob;
+
+static int ab_reserve(EJob *j, size_t n)
+{
+    if (n <= j->cap_ab)
+        return 0;
+    double *a = realloc(j->alpha, n * sizeof *a), *b;
+    if (!a)
+        return -1;
+    j->alpha = a;
+    b = realloc(j->beta, n * sizeof *b);
+    if (!b)
+        return -1;
+    j->beta = b;
+    j->cap_ab = n;
+    return 0;
+}
+
+static void *e_job(void *arg)
+{
+    EJob *J = arg;
+    const UWObject *uw = J->uw;
+    const double *s = J->s;
+    J->on = 0;
+    for (Py_ssize_t k = J->from; k < J->to; k++) {
+        const uint32_t *w = uw->chars + uw->off[k];
+        int64_t n = uw->off[k + 1] - uw->off[k];
+        double f = uw->freq[k];
+        J->wz[k - J->from] = NAN;
+        if (n == 0)
+            continue;
+        if (build_lattice(uw, w, n, -1, &J->e) < 0 || ab_reserve(J, (size_t)n + 1) < 0) {
+            J->rc = -1;
+            return NULL;
+        }
+        const Edges *e = &J->e;
+        double *alpha = J->alpha, *beta = J->beta;
+        for (int64_t i = 0; i <= n; i++)
+            alpha[i] = beta[i] = -INFINITY;
+        alpha[0] = 0.0;
+        for (size_t q = 0; q < e->n; q++) {
+            double a = alpha[e->ei[q]];
+            if (a != -INFINITY)
+                alpha[e->ej[q]] = lse(alpha[e->ej[q]], a + s[e->ep[q]]);
+        }
+        double z = alpha[n];
+        if (z == -INFINITY)
+            continue;
+        beta[n] = 0.0;
+        for (size_t q = e->n; q-- > 0;) {
+            double b = beta[e->ej[q]];
+            if (b != -INFINITY)
+                beta[e->ei[q]] = lse(beta[e->ei[q]], b + s[e->ep[q]]);
+        }
+        if (J->on + e->n > J->ocap) {
+            size_t cap = J->ocap ? J->ocap : 4096;
+            while (cap < J->on + e->n)
+                cap *= 2;
+            int32_t *p = realloc(J->opid, cap * sizeof *p);
+            if (!p) {
+                J->rc = -1;
+                return NULL;
+            }
+            J->opid = p;
+            double *v = realloc(J->oval, cap * sizeof *v);
+            if (!v) {
+                J->rc = -1;
+                return NULL;
+            }
+            J->oval = v;
+            J->ocap = cap;
+        }
+        for (size_t q = 0; q < e->n; q++) {
+            double a = alpha[e->ei[q]], b = beta[e->ej[q]];
+            if (a != -INFINITY && b != -INFINITY) {
+                int32_t pid = e->ep[q];
+                J->opid[J->on] = pid;
+                J->oval[J->on] = f * exp(a + s[pid] + b - z);
+                J->on++;
+            }
+        }
+        J->wz[k - J->from] = f * z;
+    }
+    return NULL;
+}
+
+static void ejob_free(EJob *J)
+{
+    edges_free(&J->e);
+    free(J->alpha);
+    free(J->beta);
+    free(J->opid);
+    free(J->oval);
+    free(J->wz);
+}
+
+static double *scores_array(UWObject *self, PyObject *scores)
+{
+    if (!self->have_pieces) {
+        PyErr_SetString(PyExc_RuntimeError, "set_pieces() first");
+        return NULL;
+    }
+    if (!PyList_Check(scores) || PyList_GET_SIZE(scores) != self->n_pieces) {
+        PyErr_SetString(PyExc_ValueError, "scores must be a list of floats, one per piece");
+        return NULL;
+    }
+    double *s = malloc(((size_t)self->n_pieces + 1) * sizeof *s);
+    if (!s)
+        return (double *)PyErr_NoMemory();
+    for (Py_ssize_t k = 0; k < self->n_pieces; k++) {
+        s[k] = PyFloat_AsDouble(PyList_GET_ITEM(scores, k));
+        if (s[k] == -1.0 && PyErr_Occurred()) {
+            free(s);
+            return NULL;
+        }
+    }
+    return s;
+}
+
+/* e_step(scores, threads) -> (expected: list[float], log_likelihood: float) */
+static PyObject *uw_e_step(UWObject *self, PyObject *args)
+{
+    PyObject *scores;
+    int threads = 1;
+    if (!PyArg_ParseTuple(args, "O|i", &scores, &threads))
+        return NULL;
+    if (threads < 1 || threads > UW_MAX_THREADS) {
+        PyErr_SetString(PyExc_ValueError, "threads must be in 1..8");
+        return NULL;
+    }
+    double *s = scores_array(self, scores);
+    if (!s)
+        return NULL;
+    double *expected = calloc((size_t)self->n_pieces + 1, sizeof *expected);
+    EJob jobs[UW_MAX_THREADS];
+    memset(jobs, 0, sizeof jobs);
+    int rc = 0;
+    double total_ll = 0.0;
+    for (int t = 0; t < threads; t++) {
+        jobs[t].uw = self;
+        jobs[t].s = s;
+        jobs[t].wz = malloc(UW_CHUNK_WORDS * sizeof(double));
+        if (!jobs[t].wz)
+            rc = -1;
+    }
+    if (!expected)
+        rc = -1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t base = 0; base < self->n_words && !rc; base += (Py_ssize_t)threads * UW_CHUNK_WORDS) {
+        pthread_t tid[UW_MAX_THREADS];
+        int started[UW_MAX_THREADS] = {0};
+        for (int t = 0; t < threads; t++) {
+            Py_ssize_t from = base + (Py_ssize_t)t * UW_CHUNK_WORDS;
+            jobs[t].from = from < self->n_words ? from : self->n_words;
+            jobs[t].to = from + UW_CHUNK_WORDS < self->n_words ? from + UW_CHUNK_WORDS : self->n_words;
+            if (t > 0 && jobs[t].from < jobs[t].to && pthread_create(&tid[t], NULL, e_job, &jobs[t]) == 0)
+                started[t] = 1;
+        }
+        e_job(&jobs[0]);
+        for (int t = 1; t < threads; t++) {
+            if (started[t])
+                pthread_join(tid[t], NULL);
+            else if (jobs[t].from < jobs[t].to)
+                e_job(&jobs[t]);
+        }
+        /* fold in, in corpus order */
+        for (int t = 0; t < threads && !rc; t++) {
+            EJob *J = &jobs[t];
+            if (J->rc) {
+                rc = -1;
+                break;
+            }
+            if (J->from >= J->to)
+                continue;
+            size_t q;
+            /* the Python loop adds a word's edge counts, then its f*z: the two sums are independent, so
+               adding all edge counts of the chunk and then all its f*z in word order is the same arithmetic */
+            for (q = 0; q < J->on; q++)
+                expected[J->opid[q]] += J->oval[q];
+            for (Py_ssize_t k = J->from; k < J->to; k++)
+                if (!isnan(J->wz[k - J->from]))
+                    total_ll += J->wz[k - J->from];
+        }
+    }
+    Py_END_ALLOW_THREADS
+    for (int t = 0; t < threads; t++)
+        ejob_free(&jobs[t]);
+    free(s);
+    if (rc) {
+        free(expected);
+        return PyErr_NoMemory();
+    }
+    PyObject *list = PyList_New(self->n_pieces);
+    for (Py_ssize_t k = 0; list && k < self->n_pieces; k++) {
+        PyObject *v = PyFloat_FromDouble(expected[k]);
+        if (!v) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, k, v);
+    }
+    free(expected);
+    if (!list)
+        return NULL;
+    return Py_BuildValue("(Nd)", list, total_ll);
+}
+
+/* ------------------------------------------------------------------------------------------------ prune */
+
+/* The best path of the lattice e over w[0..n) into out (piece ids in order); returns its length, 0 if none,
+   -1 on memory error. Ties keep the first path found (strictly better replaces), as _best_path does. */
+static int64_t best_path(const Edges *e, int64_t n, const double *s, double *best, int32_t *back_i,
+                         int32_t *back_p, int32_t *out)
+{
+    for (int64_t i = 0; i <= n; i++) {
+        best[i] = -INFINITY;
+        back_i[i] = 0;
+        back_p[i] = -1;
+    }
+    best[0] = 0.0;
+    for (size_t q = 0; q < e->n; q++) {
+        double v = best[e->ei[q]] + s[e->ep[q]];
+        if (v > best[e->ej[q]]) {
+            best[e->ej[q]] = v;
+            back_i[e->ej[q]] = e->ei[q];
+            back_p[e->ej[q]] = e->ep[q];
+        }
+    }
+    if (best[n] == -INFINITY)
+        return 0;
+    int64_t len = 0;
+    for (int64_t j = n; j > 0; j = back_i[j])
+        len++;
+    int64_t k = len;
+    for (int64_t j = n; j > 0; j = back_i[j])
+        out[--k] = back_p[j];
+    return len;
+}
+
+typedef struct {
+    const UWObject *uw;
+    const double *s;
+    const uint8_t *protect;
+    Py_ssize_t from, to; /* words (phase 1) or pieces (phase 2) */
+    double *vfreq, *used_by, total_words;
+    double *own; /* threads > 0: their private vfreq and used_by */
+    Py_ssize_t *stamp; /* per piece: last word + 1 that counted it in used_by */
+    /* phase 2 output per piece: alternative path offsets into alt (or -1: no alternative) */
+    int64_t *alt_off, *alt_len;
+    int32_t *alt;
+    size_t an, acap;
+    Edges e;
+    double *best;
+    int32_t *bi, *bp, *path;
+    size_t cap;
+    int rc;
+} PJob;
+
+static int pj_reserve(PJob *J, size_t n)
+{
+    if (n <= J->cap)
+        return 0;
+    double *b = realloc(J->best, n * sizeof *b);
+    if (!b)
+        return -1;
+    J->best = b;
+    int32_t *x = realloc(J->bi, n * sizeof *x);
+    if (!x)
+        return -1;
+    J->bi = x;
+    x = realloc(J->bp, n * sizeof *x);
+    if (!x)
+        return -1;
+    J->bp = x;
+    x = realloc(J->path, n * sizeof *x);
+    if (!x)
+        return -1;
+    J->path = x;
+    J->cap = n;
+    return 0;
+}
+
+static void *p_job_words(void *arg)
+{
+    PJob *J = arg;
+    const UWObject *uw = J->uw;
+    for (Py_ssize_t k = J->from; k < J->to; k++) {
+        const uint32_t *w = uw->chars + uw->off[k];
+        int64_t n = uw->off[k + 1] - uw->off[k];
+        double f = uw->freq[k];
+        if (build_lattice(uw, w, n, -1, &J->e) < 0 || pj_reserve(J, (size_t)n + 1) < 0) {
+            J->rc = -1;
+            return NULL;
+        }
+        int64_t len = best_path(&J->e, n, J->s, J->best, J->bi, J->bp, J->path);
+        J->total_words += f;
+        for (int64_t q = 0; q < len; q++) {
+            int32_t pid = J->path[q];
+            J->vfreq[pid] += f;
+            if (J->stamp[pid] != k + 1) {
+                J->stamp[pid] = k + 1;
+                J->used_by[pid] += f;
+            }
+        }
+    }
+    return NULL;
+}
+
+static void *p_job_pieces(void *arg)
+{
+    PJob *J = arg;
+    const UWObject *uw = J->uw;
+    J->an = 0;
+    for (Py_ssize_t pid = J->from; pid < J->to; pid++) {
+        J->alt_off[pid] = -1;
+        J->alt_len[pid] = 0;
+        int64_t n = uw->poff[pid + 1] - uw->poff[pid];
+        if (J->protect[pid] || n == 1 || J->vfreq[pid] == 0)
+            continue;
+        const uint32_t *p = uw->pchars + uw->poff[pid];
+        if (build_lattice(uw, p, n, (int32_t)pid, &J->e) < 0 || pj_reserve(J, (size_t)n + 1) < 0) {
+            J->rc = -1;
+            return NULL;
+        }
+        int64_t len = best_path(&J->e, n, J->s, J->best, J->bi, J->bp, J->path);
+        if (!len)
+            continue;
+        if (J->an + (size_t)len > J->acap) {
+            size_t cap = J->acap ? J->acap * 2 : 4096;
+            while (cap < J->an + (size_t)len)
+                cap *= 2;
+            int32_t *a = realloc(J->alt, cap * sizeof *a);
+            if (!a) {
+                J->rc = -1;
+                return NULL;
+            }
+            J->alt = a;
+            J->acap = cap;
+        }
+        memcpy(J->alt + J->an, J->path, (size_t)len * sizeof *J->path);
+        J->alt_off[pid] = (int64_t)J->an;
+        J->alt_len[pid] = len;
+        J->an += (size_t)len;
+    }
+    return NULL;
+}
+
+static void pjob_free(PJob *J)
+{
+    edges_free(&J->e);
+    free(J->best);
+    free(J->bi);
+    free(J->bp);
+    free(J->path);
+    free(J->alt);
+    free(J->stamp);
+}
+
+typedef struct {
+    double loss;
+    int32_t pid;
+} Cand;
+
+static const UWObject *g_prune_uw;
+
+static int cmp_cand(const void *x, const void *y)
+{
+    const Cand *a = x, *b = y;
+    if (a->loss != b->loss)
+        return a->loss > b->loss ? -1 : 1;
+    const UWObject *uw = g_prune_uw;
+    return cmp_cps(uw->pchars + uw->poff[a->pid], (size_t)(uw->poff[a->pid + 1] - uw->poff[a->pid]),
+                   uw->pchars + uw->poff[b->pid], (size_t)(uw->poff[b->pid + 1] - uw->poff[b->pid]));
+}
+
+static void run_jobs(PJob *jobs, int threads, void *(*fn)(void *))
+{
+    pthread_t tid[UW_MAX_THREADS];
+    int started[UW_MAX_THREADS] = {0};
+    for (int t = 1; t < threads; t++)
+        if (jobs[t].from < jobs[t].to && pthread_create(&tid[t], NULL, fn, &jobs[t]) == 0)
+            started[t] = 1;
+    fn(&jobs[0]);
+    for (int t = 1; t < threads; t++) {
+        if (started[t])
+            pthread_join(tid[t], NULL);
+        else if (jobs[t].from < jobs[t].to)
+            fn(&jobs[t]);
+    }
+}
+
+/* prune(scores, protected: bytes, keep, threads) -> bytes (1 = the piece stays); see _prune. */
+static PyObject *uw_prune(UWObject *self, PyObject *args)
+{
+    PyObject *scores;
+    Py_buffer prot;
+    Py_ssize_t keep;
+    int threads = 1;
+    if (!PyArg_ParseTuple(args, "Oy*n|i", &scores, &prot, &keep, &threads))
+        return NULL;
+    if (threads < 1 || threads > UW_MAX_THREADS || prot.len != self->n_pieces) {
+        PyBuffer_Release(&prot);
+        PyErr_SetString(PyExc_ValueError, "threads must be in 1..8 and protected one byte per piece");
+        return NULL;
+    }
+    double *s = scores_array(self, scores);
+    if (!s) {
+        PyBuffer_Release(&prot);
+        return NULL;
+    }
+    Py_ssize_t np = self->n_pieces;
+    const uint8_t *protect = prot.buf;
+    PJob jobs[UW_MAX_THREADS];
+    memset(jobs, 0, sizeof jobs);
+    int rc = 0;
+    double *vfreq = calloc((size_t)np + 1, sizeof *vfreq), *used_by = calloc((size_t)np + 1, sizeof *used_by);
+    int64_t *alt_off = malloc(((size_t)np + 1) * sizeof *alt_off), *alt_len = malloc(((size_t)np + 1) * sizeof *alt_len);
+    Cand *cand = malloc(((size_t)np + 1) * sizeof *cand);
+    uint8_t *kept = calloc((size_t)np + 1, 1);
+    if (!vfreq || !used_by || !alt_off || !alt_len || !cand || !kept)
+        rc = -1;
+    for (int t = 0; t < threads && !rc; t++) {
+        PJob *J = &jobs[t];
+        J->uw = self;
+        J->s = s;
+        J->protect = protect;
+        J->from = self->n_words * t / threads;
+        J->to = self->n_words * (t + 1) / threads;
+        J->own = t == 0 ? NULL : calloc(2 * ((size_t)np + 1), sizeof(double));
+        J->vfreq = t == 0 ? vfreq : J->own;
+        J->used_by = t == 0 ? used_by : (J->own ? J->own + np + 1 : NULL);
+        J->stamp = calloc((size_t)np + 1, sizeof *J->stamp);
+        J->alt_off = alt_off;
+        J->alt_len = alt_len;
+        if (!J->vfreq || !J->used_by || !J->stamp)
+            rc = -1;
+    }
+    double total_words = 0.0;
+    Py_ssize_t n_cand = 0;
+    Py_BEGIN_ALLOW_THREADS
+    if (!rc) {
+        run_jobs(jobs, threads, p_job_words);
+        for (int t = 0; t < threads; t++)
+            if (jobs[t].rc)
+                rc = -1;
+    }
+    if (!rc) {
+        /* integer-valued sums: exact, so the order of the threads does not matter */
+        for (int t = 1; t < threads; t++)
+            for (Py_ssize_t k = 0; k < np; k++) {
+                vfreq[k] += jobs[t].vfreq[k];
+                used_by[k] += jobs[t].used_by[k];
+            }
+        for (int t = 0; t < threads; t++)
+            total_words += jobs[t].total_words;
+        for (int t = 0; t < threads; t++) {
+            jobs[t].vfreq = vfreq;
+            jobs[t].from = np * t / threads;
+            jobs[t].to = np * (t + 1) / threads;
+        }
+        run_jobs(jobs, threads, p_job_pieces);
+        for (int t = 0; t < threads; t++)
+            if (jobs[t].rc)
+                rc = -1;
+    }
+    if (!rc) {
+        double vsum = 0.0;
+        for (Py_ssize_t k = 0; k < np; k++)
+            vsum += vfreq[k];
+        if (vsum == 0.0)
+            vsum = 1.0;
+        double logsum = log(vsum);
+        Py_ssize_t n_fixed = 0;
+        for (Py_ssize_t pid = 0; pid < np; pid++) {
+            int64_t n = self->poff[pid + 1] - self->poff[pid];
+            if (protect[pid] || n == 1) {
+                kept[pid] = 1;
+                n_fixed++;
+                continue;
+            }
+            double loss;
+            if (vfreq[pid] == 0) {
+                loss = -INFINITY;
+            } else if (alt_off[pid] < 0) {
+                loss = INFINITY;
+            } else {
+                int t = 0;
+                while (t + 1 < threads && pid >= jobs[t + 1].from)
+                    t++;
+                const int32_t *alt = jobs[t].alt + alt_off[pid];
+                int64_t na = alt_len[pid];
+                double logprob_sp = log(vfreq[pid]) - logsum;
+                double logsum_alt = log(vsum + vfreq[pid] * (double)(na - 1));
+                double logprob_alt = 0.0;
+                for (int64_t q = 0; q < na; q++)
+                    logprob_alt += log(vfreq[alt[q]] + vfreq[pid]) - logsum_alt;
+                double share = total_words != 0.0 ? used_by[pid] / total_words : 0.0;
+                loss = share * (logprob_sp - logprob_alt);
+            }
+            cand[n_cand].loss = loss;
+            cand[n_cand].pid = (int32_t)pid;
+            n_cand++;
+        }
+        g_prune_uw = self;
+        qsort(cand, (size_t)n_cand, sizeof *cand, cmp_cand);
+        Py_ssize_t n_keep = keep - n_fixed;
+        if (n_keep < 0)
+            n_keep = 0;
+        for (Py_ssize_t r = 0; r < n_cand && r < n_keep; r++)
+            if (cand[r].loss != -INFINITY)
+                kept[cand[r].pid] = 1;
+    }
+    Py_END_ALLOW_THREADS
+    for (int t = 0; t < threads; t++) {
+        free(jobs[t].own);
+        pjob_free(&jobs[t]);
+    }
+    PyObject *out = rc ? PyErr_NoMemory() : PyBytes_FromStringAndSize((const char *)kept, np);
+    free(vfreq);
+    free(used_by);
+    free(alt_off);
+    free(alt_len);
+    free(cand);
+    free(kept);
+    free(s);
+    PyBuffer_Release(&prot);
+    return out;
+}
+
+/* ------------------------------------------------------------------------------------------------ type */
+
+static Py_ssize_t uw_len(UWObject *self) { return self->n_words; }
+
+static PyMethodDef uw_methods[] = {
+    {"seed", (PyCFunction)uw_seed, METH_VARARGS,
+     "seed(space, split_digits, min_count, limit) -> list[(count * length, substring)]: every substring of 2..max_len\n"
+     "code points (none holding `space` after its first position, none with an ASCII digit when split_digits),\n"
+     "counted with the word frequencies; those counted at least min_count times, best first (score, then code\n"
+     "points), at most limit."},
+    {"set_pieces", (PyCFunction)uw_set_pieces, METH_O, "set_pieces(pieces: list[str]) -> None: the lattice pieces."},
+    {"e_step", (PyCFunction)uw_e_step, METH_VARARGS,
+     "e_step(scores, threads=1) -> (expected counts per piece, corpus log-likelihood) (GIL released)."},
+    {"prune", (PyCFunction)uw_prune, METH_VARARGS,
+     "prune(scores, protected, keep, threads=1) -> bytes: 1 for each piece that stays (GIL released)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PySequenceMethods uw_as_sequence = {.sq_length = (lenfunc)uw_len};
+
+PyTypeObject UnigramWordsType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "app.engine._native._trainer.UnigramWords",
+    .tp_basicsize = sizeof(UWObject),
+    .tp_dealloc = (destructor)uw_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "UnigramWords(words: list[str], freqs: list[int], max_len: int): the Unigram learner's corpus.",
+    .tp_methods = uw_methods,
+    .tp_as_sequence = &uw_as_sequence,
+    .tp_init = (initproc)uw_init,
+    .tp_new = PyType_GenericNew,
+};
