@@ -46,7 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--tie-break", choices=TIE_BREAKS, default="first-seen",
                    help="equal counts: pair seen first in corpus order (default), or lexicographically greatest")
     p.add_argument("--threads", type=int, choices=(1, 2), default=1,
-                   help="threads for counting pre-tokens of a bundled pattern (compiled counter; default 1)")
+                   help="threads (default 1): byte kind: counting pre-tokens of a bundled pattern (compiled counter); "
+                   "unigram kinds: the E-step and pruning of the compiled learner; same artifact either way")
     p.add_argument("--backend", choices=("native", "python"), default=None,
                    help="compiled trainer or the pure-Python reference (same result; default $TOKENIZER_ENGINE, "
                    "else native when built)")

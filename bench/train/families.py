@@ -18,7 +18,8 @@ Pairs (family: ours / peer):
 
 SentencePiece runs with identity normalisation and character coverage 0.9995 (as ours), split by whitespace;
 its own default script and number splitting stay on (ours has neither). ``--threads 2`` gives the peers two
-threads (``RAYON_NUM_THREADS``, ``num_threads``); ours train in one thread either way.
+threads (``RAYON_NUM_THREADS``, ``num_threads``) and ours ``--threads 2`` (used by the Unigram learner; the
+WordPiece and BPE learners are sequential).
 
 Usage::
 
@@ -84,7 +85,7 @@ def _train(who: str, family: str, train_file: Path, vocab: int, out: Path, threa
         from app.engine.training import train_to_store
 
         report = train_to_store([train_file], name=family, store_dir=out, kind=KIND[family], vocab_size=vocab,
-                                quiet=True)
+                                quiet=True, threads=threads)
         info = {"artifact": report.spec.artifact_path.name, "sha256": report.spec.sha256,
                 "seconds_reading": round(report.seconds_counting, 2),
                 "seconds_learning": round(report.seconds_merging, 2), "ids": report.spec.vocab_size}
@@ -187,7 +188,7 @@ def main() -> int:
     meta = {"date": started, "commit": commit.stdout.strip(), "threads": args.threads, "vocab_size": args.vocab_size,
             "train_bytes": train_file.stat().st_size, "heldout_bytes": held_file.stat().st_size,
             "python": platform.python_version(), "loadavg_start": load_start, "loadavg_end": os.getloadavg()}
-    print(f"{started}, commit {meta['commit']}, peers with {args.threads} thread(s) (ours: 1), load average "
+    print(f"{started}, commit {meta['commit']}, {args.threads} thread(s), ours and peers, load average "
           f"{load_start[0]:.2f} at start / {os.getloadavg()[0]:.2f} at end")
     print(f"corpus: {meta['train_bytes']} bytes train, {meta['heldout_bytes']} bytes held-out; "
           f"vocab {args.vocab_size}")
