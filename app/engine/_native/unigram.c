@@ -264,12 +264,13 @@ typedef struct {
     uint16_t len;
 } SubEnt;
 
+/* A sort key that carries its own string (qsort has no context argument). */
 typedef struct {
-    const UWObject *uw;
-    SubEnt *ents;
-} SortCtx;
-
-static SortCtx g_sort; /* qsort has no context argument in C11; calls are serialized by the GIL */
+    double key; /* sorted descending */
+    const uint32_t *cps;
+    uint32_t len;
+    uint32_t idx;
+} Key;
 
 static int cmp_cps(const uint32_t *a, size_t na, const uint32_t *b, size_t nb)
 {
@@ -280,31 +281,22 @@ static int cmp_cps(const uint32_t *a, size_t na, const uint32_t *b, size_t nb)
     return na < nb ? -1 : (na > nb ? 1 : 0);
 }
 
-static int cmp_seed(const void *x, const void *y)
+/* By key descending, then by code points (Python's str order). */
+static int cmp_key(const void *x, const void *y)
 {
-    const SubEnt *a = &g_sort.ents[*(const uint32_t *)x], *b = &g_sort.ents[*(const uint32_t *)y];
-    int64_t sa = a->count * a->len, sb = b->count * b->len;
-    if (sa != sb)
-        return sa > sb ? -1 : 1;
-    const uint32_t *ch = g_sort.uw->chars;
-    return cmp_cps(ch + g_sort.uw->off[a->word] + a->start, a->len, ch + g_sort.uw->off[b->word] + b->start, b->len);
+    const Key *a = x, *b = y;
+    if (a->key != b->key)
+        return a->key > b->key ? -1 : 1;
+    return cmp_cps(a->cps, a->len, b->cps, b->len);
 }
 
 static inline int is_ascii_digit(uint32_t c) { return c >= '0' && c <= '9'; }
 
-/* seed(space, split_digits, min_count, limit) -> list[(score, str)] */
-static PyObject *uw_seed(UWObject *self, PyObject *args)
+/* The seed candidates, best first: *ents_out (free it) and *sel_out (indices into it, n_out of them; free it).
+   No GIL needed; -1 on memory error. */
+static int seed_core(const UWObject *self, long long space, int split_digits, long long min_count, Py_ssize_t limit,
+                     SubEnt **ents_out, uint32_t **sel_out, size_t *n_out)
 {
-    long long space;
-    int split_digits;
-    long long min_count;
-    Py_ssize_t limit;
-    if (!PyArg_ParseTuple(args, "Lpnn", &space, &split_digits, &min_count, &limit))
-        return NULL;
-    if (self->max_len > 65535) {
-        PyErr_SetString(PyExc_ValueError, "max_len too large for the compiled seed counter");
-        return NULL;
-    }
     size_t cap = 1 << 16, n_ents = 0;
     size_t slots = 1 << 17;
     SubEnt *ents = malloc(cap * sizeof *ents);
@@ -312,12 +304,11 @@ static PyObject *uw_seed(UWObject *self, PyObject *args)
     if (!ents || !table) {
         free(ents);
         free(table);
-        return PyErr_NoMemory();
+        return -1;
     }
     memset(table, 0, slots * sizeof *table);
     int failed = 0;
     const uint32_t *chars = self->chars;
-    Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t k = 0; k < self->n_words && !failed; k++) {
         const uint32_t *w = chars + self->off[k];
         int64_t n = self->off[k + 1] - self->off[k];
@@ -392,27 +383,62 @@ static PyObject *uw_seed(UWObject *self, PyObject *args)
             }
         }
     }
-    Py_END_ALLOW_THREADS
     free(table);
     if (failed) {
         free(ents);
-        return PyErr_NoMemory();
+        return -1;
     }
     size_t n_sel = 0;
+    Key *keys = malloc((n_ents + 1) * sizeof *keys);
     uint32_t *sel = malloc((n_ents + 1) * sizeof *sel);
-    if (!sel) {
+    if (!keys || !sel) {
+        free(keys);
+        free(sel);
         free(ents);
-        return PyErr_NoMemory();
+        return -1;
     }
     for (size_t e = 0; e < n_ents; e++)
-        if (ents[e].count >= min_count)
-            sel[n_sel++] = (uint32_t)e;
-    g_sort.uw = self;
-    g_sort.ents = ents;
-    qsort(sel, n_sel, sizeof *sel, cmp_seed);
+        if (ents[e].count >= min_count) {
+            const SubEnt *se = &ents[e];
+            /* count * length as a double: exact below 2**53, where the int64 product is too */
+            keys[n_sel++] = (Key){(double)(se->count * se->len), chars + self->off[se->word] + se->start, se->len,
+                                  (uint32_t)e};
+        }
+    qsort(keys, n_sel, sizeof *keys, cmp_key);
     if (limit < 0)
         limit = 0;
-    size_t n_out = n_sel < (size_t)limit ? n_sel : (size_t)limit;
+    *n_out = n_sel < (size_t)limit ? n_sel : (size_t)limit;
+    for (size_t r = 0; r < *n_out; r++)
+        sel[r] = keys[r].idx;
+    free(keys);
+    *ents_out = ents;
+    *sel_out = sel;
+    return 0;
+}
+
+/* seed(space, split_digits, min_count, limit) -> list[(score, str)] */
+static PyObject *uw_seed(UWObject *self, PyObject *args)
+{
+    long long space;
+    int split_digits;
+    long long min_count;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(args, "Lpnn", &space, &split_digits, &min_count, &limit))
+        return NULL;
+    if (self->max_len > 65535) {
+        PyErr_SetString(PyExc_ValueError, "max_len too large for the compiled seed counter");
+        return NULL;
+    }
+    SubEnt *ents;
+    uint32_t *sel;
+    size_t n_out;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = seed_core(self, space, split_digits, min_count, limit, &ents, &sel, &n_out);
+    Py_END_ALLOW_THREADS
+    if (rc < 0)
+        return PyErr_NoMemory();
+    const uint32_t *chars = self->chars;
     PyObject *out = PyList_New((Py_ssize_t)n_out);
     for (size_t r = 0; out && r < n_out; r++) {
         const SubEnt *se = &ents[sel[r]];
@@ -431,6 +457,30 @@ static PyObject *uw_seed(UWObject *self, PyObject *args)
 }
 
 /* ------------------------------------------------------------------------------------------------ pieces */
+
+/* The trie of the pieces in pchars/poff (n_pieces of them); -1 on memory error (pieces cleared). */
+static int build_trie(UWObject *self)
+{
+    trie_free(&self->trie);
+    self->have_pieces = 0;
+    if (trie_init(&self->trie, (size_t)self->poff[self->n_pieces]) < 0) {
+        uw_clear_pieces(self);
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < self->n_pieces; k++) {
+        int32_t node = 0;
+        for (int64_t i = self->poff[k]; i < self->poff[k + 1]; i++) {
+            uint32_t cp = self->pchars[i];
+            if (cp > 0x1FFFFF || (node = trie_step(&self->trie, node, cp)) < 0) {
+                uw_clear_pieces(self);
+                return -1;
+            }
+        }
+        self->trie.pid[node] = (int32_t)k; /* a repeated piece: the last id wins, as in the Python table */
+    }
+    self->have_pieces = 1;
+    return 0;
+}
 
 static PyObject *uw_set_pieces(UWObject *self, PyObject *pieces)
 {
@@ -451,30 +501,21 @@ static PyObject *uw_set_pieces(UWObject *self, PyObject *pieces)
     }
     self->pchars = malloc((size_t)(total + 1) * sizeof *self->pchars);
     self->poff = malloc((size_t)(n + 1) * sizeof *self->poff);
-    if (!self->pchars || !self->poff || trie_init(&self->trie, (size_t)total) < 0) {
+    if (!self->pchars || !self->poff) {
         uw_clear_pieces(self);
         return PyErr_NoMemory();
     }
     int64_t pos = 0;
     for (Py_ssize_t k = 0; k < n; k++) {
         PyObject *p = PyList_GET_ITEM(pieces, k);
-        Py_ssize_t len = PyUnicode_GET_LENGTH(p);
         self->poff[k] = pos;
         copy_cps(p, self->pchars + pos);
-        int32_t node = 0;
-        for (Py_ssize_t i = 0; i < len; i++) {
-            uint32_t cp = self->pchars[pos + i];
-            if (cp > 0x1FFFFF || (node = trie_step(&self->trie, node, cp)) < 0) {
-                uw_clear_pieces(self);
-                return PyErr_NoMemory();
-            }
-        }
-        self->trie.pid[node] = (int32_t)k; /* a repeated piece: the last id wins, as in the Python table */
-        pos += len;
+        pos += PyUnicode_GET_LENGTH(p);
     }
     self->poff[n] = pos;
     self->n_pieces = n;
-    self->have_pieces = 1;
+    if (build_trie(self) < 0)
+        return PyErr_NoMemory();
     Py_RETURN_NONE;
 }
 
@@ -684,6 +725,8 @@ static double *scores_array(UWObject *self, PyObject *scores)
     return s;
 }
 
+static int e_step_core(const UWObject *self, const double *s, int threads, double *expected, double *ll);
+
 /* e_step(scores, threads) -> (expected: list[float], log_likelihood: float) */
 static PyObject *uw_e_step(UWObject *self, PyObject *args)
 {
@@ -699,6 +742,36 @@ static PyObject *uw_e_step(UWObject *self, PyObject *args)
     if (!s)
         return NULL;
     double *expected = calloc((size_t)self->n_pieces + 1, sizeof *expected);
+    double total_ll = 0.0;
+    int rc = -1;
+    if (expected) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = e_step_core(self, s, threads, expected, &total_ll);
+        Py_END_ALLOW_THREADS
+    }
+    free(s);
+    if (rc) {
+        free(expected);
+        return PyErr_NoMemory();
+    }
+    PyObject *list = PyList_New(self->n_pieces);
+    for (Py_ssize_t k = 0; list && k < self->n_pieces; k++) {
+        PyObject *v = PyFloat_FromDouble(expected[k]);
+        if (!v) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, k, v);
+    }
+    free(expected);
+    if (!list)
+        return NULL;
+    return Py_BuildValue("(Nd)", list, total_ll);
+}
+
+/* The E-step over the current pieces with scores s: expected (zeroed, one per piece) and *ll. No GIL needed. */
+static int e_step_core(const UWObject *self, const double *s, int threads, double *expected, double *ll)
+{
     EJob jobs[UW_MAX_THREADS];
     memset(jobs, 0, sizeof jobs);
     int rc = 0;
@@ -710,9 +783,6 @@ static PyObject *uw_e_step(UWObject *self, PyObject *args)
         if (!jobs[t].wz)
             rc = -1;
     }
-    if (!expected)
-        rc = -1;
-    Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t base = 0; base < self->n_words && !rc; base += (Py_ssize_t)threads * UW_CHUNK_WORDS) {
         pthread_t tid[UW_MAX_THREADS];
         int started[UW_MAX_THREADS] = {0};
@@ -749,27 +819,10 @@ static PyObject *uw_e_step(UWObject *self, PyObject *args)
                     total_ll += J->wz[k - J->from];
         }
     }
-    Py_END_ALLOW_THREADS
     for (int t = 0; t < threads; t++)
         ejob_free(&jobs[t]);
-    free(s);
-    if (rc) {
-        free(expected);
-        return PyErr_NoMemory();
-    }
-    PyObject *list = PyList_New(self->n_pieces);
-    for (Py_ssize_t k = 0; list && k < self->n_pieces; k++) {
-        PyObject *v = PyFloat_FromDouble(expected[k]);
-        if (!v) {
-            Py_CLEAR(list);
-            break;
-        }
-        PyList_SET_ITEM(list, k, v);
-    }
-    free(expected);
-    if (!list)
-        return NULL;
-    return Py_BuildValue("(Nd)", list, total_ll);
+    *ll = total_ll;
+    return rc;
 }
 
 /* ------------------------------------------------------------------------------------------------ prune */
@@ -923,22 +976,6 @@ static void pjob_free(PJob *J)
     free(J->stamp);
 }
 
-typedef struct {
-    double loss;
-    int32_t pid;
-} Cand;
-
-static const UWObject *g_prune_uw;
-
-static int cmp_cand(const void *x, const void *y)
-{
-    const Cand *a = x, *b = y;
-    if (a->loss != b->loss)
-        return a->loss > b->loss ? -1 : 1;
-    const UWObject *uw = g_prune_uw;
-    return cmp_cps(uw->pchars + uw->poff[a->pid], (size_t)(uw->poff[a->pid + 1] - uw->poff[a->pid]),
-                   uw->pchars + uw->poff[b->pid], (size_t)(uw->poff[b->pid + 1] - uw->poff[b->pid]));
-}
 
 static void run_jobs(PJob *jobs, int threads, void *(*fn)(void *))
 {
@@ -957,34 +994,19 @@ static void run_jobs(PJob *jobs, int threads, void *(*fn)(void *))
 }
 
 /* prune(scores, protected: bytes, keep, threads) -> bytes (1 = the piece stays); see _prune. */
-static PyObject *uw_prune(UWObject *self, PyObject *args)
+/* _prune over the current pieces with scores s: kept[k] = 1 for each piece that stays (kept zeroed, one per
+   piece). No GIL needed; -1 on memory error. */
+static int prune_core(const UWObject *self, const double *s, const uint8_t *protect, Py_ssize_t keep, int threads,
+                      uint8_t *kept)
 {
-    PyObject *scores;
-    Py_buffer prot;
-    Py_ssize_t keep;
-    int threads = 1;
-    if (!PyArg_ParseTuple(args, "Oy*n|i", &scores, &prot, &keep, &threads))
-        return NULL;
-    if (threads < 1 || threads > UW_MAX_THREADS || prot.len != self->n_pieces) {
-        PyBuffer_Release(&prot);
-        PyErr_SetString(PyExc_ValueError, "threads must be in 1..8 and protected one byte per piece");
-        return NULL;
-    }
-    double *s = scores_array(self, scores);
-    if (!s) {
-        PyBuffer_Release(&prot);
-        return NULL;
-    }
     Py_ssize_t np = self->n_pieces;
-    const uint8_t *protect = prot.buf;
     PJob jobs[UW_MAX_THREADS];
     memset(jobs, 0, sizeof jobs);
     int rc = 0;
     double *vfreq = calloc((size_t)np + 1, sizeof *vfreq), *used_by = calloc((size_t)np + 1, sizeof *used_by);
     int64_t *alt_off = malloc(((size_t)np + 1) * sizeof *alt_off), *alt_len = malloc(((size_t)np + 1) * sizeof *alt_len);
-    Cand *cand = malloc(((size_t)np + 1) * sizeof *cand);
-    uint8_t *kept = calloc((size_t)np + 1, 1);
-    if (!vfreq || !used_by || !alt_off || !alt_len || !cand || !kept)
+    Key *cand = malloc(((size_t)np + 1) * sizeof *cand);
+    if (!vfreq || !used_by || !alt_off || !alt_len || !cand)
         rc = -1;
     for (int t = 0; t < threads && !rc; t++) {
         PJob *J = &jobs[t];
@@ -1004,7 +1026,6 @@ static PyObject *uw_prune(UWObject *self, PyObject *args)
     }
     double total_words = 0.0;
     Py_ssize_t n_cand = 0;
-    Py_BEGIN_ALLOW_THREADS
     if (!rc) {
         run_jobs(jobs, threads, p_job_words);
         for (int t = 0; t < threads; t++)
@@ -1064,30 +1085,54 @@ static PyObject *uw_prune(UWObject *self, PyObject *args)
                 double share = total_words != 0.0 ? used_by[pid] / total_words : 0.0;
                 loss = share * (logprob_sp - logprob_alt);
             }
-            cand[n_cand].loss = loss;
-            cand[n_cand].pid = (int32_t)pid;
-            n_cand++;
+            cand[n_cand++] = (Key){loss, self->pchars + self->poff[pid], (uint32_t)n, (uint32_t)pid};
         }
-        g_prune_uw = self;
-        qsort(cand, (size_t)n_cand, sizeof *cand, cmp_cand);
+        qsort(cand, (size_t)n_cand, sizeof *cand, cmp_key);
         Py_ssize_t n_keep = keep - n_fixed;
         if (n_keep < 0)
             n_keep = 0;
         for (Py_ssize_t r = 0; r < n_cand && r < n_keep; r++)
-            if (cand[r].loss != -INFINITY)
-                kept[cand[r].pid] = 1;
+            if (cand[r].key != -INFINITY)
+                kept[cand[r].idx] = 1;
     }
-    Py_END_ALLOW_THREADS
     for (int t = 0; t < threads; t++) {
         free(jobs[t].own);
         pjob_free(&jobs[t]);
     }
-    PyObject *out = rc ? PyErr_NoMemory() : PyBytes_FromStringAndSize((const char *)kept, np);
     free(vfreq);
     free(used_by);
     free(alt_off);
     free(alt_len);
     free(cand);
+    return rc;
+}
+
+static PyObject *uw_prune(UWObject *self, PyObject *args)
+{
+    PyObject *scores;
+    Py_buffer prot;
+    Py_ssize_t keep;
+    int threads = 1;
+    if (!PyArg_ParseTuple(args, "Oy*n|i", &scores, &prot, &keep, &threads))
+        return NULL;
+    if (threads < 1 || threads > UW_MAX_THREADS || prot.len != self->n_pieces) {
+        PyBuffer_Release(&prot);
+        PyErr_SetString(PyExc_ValueError, "threads must be in 1..8 and protected one byte per piece");
+        return NULL;
+    }
+    double *s = scores_array(self, scores);
+    if (!s) {
+        PyBuffer_Release(&prot);
+        return NULL;
+    }
+    uint8_t *kept = calloc((size_t)self->n_pieces + 1, 1);
+    int rc = -1;
+    if (kept) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = prune_core(self, s, prot.buf, keep, threads, kept);
+        Py_END_ALLOW_THREADS
+    }
+    PyObject *out = rc ? PyErr_NoMemory() : PyBytes_FromStringAndSize((const char *)kept, self->n_pieces);
     free(kept);
     free(s);
     PyBuffer_Release(&prot);
