@@ -309,6 +309,41 @@ static int seed_core(const UWObject *self, long long space, int split_digits, lo
     memset(table, 0, slots * sizeof *table);
     int failed = 0;
     const uint32_t *chars = self->chars;
+    /* Pass 1: a sketch of 2-bit saturating counts per hash bucket. A substring whose bucket holds less than 2 was
+       counted less than twice, so pass 2 never stores it (most substrings of long words occur once). */
+    int64_t occurrences = 0;
+    for (Py_ssize_t k = 0; k < self->n_words; k++)
+        occurrences += (self->off[k + 1] - self->off[k]) * (self->max_len - 1);
+    size_t buckets = 1 << 16;
+    while (buckets < (size_t)occurrences * 4 && buckets < ((size_t)1 << 28))
+        buckets <<= 1;
+    uint8_t *sketch = min_count >= 2 ? calloc(buckets / 4, 1) : NULL;
+    if (min_count >= 2 && !sketch) {
+        free(ents);
+        free(table);
+        return -1;
+    }
+    for (Py_ssize_t k = 0; sketch && k < self->n_words; k++) {
+        const uint32_t *w = chars + self->off[k];
+        int64_t n = self->off[k + 1] - self->off[k];
+        unsigned add = self->freq[k] >= 2 ? 2 : (unsigned)self->freq[k];
+        for (int64_t i = 0; i < n; i++) {
+            if (split_digits && is_ascii_digit(w[i]))
+                continue;
+            uint64_t h = 0x9e3779b97f4a7c15ULL ^ w[i];
+            int64_t end = i + self->max_len < n ? i + self->max_len : n;
+            for (int64_t j = i + 2; j <= end; j++) {
+                uint32_t c = w[j - 1];
+                if ((int64_t)c == space || (split_digits && is_ascii_digit(c)))
+                    break;
+                h = uw_mix(h ^ c) + (uint64_t)(j - i);
+                size_t b = (size_t)(h >> 20) & (buckets - 1);
+                unsigned v = (sketch[b >> 2] >> ((b & 3) * 2)) & 3;
+                unsigned nv = v + add > 2 ? 2 : v + add;
+                sketch[b >> 2] = (uint8_t)((sketch[b >> 2] & ~(3u << ((b & 3) * 2))) | (nv << ((b & 3) * 2)));
+            }
+        }
+    }
     for (Py_ssize_t k = 0; k < self->n_words && !failed; k++) {
         const uint32_t *w = chars + self->off[k];
         int64_t n = self->off[k + 1] - self->off[k];
@@ -323,6 +358,11 @@ static int seed_core(const UWObject *self, long long space, int split_digits, lo
                 if ((int64_t)c == space || (split_digits && is_ascii_digit(c)))
                     break;
                 h = uw_mix(h ^ c) + (uint64_t)(j - i);
+                if (sketch) {
+                    size_t b = (size_t)(h >> 20) & (buckets - 1);
+                    if (((sketch[b >> 2] >> ((b & 3) * 2)) & 3) < 2)
+                        break; /* counted < 2 times, and so is every extension */
+                }
                 uint32_t h32 = (uint32_t)(h >> 32);
                 uint16_t len = (uint16_t)(j - i);
                 size_t s = h & (slots - 1);
@@ -384,6 +424,7 @@ static int seed_core(const UWObject *self, long long space, int split_digits, lo
         }
     }
     free(table);
+    free(sketch);
     if (failed) {
         free(ents);
         return -1;
@@ -463,7 +504,7 @@ static int build_trie(UWObject *self)
 {
     trie_free(&self->trie);
     self->have_pieces = 0;
-    if (trie_init(&self->trie, (size_t)self->poff[self->n_pieces]) < 0) {
+    if (trie_init(&self->trie, (size_t)self->n_pieces * 2) < 0) {
         uw_clear_pieces(self);
         return -1;
     }
@@ -1139,6 +1180,319 @@ static PyObject *uw_prune(UWObject *self, PyObject *args)
     return out;
 }
 
+/* ------------------------------------------------------------------------------------------------ learn */
+
+#define MIN_COUNT 1e-3
+
+/* The digamma function of learn_unigram's Python digamma(), operation for operation. */
+static double digamma(double x)
+{
+    double result = 0.0;
+    while (x < 6.0) {
+        result -= 1.0 / x;
+        x += 1.0;
+    }
+    double inv = 1.0 / x;
+    double inv2 = inv * inv;
+    return result + log(x) - 0.5 * inv -
+           inv2 * (1.0 / 12 - inv2 * (1.0 / 120 - inv2 * (1.0 / 252 - inv2 / 240)));
+}
+
+/* Every piece the learner may hold: the required characters (ids 0..n_req-1, in the caller's order), then the seeds. */
+typedef struct {
+    uint32_t *cps;
+    int64_t *off;
+    Py_ssize_t n;
+} Store;
+
+/* _normalize (log) or _m_step (digamma) of counts val[0..n) into out. */
+static void scores_from_counts(const double *val, Py_ssize_t n, double *out, int use_digamma)
+{
+    double total = 0.0;
+    for (Py_ssize_t k = 0; k < n; k++)
+        total += val[k] < MIN_COUNT ? MIN_COUNT : val[k];
+    double lt = use_digamma ? digamma(total) : log(total);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        double c = val[k] < MIN_COUNT ? MIN_COUNT : val[k];
+        out[k] = (use_digamma ? digamma(c) : log(c)) - lt;
+    }
+}
+
+/* Sorts (cur, val) by val descending, then piece code points (_ordered). */
+static int order_pieces(const Store *st, int32_t *cur, double *val, Py_ssize_t n, Key *keys)
+{
+    for (Py_ssize_t k = 0; k < n; k++)
+        keys[k] = (Key){val[k], st->cps + st->off[cur[k]], (uint32_t)(st->off[cur[k] + 1] - st->off[cur[k]]),
+                        (uint32_t)cur[k]};
+    qsort(keys, (size_t)n, sizeof *keys, cmp_key);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        cur[k] = (int32_t)keys[k].idx;
+        val[k] = keys[k].key;
+    }
+    return 0;
+}
+
+/* The lattice pieces := store pieces cur[0..n); -1 on memory error. */
+static int load_pieces(UWObject *self, const Store *st, const int32_t *cur, Py_ssize_t n)
+{
+    uw_clear_pieces(self);
+    int64_t total = 0;
+    for (Py_ssize_t k = 0; k < n; k++)
+        total += st->off[cur[k] + 1] - st->off[cur[k]];
+    self->pchars = malloc((size_t)(total + 1) * sizeof *self->pchars);
+    self->poff = malloc((size_t)(n + 1) * sizeof *self->poff);
+    if (!self->pchars || !self->poff) {
+        uw_clear_pieces(self);
+        return -1;
+    }
+    int64_t pos = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        int64_t len = st->off[cur[k] + 1] - st->off[cur[k]];
+        self->poff[k] = pos;
+        memcpy(self->pchars + pos, st->cps + st->off[cur[k]], (size_t)len * sizeof *self->pchars);
+        pos += len;
+    }
+    self->poff[n] = pos;
+    self->n_pieces = n;
+    return build_trie(self);
+}
+
+static int call_progress(PyObject *progress, long done, long total)
+{
+    if (progress == Py_None)
+        return 0;
+    PyObject *r = PyObject_CallFunction(progress, "ll", done, total);
+    if (!r)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* learn(required, required_counts, space, split_digits, limit, vocab_size, shrinking_factor, em_iterations,
+         threads, progress) -> (pieces, scores, seed_pieces, rounds, log_likelihood): learn_unigram. */
+static PyObject *uw_learn(UWObject *self, PyObject *args)
+{
+    PyObject *required, *req_counts, *progress;
+    long long space;
+    int split_digits, em_iterations, threads;
+    Py_ssize_t limit, vocab_size;
+    double shrinking;
+    if (!PyArg_ParseTuple(args, "O!O!LpnndiiO", &PyList_Type, &required, &PyList_Type, &req_counts, &space,
+                          &split_digits, &limit, &vocab_size, &shrinking, &em_iterations, &threads, &progress))
+        return NULL;
+    Py_ssize_t n_req = PyList_GET_SIZE(required);
+    if (PyList_GET_SIZE(req_counts) != n_req || threads < 1 || threads > UW_MAX_THREADS || self->max_len > 65535 ||
+        vocab_size < n_req) {
+        PyErr_SetString(PyExc_ValueError, "bad learn() arguments");
+        return NULL;
+    }
+    int64_t req_chars = 0;
+    for (Py_ssize_t k = 0; k < n_req; k++) {
+        PyObject *c = PyList_GET_ITEM(required, k);
+        if (!PyUnicode_Check(c) || PyUnicode_GET_LENGTH(c) == 0) {
+            PyErr_SetString(PyExc_TypeError, "required pieces must be non-empty str");
+            return NULL;
+        }
+        req_chars += PyUnicode_GET_LENGTH(c);
+    }
+    SubEnt *ents = NULL;
+    uint32_t *sel = NULL;
+    size_t n_seed = 0;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = seed_core(self, space, split_digits, 2, limit, &ents, &sel, &n_seed);
+    Py_END_ALLOW_THREADS
+    if (rc < 0)
+        return PyErr_NoMemory();
+    Store st = {0};
+    st.n = n_req + (Py_ssize_t)n_seed;
+    int64_t seed_chars = 0;
+    for (size_t r = 0; r < n_seed; r++)
+        seed_chars += ents[sel[r]].len;
+    Py_ssize_t N = st.n;
+    st.cps = malloc((size_t)(req_chars + seed_chars + 1) * sizeof *st.cps);
+    st.off = malloc((size_t)(N + 1) * sizeof *st.off);
+    int32_t *cur = malloc((size_t)(N + 1) * sizeof *cur);
+    double *val = malloc((size_t)(N + 1) * sizeof *val), *sc = malloc((size_t)(N + 1) * sizeof *sc);
+    double *by_id = malloc((size_t)(N + 1) * sizeof *by_id);
+    Key *keys = malloc((size_t)(N + 1) * sizeof *keys);
+    uint8_t *protect = malloc((size_t)N + 1), *kept = malloc((size_t)N + 1);
+    PyObject *result = NULL;
+    if (!st.cps || !st.off || !cur || !val || !sc || !by_id || !keys || !protect || !kept) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t pos = 0;
+    for (Py_ssize_t k = 0; k < n_req; k++) {
+        PyObject *c = PyList_GET_ITEM(required, k);
+        st.off[k] = pos;
+        copy_cps(c, st.cps + pos);
+        pos += PyUnicode_GET_LENGTH(c);
+        val[k] = PyFloat_AsDouble(PyList_GET_ITEM(req_counts, k));
+        if (val[k] == -1.0 && PyErr_Occurred())
+            goto done;
+        cur[k] = (int32_t)k;
+    }
+    for (size_t r = 0; r < n_seed; r++) {
+        const SubEnt *se = &ents[sel[r]];
+        Py_ssize_t k = n_req + (Py_ssize_t)r;
+        st.off[k] = pos;
+        memcpy(st.cps + pos, self->chars + self->off[se->word] + se->start, se->len * sizeof *st.cps);
+        pos += se->len;
+        val[k] = (double)(se->count * se->len);
+        cur[k] = (int32_t)k;
+    }
+    st.off[N] = pos;
+    free(ents);
+    free(sel);
+    ents = NULL;
+    sel = NULL;
+
+    Py_ssize_t n = N;
+    order_pieces(&st, cur, val, n, keys);
+    long seed_pieces = (long)n;
+    scores_from_counts(val, n, sc, 0);
+    Py_ssize_t target = (Py_ssize_t)((double)vocab_size * 1.1);
+    double ratio = (double)n / (double)(target > 1 ? target : 1);
+    long total_steps = (long)ceil(log(ratio > 1.0 ? ratio : 1.0) / -log(shrinking)); /* progress only */
+    if (total_steps < 1)
+        total_steps = 1;
+    long rounds = 0;
+    double ll = -INFINITY;
+    for (;;) {
+        for (int it = 0; it < em_iterations; it++) {
+            if (load_pieces(self, &st, cur, n) < 0) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            memset(val, 0, (size_t)n * sizeof *val);
+            Py_BEGIN_ALLOW_THREADS
+            rc = e_step_core(self, sc, threads, val, &ll);
+            Py_END_ALLOW_THREADS
+            if (rc < 0) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            Py_ssize_t m = 0;
+            for (Py_ssize_t k = 0; k < n; k++)
+                if (val[k] >= 0.5 || cur[k] < n_req) {
+                    cur[m] = cur[k];
+                    val[m] = val[k];
+                    m++;
+                }
+            n = m;
+            order_pieces(&st, cur, val, n, keys);
+            scores_from_counts(val, n, sc, 1);
+        }
+        rounds++;
+        if (call_progress(progress, rounds < total_steps ? rounds : total_steps, total_steps) < 0)
+            goto done;
+        if (n <= target)
+            break;
+        Py_ssize_t keep = (Py_ssize_t)((double)n * shrinking);
+        if (keep < target)
+            keep = target;
+        if (load_pieces(self, &st, cur, n) < 0) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (Py_ssize_t k = 0; k < n; k++)
+            protect[k] = cur[k] < n_req;
+        memset(kept, 0, (size_t)n);
+        Py_BEGIN_ALLOW_THREADS
+        rc = prune_core(self, sc, protect, keep, threads, kept);
+        Py_END_ALLOW_THREADS
+        if (rc < 0) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        Py_ssize_t m = 0;
+        for (Py_ssize_t k = 0; k < n; k++)
+            if (kept[k]) {
+                cur[m] = cur[k];
+                val[m] = exp(sc[k]);
+                m++;
+            }
+        n = m;
+        scores_from_counts(val, n, sc, 0);
+    }
+    if (n > vocab_size) {
+        /* required characters (in their order), then the best-scoring others */
+        for (Py_ssize_t k = 0; k < n; k++)
+            by_id[cur[k]] = sc[k];
+        Py_ssize_t m = 0;
+        for (Py_ssize_t k = 0; k < n; k++)
+            if (cur[k] >= n_req)
+                keys[m++] = (Key){sc[k], st.cps + st.off[cur[k]], (uint32_t)(st.off[cur[k] + 1] - st.off[cur[k]]),
+                                  (uint32_t)cur[k]};
+        qsort(keys, (size_t)m, sizeof *keys, cmp_key);
+        Py_ssize_t take = vocab_size - n_req;
+        for (Py_ssize_t k = 0; k < take; k++)
+            cur[n_req + k] = (int32_t)keys[k].idx;
+        for (Py_ssize_t k = 0; k < n_req; k++)
+            cur[k] = (int32_t)k;
+        n = vocab_size;
+        for (Py_ssize_t k = 0; k < n; k++)
+            val[k] = exp(by_id[cur[k]]);
+        order_pieces(&st, cur, val, n, keys);
+        for (Py_ssize_t k = 0; k < n; k++)
+            val[k] = exp(by_id[cur[k]]);
+        scores_from_counts(val, n, sc, 0);
+        if (load_pieces(self, &st, cur, n) < 0) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        memset(val, 0, (size_t)n * sizeof *val);
+        Py_BEGIN_ALLOW_THREADS
+        rc = e_step_core(self, sc, threads, val, &ll);
+        Py_END_ALLOW_THREADS
+        if (rc < 0) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
+    uw_clear_pieces(self);
+    scores_from_counts(val, n, sc, 0);
+    for (Py_ssize_t k = 0; k < n; k++)
+        keys[k] = (Key){sc[k], st.cps + st.off[cur[k]], (uint32_t)(st.off[cur[k] + 1] - st.off[cur[k]]),
+                        (uint32_t)cur[k]};
+    qsort(keys, (size_t)n, sizeof *keys, cmp_key);
+    PyObject *names = PyList_New(n), *scores = PyList_New(n);
+    if (!names || !scores) {
+        Py_XDECREF(names);
+        Py_XDECREF(scores);
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *u = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, keys[k].cps, keys[k].len);
+        PyObject *f = PyFloat_FromDouble(keys[k].key);
+        if (!u || !f) {
+            Py_XDECREF(u);
+            Py_XDECREF(f);
+            Py_DECREF(names);
+            Py_DECREF(scores);
+            goto done;
+        }
+        PyList_SET_ITEM(names, k, u);
+        PyList_SET_ITEM(scores, k, f);
+    }
+    result = Py_BuildValue("(NNlld)", names, scores, seed_pieces, rounds, ll);
+done:
+    uw_clear_pieces(self);
+    free(ents);
+    free(sel);
+    free(st.cps);
+    free(st.off);
+    free(cur);
+    free(val);
+    free(sc);
+    free(by_id);
+    free(keys);
+    free(protect);
+    free(kept);
+    return result;
+}
+
 /* ------------------------------------------------------------------------------------------------ type */
 
 static Py_ssize_t uw_len(UWObject *self) { return self->n_words; }
@@ -1152,6 +1506,10 @@ static PyMethodDef uw_methods[] = {
     {"set_pieces", (PyCFunction)uw_set_pieces, METH_O, "set_pieces(pieces: list[str]) -> None: the lattice pieces."},
     {"e_step", (PyCFunction)uw_e_step, METH_VARARGS,
      "e_step(scores, threads=1) -> (expected counts per piece, corpus log-likelihood) (GIL released)."},
+    {"learn", (PyCFunction)uw_learn, METH_VARARGS,
+     "learn(required, required_counts, space, split_digits, limit, vocab_size, shrinking_factor, em_iterations,\n"
+     "      threads, progress) -> (pieces, scores, seed_pieces, rounds, log_likelihood): the whole of\n"
+     "learn_unigram (seeds, EM rounds, pruning, the final cut and refit), pieces best first."},
     {"prune", (PyCFunction)uw_prune, METH_VARARGS,
      "prune(scores, protected, keep, threads=1) -> bytes: 1 for each piece that stays (GIL released)."},
     {NULL, NULL, 0, NULL},

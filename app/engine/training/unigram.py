@@ -165,13 +165,17 @@ def learn_unigram(
     uw: Any = _trainer.UnigramWords([w for w, _ in items], [f for _, f in items], max_piece_length) if native else None
     # 1. seed
     limit = max(0, seed_size - len(req))
-    if uw is not None and (valid is None or isinstance(valid, PieceRules)):
-        marker = valid.marker if valid is not None else None
-        ranked = uw.seed(ord(marker) if marker else -1, bool(valid is not None and valid.split_digits), 2, limit)
-    else:
-        ranked = _seed_candidates(items, valid, max_piece_length, limit)
     char_count = char_counts(words)
     freq: dict[str, float] = {ch: float(char_count.get(ch, 0)) or 1.0 for ch in req}
+    if uw is not None and (valid is None or isinstance(valid, PieceRules)):
+        # the whole loop below, compiled
+        marker = valid.marker if valid is not None else None
+        names, sc, seed, rounds, ll = uw.learn(
+            req, [freq[ch] for ch in req], ord(marker) if marker else -1, bool(valid is not None and valid.split_digits),
+            limit, vocab_size, shrinking_factor, em_iterations, threads, progress)
+        return list(zip(names, sc, strict=True)), {"seed_pieces": seed, "rounds": rounds, "log_likelihood": ll,
+                                                   "backend": "native"}
+    ranked = _seed_candidates(items, valid, max_piece_length, limit)
     for score, s in ranked:
         freq[s] = float(score)
     pieces = _ordered(freq, req_set)
@@ -243,11 +247,19 @@ def digamma(x: float) -> float:
     return result + math.log(x) - 0.5 * inv - inv2 * (1 / 12 - inv2 * (1 / 120 - inv2 * (1 / 252 - inv2 / 240)))
 
 
+def _total(values: Sequence[float]) -> float:
+    """Left-to-right float sum (``sum()`` compensates rounding from Python 3.12 on; the compiled path adds plainly)."""
+    total = 0.0
+    for v in values:
+        total += v
+    return total
+
+
 def _m_step(freq: Mapping[str, float], pieces: Sequence[str]) -> dict[str, float]:
     """Scores from expected counts, the Bayesian (variational) EM update ``digamma(count) - digamma(total)``:
     like ``log(count / total)`` for frequent pieces, lower for rare ones (which favours dropping them)."""
     counts = [max(freq[p], MIN_COUNT) for p in pieces]
-    log_total = digamma(sum(counts))
+    log_total = digamma(_total(counts))
     return {p: digamma(c) - log_total for p, c in zip(pieces, counts, strict=True)}
 
 
@@ -255,7 +267,7 @@ def _normalize(freq: Mapping[str, float], pieces: Sequence[str]) -> dict[str, fl
     """Log relative frequencies; a count below :data:`MIN_COUNT` (a piece kept although almost never
     expected: a required character, or one of the final cut) counts as :data:`MIN_COUNT`."""
     counts = [max(freq[p], MIN_COUNT) for p in pieces]
-    log_total = math.log(sum(counts))
+    log_total = math.log(_total(counts))
     return {p: math.log(c) - log_total for p, c in zip(pieces, counts, strict=True)}
 
 
