@@ -106,3 +106,23 @@ def test_arguments_are_checked() -> None:
         compiled._trainer.UnigramWords(["ab"], [1, 2], 4)
     with pytest.raises(ValueError):
         learn_unigram({"ab": 1}, vocab_size=4, required=["a", "b"], threads=0)
+
+
+@pytest.mark.parametrize(("vocab", "shrink", "em", "seed_size"), [(40, 0.5, 1, 400), (25, 0.9, 3, 5000),
+                                                                   (300, 0.75, 2, 200)])
+def test_learner_options_and_progress_equal_across_backends(vocab: int, shrink: float, em: int,
+                                                            seed_size: int) -> None:
+    rng = random.Random(vocab)
+    words = _random_words(rng, f"abcdé{SPACE}1", 800)
+    required = sorted({c for w in words for c in w})
+    results = []
+    for backend, threads in (("python", 1), ("native", 1), ("native", 2)):
+        calls: list[tuple[int, int | None]] = []
+        pieces, info = learn_unigram(words, vocab_size=vocab, required=required, valid=PieceRules(split_digits=True),
+                                     seed_size=seed_size, shrinking_factor=shrink, em_iterations=em,
+                                     progress=lambda d, t: calls.append((d, t)), backend=backend,  # noqa: B023
+                                     threads=threads)
+        info.pop("backend")
+        results.append((pieces, info, calls))
+    assert results[0] == results[1] == results[2]
+    assert len(results[0][0]) <= vocab and results[0][2]
