@@ -42,8 +42,12 @@ static inline uint64_t uw_mix(uint64_t h)
 /* ------------------------------------------------------------------------------------------------ trie */
 
 typedef struct {
-    uint64_t *keys; /* (node << 21 | cp) + 1; 0 = empty */
-    int32_t *child;
+    uint64_t key; /* (node << 21 | cp) + 1; 0 = empty */
+    int32_t child;
+} Slot;
+
+typedef struct {
+    Slot *slots;
     size_t mask;
     size_t used;
     int32_t *pid; /* per node: piece id or -1 */
@@ -52,8 +56,7 @@ typedef struct {
 
 static void trie_free(Trie *t)
 {
-    free(t->keys);
-    free(t->child);
+    free(t->slots);
     free(t->pid);
     memset(t, 0, sizeof *t);
 }
@@ -63,13 +66,12 @@ static int trie_init(Trie *t, size_t expect)
     size_t slots = 1024;
     while (slots < expect * 2)
         slots <<= 1;
-    t->keys = calloc(slots, sizeof *t->keys);
-    t->child = malloc(slots * sizeof *t->child);
+    t->slots = calloc(slots, sizeof *t->slots);
     t->mask = slots - 1;
     t->used = 0;
     t->cap_nodes = 1024;
     t->pid = malloc(t->cap_nodes * sizeof *t->pid);
-    if (!t->keys || !t->child || !t->pid)
+    if (!t->slots || !t->pid)
         return -1;
     t->n_nodes = 1;
     t->pid[0] = -1;
@@ -81,10 +83,10 @@ static inline int32_t trie_get(const Trie *t, int32_t node, uint32_t cp)
     uint64_t key = (((uint64_t)node << 21) | cp) + 1;
     size_t i = uw_mix(key) & t->mask;
     for (;;) {
-        uint64_t k = t->keys[i];
-        if (k == key)
-            return t->child[i];
-        if (!k)
+        const Slot *sl = &t->slots[i];
+        if (sl->key == key)
+            return sl->child;
+        if (!sl->key)
             return -1;
         i = (i + 1) & t->mask;
     }
@@ -93,26 +95,19 @@ static inline int32_t trie_get(const Trie *t, int32_t node, uint32_t cp)
 static int trie_grow(Trie *t)
 {
     size_t slots = (t->mask + 1) * 2;
-    uint64_t *keys = calloc(slots, sizeof *keys);
-    int32_t *child = malloc(slots * sizeof *child);
-    if (!keys || !child) {
-        free(keys);
-        free(child);
+    Slot *ns = calloc(slots, sizeof *ns);
+    if (!ns)
         return -1;
-    }
     for (size_t i = 0; i <= t->mask; i++) {
-        if (!t->keys[i])
+        if (!t->slots[i].key)
             continue;
-        size_t j = uw_mix(t->keys[i]) & (slots - 1);
-        while (keys[j])
+        size_t j = uw_mix(t->slots[i].key) & (slots - 1);
+        while (ns[j].key)
             j = (j + 1) & (slots - 1);
-        keys[j] = t->keys[i];
-        child[j] = t->child[i];
+        ns[j] = t->slots[i];
     }
-    free(t->keys);
-    free(t->child);
-    t->keys = keys;
-    t->child = child;
+    free(t->slots);
+    t->slots = ns;
     t->mask = slots - 1;
     return 0;
 }
@@ -139,10 +134,10 @@ static int32_t trie_step(Trie *t, int32_t node, uint32_t cp)
     t->pid[c] = -1;
     uint64_t key = (((uint64_t)node << 21) | cp) + 1;
     size_t i = uw_mix(key) & t->mask;
-    while (t->keys[i])
+    while (t->slots[i].key)
         i = (i + 1) & t->mask;
-    t->keys[i] = key;
-    t->child[i] = c;
+    t->slots[i].key = key;
+    t->slots[i].child = c;
     t->used++;
     return c;
 }
@@ -499,8 +494,9 @@ static PyObject *uw_seed(UWObject *self, PyObject *args)
 
 /* ------------------------------------------------------------------------------------------------ pieces */
 
-/* The trie of the pieces in pchars/poff (n_pieces of them); -1 on memory error (pieces cleared). */
-static int build_trie(UWObject *self)
+/* The trie of the pieces in pchars/poff (n_pieces of them); nodes_out (optional): each piece's node. -1 on memory
+   error (pieces cleared). */
+static int build_trie(UWObject *self, int32_t *nodes_out)
 {
     trie_free(&self->trie);
     self->have_pieces = 0;
@@ -518,6 +514,8 @@ static int build_trie(UWObject *self)
             }
         }
         self->trie.pid[node] = (int32_t)k; /* a repeated piece: the last id wins, as in the Python table */
+        if (nodes_out)
+            nodes_out[k] = node;
     }
     self->have_pieces = 1;
     return 0;
@@ -555,7 +553,7 @@ static PyObject *uw_set_pieces(UWObject *self, PyObject *pieces)
     }
     self->poff[n] = pos;
     self->n_pieces = n;
-    if (build_trie(self) < 0)
+    if (build_trie(self, NULL) < 0)
         return PyErr_NoMemory();
     Py_RETURN_NONE;
 }
@@ -1232,10 +1230,16 @@ static int order_pieces(const Store *st, int32_t *cur, double *val, Py_ssize_t n
     return 0;
 }
 
-/* The lattice pieces := store pieces cur[0..n); -1 on memory error. */
-static int load_pieces(UWObject *self, const Store *st, const int32_t *cur, Py_ssize_t n)
+/* The lattice pieces := store pieces cur[0..n); -1 on memory error. The trie of a superset of them is kept (only
+   its piece ids change: nodes of dropped pieces are left as prefixes, which adds lookups, never edges) until the
+   pieces are fewer than half of those it was built for; node_of[store id] is the node of a piece in the trie. */
+static int load_pieces(UWObject *self, const Store *st, const int32_t *cur, Py_ssize_t n, int32_t *node_of,
+                       Py_ssize_t *built_for, int32_t *scratch)
 {
-    uw_clear_pieces(self);
+    free(self->pchars);
+    free(self->poff);
+    self->pchars = NULL;
+    self->poff = NULL;
     int64_t total = 0;
     for (Py_ssize_t k = 0; k < n; k++)
         total += st->off[cur[k] + 1] - st->off[cur[k]];
@@ -1254,7 +1258,19 @@ static int load_pieces(UWObject *self, const Store *st, const int32_t *cur, Py_s
     }
     self->poff[n] = pos;
     self->n_pieces = n;
-    return build_trie(self);
+    if (!self->have_pieces || n * 2 < *built_for) {
+        if (build_trie(self, scratch) < 0)
+            return -1;
+        for (Py_ssize_t k = 0; k < n; k++)
+            node_of[cur[k]] = scratch[k];
+        *built_for = n;
+        return 0;
+    }
+    for (size_t q = 0; q < self->trie.n_nodes; q++)
+        self->trie.pid[q] = -1;
+    for (Py_ssize_t k = 0; k < n; k++)
+        self->trie.pid[node_of[cur[k]]] = (int32_t)k;
+    return 0;
 }
 
 static int call_progress(PyObject *progress, long done, long total)
@@ -1295,6 +1311,7 @@ static PyObject *uw_learn(UWObject *self, PyObject *args)
         }
         req_chars += PyUnicode_GET_LENGTH(c);
     }
+    uw_clear_pieces(self); /* node ids below refer to tries this call builds */
     SubEnt *ents = NULL;
     uint32_t *sel = NULL;
     size_t n_seed = 0;
@@ -1315,10 +1332,12 @@ static PyObject *uw_learn(UWObject *self, PyObject *args)
     int32_t *cur = malloc((size_t)(N + 1) * sizeof *cur);
     double *val = malloc((size_t)(N + 1) * sizeof *val), *sc = malloc((size_t)(N + 1) * sizeof *sc);
     double *by_id = malloc((size_t)(N + 1) * sizeof *by_id);
+    int32_t *node_of = malloc((size_t)(N + 1) * sizeof *node_of), *scratch = malloc((size_t)(N + 1) * sizeof *scratch);
+    Py_ssize_t built_for = 0;
     Key *keys = malloc((size_t)(N + 1) * sizeof *keys);
     uint8_t *protect = malloc((size_t)N + 1), *kept = malloc((size_t)N + 1);
     PyObject *result = NULL;
-    if (!st.cps || !st.off || !cur || !val || !sc || !by_id || !keys || !protect || !kept) {
+    if (!st.cps || !st.off || !cur || !val || !sc || !by_id || !node_of || !scratch || !keys || !protect || !kept) {
         PyErr_NoMemory();
         goto done;
     }
@@ -1361,7 +1380,7 @@ static PyObject *uw_learn(UWObject *self, PyObject *args)
     double ll = -INFINITY;
     for (;;) {
         for (int it = 0; it < em_iterations; it++) {
-            if (load_pieces(self, &st, cur, n) < 0) {
+            if (load_pieces(self, &st, cur, n, node_of, &built_for, scratch) < 0) {
                 PyErr_NoMemory();
                 goto done;
             }
@@ -1392,7 +1411,7 @@ static PyObject *uw_learn(UWObject *self, PyObject *args)
         Py_ssize_t keep = (Py_ssize_t)((double)n * shrinking);
         if (keep < target)
             keep = target;
-        if (load_pieces(self, &st, cur, n) < 0) {
+        if (load_pieces(self, &st, cur, n, node_of, &built_for, scratch) < 0) {
             PyErr_NoMemory();
             goto done;
         }
@@ -1438,7 +1457,7 @@ static PyObject *uw_learn(UWObject *self, PyObject *args)
         for (Py_ssize_t k = 0; k < n; k++)
             val[k] = exp(by_id[cur[k]]);
         scores_from_counts(val, n, sc, 0);
-        if (load_pieces(self, &st, cur, n) < 0) {
+        if (load_pieces(self, &st, cur, n, node_of, &built_for, scratch) < 0) {
             PyErr_NoMemory();
             goto done;
         }
@@ -1487,6 +1506,8 @@ done:
     free(val);
     free(sc);
     free(by_id);
+    free(node_of);
+    free(scratch);
     free(keys);
     free(protect);
     free(kept);
