@@ -78,6 +78,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                      help="unigram kinds: longest piece in characters (default 16)")
     fam.add_argument("--seed-size", type=int, default=None, metavar="N",
                      help="unigram kinds: candidate pieces to start from (default 1000000)")
+    fam.add_argument("--prune-loss", choices=("sentencepiece", "huggingface"), default=None,
+                     help="unigram kinds: renormalization of the pruning loss, SentencePiece's or Hugging Face's "
+                     "(default: huggingface for unigram, sentencepiece for sentencepiece-unigram)")
     p.set_defaults(handler=cmd_train)
 
     p = sub.add_parser(
@@ -173,7 +176,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 _FAMILY_OPTIONS = ("lowercase", "strip_accents", "split_cjk", "vocab_txt", "character_coverage", "byte_fallback",
-                   "split_digits", "add_dummy_prefix", "shrinking_factor", "max_piece_length", "seed_size")
+                   "split_digits", "add_dummy_prefix", "shrinking_factor", "max_piece_length", "seed_size",
+                   "prune_loss")
 
 
 def _family_options(args: argparse.Namespace) -> dict[str, object]:

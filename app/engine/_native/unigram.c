@@ -1036,7 +1036,7 @@ static void run_jobs(PJob *jobs, int threads, void *(*fn)(void *))
 /* _prune over the current pieces with scores s: kept[k] = 1 for each piece that stays (kept zeroed, one per
    piece). No GIL needed; -1 on memory error. */
 static int prune_core(const UWObject *self, const double *s, const uint8_t *protect, Py_ssize_t keep, int threads,
-                      uint8_t *kept)
+                      int hf_loss, uint8_t *kept)
 {
     Py_ssize_t np = self->n_pieces;
     PJob jobs[UW_MAX_THREADS];
@@ -1117,7 +1117,9 @@ static int prune_core(const UWObject *self, const double *s, const uint8_t *prot
                 const int32_t *alt = jobs[t].alt + alt_off[pid];
                 int64_t na = alt_len[pid];
                 double logprob_sp = log(vfreq[pid]) - logsum;
-                double logsum_alt = log(vsum + vfreq[pid] * (double)(na - 1));
+                /* hf_loss: Hugging Face's renormalization (the number of pieces where SentencePiece has the
+                   number of alternatives) */
+                double logsum_alt = log(vsum + vfreq[pid] * (double)((hf_loss ? np : na) - 1));
                 double logprob_alt = 0.0;
                 for (int64_t q = 0; q < na; q++)
                     logprob_alt += log(vfreq[alt[q]] + vfreq[pid]) - logsum_alt;
@@ -1152,7 +1154,8 @@ static PyObject *uw_prune(UWObject *self, PyObject *args)
     Py_buffer prot;
     Py_ssize_t keep;
     int threads = 1;
-    if (!PyArg_ParseTuple(args, "Oy*n|i", &scores, &prot, &keep, &threads))
+    int hf_loss = 0;
+    if (!PyArg_ParseTuple(args, "Oy*n|ip", &scores, &prot, &keep, &threads, &hf_loss))
         return NULL;
     if (threads < 1 || threads > UW_MAX_THREADS || prot.len != self->n_pieces) {
         PyBuffer_Release(&prot);
@@ -1168,7 +1171,7 @@ static PyObject *uw_prune(UWObject *self, PyObject *args)
     int rc = -1;
     if (kept) {
         Py_BEGIN_ALLOW_THREADS
-        rc = prune_core(self, s, prot.buf, keep, threads, kept);
+        rc = prune_core(self, s, prot.buf, keep, threads, hf_loss, kept);
         Py_END_ALLOW_THREADS
     }
     PyObject *out = rc ? PyErr_NoMemory() : PyBytes_FromStringAndSize((const char *)kept, self->n_pieces);
@@ -1285,7 +1288,7 @@ static int call_progress(PyObject *progress, long done, long total)
 }
 
 /* learn(required, required_counts, space, split_digits, limit, vocab_size, shrinking_factor, em_iterations,
-         threads, progress) -> (pieces, scores, seed_pieces, rounds, log_likelihood): learn_unigram. */
+         threads, progress, hf_loss=False) -> (pieces, scores, seed_pieces, rounds, log_likelihood): learn_unigram. */
 static PyObject *uw_learn(UWObject *self, PyObject *args)
 {
     PyObject *required, *req_counts, *progress;
@@ -1293,8 +1296,10 @@ static PyObject *uw_learn(UWObject *self, PyObject *args)
     int split_digits, em_iterations, threads;
     Py_ssize_t limit, vocab_size;
     double shrinking;
-    if (!PyArg_ParseTuple(args, "O!O!LpnndiiO", &PyList_Type, &required, &PyList_Type, &req_counts, &space,
-                          &split_digits, &limit, &vocab_size, &shrinking, &em_iterations, &threads, &progress))
+    int hf_loss = 0;
+    if (!PyArg_ParseTuple(args, "O!O!LpnndiiO|p", &PyList_Type, &required, &PyList_Type, &req_counts, &space,
+                          &split_digits, &limit, &vocab_size, &shrinking, &em_iterations, &threads, &progress,
+                          &hf_loss))
         return NULL;
     Py_ssize_t n_req = PyList_GET_SIZE(required);
     if (PyList_GET_SIZE(req_counts) != n_req || threads < 1 || threads > UW_MAX_THREADS || self->max_len > 65535 ||
@@ -1419,7 +1424,7 @@ static PyObject *uw_learn(UWObject *self, PyObject *args)
             protect[k] = cur[k] < n_req;
         memset(kept, 0, (size_t)n);
         Py_BEGIN_ALLOW_THREADS
-        rc = prune_core(self, sc, protect, keep, threads, kept);
+        rc = prune_core(self, sc, protect, keep, threads, hf_loss, kept);
         Py_END_ALLOW_THREADS
         if (rc < 0) {
             PyErr_NoMemory();
@@ -1529,10 +1534,10 @@ static PyMethodDef uw_methods[] = {
      "e_step(scores, threads=1) -> (expected counts per piece, corpus log-likelihood) (GIL released)."},
     {"learn", (PyCFunction)uw_learn, METH_VARARGS,
      "learn(required, required_counts, space, split_digits, limit, vocab_size, shrinking_factor, em_iterations,\n"
-     "      threads, progress) -> (pieces, scores, seed_pieces, rounds, log_likelihood): the whole of\n"
+     "      threads, progress, hf_loss=False) -> (pieces, scores, seed_pieces, rounds, log_likelihood): the whole of\n"
      "learn_unigram (seeds, EM rounds, pruning, the final cut and refit), pieces best first."},
     {"prune", (PyCFunction)uw_prune, METH_VARARGS,
-     "prune(scores, protected, keep, threads=1) -> bytes: 1 for each piece that stays (GIL released)."},
+     "prune(scores, protected, keep, threads=1, hf_loss=False) -> bytes: 1 for each piece that stays (GIL released)."},
     {NULL, NULL, 0, NULL},
 };
 

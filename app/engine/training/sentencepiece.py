@@ -75,10 +75,11 @@ class SentencePieceTrainer:
                  add_dummy_prefix: bool = True, remove_extra_whitespaces: bool = True,
                  character_coverage: float = 0.9995, control_tokens: Sequence[str] = (),
                  max_piece_length: int = 16, shrinking_factor: float = 0.75, seed_size: int = 1_000_000,
-                 em_iterations: int = 2, backend: str | None = None, threads: int = 1) -> None:
+                 em_iterations: int = 2, backend: str | None = None, threads: int = 1,
+                 prune_loss: str = "sentencepiece") -> None:
         """``vocab_size`` counts every piece (``<unk>``, ``<s>``, ``</s>``, ``control_tokens``, bytes, learned).
         ``backend`` picks the compiled or Python learners (same result); ``threads``: the Unigram learner's
-        (:func:`.unigram.learn_unigram`)."""
+        (:func:`.unigram.learn_unigram`), like ``prune_loss``."""
         if model_type not in MODEL_TYPES:
             raise ValueError(f"model type must be one of {MODEL_TYPES}, not {model_type!r}")
         meta = ["<unk>", "<s>", "</s>", *control_tokens]
@@ -95,7 +96,7 @@ class SentencePieceTrainer:
         self.max_piece_length = max_piece_length
         self.unigram_options = dict(max_piece_length=max_piece_length, shrinking_factor=shrinking_factor,
                                     seed_size=seed_size, em_iterations=em_iterations, backend=backend,
-                                    threads=threads)
+                                    threads=threads, prune_loss=prune_loss)
         self.backend = backend
         self._words: Counter[str] = Counter()
 

@@ -16,7 +16,11 @@ The learner (:func:`learn_unigram`) works on word frequencies:
    the log-likelihood lost when its uses are re-segmented by its best alternative (the Viterbi path of the
    piece's own string without it, the counts of that path's pieces adjusted), weighted by the share of words
    that use it; the least costly pieces go until ``shrinking_factor`` of the pieces remain, never below the
-   target. Required characters are never pruned, so every word stays segmentable. Steps 2-3 repeat until at
+   target. Required characters are never pruned, so every word stays segmentable. ``prune_loss`` picks how the
+   other counts are renormalized after the removal: ``"sentencepiece"`` (the total grows by the piece's count
+   times its alternatives minus one, SentencePiece's trainer) or ``"huggingface"`` (times the number of pieces
+   minus one, what Hugging Face's ``UnigramTrainer`` computes: the loss then grows with the number of alternatives,
+   which keeps more long pieces and compresses better). Steps 2-3 repeat until at
    most ``1.1 * vocab_size`` pieces remain; then the ``vocab_size`` best-scoring pieces (required characters
    first) are kept and refitted once.
 
@@ -52,6 +56,8 @@ from .trainer import Progress, TrainedArtifact, lines_of
 
 SPACE = "\u2581"
 NEG_INF = float("-inf")
+#: How the pruning loss renormalizes the counts after a removal (see the module docstring).
+PRUNE_LOSSES = ("sentencepiece", "huggingface")
 #: The smallest expected count a kept piece is scored with.
 MIN_COUNT = 1e-3
 Edges = list[tuple[int, int, int]]
@@ -145,13 +151,15 @@ def learn_unigram(
     progress: Progress | None = None,
     backend: str | None = None,
     threads: int = 1,
+    prune_loss: str = "sentencepiece",
 ) -> tuple[list[tuple[str, float]], dict[str, object]]:
     """Learn at most ``vocab_size`` scored pieces (``(piece, log probability)``, best first) from ``words``
     (``{word: count}``; a word must consist of ``required`` characters). ``valid(piece)`` may refuse multi-
     character candidates (a :class:`PieceRules`, or any monotone predicate: then the seeds are counted in
     Python). ``backend``/``threads``: see the module docstring (same result either way). Returns the pieces and a
-    summary (rounds, seed size, final log-likelihood, backend). Raises ``ValueError`` if ``vocab_size`` is
-    smaller than the required characters or ``threads`` is not in 1..8."""
+    summary (rounds, seed size, final log-likelihood, backend). ``prune_loss``: see the module docstring. Raises
+    ``ValueError`` if ``vocab_size`` is smaller than the required characters, ``threads`` is not in 1..8 or
+    ``prune_loss`` is unknown."""
     if not 0 < shrinking_factor < 1:
         raise ValueError("shrinking factor must be in (0, 1)")
     req = sorted(set(required))
@@ -159,6 +167,9 @@ def learn_unigram(
         raise ValueError(f"vocab size {vocab_size} is smaller than the {len(req)} required characters")
     if not 1 <= threads <= 8:
         raise ValueError("threads must be in 1..8")
+    if prune_loss not in PRUNE_LOSSES:
+        raise ValueError(f"prune loss must be one of {PRUNE_LOSSES}, not {prune_loss!r}")
+    hf_loss = prune_loss == "huggingface"
     req_set = set(req)
     items = [(w, f) for w, f in words.items() if w]
     native = resolve_backend(backend) == "native"
@@ -170,9 +181,10 @@ def learn_unigram(
     if uw is not None and (valid is None or isinstance(valid, PieceRules)):
         # the whole loop below, compiled
         marker = valid.marker if valid is not None else None
+        split = bool(valid is not None and valid.split_digits)
         names, sc, seed, rounds, ll = uw.learn(
-            req, [freq[ch] for ch in req], ord(marker) if marker else -1, bool(valid is not None and valid.split_digits),
-            limit, vocab_size, shrinking_factor, em_iterations, threads, progress)
+            req, [freq[ch] for ch in req], ord(marker) if marker else -1, split, limit, vocab_size,
+            shrinking_factor, em_iterations, threads, progress, hf_loss)
         return list(zip(names, sc, strict=True)), {"seed_pieces": seed, "rounds": rounds, "log_likelihood": ll,
                                                    "backend": "native"}
     ranked = _seed_candidates(items, valid, max_piece_length, limit)
@@ -199,7 +211,7 @@ def learn_unigram(
         if len(pieces) <= target:
             break
         pieces = _prune(items, pieces, scores, req_set, max_piece_length,
-                        max(target, int(len(pieces) * shrinking_factor)), uw, threads)
+                        max(target, int(len(pieces) * shrinking_factor)), uw, threads, hf_loss)
         scores = _normalize({p: math.exp(scores[p]) for p in pieces}, pieces)
     # final cut: required characters, then the best scores
     if len(pieces) > vocab_size:
@@ -358,13 +370,14 @@ def _best_path(word: str, edges: Edges, s: Sequence[float]) -> list[int]:
 
 
 def _prune(items: Sequence[tuple[str, int]], pieces: Sequence[str], scores: Mapping[str, float], req: set[str],
-           max_len: int, keep: int, uw: Any = None, threads: int = 1) -> list[str]:
+           max_len: int, keep: int, uw: Any = None, threads: int = 1, hf_loss: bool = False) -> list[str]:
     """The ``keep`` pieces whose removal would cost the most likelihood (required characters always kept).
-    ``uw``: the compiled ``UnigramWords`` of ``items`` (same result)."""
+    ``uw``: the compiled ``UnigramWords`` of ``items`` (same result); ``hf_loss``: Hugging Face's
+    renormalization (``prune_loss="huggingface"``)."""
     if uw is not None:
         uw.set_pieces(list(pieces))
         fixed = bytes(1 if p in req or len(p) == 1 else 0 for p in pieces)
-        mask = uw.prune([scores[p] for p in pieces], fixed, keep, threads)
+        mask = uw.prune([scores[p] for p in pieces], fixed, keep, threads, hf_loss)
         return [p for p, k in zip(pieces, mask, strict=True) if k]
     index = _prefix_table(pieces)
     s = [scores[p] for p in pieces]
@@ -392,7 +405,7 @@ def _prune(items: Sequence[tuple[str, int]], pieces: Sequence[str], scores: Mapp
             losses.append((float("inf"), p))
             continue
         logprob_sp = math.log(vfreq[pid]) - logsum
-        logsum_alt = math.log(vsum + vfreq[pid] * (len(alt) - 1))
+        logsum_alt = math.log(vsum + vfreq[pid] * ((len(pieces) if hf_loss else len(alt)) - 1))
         logprob_alt = 0.0  # an explicit left-to-right sum (the compiled path adds in this order)
         for a in alt:
             logprob_alt += math.log(vfreq[a] + vfreq[pid]) - logsum_alt
@@ -480,9 +493,10 @@ class UnigramTrainer:
     def __init__(self, *, vocab_size: int, special_tokens: Sequence[str] = (), unk_token: str = "<unk>",
                  character_coverage: float = 1.0, max_piece_length: int = 16, shrinking_factor: float = 0.75,
                  seed_size: int = 1_000_000, em_iterations: int = 2, backend: str | None = None,
-                 threads: int = 1) -> None:
+                 threads: int = 1, prune_loss: str = "huggingface") -> None:
         """``vocab_size`` counts every id: ``unk_token`` (id 0), the ``special_tokens`` after it, the pieces.
-        ``backend``/``threads``: see :func:`learn_unigram`."""
+        ``backend``/``threads``/``prune_loss``: see :func:`learn_unigram` (this kind defaults to Hugging Face's
+        pruning loss, the peer whose ``tokenizer.json`` it writes)."""
         specials = [unk_token, *special_tokens]
         if len(set(specials)) != len(specials) or any(not s for s in specials):
             raise ValueError("special tokens must be distinct non-empty strings (and not the unknown token)")
@@ -490,7 +504,8 @@ class UnigramTrainer:
         self.specials = specials
         self.coverage = character_coverage
         self.options = dict(max_piece_length=max_piece_length, shrinking_factor=shrinking_factor,
-                            seed_size=seed_size, em_iterations=em_iterations, backend=backend, threads=threads)
+                            seed_size=seed_size, em_iterations=em_iterations, backend=backend, threads=threads,
+                            prune_loss=prune_loss)
         self._words: Counter[str] = Counter()
 
     def feed(self, text: str) -> None:

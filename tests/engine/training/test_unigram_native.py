@@ -60,9 +60,11 @@ def test_seeds_e_step_and_pruning_equal_the_python_reference(seed: int) -> None:
         assert expected_c == expected_py
     req = set(chars)
     keep = len(chars) + 20
-    kept_py = _prune(items, pieces, scores, req, max_len, keep)
-    for threads in (1, 2):
-        assert _prune(items, pieces, scores, req, max_len, keep, uw, threads) == kept_py
+    for hf_loss in (False, True):
+        kept_py = _prune(items, pieces, scores, req, max_len, keep, hf_loss=hf_loss)
+        assert len(kept_py) < len(pieces)
+        for threads in (1, 2):
+            assert _prune(items, pieces, scores, req, max_len, keep, uw, threads, hf_loss) == kept_py
 
 
 def test_learned_pieces_equal_for_both_backends_and_any_thread_count() -> None:
@@ -106,12 +108,15 @@ def test_arguments_are_checked() -> None:
         compiled._trainer.UnigramWords(["ab"], [1, 2], 4)
     with pytest.raises(ValueError):
         learn_unigram({"ab": 1}, vocab_size=4, required=["a", "b"], threads=0)
+    with pytest.raises(ValueError, match="prune loss"):
+        learn_unigram({"ab": 1}, vocab_size=4, required=["a", "b"], prune_loss="spm")
 
 
-@pytest.mark.parametrize(("vocab", "shrink", "em", "seed_size"), [(40, 0.5, 1, 400), (25, 0.9, 3, 5000),
-                                                                   (300, 0.75, 2, 200)])
+@pytest.mark.parametrize(("vocab", "shrink", "em", "seed_size", "loss"),
+                         [(40, 0.5, 1, 400, "sentencepiece"), (25, 0.9, 3, 5000, "huggingface"),
+                          (300, 0.75, 2, 200, "sentencepiece"), (60, 0.75, 2, 3000, "huggingface")])
 def test_learner_options_and_progress_equal_across_backends(vocab: int, shrink: float, em: int,
-                                                            seed_size: int) -> None:
+                                                            seed_size: int, loss: str) -> None:
     rng = random.Random(vocab)
     words = _random_words(rng, f"abcdé{SPACE}1", 800)
     required = sorted({c for w in words for c in w})
@@ -119,7 +124,7 @@ def test_learner_options_and_progress_equal_across_backends(vocab: int, shrink: 
     for backend, threads in (("python", 1), ("native", 1), ("native", 2)):
         calls: list[tuple[int, int | None]] = []
         pieces, info = learn_unigram(words, vocab_size=vocab, required=required, valid=PieceRules(split_digits=True),
-                                     seed_size=seed_size, shrinking_factor=shrink, em_iterations=em,
+                                     seed_size=seed_size, shrinking_factor=shrink, em_iterations=em, prune_loss=loss,
                                      progress=lambda d, t: calls.append((d, t)), backend=backend,  # noqa: B023
                                      threads=threads)
         info.pop("backend")
