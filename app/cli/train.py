@@ -64,6 +64,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     fam.add_argument("--no-split-cjk", dest="split_cjk", **no,
                      help="wordpiece: do not put CJK characters in words of their own")
     fam.add_argument("--vocab-txt", dest="vocab_txt", **yes, help="wordpiece: also write NAME.vocab.txt (BERT)")
+    fam.add_argument("--score", choices=("wordpiece", "count"), default=None,
+                     help="wordpiece: rank pairs by count(ab)/(count(a)count(b)) (default) or by raw count "
+                     "(Hugging Face's WordPieceTrainer; compresses better)")
     fam.add_argument("--character-coverage", type=float, default=None, metavar="F",
                      help="unigram/sentencepiece-*: share of characters that must be pieces "
                      "(default 1.0 unigram, 0.9995 sentencepiece-*)")
@@ -177,7 +180,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 _FAMILY_OPTIONS = ("lowercase", "strip_accents", "split_cjk", "vocab_txt", "character_coverage", "byte_fallback",
                    "split_digits", "add_dummy_prefix", "shrinking_factor", "max_piece_length", "seed_size",
-                   "prune_loss")
+                   "prune_loss", "score")
 
 
 def _family_options(args: argparse.Namespace) -> dict[str, object]:

@@ -12,6 +12,7 @@ Pairs (family: ours / peer):
 
 ``wordpiece``   ``train --kind wordpiece`` (BertNormalizer lowercase, BertPreTokenizer) /
                 ``tokenizers`` ``WordPieceTrainer`` with the same normalizer, pre-tokenizer and specials
+``wordpiece-count``  the same with ``--score count`` (pairs ranked by raw count, as HF's trainer does)
 ``unigram``     ``train --kind unigram`` (Metaspace) / ``tokenizers`` ``UnigramTrainer`` with Metaspace
 ``sp-unigram``  ``train --kind sentencepiece-unigram`` / ``sentencepiece`` ``model_type=unigram``
 ``sp-bpe``      ``train --kind sentencepiece-bpe`` / ``sentencepiece`` ``model_type=bpe``
@@ -44,9 +45,11 @@ from bench.train.run import run_child
 ROOT = Path(__file__).resolve().parents[2]
 WORKER = "bench.train.families"  # this module, run as the child process
 WORK = ROOT / "bench" / ".data" / "train_families"
-FAMILIES = ("wordpiece", "unigram", "sp-unigram", "sp-bpe")
-KIND = {"wordpiece": "wordpiece", "unigram": "unigram", "sp-unigram": "sentencepiece-unigram",
-        "sp-bpe": "sentencepiece-bpe"}
+FAMILIES = ("wordpiece", "wordpiece-count", "unigram", "sp-unigram", "sp-bpe")
+KIND = {"wordpiece": "wordpiece", "wordpiece-count": "wordpiece", "unigram": "unigram",
+        "sp-unigram": "sentencepiece-unigram", "sp-bpe": "sentencepiece-bpe"}
+#: Trainer options of ours per family (the rest train with the kind's defaults).
+OPTIONS = {"wordpiece-count": {"score": "count"}}
 BLOCK = 64 * 1024
 EVERY = 10
 
@@ -85,14 +88,14 @@ def _train(who: str, family: str, train_file: Path, vocab: int, out: Path, threa
         from app.engine.training import train_to_store
 
         report = train_to_store([train_file], name=family, store_dir=out, kind=KIND[family], vocab_size=vocab,
-                                quiet=True, threads=threads)
+                                quiet=True, threads=threads, options=OPTIONS.get(family))
         info = {"artifact": report.spec.artifact_path.name, "sha256": report.spec.sha256,
                 "seconds_reading": round(report.seconds_counting, 2),
                 "seconds_learning": round(report.seconds_merging, 2), "ids": report.spec.vocab_size}
-    elif family in ("wordpiece", "unigram"):
+    elif family in ("wordpiece", "wordpiece-count", "unigram"):
         from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
-        if family == "wordpiece":
+        if family.startswith("wordpiece"):
             specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
             tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
             tok.normalizer = normalizers.BertNormalizer(lowercase=True)

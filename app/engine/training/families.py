@@ -33,7 +33,8 @@ from .wordpiece import BERT_SPECIALS, WordPieceTrainer
 
 #: Options each kind accepts (besides vocab size, specials, min frequency), with their defaults.
 OPTIONS: dict[str, dict[str, Any]] = {
-    "wordpiece": {"lowercase": True, "strip_accents": None, "split_cjk": True, "vocab_txt": False},
+    "wordpiece": {"lowercase": True, "strip_accents": None, "split_cjk": True, "vocab_txt": False,
+                  "score": "wordpiece"},
     "unigram": {"character_coverage": 1.0, "max_piece_length": 16, "shrinking_factor": 0.75,
                 "seed_size": 1_000_000, "prune_loss": "huggingface"},
     "sentencepiece-unigram": {"character_coverage": 0.9995, "byte_fallback": False, "split_digits": False,

@@ -14,6 +14,11 @@ rewritten words; the learner therefore indexes the pairs of each symbol and re-s
 (plus the pairs the rewrite touched), with a versioned max-heap (stale entries are skipped when they surface).
 Nothing is ever recounted from scratch.
 
+``score="count"`` (an option; the seed's score stays the default) ranks pairs by their raw count instead, ties as
+above — what Hugging Face's ``WordPieceTrainer`` does (it is its BPE trainer with ``##`` continuations). On
+mixed-script corpora the seed's score favours pairs of rare symbols and fills the vocabulary with fragments of
+rare words; the raw count compresses held-out text far better (see ``bench/train/FAMILIES.md``).
+
 Vocabulary (= ids): the special tokens in the order given (default ``[PAD] [UNK] [CLS] [SEP] [MASK]``), the
 alphabet (every initial and ``##`` continuation character seen, sorted by code point), then one id per new
 piece in merge order. Training stops at ``vocab_size`` ids, or when the best pair occurs fewer than
@@ -34,6 +39,8 @@ from ..pipeline.bert import BertNormalizer, BertPreTokenizer
 from .trainer import Progress, TrainedArtifact
 
 BERT_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+#: How pairs are ranked: the seed's ``count(ab) / (count(a) * count(b))``, or the raw pair count.
+SCORES = ("wordpiece", "count")
 PREFIX = "##"
 #: Characters every BERT normalizer turns into a plain space (clean_text) and the pre-tokenizer splits on; a
 #: chunk between them is normalized and split on its own, once per distinct chunk.
@@ -46,10 +53,12 @@ class WordPieceTrainer:
     def __init__(self, *, vocab_size: int, min_frequency: int = 2, lowercase: bool = True,
                  strip_accents: bool | None = None, split_cjk: bool = True, clean_text: bool = True,
                  special_tokens: Sequence[str] = BERT_SPECIALS, unk_token: str = "[UNK]",
-                 max_input_chars_per_word: int = 100, vocab_txt: bool = False) -> None:
+                 max_input_chars_per_word: int = 100, vocab_txt: bool = False, score: str = "wordpiece") -> None:
         """``strip_accents=None`` follows ``lowercase`` (as BERT does). ``unk_token`` must be one of
         ``special_tokens``; a post-processor ``[CLS] $A [SEP]`` is written when both exist. ``vocab_txt`` also
-        writes a BERT ``vocab.txt`` (one token per line, in id order)."""
+        writes a BERT ``vocab.txt`` (one token per line, in id order). ``score``: one of :data:`SCORES`."""
+        if score not in SCORES:
+            raise ValueError(f"score must be one of {SCORES}, not {score!r}")
         if min_frequency < 1:
             raise ValueError("min frequency must be >= 1")
         if len(set(special_tokens)) != len(special_tokens) or any(not s for s in special_tokens):
@@ -62,6 +71,7 @@ class WordPieceTrainer:
         self.unk_token = unk_token
         self.max_chars = max_input_chars_per_word
         self.vocab_txt = vocab_txt
+        self.score = score
         self.normalizer = BertNormalizer(clean_text=clean_text, handle_chinese_chars=split_cjk,
                                          strip_accents=strip_accents, lowercase=lowercase)
         self.pre_tokenizer = BertPreTokenizer()
@@ -84,7 +94,7 @@ class WordPieceTrainer:
         self._chunks.clear()
         vocab, merges, stop = learn_wordpiece(words, vocab_size=self.vocab_size, specials=self.specials,
                                               min_frequency=self.min_frequency, max_chars=self.max_chars,
-                                              progress=progress)
+                                              progress=progress, score=self.score)
         data = tokenizer_json(vocab, self.specials, self.unk_token, self.normalizer, self.max_chars)
         extra = {".vocab.txt": "".join(t + "\n" for t in vocab).encode("utf-8")} if self.vocab_txt else {}
         return TrainedArtifact(data=data, suffix=".tokenizer.json", format="hf_json", kind="wordpiece",
@@ -98,11 +108,15 @@ def pair_score(count_ab: int, count_a: int, count_b: int) -> float:
 
 
 def learn_wordpiece(words: Mapping[str, int], *, vocab_size: int, specials: Sequence[str] = BERT_SPECIALS,
-                    min_frequency: int = 2, max_chars: int = 100,
-                    progress: Progress | None = None) -> tuple[list[str], int, str]:
+                    min_frequency: int = 2, max_chars: int = 100, progress: Progress | None = None,
+                    score: str = "wordpiece") -> tuple[list[str], int, str]:
     """The vocabulary (tokens by id: specials, alphabet, merged pieces) learned from ``words`` (``{word: count}``),
-    the number of merges and why training stopped (``vocab_size``, ``min_frequency`` or ``no pairs``). Raises
-    ``ValueError`` if the specials and the alphabet alone exceed ``vocab_size``."""
+    the number of merges and why training stopped (``vocab_size``, ``min_frequency`` or ``no pairs``). ``score``:
+    one of :data:`SCORES` (see the module docstring). Raises ``ValueError`` if the specials and the alphabet
+    alone exceed ``vocab_size``, or for an unknown ``score``."""
+    if score not in SCORES:
+        raise ValueError(f"score must be one of {SCORES}, not {score!r}")
+    by_count = score == "count"
     seqs: list[list[int]] = []
     freqs: list[int] = []
     sym: list[str] = []
@@ -150,7 +164,8 @@ def learn_wordpiece(words: Mapping[str, int], *, vocab_size: int, specials: Sequ
         c = pair_count.get(p, 0)
         v = version[p] = version.get(p, 0) + 1
         if c >= min_frequency:
-            heap.append((-pair_score(c, count[p[0]], count[p[1]]), -c, sym[p[0]], sym[p[1]], v, p))
+            rank = -float(c) if by_count else -pair_score(c, count[p[0]], count[p[1]])
+            heap.append((rank, -c, sym[p[0]], sym[p[1]], v, p))
 
     for p in pair_count:
         push(p)
@@ -231,7 +246,9 @@ def learn_wordpiece(words: Mapping[str, int], *, vocab_size: int, specials: Sequ
             else:
                 pairs_of.setdefault(p[0], set()).add(p)
                 pairs_of.setdefault(p[1], set()).add(p)
-        rescore = touched | pairs_of.get(a, set()) | pairs_of.get(b, set()) | pairs_of.get(r, set())
+        # a raw count changes only where a rewrite touched it; the seed's score also with count(a), count(b)
+        rescore = touched if by_count else (touched | pairs_of.get(a, set()) | pairs_of.get(b, set())
+                                            | pairs_of.get(r, set()))
         for p in sorted(rescore):
             if p in pair_count:
                 push_now(p)

@@ -52,7 +52,7 @@ def test_hug_corpus_under_the_hash_convention() -> None:
     assert len(vocab) - N_SPECIAL == 8
 
 
-def _naive(words: Mapping[str, int], vocab_size: int, min_frequency: int) -> list[str]:
+def _naive(words: Mapping[str, int], vocab_size: int, min_frequency: int, by_count: bool = False) -> list[str]:
     """Full recount per merge, the same score and tie rule: the reference for the incremental learner."""
     segs = [([w[0], *("##" + c for c in w[1:])], f) for w, f in words.items()]
     vocab = sorted({s for seg, _ in segs for s in seg})
@@ -64,7 +64,8 @@ def _naive(words: Mapping[str, int], vocab_size: int, min_frequency: int) -> lis
                 sym[s] = sym.get(s, 0) + f
             for p in zip(seg, seg[1:], strict=False):
                 pairs[p] = pairs.get(p, 0) + f
-        cands = [(c / (sym[a] * sym[b]), c, a, b) for (a, b), c in pairs.items() if c >= min_frequency]
+        cands = [(c if by_count else c / (sym[a] * sym[b]), c, a, b) for (a, b), c in pairs.items()
+                 if c >= min_frequency]
         if not cands:
             break
         _, _, a, b = min(cands, key=lambda t: (-t[0], -t[1], t[2], t[3]))
@@ -86,15 +87,23 @@ def _naive(words: Mapping[str, int], vocab_size: int, min_frequency: int) -> lis
     return vocab
 
 
+@pytest.mark.parametrize("score", ["wordpiece", "count"])
 @pytest.mark.parametrize("seed", range(6))
-def test_incremental_learner_equals_full_recount(seed: int) -> None:
+def test_incremental_learner_equals_full_recount(seed: int, score: str) -> None:
     rng = random.Random(seed)
     words = {"".join(rng.choice("aabbcde") for _ in range(rng.randint(1, 9))): rng.randint(1, 20)
              for _ in range(rng.randint(5, 60))}
     size = N_SPECIAL + 10 + rng.randint(0, 60)
     mf = rng.choice([1, 2, 3])
-    vocab, _, _ = learn_wordpiece(words, vocab_size=size, min_frequency=mf)
-    assert vocab[N_SPECIAL:] == _naive(words, size, mf)
+    vocab, _, _ = learn_wordpiece(words, vocab_size=size, min_frequency=mf, score=score)
+    assert vocab[N_SPECIAL:] == _naive(words, size, mf, by_count=score == "count")
+
+
+def test_count_score_takes_aa_over_zq() -> None:
+    vocab, _, _ = learn_wordpiece({"zq": 1, "aa": 8}, vocab_size=N_SPECIAL + 5, min_frequency=1, score="count")
+    assert vocab[-1] == "aa"
+    with pytest.raises(ValueError, match="score"):
+        learn_wordpiece({"ab": 2}, vocab_size=N_SPECIAL + 5, score="ratio")
 
 
 @pytest.fixture(scope="module")
