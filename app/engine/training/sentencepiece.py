@@ -26,15 +26,15 @@ package and this engine's loader read the same file.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..pipeline.sentencepiece import BPE, BYTE, CONTROL, NORMAL, UNIGRAM, UNKNOWN, _model_proto_class
 from .compiled import learn
 from .merges import text_order_key
-from .trainer import Progress, TrainedArtifact, lines_of
+from .trainer import Progress, TrainedArtifact
 from .unigram import SPACE, PieceRules, learn_unigram, required_characters, split_before_space, split_unknown
+from .word_counter import WordCounter
 
 MODEL_TYPES = ("unigram", "bpe")
 
@@ -98,19 +98,23 @@ class SentencePieceTrainer:
                                     seed_size=seed_size, em_iterations=em_iterations, backend=backend,
                                     threads=threads, prune_loss=prune_loss)
         self.backend = backend
-        self._words: Counter[str] = Counter()
+        # the compiled counter covers SentencePiece's splitting with remove_extra_whitespaces only
+        self._words = WordCounter("sentencepiece", self._split, dummy_prefix=add_dummy_prefix,
+                                  backend=backend if remove_extra_whitespaces else "python")
+
+    def _split(self, line: str) -> list[str]:
+        return sp_words(line, add_dummy_prefix=self.add_dummy_prefix,
+                        remove_extra_whitespaces=self.remove_extra_whitespaces)
 
     def feed(self, text: str) -> None:
-        for line in lines_of(text):
-            self._words.update(sp_words(line, add_dummy_prefix=self.add_dummy_prefix,
-                                        remove_extra_whitespaces=self.remove_extra_whitespaces))
+        self._words.feed(text)
 
     def valid(self, piece: str) -> bool:
         """May ``piece`` (two or more characters) be learned?"""
         return PieceRules(split_digits=self.split_digits)(piece)
 
     def finish(self, progress: Progress | None = None) -> TrainedArtifact:
-        words: dict[str, int] = dict(self._words)
+        words: dict[str, int] = self._words.words()
         self._words.clear()
         required = required_characters(words, self.coverage)
         pieces_words = split_unknown(words, set(required))

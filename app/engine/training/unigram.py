@@ -52,7 +52,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .compiled import _trainer, resolve_backend
-from .trainer import Progress, TrainedArtifact, lines_of
+from .trainer import Progress, TrainedArtifact
+from .word_counter import WordCounter
 
 SPACE = "\u2581"
 NEG_INF = float("-inf")
@@ -506,14 +507,13 @@ class UnigramTrainer:
         self.options = dict(max_piece_length=max_piece_length, shrinking_factor=shrinking_factor,
                             seed_size=seed_size, em_iterations=em_iterations, backend=backend, threads=threads,
                             prune_loss=prune_loss)
-        self._words: Counter[str] = Counter()
+        self._words = WordCounter("metaspace", metaspace_words, backend=backend)
 
     def feed(self, text: str) -> None:
-        for line in lines_of(text):
-            self._words.update(metaspace_words(line))
+        self._words.feed(text)
 
     def finish(self, progress: Progress | None = None) -> TrainedArtifact:
-        words = dict(self._words)
+        words = self._words.words()
         self._words.clear()
         required = required_characters(words, self.coverage)
         learned, summary = learn_unigram(
