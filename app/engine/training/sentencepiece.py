@@ -144,7 +144,7 @@ class SentencePieceTrainer:
     def _bpe(self, words: Mapping[str, int], required: Sequence[str], budget: int,
              progress: Progress | None) -> tuple[list[tuple[str, float]], int, str]:
         index = {ch: i for i, ch in enumerate(required)}
-        seqs = [[index[ch] for ch in w] for w in words]
+        seqs = [list(map(index.__getitem__, w)) for w in words]
         counts = list(words.values())
         n_merges = budget - len(required)
 

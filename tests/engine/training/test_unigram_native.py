@@ -20,7 +20,9 @@ from app.engine.training.unigram import (
     _em_step,
     _prune,
     _seed_candidates,
+    char_counts,
     learn_unigram,
+    split_unknown,
 )
 
 from .family_corpus import corpus_text
@@ -131,3 +133,26 @@ def test_learner_options_and_progress_equal_across_backends(vocab: int, shrink: 
         results.append((pieces, info, calls))
     assert results[0] == results[1] == results[2]
     assert len(results[0][0]) <= vocab and results[0][2]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_character_counts_and_unknown_splitting_equal_the_plain_loops(seed: int) -> None:
+    rng = random.Random(seed)
+    words = _random_words(rng, "ab]^-\\é日x", 300)
+    chars: Counter[str] = Counter()
+    for w, f in words.items():
+        for ch in w:
+            chars[ch] += f
+    assert char_counts(words) == chars
+    required = set(rng.sample(sorted(chars), rng.randint(1, len(chars))))
+    want: dict[str, int] = {}
+    for w, f in words.items():  # the plain loop: cut around every character outside `required`
+        start = 0
+        for i, ch in enumerate(w):
+            if ch not in required:
+                if i > start:
+                    want[w[start:i]] = want.get(w[start:i], 0) + f
+                start = i + 1
+        if start < len(w):
+            want[w[start:]] = want.get(w[start:], 0) + f
+    assert list(split_unknown(words, required).items()) == list(want.items())
