@@ -19,6 +19,7 @@
  *                  symbol (two splits of the same text) reuses it. The lexicographic rule compares per-symbol
  *                  "order units" (the Python order_key of a base symbol without its terminator), concatenated.
  *
+ * wordpiece_learn the WordPiece merge learner (wordpiece.c, compiled into this module).
  * UnigramWords    the Unigram learner's hot loops (unigram.c, compiled into this module): substring seeds, the
  *                  E-step (forward-backward) and the pruning (Viterbi, likelihood loss), optionally in threads.
  *
@@ -1502,10 +1503,15 @@ done:
 
 /* ------------------------------------------------------------------------------------------------ module */
 
-/* unigram.c: the Unigram learner's corpus type (compiled into this module). */
+/* unigram.c: the Unigram learner's corpus type; wordpiece.c: the WordPiece learner (compiled into this module). */
 extern PyTypeObject UnigramWordsType;
+extern PyObject *wordpiece_learn(PyObject *module, PyObject *args);
 
 static PyMethodDef module_methods[] = {
+    {"wordpiece_learn", (PyCFunction)wordpiece_learn, METH_VARARGS,
+     "wordpiece_learn(alphabet, words, freqs, base, vocab_size, min_frequency, by_count, progress)\n"
+     "-> (new_symbols, merges, stop_reason): app.engine.training.wordpiece.learn_wordpiece's merge loop over\n"
+     "words as lists of alphabet ids (new symbols in the order they were made)."},
     {"learn", (PyCFunction)(void (*)(void))mod_learn, METH_VARARGS | METH_KEYWORDS,
      "learn(words, counts, n_base, order_units=None, max_symbols=-1, max_merges=-1, min_frequency=2,\n"
      "      lexicographic=False, progress=None, progress_every=256, keep_words=False, consume=False)\n"

@@ -61,7 +61,7 @@ def make_trainer(kind: str, *, vocab_size: int, special_tokens: Sequence[str] = 
     if kind == "wordpiece":
         extra = [s for s in special_tokens if s not in BERT_SPECIALS]
         return WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                special_tokens=[*BERT_SPECIALS, *extra], **opts)
+                                special_tokens=[*BERT_SPECIALS, *extra], backend=backend, **opts)
     if kind == "unigram":
         return UnigramTrainer(vocab_size=vocab_size, special_tokens=[s for s in special_tokens if s != "<unk>"],
                               backend=backend, threads=threads, **opts)
@@ -159,7 +159,7 @@ def train_family_to_store(
         seconds_merging=t2 - t1,
         manifest=manifest,
         extra=dict(summary),
-        backend=str(summary.get("backend", "python" if kind == "wordpiece" else _backend(backend))),
+        backend=str(summary.get("backend", _backend(backend))),
     )
 
 

@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sequence
 
 from ..pipeline.base import Piece
 from ..pipeline.bert import BertNormalizer, BertPreTokenizer
+from .compiled import _trainer, resolve_backend
 from .trainer import Progress, TrainedArtifact
 
 BERT_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -53,10 +54,12 @@ class WordPieceTrainer:
     def __init__(self, *, vocab_size: int, min_frequency: int = 2, lowercase: bool = True,
                  strip_accents: bool | None = None, split_cjk: bool = True, clean_text: bool = True,
                  special_tokens: Sequence[str] = BERT_SPECIALS, unk_token: str = "[UNK]",
-                 max_input_chars_per_word: int = 100, vocab_txt: bool = False, score: str = "wordpiece") -> None:
+                 max_input_chars_per_word: int = 100, vocab_txt: bool = False, score: str = "wordpiece",
+                 backend: str | None = None) -> None:
         """``strip_accents=None`` follows ``lowercase`` (as BERT does). ``unk_token`` must be one of
         ``special_tokens``; a post-processor ``[CLS] $A [SEP]`` is written when both exist. ``vocab_txt`` also
-        writes a BERT ``vocab.txt`` (one token per line, in id order). ``score``: one of :data:`SCORES`."""
+        writes a BERT ``vocab.txt`` (one token per line, in id order). ``score``: one of :data:`SCORES`; ``backend``:
+        see :func:`learn_wordpiece`."""
         if score not in SCORES:
             raise ValueError(f"score must be one of {SCORES}, not {score!r}")
         if min_frequency < 1:
@@ -72,6 +75,7 @@ class WordPieceTrainer:
         self.max_chars = max_input_chars_per_word
         self.vocab_txt = vocab_txt
         self.score = score
+        self.backend = backend
         self.normalizer = BertNormalizer(clean_text=clean_text, handle_chinese_chars=split_cjk,
                                          strip_accents=strip_accents, lowercase=lowercase)
         self.pre_tokenizer = BertPreTokenizer()
@@ -94,7 +98,7 @@ class WordPieceTrainer:
         self._chunks.clear()
         vocab, merges, stop = learn_wordpiece(words, vocab_size=self.vocab_size, specials=self.specials,
                                               min_frequency=self.min_frequency, max_chars=self.max_chars,
-                                              progress=progress, score=self.score)
+                                              progress=progress, score=self.score, backend=self.backend)
         data = tokenizer_json(vocab, self.specials, self.unk_token, self.normalizer, self.max_chars)
         extra = {".vocab.txt": "".join(t + "\n" for t in vocab).encode("utf-8")} if self.vocab_txt else {}
         return TrainedArtifact(data=data, suffix=".tokenizer.json", format="hf_json", kind="wordpiece",
@@ -109,11 +113,14 @@ def pair_score(count_ab: int, count_a: int, count_b: int) -> float:
 
 def learn_wordpiece(words: Mapping[str, int], *, vocab_size: int, specials: Sequence[str] = BERT_SPECIALS,
                     min_frequency: int = 2, max_chars: int = 100, progress: Progress | None = None,
-                    score: str = "wordpiece") -> tuple[list[str], int, str]:
+                    score: str = "wordpiece", backend: str | None = None) -> tuple[list[str], int, str]:
     """The vocabulary (tokens by id: specials, alphabet, merged pieces) learned from ``words`` (``{word: count}``),
     the number of merges and why training stopped (``vocab_size``, ``min_frequency`` or ``no pairs``). ``score``:
-    one of :data:`SCORES` (see the module docstring). Raises ``ValueError`` if the specials and the alphabet
-    alone exceed ``vocab_size``, or for an unknown ``score``."""
+    one of :data:`SCORES` (see the module docstring). ``backend``: the compiled merge loop (``wordpiece_learn`` of
+    ``app.engine._native._trainer``, same result) or this Python one, as :func:`.compiled.resolve_backend` picks;
+    the compiled loop needs every product count(a) * count(b) below 2**53 (symbol occurrences below ~94.9
+    million), else the Python loop runs. Raises ``ValueError`` if the specials and the alphabet alone exceed
+    ``vocab_size``, or for an unknown ``score``."""
     if score not in SCORES:
         raise ValueError(f"score must be one of {SCORES}, not {score!r}")
     by_count = score == "count"
@@ -141,6 +148,11 @@ def learn_wordpiece(words: Mapping[str, int], *, vocab_size: int, specials: Sequ
     base = len(specials) + len(alphabet)
     if base > vocab_size:
         raise ValueError(f"vocab size {vocab_size} is smaller than the specials and the alphabet ({base})")
+    occurrences = sum(f * len(s) for s, f in zip(seqs, freqs, strict=True))
+    if resolve_backend(backend) == "native" and occurrences * occurrences < 1 << 53:
+        new, merged, stop = _trainer.wordpiece_learn(sym, seqs, freqs, base, vocab_size, min_frequency, by_count,
+                                                     progress)
+        return [*specials, *sym, *new], merged, stop
 
     count: list[int] = [0] * len(sym)
     pair_count: dict[tuple[int, int], int] = {}

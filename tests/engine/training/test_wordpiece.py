@@ -12,7 +12,7 @@ from tokenizers import Tokenizer
 
 from app.engine import get_encoding, reset
 from app.engine.pipeline.hf_json import from_hf_json
-from app.engine.training import train_to_store
+from app.engine.training import compiled, train_to_store
 from app.engine.training.trainer import train_on
 from app.engine.training.wordpiece import BERT_SPECIALS, WordPieceTrainer, learn_wordpiece, pair_score
 
@@ -87,16 +87,38 @@ def _naive(words: Mapping[str, int], vocab_size: int, min_frequency: int, by_cou
     return vocab
 
 
+@pytest.mark.parametrize("backend", ["python", "native"])
 @pytest.mark.parametrize("score", ["wordpiece", "count"])
 @pytest.mark.parametrize("seed", range(6))
-def test_incremental_learner_equals_full_recount(seed: int, score: str) -> None:
+def test_incremental_learner_equals_full_recount(seed: int, score: str, backend: str) -> None:
+    if backend == "native" and not compiled.available():
+        pytest.skip(f"no compiled trainer: {compiled.IMPORT_ERROR}")
     rng = random.Random(seed)
     words = {"".join(rng.choice("aabbcde") for _ in range(rng.randint(1, 9))): rng.randint(1, 20)
              for _ in range(rng.randint(5, 60))}
     size = N_SPECIAL + 10 + rng.randint(0, 60)
     mf = rng.choice([1, 2, 3])
-    vocab, _, _ = learn_wordpiece(words, vocab_size=size, min_frequency=mf, score=score)
+    vocab, _, _ = learn_wordpiece(words, vocab_size=size, min_frequency=mf, score=score, backend=backend)
     assert vocab[N_SPECIAL:] == _naive(words, size, mf, by_count=score == "count")
+
+
+@pytest.mark.skipif(not compiled.available(), reason=f"no compiled trainer: {compiled.IMPORT_ERROR}")
+@pytest.mark.parametrize("score", ["wordpiece", "count"])
+def test_compiled_learner_gives_the_same_artifact_and_progress(score: str) -> None:
+    text = corpus_text(80_000)
+    runs = []
+    for backend in ("python", "native"):
+        calls: list[tuple[int, int | None]] = []
+        art = train_on(WordPieceTrainer(vocab_size=1500, score=score, backend=backend), [text],
+                       lambda d, t: calls.append((d, t)))  # noqa: B023
+        runs.append((art.data, art.summary, calls))
+    assert runs[0] == runs[1]
+    rng = random.Random(7)  # many ties: tiny alphabet, equal counts
+    words = {"".join(rng.choice("ab") for _ in range(rng.randint(1, 8))): rng.choice([1, 2, 4])
+             for _ in range(200)}
+    for mf in (1, 2, 3):
+        assert learn_wordpiece(words, vocab_size=60, min_frequency=mf, score=score, backend="python") == \
+            learn_wordpiece(words, vocab_size=60, min_frequency=mf, score=score, backend="native")
 
 
 def test_count_score_takes_aa_over_zq() -> None:
