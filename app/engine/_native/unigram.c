@@ -157,7 +157,21 @@ typedef struct {
     Py_ssize_t n_pieces;
     uint32_t *pchars; /* the pieces' code points */
     int64_t *poff;
+    /* learn() only: the words' lattices over a superset of the pieces, by store id, and store id -> piece id */
+    const struct LatCache *cache;
+    const int32_t *idx_of;
 } UWObject;
+
+/* Every word's edges (start, length, store id) for the pieces the cache was built with: the lattice of a subset
+   of them is these edges without the dropped pieces', in the same order. */
+typedef struct LatCache {
+    int32_t *start;
+    uint16_t *len;
+    int32_t *sid;
+    int64_t *woff; /* word k: edges woff[k] .. woff[k + 1] */
+    size_t n, cap;
+    Py_ssize_t built_for;
+} LatCache;
 
 static void uw_clear_pieces(UWObject *self)
 {
@@ -618,6 +632,21 @@ static int build_lattice(const UWObject *uw, const uint32_t *w, int64_t n, int32
     return 0;
 }
 
+/* The lattice of word k: from the cache when there is one, else from the trie. */
+static int word_lattice(const UWObject *uw, Py_ssize_t k, Edges *e)
+{
+    const LatCache *c = uw->cache;
+    if (!c)
+        return build_lattice(uw, uw->chars + uw->off[k], uw->off[k + 1] - uw->off[k], -1, e);
+    e->n = 0;
+    for (int64_t q = c->woff[k]; q < c->woff[k + 1]; q++) {
+        int32_t pid = uw->idx_of[c->sid[q]];
+        if (pid >= 0 && edges_push(e, c->start[q], c->start[q] + c->len[q], pid) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 static inline double lse(double x, double y)
 {
     if (x < y) {
@@ -670,13 +699,12 @@ static void *e_job(void *arg)
     const double *s = J->s;
     J->on = 0;
     for (Py_ssize_t k = J->from; k < J->to; k++) {
-        const uint32_t *w = uw->chars + uw->off[k];
         int64_t n = uw->off[k + 1] - uw->off[k];
         double f = uw->freq[k];
         J->wz[k - J->from] = NAN;
         if (n == 0)
             continue;
-        if (build_lattice(uw, w, n, -1, &J->e) < 0 || ab_reserve(J, (size_t)n + 1) < 0) {
+        if (word_lattice(uw, k, &J->e) < 0 || ab_reserve(J, (size_t)n + 1) < 0) {
             J->rc = -1;
             return NULL;
         }
@@ -944,10 +972,9 @@ static void *p_job_words(void *arg)
     PJob *J = arg;
     const UWObject *uw = J->uw;
     for (Py_ssize_t k = J->from; k < J->to; k++) {
-        const uint32_t *w = uw->chars + uw->off[k];
         int64_t n = uw->off[k + 1] - uw->off[k];
         double f = uw->freq[k];
-        if (build_lattice(uw, w, n, -1, &J->e) < 0 || pj_reserve(J, (size_t)n + 1) < 0) {
+        if (word_lattice(uw, k, &J->e) < 0 || pj_reserve(J, (size_t)n + 1) < 0) {
             J->rc = -1;
             return NULL;
         }
@@ -1276,6 +1303,80 @@ static int load_pieces(UWObject *self, const Store *st, const int32_t *cur, Py_s
     return 0;
 }
 
+static void cache_free(LatCache *c)
+{
+    free(c->start);
+    free(c->len);
+    free(c->sid);
+    free(c->woff);
+    memset(c, 0, sizeof *c);
+}
+
+/* The cache of every word's lattice over the current pieces (cur: piece id -> store id); -1 on memory error. */
+static int cache_build(UWObject *self, LatCache *c, const int32_t *cur)
+{
+    cache_free(c);
+    c->woff = malloc(((size_t)self->n_words + 1) * sizeof *c->woff);
+    if (!c->woff)
+        return -1;
+    const UWObject *plain = self; /* the lattice from the trie, not from a cache */
+    Edges e = {0};
+    self->cache = NULL;
+    for (Py_ssize_t k = 0; k < self->n_words; k++) {
+        c->woff[k] = (int64_t)c->n;
+        if (build_lattice(plain, self->chars + self->off[k], self->off[k + 1] - self->off[k], -1, &e) < 0)
+            goto fail;
+        if (c->n + e.n > c->cap) {
+            size_t cap = c->cap ? c->cap : 1 << 16;
+            while (cap < c->n + e.n)
+                cap *= 2;
+            int32_t *st = realloc(c->start, cap * sizeof *st);
+            if (!st)
+                goto fail;
+            c->start = st;
+            uint16_t *ln = realloc(c->len, cap * sizeof *ln);
+            if (!ln)
+                goto fail;
+            c->len = ln;
+            int32_t *sd = realloc(c->sid, cap * sizeof *sd);
+            if (!sd)
+                goto fail;
+            c->sid = sd;
+            c->cap = cap;
+        }
+        for (size_t q = 0; q < e.n; q++) {
+            c->start[c->n] = e.ei[q];
+            c->len[c->n] = (uint16_t)(e.ej[q] - e.ei[q]);
+            c->sid[c->n] = cur[e.ep[q]];
+            c->n++;
+        }
+    }
+    c->woff[self->n_words] = (int64_t)c->n;
+    c->built_for = self->n_pieces;
+    edges_free(&e);
+    return 0;
+fail:
+    edges_free(&e);
+    cache_free(c);
+    return -1;
+}
+
+/* Before an E-step or pruning of learn(): idx_of for the current pieces, and the lattice cache (built from the
+   second E-step on, rebuilt once the pieces are fewer than half of those it holds). -1 on memory error. */
+static int prepare_lattices(UWObject *self, LatCache *cache, const int32_t *cur, Py_ssize_t n, Py_ssize_t N,
+                            int32_t *idx_of, int build)
+{
+    for (Py_ssize_t k = 0; k < N; k++)
+        idx_of[k] = -1;
+    for (Py_ssize_t k = 0; k < n; k++)
+        idx_of[cur[k]] = (int32_t)k;
+    self->idx_of = idx_of;
+    if (build && (!cache->woff || n * 2 < cache->built_for) && cache_build(self, cache, cur) < 0)
+        return -1;
+    self->cache = cache->woff ? cache : NULL;
+    return 0;
+}
+
 static int call_progress(PyObject *progress, long done, long total)
 {
     if (progress == Py_None)
@@ -1338,11 +1439,14 @@ static PyObject *uw_learn(UWObject *self, PyObject *args)
     double *val = malloc((size_t)(N + 1) * sizeof *val), *sc = malloc((size_t)(N + 1) * sizeof *sc);
     double *by_id = malloc((size_t)(N + 1) * sizeof *by_id);
     int32_t *node_of = malloc((size_t)(N + 1) * sizeof *node_of), *scratch = malloc((size_t)(N + 1) * sizeof *scratch);
+    int32_t *idx_of = malloc((size_t)(N + 1) * sizeof *idx_of);
     Py_ssize_t built_for = 0;
+    LatCache cache = {0};
+    int e_steps = 0;
     Key *keys = malloc((size_t)(N + 1) * sizeof *keys);
     uint8_t *protect = malloc((size_t)N + 1), *kept = malloc((size_t)N + 1);
     PyObject *result = NULL;
-    if (!st.cps || !st.off || !cur || !val || !sc || !by_id || !node_of || !scratch || !keys || !protect || !kept) {
+    if (!st.cps || !st.off || !cur || !val || !sc || !by_id || !node_of || !scratch || !idx_of || !keys || !protect || !kept) {
         PyErr_NoMemory();
         goto done;
     }
@@ -1391,8 +1495,11 @@ static PyObject *uw_learn(UWObject *self, PyObject *args)
             }
             memset(val, 0, (size_t)n * sizeof *val);
             Py_BEGIN_ALLOW_THREADS
-            rc = e_step_core(self, sc, threads, val, &ll);
+            rc = prepare_lattices(self, &cache, cur, n, N, idx_of, e_steps > 0);
+            if (!rc)
+                rc = e_step_core(self, sc, threads, val, &ll);
             Py_END_ALLOW_THREADS
+            e_steps++;
             if (rc < 0) {
                 PyErr_NoMemory();
                 goto done;
@@ -1424,7 +1531,9 @@ static PyObject *uw_learn(UWObject *self, PyObject *args)
             protect[k] = cur[k] < n_req;
         memset(kept, 0, (size_t)n);
         Py_BEGIN_ALLOW_THREADS
-        rc = prune_core(self, sc, protect, keep, threads, hf_loss, kept);
+        rc = prepare_lattices(self, &cache, cur, n, N, idx_of, 1);
+        if (!rc)
+            rc = prune_core(self, sc, protect, keep, threads, hf_loss, kept);
         Py_END_ALLOW_THREADS
         if (rc < 0) {
             PyErr_NoMemory();
@@ -1468,7 +1577,9 @@ static PyObject *uw_learn(UWObject *self, PyObject *args)
         }
         memset(val, 0, (size_t)n * sizeof *val);
         Py_BEGIN_ALLOW_THREADS
-        rc = e_step_core(self, sc, threads, val, &ll);
+        rc = prepare_lattices(self, &cache, cur, n, N, idx_of, 1);
+        if (!rc)
+            rc = e_step_core(self, sc, threads, val, &ll);
         Py_END_ALLOW_THREADS
         if (rc < 0) {
             PyErr_NoMemory();
@@ -1502,6 +1613,10 @@ static PyObject *uw_learn(UWObject *self, PyObject *args)
     }
     result = Py_BuildValue("(NNlld)", names, scores, seed_pieces, rounds, ll);
 done:
+    self->cache = NULL;
+    self->idx_of = NULL;
+    cache_free(&cache);
+    free(idx_of);
     uw_clear_pieces(self);
     free(ents);
     free(sel);
