@@ -7,11 +7,12 @@ streams the files into it (chunks that end at line ends, :func:`.corpus.iter_chu
 ``NAME.vocab.txt``, which the manifest does not list) and merges a manifest entry, as
 :func:`.publish.train_to_store` does for the BPE kinds (which delegates here for these kinds).
 
-With the compiled trainer built (``backend`` ``native``, the default then), the Unigram learner of ``unigram`` and
-``sentencepiece-unigram`` runs its seeds, E-step and pruning in C and the ``sentencepiece-bpe`` merges use the
-compiled learner of the byte-level trainer; the artifact is the same with either backend. ``threads`` (1 or 2)
-splits the Unigram E-step and pruning over the words (same artifact for any number); the WordPiece and
-SentencePiece BPE learners are sequential and ignore it.
+With the compiled trainer built (``backend`` ``native``, the default then), every learner runs in C: the Unigram
+learner of ``unigram`` and ``sentencepiece-unigram`` (seeds, EM, pruning), the WordPiece merge loop, and for
+``sentencepiece-bpe`` the merge learner of the byte-level trainer; the whitespace words of the Unigram and
+SentencePiece kinds are counted in C too. The artifact is the same with either backend. ``threads`` (1 or 2)
+splits the Unigram E-step and pruning over the words (same artifact for any number); the WordPiece and BPE merge
+loops are sequential and ignore it.
 """
 
 from __future__ import annotations
