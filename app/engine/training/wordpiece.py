@@ -35,7 +35,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from ..pipeline.base import Piece
-from ..pipeline.bert import BertNormalizer, BertPreTokenizer
+from ..pipeline.bert import WHITESPACE, BertNormalizer, BertPreTokenizer, is_punctuation
 from .compiled import _trainer, resolve_backend
 from .trainer import Progress, TrainedArtifact
 
@@ -46,6 +46,10 @@ PREFIX = "##"
 #: Characters every BERT normalizer turns into a plain space (clean_text) and the pre-tokenizer splits on; a
 #: chunk between them is normalized and split on its own, once per distinct chunk.
 _CHUNK = re.compile(r"[^ \t\n\r]+")
+_PUNCT_ASCII = "".join(chr(c) for c in range(128) if is_punctuation(chr(c)))
+_SPACE_ASCII = "".join(chr(c) for c in range(128) if chr(c) in WHITESPACE)
+#: ``BertPreTokenizer`` on ASCII text: runs of other characters, and each punctuation character alone
+ASCII_WORDS = re.compile(f"[^{re.escape(_PUNCT_ASCII + _SPACE_ASCII)}]+|[{re.escape(_PUNCT_ASCII)}]")
 
 
 class WordPieceTrainer:
@@ -88,7 +92,12 @@ class WordPieceTrainer:
         """Word frequencies after normalization and pre-tokenization, in order of first appearance."""
         out: dict[str, int] = {}
         for chunk, n in self._chunks.items():
-            for piece in self.pre_tokenizer.pre_tokenize([Piece(self.normalizer.normalize_str(chunk))]):
+            text = self.normalizer.normalize_str(chunk)
+            if text.isascii():  # the same split, in one regex call
+                for word in ASCII_WORDS.findall(text):
+                    out[word] = out.get(word, 0) + n
+                continue
+            for piece in self.pre_tokenizer.pre_tokenize([Piece(text)]):
                 if piece.text:
                     out[piece.text] = out.get(piece.text, 0) + n
         return out

@@ -187,3 +187,15 @@ def test_published_and_served_by_name(tmp_path) -> None:  # type: ignore[no-unty
     with pytest.raises(ValueError, match="do not apply"):
         train_to_store([corpus], name="wp", store_dir=tmp_path / "s", kind="wordpiece", vocab_size=900,
                        quiet=True, options={"byte_fallback": True})
+
+
+def test_ascii_fast_split_equals_the_pre_tokenizer() -> None:
+    from app.engine.pipeline.base import Piece
+    from app.engine.pipeline.bert import BertPreTokenizer
+    from app.engine.training.wordpiece import ASCII_WORDS
+
+    rng = random.Random(4)
+    pre = BertPreTokenizer()
+    for _ in range(2000):
+        text = "".join(chr(rng.randrange(128)) for _ in range(rng.randint(0, 30)))
+        assert ASCII_WORDS.findall(text) == [p.text for p in pre.pre_tokenize([Piece(text)]) if p.text], repr(text)
