@@ -32,10 +32,9 @@ import heapq
 import json
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
-from ..pipeline.base import Piece
-from ..pipeline.bert import WHITESPACE, BertNormalizer, BertPreTokenizer, is_punctuation
+from ..pipeline.bert import WHITESPACE, BertNormalizer, is_punctuation
 from .compiled import _trainer, resolve_backend
 from .trainer import Progress, TrainedArtifact
 
@@ -46,10 +45,6 @@ PREFIX = "##"
 #: Characters every BERT normalizer turns into a plain space (clean_text) and the pre-tokenizer splits on; a
 #: chunk between them is normalized and split on its own, once per distinct chunk.
 _CHUNK = re.compile(r"[^ \t\n\r]+")
-_PUNCT_ASCII = "".join(chr(c) for c in range(128) if is_punctuation(chr(c)))
-_SPACE_ASCII = "".join(chr(c) for c in range(128) if chr(c) in WHITESPACE)
-#: ``BertPreTokenizer`` on ASCII text: runs of other characters, and each punctuation character alone
-ASCII_WORDS = re.compile(f"[^{re.escape(_PUNCT_ASCII + _SPACE_ASCII)}]+|[{re.escape(_PUNCT_ASCII)}]")
 
 
 class WordPieceTrainer:
@@ -82,24 +77,24 @@ class WordPieceTrainer:
         self.backend = backend
         self.normalizer = BertNormalizer(clean_text=clean_text, handle_chinese_chars=split_cjk,
                                          strip_accents=strip_accents, lowercase=lowercase)
-        self.pre_tokenizer = BertPreTokenizer()
         self._chunks: Counter[str] = Counter()
 
     def feed(self, text: str) -> None:
         self._chunks.update(_CHUNK.findall(text))
 
     def words(self) -> dict[str, int]:
-        """Word frequencies after normalization and pre-tokenization, in order of first appearance."""
+        """Word frequencies after normalization and pre-tokenization, in order of first appearance.
+
+        Both steps are per character, so they run as one ``str.translate`` table and one regex built for the
+        characters the chunks hold (the same words as ``normalize_str`` and ``BertPreTokenizer``; tested)."""
+        chars = set("".join(self._chunks))
+        table = {ord(c): self.normalizer.normalize_str(c) for c in chars}
+        texts = [(chunk.translate(table), n) for chunk, n in self._chunks.items()]
+        split = bert_splitter(set("".join(t for t, _ in texts)))
         out: dict[str, int] = {}
-        for chunk, n in self._chunks.items():
-            text = self.normalizer.normalize_str(chunk)
-            if text.isascii():  # the same split, in one regex call
-                for word in ASCII_WORDS.findall(text):
-                    out[word] = out.get(word, 0) + n
-                continue
-            for piece in self.pre_tokenizer.pre_tokenize([Piece(text)]):
-                if piece.text:
-                    out[piece.text] = out.get(piece.text, 0) + n
+        for text, n in texts:
+            for word in split(text):
+                out[word] = out.get(word, 0) + n
         return out
 
     def finish(self, progress: Progress | None = None) -> TrainedArtifact:
@@ -113,6 +108,17 @@ class WordPieceTrainer:
         return TrainedArtifact(data=data, suffix=".tokenizer.json", format="hf_json", kind="wordpiece",
                                vocab_size=len(vocab), extra_files=extra,
                                summary={"merges": merges, "stop_reason": stop, "distinct_words": len(words)})
+
+
+def bert_splitter(chars: set[str]) -> Callable[[str], list[str]]:
+    """``BertPreTokenizer`` for text made of ``chars``, as one regex ``findall``: whitespace separates (dropped),
+    every punctuation character is a word of its own (a character that is both is dropped, as there)."""
+    space = {c for c in chars if c in WHITESPACE}
+    punct = {c for c in chars if is_punctuation(c)} - space
+    seps = "".join(re.escape(c) for c in sorted(space | punct))
+    alone = "".join(re.escape(c) for c in sorted(punct))
+    pattern = (f"[^{seps}]+" if seps else ".+") + (f"|[{alone}]" if alone else "")
+    return re.compile(pattern, re.DOTALL).findall
 
 
 def pair_score(count_ab: int, count_a: int, count_b: int) -> float:

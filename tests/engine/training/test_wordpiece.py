@@ -189,13 +189,26 @@ def test_published_and_served_by_name(tmp_path) -> None:  # type: ignore[no-unty
                        quiet=True, options={"byte_fallback": True})
 
 
-def test_ascii_fast_split_equals_the_pre_tokenizer() -> None:
+@pytest.mark.parametrize("seed", range(4))
+def test_bert_splitter_and_word_counts_equal_the_components(seed: int) -> None:
     from app.engine.pipeline.base import Piece
     from app.engine.pipeline.bert import BertPreTokenizer
-    from app.engine.training.wordpiece import ASCII_WORDS
+    from app.engine.training.wordpiece import bert_splitter
 
-    rng = random.Random(4)
+    rng = random.Random(seed)
+    alphabet = "aZ09 \t\u3000\u00a0\u2028.,!¿«»-_\u055d\u00e9\u0301日本語\u0e01\ud55c\x00\x07\ufffd\u200b\U0001f600"
     pre = BertPreTokenizer()
-    for _ in range(2000):
-        text = "".join(chr(rng.randrange(128)) for _ in range(rng.randint(0, 30)))
-        assert ASCII_WORDS.findall(text) == [p.text for p in pre.pre_tokenize([Piece(text)]) if p.text], repr(text)
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 25))) for _ in range(500)]
+    split = bert_splitter(set("".join(texts)))
+    for t in texts:
+        assert split(t) == [p.text for p in pre.pre_tokenize([Piece(t)]) if p.text], repr(t)
+    # whole word counting against normalizer + pre-tokenizer piece by piece
+    for lowercase in (True, False):
+        tr = WordPieceTrainer(vocab_size=100, lowercase=lowercase)
+        tr.feed("\n".join(texts))
+        want: dict[str, int] = {}
+        for chunk, n in tr._chunks.items():
+            for p in pre.pre_tokenize([Piece(tr.normalizer.normalize_str(chunk))]):
+                if p.text:
+                    want[p.text] = want.get(p.text, 0) + n
+        assert list(tr.words().items()) == list(want.items())
