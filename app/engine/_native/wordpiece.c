@@ -156,7 +156,7 @@ static int sym_rehash(WP *w)
 /* Interns s[0..n) (which may point into w->cps); returns its id, -1 on memory error. */
 static int32_t sym_intern(WP *w, const uint32_t *s, size_t n, int *created)
 {
-    size_t slot;
+    size_t slot = 0;
     int32_t id = sym_find(w, s, n, &slot);
     *created = 0;
     if (id >= 0)
