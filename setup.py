@@ -19,5 +19,5 @@ def _extension(module: str, *sources: str) -> Extension:
                      optional=True)
 
 
-setup(ext_modules=[_extension("_core", "tokcore.c"), _extension("_trainer", "trainer.c", "unigram.c", "wordpiece.c"),
+setup(ext_modules=[_extension("_core", "tokcore.c"), _extension("_trainer", "trainer.c", "train_unigram.c", "train_wordpiece.c"),
                   _extension("_mergebpe", "mergebpe.c")])

@@ -19,8 +19,8 @@
  *                  symbol (two splits of the same text) reuses it. The lexicographic rule compares per-symbol
  *                  "order units" (the Python order_key of a base symbol without its terminator), concatenated.
  *
- * wordpiece_learn the WordPiece merge learner (wordpiece.c, compiled into this module).
- * UnigramWords    the Unigram learner's hot loops (unigram.c, compiled into this module): substring seeds, the
+ * wordpiece_learn the WordPiece merge learner (train_wordpiece.c, compiled into this module).
+ * UnigramWords    the Unigram learner's hot loops (train_unigram.c, compiled into this module): substring seeds, the
  *                  E-step (forward-backward) and the pruning (Viterbi, likelihood loss), optionally in threads.
  *
  * Positions (first-seen) are word << 32 | offset: the same order as the Python word << 40 | offset while words are
@@ -1503,7 +1503,7 @@ done:
 
 /* ------------------------------------------------------------------------------------------------ module */
 
-/* unigram.c: the Unigram learner's corpus type; wordpiece.c: the WordPiece learner (compiled into this module). */
+/* train_unigram.c: the Unigram learner's corpus type; train_wordpiece.c: the WordPiece learner (compiled into this module). */
 extern PyTypeObject UnigramWordsType;
 extern PyObject *wordpiece_learn(PyObject *module, PyObject *args);
 

@@ -1,5 +1,5 @@
 /*
- * wordpiece.c: the WordPiece merge learner of app/engine/training/wordpiece.py (`learn_wordpiece`) in C, part of
+ * train_wordpiece.c: the WordPiece merge learner of app/engine/training/wordpiece.py (`learn_wordpiece`) in C, part of
  * app.engine._native._trainer (registered as the module function `wordpiece_learn`).
  *
  * The same algorithm on flat arrays: words as int32 symbol arrays, a pair table (count, version, the words that

@@ -1,5 +1,5 @@
 /*
- * unigram.c: the compiled hot loops of the Unigram learner (app/engine/training/unigram.py), part of
+ * train_unigram.c: the compiled hot loops of the Unigram learner (app/engine/training/unigram.py), part of
  * app.engine._native._trainer (the module registers `unigram_methods` and `UnigramWordsType`).
  *
  * UnigramWords(words, freqs, max_len) holds the distinct words as code points with their frequencies. On it:
