@@ -2,7 +2,8 @@
 
 ``app.engine._native._core`` (the encoding hot path, ``tokcore.c``), ``app.engine._native._trainer`` (the
 trainer's counter and merge learner, ``trainer.c``), and ``app.engine._native._mergebpe`` (BPE over a merge
-list, ``mergebpe.c``) are C extensions built with the compiler and Python headers of
+list, ``mergebpe.c``) and ``app.engine._native._spbpe`` (SentencePiece BPE by piece score, ``spbpe.c``) are C
+extensions built with the compiler and Python headers of
 the machine. All are ``optional``: without a compiler (or headers) the build prints a warning, the package still
 installs, and the engine and trainer run the pure-Python reference (slower), logging that they do.
 """
@@ -19,4 +20,4 @@ def _extension(module: str, source: str) -> Extension:
 
 
 setup(ext_modules=[_extension("_core", "tokcore.c"), _extension("_trainer", "trainer.c"),
-                  _extension("_mergebpe", "mergebpe.c")])
+                  _extension("_mergebpe", "mergebpe.c"), _extension("_spbpe", "spbpe.c")])

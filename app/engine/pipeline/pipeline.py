@@ -98,6 +98,9 @@ class Pipeline(TokenizerBase):
         self._str_path = (getattr(model, "native", None) is not None and not self._norm_matcher.has_matchable
                           and (normalizer is None or type(normalizer) is Replace)
                           and (pre_tokenizer is None or type(pre_tokenizer) is Split))
+        # A compiled model that also normalizes and pre-tokenizes whole texts (SentencePiece BPE): one call per text.
+        fused = getattr(model, "fused_encoder", None) if not self._has_added else None
+        self._fused: Callable[[str], list[int]] | None = fused(normalizer, pre_tokenizer) if fused else None
 
     # -- encoding -------------------------------------------------------------------------------------------------
 
@@ -157,6 +160,8 @@ class Pipeline(TokenizerBase):
         return self._pieces(text, False)
 
     def _encode_text(self, text: str) -> list[int]:
+        if self._fused is not None:
+            return self._fused(text)
         if self._str_path:
             return self._encode_text_str(text)
         if getattr(self.model, "native", None) is not None:

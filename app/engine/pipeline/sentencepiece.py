@@ -172,9 +172,9 @@ class FixedTemplate:
 
 
 def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_size: int | None = None,
-                   spec: TokenizerSpec | None = None) -> Pipeline:
+                   spec: TokenizerSpec | None = None, backend: str | None = None) -> Pipeline:
     """The pipeline for ``vocab``. Raises :class:`ArtifactError` naming ``source`` for an inconsistent vocabulary
-    (no unknown piece, a malformed charsmap)."""
+    (no unknown piece, a malformed charsmap). ``backend``: the BPE model's (see :class:`SentencePieceBPE`)."""
     types = vocab.types
     unknown = vocab.ids_of(UNKNOWN)
     if vocab.unk_id is not None:
@@ -194,7 +194,7 @@ def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_s
     if vocab.model_type == "bpe":
         mergeable = [i for i, t in enumerate(types) if t in (NORMAL, USER_DEFINED, UNUSED)]
         model = SentencePieceBPE(pairs, unk_id=unk_id, byte_fallback=vocab.byte_fallback, mergeable=mergeable,
-                                 user_defined=user, unused=vocab.ids_of(UNUSED))
+                                 user_defined=user, unused=vocab.ids_of(UNUSED), backend=backend)
         if not vocab.treat_whitespace_as_suffix and splits_exactly(vocab.pieces[i] for i in mergeable):
             split = SpaceSymbolSplit()
     else:
@@ -218,10 +218,11 @@ def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_s
                     cache_size=cache_size, spec=spec)
 
 
-def load_sentencepiece(spec: TokenizerSpec, *, cache_size: int | None = None) -> Pipeline:
+def load_sentencepiece(spec: TokenizerSpec, *, cache_size: int | None = None,
+                       backend: str | None = None) -> Pipeline:
     """The loader of manifest format ``sentencepiece``: a verified ``.model`` file as a pipeline."""
     source = str(spec.artifact_path)
     pipeline = build_pipeline(spec.name, parse_model(spec.read_artifact(), source), source=source,
-                              cache_size=cache_size, spec=spec)
+                              cache_size=cache_size, spec=spec, backend=backend)
     spec.check_vocab_size(pipeline.n_vocab)
     return pipeline

@@ -10,6 +10,11 @@ byte, otherwise a run of unknown symbols becomes one unknown id.
 This differs from Hugging Face's merge-list BPE (:mod:`app.engine.pipeline.models.bpe`) whenever the order of the
 merges a file lists disagrees with the scores of their results; SentencePiece ``.model`` files and GGUF ``llama``
 vocabularies are defined by scores.
+
+With the compiled extension (``app/engine/_native/spbpe.c``, backend native) :meth:`tokenize` and
+:meth:`encode_pieces` run in C with the GIL released, and :meth:`fused_encoder` gives the pipeline one call that also
+normalizes and splits a whole text (SentencePiece's normalizer without a precompiled charsmap); the ids are the
+reference's. Offsets, BPE-dropout and :meth:`tokenize_with_spans` stay on the code below.
 """
 
 from __future__ import annotations
@@ -17,6 +22,11 @@ from __future__ import annotations
 import heapq
 import random
 from collections.abc import Callable, Collection, Sequence
+from typing import Any, cast
+
+from ..compiled import SP_BPE as _EXT
+from ..sp_normalizer import SentencePieceNormalizer
+from ..sp_split import SpaceSymbolSplit
 
 
 class SentencePieceBPE:
@@ -24,10 +34,11 @@ class SentencePieceBPE:
 
     def __init__(self, vocab: Sequence[tuple[str, float]], *, unk_id: int | None, byte_fallback: bool = False,
                  mergeable: Collection[int] | None = None, user_defined: Collection[int] = (),
-                 unused: Collection[int] = ()) -> None:
+                 unused: Collection[int] = (), backend: str | None = None) -> None:
         """``vocab``: ``(piece, score)`` by id. ``mergeable``: ids a merge may produce (SentencePiece: normal,
         user-defined and unused pieces; default all but ``unk_id``). ``user_defined``: pieces matched whole in the
-        text and never merged further. ``unused``: pieces split back after merging."""
+        text and never merged further. ``unused``: pieces split back after merging. ``backend``: ``native``,
+        ``python`` or None (see :func:`app.engine.native.resolve_backend`); :attr:`backend` says which runs."""
         self.vocab = [(p, float(s)) for p, s in vocab]
         self.unk_id = unk_id
         self.byte_fallback = byte_fallback
@@ -52,6 +63,15 @@ class SentencePieceBPE:
         position = {score: r for r, score in enumerate(order)}
         self._rank = {i: position[self.vocab[i][1]] for i in self._pieces.values()}
         self._max_len = max((len(p) for p in self._pieces), default=1)
+        #: The compiled model (same ids) when the backend is native and the vocabulary has an unknown id.
+        self.native: Any = None
+        if _EXT.resolve_backend(backend) == "native" and _EXT.module is not None and unk_id is not None:
+            ranks = [-1] * len(self.vocab)
+            for i, r in self._rank.items():
+                ranks[i] = r
+            self.native = _EXT.module.Model([p for p, _ in self.vocab], ranks, unk_id, byte_fallback, user,
+                                            sorted(self._unused))
+        self.backend = "python" if self.native is None else "native"
 
     @property
     def vocab_size(self) -> int:
@@ -62,6 +82,45 @@ class SentencePieceBPE:
 
     def id_to_token(self, token_id: int) -> str | None:
         return self.vocab[token_id][0] if 0 <= token_id < len(self.vocab) else None
+
+    def fused_encoder(self, normalizer: object, pre_tokenizer: object) -> Callable[[str], list[int]] | None:
+        """One compiled call for a whole text behind ``normalizer`` and ``pre_tokenizer`` (lone surrogates to
+        U+FFFD as the pipeline does, normalization, the cut before word-initial ``▁``, BPE), or None when they are
+        not ones the compiled model reproduces: a :class:`SentencePieceNormalizer` without a precompiled charsmap
+        whose user-defined pieces hold no space, and no pre-tokenizer or :class:`SpaceSymbolSplit`."""
+        native = self.native
+        if (native is None or type(normalizer) is not SentencePieceNormalizer or normalizer.charsmap is not None
+                or any(" " in u for u in normalizer.user_defined)
+                or not (pre_tokenizer is None or type(pre_tokenizer) is SpaceSymbolSplit)):
+            return None
+        m = _EXT.module
+        assert m is not None
+        flags = ((m.DUMMY_PREFIX if normalizer.add_dummy_prefix else 0)
+                 | (m.REMOVE_EXTRA_WHITESPACES if normalizer.remove_extra_whitespaces else 0)
+                 | (m.ESCAPE_WHITESPACES if normalizer.escape_whitespaces else 0)
+                 | (m.WHITESPACE_AS_SUFFIX if normalizer.treat_whitespace_as_suffix else 0)
+                 | (m.SPLIT if pre_tokenizer is not None else 0))
+        encode_text = native.encode_text
+
+        def encode(text: str) -> list[int]:
+            return cast("list[int]", encode_text(text, flags))
+
+        return encode
+
+    def encode_pieces(self, texts: Sequence[str | int], segment_from: int) -> list[int]:
+        """Ids of the pre-tokens ``texts`` in order (an ``int`` item is an id already, passed through): one call
+        into the compiled model, or the reference per piece. ``segment_from`` is unused (pre-tokens are merged
+        whole; the pipeline's cut before word-initial ``▁`` is its pre-tokenizer)."""
+        native = self.native
+        if native is not None:
+            return cast("list[int]", native.encode(texts if type(texts) is list else list(texts)))
+        ids: list[int] = []
+        for t in texts:
+            if isinstance(t, int):
+                ids.append(t)
+            elif t:
+                ids.extend(self.tokenize(t))
+        return ids
 
     def _symbols(self, text: str) -> tuple[list[str], list[bool], list[int]]:
         """Initial symbols, frozen flags and start positions (characters)."""
@@ -191,4 +250,6 @@ class SentencePieceBPE:
         return out
 
     def tokenize(self, text: str) -> list[int]:
+        if self.native is not None:
+            return cast("list[int]", self.native.tokenize(text))
         return [t[0] for t in self.tokenize_with_spans(text)]

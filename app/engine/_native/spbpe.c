@@ -1,0 +1,1121 @@
+/* SentencePiece's BPE model (merging by the score of the merged piece), compiled.
+ *
+ * The same algorithm and ids as the pure-Python reference ``app/engine/pipeline/models/sp_bpe.py``:
+ *
+ * - a text starts as symbols: the longest user-defined piece at each position (frozen, never merged), else one
+ *   code point;
+ * - every adjacent pair of unfrozen symbols whose concatenation is a mergeable piece is a candidate; the candidate
+ *   whose piece has the best score rank is merged first, leftmost on ties (a linear scan below HEAP_FROM symbols,
+ *   a binary heap with lazy deletion above, so a text of n symbols costs O(n log n));
+ * - a merged piece whose id is an UNUSED piece is split back into the two symbols last recorded for it, recursively
+ *   (SentencePiece's resegmentation, with its "last candidate wins" bookkeeping);
+ * - a symbol that is no piece (or is the unknown piece) becomes one ``<0xNN>`` id per UTF-8 byte with byte
+ *   fallback when all of them exist, else the unknown id; a run of such symbols is one unknown id.
+ *
+ * Pair lookups work on symbol ids: every mergeable piece is a symbol id (its piece id) and so is every code point
+ * that occurs in a mergeable piece without being one (ids from n_pieces on); a table maps each pair of symbol ids
+ * whose concatenation is a mergeable piece to that piece and its score rank.
+ *
+ * ``encode_text`` also does what the pipeline does before the model for a SentencePiece normalizer without a
+ * precompiled charsmap (lone surrogates to U+FFFD, dummy prefix, extra-whitespace removal, spaces to U+2581) and
+ * the cut before every U+2581 that follows another character, all in one call with the GIL released.
+ * Objects are immutable after construction and thread-safe; memory per call is linear in the text.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HEAP_FROM 32
+#define NO_RANK INT32_MAX
+#define SPACE_SYMBOL 0x2581
+#define BMP 0x10000
+
+/* encode_text flags (the normalizer's options and the split) */
+#define F_DUMMY 1
+#define F_REMOVE 2
+#define F_ESCAPE 4
+#define F_SUFFIX 8
+#define F_SPLIT 16
+
+/* ---- hashing ------------------------------------------------------------------------------------------------ */
+
+static inline uint64_t mix64(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static uint64_t hash_cps(const uint32_t *s, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        h ^= s[i];
+        h *= 1099511628211ULL;
+    }
+    return mix64(h ^ (uint64_t)n);
+}
+
+static size_t pow2_at_least(size_t n) {
+    size_t m = 16;
+    while (m < n) m <<= 1;
+    return m;
+}
+
+/* code-point strings -> id (first put wins); the strings are owned by the caller's pool */
+typedef struct {
+    const uint32_t *s;
+    Py_ssize_t n;
+    int32_t id;
+    uint64_t h;
+} StrSlot;
+
+typedef struct {
+    StrSlot *slots;
+    size_t mask;
+} StrTable;
+
+static int str_init(StrTable *t, size_t n) {
+    size_t cap = pow2_at_least(n * 2 + 1);
+    t->slots = (StrSlot *)calloc(cap, sizeof(StrSlot));
+    t->mask = cap - 1;
+    return t->slots ? 0 : -1;
+}
+
+static void str_put_first(StrTable *t, const uint32_t *s, Py_ssize_t n, int32_t id) {
+    uint64_t h = hash_cps(s, n);
+    size_t i = (size_t)h & t->mask;
+    while (t->slots[i].s != NULL) {
+        if (t->slots[i].h == h && t->slots[i].n == n && memcmp(t->slots[i].s, s, (size_t)n * 4) == 0) return;
+        i = (i + 1) & t->mask;
+    }
+    t->slots[i].s = s;
+    t->slots[i].n = n;
+    t->slots[i].id = id;
+    t->slots[i].h = h;
+}
+
+static int32_t str_get(const StrTable *t, const uint32_t *s, Py_ssize_t n) {
+    uint64_t h = hash_cps(s, n);
+    size_t i = (size_t)h & t->mask;
+    while (t->slots[i].s != NULL) {
+        if (t->slots[i].h == h && t->slots[i].n == n && memcmp(t->slots[i].s, s, (size_t)n * 4) == 0)
+            return t->slots[i].id;
+        i = (i + 1) & t->mask;
+    }
+    return -1;
+}
+
+/* (left symbol, right symbol) -> (merged symbol, rank); key UINT64_MAX = empty */
+typedef struct {
+    uint64_t key;
+    int32_t sym;
+    int32_t rank;
+} PairSlot;
+
+static inline uint64_t pair_key(int32_t a, int32_t b) { return ((uint64_t)(uint32_t)a << 32) | (uint32_t)b; }
+
+/* code point -> (symbol id, output id) for code points outside the BMP table; cp UINT32_MAX = empty */
+typedef struct {
+    uint32_t cp;
+    int32_t sym;
+    int32_t out;
+} CharSlot;
+
+/* ---- the model ---------------------------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    int32_t unk_id;
+    int byte_fallback;
+    int32_t bytes[256];  /* <0xNN> ids, -1 when absent */
+    Py_ssize_t n_syms;   /* symbol ids: pieces (by piece id), then extra code points */
+    int32_t *sym_out;    /* symbol -> output id (the first piece with its string, unless unknown), -1: fallback */
+    int32_t *sym_len;    /* symbol -> length in code points (0: not a symbol) */
+    uint8_t *sym_unused; /* symbol -> its output piece is UNUSED (resegmented) */
+    int has_unused;
+    int32_t *bmp_sym, *bmp_out; /* code point < BMP -> symbol id / output id, -1 when none */
+    CharSlot *astral;
+    size_t astral_mask;
+    PairSlot *pairs;
+    size_t pair_mask;
+    Py_ssize_t n_pairs;
+    /* user-defined pieces: pool of code points, per piece (start, length, output id); a hash over them; per first
+     * character the distinct lengths, longest first */
+    uint32_t *user_pool;
+    Py_ssize_t n_user;
+    Py_ssize_t *user_start, *user_len;
+    int32_t *user_out;
+    int32_t *user_slots; /* hash slot -> piece index, -1 empty */
+    size_t user_mask;
+    uint32_t *user_first; /* sorted distinct first characters */
+    Py_ssize_t n_first;
+    Py_ssize_t *first_at; /* per first character: offset into user_lengths: count, then lengths */
+    Py_ssize_t *user_lengths;
+} Model;
+
+static void Model_dealloc(Model *self) {
+    free(self->sym_out), free(self->sym_len), free(self->sym_unused), free(self->bmp_sym), free(self->bmp_out);
+    free(self->astral), free(self->pairs), free(self->user_pool), free(self->user_start), free(self->user_len);
+    free(self->user_out), free(self->user_slots), free(self->user_first), free(self->first_at);
+    free(self->user_lengths);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static inline const CharSlot *astral_get(const Model *m, uint32_t cp) {
+    if (!m->astral) return NULL;
+    size_t i = (size_t)mix64(cp) & m->astral_mask;
+    for (;;) {
+        const CharSlot *s = &m->astral[i];
+        if (s->cp == cp) return s;
+        if (s->cp == UINT32_MAX) return NULL;
+        i = (i + 1) & m->astral_mask;
+    }
+}
+
+static inline int32_t char_sym(const Model *m, uint32_t cp) {
+    if (cp < BMP) return m->bmp_sym[cp];
+    const CharSlot *s = astral_get(m, cp);
+    return s ? s->sym : -1;
+}
+
+static inline int32_t char_out(const Model *m, uint32_t cp) {
+    if (cp < BMP) return m->bmp_out[cp];
+    const CharSlot *s = astral_get(m, cp);
+    return s ? s->out : -1;
+}
+
+static inline const PairSlot *pair_get(const Model *m, int32_t a, int32_t b) {
+    uint64_t key = pair_key(a, b);
+    size_t i = (size_t)mix64(key) & m->pair_mask;
+    for (;;) {
+        const PairSlot *s = &m->pairs[i];
+        if (s->key == key) return s;
+        if (s->key == UINT64_MAX) return NULL;
+        i = (i + 1) & m->pair_mask;
+    }
+}
+
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int cmp_len_desc(const void *a, const void *b) {
+    Py_ssize_t x = *(const Py_ssize_t *)a, y = *(const Py_ssize_t *)b;
+    return (x < y) - (x > y);
+}
+
+/* code points of a str into pool[at..), returns the length or -1 */
+static Py_ssize_t read_cps(PyObject *s, uint32_t *pool) {
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    for (Py_ssize_t i = 0; i < n; i++) pool[i] = PyUnicode_READ(kind, data, i);
+    return n;
+}
+
+static int build_user(Model *self, PyObject *user, const StrTable *all) {
+    Py_ssize_t n = PyList_GET_SIZE(user), total = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *p = PyList_GET_ITEM(user, k);
+        if (!PyUnicode_Check(p) || PyUnicode_GET_LENGTH(p) == 0) {
+            PyErr_SetString(PyExc_ValueError, "user-defined pieces must be non-empty str");
+            return -1;
+        }
+        total += PyUnicode_GET_LENGTH(p);
+    }
+    self->n_user = n;
+    if (n == 0) return 0;
+    size_t cap = pow2_at_least((size_t)n * 2 + 1);
+    self->user_pool = (uint32_t *)malloc((size_t)total * 4 + 4);
+    self->user_start = (Py_ssize_t *)malloc((size_t)n * sizeof(Py_ssize_t));
+    self->user_len = (Py_ssize_t *)malloc((size_t)n * sizeof(Py_ssize_t));
+    self->user_out = (int32_t *)malloc((size_t)n * sizeof(int32_t));
+    self->user_slots = (int32_t *)malloc(cap * sizeof(int32_t));
+    self->user_first = (uint32_t *)malloc((size_t)n * sizeof(uint32_t));
+    self->first_at = (Py_ssize_t *)malloc((size_t)n * sizeof(Py_ssize_t));
+    self->user_lengths = (Py_ssize_t *)malloc((size_t)(2 * n) * sizeof(Py_ssize_t));
+    if (!self->user_pool || !self->user_start || !self->user_len || !self->user_out || !self->user_slots ||
+        !self->user_first || !self->first_at || !self->user_lengths) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(self->user_slots, 0xFF, cap * sizeof(int32_t));
+    self->user_mask = cap - 1;
+    Py_ssize_t at = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Py_ssize_t len = read_cps(PyList_GET_ITEM(user, k), self->user_pool + at);
+        self->user_start[k] = at;
+        self->user_len[k] = len;
+        int32_t id = str_get(all, self->user_pool + at, len);
+        self->user_out[k] = (id >= 0 && id != self->unk_id) ? id : -1;
+        size_t i = (size_t)hash_cps(self->user_pool + at, len) & self->user_mask;
+        int dup = 0;
+        while (self->user_slots[i] >= 0) {
+            int32_t o = self->user_slots[i];
+            if (self->user_len[o] == len &&
+                memcmp(self->user_pool + self->user_start[o], self->user_pool + at, (size_t)len * 4) == 0) {
+                dup = 1;
+                break;
+            }
+            i = (i + 1) & self->user_mask;
+        }
+        if (!dup) self->user_slots[i] = (int32_t)k;
+        self->user_first[k] = self->user_pool[at];
+        at += len;
+    }
+    qsort(self->user_first, (size_t)n, sizeof(uint32_t), cmp_u32);
+    Py_ssize_t nf = 0;
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (nf == 0 || self->user_first[nf - 1] != self->user_first[k]) self->user_first[nf++] = self->user_first[k];
+    self->n_first = nf;
+    Py_ssize_t pool = 0;
+    for (Py_ssize_t f = 0; f < nf; f++) {
+        uint32_t c = self->user_first[f];
+        self->first_at[f] = pool;
+        Py_ssize_t base = pool++;
+        self->user_lengths[base] = 0;
+        for (Py_ssize_t k = 0; k < n; k++) {
+            if (self->user_pool[self->user_start[k]] != c) continue;
+            Py_ssize_t len = self->user_len[k], q;
+            for (q = 0; q < self->user_lengths[base]; q++)
+                if (self->user_lengths[base + 1 + q] == len) break;
+            if (q == self->user_lengths[base]) {
+                self->user_lengths[base + 1 + self->user_lengths[base]] = len;
+                self->user_lengths[base]++;
+                pool++;
+            }
+        }
+        qsort(self->user_lengths + base + 1, (size_t)self->user_lengths[base], sizeof(Py_ssize_t), cmp_len_desc);
+    }
+    return 0;
+}
+
+/* Model(pieces: list[str], ranks: list[int], unk_id: int, byte_fallback: bool, user: list[str],
+ *       unused: list[int])
+ * ranks[i] >= 0 marks piece i mergeable (one id per string) with that score rank (0 = best); user: the
+ * user-defined pieces matched in text; unused: ids of UNUSED pieces. */
+static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    PyObject *pieces, *ranks, *user, *unused;
+    int unk_id, byte_fallback;
+    static char *kwlist[] = {"pieces", "ranks", "unk_id", "byte_fallback", "user", "unused", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!ipO!O!", kwlist, &PyList_Type, &pieces, &PyList_Type, &ranks,
+                                     &unk_id, &byte_fallback, &PyList_Type, &user, &PyList_Type, &unused))
+        return NULL;
+    Py_ssize_t np = PyList_GET_SIZE(pieces);
+    if (PyList_GET_SIZE(ranks) != np || np >= INT32_MAX / 2) {
+        PyErr_SetString(PyExc_ValueError, "ranks must have one entry per piece");
+        return NULL;
+    }
+    Model *self = (Model *)type->tp_alloc(type, 0);
+    if (!self) return NULL;
+    self->unk_id = unk_id;
+    self->byte_fallback = byte_fallback;
+    for (int b = 0; b < 256; b++) self->bytes[b] = -1;
+    uint32_t *pool = NULL;
+    Py_ssize_t *start = NULL;
+    int32_t *rank = NULL;
+    uint8_t *is_unused_id = NULL;
+    StrTable all = {NULL, 0}, merge = {NULL, 0};
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < np; i++) {
+        PyObject *p = PyList_GET_ITEM(pieces, i);
+        if (!PyUnicode_Check(p)) {
+            PyErr_SetString(PyExc_TypeError, "pieces must be str");
+            goto fail;
+        }
+        total += PyUnicode_GET_LENGTH(p);
+    }
+    pool = (uint32_t *)malloc((size_t)total * 4 + 4);
+    start = (Py_ssize_t *)malloc((size_t)(np + 1) * sizeof(Py_ssize_t));
+    rank = (int32_t *)malloc((size_t)(np + 1) * sizeof(int32_t));
+    is_unused_id = (uint8_t *)calloc((size_t)np + 1, 1);
+    if (!pool || !start || !rank || !is_unused_id || str_init(&all, (size_t)np) < 0 ||
+        str_init(&merge, (size_t)np) < 0)
+        goto nomem;
+    Py_ssize_t at = 0;
+    for (Py_ssize_t i = 0; i < np; i++) {
+        start[i] = at;
+        at += read_cps(PyList_GET_ITEM(pieces, i), pool + at);
+        long r = PyLong_AsLong(PyList_GET_ITEM(ranks, i));
+        if (r == -1 && PyErr_Occurred()) goto fail;
+        rank[i] = r < 0 ? -1 : (r >= NO_RANK ? NO_RANK - 1 : (int32_t)r);
+    }
+    start[np] = at;
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(unused); k++) {
+        long u = PyLong_AsLong(PyList_GET_ITEM(unused, k));
+        if (u == -1 && PyErr_Occurred()) goto fail;
+        if (u >= 0 && u < np) is_unused_id[u] = 1;
+    }
+    for (Py_ssize_t i = 0; i < np; i++) {
+        const uint32_t *s = pool + start[i];
+        Py_ssize_t n = start[i + 1] - start[i];
+        str_put_first(&all, s, n, (int32_t)i);
+        if (rank[i] >= 0) {
+            if (n == 0 || i == unk_id) {
+                rank[i] = -1;
+                continue;
+            }
+            str_put_first(&merge, s, n, (int32_t)i);
+        }
+    }
+    /* the byte table must be the first piece spelling each <0xNN> (the reference looks them up in all pieces) */
+    for (int b = 0; b < 256; b++) {
+        uint32_t s[6] = {'<', '0', 'x', "0123456789ABCDEF"[b >> 4], "0123456789ABCDEF"[b & 15], '>'};
+        self->bytes[b] = str_get(&all, s, 6);
+    }
+
+    /* symbol ids: every piece id (only mergeable ones are used), then code points of mergeable pieces that are no
+     * mergeable piece themselves */
+    self->bmp_sym = (int32_t *)malloc(BMP * sizeof(int32_t));
+    self->bmp_out = (int32_t *)malloc(BMP * sizeof(int32_t));
+    if (!self->bmp_sym || !self->bmp_out) goto nomem;
+    memset(self->bmp_sym, 0xFF, BMP * sizeof(int32_t));
+    memset(self->bmp_out, 0xFF, BMP * sizeof(int32_t));
+    {
+        /* astral code points of any piece (for both tables) */
+        Py_ssize_t n_astral = 0;
+        for (Py_ssize_t j = 0; j < total; j++)
+            if (pool[j] >= BMP) n_astral++;
+        if (n_astral) {
+            size_t cap = pow2_at_least((size_t)n_astral * 2 + 1);
+            self->astral = (CharSlot *)malloc(cap * sizeof(CharSlot));
+            if (!self->astral) goto nomem;
+            for (size_t j = 0; j < cap; j++) self->astral[j].cp = UINT32_MAX, self->astral[j].sym = -1,
+                                              self->astral[j].out = -1;
+            self->astral_mask = cap - 1;
+            for (Py_ssize_t j = 0; j < total; j++) {
+                uint32_t cp = pool[j];
+                if (cp < BMP) continue;
+                size_t i = (size_t)mix64(cp) & self->astral_mask;
+                while (self->astral[i].cp != UINT32_MAX && self->astral[i].cp != cp) i = (i + 1) & self->astral_mask;
+                self->astral[i].cp = cp;
+            }
+        }
+    }
+#define SET_CHAR(cp, field, value)                                            \
+    do {                                                                      \
+        if ((cp) < BMP) self->bmp_##field[cp] = (value);                      \
+        else ((CharSlot *)astral_get(self, (cp)))->field = (value);           \
+    } while (0)
+    /* output ids of single code points: the first piece with that string, unless it is the unknown piece */
+    for (Py_ssize_t i = 0; i < np; i++) {
+        if (start[i + 1] - start[i] != 1) continue;
+        uint32_t cp = pool[start[i]];
+        int32_t id = str_get(&all, pool + start[i], 1);
+        SET_CHAR(cp, out, (id >= 0 && id != unk_id) ? id : -1);
+        if (rank[i] >= 0) SET_CHAR(cp, sym, (int32_t)i);
+    }
+    Py_ssize_t n_extra = 0;
+    for (Py_ssize_t i = 0; i < np; i++) {
+        if (rank[i] < 0) continue;
+        for (Py_ssize_t j = start[i]; j < start[i + 1]; j++)
+            if (char_sym(self, pool[j]) < 0) SET_CHAR(pool[j], sym, (int32_t)(np + n_extra++));
+    }
+    self->n_syms = np + n_extra;
+    self->sym_out = (int32_t *)malloc((size_t)(self->n_syms + 1) * sizeof(int32_t));
+    self->sym_len = (int32_t *)calloc((size_t)self->n_syms + 1, sizeof(int32_t));
+    self->sym_unused = (uint8_t *)calloc((size_t)self->n_syms + 1, 1);
+    if (!self->sym_out || !self->sym_len || !self->sym_unused) goto nomem;
+    for (Py_ssize_t s = 0; s < self->n_syms; s++) self->sym_out[s] = -1;
+    for (Py_ssize_t i = 0; i < np; i++) {
+        if (rank[i] < 0) continue;
+        int32_t id = str_get(&all, pool + start[i], start[i + 1] - start[i]);
+        self->sym_out[i] = (id >= 0 && id != unk_id) ? id : -1;
+        self->sym_len[i] = (int32_t)(start[i + 1] - start[i]);
+        if (id >= 0 && is_unused_id[id]) self->sym_unused[i] = 1, self->has_unused = 1;
+    }
+    for (Py_ssize_t i = 0; i < np; i++) {
+        if (rank[i] < 0) continue;
+        for (Py_ssize_t j = start[i]; j < start[i + 1]; j++) {
+            int32_t s = char_sym(self, pool[j]);
+            if (s < np) continue;
+            self->sym_out[s] = char_out(self, pool[j]);
+            self->sym_len[s] = 1;
+            int32_t id = str_get(&all, pool + j, 1);
+            if (id >= 0 && is_unused_id[id]) self->sym_unused[s] = 1, self->has_unused = 1;
+        }
+    }
+#undef SET_CHAR
+
+    /* pairs: every split of every mergeable piece into two symbols */
+    {
+        Py_ssize_t cand = 0;
+        for (Py_ssize_t i = 0; i < np; i++)
+            if (rank[i] >= 0 && start[i + 1] - start[i] > 1) cand += start[i + 1] - start[i] - 1;
+        size_t cap = pow2_at_least((size_t)cand * 2 + 1);
+        self->pairs = (PairSlot *)malloc(cap * sizeof(PairSlot));
+        if (!self->pairs) goto nomem;
+        for (size_t j = 0; j < cap; j++) self->pairs[j].key = UINT64_MAX;
+        self->pair_mask = cap - 1;
+        for (Py_ssize_t i = 0; i < np; i++) {
+            Py_ssize_t n = start[i + 1] - start[i];
+            if (rank[i] < 0 || n < 2) continue;
+            const uint32_t *s = pool + start[i];
+            for (Py_ssize_t k = 1; k < n; k++) {
+                int32_t a = k == 1 ? char_sym(self, s[0]) : str_get(&merge, s, k);
+                int32_t b = n - k == 1 ? char_sym(self, s[k]) : str_get(&merge, s + k, n - k);
+                if (a < 0 || b < 0) continue;
+                uint64_t key = pair_key(a, b);
+                size_t h = (size_t)mix64(key) & self->pair_mask;
+                while (self->pairs[h].key != UINT64_MAX && self->pairs[h].key != key) h = (h + 1) & self->pair_mask;
+                if (self->pairs[h].key == UINT64_MAX) self->n_pairs++;
+                self->pairs[h].key = key;
+                self->pairs[h].sym = (int32_t)i;
+                self->pairs[h].rank = rank[i];
+            }
+        }
+    }
+    if (build_user(self, user, &all) < 0) goto fail;
+    free(pool), free(start), free(rank), free(is_unused_id), free(all.slots), free(merge.slots);
+    return (PyObject *)self;
+nomem:
+    PyErr_NoMemory();
+fail:
+    free(pool), free(start), free(rank), free(is_unused_id), free(all.slots), free(merge.slots);
+    Py_DECREF(self);
+    return NULL;
+}
+
+/* ---- output buffer ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    int32_t *ids;
+    Py_ssize_t n, cap;
+} Buf;
+
+static int buf_reserve(Buf *b, Py_ssize_t extra) {
+    if (b->n + extra <= b->cap) return 0;
+    Py_ssize_t cap = b->cap ? b->cap : 64;
+    while (cap < b->n + extra) cap *= 2;
+    int32_t *ns = (int32_t *)realloc(b->ids, (size_t)cap * sizeof(int32_t));
+    if (!ns) return -1;
+    b->ids = ns;
+    b->cap = cap;
+    return 0;
+}
+
+static inline int buf_push(Buf *b, int32_t v) {
+    if (b->n == b->cap && buf_reserve(b, 1) < 0) return -1;
+    b->ids[b->n++] = v;
+    return 0;
+}
+
+/* ---- one segment -------------------------------------------------------------------------------------------- */
+
+typedef struct {
+    int32_t sym;   /* symbol id, -1: none (frozen, or a code point in no mergeable piece) */
+    int32_t out;   /* output id, -1: byte fallback / unknown */
+    int32_t start; /* first code point in the segment */
+    int32_t len;   /* code points */
+} Sym;
+
+typedef struct {
+    int32_t rank;
+    int32_t left;
+    int32_t len; /* merged length: the reference's staleness check */
+    int32_t sym;
+} HeapItem;
+
+/* per-segment "merged unused piece -> the two symbols last recorded for it" (only for models with UNUSED) */
+typedef struct {
+    int32_t key; /* -1 empty */
+    int32_t a, b;
+} RevSlot;
+
+typedef struct {
+    RevSlot *slots;
+    size_t mask;
+    size_t *touched; /* occupied slots, emptied again after each segment */
+    Py_ssize_t n_touched;
+} Rev;
+
+/* scratch space reused across the segments of one call */
+typedef struct {
+    Sym *syms;
+    int32_t *rank, *msym; /* scan: per pair */
+    int32_t *nxt, *prv;   /* heap: linked list */
+    HeapItem *heap;
+    Py_ssize_t cap, hcap;
+    Rev rev;
+} Scratch;
+
+static void scratch_free(Scratch *s) {
+    free(s->syms), free(s->rank), free(s->msym), free(s->nxt), free(s->prv), free(s->heap), free(s->rev.slots), free(s->rev.touched);
+}
+
+static int scratch_reserve(Scratch *s, Py_ssize_t n) {
+    if (n <= s->cap) return 0;
+    Py_ssize_t cap = s->cap ? s->cap : 64;
+    while (cap < n) cap *= 2;
+    free(s->syms), free(s->rank), free(s->msym), free(s->nxt), free(s->prv);
+    s->syms = (Sym *)malloc((size_t)cap * sizeof(Sym));
+    s->rank = (int32_t *)malloc((size_t)cap * sizeof(int32_t));
+    s->msym = (int32_t *)malloc((size_t)cap * sizeof(int32_t));
+    s->nxt = (int32_t *)malloc((size_t)cap * sizeof(int32_t));
+    s->prv = (int32_t *)malloc((size_t)cap * sizeof(int32_t));
+    s->cap = (s->syms && s->rank && s->msym && s->nxt && s->prv) ? cap : 0;
+    return s->cap ? 0 : -1;
+}
+
+/* an empty table with room for the candidates of a segment of n symbols (at most 3n distinct keys) */
+static int rev_reset(Rev *r, Py_ssize_t n) {
+    for (Py_ssize_t j = 0; j < r->n_touched; j++) r->slots[r->touched[j]].key = -1;
+    r->n_touched = 0;
+    size_t cap = pow2_at_least((size_t)n * 6 + 16);
+    if (!r->slots || r->mask + 1 < cap) {
+        free(r->slots), free(r->touched);
+        r->slots = (RevSlot *)malloc(cap * sizeof(RevSlot));
+        r->touched = (size_t *)malloc(cap * sizeof(size_t));
+        if (!r->slots || !r->touched) {
+            free(r->slots), free(r->touched);
+            r->slots = NULL, r->touched = NULL, r->mask = 0;
+            return -1;
+        }
+        r->mask = cap - 1;
+        for (size_t i = 0; i < cap; i++) r->slots[i].key = -1;
+    }
+    return 0;
+}
+
+static inline void rev_put(Rev *r, int32_t key, int32_t a, int32_t b) {
+    size_t i = (size_t)mix64((uint64_t)key) & r->mask;
+    while (r->slots[i].key != -1 && r->slots[i].key != key) i = (i + 1) & r->mask;
+    if (r->slots[i].key == -1) r->touched[r->n_touched++] = i;
+    r->slots[i].key = key;
+    r->slots[i].a = a;
+    r->slots[i].b = b;
+}
+
+static inline const RevSlot *rev_get(const Rev *r, int32_t key) {
+    size_t i = (size_t)mix64((uint64_t)key) & r->mask;
+    for (;;) {
+        if (r->slots[i].key == key) return &r->slots[i];
+        if (r->slots[i].key == -1) return NULL;
+        i = (i + 1) & r->mask;
+    }
+}
+
+/* the merge candidate of two symbols (none: NULL); records it for resegmentation as the reference does */
+static inline const PairSlot *candidate(const Model *m, Scratch *sc, const Sym *l, const Sym *r) {
+    if (l->sym < 0 || r->sym < 0) return NULL;
+    const PairSlot *p = pair_get(m, l->sym, r->sym);
+    if (p && m->has_unused && m->sym_unused[p->sym]) rev_put(&sc->rev, p->sym, l->sym, r->sym);
+    return p;
+}
+
+static inline int utf8_of(uint32_t cp, unsigned char *u) {
+    if (cp < 0x80) {
+        u[0] = (unsigned char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        u[0] = (unsigned char)(0xC0 | (cp >> 6));
+        u[1] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        u[0] = (unsigned char)(0xE0 | (cp >> 12));
+        u[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+        u[2] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    u[0] = (unsigned char)(0xF0 | (cp >> 18));
+    u[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
+    u[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+    u[3] = (unsigned char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+typedef struct {
+    Buf *out;
+    int prev_unk;
+} Emit;
+
+/* one final symbol: its id, else its UTF-8 bytes as <0xNN> ids (all present), else the unknown id (runs fused) */
+static int emit(const Model *m, Emit *e, int32_t out, const uint32_t *text, Py_ssize_t start, Py_ssize_t len) {
+    if (out >= 0) {
+        e->prev_unk = 0;
+        return buf_push(e->out, out);
+    }
+    if (m->byte_fallback) {
+        int all = 1;
+        Py_ssize_t nb = 0;
+        for (Py_ssize_t i = 0; i < len && all; i++) {
+            unsigned char u[4];
+            int k = utf8_of(text[start + i], u);
+            for (int q = 0; q < k; q++)
+                if (m->bytes[u[q]] < 0) all = 0;
+            nb += k;
+        }
+        if (all) {
+            if (buf_reserve(e->out, nb) < 0) return -1;
+            for (Py_ssize_t i = 0; i < len; i++) {
+                unsigned char u[4];
+                int k = utf8_of(text[start + i], u);
+                for (int q = 0; q < k; q++) e->out->ids[e->out->n++] = m->bytes[u[q]];
+            }
+            e->prev_unk = 0;
+            return 0;
+        }
+    }
+    if (e->prev_unk) return 0;
+    e->prev_unk = 1;
+    return buf_push(e->out, m->unk_id);
+}
+
+/* a merged UNUSED piece: split back into the symbols recorded for it, recursively */
+static int emit_sym(const Model *m, Scratch *sc, Emit *e, int32_t sym, const uint32_t *text, Py_ssize_t start,
+                    int depth) {
+    if (m->has_unused && m->sym_unused[sym] && depth < 4096) {
+        const RevSlot *r = rev_get(&sc->rev, sym);
+        if (r) {
+            int32_t a = r->a, b = r->b;
+            if (emit_sym(m, sc, e, a, text, start, depth + 1) < 0) return -1;
+            return emit_sym(m, sc, e, b, text, start + m->sym_len[a], depth + 1);
+        }
+    }
+    return emit(m, e, m->sym_out[sym], text, start, m->sym_len[sym]);
+}
+
+static inline Py_ssize_t user_match(const Model *m, const uint32_t *t, Py_ssize_t i, Py_ssize_t n) {
+    uint32_t c = t[i];
+    Py_ssize_t lo = 0, hi = m->n_first;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (m->user_first[mid] < c) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == m->n_first || m->user_first[lo] != c) return -1;
+    const Py_ssize_t *ls = m->user_lengths + m->first_at[lo];
+    for (Py_ssize_t q = 0; q < ls[0]; q++) {
+        Py_ssize_t len = ls[1 + q];
+        if (i + len > n) continue;
+        size_t h = (size_t)hash_cps(t + i, len) & m->user_mask;
+        while (m->user_slots[h] >= 0) {
+            int32_t k = m->user_slots[h];
+            if (m->user_len[k] == len && memcmp(m->user_pool + m->user_start[k], t + i, (size_t)len * 4) == 0)
+                return k;
+            h = (h + 1) & m->user_mask;
+        }
+    }
+    return -1;
+}
+
+static inline int heap_less(const HeapItem *x, const HeapItem *y) {
+    return x->rank < y->rank || (x->rank == y->rank && x->left < y->left);
+}
+
+static int heap_push(Scratch *sc, Py_ssize_t *hn, HeapItem it) {
+    if (*hn == sc->hcap) {
+        Py_ssize_t cap = sc->hcap ? sc->hcap * 2 : 256;
+        HeapItem *nh = (HeapItem *)realloc(sc->heap, (size_t)cap * sizeof(HeapItem));
+        if (!nh) return -1;
+        sc->heap = nh;
+        sc->hcap = cap;
+    }
+    HeapItem *h = sc->heap;
+    Py_ssize_t i = (*hn)++;
+    while (i > 0) {
+        Py_ssize_t p = (i - 1) / 2;
+        if (!heap_less(&it, &h[p])) break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = it;
+    return 0;
+}
+
+static HeapItem heap_pop(Scratch *sc, Py_ssize_t *hn) {
+    HeapItem *h = sc->heap;
+    HeapItem top = h[0];
+    HeapItem it = h[--(*hn)];
+    Py_ssize_t n = *hn, i = 0;
+    for (;;) {
+        Py_ssize_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && heap_less(&h[c + 1], &h[c])) c++;
+        if (!heap_less(&h[c], &it)) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (n > 0) h[i] = it;
+    return top;
+}
+
+/* BPE over text[0..n) (one segment); ids appended to out. */
+static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssize_t n, Buf *out) {
+    if (n <= 0) return 0;
+    if (n > INT32_MAX - 1) return -1;
+    if (scratch_reserve(sc, n) < 0) return -1;
+    Sym *syms = sc->syms;
+    Py_ssize_t ns = 0;
+    for (Py_ssize_t i = 0; i < n;) {
+        Sym *s = &syms[ns++];
+        s->start = (int32_t)i;
+        if (m->n_user) {
+            Py_ssize_t k = user_match(m, text, i, n);
+            if (k >= 0) {
+                s->sym = -1;
+                s->out = m->user_out[k];
+                s->len = (int32_t)m->user_len[k];
+                i += m->user_len[k];
+                continue;
+            }
+        }
+        uint32_t cp = text[i];
+        if (cp < BMP) {
+            s->sym = m->bmp_sym[cp];
+            s->out = m->bmp_out[cp];
+        } else {
+            const CharSlot *c = astral_get(m, cp);
+            s->sym = c ? c->sym : -1;
+            s->out = c ? c->out : -1;
+        }
+        s->len = 1;
+        i++;
+    }
+    if (m->has_unused && rev_reset(&sc->rev, ns) < 0) return -1;
+    Emit e = {out, 0};
+    if (ns < HEAP_FROM) {
+        int32_t *rank = sc->rank, *msym = sc->msym;
+        Py_ssize_t np = ns - 1;
+        for (Py_ssize_t i = 0; i < np; i++) {
+            const PairSlot *p = candidate(m, sc, &syms[i], &syms[i + 1]);
+            rank[i] = p ? p->rank : NO_RANK;
+            msym[i] = p ? p->sym : -1;
+        }
+        while (np > 0) {
+            Py_ssize_t at = 0;
+            int32_t best = rank[0];
+            for (Py_ssize_t i = 1; i < np; i++)
+                if (rank[i] < best) best = rank[i], at = i;
+            if (best == NO_RANK) break;
+            int32_t nw = msym[at];
+            syms[at].sym = nw;
+            syms[at].out = m->sym_out[nw];
+            syms[at].len += syms[at + 1].len;
+            memmove(syms + at + 1, syms + at + 2, (size_t)(ns - at - 2) * sizeof(Sym));
+            ns--;
+            memmove(rank + at, rank + at + 1, (size_t)(np - at - 1) * sizeof(int32_t));
+            memmove(msym + at, msym + at + 1, (size_t)(np - at - 1) * sizeof(int32_t));
+            np--;
+            if (at > 0) {
+                const PairSlot *p = candidate(m, sc, &syms[at - 1], &syms[at]);
+                rank[at - 1] = p ? p->rank : NO_RANK;
+                msym[at - 1] = p ? p->sym : -1;
+            }
+            if (at < np) {
+                const PairSlot *p = candidate(m, sc, &syms[at], &syms[at + 1]);
+                rank[at] = p ? p->rank : NO_RANK;
+                msym[at] = p ? p->sym : -1;
+            }
+        }
+        for (Py_ssize_t i = 0; i < ns; i++) {
+            int rc = syms[i].sym >= 0 ? emit_sym(m, sc, &e, syms[i].sym, text, syms[i].start, 0)
+                                      : emit(m, &e, syms[i].out, text, syms[i].start, syms[i].len);
+            if (rc < 0) return -1;
+        }
+        return 0;
+    }
+    int32_t *nxt = sc->nxt, *prv = sc->prv;
+    Py_ssize_t hn = 0;
+    for (Py_ssize_t i = 0; i < ns; i++) {
+        nxt[i] = (int32_t)(i + 1);
+        prv[i] = (int32_t)(i - 1);
+    }
+    nxt[ns - 1] = -1;
+    for (Py_ssize_t i = 0; i + 1 < ns; i++) {
+        const PairSlot *p = candidate(m, sc, &syms[i], &syms[i + 1]);
+        if (p) {
+            HeapItem it = {p->rank, (int32_t)i, syms[i].len + syms[i + 1].len, p->sym};
+            if (heap_push(sc, &hn, it) < 0) return -1;
+        }
+    }
+    while (hn > 0) {
+        HeapItem it = heap_pop(sc, &hn);
+        int32_t l = it.left, r = nxt[l];
+        /* stale: the left symbol was merged away (len 0) or changed, or its right neighbour changed */
+        if (r < 0 || syms[l].len == 0 || syms[r].len == 0 || syms[l].len + syms[r].len != it.len) continue;
+        syms[l].sym = it.sym;
+        syms[l].out = m->sym_out[it.sym];
+        syms[l].len = it.len;
+        syms[r].len = 0;
+        nxt[l] = nxt[r];
+        if (nxt[r] >= 0) prv[nxt[r]] = l;
+        int32_t p = prv[l];
+        if (p >= 0) {
+            const PairSlot *c = candidate(m, sc, &syms[p], &syms[l]);
+            if (c) {
+                HeapItem ni = {c->rank, p, syms[p].len + syms[l].len, c->sym};
+                if (heap_push(sc, &hn, ni) < 0) return -1;
+            }
+        }
+        if (nxt[l] >= 0) {
+            int32_t q = nxt[l];
+            const PairSlot *c = candidate(m, sc, &syms[l], &syms[q]);
+            if (c) {
+                HeapItem ni = {c->rank, l, syms[l].len + syms[q].len, c->sym};
+                if (heap_push(sc, &hn, ni) < 0) return -1;
+            }
+        }
+    }
+    for (int32_t i = 0; i >= 0; i = nxt[i]) {
+        int rc = syms[i].sym >= 0 ? emit_sym(m, sc, &e, syms[i].sym, text, syms[i].start, 0)
+                                  : emit(m, &e, syms[i].out, text, syms[i].start, syms[i].len);
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
+/* segments of text[0..n): cut before every U+2581 that follows another character (split), else one */
+static int bpe_text(const Model *m, Scratch *sc, const uint32_t *text, Py_ssize_t n, int split, Buf *out) {
+    if (!split) return bpe_segment(m, sc, text, n, out);
+    Py_ssize_t seg = 0;
+    for (Py_ssize_t i = 1; i < n; i++) {
+        if (text[i] == SPACE_SYMBOL && text[i - 1] != SPACE_SYMBOL) {
+            if (bpe_segment(m, sc, text + seg, i - seg, out) < 0) return -1;
+            seg = i;
+        }
+    }
+    return bpe_segment(m, sc, text + seg, n - seg, out);
+}
+
+/* ---- Python entry points ------------------------------------------------------------------------------------ */
+
+/* code points of a str; with scrub, lone surrogates become U+FFFD and surrogate pairs one character (the
+ * pipeline's scrub_surrogates), else as they are; room for ``extra`` more; returns the length or -1 (memory) */
+static Py_ssize_t load_text(PyObject *s, uint32_t **dst, Py_ssize_t extra, int scrub) {
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    uint32_t *t = (uint32_t *)malloc((size_t)(n + extra + 1) * 4);
+    if (!t) return -1;
+    Py_ssize_t k = 0;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *d = (const Py_UCS1 *)data;
+        for (Py_ssize_t i = 0; i < n; i++) t[k++] = d[i];
+    } else if (!scrub) {
+        for (Py_ssize_t i = 0; i < n; i++) t[k++] = PyUnicode_READ(kind, data, i);
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint32_t c = PyUnicode_READ(kind, data, i);
+            if (c >= 0xD800 && c <= 0xDFFF) {
+                if (c <= 0xDBFF && i + 1 < n) {
+                    uint32_t d = PyUnicode_READ(kind, data, i + 1);
+                    if (d >= 0xDC00 && d <= 0xDFFF) {
+                        t[k++] = 0x10000 + ((c - 0xD800) << 10) + (d - 0xDC00);
+                        i++;
+                        continue;
+                    }
+                }
+                c = 0xFFFD;
+            }
+            t[k++] = c;
+        }
+    }
+    *dst = t;
+    return k;
+}
+
+static PyObject *finish(Buf *b, int rc) {
+    if (rc < 0) {
+        free(b->ids);
+        return PyErr_NoMemory();
+    }
+    PyObject *list = PyList_New(b->n);
+    if (list) {
+        for (Py_ssize_t i = 0; i < b->n; i++) {
+            PyObject *v = PyLong_FromLong(b->ids[i]);
+            if (!v) {
+                Py_DECREF(list);
+                list = NULL;
+                break;
+            }
+            PyList_SET_ITEM(list, i, v);
+        }
+    }
+    free(b->ids);
+    return list;
+}
+
+/* SentencePiece's normalizer without a charsmap over t[0..n) (room for 2 more), in place; returns the new length */
+static Py_ssize_t normalize(uint32_t *t, Py_ssize_t n, int flags) {
+    int remove = flags & F_REMOVE, suffix = flags & F_SUFFIX;
+    uint32_t ws = (flags & F_ESCAPE) ? SPACE_SYMBOL : ' ';
+    Py_ssize_t i = 0;
+    if (remove)
+        while (i < n && t[i] == ' ') i++;
+    if (i >= n) return 0;
+    /* the output never gets ahead of the input except for the dummy prefix: write behind, shifted by one */
+    Py_ssize_t k = 0;
+    int dummy_first = (flags & F_DUMMY) && !suffix;
+    if (dummy_first) {
+        memmove(t + 1, t, (size_t)n * 4);
+        i++, n++;
+        t[k++] = ws;
+    }
+    int prev_space = remove;
+    for (; i < n; i++) {
+        uint32_t c = t[i];
+        if (c == ' ') {
+            if (remove && prev_space) continue;
+            prev_space = remove;
+            t[k++] = ws;
+        } else {
+            prev_space = 0;
+            t[k++] = c;
+        }
+    }
+    if (remove)
+        while (k > 0 && t[k - 1] == ws) k--;
+    if ((flags & F_DUMMY) && suffix) t[k++] = ws;
+    return k;
+}
+
+PyDoc_STRVAR(encode_text_doc,
+             "encode_text(text, flags) -> list[int]: ids of a whole text: lone surrogates to U+FFFD, SentencePiece's "
+             "normalizer without a charsmap (flags: 1 dummy prefix, 2 remove extra whitespaces, 4 escape "
+             "whitespaces, 8 whitespace as suffix), cut before every U+2581 after another character (16), BPE.");
+
+static PyObject *Model_encode_text(Model *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyLong_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "encode_text(text: str, flags: int)");
+        return NULL;
+    }
+    int flags = (int)PyLong_AsLong(args[1]);
+    uint32_t *t = NULL;
+    Py_ssize_t n = load_text(args[0], &t, 2, 1);
+    if (n < 0) return PyErr_NoMemory();
+    Buf b = {NULL, 0, 0};
+    Scratch sc = {0};
+    int rc = 0;
+    Py_BEGIN_ALLOW_THREADS
+    n = normalize(t, n, flags);
+    rc = bpe_text(self, &sc, t, n, flags & F_SPLIT, &b);
+    scratch_free(&sc);
+    free(t);
+    Py_END_ALLOW_THREADS
+    return finish(&b, rc);
+}
+
+PyDoc_STRVAR(tokenize_doc, "tokenize(text) -> list[int]: ids of one normalized text, never cut.");
+
+static PyObject *Model_tokenize(Model *self, PyObject *arg) {
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "text must be str");
+        return NULL;
+    }
+    uint32_t *t = NULL;
+    Py_ssize_t n = load_text(arg, &t, 0, 0);
+    if (n < 0) return PyErr_NoMemory();
+    Buf b = {NULL, 0, 0};
+    Scratch sc = {0};
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = bpe_segment(self, &sc, t, n, &b);
+    scratch_free(&sc);
+    free(t);
+    Py_END_ALLOW_THREADS
+    return finish(&b, rc);
+}
+
+PyDoc_STRVAR(encode_doc,
+             "encode(items) -> list[int]: ids of ``items`` in order: each str is one normalized pre-token (merged on "
+             "its own), each int an id that passes through.");
+
+static PyObject *Model_encode(Model *self, PyObject *arg) {
+    if (!PyList_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "items must be a list");
+        return NULL;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(arg);
+    Buf b = {NULL, 0, 0};
+    Scratch sc = {0};
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < count && rc == 0; i++) {
+        PyObject *it = PyList_GET_ITEM(arg, i);
+        if (PyLong_Check(it)) {
+            long v = PyLong_AsLong(it);
+            if (v < 0 || v > INT32_MAX) {
+                scratch_free(&sc);
+                free(b.ids);
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "id out of range");
+                return NULL;
+            }
+            rc = buf_push(&b, (int32_t)v);
+            continue;
+        }
+        if (!PyUnicode_Check(it)) {
+            scratch_free(&sc);
+            free(b.ids);
+            PyErr_SetString(PyExc_TypeError, "items must be str or int");
+            return NULL;
+        }
+        uint32_t *t = NULL;
+        Py_ssize_t n = load_text(it, &t, 0, 0);
+        if (n < 0) {
+            rc = -1;
+            break;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        rc = bpe_segment(self, &sc, t, n, &b);
+        Py_END_ALLOW_THREADS
+        free(t);
+    }
+    scratch_free(&sc);
+    return finish(&b, rc);
+}
+
+static PyObject *Model_n_pairs(Model *self, void *closure) { return PyLong_FromSsize_t(self->n_pairs); }
+
+static PyMethodDef Model_methods[] = {
+    {"encode_text", (PyCFunction)(void (*)(void))Model_encode_text, METH_FASTCALL, encode_text_doc},
+    {"tokenize", (PyCFunction)Model_tokenize, METH_O, tokenize_doc},
+    {"encode", (PyCFunction)Model_encode, METH_O, encode_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Model_getset[] = {
+    {"n_pairs", (getter)Model_n_pairs, NULL, "number of (left, right) symbol pairs that merge", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject ModelType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "app.engine._native._spbpe.Model",
+    .tp_basicsize = sizeof(Model),
+    .tp_dealloc = (destructor)Model_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "SentencePiece BPE by piece score: Model(pieces, ranks, unk_id, byte_fallback, user, unused).",
+    .tp_methods = Model_methods,
+    .tp_getset = Model_getset,
+    .tp_new = Model_new,
+};
+
+static struct PyModuleDef spbpe_module = {
+    PyModuleDef_HEAD_INIT, "_spbpe", "Compiled SentencePiece BPE (merging by piece score).", -1,
+    NULL, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__spbpe(void) {
+    if (PyType_Ready(&ModelType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&spbpe_module);
+    if (!m) return NULL;
+    Py_INCREF(&ModelType);
+    if (PyModule_AddObject(m, "Model", (PyObject *)&ModelType) < 0) {
+        Py_DECREF(&ModelType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyModule_AddIntConstant(m, "HEAP_FROM", HEAP_FROM);
+    PyModule_AddIntConstant(m, "DUMMY_PREFIX", F_DUMMY);
+    PyModule_AddIntConstant(m, "REMOVE_EXTRA_WHITESPACES", F_REMOVE);
+    PyModule_AddIntConstant(m, "ESCAPE_WHITESPACES", F_ESCAPE);
+    PyModule_AddIntConstant(m, "WHITESPACE_AS_SUFFIX", F_SUFFIX);
+    PyModule_AddIntConstant(m, "SPLIT", F_SPLIT);
+    return m;
+}
