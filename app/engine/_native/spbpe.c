@@ -23,6 +23,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,6 +126,61 @@ typedef struct {
     int32_t out;
 } CharSlot;
 
+/* ---- word cache ------------------------------------------------------------------------------------------- */
+
+/* A bounded cache from a segment (at most WC_KEY code points, all in the BMP) to its ids (at most WC_IDS), shared
+ * by the threads encoding with one model (the GIL is not held): a direct-mapped table of slots, each guarded by a
+ * sequence lock. A reader copies the slot and keeps the copy only if the sequence number was even and unchanged
+ * around the copy, so hits write nothing shared; a writer claims a slot by moving its number from even to odd
+ * (compare-and-swap) and skips the insert if another thread holds it. The ids are the same with the cache on or
+ * off (a segment's ids depend on nothing but its code points). */
+#define WC_KEY 12
+#define WC_IDS 8
+
+typedef struct {
+    uint32_t seq; /* even: stable; odd: being written */
+    uint16_t tag; /* hash >> 48 */
+    uint8_t len;  /* 0 = empty */
+    uint8_t nids;
+    uint16_t key[WC_KEY];
+    int32_t ids[WC_IDS];
+} WCSlot; /* 64 bytes: one cache line */
+
+typedef struct WordCache {
+    WCSlot *slots;
+    size_t nslots;
+    uint64_t hits, misses; /* atomic adds, once per call */
+    int64_t size;          /* occupied slots (atomic) */
+} WordCache;
+
+typedef struct {
+    uint64_t hits, misses, filled;
+} CallStats;
+
+static inline int wc_read(WCSlot *sl, WCSlot *copy) {
+    uint32_t s1 = __atomic_load_n(&sl->seq, __ATOMIC_ACQUIRE);
+    if (s1 & 1) return 0;
+    memcpy(copy, sl, sizeof(WCSlot));
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return __atomic_load_n(&sl->seq, __ATOMIC_RELAXED) == s1;
+}
+
+static inline uint32_t wc_claim(WCSlot *sl) {
+    uint32_t s = __atomic_load_n(&sl->seq, __ATOMIC_RELAXED);
+    if ((s & 1) || !__atomic_compare_exchange_n(&sl->seq, &s, s + 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) return 0;
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    return s + 1;
+}
+
+static inline void wc_release(WCSlot *sl, uint32_t odd) { __atomic_store_n(&sl->seq, odd + 1, __ATOMIC_RELEASE); }
+
+static void wc_account(WordCache *c, const CallStats *st) {
+    if (!c) return;
+    if (st->hits) __atomic_add_fetch(&c->hits, st->hits, __ATOMIC_RELAXED);
+    if (st->misses) __atomic_add_fetch(&c->misses, st->misses, __ATOMIC_RELAXED);
+    if (st->filled) __atomic_add_fetch(&c->size, (int64_t)st->filled, __ATOMIC_RELAXED);
+}
+
 /* ---- the model ---------------------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -140,9 +196,12 @@ typedef struct {
     int32_t *bmp_sym, *bmp_out; /* code point < BMP -> symbol id / output id, -1 when none */
     CharSlot *astral;
     size_t astral_mask;
-    PairSlot *pairs;
+    PairSlot *pairs;   /* the table while building; kept for models with more than 65535 symbols */
+    uint64_t *pairs16; /* the same with both symbols in 16 bits: (a << 16 | b) << 32 | merged, UINT64_MAX empty */
     size_t pair_mask;
     Py_ssize_t n_pairs;
+    int32_t *sym_rank; /* symbol -> score rank of its piece (merged symbols only) */
+    uint8_t *sym_side; /* symbol -> 1: is the left half of some pair, 2: the right half */
     /* user-defined pieces: pool of code points, per piece (start, length, output id); a hash over them; per first
      * character the distinct lengths, longest first */
     uint32_t *user_pool;
@@ -155,13 +214,21 @@ typedef struct {
     Py_ssize_t n_first;
     Py_ssize_t *first_at; /* per first character: offset into user_lengths: count, then lengths */
     Py_ssize_t *user_lengths;
+    PyObject **id_objs; /* id -> its int object, made once (n_pieces of them) */
+    Py_ssize_t n_pieces;
+    struct WordCache *cache;
 } Model;
 
 static void Model_dealloc(Model *self) {
     free(self->sym_out), free(self->sym_len), free(self->sym_unused), free(self->bmp_sym), free(self->bmp_out);
-    free(self->astral), free(self->pairs), free(self->user_pool), free(self->user_start), free(self->user_len);
+    free(self->astral), free(self->pairs), free(self->pairs16), free(self->sym_rank), free(self->sym_side), free(self->user_pool), free(self->user_start), free(self->user_len);
     free(self->user_out), free(self->user_slots), free(self->user_first), free(self->first_at);
     free(self->user_lengths);
+    if (self->id_objs) {
+        for (Py_ssize_t i = 0; i < self->n_pieces; i++) Py_XDECREF(self->id_objs[i]);
+        free(self->id_objs);
+    }
+    if (self->cache) free(self->cache->slots), free(self->cache);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -188,13 +255,25 @@ static inline int32_t char_out(const Model *m, uint32_t cp) {
     return s ? s->out : -1;
 }
 
-static inline const PairSlot *pair_get(const Model *m, int32_t a, int32_t b) {
+/* the symbol that the pair (a, b) merges into, or -1 */
+static inline int32_t pair_get(const Model *m, int32_t a, int32_t b) {
+    if (!((m->sym_side[a] & 1) && (m->sym_side[b] & 2))) return -1;
+    if (m->pairs16) {
+        uint32_t key = ((uint32_t)a << 16) | (uint32_t)b;
+        size_t i = (size_t)mix64(key) & m->pair_mask;
+        for (;;) {
+            uint64_t v = m->pairs16[i];
+            if ((uint32_t)(v >> 32) == key) return (int32_t)(uint32_t)v;
+            if (v == UINT64_MAX) return -1;
+            i = (i + 1) & m->pair_mask;
+        }
+    }
     uint64_t key = pair_key(a, b);
     size_t i = (size_t)mix64(key) & m->pair_mask;
     for (;;) {
         const PairSlot *s = &m->pairs[i];
-        if (s->key == key) return s;
-        if (s->key == UINT64_MAX) return NULL;
+        if (s->key == key) return s->sym;
+        if (s->key == UINT64_MAX) return -1;
         i = (i + 1) & m->pair_mask;
     }
 }
@@ -296,19 +375,29 @@ static int build_user(Model *self, PyObject *user, const StrTable *all) {
 }
 
 /* Model(pieces: list[str], ranks: list[int], unk_id: int, byte_fallback: bool, user: list[str],
- *       unused: list[int])
+ *       unused: list[int], cache_size: int = 0)
  * ranks[i] >= 0 marks piece i mergeable (one id per string) with that score rank (0 = best); user: the
  * user-defined pieces matched in text; unused: ids of UNUSED pieces. */
 static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     PyObject *pieces, *ranks, *user, *unused;
     int unk_id, byte_fallback;
-    static char *kwlist[] = {"pieces", "ranks", "unk_id", "byte_fallback", "user", "unused", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!ipO!O!", kwlist, &PyList_Type, &pieces, &PyList_Type, &ranks,
-                                     &unk_id, &byte_fallback, &PyList_Type, &user, &PyList_Type, &unused))
+    Py_ssize_t cache_size = 0;
+    static char *kwlist[] = {"pieces", "ranks", "unk_id", "byte_fallback", "user", "unused", "cache_size", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!ipO!O!|n", kwlist, &PyList_Type, &pieces, &PyList_Type, &ranks,
+                                     &unk_id, &byte_fallback, &PyList_Type, &user, &PyList_Type, &unused,
+                                     &cache_size))
         return NULL;
     Py_ssize_t np = PyList_GET_SIZE(pieces);
     if (PyList_GET_SIZE(ranks) != np || np >= INT32_MAX / 2) {
         PyErr_SetString(PyExc_ValueError, "ranks must have one entry per piece");
+        return NULL;
+    }
+    if (unk_id < 0 || unk_id >= np) {
+        PyErr_SetString(PyExc_ValueError, "unk_id must be a piece id");
+        return NULL;
+    }
+    if (cache_size < 0 || cache_size > ((Py_ssize_t)1 << 26)) {
+        PyErr_SetString(PyExc_ValueError, "cache_size must be in 0..2**26");
         return NULL;
     }
     Model *self = (Model *)type->tp_alloc(type, 0);
@@ -469,8 +558,65 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
                 self->pairs[h].rank = rank[i];
             }
         }
+        /* again into a table sized for the pairs found (at most half full), with 8-byte slots when every symbol
+         * fits in 16 bits: fewer cache misses per lookup */
+        size_t tight = pow2_at_least((size_t)self->n_pairs * 2 + 1);
+        PairSlot *old = self->pairs;
+        size_t old_cap = cap;
+        self->sym_rank = (int32_t *)malloc((size_t)(self->n_syms + 1) * sizeof(int32_t));
+        self->sym_side = (uint8_t *)calloc((size_t)self->n_syms + 1, 1);
+        if (!self->sym_rank || !self->sym_side) goto nomem;
+        for (Py_ssize_t k = 0; k < self->n_syms; k++) self->sym_rank[k] = k < np ? rank[k] : -1;
+        for (size_t j = 0; j < old_cap; j++) {
+            if (old[j].key == UINT64_MAX) continue;
+            self->sym_side[old[j].key >> 32] |= 1;
+            self->sym_side[old[j].key & 0xFFFFFFFFu] |= 2;
+        }
+        if (self->n_syms < 0xFFFF) {
+            self->pairs16 = (uint64_t *)malloc(tight * sizeof(uint64_t));
+            if (!self->pairs16) goto nomem;
+            memset(self->pairs16, 0xFF, tight * sizeof(uint64_t));
+            self->pair_mask = tight - 1;
+            for (size_t j = 0; j < old_cap; j++) {
+                if (old[j].key == UINT64_MAX) continue;
+                uint32_t key = (uint32_t)(((old[j].key >> 32) << 16) | (old[j].key & 0xFFFF));
+                size_t h = (size_t)mix64(key) & self->pair_mask;
+                while (self->pairs16[h] != UINT64_MAX) h = (h + 1) & self->pair_mask;
+                self->pairs16[h] = ((uint64_t)key << 32) | (uint32_t)old[j].sym;
+            }
+            free(old);
+            self->pairs = NULL;
+        } else if (tight < old_cap) {
+            self->pairs = (PairSlot *)malloc(tight * sizeof(PairSlot));
+            if (!self->pairs) {
+                self->pairs = old;
+            } else {
+                for (size_t j = 0; j < tight; j++) self->pairs[j].key = UINT64_MAX;
+                self->pair_mask = tight - 1;
+                for (size_t j = 0; j < old_cap; j++) {
+                    if (old[j].key == UINT64_MAX) continue;
+                    size_t h = (size_t)mix64(old[j].key) & self->pair_mask;
+                    while (self->pairs[h].key != UINT64_MAX) h = (h + 1) & self->pair_mask;
+                    self->pairs[h] = old[j];
+                }
+                free(old);
+            }
+        }
     }
     if (build_user(self, user, &all) < 0) goto fail;
+    self->id_objs = (PyObject **)calloc((size_t)np + 1, sizeof(PyObject *));
+    if (!self->id_objs) goto nomem;
+    self->n_pieces = np;
+    for (Py_ssize_t i = 0; i < np; i++)
+        if (!(self->id_objs[i] = PyLong_FromSsize_t(i))) goto fail;
+    if (cache_size > 0) {
+        self->cache = (WordCache *)calloc(1, sizeof(WordCache));
+        if (!self->cache) goto nomem;
+        self->cache->slots = (WCSlot *)aligned_alloc(64, (size_t)cache_size * sizeof(WCSlot));
+        if (!self->cache->slots) goto nomem;
+        memset(self->cache->slots, 0, (size_t)cache_size * sizeof(WCSlot));
+        self->cache->nslots = (size_t)cache_size;
+    }
     free(pool), free(start), free(rank), free(is_unused_id), free(all.slots), free(merge.slots);
     return (PyObject *)self;
 nomem:
@@ -534,7 +680,8 @@ typedef struct {
     Py_ssize_t n_touched;
 } Rev;
 
-/* scratch space reused across the segments of one call */
+/* scratch space reused across the segments of one call (inline arrays for short segments: no allocation) */
+#define SMALL 64
 typedef struct {
     Sym *syms;
     int32_t *rank, *msym; /* scan: per pair */
@@ -542,24 +689,42 @@ typedef struct {
     HeapItem *heap;
     Py_ssize_t cap, hcap;
     Rev rev;
+    Sym small_syms[SMALL];
+    int32_t small_rank[SMALL], small_msym[SMALL], small_nxt[SMALL], small_prv[SMALL];
 } Scratch;
 
+static void scratch_init(Scratch *s) {
+    s->syms = s->small_syms, s->rank = s->small_rank, s->msym = s->small_msym, s->nxt = s->small_nxt;
+    s->prv = s->small_prv;
+    s->heap = NULL;
+    s->cap = SMALL, s->hcap = 0;
+    s->rev.slots = NULL, s->rev.touched = NULL, s->rev.mask = 0, s->rev.n_touched = 0;
+}
+
 static void scratch_free(Scratch *s) {
-    free(s->syms), free(s->rank), free(s->msym), free(s->nxt), free(s->prv), free(s->heap), free(s->rev.slots), free(s->rev.touched);
+    if (s->syms != s->small_syms) free(s->syms), free(s->rank), free(s->msym), free(s->nxt), free(s->prv);
+    free(s->heap), free(s->rev.slots), free(s->rev.touched);
 }
 
 static int scratch_reserve(Scratch *s, Py_ssize_t n) {
     if (n <= s->cap) return 0;
-    Py_ssize_t cap = s->cap ? s->cap : 64;
+    Py_ssize_t cap = s->cap;
     while (cap < n) cap *= 2;
-    free(s->syms), free(s->rank), free(s->msym), free(s->nxt), free(s->prv);
+    if (s->syms != s->small_syms) free(s->syms), free(s->rank), free(s->msym), free(s->nxt), free(s->prv);
     s->syms = (Sym *)malloc((size_t)cap * sizeof(Sym));
     s->rank = (int32_t *)malloc((size_t)cap * sizeof(int32_t));
     s->msym = (int32_t *)malloc((size_t)cap * sizeof(int32_t));
     s->nxt = (int32_t *)malloc((size_t)cap * sizeof(int32_t));
     s->prv = (int32_t *)malloc((size_t)cap * sizeof(int32_t));
-    s->cap = (s->syms && s->rank && s->msym && s->nxt && s->prv) ? cap : 0;
-    return s->cap ? 0 : -1;
+    if (s->syms && s->rank && s->msym && s->nxt && s->prv) {
+        s->cap = cap;
+        return 0;
+    }
+    free(s->syms), free(s->rank), free(s->msym), free(s->nxt), free(s->prv);
+    s->syms = s->small_syms, s->rank = s->small_rank, s->msym = s->small_msym, s->nxt = s->small_nxt;
+    s->prv = s->small_prv;
+    s->cap = SMALL;
+    return -1;
 }
 
 /* an empty table with room for the candidates of a segment of n symbols (at most 3n distinct keys) */
@@ -600,11 +765,11 @@ static inline const RevSlot *rev_get(const Rev *r, int32_t key) {
     }
 }
 
-/* the merge candidate of two symbols (none: NULL); records it for resegmentation as the reference does */
-static inline const PairSlot *candidate(const Model *m, Scratch *sc, const Sym *l, const Sym *r) {
-    if (l->sym < 0 || r->sym < 0) return NULL;
-    const PairSlot *p = pair_get(m, l->sym, r->sym);
-    if (p && m->has_unused && m->sym_unused[p->sym]) rev_put(&sc->rev, p->sym, l->sym, r->sym);
+/* the symbol two symbols merge into (none: -1); records it for resegmentation as the reference does */
+static inline int32_t candidate(const Model *m, Scratch *sc, const Sym *l, const Sym *r) {
+    if (l->sym < 0 || r->sym < 0) return -1;
+    int32_t p = pair_get(m, l->sym, r->sym);
+    if (p >= 0 && m->has_unused && m->sym_unused[p]) rev_put(&sc->rev, p, l->sym, r->sym);
     return p;
 }
 
@@ -785,9 +950,9 @@ static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssi
         int32_t *rank = sc->rank, *msym = sc->msym;
         Py_ssize_t np = ns - 1;
         for (Py_ssize_t i = 0; i < np; i++) {
-            const PairSlot *p = candidate(m, sc, &syms[i], &syms[i + 1]);
-            rank[i] = p ? p->rank : NO_RANK;
-            msym[i] = p ? p->sym : -1;
+            int32_t p = candidate(m, sc, &syms[i], &syms[i + 1]);
+            rank[i] = p >= 0 ? m->sym_rank[p] : NO_RANK;
+            msym[i] = p;
         }
         while (np > 0) {
             Py_ssize_t at = 0;
@@ -805,14 +970,14 @@ static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssi
             memmove(msym + at, msym + at + 1, (size_t)(np - at - 1) * sizeof(int32_t));
             np--;
             if (at > 0) {
-                const PairSlot *p = candidate(m, sc, &syms[at - 1], &syms[at]);
-                rank[at - 1] = p ? p->rank : NO_RANK;
-                msym[at - 1] = p ? p->sym : -1;
+                int32_t p = candidate(m, sc, &syms[at - 1], &syms[at]);
+                rank[at - 1] = p >= 0 ? m->sym_rank[p] : NO_RANK;
+                msym[at - 1] = p;
             }
             if (at < np) {
-                const PairSlot *p = candidate(m, sc, &syms[at], &syms[at + 1]);
-                rank[at] = p ? p->rank : NO_RANK;
-                msym[at] = p ? p->sym : -1;
+                int32_t p = candidate(m, sc, &syms[at], &syms[at + 1]);
+                rank[at] = p >= 0 ? m->sym_rank[p] : NO_RANK;
+                msym[at] = p;
             }
         }
         for (Py_ssize_t i = 0; i < ns; i++) {
@@ -830,9 +995,9 @@ static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssi
     }
     nxt[ns - 1] = -1;
     for (Py_ssize_t i = 0; i + 1 < ns; i++) {
-        const PairSlot *p = candidate(m, sc, &syms[i], &syms[i + 1]);
-        if (p) {
-            HeapItem it = {p->rank, (int32_t)i, syms[i].len + syms[i + 1].len, p->sym};
+        int32_t p = candidate(m, sc, &syms[i], &syms[i + 1]);
+        if (p >= 0) {
+            HeapItem it = {m->sym_rank[p], (int32_t)i, syms[i].len + syms[i + 1].len, p};
             if (heap_push(sc, &hn, it) < 0) return -1;
         }
     }
@@ -849,17 +1014,17 @@ static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssi
         if (nxt[r] >= 0) prv[nxt[r]] = l;
         int32_t p = prv[l];
         if (p >= 0) {
-            const PairSlot *c = candidate(m, sc, &syms[p], &syms[l]);
-            if (c) {
-                HeapItem ni = {c->rank, p, syms[p].len + syms[l].len, c->sym};
+            int32_t c = candidate(m, sc, &syms[p], &syms[l]);
+            if (c >= 0) {
+                HeapItem ni = {m->sym_rank[c], p, syms[p].len + syms[l].len, c};
                 if (heap_push(sc, &hn, ni) < 0) return -1;
             }
         }
         if (nxt[l] >= 0) {
             int32_t q = nxt[l];
-            const PairSlot *c = candidate(m, sc, &syms[l], &syms[q]);
-            if (c) {
-                HeapItem ni = {c->rank, l, syms[l].len + syms[q].len, c->sym};
+            int32_t c = candidate(m, sc, &syms[l], &syms[q]);
+            if (c >= 0) {
+                HeapItem ni = {m->sym_rank[c], l, syms[l].len + syms[q].len, c};
                 if (heap_push(sc, &hn, ni) < 0) return -1;
             }
         }
@@ -872,28 +1037,73 @@ static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssi
     return 0;
 }
 
+/* bpe_segment through the word cache (segments of at most WC_KEY code points, all in the BMP) */
+static int cached_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssize_t n, Buf *out,
+                          CallStats *st) {
+    WordCache *c = m->cache;
+    if (!c || n > WC_KEY || n <= 0) return bpe_segment(m, sc, text, n, out);
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (text[i] >= BMP) return bpe_segment(m, sc, text, n, out);
+        h ^= text[i];
+        h *= 1099511628211ULL;
+    }
+    h = mix64(h ^ (uint64_t)n);
+    uint16_t tag = (uint16_t)(h >> 48);
+    WCSlot *sl = &c->slots[(size_t)(((uint64_t)(uint32_t)h * c->nslots) >> 32)];
+    WCSlot copy;
+    if (wc_read(sl, &copy) && copy.len == n && copy.tag == tag && copy.nids <= WC_IDS) {
+        Py_ssize_t i = 0;
+        while (i < n && copy.key[i] == text[i]) i++;
+        if (i == n) {
+            if (buf_reserve(out, copy.nids) < 0) return -1;
+            memcpy(out->ids + out->n, copy.ids, (size_t)copy.nids * sizeof(int32_t));
+            out->n += copy.nids;
+            st->hits++;
+            return 0;
+        }
+    }
+    st->misses++;
+    Py_ssize_t before = out->n;
+    if (bpe_segment(m, sc, text, n, out) < 0) return -1;
+    Py_ssize_t nids = out->n - before;
+    uint32_t odd;
+    if (nids <= WC_IDS && (odd = wc_claim(sl)) != 0) {
+        if (!sl->len) st->filled++;
+        sl->tag = tag;
+        sl->len = (uint8_t)n;
+        sl->nids = (uint8_t)nids;
+        for (Py_ssize_t i = 0; i < n; i++) sl->key[i] = (uint16_t)text[i];
+        memcpy(sl->ids, out->ids + before, (size_t)nids * sizeof(int32_t));
+        wc_release(sl, odd);
+    }
+    return 0;
+}
+
 /* segments of text[0..n): cut before every U+2581 that follows another character (split), else one */
-static int bpe_text(const Model *m, Scratch *sc, const uint32_t *text, Py_ssize_t n, int split, Buf *out) {
-    if (!split) return bpe_segment(m, sc, text, n, out);
+static int bpe_text(const Model *m, Scratch *sc, const uint32_t *text, Py_ssize_t n, int split, Buf *out,
+                    CallStats *st) {
+    if (!split) return cached_segment(m, sc, text, n, out, st);
     Py_ssize_t seg = 0;
     for (Py_ssize_t i = 1; i < n; i++) {
         if (text[i] == SPACE_SYMBOL && text[i - 1] != SPACE_SYMBOL) {
-            if (bpe_segment(m, sc, text + seg, i - seg, out) < 0) return -1;
+            if (cached_segment(m, sc, text + seg, i - seg, out, st) < 0) return -1;
             seg = i;
         }
     }
-    return bpe_segment(m, sc, text + seg, n - seg, out);
+    return cached_segment(m, sc, text + seg, n - seg, out, st);
 }
 
 /* ---- Python entry points ------------------------------------------------------------------------------------ */
 
 /* code points of a str; with scrub, lone surrogates become U+FFFD and surrogate pairs one character (the
  * pipeline's scrub_surrogates), else as they are; room for ``extra`` more; returns the length or -1 (memory) */
-static Py_ssize_t load_text(PyObject *s, uint32_t **dst, Py_ssize_t extra, int scrub) {
+#define STACK_TEXT 256
+static Py_ssize_t load_text(PyObject *s, uint32_t **dst, Py_ssize_t extra, int scrub, uint32_t *stack) {
     int kind = PyUnicode_KIND(s);
     const void *data = PyUnicode_DATA(s);
     Py_ssize_t n = PyUnicode_GET_LENGTH(s);
-    uint32_t *t = (uint32_t *)malloc((size_t)(n + extra + 1) * 4);
+    uint32_t *t = n + extra + 1 <= STACK_TEXT ? stack : (uint32_t *)malloc((size_t)(n + extra + 1) * 4);
     if (!t) return -1;
     Py_ssize_t k = 0;
     if (kind == PyUnicode_1BYTE_KIND) {
@@ -922,7 +1132,7 @@ static Py_ssize_t load_text(PyObject *s, uint32_t **dst, Py_ssize_t extra, int s
     return k;
 }
 
-static PyObject *finish(Buf *b, int rc) {
+static PyObject *finish(const Model *m, Buf *b, int rc) {
     if (rc < 0) {
         free(b->ids);
         return PyErr_NoMemory();
@@ -930,7 +1140,10 @@ static PyObject *finish(Buf *b, int rc) {
     PyObject *list = PyList_New(b->n);
     if (list) {
         for (Py_ssize_t i = 0; i < b->n; i++) {
-            PyObject *v = PyLong_FromLong(b->ids[i]);
+            int32_t id = b->ids[i];
+            PyObject *v = id < m->n_pieces ? m->id_objs[id] : NULL;
+            if (v) Py_INCREF(v);
+            else v = PyLong_FromLong(id);
             if (!v) {
                 Py_DECREF(list);
                 list = NULL;
@@ -988,19 +1201,22 @@ static PyObject *Model_encode_text(Model *self, PyObject *const *args, Py_ssize_
         return NULL;
     }
     int flags = (int)PyLong_AsLong(args[1]);
-    uint32_t *t = NULL;
-    Py_ssize_t n = load_text(args[0], &t, 2, 1);
+    uint32_t stack[STACK_TEXT], *t = NULL;
+    Py_ssize_t n = load_text(args[0], &t, 2, 1, stack);
     if (n < 0) return PyErr_NoMemory();
     Buf b = {NULL, 0, 0};
-    Scratch sc = {0};
+    Scratch sc;
+    scratch_init(&sc);
+    CallStats st = {0, 0, 0};
     int rc = 0;
     Py_BEGIN_ALLOW_THREADS
     n = normalize(t, n, flags);
-    rc = bpe_text(self, &sc, t, n, flags & F_SPLIT, &b);
+    rc = bpe_text(self, &sc, t, n, flags & F_SPLIT, &b, &st);
+    wc_account(self->cache, &st);
     scratch_free(&sc);
-    free(t);
+    if (t != stack) free(t);
     Py_END_ALLOW_THREADS
-    return finish(&b, rc);
+    return finish(self, &b, rc);
 }
 
 PyDoc_STRVAR(tokenize_doc, "tokenize(text) -> list[int]: ids of one normalized text, never cut.");
@@ -1010,18 +1226,19 @@ static PyObject *Model_tokenize(Model *self, PyObject *arg) {
         PyErr_SetString(PyExc_TypeError, "text must be str");
         return NULL;
     }
-    uint32_t *t = NULL;
-    Py_ssize_t n = load_text(arg, &t, 0, 0);
+    uint32_t stack[STACK_TEXT], *t = NULL;
+    Py_ssize_t n = load_text(arg, &t, 0, 0, stack);
     if (n < 0) return PyErr_NoMemory();
     Buf b = {NULL, 0, 0};
-    Scratch sc = {0};
+    Scratch sc;
+    scratch_init(&sc);
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = bpe_segment(self, &sc, t, n, &b);
     scratch_free(&sc);
-    free(t);
+    if (t != stack) free(t);
     Py_END_ALLOW_THREADS
-    return finish(&b, rc);
+    return finish(self, &b, rc);
 }
 
 PyDoc_STRVAR(encode_doc,
@@ -1035,7 +1252,9 @@ static PyObject *Model_encode(Model *self, PyObject *arg) {
     }
     Py_ssize_t count = PyList_GET_SIZE(arg);
     Buf b = {NULL, 0, 0};
-    Scratch sc = {0};
+    Scratch sc;
+    scratch_init(&sc);
+    CallStats st = {0, 0, 0};
     int rc = 0;
     for (Py_ssize_t i = 0; i < count && rc == 0; i++) {
         PyObject *it = PyList_GET_ITEM(arg, i);
@@ -1056,19 +1275,54 @@ static PyObject *Model_encode(Model *self, PyObject *arg) {
             PyErr_SetString(PyExc_TypeError, "items must be str or int");
             return NULL;
         }
-        uint32_t *t = NULL;
-        Py_ssize_t n = load_text(it, &t, 0, 0);
+        uint32_t stack[STACK_TEXT], *t = NULL;
+        Py_ssize_t n = load_text(it, &t, 0, 0, stack);
         if (n < 0) {
             rc = -1;
             break;
         }
-        Py_BEGIN_ALLOW_THREADS
-        rc = bpe_segment(self, &sc, t, n, &b);
-        Py_END_ALLOW_THREADS
-        free(t);
+        if (n > SMALL) {
+            Py_BEGIN_ALLOW_THREADS
+            rc = cached_segment(self, &sc, t, n, &b, &st);
+            Py_END_ALLOW_THREADS
+        } else {
+            rc = cached_segment(self, &sc, t, n, &b, &st);
+        }
+        if (t != stack) free(t);
     }
+    wc_account(self->cache, &st);
     scratch_free(&sc);
-    return finish(&b, rc);
+    return finish(self, &b, rc);
+}
+
+PyDoc_STRVAR(cache_stats_doc, "cache_stats() -> (hits, misses, size, max_size) of the word cache.");
+
+static PyObject *Model_cache_stats(Model *self, PyObject *unused) {
+    WordCache *c = self->cache;
+    if (!c) return Py_BuildValue("(KKnn)", 0ULL, 0ULL, (Py_ssize_t)0, (Py_ssize_t)0);
+    return Py_BuildValue("(KKnn)", (unsigned long long)__atomic_load_n(&c->hits, __ATOMIC_RELAXED),
+                         (unsigned long long)__atomic_load_n(&c->misses, __ATOMIC_RELAXED),
+                         (Py_ssize_t)__atomic_load_n(&c->size, __ATOMIC_RELAXED), (Py_ssize_t)c->nslots);
+}
+
+PyDoc_STRVAR(clear_cache_doc, "clear_cache(): drop every entry of the word cache and reset its counters.");
+
+static PyObject *Model_clear_cache(Model *self, PyObject *unused) {
+    WordCache *c = self->cache;
+    if (!c) Py_RETURN_NONE;
+    Py_BEGIN_ALLOW_THREADS
+    for (size_t k = 0; k < c->nslots; k++) {
+        WCSlot *sl = &c->slots[k];
+        uint32_t odd;
+        while (!(odd = wc_claim(sl))) sched_yield(); /* another thread is writing this slot */
+        memset((uint8_t *)sl + sizeof(sl->seq), 0, sizeof(WCSlot) - sizeof(sl->seq));
+        wc_release(sl, odd);
+    }
+    __atomic_store_n(&c->hits, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->misses, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->size, 0, __ATOMIC_RELAXED);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
 }
 
 static PyObject *Model_n_pairs(Model *self, void *closure) { return PyLong_FromSsize_t(self->n_pairs); }
@@ -1077,6 +1331,8 @@ static PyMethodDef Model_methods[] = {
     {"encode_text", (PyCFunction)(void (*)(void))Model_encode_text, METH_FASTCALL, encode_text_doc},
     {"tokenize", (PyCFunction)Model_tokenize, METH_O, tokenize_doc},
     {"encode", (PyCFunction)Model_encode, METH_O, encode_doc},
+    {"cache_stats", (PyCFunction)Model_cache_stats, METH_NOARGS, cache_stats_doc},
+    {"clear_cache", (PyCFunction)Model_clear_cache, METH_NOARGS, clear_cache_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1090,7 +1346,7 @@ static PyTypeObject ModelType = {
     .tp_basicsize = sizeof(Model),
     .tp_dealloc = (destructor)Model_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "SentencePiece BPE by piece score: Model(pieces, ranks, unk_id, byte_fallback, user, unused).",
+    .tp_doc = "SentencePiece BPE by piece score: Model(pieces, ranks, unk_id, byte_fallback, user, unused, cache_size=0).",
     .tp_methods = Model_methods,
     .tp_getset = Model_getset,
     .tp_new = Model_new,

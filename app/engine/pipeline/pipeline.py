@@ -287,12 +287,18 @@ class Pipeline(TokenizerBase):
     # -- cache ----------------------------------------------------------------------------------------------------
 
     def cache_stats(self) -> CacheStats:
-        """Counters of this pipeline's pre-token cache."""
+        """Counters of this pipeline's pre-token cache (the compiled model's own cache when it has one)."""
+        model_stats = getattr(self.model, "cache_stats", None)
+        if model_stats is not None and getattr(self.model, "native", None) is not None:
+            return cast("CacheStats", model_stats())
         return self._cache.stats()
 
     def clear_cache(self) -> None:
-        """Empty the pre-token cache."""
+        """Empty the pre-token cache (and the compiled model's)."""
         self._cache.clear()
+        model_clear = getattr(self.model, "clear_cache", None)
+        if model_clear is not None:
+            model_clear()
 
     @property
     def template(self) -> Template:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from ..cache import default_cache_size
 from ..errors import ArtifactError
 from ..specials import Template
 from ..store import TokenizerSpec
@@ -194,7 +195,8 @@ def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_s
     if vocab.model_type == "bpe":
         mergeable = [i for i, t in enumerate(types) if t in (NORMAL, USER_DEFINED, UNUSED)]
         model = SentencePieceBPE(pairs, unk_id=unk_id, byte_fallback=vocab.byte_fallback, mergeable=mergeable,
-                                 user_defined=user, unused=vocab.ids_of(UNUSED), backend=backend)
+                                 user_defined=user, unused=vocab.ids_of(UNUSED), backend=backend,
+                                 cache_size=default_cache_size() if cache_size is None else cache_size)
         if not vocab.treat_whitespace_as_suffix and splits_exactly(vocab.pieces[i] for i in mergeable):
             split = SpaceSymbolSplit()
     else:

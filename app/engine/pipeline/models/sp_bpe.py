@@ -13,7 +13,8 @@ vocabularies are defined by scores.
 
 With the compiled extension (``app/engine/_native/spbpe.c``, backend native) :meth:`tokenize` and
 :meth:`encode_pieces` run in C with the GIL released, and :meth:`fused_encoder` gives the pipeline one call that also
-normalizes and splits a whole text (SentencePiece's normalizer without a precompiled charsmap); the ids are the
+normalizes and splits a whole text (SentencePiece's normalizer without a precompiled charsmap); words of up to 12
+characters go through a bounded cache in C (:meth:`cache_stats`, :meth:`clear_cache`). The ids are the
 reference's. Offsets, BPE-dropout and :meth:`tokenize_with_spans` stay on the code below.
 """
 
@@ -24,6 +25,7 @@ import random
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, cast
 
+from ...cache import CacheStats
 from ..compiled import SP_BPE as _EXT
 from ..sp_normalizer import SentencePieceNormalizer
 from ..sp_split import SpaceSymbolSplit
@@ -34,11 +36,12 @@ class SentencePieceBPE:
 
     def __init__(self, vocab: Sequence[tuple[str, float]], *, unk_id: int | None, byte_fallback: bool = False,
                  mergeable: Collection[int] | None = None, user_defined: Collection[int] = (),
-                 unused: Collection[int] = (), backend: str | None = None) -> None:
+                 unused: Collection[int] = (), backend: str | None = None, cache_size: int = 0) -> None:
         """``vocab``: ``(piece, score)`` by id. ``mergeable``: ids a merge may produce (SentencePiece: normal,
         user-defined and unused pieces; default all but ``unk_id``). ``user_defined``: pieces matched whole in the
         text and never merged further. ``unused``: pieces split back after merging. ``backend``: ``native``,
-        ``python`` or None (see :func:`app.engine.native.resolve_backend`); :attr:`backend` says which runs."""
+        ``python`` or None (see :func:`app.engine.native.resolve_backend`); :attr:`backend` says which runs.
+        ``cache_size``: slots of the compiled model's word cache (0: none)."""
         self.vocab = [(p, float(s)) for p, s in vocab]
         self.unk_id = unk_id
         self.byte_fallback = byte_fallback
@@ -70,7 +73,7 @@ class SentencePieceBPE:
             for i, r in self._rank.items():
                 ranks[i] = r
             self.native = _EXT.module.Model([p for p, _ in self.vocab], ranks, unk_id, byte_fallback, user,
-                                            sorted(self._unused))
+                                            sorted(self._unused), cache_size)
         self.backend = "python" if self.native is None else "native"
 
     @property
@@ -106,6 +109,15 @@ class SentencePieceBPE:
             return cast("list[int]", encode_text(text, flags))
 
         return encode
+
+    def cache_stats(self) -> CacheStats:
+        """Counters of the compiled model's word cache (all 0 without one)."""
+        return CacheStats(*self.native.cache_stats()) if self.native is not None else CacheStats(0, 0, 0, 0)
+
+    def clear_cache(self) -> None:
+        """Empty the compiled model's word cache."""
+        if self.native is not None:
+            self.native.clear_cache()
 
     def encode_pieces(self, texts: Sequence[str | int], segment_from: int) -> list[int]:
         """Ids of the pre-tokens ``texts`` in order (an ``int`` item is an id already, passed through): one call
