@@ -193,14 +193,13 @@ typedef struct {
     int32_t *sym_len;    /* symbol -> length in code points (0: not a symbol) */
     uint8_t *sym_unused; /* symbol -> its output piece is UNUSED (resegmented) */
     int has_unused;
-    int32_t *bmp_sym, *bmp_out; /* code point < BMP -> symbol id / output id, -1 when none */
+    CharSlot *bmp; /* code point < BMP -> (symbol id, output id), -1 when none (cp unused) */
     CharSlot *astral;
     size_t astral_mask;
     PairSlot *pairs;   /* the table while building; kept for models with more than 65535 symbols */
     uint64_t *pairs16; /* the same with both symbols in 16 bits: (a << 16 | b) << 32 | merged, UINT64_MAX empty */
     size_t pair_mask;
     Py_ssize_t n_pairs;
-    int32_t *sym_rank; /* symbol -> score rank of its piece (merged symbols only) */
     uint8_t *sym_side; /* symbol -> 1: is the left half of some pair, 2: the right half */
     /* user-defined pieces: pool of code points, per piece (start, length, output id); a hash over them; per first
      * character the distinct lengths, longest first */
@@ -220,8 +219,8 @@ typedef struct {
 } Model;
 
 static void Model_dealloc(Model *self) {
-    free(self->sym_out), free(self->sym_len), free(self->sym_unused), free(self->bmp_sym), free(self->bmp_out);
-    free(self->astral), free(self->pairs), free(self->pairs16), free(self->sym_rank), free(self->sym_side), free(self->user_pool), free(self->user_start), free(self->user_len);
+    free(self->sym_out), free(self->sym_len), free(self->sym_unused), free(self->bmp);
+    free(self->astral), free(self->pairs), free(self->pairs16), free(self->sym_side), free(self->user_pool), free(self->user_start), free(self->user_len);
     free(self->user_out), free(self->user_slots), free(self->user_first), free(self->first_at);
     free(self->user_lengths);
     if (self->id_objs) {
@@ -244,26 +243,29 @@ static inline const CharSlot *astral_get(const Model *m, uint32_t cp) {
 }
 
 static inline int32_t char_sym(const Model *m, uint32_t cp) {
-    if (cp < BMP) return m->bmp_sym[cp];
+    if (cp < BMP) return m->bmp[cp].sym;
     const CharSlot *s = astral_get(m, cp);
     return s ? s->sym : -1;
 }
 
 static inline int32_t char_out(const Model *m, uint32_t cp) {
-    if (cp < BMP) return m->bmp_out[cp];
+    if (cp < BMP) return m->bmp[cp].out;
     const CharSlot *s = astral_get(m, cp);
     return s ? s->out : -1;
 }
 
-/* the symbol that the pair (a, b) merges into, or -1 */
-static inline int32_t pair_get(const Model *m, int32_t a, int32_t b) {
+/* the symbol that the pair (a, b) merges into, or -1; *rank gets its score rank */
+static inline int32_t pair_get(const Model *m, int32_t a, int32_t b, int32_t *rank) {
     if (!((m->sym_side[a] & 1) && (m->sym_side[b] & 2))) return -1;
     if (m->pairs16) {
         uint32_t key = ((uint32_t)a << 16) | (uint32_t)b;
         size_t i = (size_t)mix64(key) & m->pair_mask;
         for (;;) {
             uint64_t v = m->pairs16[i];
-            if ((uint32_t)(v >> 32) == key) return (int32_t)(uint32_t)v;
+            if ((uint32_t)(v >> 32) == key) {
+                *rank = (int32_t)(v & 0xFFFF);
+                return (int32_t)((v >> 16) & 0xFFFF);
+            }
             if (v == UINT64_MAX) return -1;
             i = (i + 1) & m->pair_mask;
         }
@@ -272,7 +274,10 @@ static inline int32_t pair_get(const Model *m, int32_t a, int32_t b) {
     size_t i = (size_t)mix64(key) & m->pair_mask;
     for (;;) {
         const PairSlot *s = &m->pairs[i];
-        if (s->key == key) return s->sym;
+        if (s->key == key) {
+            *rank = s->rank;
+            return s->sym;
+        }
         if (s->key == UINT64_MAX) return -1;
         i = (i + 1) & m->pair_mask;
     }
@@ -460,11 +465,9 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
 
     /* symbol ids: every piece id (only mergeable ones are used), then code points of mergeable pieces that are no
      * mergeable piece themselves */
-    self->bmp_sym = (int32_t *)malloc(BMP * sizeof(int32_t));
-    self->bmp_out = (int32_t *)malloc(BMP * sizeof(int32_t));
-    if (!self->bmp_sym || !self->bmp_out) goto nomem;
-    memset(self->bmp_sym, 0xFF, BMP * sizeof(int32_t));
-    memset(self->bmp_out, 0xFF, BMP * sizeof(int32_t));
+    self->bmp = (CharSlot *)malloc(BMP * sizeof(CharSlot));
+    if (!self->bmp) goto nomem;
+    for (uint32_t c = 0; c < BMP; c++) self->bmp[c].cp = c, self->bmp[c].sym = -1, self->bmp[c].out = -1;
     {
         /* astral code points of any piece (for both tables) */
         Py_ssize_t n_astral = 0;
@@ -488,7 +491,7 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     }
 #define SET_CHAR(cp, field, value)                                            \
     do {                                                                      \
-        if ((cp) < BMP) self->bmp_##field[cp] = (value);                      \
+        if ((cp) < BMP) self->bmp[cp].field = (value);                        \
         else ((CharSlot *)astral_get(self, (cp)))->field = (value);           \
     } while (0)
     /* output ids of single code points: the first piece with that string, unless it is the unknown piece */
@@ -563,16 +566,14 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         size_t tight = pow2_at_least((size_t)self->n_pairs * 2 + 1);
         PairSlot *old = self->pairs;
         size_t old_cap = cap;
-        self->sym_rank = (int32_t *)malloc((size_t)(self->n_syms + 1) * sizeof(int32_t));
         self->sym_side = (uint8_t *)calloc((size_t)self->n_syms + 1, 1);
-        if (!self->sym_rank || !self->sym_side) goto nomem;
-        for (Py_ssize_t k = 0; k < self->n_syms; k++) self->sym_rank[k] = k < np ? rank[k] : -1;
+        if (!self->sym_side) goto nomem;
         for (size_t j = 0; j < old_cap; j++) {
             if (old[j].key == UINT64_MAX) continue;
             self->sym_side[old[j].key >> 32] |= 1;
             self->sym_side[old[j].key & 0xFFFFFFFFu] |= 2;
         }
-        if (self->n_syms < 0xFFFF) {
+        if (self->n_syms < 0xFFFF) { /* symbols and ranks (at most one per piece) fit in 16 bits */
             self->pairs16 = (uint64_t *)malloc(tight * sizeof(uint64_t));
             if (!self->pairs16) goto nomem;
             memset(self->pairs16, 0xFF, tight * sizeof(uint64_t));
@@ -582,7 +583,7 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
                 uint32_t key = (uint32_t)(((old[j].key >> 32) << 16) | (old[j].key & 0xFFFF));
                 size_t h = (size_t)mix64(key) & self->pair_mask;
                 while (self->pairs16[h] != UINT64_MAX) h = (h + 1) & self->pair_mask;
-                self->pairs16[h] = ((uint64_t)key << 32) | (uint32_t)old[j].sym;
+                self->pairs16[h] = ((uint64_t)key << 32) | ((uint64_t)old[j].sym << 16) | (uint64_t)old[j].rank;
             }
             free(old);
             self->pairs = NULL;
@@ -765,10 +766,11 @@ static inline const RevSlot *rev_get(const Rev *r, int32_t key) {
     }
 }
 
-/* the symbol two symbols merge into (none: -1); records it for resegmentation as the reference does */
-static inline int32_t candidate(const Model *m, Scratch *sc, const Sym *l, const Sym *r) {
+/* the symbol two symbols merge into (none: -1) and its rank; records it for resegmentation as the reference
+ * does */
+static inline int32_t candidate(const Model *m, Scratch *sc, const Sym *l, const Sym *r, int32_t *rank) {
     if (l->sym < 0 || r->sym < 0) return -1;
-    int32_t p = pair_get(m, l->sym, r->sym);
+    int32_t p = pair_get(m, l->sym, r->sym, rank);
     if (p >= 0 && m->has_unused && m->sym_unused[p]) rev_put(&sc->rev, p, l->sym, r->sym);
     return p;
 }
@@ -934,8 +936,8 @@ static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssi
         }
         uint32_t cp = text[i];
         if (cp < BMP) {
-            s->sym = m->bmp_sym[cp];
-            s->out = m->bmp_out[cp];
+            s->sym = m->bmp[cp].sym;
+            s->out = m->bmp[cp].out;
         } else {
             const CharSlot *c = astral_get(m, cp);
             s->sym = c ? c->sym : -1;
@@ -950,8 +952,9 @@ static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssi
         int32_t *rank = sc->rank, *msym = sc->msym;
         Py_ssize_t np = ns - 1;
         for (Py_ssize_t i = 0; i < np; i++) {
-            int32_t p = candidate(m, sc, &syms[i], &syms[i + 1]);
-            rank[i] = p >= 0 ? m->sym_rank[p] : NO_RANK;
+            int32_t rk;
+            int32_t p = candidate(m, sc, &syms[i], &syms[i + 1], &rk);
+            rank[i] = p >= 0 ? rk : NO_RANK;
             msym[i] = p;
         }
         while (np > 0) {
@@ -961,8 +964,7 @@ static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssi
                 if (rank[i] < best) best = rank[i], at = i;
             if (best == NO_RANK) break;
             int32_t nw = msym[at];
-            syms[at].sym = nw;
-            syms[at].out = m->sym_out[nw];
+            syms[at].sym = nw; /* its output id is read when it is emitted */
             syms[at].len += syms[at + 1].len;
             memmove(syms + at + 1, syms + at + 2, (size_t)(ns - at - 2) * sizeof(Sym));
             ns--;
@@ -970,13 +972,15 @@ static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssi
             memmove(msym + at, msym + at + 1, (size_t)(np - at - 1) * sizeof(int32_t));
             np--;
             if (at > 0) {
-                int32_t p = candidate(m, sc, &syms[at - 1], &syms[at]);
-                rank[at - 1] = p >= 0 ? m->sym_rank[p] : NO_RANK;
+                int32_t rk;
+                int32_t p = candidate(m, sc, &syms[at - 1], &syms[at], &rk);
+                rank[at - 1] = p >= 0 ? rk : NO_RANK;
                 msym[at - 1] = p;
             }
             if (at < np) {
-                int32_t p = candidate(m, sc, &syms[at], &syms[at + 1]);
-                rank[at] = p >= 0 ? m->sym_rank[p] : NO_RANK;
+                int32_t rk;
+                int32_t p = candidate(m, sc, &syms[at], &syms[at + 1], &rk);
+                rank[at] = p >= 0 ? rk : NO_RANK;
                 msym[at] = p;
             }
         }
@@ -995,9 +999,10 @@ static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssi
     }
     nxt[ns - 1] = -1;
     for (Py_ssize_t i = 0; i + 1 < ns; i++) {
-        int32_t p = candidate(m, sc, &syms[i], &syms[i + 1]);
+        int32_t rk;
+        int32_t p = candidate(m, sc, &syms[i], &syms[i + 1], &rk);
         if (p >= 0) {
-            HeapItem it = {m->sym_rank[p], (int32_t)i, syms[i].len + syms[i + 1].len, p};
+            HeapItem it = {rk, (int32_t)i, syms[i].len + syms[i + 1].len, p};
             if (heap_push(sc, &hn, it) < 0) return -1;
         }
     }
@@ -1007,24 +1012,25 @@ static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssi
         /* stale: the left symbol was merged away (len 0) or changed, or its right neighbour changed */
         if (r < 0 || syms[l].len == 0 || syms[r].len == 0 || syms[l].len + syms[r].len != it.len) continue;
         syms[l].sym = it.sym;
-        syms[l].out = m->sym_out[it.sym];
         syms[l].len = it.len;
         syms[r].len = 0;
         nxt[l] = nxt[r];
         if (nxt[r] >= 0) prv[nxt[r]] = l;
         int32_t p = prv[l];
         if (p >= 0) {
-            int32_t c = candidate(m, sc, &syms[p], &syms[l]);
+            int32_t rk;
+            int32_t c = candidate(m, sc, &syms[p], &syms[l], &rk);
             if (c >= 0) {
-                HeapItem ni = {m->sym_rank[c], p, syms[p].len + syms[l].len, c};
+                HeapItem ni = {rk, p, syms[p].len + syms[l].len, c};
                 if (heap_push(sc, &hn, ni) < 0) return -1;
             }
         }
         if (nxt[l] >= 0) {
             int32_t q = nxt[l];
-            int32_t c = candidate(m, sc, &syms[l], &syms[q]);
+            int32_t rk;
+            int32_t c = candidate(m, sc, &syms[l], &syms[q], &rk);
             if (c >= 0) {
-                HeapItem ni = {m->sym_rank[c], l, syms[l].len + syms[q].len, c};
+                HeapItem ni = {rk, l, syms[l].len + syms[q].len, c};
                 if (heap_push(sc, &hn, ni) < 0) return -1;
             }
         }
@@ -1191,18 +1197,18 @@ static Py_ssize_t normalize(uint32_t *t, Py_ssize_t n, int flags) {
 }
 
 PyDoc_STRVAR(encode_text_doc,
-             "encode_text(text, flags) -> list[int]: ids of a whole text: lone surrogates to U+FFFD, SentencePiece's "
+             "encode_text(flags, text) -> list[int]: ids of a whole text: lone surrogates to U+FFFD, SentencePiece's "
              "normalizer without a charsmap (flags: 1 dummy prefix, 2 remove extra whitespaces, 4 escape "
              "whitespaces, 8 whitespace as suffix), cut before every U+2581 after another character (16), BPE.");
 
 static PyObject *Model_encode_text(Model *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyLong_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "encode_text(text: str, flags: int)");
+    if (nargs != 2 || !PyLong_Check(args[0]) || !PyUnicode_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "encode_text(flags: int, text: str)");
         return NULL;
     }
-    int flags = (int)PyLong_AsLong(args[1]);
+    int flags = (int)PyLong_AsLong(args[0]);
     uint32_t stack[STACK_TEXT], *t = NULL;
-    Py_ssize_t n = load_text(args[0], &t, 2, 1, stack);
+    Py_ssize_t n = load_text(args[1], &t, 2, 1, stack);
     if (n < 0) return PyErr_NoMemory();
     Buf b = {NULL, 0, 0};
     Scratch sc;

@@ -20,6 +20,7 @@ reference's. Offsets, BPE-dropout and :meth:`tokenize_with_spans` stay on the co
 
 from __future__ import annotations
 
+import functools
 import heapq
 import random
 from collections.abc import Callable, Collection, Sequence
@@ -103,12 +104,7 @@ class SentencePieceBPE:
                  | (m.ESCAPE_WHITESPACES if normalizer.escape_whitespaces else 0)
                  | (m.WHITESPACE_AS_SUFFIX if normalizer.treat_whitespace_as_suffix else 0)
                  | (m.SPLIT if pre_tokenizer is not None else 0))
-        encode_text = native.encode_text
-
-        def encode(text: str) -> list[int]:
-            return cast("list[int]", encode_text(text, flags))
-
-        return encode
+        return cast("Callable[[str], list[int]]", functools.partial(native.encode_text, flags))
 
     def cache_stats(self) -> CacheStats:
         """Counters of the compiled model's word cache (all 0 without one)."""
