@@ -29,6 +29,7 @@
 #include <string.h>
 
 #define HEAP_FROM 32
+#define RELEASE_FROM 256 /* texts longer than this (code points) are encoded with the GIL released */
 #define NO_RANK INT32_MAX
 #define SPACE_SYMBOL 0x2581
 #define BMP 0x10000
@@ -139,7 +140,7 @@ typedef struct {
 
 typedef struct {
     uint32_t seq; /* even: stable; odd: being written */
-    uint16_t tag; /* hash >> 48 */
+    uint16_t gen; /* the cache's generation when written: an entry of an older one is empty */
     uint8_t len;  /* 0 = empty */
     uint8_t nids;
     uint16_t key[WC_KEY];
@@ -149,8 +150,9 @@ typedef struct {
 typedef struct WordCache {
     WCSlot *slots;
     size_t nslots;
+    uint32_t gen;          /* clear_cache() moves to the next generation instead of touching every slot */
     uint64_t hits, misses; /* atomic adds, once per call */
-    int64_t size;          /* occupied slots (atomic) */
+    int64_t size;          /* slots of this generation (atomic) */
 } WordCache;
 
 typedef struct {
@@ -616,6 +618,7 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         self->cache->slots = (WCSlot *)aligned_alloc(64, (size_t)cache_size * sizeof(WCSlot));
         if (!self->cache->slots) goto nomem;
         memset(self->cache->slots, 0, (size_t)cache_size * sizeof(WCSlot));
+        self->cache->gen = 1;
         self->cache->nslots = (size_t)cache_size;
     }
     free(pool), free(start), free(rank), free(is_unused_id), free(all.slots), free(merge.slots);
@@ -1055,10 +1058,10 @@ static int cached_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_
         h *= 1099511628211ULL;
     }
     h = mix64(h ^ (uint64_t)n);
-    uint16_t tag = (uint16_t)(h >> 48);
+    uint16_t gen = (uint16_t)__atomic_load_n(&c->gen, __ATOMIC_ACQUIRE);
     WCSlot *sl = &c->slots[(size_t)(((uint64_t)(uint32_t)h * c->nslots) >> 32)];
     WCSlot copy;
-    if (wc_read(sl, &copy) && copy.len == n && copy.tag == tag && copy.nids <= WC_IDS) {
+    if (wc_read(sl, &copy) && copy.len == n && copy.gen == gen && copy.nids <= WC_IDS) {
         Py_ssize_t i = 0;
         while (i < n && copy.key[i] == text[i]) i++;
         if (i == n) {
@@ -1075,8 +1078,8 @@ static int cached_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_
     Py_ssize_t nids = out->n - before;
     uint32_t odd;
     if (nids <= WC_IDS && (odd = wc_claim(sl)) != 0) {
-        if (!sl->len) st->filled++;
-        sl->tag = tag;
+        if (!sl->len || sl->gen != gen) st->filled++;
+        sl->gen = gen;
         sl->len = (uint8_t)n;
         sl->nids = (uint8_t)nids;
         for (Py_ssize_t i = 0; i < n; i++) sl->key[i] = (uint16_t)text[i];
@@ -1109,8 +1112,9 @@ static Py_ssize_t load_text(PyObject *s, uint32_t **dst, Py_ssize_t extra, int s
     int kind = PyUnicode_KIND(s);
     const void *data = PyUnicode_DATA(s);
     Py_ssize_t n = PyUnicode_GET_LENGTH(s);
-    uint32_t *t = n + extra + 1 <= STACK_TEXT ? stack : (uint32_t *)malloc((size_t)(n + extra + 1) * 4);
-    if (!t) return -1;
+    uint32_t *base = n + extra + 1 <= STACK_TEXT ? stack : (uint32_t *)malloc((size_t)(n + extra + 1) * 4);
+    if (!base) return -1;
+    uint32_t *t = base + (extra > 0); /* one code point of room in front (the dummy prefix) */
     Py_ssize_t k = 0;
     if (kind == PyUnicode_1BYTE_KIND) {
         const Py_UCS1 *d = (const Py_UCS1 *)data;
@@ -1134,7 +1138,7 @@ static Py_ssize_t load_text(PyObject *s, uint32_t **dst, Py_ssize_t extra, int s
             t[k++] = c;
         }
     }
-    *dst = t;
+    *dst = base;
     return k;
 }
 
@@ -1162,22 +1166,19 @@ static PyObject *finish(const Model *m, Buf *b, int rc) {
     return list;
 }
 
-/* SentencePiece's normalizer without a charsmap over t[0..n) (room for 2 more), in place; returns the new length */
+/* SentencePiece's normalizer without a charsmap over t[1..n + 1) (room for one more in front and one after), in
+ * place, the result from t[0]; returns its length */
 static Py_ssize_t normalize(uint32_t *t, Py_ssize_t n, int flags) {
     int remove = flags & F_REMOVE, suffix = flags & F_SUFFIX;
     uint32_t ws = (flags & F_ESCAPE) ? SPACE_SYMBOL : ' ';
-    Py_ssize_t i = 0;
+    Py_ssize_t i = 1;
+    n++;
     if (remove)
         while (i < n && t[i] == ' ') i++;
     if (i >= n) return 0;
-    /* the output never gets ahead of the input except for the dummy prefix: write behind, shifted by one */
+    /* the output (from t[0]) never gets ahead of the input (from t[1]) but for the dummy prefix, which t[0] holds */
     Py_ssize_t k = 0;
-    int dummy_first = (flags & F_DUMMY) && !suffix;
-    if (dummy_first) {
-        memmove(t + 1, t, (size_t)n * 4);
-        i++, n++;
-        t[k++] = ws;
-    }
+    if ((flags & F_DUMMY) && !suffix) t[k++] = ws;
     int prev_space = remove;
     for (; i < n; i++) {
         uint32_t c = t[i];
@@ -1215,13 +1216,18 @@ static PyObject *Model_encode_text(Model *self, PyObject *const *args, Py_ssize_
     scratch_init(&sc);
     CallStats st = {0, 0, 0};
     int rc = 0;
-    Py_BEGIN_ALLOW_THREADS
-    n = normalize(t, n, flags);
-    rc = bpe_text(self, &sc, t, n, flags & F_SPLIT, &b, &st);
+    if (n > RELEASE_FROM) {
+        Py_BEGIN_ALLOW_THREADS
+        n = normalize(t, n, flags);
+        rc = bpe_text(self, &sc, t, n, flags & F_SPLIT, &b, &st);
+        Py_END_ALLOW_THREADS
+    } else { /* chat-sized: releasing the GIL would cost more than encoding */
+        n = normalize(t, n, flags);
+        rc = bpe_text(self, &sc, t, n, flags & F_SPLIT, &b, &st);
+    }
     wc_account(self->cache, &st);
     scratch_free(&sc);
     if (t != stack) free(t);
-    Py_END_ALLOW_THREADS
     return finish(self, &b, rc);
 }
 
@@ -1239,11 +1245,15 @@ static PyObject *Model_tokenize(Model *self, PyObject *arg) {
     Scratch sc;
     scratch_init(&sc);
     int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = bpe_segment(self, &sc, t, n, &b);
+    if (n > RELEASE_FROM) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = bpe_segment(self, &sc, t, n, &b);
+        Py_END_ALLOW_THREADS
+    } else {
+        rc = bpe_segment(self, &sc, t, n, &b);
+    }
     scratch_free(&sc);
     if (t != stack) free(t);
-    Py_END_ALLOW_THREADS
     return finish(self, &b, rc);
 }
 
@@ -1287,7 +1297,7 @@ static PyObject *Model_encode(Model *self, PyObject *arg) {
             rc = -1;
             break;
         }
-        if (n > SMALL) {
+        if (n > RELEASE_FROM) {
             Py_BEGIN_ALLOW_THREADS
             rc = cached_segment(self, &sc, t, n, &b, &st);
             Py_END_ALLOW_THREADS
@@ -1317,13 +1327,18 @@ static PyObject *Model_clear_cache(Model *self, PyObject *unused) {
     WordCache *c = self->cache;
     if (!c) Py_RETURN_NONE;
     Py_BEGIN_ALLOW_THREADS
-    for (size_t k = 0; k < c->nslots; k++) {
-        WCSlot *sl = &c->slots[k];
-        uint32_t odd;
-        while (!(odd = wc_claim(sl))) sched_yield(); /* another thread is writing this slot */
-        memset((uint8_t *)sl + sizeof(sl->seq), 0, sizeof(WCSlot) - sizeof(sl->seq));
-        wc_release(sl, odd);
+    uint32_t next = (__atomic_load_n(&c->gen, __ATOMIC_RELAXED) + 1) & 0xFFFF;
+    if (next == 0) { /* the generation wraps: empty every slot so that no entry of 65536 clears ago comes back */
+        for (size_t k = 0; k < c->nslots; k++) {
+            WCSlot *sl = &c->slots[k];
+            uint32_t odd;
+            while (!(odd = wc_claim(sl))) sched_yield(); /* another thread is writing this slot */
+            memset((uint8_t *)sl + sizeof(sl->seq), 0, sizeof(WCSlot) - sizeof(sl->seq));
+            wc_release(sl, odd);
+        }
+        next = 1;
     }
+    __atomic_store_n(&c->gen, next, __ATOMIC_RELEASE);
     __atomic_store_n(&c->hits, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&c->misses, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&c->size, 0, __ATOMIC_RELAXED);
