@@ -285,6 +285,15 @@ static inline int32_t pair_get(const Model *m, int32_t a, int32_t b, int32_t *ra
     }
 }
 
+/* start loading the slot pair_get(m, a, b) reads first, so that several lookups' cache misses overlap */
+static inline void pair_prefetch(const Model *m, int32_t a, int32_t b) {
+    if (a < 0 || b < 0 || !((m->sym_side[a] & 1) && (m->sym_side[b] & 2))) return;
+    if (m->pairs16)
+        __builtin_prefetch(&m->pairs16[(size_t)mix64(((uint32_t)a << 16) | (uint32_t)b) & m->pair_mask]);
+    else
+        __builtin_prefetch(&m->pairs[(size_t)mix64(pair_key(a, b)) & m->pair_mask]);
+}
+
 static int cmp_u32(const void *a, const void *b) {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
     return (x > y) - (x < y);
@@ -954,6 +963,7 @@ static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssi
     if (ns < HEAP_FROM) {
         int32_t *rank = sc->rank, *msym = sc->msym;
         Py_ssize_t np = ns - 1;
+        for (Py_ssize_t i = 0; i < np; i++) pair_prefetch(m, syms[i].sym, syms[i + 1].sym);
         for (Py_ssize_t i = 0; i < np; i++) {
             int32_t rk;
             int32_t p = candidate(m, sc, &syms[i], &syms[i + 1], &rk);
@@ -974,6 +984,8 @@ static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssi
             memmove(rank + at, rank + at + 1, (size_t)(np - at - 1) * sizeof(int32_t));
             memmove(msym + at, msym + at + 1, (size_t)(np - at - 1) * sizeof(int32_t));
             np--;
+            if (at > 0) pair_prefetch(m, syms[at - 1].sym, nw);
+            if (at < np) pair_prefetch(m, nw, syms[at + 1].sym);
             if (at > 0) {
                 int32_t rk;
                 int32_t p = candidate(m, sc, &syms[at - 1], &syms[at], &rk);
@@ -1001,7 +1013,9 @@ static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssi
         prv[i] = (int32_t)(i - 1);
     }
     nxt[ns - 1] = -1;
+    for (Py_ssize_t i = 0; i + 1 < ns && i < 64; i++) pair_prefetch(m, syms[i].sym, syms[i + 1].sym);
     for (Py_ssize_t i = 0; i + 1 < ns; i++) {
+        if (i + 64 + 1 < ns) pair_prefetch(m, syms[i + 64].sym, syms[i + 65].sym);
         int32_t rk;
         int32_t p = candidate(m, sc, &syms[i], &syms[i + 1], &rk);
         if (p >= 0) {
@@ -1020,6 +1034,8 @@ static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssi
         nxt[l] = nxt[r];
         if (nxt[r] >= 0) prv[nxt[r]] = l;
         int32_t p = prv[l];
+        if (p >= 0) pair_prefetch(m, syms[p].sym, it.sym);
+        if (nxt[l] >= 0) pair_prefetch(m, it.sym, syms[nxt[l]].sym);
         if (p >= 0) {
             int32_t rk;
             int32_t c = candidate(m, sc, &syms[p], &syms[l], &rk);
