@@ -65,7 +65,7 @@ def _hf_sentencepiece_bpe(name: str) -> Any:
 
     from tests.engine.families.references import sentencepiece_reference
 
-    proto = pb.ModelProto()
+    proto = pb.ModelProto()  # type: ignore[attr-defined]
     proto.ParseFromString(sentencepiece_reference(name).serialized_model_proto())
     vocab: dict[str, int] = {}
     for i, p in enumerate(proto.pieces):
