@@ -1,6 +1,6 @@
 """SentencePiece, tekken and GGUF tokenizers vs their reference libraries on the same files, one thread.
 
-``python -m bench.families.run [--tokenizers a,b] [--bytes N] [--runs R] [--json PATH]``
+``python -m bench.families.run [--tokenizers a,b] [--bytes N] [--runs R] [--clock wall|cpu] [--json PATH]``
 
 References: ``sentencepiece`` (the bundled ``.model``, or a model rebuilt from the GGUF's own pieces), Hugging
 Face ``tokenizers`` (a tokenizer built from the GGUF vocabulary: bge WordPiece, qwen2 byte-level BPE; for the
@@ -10,8 +10,9 @@ converter does: every split of a mergeable piece into two pieces is a merge, ran
 :mod:`bench.corpora` (english plus every multilingual corpus, ``--bytes`` in total): 10 KB documents and short
 chat-sized lines (~50 bytes). Ids are checked identical first (the run stops otherwise); then ``R`` interleaved
 rounds time ours cold (cache cleared), ours warm (same pass again) and each reference. Medians in MB/s of UTF-8
-input. The reference builders are the test suite's (``tests/engine/families/references.py``), so run it from the
-repository root.
+input. ``--clock cpu`` times the thread's CPU time instead of wall time (every side runs on the calling thread),
+which other jobs on a shared machine disturb far less. The reference builders are the test suite's
+(``tests/engine/families/references.py``), so run it from the repository root.
 """
 
 from __future__ import annotations
@@ -105,10 +106,13 @@ def _lines(docs: list[str]) -> list[str]:
     return out
 
 
+CLOCK: Callable[[], float] = time.perf_counter
+
+
 def _time(fn: Callable[[], object]) -> float:
-    t = time.perf_counter()
+    t = CLOCK()
     fn()
-    return time.perf_counter() - t
+    return CLOCK() - t
 
 
 def _time_workload(ours: Any, refs: dict[str, Callable[[str], list[int]]], texts: list[str],
@@ -159,7 +163,8 @@ def bench_one(name: str, workloads: dict[str, list[str]], runs: int) -> dict[str
 
 
 def render(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
-    lines = [f"commit {meta['commit']}, {meta['machine']}, load average at start {meta['loadavg']}", "",
+    lines = [f"commit {meta['commit']}, {meta['machine']}, load average at start {meta['loadavg']}, "
+             f"{meta['clock']} time", "",
              "| tokenizer | workload | ours cold MB/s | ours warm MB/s | sentencepiece | HF tokenizers | "
              "mistral-common | cold vs fastest reference |", "|---|---|---|---|---|---|---|---|"]
     for r in results:
@@ -177,10 +182,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokenizers", default=",".join(NAMES))
     parser.add_argument("--bytes", type=int, default=100_000, help="input size per workload (UTF-8 bytes)")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="wall time, or the thread's CPU time (steadier on a shared machine)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
+    global CLOCK
+    CLOCK = time.thread_time if args.clock == "cpu" else time.perf_counter
     meta = {"commit": _commit(), "machine": f"{platform.machine()} {os.cpu_count()} CPUs, Python "
-            f"{platform.python_version()}", "loadavg": " ".join(f"{x:.2f}" for x in os.getloadavg())}
+            f"{platform.python_version()}", "loadavg": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+            "clock": args.clock}
     docs = _docs(args.bytes)
     workloads = {"10 KB docs": docs, "50 B lines": _lines(docs)}
     results = []
