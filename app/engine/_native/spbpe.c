@@ -32,6 +32,7 @@
 #define RELEASE_FROM 256 /* texts longer than this (code points) are encoded with the GIL released */
 #define NO_RANK INT32_MAX
 #define SPACE_SYMBOL 0x2581
+#define FILTER_BITS (1u << 19)
 #define BMP 0x10000
 
 /* encode_text flags (the normalizer's options and the split) */
@@ -203,6 +204,8 @@ typedef struct {
     size_t pair_mask;
     Py_ssize_t n_pairs;
     uint8_t *sym_side; /* symbol -> 1: is the left half of some pair, 2: the right half */
+    uint64_t *filter;  /* FILTER_BITS bits, one per hash value of a pair: 0 = no such pair (small enough to stay
+                        * in a core's cache, so most pairs that do not merge cost no miss in the big table) */
     /* user-defined pieces: pool of code points, per piece (start, length, output id); a hash over them; per first
      * character the distinct lengths, longest first */
     uint32_t *user_pool;
@@ -222,7 +225,7 @@ typedef struct {
 
 static void Model_dealloc(Model *self) {
     free(self->sym_out), free(self->sym_len), free(self->sym_unused), free(self->bmp);
-    free(self->astral), free(self->pairs), free(self->pairs16), free(self->sym_side), free(self->user_pool), free(self->user_start), free(self->user_len);
+    free(self->astral), free(self->pairs), free(self->pairs16), free(self->sym_side), free(self->filter), free(self->user_pool), free(self->user_start), free(self->user_len);
     free(self->user_out), free(self->user_slots), free(self->user_first), free(self->first_at);
     free(self->user_lengths);
     if (self->id_objs) {
@@ -256,12 +259,23 @@ static inline int32_t char_out(const Model *m, uint32_t cp) {
     return s ? s->out : -1;
 }
 
+static inline uint64_t pair_hash(const Model *m, int32_t a, int32_t b) {
+    return m->pairs16 ? mix64(((uint32_t)a << 16) | (uint32_t)b) : mix64(pair_key(a, b));
+}
+
+static inline int filter_has(const Model *m, uint64_t h) {
+    uint32_t bit = (uint32_t)(h >> 40) & (FILTER_BITS - 1);
+    return (int)((m->filter[bit >> 6] >> (bit & 63)) & 1);
+}
+
 /* the symbol that the pair (a, b) merges into, or -1; *rank gets its score rank */
 static inline int32_t pair_get(const Model *m, int32_t a, int32_t b, int32_t *rank) {
     if (!((m->sym_side[a] & 1) && (m->sym_side[b] & 2))) return -1;
+    uint64_t h = pair_hash(m, a, b);
+    if (!filter_has(m, h)) return -1;
     if (m->pairs16) {
         uint32_t key = ((uint32_t)a << 16) | (uint32_t)b;
-        size_t i = (size_t)mix64(key) & m->pair_mask;
+        size_t i = (size_t)h & m->pair_mask;
         for (;;) {
             uint64_t v = m->pairs16[i];
             if ((uint32_t)(v >> 32) == key) {
@@ -273,7 +287,7 @@ static inline int32_t pair_get(const Model *m, int32_t a, int32_t b, int32_t *ra
         }
     }
     uint64_t key = pair_key(a, b);
-    size_t i = (size_t)mix64(key) & m->pair_mask;
+    size_t i = (size_t)h & m->pair_mask;
     for (;;) {
         const PairSlot *s = &m->pairs[i];
         if (s->key == key) {
@@ -288,10 +302,12 @@ static inline int32_t pair_get(const Model *m, int32_t a, int32_t b, int32_t *ra
 /* start loading the slot pair_get(m, a, b) reads first, so that several lookups' cache misses overlap */
 static inline void pair_prefetch(const Model *m, int32_t a, int32_t b) {
     if (a < 0 || b < 0 || !((m->sym_side[a] & 1) && (m->sym_side[b] & 2))) return;
+    uint64_t h = pair_hash(m, a, b);
+    if (!filter_has(m, h)) return;
     if (m->pairs16)
-        __builtin_prefetch(&m->pairs16[(size_t)mix64(((uint32_t)a << 16) | (uint32_t)b) & m->pair_mask]);
+        __builtin_prefetch(&m->pairs16[(size_t)h & m->pair_mask]);
     else
-        __builtin_prefetch(&m->pairs[(size_t)mix64(pair_key(a, b)) & m->pair_mask]);
+        __builtin_prefetch(&m->pairs[(size_t)h & m->pair_mask]);
 }
 
 static int cmp_u32(const void *a, const void *b) {
@@ -614,6 +630,21 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
                 free(old);
             }
         }
+    }
+    self->filter = (uint64_t *)calloc(FILTER_BITS / 64, sizeof(uint64_t));
+    if (!self->filter) goto nomem;
+    for (size_t j = 0; j <= self->pair_mask; j++) {
+        int32_t a, b;
+        if (self->pairs16) {
+            if (self->pairs16[j] == UINT64_MAX) continue;
+            uint32_t key = (uint32_t)(self->pairs16[j] >> 32);
+            a = (int32_t)(key >> 16), b = (int32_t)(key & 0xFFFF);
+        } else {
+            if (self->pairs[j].key == UINT64_MAX) continue;
+            a = (int32_t)(self->pairs[j].key >> 32), b = (int32_t)(self->pairs[j].key & 0xFFFFFFFFu);
+        }
+        uint32_t bit = (uint32_t)(pair_hash(self, a, b) >> 40) & (FILTER_BITS - 1);
+        self->filter[bit >> 6] |= 1ULL << (bit & 63);
     }
     if (build_user(self, user, &all) < 0) goto fail;
     self->id_objs = (PyObject **)calloc((size_t)np + 1, sizeof(PyObject *));
