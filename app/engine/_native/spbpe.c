@@ -892,6 +892,16 @@ static int emit_sym(const Model *m, Scratch *sc, Emit *e, int32_t sym, const uin
     return emit(m, e, m->sym_out[sym], text, start, m->sym_len[sym]);
 }
 
+/* one final symbol of a segment; the common case (a piece with an id, nothing to split back) inline */
+static inline int emit_one(const Model *m, Scratch *sc, Emit *e, const Sym *s, const uint32_t *text) {
+    int32_t out = s->sym >= 0 ? m->sym_out[s->sym] : s->out;
+    if (out >= 0 && !(s->sym >= 0 && m->has_unused && m->sym_unused[s->sym])) {
+        e->prev_unk = 0;
+        return buf_push(e->out, out);
+    }
+    return s->sym >= 0 ? emit_sym(m, sc, e, s->sym, text, s->start, 0) : emit(m, e, s->out, text, s->start, s->len);
+}
+
 static inline Py_ssize_t user_match(const Model *m, const uint32_t *t, Py_ssize_t i, Py_ssize_t n) {
     uint32_t c = t[i];
     Py_ssize_t lo = 0, hi = m->n_first;
@@ -1002,11 +1012,14 @@ static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssi
             msym[i] = p;
         }
         while (np > 0) {
-            Py_ssize_t at = 0;
-            int32_t best = rank[0];
-            for (Py_ssize_t i = 1; i < np; i++)
-                if (rank[i] < best) best = rank[i], at = i;
-            if (best == NO_RANK) break;
+            /* the lowest (rank, position): branch-free, the loop is short and its outcome unpredictable */
+            uint64_t best = UINT64_MAX;
+            for (Py_ssize_t i = 0; i < np; i++) {
+                uint64_t k = ((uint64_t)(uint32_t)rank[i] << 32) | (uint64_t)i;
+                best = k < best ? k : best;
+            }
+            if ((int32_t)(best >> 32) == NO_RANK) break;
+            Py_ssize_t at = (Py_ssize_t)(uint32_t)best;
             int32_t nw = msym[at];
             syms[at].sym = nw; /* its output id is read when it is emitted */
             syms[at].len += syms[at + 1].len;
@@ -1030,11 +1043,8 @@ static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssi
                 msym[at] = p;
             }
         }
-        for (Py_ssize_t i = 0; i < ns; i++) {
-            int rc = syms[i].sym >= 0 ? emit_sym(m, sc, &e, syms[i].sym, text, syms[i].start, 0)
-                                      : emit(m, &e, syms[i].out, text, syms[i].start, syms[i].len);
-            if (rc < 0) return -1;
-        }
+        for (Py_ssize_t i = 0; i < ns; i++)
+            if (emit_one(m, sc, &e, &syms[i], text) < 0) return -1;
         return 0;
     }
     int32_t *nxt = sc->nxt, *prv = sc->prv;
@@ -1085,11 +1095,8 @@ static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssi
             }
         }
     }
-    for (int32_t i = 0; i >= 0; i = nxt[i]) {
-        int rc = syms[i].sym >= 0 ? emit_sym(m, sc, &e, syms[i].sym, text, syms[i].start, 0)
-                                  : emit(m, &e, syms[i].out, text, syms[i].start, syms[i].len);
-        if (rc < 0) return -1;
-    }
+    for (int32_t i = 0; i >= 0; i = nxt[i])
+        if (emit_one(m, sc, &e, &syms[i], text) < 0) return -1;
     return 0;
 }
 
