@@ -13,8 +13,9 @@ What the pipeline does, as ``sentencepiece`` does:
 * no pre-tokenizer of SentencePiece's own: the model sees the whole normalized text (``split_by_whitespace`` only
   shapes training). For BPE vocabularies where it is provably exact the text is cut before word-initial ``▁``
   (:mod:`app.engine.pipeline.sp_split`), which lets the pipeline cache words;
-* model: BPE by piece score (:class:`~app.engine.pipeline.models.sp_bpe.SentencePieceBPE`) or Unigram in 32-bit
-  floats (:class:`~app.engine.pipeline.models.unigram.Unigram`), with byte fallback and unknown handling;
+* model: BPE by piece score (:class:`~app.engine.pipeline.models.sp_bpe.SentencePieceBPE`; compiled, with the
+  normalization and the cut done in the same C call when there is no charsmap) or Unigram in 32-bit floats
+  (:class:`~app.engine.pipeline.models.unigram.Unigram`), with byte fallback and unknown handling;
 * control pieces (``<s>``, ``</s>``, ``[INST]`` …) are special tokens: never matched in text, by name only.
   User-defined pieces are matched in text, as SentencePiece does.
 * ``add_special_tokens=True`` adds BOS before the text (the piece at ``bos_id`` when it is a control piece): the
