@@ -119,6 +119,24 @@ def test_unused_pieces_are_split_back_as_the_reference_does() -> None:
     assert native.tokenize("ab") == [1, 2] and native.tokenize("abc") == [5]
 
 
+def test_large_vocabularies_match_the_reference() -> None:
+    """More than 65535 symbols: the compiled model's wide pair table instead of the 16-bit one."""
+    rng = random.Random(8)
+    vocab = _random_vocab(rng)
+    pieces = [*vocab.pieces, *(f"\ue000{i}" for i in range(70_000))]
+    scores = [*vocab.scores, *(-20.0 - (i % 7) for i in range(70_000))]
+    mergeable = [i for i, t in enumerate(vocab.types) if t in (NORMAL, USER_DEFINED, UNUSED)]
+    mergeable += range(len(vocab.pieces), len(pieces))
+    args = {"unk_id": 0, "byte_fallback": vocab.byte_fallback, "mergeable": mergeable,
+            "unused": [i for i, t in enumerate(vocab.types) if t == UNUSED]}
+    native = SentencePieceBPE(list(zip(pieces, scores, strict=True)), backend="native", **args)  # type: ignore[arg-type]
+    python = SentencePieceBPE(list(zip(pieces, scores, strict=True)), backend="python", **args)  # type: ignore[arg-type]
+    assert native.native is not None and native.native.n_pairs > 65_535
+    for _ in range(300):
+        text = _random_text(rng) + "".join(rng.choice("\ue0000123456789") for _ in range(rng.randint(0, 30)))
+        assert native.tokenize(text) == python.tokenize(text), text
+
+
 def test_ties_merge_leftmost_first() -> None:
     pieces = ["<unk>", "a", "aa"]
     vocab = list(zip(pieces, [0.0, -1.0, -1.0], strict=True))
