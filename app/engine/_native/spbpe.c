@@ -196,6 +196,7 @@ typedef struct {
     int32_t *sym_len;    /* symbol -> length in code points (0: not a symbol) */
     uint8_t *sym_unused; /* symbol -> its output piece is UNUSED (resegmented) */
     int has_unused;
+    int out_is_sym;      /* every mergeable piece's output id is its own id (no earlier piece spells it) */
     CharSlot *bmp; /* code point < BMP -> (symbol id, output id), -1 when none (cp unused) */
     CharSlot *astral;
     size_t astral_mask;
@@ -541,10 +542,12 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->sym_unused = (uint8_t *)calloc((size_t)self->n_syms + 1, 1);
     if (!self->sym_out || !self->sym_len || !self->sym_unused) goto nomem;
     for (Py_ssize_t s = 0; s < self->n_syms; s++) self->sym_out[s] = -1;
+    self->out_is_sym = 1;
     for (Py_ssize_t i = 0; i < np; i++) {
         if (rank[i] < 0) continue;
         int32_t id = str_get(&all, pool + start[i], start[i + 1] - start[i]);
         self->sym_out[i] = (id >= 0 && id != unk_id) ? id : -1;
+        if (self->sym_out[i] != i) self->out_is_sym = 0;
         self->sym_len[i] = (int32_t)(start[i + 1] - start[i]);
         if (id >= 0 && is_unused_id[id]) self->sym_unused[i] = 1, self->has_unused = 1;
     }
@@ -894,7 +897,7 @@ static int emit_sym(const Model *m, Scratch *sc, Emit *e, int32_t sym, const uin
 
 /* one final symbol of a segment; the common case (a piece with an id, nothing to split back) inline */
 static inline int emit_one(const Model *m, Scratch *sc, Emit *e, const Sym *s, const uint32_t *text) {
-    int32_t out = s->sym >= 0 ? m->sym_out[s->sym] : s->out;
+    int32_t out = s->out; /* = sym_out[sym] for a symbol with one */
     if (out >= 0 && !(s->sym >= 0 && m->has_unused && m->sym_unused[s->sym])) {
         e->prev_unk = 0;
         return buf_push(e->out, out);
@@ -1021,7 +1024,8 @@ static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssi
             if ((int32_t)(best >> 32) == NO_RANK) break;
             Py_ssize_t at = (Py_ssize_t)(uint32_t)best;
             int32_t nw = msym[at];
-            syms[at].sym = nw; /* its output id is read when it is emitted */
+            syms[at].sym = nw;
+            syms[at].out = m->out_is_sym ? nw : m->sym_out[nw];
             syms[at].len += syms[at + 1].len;
             memmove(syms + at + 1, syms + at + 2, (size_t)(ns - at - 2) * sizeof(Sym));
             ns--;
@@ -1070,6 +1074,7 @@ static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssi
         /* stale: the left symbol was merged away (len 0) or changed, or its right neighbour changed */
         if (r < 0 || syms[l].len == 0 || syms[r].len == 0 || syms[l].len + syms[r].len != it.len) continue;
         syms[l].sym = it.sym;
+        syms[l].out = m->out_is_sym ? it.sym : m->sym_out[it.sym];
         syms[l].len = it.len;
         syms[r].len = 0;
         nxt[l] = nxt[r];
