@@ -676,16 +676,34 @@ fail:
 
 /* ---- output buffer ------------------------------------------------------------------------------------------ */
 
+#define BUF_SMALL 256
 typedef struct {
     int32_t *ids;
     Py_ssize_t n, cap;
+    int32_t small[BUF_SMALL]; /* the ids of a short text: no allocation */
 } Buf;
+
+static void buf_init(Buf *b) {
+    b->ids = b->small;
+    b->n = 0;
+    b->cap = BUF_SMALL;
+}
+
+static void buf_free(Buf *b) {
+    if (b->ids != b->small) buf_free(b);
+}
 
 static int buf_reserve(Buf *b, Py_ssize_t extra) {
     if (b->n + extra <= b->cap) return 0;
-    Py_ssize_t cap = b->cap ? b->cap : 64;
+    Py_ssize_t cap = b->cap;
     while (cap < b->n + extra) cap *= 2;
-    int32_t *ns = (int32_t *)realloc(b->ids, (size_t)cap * sizeof(int32_t));
+    int32_t *ns;
+    if (b->ids == b->small) {
+        ns = (int32_t *)malloc((size_t)cap * sizeof(int32_t));
+        if (ns) memcpy(ns, b->small, (size_t)b->n * sizeof(int32_t));
+    } else {
+        ns = (int32_t *)realloc(b->ids, (size_t)cap * sizeof(int32_t));
+    }
     if (!ns) return -1;
     b->ids = ns;
     b->cap = cap;
@@ -1203,7 +1221,7 @@ static Py_ssize_t load_text(PyObject *s, uint32_t **dst, Py_ssize_t extra, int s
 
 static PyObject *finish(const Model *m, Buf *b, int rc) {
     if (rc < 0) {
-        free(b->ids);
+        buf_free(b);
         return PyErr_NoMemory();
     }
     PyObject *list = PyList_New(b->n);
@@ -1221,7 +1239,7 @@ static PyObject *finish(const Model *m, Buf *b, int rc) {
             PyList_SET_ITEM(list, i, v);
         }
     }
-    free(b->ids);
+    buf_free(b);
     return list;
 }
 
@@ -1270,7 +1288,8 @@ static PyObject *Model_encode_text(Model *self, PyObject *const *args, Py_ssize_
     uint32_t stack[STACK_TEXT], *t = NULL;
     Py_ssize_t n = load_text(args[1], &t, 2, 1, stack);
     if (n < 0) return PyErr_NoMemory();
-    Buf b = {NULL, 0, 0};
+    Buf b;
+    buf_init(&b);
     Scratch sc;
     scratch_init(&sc);
     CallStats st = {0, 0, 0};
@@ -1300,7 +1319,8 @@ static PyObject *Model_tokenize(Model *self, PyObject *arg) {
     uint32_t stack[STACK_TEXT], *t = NULL;
     Py_ssize_t n = load_text(arg, &t, 0, 0, stack);
     if (n < 0) return PyErr_NoMemory();
-    Buf b = {NULL, 0, 0};
+    Buf b;
+    buf_init(&b);
     Scratch sc;
     scratch_init(&sc);
     int rc;
@@ -1326,7 +1346,8 @@ static PyObject *Model_encode(Model *self, PyObject *arg) {
         return NULL;
     }
     Py_ssize_t count = PyList_GET_SIZE(arg);
-    Buf b = {NULL, 0, 0};
+    Buf b;
+    buf_init(&b);
     Scratch sc;
     scratch_init(&sc);
     CallStats st = {0, 0, 0};
@@ -1337,7 +1358,7 @@ static PyObject *Model_encode(Model *self, PyObject *arg) {
             long v = PyLong_AsLong(it);
             if (v < 0 || v > INT32_MAX) {
                 scratch_free(&sc);
-                free(b.ids);
+                buf_free(&b);
                 if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "id out of range");
                 return NULL;
             }
@@ -1346,7 +1367,7 @@ static PyObject *Model_encode(Model *self, PyObject *arg) {
         }
         if (!PyUnicode_Check(it)) {
             scratch_free(&sc);
-            free(b.ids);
+            buf_free(&b);
             PyErr_SetString(PyExc_TypeError, "items must be str or int");
             return NULL;
         }
