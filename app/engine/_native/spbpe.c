@@ -421,8 +421,12 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
                                      &cache_size))
         return NULL;
     Py_ssize_t np = PyList_GET_SIZE(pieces);
-    if (PyList_GET_SIZE(ranks) != np || np >= INT32_MAX / 2) {
+    if (PyList_GET_SIZE(ranks) != np) {
         PyErr_SetString(PyExc_ValueError, "ranks must have one entry per piece");
+        return NULL;
+    }
+    if (np >= (1 << 24) - 1) { /* heap entries hold a rank in 24 bits */
+        PyErr_SetString(PyExc_ValueError, "too many pieces for the compiled model");
         return NULL;
     }
     if (unk_id < 0 || unk_id >= np) {
@@ -725,12 +729,10 @@ typedef struct {
     int32_t len;   /* code points */
 } Sym;
 
-typedef struct {
-    int32_t rank;
-    int32_t left;
-    int32_t len; /* merged length: the reference's staleness check */
-    int32_t sym;
-} HeapItem;
+/* a heap entry: score rank (24 bits) then left symbol index (40 bits), so entries order as the reference's
+ * candidates (best score, then leftmost); the merge it stands for is looked up again when it is popped */
+typedef uint64_t HeapItem;
+#define HEAP_ITEM(rank, left) (((uint64_t)(uint32_t)(rank) << 40) | (uint64_t)(uint32_t)(left))
 
 /* per-segment "merged unused piece -> the two symbols last recorded for it" (only for models with UNUSED) */
 typedef struct {
@@ -768,7 +770,8 @@ static void scratch_init(Scratch *s) {
 
 static void scratch_free(Scratch *s) {
     if (s->syms != s->small_syms) free(s->syms), free(s->rank), free(s->msym), free(s->nxt), free(s->prv);
-    free(s->heap), free(s->rev.slots), free(s->rev.touched);
+    if (s->heap) free(s->heap - 3);
+    free(s->rev.slots), free(s->rev.touched);
 }
 
 static int scratch_reserve(Scratch *s, Py_ssize_t n) {
@@ -947,22 +950,27 @@ static inline Py_ssize_t user_match(const Model *m, const uint32_t *t, Py_ssize_
     return -1;
 }
 
-static inline int heap_less(const HeapItem *x, const HeapItem *y) {
-    return x->rank < y->rank || (x->rank == y->rank && x->left < y->left);
-}
+static inline int heap_less(const HeapItem *x, const HeapItem *y) { return *x < *y; }
 
+/* A 4-ary heap of 8-byte entries (half the levels of a binary one; the four children of a node share 32 bytes of
+ * one cache line: the array is 64-byte aligned and starts 3 entries in), so a long run's heap costs few cache
+ * misses per operation. */
 static int heap_push(Scratch *sc, Py_ssize_t *hn, HeapItem it) {
     if (*hn == sc->hcap) {
         Py_ssize_t cap = sc->hcap ? sc->hcap * 2 : 256;
-        HeapItem *nh = (HeapItem *)realloc(sc->heap, (size_t)cap * sizeof(HeapItem));
-        if (!nh) return -1;
-        sc->heap = nh;
+        HeapItem *raw = (HeapItem *)aligned_alloc(64, (size_t)(cap + 4) * sizeof(HeapItem));
+        if (!raw) return -1;
+        if (sc->heap) {
+            memcpy(raw + 3, sc->heap, (size_t)*hn * sizeof(HeapItem));
+            free(sc->heap - 3);
+        }
+        sc->heap = raw + 3;
         sc->hcap = cap;
     }
     HeapItem *h = sc->heap;
     Py_ssize_t i = (*hn)++;
     while (i > 0) {
-        Py_ssize_t p = (i - 1) / 2;
+        Py_ssize_t p = (i - 1) / 4;
         if (!heap_less(&it, &h[p])) break;
         h[i] = h[p];
         i = p;
@@ -977,12 +985,14 @@ static HeapItem heap_pop(Scratch *sc, Py_ssize_t *hn) {
     HeapItem it = h[--(*hn)];
     Py_ssize_t n = *hn, i = 0;
     for (;;) {
-        Py_ssize_t c = 2 * i + 1;
+        Py_ssize_t c = 4 * i + 1;
         if (c >= n) break;
-        if (c + 1 < n && heap_less(&h[c + 1], &h[c])) c++;
-        if (!heap_less(&h[c], &it)) break;
-        h[i] = h[c];
-        i = c;
+        Py_ssize_t best = c, end = c + 4 < n ? c + 4 : n;
+        for (Py_ssize_t k = c + 1; k < end; k++)
+            if (heap_less(&h[k], &h[best])) best = k;
+        if (!heap_less(&h[best], &it)) break;
+        h[i] = h[best];
+        i = best;
     }
     if (n > 0) h[i] = it;
     return top;
@@ -1082,29 +1092,33 @@ static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssi
         int32_t rk;
         int32_t p = candidate(m, sc, &syms[i], &syms[i + 1], &rk);
         if (p >= 0) {
-            HeapItem it = {rk, (int32_t)i, syms[i].len + syms[i + 1].len, p};
+            HeapItem it = HEAP_ITEM(rk, i);
             if (heap_push(sc, &hn, it) < 0) return -1;
         }
     }
     while (hn > 0) {
         HeapItem it = heap_pop(sc, &hn);
-        int32_t l = it.left, r = nxt[l];
-        /* stale: the left symbol was merged away (len 0) or changed, or its right neighbour changed */
-        if (r < 0 || syms[l].len == 0 || syms[r].len == 0 || syms[l].len + syms[r].len != it.len) continue;
-        syms[l].sym = it.sym;
-        syms[l].out = m->out_is_sym ? it.sym : m->sym_out[it.sym];
-        syms[l].len = it.len;
+        int32_t l = (int32_t)(it & 0xFFFFFFFFFFULL), r = nxt[l];
+        /* An entry is acted on when the pair now at its position merges with its rank: then that pair is a
+         * candidate with the smallest (rank, position) there is (its own entry is in the heap), exactly what the
+         * reference merges next; otherwise it is stale (the symbols changed since it was pushed). */
+        if (r < 0 || syms[l].len == 0 || syms[l].sym < 0 || syms[r].sym < 0) continue;
+        int32_t rk, ms = pair_get(m, syms[l].sym, syms[r].sym, &rk);
+        if (ms < 0 || (uint64_t)(uint32_t)rk != (it >> 40)) continue;
+        syms[l].sym = ms;
+        syms[l].out = m->out_is_sym ? ms : m->sym_out[ms];
+        syms[l].len += syms[r].len;
         syms[r].len = 0;
         nxt[l] = nxt[r];
         if (nxt[r] >= 0) prv[nxt[r]] = l;
         int32_t p = prv[l];
-        if (p >= 0) pair_prefetch(m, syms[p].sym, it.sym);
-        if (nxt[l] >= 0) pair_prefetch(m, it.sym, syms[nxt[l]].sym);
+        if (p >= 0) pair_prefetch(m, syms[p].sym, ms);
+        if (nxt[l] >= 0) pair_prefetch(m, ms, syms[nxt[l]].sym);
         if (p >= 0) {
             int32_t rk;
             int32_t c = candidate(m, sc, &syms[p], &syms[l], &rk);
             if (c >= 0) {
-                HeapItem ni = {rk, p, syms[p].len + syms[l].len, c};
+                HeapItem ni = HEAP_ITEM(rk, p);
                 if (heap_push(sc, &hn, ni) < 0) return -1;
             }
         }
@@ -1113,7 +1127,7 @@ static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssi
             int32_t rk;
             int32_t c = candidate(m, sc, &syms[l], &syms[q], &rk);
             if (c >= 0) {
-                HeapItem ni = {rk, l, syms[l].len + syms[q].len, c};
+                HeapItem ni = HEAP_ITEM(rk, l);
                 if (heap_push(sc, &hn, ni) < 0) return -1;
             }
         }

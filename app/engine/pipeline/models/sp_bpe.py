@@ -73,8 +73,11 @@ class SentencePieceBPE:
             ranks = [-1] * len(self.vocab)
             for i, r in self._rank.items():
                 ranks[i] = r
-            self.native = _EXT.module.Model([p for p, _ in self.vocab], ranks, unk_id, byte_fallback, user,
-                                            sorted(self._unused), cache_size)
+            try:
+                self.native = _EXT.module.Model([p for p, _ in self.vocab], ranks, unk_id, byte_fallback, user,
+                                                sorted(self._unused), cache_size)
+            except ValueError:  # a vocabulary the compiled model cannot hold (over 16 M pieces): the reference
+                self.native = None
         self.backend = "python" if self.native is None else "native"
 
     @property
