@@ -207,6 +207,7 @@ typedef struct {
     uint8_t *sym_side; /* symbol -> 1: is the left half of some pair, 2: the right half */
     uint64_t *filter;  /* FILTER_BITS bits, one per hash value of a pair: 0 = no such pair (small enough to stay
                         * in a core's cache, so most pairs that do not merge cost no miss in the big table) */
+    uint64_t *bigrams; /* FILTER_BITS bits, one per hash value of two adjacent characters of a mergeable piece */
     /* user-defined pieces: pool of code points, per piece (start, length, output id); a hash over them; per first
      * character the distinct lengths, longest first */
     uint32_t *user_pool;
@@ -226,7 +227,7 @@ typedef struct {
 
 static void Model_dealloc(Model *self) {
     free(self->sym_out), free(self->sym_len), free(self->sym_unused), free(self->bmp);
-    free(self->astral), free(self->pairs), free(self->pairs16), free(self->sym_side), free(self->filter), free(self->user_pool), free(self->user_start), free(self->user_len);
+    free(self->astral), free(self->pairs), free(self->pairs16), free(self->sym_side), free(self->filter), free(self->bigrams), free(self->user_pool), free(self->user_start), free(self->user_len);
     free(self->user_out), free(self->user_slots), free(self->user_first), free(self->first_at);
     free(self->user_lengths);
     if (self->id_objs) {
@@ -262,6 +263,16 @@ static inline int32_t char_out(const Model *m, uint32_t cp) {
 
 static inline uint64_t pair_hash(const Model *m, int32_t a, int32_t b) {
     return m->pairs16 ? mix64(((uint32_t)a << 16) | (uint32_t)b) : mix64(pair_key(a, b));
+}
+
+static inline uint32_t bigram_bit(uint32_t a, uint32_t b) {
+    return (uint32_t)(mix64(((uint64_t)a << 21) | b) >> 40) & (FILTER_BITS - 1);
+}
+
+/* 0: no mergeable piece has the characters a, b next to each other (1 may be a false positive) */
+static inline int bigram_has(const Model *m, uint32_t a, uint32_t b) {
+    uint32_t bit = bigram_bit(a, b);
+    return (int)((m->bigrams[bit >> 6] >> (bit & 63)) & 1);
 }
 
 static inline int filter_has(const Model *m, uint64_t h) {
@@ -653,6 +664,15 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         uint32_t bit = (uint32_t)(pair_hash(self, a, b) >> 40) & (FILTER_BITS - 1);
         self->filter[bit >> 6] |= 1ULL << (bit & 63);
     }
+    self->bigrams = (uint64_t *)calloc(FILTER_BITS / 64, sizeof(uint64_t));
+    if (!self->bigrams) goto nomem;
+    for (Py_ssize_t i = 0; i < np; i++) {
+        if (rank[i] < 0) continue;
+        for (Py_ssize_t j = start[i]; j + 1 < start[i + 1]; j++) {
+            uint32_t bit = bigram_bit(pool[j], pool[j + 1]);
+            self->bigrams[bit >> 6] |= 1ULL << (bit & 63);
+        }
+    }
     if (build_user(self, user, &all) < 0) goto fail;
     self->id_objs = (PyObject **)calloc((size_t)np + 1, sizeof(PyObject *));
     if (!self->id_objs) goto nomem;
@@ -998,40 +1018,11 @@ static HeapItem heap_pop(Scratch *sc, Py_ssize_t *hn) {
     return top;
 }
 
-/* BPE over text[0..n) (one segment); ids appended to out. */
-static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssize_t n, Buf *out) {
-    if (n <= 0) return 0;
-    if (n > INT32_MAX - 1) return -1;
-    if (scratch_reserve(sc, n) < 0) return -1;
-    Sym *syms = sc->syms;
-    Py_ssize_t ns = 0;
-    for (Py_ssize_t i = 0; i < n;) {
-        Sym *s = &syms[ns++];
-        s->start = (int32_t)i;
-        if (m->n_user) {
-            Py_ssize_t k = user_match(m, text, i, n);
-            if (k >= 0) {
-                s->sym = -1;
-                s->out = m->user_out[k];
-                s->len = (int32_t)m->user_len[k];
-                i += m->user_len[k];
-                continue;
-            }
-        }
-        uint32_t cp = text[i];
-        if (cp < BMP) {
-            s->sym = m->bmp[cp].sym;
-            s->out = m->bmp[cp].out;
-        } else {
-            const CharSlot *c = astral_get(m, cp);
-            s->sym = c ? c->sym : -1;
-            s->out = c ? c->out : -1;
-        }
-        s->len = 1;
-        i++;
-    }
+/* Merge syms[0..ns) (initial symbols of text) and emit the result through e. */
+static int merge_emit(const Model *m, Scratch *sc, Sym *syms, Py_ssize_t ns, const uint32_t *text, Emit *e0) {
+    if (ns <= 0) return 0;
     if (m->has_unused && rev_reset(&sc->rev, ns) < 0) return -1;
-    Emit e = {out, 0};
+    Emit e = *e0;
     if (ns < HEAP_FROM) {
         int32_t *rank = sc->rank, *msym = sc->msym;
         Py_ssize_t np = ns - 1;
@@ -1077,6 +1068,7 @@ static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssi
         }
         for (Py_ssize_t i = 0; i < ns; i++)
             if (emit_one(m, sc, &e, &syms[i], text) < 0) return -1;
+        *e0 = e;
         return 0;
     }
     int32_t *nxt = sc->nxt, *prv = sc->prv;
@@ -1134,7 +1126,53 @@ static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssi
     }
     for (int32_t i = 0; i >= 0; i = nxt[i])
         if (emit_one(m, sc, &e, &syms[i], text) < 0) return -1;
+    *e0 = e;
     return 0;
+}
+
+/* BPE over text[0..n) (one segment); ids appended to out. A segment is merged in pieces cut where no merge can
+ * ever cross (two neighbouring initial symbols that are no two adjacent characters of any mergeable piece, or one
+ * that never merges): the pieces merge independently (no candidate spans a cut), one after the other into the
+ * same output, so a long run of such text needs memory for its longest uncut piece only. Models with UNUSED
+ * pieces are not cut (their split-back bookkeeping spans the whole segment, as the reference's does). */
+static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssize_t n, Buf *out) {
+    if (n <= 0) return 0;
+    if (n > INT32_MAX - 1) return -1;
+    if (scratch_reserve(sc, n) < 0) return -1; /* address space only: pages are touched as they are used */
+    Sym *syms = sc->syms;
+    int cut = !m->has_unused;
+    Emit e = {out, 0};
+    Py_ssize_t ns = 0;
+    for (Py_ssize_t i = 0; i < n;) {
+        Sym cur;
+        cur.start = (int32_t)i;
+        Py_ssize_t k = m->n_user ? user_match(m, text, i, n) : -1;
+        if (k >= 0) {
+            cur.sym = -1;
+            cur.out = m->user_out[k];
+            cur.len = (int32_t)m->user_len[k];
+            i += m->user_len[k];
+        } else {
+            uint32_t cp = text[i];
+            if (cp < BMP) {
+                cur.sym = m->bmp[cp].sym;
+                cur.out = m->bmp[cp].out;
+            } else {
+                const CharSlot *c = astral_get(m, cp);
+                cur.sym = c ? c->sym : -1;
+                cur.out = c ? c->out : -1;
+            }
+            cur.len = 1;
+            i++;
+        }
+        if (cut && ns > 0 && (cur.sym < 0 || syms[ns - 1].sym < 0 ||
+                              !bigram_has(m, text[syms[ns - 1].start], text[cur.start]))) {
+            if (merge_emit(m, sc, syms, ns, text, &e) < 0) return -1;
+            ns = 0;
+        }
+        syms[ns++] = cur;
+    }
+    return merge_emit(m, sc, syms, ns, text, &e);
 }
 
 /* bpe_segment through the word cache (segments of at most WC_KEY code points, all in the BMP) */
