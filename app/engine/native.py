@@ -149,6 +149,7 @@ class NativeCore:
         "count_batch",
         "count_utf8",
         "encode_utf8",
+        "count_framed",
         "last_merges",
     )
 
@@ -181,9 +182,12 @@ class NativeCore:
             self.count_utf8 = getattr(self._core, "count_utf8", None)
             # (data, offsets, wide) -> (ids as native uint32 bytes, n + 1 int32 offsets as bytes)
             self.encode_utf8 = getattr(self._core, "encode_utf8", None)
+            # (text, names: tuple[bytes, ...]) -> tokens with each name occurrence one token and a hard cut
+            self.count_framed = self._core.count_framed
         else:
             self.encode = self.count = self.encode_with_offsets = self.encode_batch = self.count_batch = None
             self.count_utf8 = self.encode_utf8 = None
+            self.count_framed = None
 
     @property
     def has_scanner(self) -> bool:
