@@ -1,11 +1,12 @@
 """Run a bulk job on Ray Data and summarise it.
 
-The driver plans the chunks (:mod:`.sources`; large ones, shrinking towards the end so the workers finish
-together), makes a Ray dataset of their descriptors (one block each, so a retry redoes one chunk), and maps it
-through an actor pool of :class:`~.runner.ChunkWorker` — one CPU and one encoding per actor, which reads, tokenizes
-and writes its chunk itself (read -> tokenize -> write fused in one task: no rows cross the object store). Ray
-restarts an actor that died (a killed or crashed worker process) and retries its chunk up to ``max_retries`` times; since each chunk writes one part file by atomic rename, the output holds every row
-exactly once whichever attempt finished. The driver collects one small result per chunk, never the rows.
+The driver plans the chunks (:mod:`.sources`; large ones, shrinking towards the end so the workers finish together),
+makes a Ray dataset of their descriptors (one block each, so a retry redoes one chunk), and maps it through an actor
+pool of :class:`~.runner.ChunkWorker` — one CPU and one encoding per actor, which reads, tokenizes and writes its
+chunk itself (read -> tokenize -> write fused in one task: no rows cross the object store). Ray restarts an actor
+that died (a killed or crashed worker process) and retries its chunk up to ``max_retries`` times; since each chunk
+writes one part file by atomic rename, the output holds every row exactly once whichever attempt finished. The
+driver collects one small result per chunk, never the rows.
 
 Ray: an existing ``ray.init()`` in this process is used as it is; otherwise ``address`` (e.g. ``ray://head:10001``
 or ``auto``), else ``$RAY_ADDRESS``, else a local Ray started for the job (``num_cpus`` CPUs, default all) and shut
