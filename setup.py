@@ -19,4 +19,4 @@ def _extension(module: str, source: str) -> Extension:
 
 
 setup(ext_modules=[_extension("_core", "tokcore.c"), _extension("_trainer", "trainer.c"),
-                  _extension("_mergebpe", "mergebpe.c")])
+                  _extension("_mergebpe", "mergebpe.c"), _extension("_unigram", "unigram.c")])

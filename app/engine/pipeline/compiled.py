@@ -8,3 +8,5 @@ from __future__ import annotations
 from ..native import OptionalExtension
 
 MERGE_BPE = OptionalExtension("app.engine._native._mergebpe", "compiled merge-list BPE", "the pure-Python pipeline")
+#: ``app.engine._native._unigram`` (``unigram.c``): the Unigram Viterbi and SentencePiece's normalizer.
+UNIGRAM = OptionalExtension("app.engine._native._unigram", "compiled Unigram", "the pure-Python pipeline")

@@ -98,6 +98,12 @@ class Pipeline(TokenizerBase):
         self._str_path = (getattr(model, "native", None) is not None and not self._norm_matcher.has_matchable
                           and (normalizer is None or type(normalizer) is Replace)
                           and (pre_tokenizer is None or type(pre_tokenizer) is Split))
+        # A compiled model that runs the normalizer too (``fuse``: SentencePiece's normalizer and Unigram in one
+        # C call) when nothing else sits between them: raw stretches go to it (:meth:`_encode_text_fused`).
+        fuse = getattr(model, "fuse", None)
+        self._fused: Callable[[list[str | int]], list[int]] | None = (
+            fuse(normalizer) if fuse is not None and pre_tokenizer is None and not self._norm_matcher.has_matchable
+            else None)
 
     # -- encoding -------------------------------------------------------------------------------------------------
 
@@ -157,6 +163,8 @@ class Pipeline(TokenizerBase):
         return self._pieces(text, False)
 
     def _encode_text(self, text: str) -> list[int]:
+        if self._fused is not None:
+            return self._encode_text_fused(text)
         if self._str_path:
             return self._encode_text_str(text)
         if getattr(self.model, "native", None) is not None:
@@ -182,6 +190,17 @@ class Pipeline(TokenizerBase):
         items: list[str | int] = [p.text if p.token_id is None else p.token_id
                                   for p in self._pieces(text, False) if p.token_id is not None or p.text]
         return self.model.encode_pieces(items, SEGMENT_FROM)  # type: ignore[attr-defined, no-any-return]
+
+    def _encode_text_fused(self, text: str) -> list[int]:
+        """:meth:`_encode_text` through the model's fused normalizer + model call: the raw stretches between
+        matched added tokens and their ids, in order (the compiled side scrubs lone surrogates as
+        :func:`scrub_surrogates` does)."""
+        fused = cast("Callable[[list[str | int]], list[int]]", self._fused)
+        if not self._raw_matcher.has_matchable:
+            return fused([text])
+        text = scrub_surrogates(text)
+        return fused([text[start:end] if token is None else token.id
+                      for start, end, token in self._raw_matcher.split(text) if token is not None or start < end])
 
     def _encode_text_str(self, text: str) -> list[int]:
         """:meth:`_encode_text_native` on strings, for a Replace normalizer and a Split pre-tokenizer: the same
