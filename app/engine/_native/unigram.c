@@ -168,6 +168,7 @@ typedef struct {
     uint8_t asc_fast[128];
     const char *asc_rep[128]; /* NULL: c itself */
     uint64_t asc_cont[128][2];
+    uint8_t *plain_cp; /* bitmap over code points: no charsmap key and no user-defined piece starts with it */
 } Normalizer;
 
 static void Normalizer_dealloc(Normalizer *self) {
@@ -177,6 +178,7 @@ static void Normalizer_dealloc(Normalizer *self) {
     free(self->user_start);
     free(self->user_len);
     free(self->user_first);
+    free(self->plain_cp);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -339,6 +341,13 @@ static int normalize(const Normalizer *nz, const Text *t, ByteBuf *out) {
                 continue;
             }
         }
+        if (c >= 0x80 && c < 0x110000 && ((nz->plain_cp[c >> 3] >> (c & 7)) & 1)) { /* copied as it is */
+            if (bytes_reserve(out, 8) < 0) return E_NOMEM;
+            out->n += utf8_put(out->v + out->n, c);
+            prev_space = 0;
+            i++;
+            continue;
+        }
         Py_ssize_t used;
         if (nz->plain) {
             o.is_cp = 1;
@@ -445,6 +454,32 @@ static PyObject *Normalizer_new(PyTypeObject *type, PyObject *args, PyObject *kw
         self->n_user = nu;
     }
     self->plain = self->units == NULL && self->n_user == 0;
+    self->plain_cp = (uint8_t *)calloc(0x110000 / 8, 1);
+    if (!self->plain_cp) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (uint32_t c = 0x80; c < 0x110000; c++) {
+        if (c >= 0xD800 && c <= 0xDFFF) continue;
+        if (self->user_first && (self->user_first[c >> 3] >> (c & 7)) & 1) continue;
+        int starts = 0;
+        if (self->units) {
+            unsigned char enc[4];
+            int k = utf8_put(enc, c);
+            uint32_t id = da_offset(self->units[0]);
+            starts = 1;
+            for (int b = 0; b < k; b++) {
+                id ^= enc[b];
+                if ((Py_ssize_t)id >= self->n_units || (self->units[id] & 0x800000FFu) != enc[b]) {
+                    starts = 0;
+                    break;
+                }
+                id ^= da_offset(self->units[id]);
+                if ((Py_ssize_t)id >= self->n_units) break; /* malformed: keep the careful path */
+            }
+        }
+        if (!starts) self->plain_cp[c >> 3] |= (uint8_t)(1u << (c & 7));
+    }
     for (int c = 1; c < 128; c++) {
         self->asc_fast[c] = !(self->user_first && (self->user_first[c >> 3] >> (c & 7)) & 1);
         if (!self->units) continue;
@@ -627,8 +662,37 @@ static int32_t find_base(Builder *b, const int *labels, int k) {
     }
 }
 
-/* Children of node ``s`` for keys[lo:hi) (sorted, sharing their first ``depth`` bytes). */
-static int build_node(Builder *b, const Key *keys, int32_t s, Py_ssize_t lo, Py_ssize_t hi, int32_t depth) {
+/* Nodes waiting to be placed, depth first (a stack; measured faster to walk than breadth first: a walk's path
+ * stays close together). */
+typedef struct {
+    int32_t s, depth;
+    Py_ssize_t lo, hi;
+} Pending;
+
+typedef struct {
+    Pending *v;
+    Py_ssize_t head, n, cap;
+} Queue;
+
+static int queue_push(Queue *q, int32_t s, Py_ssize_t lo, Py_ssize_t hi, int32_t depth) {
+    if (q->n == q->cap) {
+        Py_ssize_t cap = q->cap ? q->cap * 2 : 1024;
+        Pending *nv = (Pending *)realloc(q->v, (size_t)cap * sizeof(Pending));
+        if (!nv) return E_NOMEM;
+        q->v = nv;
+        q->cap = cap;
+    }
+    Pending *p = &q->v[q->n++];
+    p->s = s;
+    p->lo = lo;
+    p->hi = hi;
+    p->depth = depth;
+    return 0;
+}
+
+/* Node ``s`` for keys[lo:hi) (sorted, sharing their first ``depth`` bytes): its piece, then its children placed
+ * and queued. */
+static int build_node(Builder *b, Queue *q, const Key *keys, int32_t s, Py_ssize_t lo, Py_ssize_t hi, int32_t depth) {
     if (lo < hi && keys[lo].len == depth) {
         b->u[s].id = keys[lo].id;
         b->u[s].score = b->fscore[keys[lo].id];
@@ -639,39 +703,20 @@ static int build_node(Builder *b, const Key *keys, int32_t s, Py_ssize_t lo, Py_
         b->u[s].base = 0;
         return 0;
     }
-    int one_label;
-    Py_ssize_t one_from[2];
+    int labels[256];
+    Py_ssize_t from[257];
     int k = 0;
-    for (Py_ssize_t q = lo, last = -1; q < hi; q++) {
-        int c = keys[q].s[depth];
-        if (c != last) {
-            k++;
-            last = c;
-        }
-    }
-    /* arrays on the heap for branching nodes only: a long chain recurses with small frames */
-    int *labels = k == 1 ? &one_label : (int *)malloc((size_t)k * sizeof(int));
-    Py_ssize_t *from = k == 1 ? one_from : (Py_ssize_t *)malloc((size_t)(k + 1) * sizeof(Py_ssize_t));
-    int rc = 0;
-    if (!labels || !from) {
-        rc = E_NOMEM;
-        goto done;
-    }
-    k = 0;
-    for (Py_ssize_t q = lo; q < hi; q++) {
-        int c = keys[q].s[depth];
+    for (Py_ssize_t r = lo; r < hi; r++) {
+        int c = keys[r].s[depth];
         if (k == 0 || labels[k - 1] != c) {
             labels[k] = c;
-            from[k] = q;
+            from[k] = r;
             k++;
         }
     }
     from[k] = hi;
     int32_t base = find_base(b, labels, k);
-    if (base < 0) {
-        rc = E_NOMEM;
-        goto done;
-    }
+    if (base < 0) return E_NOMEM;
     b->u[s].base = base;
     for (int j = 0; j < k; j++) {
         int32_t t = base + labels[j];
@@ -680,12 +725,19 @@ static int build_node(Builder *b, const Key *keys, int32_t s, Py_ssize_t lo, Py_
         b->u[t].id = -1;
         if (t > b->top) b->top = t;
     }
-    for (int j = 0; j < k && rc == 0; j++) rc = build_node(b, keys, base + labels[j], from[j], from[j + 1], depth + 1);
-done:
-    if (k != 1) {
-        if (labels != &one_label) free(labels);
-        if (from != one_from) free(from);
+    for (int j = k - 1; j >= 0; j--)
+        if (queue_push(q, base + labels[j], from[j], from[j + 1], depth + 1) < 0) return E_NOMEM;
+    return 0;
+}
+
+static int build_trie(Builder *b, const Key *keys, Py_ssize_t n) {
+    Queue q = {NULL, 0, 0, 0};
+    int rc = queue_push(&q, 0, 0, n, 0);
+    while (rc == 0 && q.n > 0) {
+        Pending p = q.v[--q.n];
+        rc = build_node(b, &q, keys, p.s, p.lo, p.hi, p.depth);
     }
+    free(q.v);
     return rc;
 }
 
@@ -704,11 +756,13 @@ typedef struct {
     int byte_fallback;
     int whole_lookup;   /* an unknown run that spells a piece is that piece (Hugging Face) */
     int32_t bytes[256]; /* <0xNN> ids, -1 when absent */
+    int32_t *first;     /* BMP code point of 2-3 UTF-8 bytes -> the trie node after it (-1: no piece starts so) */
 } Model;
 
 static void Model_dealloc(Model *self) {
     free(self->u);
     free(self->dscore);
+    free(self->first);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -794,7 +848,7 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     fl_unlink(&b, 0);
     b.u[0].check = -2; /* the root */
     b.u[0].id = -1;
-    if (build_node(&b, keys, 0, 0, np, 0) < 0) goto nomem;
+    if (build_trie(&b, keys, np) < 0) goto nomem;
     /* every base + 255 stays inside the array, so a step needs no bounds check */
     int32_t maxbase = 0;
     for (int32_t t = 0; t <= b.top; t++)
@@ -806,6 +860,18 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->u = b.u;
     self->n_units = n_units;
     b.u = NULL;
+    self->first = (int32_t *)malloc(0x10000 * sizeof(int32_t));
+    if (!self->first) goto nomem;
+    for (uint32_t c = 0; c < 0x10000; c++) {
+        unsigned char enc[4];
+        int k = utf8_put(enc, c);
+        int32_t at = 0;
+        for (int j = 0; j < k && at >= 0; j++) {
+            int32_t t = self->u[at].base + enc[j];
+            at = self->u[t].check == at ? t : -1;
+        }
+        self->first[c] = at;
+    }
     free(b.next);
     free(b.prev);
     free(b.fails);
@@ -859,129 +925,147 @@ static int resolve_unknown(const Model *m, const unsigned char *buf, Py_ssize_t 
     return ids_push(out, m->unk_id);
 }
 
-/* The best path's ends -> ids (unknown runs fused and resolved). */
-static int emit_path(const Model *m, const unsigned char *buf, Py_ssize_t n, const int32_t *start,
-                     const int32_t *node, IdBuf *out) {
-    /* walk back, recording each node's end, then emit forwards */
+/* Per byte position of the text: the best path ending there (start -1: none yet, or not a character boundary). */
+typedef struct {
+    float score;
+    int32_t start;
+    int32_t node; /* piece id, or UNK_MARK */
+} PosF;
+
+typedef struct {
+    double score;
+    int32_t start;
+    int32_t node;
+} PosD;
+
+/* The best path's ends -> ids (unknown runs fused and resolved).  ``starts``/``nodes`` are strided views of the
+ * position array. */
+static int emit_path(const Model *m, const unsigned char *buf, Py_ssize_t n, const char *pos, size_t stride,
+                     IdBuf *out) {
+#define P_START(e) (*(const int32_t *)(pos + (size_t)(e) * stride + stride - 2 * sizeof(int32_t)))
+#define P_NODE(e) (*(const int32_t *)(pos + (size_t)(e) * stride + stride - sizeof(int32_t)))
     Py_ssize_t count = 0;
-    for (Py_ssize_t e = n; e > 0; e = start[e]) count++;
+    for (Py_ssize_t e = n; e > 0; e = P_START(e)) count++;
     int32_t *ends = (int32_t *)malloc((size_t)(count + 1) * sizeof(int32_t));
     if (!ends) return E_NOMEM;
     Py_ssize_t k = count;
-    for (Py_ssize_t e = n; e > 0; e = start[e]) ends[--k] = (int32_t)e;
+    for (Py_ssize_t e = n; e > 0; e = P_START(e)) ends[--k] = (int32_t)e;
     int rc = 0;
     for (k = 0; k < count && rc == 0; k++) {
         int32_t e = ends[k];
-        if (node[e] != UNK_MARK) {
-            rc = ids_push(out, node[e]);
+        if (P_NODE(e) != UNK_MARK) {
+            rc = ids_push(out, P_NODE(e));
             continue;
         }
-        int32_t s = start[e];
-        while (k + 1 < count && node[ends[k + 1]] == UNK_MARK) e = ends[++k];
+        int32_t s = P_START(e);
+        while (k + 1 < count && P_NODE(ends[k + 1]) == UNK_MARK) e = ends[++k];
         rc = resolve_unknown(m, buf, s, e, out);
     }
     free(ends);
     return rc;
+#undef P_START
+#undef P_NODE
 }
 
-#define STACK_BYTES 2048
+#define STACK_POSITIONS 2048
+
+static inline uint32_t utf8_decode(const unsigned char *p, Py_ssize_t mb) {
+    if (mb == 2) return ((uint32_t)(p[0] & 0x1F) << 6) | (p[1] & 0x3F);
+    return ((uint32_t)(p[0] & 0x0F) << 12) | ((uint32_t)(p[1] & 0x3F) << 6) | (p[2] & 0x3F);
+}
+
+/* One Viterbi pass; SCORE is float (with SentencePiece's re-basing) or double.  For every start the trie walk
+ * begins after the start's first character when it is a 2- or 3-byte one (``first``: the node after it). */
+#define VITERBI_BODY(POS, SCORE, UNK, PIECE_SCORE, REBASE)                                                      \
+    do {                                                                                                        \
+        POS *p = (POS *)mem;                                                                                    \
+        for (Py_ssize_t i = 0; i <= n; i++) p[i].start = -1;                                                    \
+        p[0].score = 0;                                                                                         \
+        Py_ssize_t frontier = 0;                                                                                \
+        for (Py_ssize_t s = 0; s < n;) {                                                                        \
+            SCORE base = p[s].score;                                                                            \
+            if (REBASE && !(base >= -RESET && base <= RESET)) {                                                 \
+                for (Py_ssize_t i = s + 1; i <= frontier; i++)                                                  \
+                    if (p[i].start != -1) p[i].score = p[i].score - base;                                       \
+                p[s].score = base = 0;                                                                          \
+            }                                                                                                   \
+            Py_ssize_t mb = utf8_len(buf[s]);                                                                   \
+            int single = 0;                                                                                     \
+            int32_t at = 0;                                                                                     \
+            Py_ssize_t e = s;                                                                                   \
+            if (mb == 2 || mb == 3) {                                                                           \
+                at = first[utf8_decode(buf + s, mb)];                                                           \
+                if (at < 0) goto unknown;                                                                       \
+                e = s + mb;                                                                                     \
+                goto visit;                                                                                     \
+            }                                                                                                   \
+            while (e < n) {                                                                                     \
+                {                                                                                               \
+                    int32_t t = u[at].base + buf[e];                                                            \
+                    if (u[t].check != at) break;                                                                \
+                    at = t;                                                                                     \
+                    e++;                                                                                        \
+                }                                                                                               \
+            visit : {                                                                                           \
+                int32_t id = u[at].id;                                                                          \
+                if (id >= 0) {                                                                                  \
+                    SCORE cand = (SCORE)(PIECE_SCORE) + base;                                                   \
+                    POS *q = p + e;                                                                             \
+                    if (q->start == -1 || cand > q->score) {                                                    \
+                        q->score = cand;                                                                        \
+                        q->start = (int32_t)s;                                                                  \
+                        q->node = id;                                                                           \
+                    }                                                                                           \
+                    if (e - s == mb) single = 1;                                                                \
+                    if (e > frontier) frontier = e;                                                             \
+                }                                                                                               \
+            }                                                                                                   \
+            }                                                                                                   \
+        unknown:                                                                                                \
+            e = s + mb;                                                                                         \
+            if (!single) {                                                                                      \
+                if (e > frontier) frontier = e;                                                                 \
+                SCORE cand = (UNK) + base;                                                                      \
+                POS *q = p + e;                                                                                 \
+                if (q->start == -1 || cand > q->score) {                                                        \
+                    q->score = cand;                                                                            \
+                    q->start = (int32_t)s;                                                                      \
+                    q->node = UNK_MARK;                                                                         \
+                }                                                                                               \
+            }                                                                                                   \
+            s = e;                                                                                              \
+        }                                                                                                       \
+        rc = emit_path(m, buf, n, mem, sizeof(POS), out);                                                       \
+    } while (0)
+
+static int viterbi_f(const Model *m, const unsigned char *buf, Py_ssize_t n, char *mem, IdBuf *out) {
+    const Unit *u = m->u;
+    const int32_t *first = m->first;
+    const float unk = m->unk_f;
+    int rc;
+    VITERBI_BODY(PosF, float, unk, u[at].score, 1);
+    return rc;
+}
+
+static int viterbi_d(const Model *m, const unsigned char *buf, Py_ssize_t n, char *mem, IdBuf *out) {
+    const Unit *u = m->u;
+    const int32_t *first = m->first;
+    const double unk = m->unk_d;
+    const double *ds = m->dscore;
+    int rc;
+    VITERBI_BODY(PosD, double, unk, ds[id], 0);
+    return rc;
+}
 
 /* Viterbi over buf[0:n] (valid UTF-8), appending the ids to ``out``. */
 static int viterbi(const Model *m, const unsigned char *buf, Py_ssize_t n, IdBuf *out) {
     if (n == 0) return 0;
-    const Unit *u = m->u;
-    char stack_mem[(STACK_BYTES + 1) * (sizeof(double) + 2 * sizeof(int32_t))];
-    size_t need = (size_t)(n + 1) * (sizeof(double) + 2 * sizeof(int32_t));
-    char *mem = n <= STACK_BYTES ? stack_mem : (char *)malloc(need);
+    PosD stack_mem[STACK_POSITIONS + 1];
+    size_t width = m->float32 ? sizeof(PosF) : sizeof(PosD);
+    char *mem = n <= STACK_POSITIONS ? (char *)stack_mem : (char *)malloc((size_t)(n + 1) * width);
     if (!mem) return E_NOMEM;
-    int32_t *start = (int32_t *)mem;
-    int32_t *node = start + (n + 1);
-    void *scores = node + (n + 1);
-    memset(start, 0xFF, (size_t)(n + 1) * sizeof(int32_t));
-    Py_ssize_t frontier = 0;
-    if (m->float32) {
-        float *score = (float *)scores;
-        const float unk = m->unk_f;
-        score[0] = 0.0f;
-        for (Py_ssize_t s = 0; s < n;) {
-            float base = score[s];
-            if (!(base >= -RESET && base <= RESET)) { /* SentencePiece re-bases every reached score */
-                for (Py_ssize_t i = s + 1; i <= frontier; i++)
-                    if (start[i] != -1) score[i] = score[i] - base;
-                score[s] = base = 0.0f;
-            }
-            Py_ssize_t mb = utf8_len(buf[s]);
-            int single = 0;
-            int32_t at = 0;
-            for (Py_ssize_t e = s; e < n;) {
-                int32_t t = u[at].base + buf[e];
-                if (u[t].check != at) break;
-                at = t;
-                e++;
-                int32_t id = u[at].id;
-                if (id >= 0) {
-                    float cand = u[at].score + base;
-                    if (start[e] == -1 || cand > score[e]) {
-                        score[e] = cand;
-                        start[e] = (int32_t)s;
-                        node[e] = id;
-                    }
-                    if (e - s == mb) single = 1;
-                    if (e > frontier) frontier = e;
-                }
-            }
-            Py_ssize_t e = s + mb;
-            if (!single) {
-                if (e > frontier) frontier = e;
-                float cand = unk + base;
-                if (start[e] == -1 || cand > score[e]) {
-                    score[e] = cand;
-                    start[e] = (int32_t)s;
-                    node[e] = UNK_MARK;
-                }
-            }
-            s = e;
-        }
-    } else {
-        double *score = (double *)scores;
-        const double unk = m->unk_d;
-        const double *ds = m->dscore;
-        score[0] = 0.0;
-        for (Py_ssize_t s = 0; s < n;) {
-            double base = score[s];
-            Py_ssize_t mb = utf8_len(buf[s]);
-            int single = 0;
-            int32_t at = 0;
-            for (Py_ssize_t e = s; e < n;) {
-                int32_t t = u[at].base + buf[e];
-                if (u[t].check != at) break;
-                at = t;
-                e++;
-                int32_t id = u[at].id;
-                if (id >= 0) {
-                    double cand = ds[id] + base;
-                    if (start[e] == -1 || cand > score[e]) {
-                        score[e] = cand;
-                        start[e] = (int32_t)s;
-                        node[e] = id;
-                    }
-                    if (e - s == mb) single = 1;
-                }
-            }
-            Py_ssize_t e = s + mb;
-            if (!single) {
-                double cand = unk + base;
-                if (start[e] == -1 || cand > score[e]) {
-                    score[e] = cand;
-                    start[e] = (int32_t)s;
-                    node[e] = UNK_MARK;
-                }
-            }
-            s = e;
-        }
-    }
-    int rc = emit_path(m, buf, n, start, node, out);
-    if (mem != stack_mem) free(mem);
+    int rc = m->float32 ? viterbi_f(m, buf, n, mem, out) : viterbi_d(m, buf, n, mem, out);
+    if (mem != (char *)stack_mem) free(mem);
     return rc;
 }
 
