@@ -24,6 +24,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #define RESET 100000.0f /* SentencePiece's re-basing threshold for float32 path scores */
@@ -743,9 +744,17 @@ static int build_trie(Builder *b, const Key *keys, Py_ssize_t n) {
 
 /* ---- the model ---------------------------------------------------------------------------------------------- */
 
+/* The trie as walked: 12 bytes a unit (a hot walk touches fewer cache lines); the piece's id sits aside. */
+typedef struct {
+    int32_t base;  /* child with byte c at base + c */
+    int32_t check; /* parent index (negative: free, root or the dead end) */
+    float score;   /* the piece ending here (float32 score), NaN: none */
+} Cell;
+
 typedef struct {
     PyObject_HEAD
-    Unit *u;            /* the trie; root at 0 */
+    Cell *u;            /* the trie; root at 0 */
+    int32_t *id_of;     /* unit -> piece id, -1: none */
     int32_t n_units;
     double *dscore;     /* id -> score (double arithmetic) */
     int32_t n_ids;
@@ -761,6 +770,7 @@ typedef struct {
 
 static void Model_dealloc(Model *self) {
     free(self->u);
+    free(self->id_of);
     free(self->dscore);
     free(self->first);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -855,11 +865,16 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         if (b.u[t].check != -1 && b.u[t].base > maxbase) maxbase = b.u[t].base;
     int32_t n_units = (maxbase + 256 > b.top + 1 ? maxbase + 256 : b.top + 1);
     if (grow(&b, n_units) < 0) goto nomem;
-    Unit *u = (Unit *)realloc(b.u, (size_t)n_units * sizeof(Unit));
-    if (u) b.u = u;
-    self->u = b.u;
+    self->u = (Cell *)malloc((size_t)n_units * sizeof(Cell));
+    self->id_of = (int32_t *)malloc((size_t)n_units * sizeof(int32_t));
+    if (!self->u || !self->id_of) goto nomem;
+    for (int32_t t = 0; t < n_units; t++) {
+        self->u[t].base = b.u[t].base;
+        self->u[t].check = b.u[t].check;
+        self->u[t].score = b.u[t].id >= 0 ? b.u[t].score : NAN;
+        self->id_of[t] = b.u[t].id;
+    }
     self->n_units = n_units;
-    b.u = NULL;
     self->first = (int32_t *)malloc(0x10000 * sizeof(int32_t));
     if (!self->first) goto nomem;
     for (uint32_t c = 0; c < 0x10000; c++) {
@@ -872,6 +887,7 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         }
         self->first[c] = at;
     }
+    free(b.u);
     free(b.next);
     free(b.prev);
     free(b.fails);
@@ -895,14 +911,14 @@ fail:
 
 /* The piece spelled exactly by buf[0:n] (-1: none). */
 static int32_t exact(const Model *m, const unsigned char *buf, Py_ssize_t n) {
-    const Unit *u = m->u;
+    const Cell *u = m->u;
     int32_t s = 0;
     for (Py_ssize_t k = 0; k < n; k++) {
         int32_t t = u[s].base + buf[k];
         if (u[t].check != s) return -1;
         s = t;
     }
-    return u[s].id;
+    return m->id_of[s];
 }
 
 /* Ids of one unknown run buf[s:e] (see the file comment). */
@@ -954,7 +970,7 @@ static int emit_path(const Model *m, const unsigned char *buf, Py_ssize_t n, con
     for (k = 0; k < count && rc == 0; k++) {
         int32_t e = ends[k];
         if (P_NODE(e) != UNK_MARK) {
-            rc = ids_push(out, P_NODE(e));
+            rc = ids_push(out, m->id_of[P_NODE(e)]);
             continue;
         }
         int32_t s = P_START(e);
@@ -1007,14 +1023,13 @@ static inline uint32_t utf8_decode(const unsigned char *p, Py_ssize_t mb) {
                     e++;                                                                                        \
                 }                                                                                               \
             visit : {                                                                                           \
-                int32_t id = u[at].id;                                                                          \
-                if (id >= 0) {                                                                                  \
+                if (HIT(at)) {                                                                                  \
                     SCORE cand = (SCORE)(PIECE_SCORE) + base;                                                   \
                     POS *q = p + e;                                                                             \
                     if (q->start == -1 || cand > q->score) {                                                    \
                         q->score = cand;                                                                        \
                         q->start = (int32_t)s;                                                                  \
-                        q->node = id;                                                                           \
+                        q->node = at;                                                                           \
                     }                                                                                           \
                     if (e - s == mb) single = 1;                                                                \
                     if (e > frontier) frontier = e;                                                             \
@@ -1039,21 +1054,26 @@ static inline uint32_t utf8_decode(const unsigned char *p, Py_ssize_t mb) {
     } while (0)
 
 static int viterbi_f(const Model *m, const unsigned char *buf, Py_ssize_t n, char *mem, IdBuf *out) {
-    const Unit *u = m->u;
+    const Cell *u = m->u;
     const int32_t *first = m->first;
     const float unk = m->unk_f;
     int rc;
+#define HIT(at) (u[at].score == u[at].score)
     VITERBI_BODY(PosF, float, unk, u[at].score, 1);
+#undef HIT
     return rc;
 }
 
 static int viterbi_d(const Model *m, const unsigned char *buf, Py_ssize_t n, char *mem, IdBuf *out) {
-    const Unit *u = m->u;
+    const Cell *u = m->u;
     const int32_t *first = m->first;
+    const int32_t *id_of = m->id_of;
     const double unk = m->unk_d;
     const double *ds = m->dscore;
     int rc;
-    VITERBI_BODY(PosD, double, unk, ds[id], 0);
+#define HIT(at) (id_of[at] >= 0)
+    VITERBI_BODY(PosD, double, unk, ds[id_of[at]], 0);
+#undef HIT
     return rc;
 }
 

@@ -110,12 +110,12 @@ class Unigram:
         self.native = self._compile() if self._want_native else None
 
     def _compile(self) -> Any:
-        """The compiled model over the same pieces and scores, or None when it cannot take them (too long a piece,
-        ids beyond 32 bits): the reference then runs."""
+        """The compiled model over the same pieces and scores, or None when it cannot take them (a piece over 2048
+        characters, a NaN score, ids beyond 31 bits): the reference then runs."""
         assert _EXT.module is not None
         ids = list(self._score)
-        if len(self.vocab) >= 1 << 31:
-            return None
+        if len(self.vocab) >= 1 << 31 or any(math.isnan(self._score[i]) for i in ids):
+            return None  # the compiled trie marks "no piece" with NaN
         try:
             return _EXT.module.Model(
                 [self.vocab[i][0] for i in ids], ids, [self._score[i] for i in ids], len(self.vocab),
