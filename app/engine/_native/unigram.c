@@ -1099,12 +1099,26 @@ static PyObject *ids_list(IdBuf *b, int rc) {
     }
     PyObject *list = PyList_New(b->n);
     if (list) {
+        /* an id met again reuses its int object (the list holds it): fewer allocations, less memory */
+        int32_t seen_id[1024];
+        PyObject *seen[1024];
+        memset(seen_id, 0xFF, sizeof(seen_id));
         for (Py_ssize_t i = 0; i < b->n; i++) {
-            PyObject *v = PyLong_FromLong(b->v[i]);
-            if (!v) {
-                Py_DECREF(list);
-                list = NULL;
-                break;
+            int32_t id = b->v[i];
+            unsigned slot = (unsigned)id & 1023u;
+            PyObject *v;
+            if (seen_id[slot] == id) {
+                v = seen[slot];
+                Py_INCREF(v);
+            } else {
+                v = PyLong_FromLong(id);
+                if (!v) {
+                    Py_DECREF(list);
+                    list = NULL;
+                    break;
+                }
+                seen_id[slot] = id;
+                seen[slot] = v;
             }
             PyList_SET_ITEM(list, i, v);
         }
