@@ -104,6 +104,7 @@ class Pipeline(TokenizerBase):
         self._fused: Callable[[list[str | int]], list[int]] | None = (
             fuse(normalizer) if fuse is not None and pre_tokenizer is None and not self._norm_matcher.has_matchable
             else None)
+        self._fused_whole = self._fused if not self._raw_matcher.has_matchable else None  # one call per text
 
     # -- encoding -------------------------------------------------------------------------------------------------
 
@@ -163,6 +164,8 @@ class Pipeline(TokenizerBase):
         return self._pieces(text, False)
 
     def _encode_text(self, text: str) -> list[int]:
+        if self._fused_whole is not None:
+            return self._fused_whole([text])
         if self._fused is not None:
             return self._encode_text_fused(text)
         if self._str_path:
@@ -196,8 +199,6 @@ class Pipeline(TokenizerBase):
         matched added tokens and their ids, in order (the compiled side scrubs lone surrogates as
         :func:`scrub_surrogates` does)."""
         fused = cast("Callable[[list[str | int]], list[int]]", self._fused)
-        if not self._raw_matcher.has_matchable:
-            return fused([text])
         text = scrub_surrogates(text)
         return fused([text[start:end] if token is None else token.id
                       for start, end, token in self._raw_matcher.split(text) if token is not None or start < end])

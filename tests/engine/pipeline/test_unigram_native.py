@@ -220,3 +220,26 @@ def test_python_engine_switch_and_backend_flags(monkeypatch: pytest.MonkeyPatch)
     model = Unigram([("a", -1.0), ("<unk>", 0.0)], unk_id=1)
     assert model.native is not None and model.backend == "native"
     assert model.tokenize("aza") == [0, 1, 0]
+
+
+def test_fused_pipeline_with_added_tokens_and_sentencepiece_normalizer() -> None:
+    """Raw stretches between matched (non-special) added tokens go to the fused call as the reference splits
+    them; special ones never match."""
+    from app.engine.pipeline.added import AddedToken
+    from app.engine.pipeline.sp_normalizer import SentencePieceNormalizer
+
+    rng = random.Random(9)
+    vocab = [("<unk>", 0.0), *[(p, -rng.uniform(1, 5)) for p in ["▁", "a", "b", "ab", "▁a", "é", "ba", "▁ab"]]]
+    added = [AddedToken("[X]", len(vocab)), AddedToken("<s>", len(vocab) + 1, special=True),
+             AddedToken("ab", 4, lstrip=True)]
+
+    def pipeline(backend: str) -> Pipeline:
+        model = Unigram(vocab, unk_id=0, float32=True, backend=backend)
+        return Pipeline(name=f"p-{backend}", model=model, normalizer=SentencePieceNormalizer(), added_tokens=added)
+
+    native, python = pipeline("native"), pipeline("python")
+    assert native._fused is not None and native._fused_whole is None and python._fused is None
+    pool = ["a", "b", "ab", " ", "  ", "[X]", "<s>", "é", "x", "\ud800", "▁"]
+    for _ in range(500):
+        text = "".join(rng.choice(pool) for _ in range(rng.randint(0, 12)))
+        assert native.encode(text) == python.encode(text), text
