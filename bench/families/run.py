@@ -3,15 +3,15 @@
 ``python -m bench.families.run [--tokenizers a,b] [--bytes N] [--runs R] [--json PATH]``
 
 References: ``sentencepiece`` (the bundled ``.model``, or a model rebuilt from the GGUF's own pieces), Hugging
-Face ``tokenizers`` (a tokenizer built from the GGUF vocabulary: bge WordPiece, qwen2 byte-level BPE) and
-``mistral-common`` (tekken); only references whose ids ours equal are timed, except Hugging Face on
-``xlm-roberta`` (the Unigram pipeline ``transformers`` would build from the same vocabulary), which breaks some
-exact ties otherwise than ``sentencepiece``: it is timed anyway and the texts where it differs are counted. Two
-workloads from :mod:`bench.corpora` (english plus every multilingual corpus, ``--bytes`` in total): 10 KB documents and short
-chat-sized lines (~50 bytes). Ids are checked identical first (the run stops otherwise); then ``R`` interleaved
-rounds time ours cold (cache cleared), ours warm (same pass again) and each reference. Medians in MB/s of UTF-8
-input. The reference builders are the test suite's (``tests/engine/families/references.py``), so run it from the
-repository root.
+Face ``tokenizers`` (a tokenizer built from the GGUF vocabulary: bge WordPiece, qwen2 byte-level BPE,
+xlm-roberta Unigram) and ``mistral-common`` (tekken); only references whose ids ours equal are timed, except
+Hugging Face on ``xlm-roberta`` (the Unigram pipeline ``transformers`` would build from the same vocabulary),
+which breaks some exact ties otherwise than ``sentencepiece``: it is timed anyway and the texts where it differs
+are counted. Two workloads from :mod:`bench.corpora` (english plus every multilingual corpus, ``--bytes`` in
+total): 10 KB documents and short chat-sized lines (~50 bytes). Ids are checked identical first (the run stops
+otherwise); then ``R`` interleaved rounds time ours cold (cache cleared), ours warm (same pass again) and each
+reference. Medians in MB/s of UTF-8 input. The reference builders are the test suite's
+(``tests/engine/families/references.py``), so run it from the repository root.
 """
 
 from __future__ import annotations
