@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 import random
 import struct
+import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
@@ -70,6 +71,7 @@ class Unigram:
         self._unk_score_arg = unk_score
         self._bytes = [self._token_to_id.get(f"<0x{b:02X}>") for b in range(256)]
         self._want_native = _EXT.resolve_backend(backend) == "native" and _EXT.module is not None
+        self._nodes_lock = threading.Lock()
         #: The compiled model (same ids), or None on the Python backend.
         self.native: Any = None
         self._build(set(excluded))
@@ -91,23 +93,39 @@ class Unigram:
         if unk_score is None:
             unk_score = (min(normal_scores) if normal_scores else 0.0) - 10.0
         self.unk_score = f32(unk_score) if float32 else unk_score
-        #: piece -> id (>= 0) if the piece is matchable, -1 if it is only a prefix of matchable pieces
-        nodes: dict[str, int] = {}
-        #: id -> score
+        #: id -> score, for every matchable piece (the last id of a repeated piece)
         self._score: dict[int, float] = {}
         for i in matchable:
             piece, score = self.vocab[i]
             if self._token_to_id.get(piece) != i:
                 continue
-            for k in range(1, len(piece)):
-                nodes.setdefault(piece[:k], -1)
-            nodes[piece] = i
             if float32 and i in self._user:
                 self._score[i] = f32(0.1 * (len(piece.encode("utf-8")) - 1))
             else:
                 self._score[i] = f32(score) if float32 else score
-        self._nodes = nodes
+        self._nodes_built: dict[str, int] | None = None
         self.native = self._compile() if self._want_native else None
+        if self.native is None:
+            self._nodes  # noqa: B018 -- the Python backend builds its table at load, not on the first text
+
+    @property
+    def _nodes(self) -> dict[str, int]:
+        """The prefix table: piece -> id (>= 0) if the piece is matchable, -1 if it is only a prefix of matchable
+        pieces. Built on first use when the compiled model runs (only offsets and sampling need it then)."""
+        nodes = self._nodes_built
+        if nodes is None:
+            with self._nodes_lock:
+                nodes = self._nodes_built
+                if nodes is None:
+                    nodes = {}
+                    vocab = self.vocab
+                    for i in self._score:
+                        piece = vocab[i][0]
+                        for k in range(1, len(piece)):
+                            nodes.setdefault(piece[:k], -1)
+                        nodes[piece] = i
+                    self._nodes_built = nodes
+        return nodes
 
     def _compile(self) -> Any:
         """The compiled model over the same pieces and scores, or None when it cannot take them (a piece over 2048
@@ -128,6 +146,7 @@ class Unigram:
         """Drop the compiled model: every call runs the pure-Python reference from now on."""
         self._want_native = False
         self.native = None
+        self._nodes  # noqa: B018
 
     def exclude_from_text(self, ids: Collection[int]) -> None:
         """Never match the pieces ``ids`` in text (a ``tokenizer.json``'s special added tokens; called once by the
