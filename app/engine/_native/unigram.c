@@ -169,7 +169,13 @@ typedef struct {
     uint8_t asc_fast[128];
     const char *asc_rep[128]; /* NULL: c itself */
     uint64_t asc_cont[128][2];
+    uint8_t asc_simple[128]; /* copied as it is when the next character is ASCII and continues no key */
+    int asc_simple_any;
     uint8_t *plain_cp; /* bitmap over code points: no charsmap key and no user-defined piece starts with it */
+    /* per BMP character c >= 0x80 that starts a key (and no user-defined piece): the charsmap position after c
+     * (-1: not kept) and the pool offset of c's own replacement (-1: c is not a key), so that when the next
+     * character's first byte continues no key, the answer needs no walk */
+    int32_t *bmp_after, *bmp_leaf;
 } Normalizer;
 
 static void Normalizer_dealloc(Normalizer *self) {
@@ -180,6 +186,8 @@ static void Normalizer_dealloc(Normalizer *self) {
     free(self->user_len);
     free(self->user_first);
     free(self->plain_cp);
+    free(self->bmp_after);
+    free(self->bmp_leaf);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -315,6 +323,30 @@ static int normalize(const Normalizer *nz, const Text *t, ByteBuf *out) {
     }
     int prev_space = remove;
     while (i < n) {
+        /* a run of ASCII characters the charsmap leaves alone (and no key continues), copied in one go */
+        if (nz->asc_simple_any) {
+            if (bytes_reserve(out, n - i + 8) < 0) return E_NOMEM;
+            unsigned char *w = out->v + out->n, *w0 = w;
+#define ASCII_RUN(TYPE)                                                                                         \
+    do {                                                                                                        \
+        const TYPE *d = (const TYPE *)t->data;                                                                  \
+        while (i < n) {                                                                                         \
+            TYPE c = d[i];                                                                                      \
+            if (c >= 0x80 || !nz->asc_simple[c]) break;                                                         \
+            TYPE x = i + 1 < n ? d[i + 1] : 0;                                                                  \
+            if (x >= 0x80 || ((nz->asc_cont[c][x >> 6] >> (x & 63)) & 1)) break;                               \
+            *w++ = (unsigned char)c;                                                                            \
+            i++;                                                                                                \
+        }                                                                                                       \
+    } while (0)
+            if (t->kind == PyUnicode_1BYTE_KIND) ASCII_RUN(Py_UCS1);
+            else if (t->kind == PyUnicode_2BYTE_KIND) ASCII_RUN(Py_UCS2);
+            else ASCII_RUN(Py_UCS4);
+#undef ASCII_RUN
+            if (w != w0) prev_space = 0;
+            out->n = w - out->v;
+            if (i >= n) break;
+        }
         Py_UCS4 c = PyUnicode_READ(t->kind, t->data, i);
         if (c < 0x80 && c > 0 && nz->asc_fast[c]) {
             Py_UCS4 d = i + 1 < n ? PyUnicode_READ(t->kind, t->data, i + 1) : 0;
@@ -348,6 +380,32 @@ static int normalize(const Normalizer *nz, const Text *t, ByteBuf *out) {
             prev_space = 0;
             i++;
             continue;
+        }
+        if (c >= 0x80 && c < 0x10000 && nz->bmp_after && nz->bmp_after[c] >= 0) {
+            uint32_t id = (uint32_t)nz->bmp_after[c];
+            int cont = 0;
+            if (i + 1 < n) {
+                Py_UCS4 d = PyUnicode_READ(t->kind, t->data, i + 1);
+                uint32_t b0 = d < 0x80 ? d : d < 0x800 ? 0xC0 | (d >> 6) : d < 0x10000 ? 0xE0 | (d >> 12) : 0xF0 | (d >> 18);
+                uint32_t t2 = id ^ b0;
+                cont = b0 != 0 && (Py_ssize_t)t2 < nz->n_units && (nz->units[t2] & 0x800000FFu) == b0;
+            }
+            if (!cont) { /* the longest key here is c itself, or there is none */
+                int32_t leaf = nz->bmp_leaf[c];
+                if (leaf < 0) {
+                    if (bytes_reserve(out, 8) < 0) return E_NOMEM;
+                    out->n += utf8_put(out->v + out->n, c);
+                    prev_space = 0;
+                } else {
+                    o.is_cp = 0;
+                    o.rep = nz->pool + leaf;
+                    o.rep_len = (Py_ssize_t)strlen(o.rep);
+                    if (emit(nz, t, &o, &prev_space, out) < 0) return E_NOMEM;
+                    if (!remove) prev_space = 0;
+                }
+                i++;
+                continue;
+            }
         }
         Py_ssize_t used;
         if (nz->plain) {
@@ -460,6 +518,16 @@ static PyObject *Normalizer_new(PyTypeObject *type, PyObject *args, PyObject *kw
         PyErr_NoMemory();
         goto fail;
     }
+    if (self->units) {
+        self->bmp_after = (int32_t *)malloc(0x10000 * sizeof(int32_t));
+        self->bmp_leaf = (int32_t *)malloc(0x10000 * sizeof(int32_t));
+        if (!self->bmp_after || !self->bmp_leaf) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        memset(self->bmp_after, 0xFF, 0x10000 * sizeof(int32_t));
+        memset(self->bmp_leaf, 0xFF, 0x10000 * sizeof(int32_t));
+    }
     for (uint32_t c = 0x80; c < 0x110000; c++) {
         if (c >= 0xD800 && c <= 0xDFFF) continue;
         if (self->user_first && (self->user_first[c >> 3] >> (c & 7)) & 1) continue;
@@ -467,16 +535,30 @@ static PyObject *Normalizer_new(PyTypeObject *type, PyObject *args, PyObject *kw
         if (self->units) {
             unsigned char enc[4];
             int k = utf8_put(enc, c);
-            uint32_t id = da_offset(self->units[0]);
+            uint32_t id = da_offset(self->units[0]), unit = 0;
             starts = 1;
+            int whole = 1;
             for (int b = 0; b < k; b++) {
                 id ^= enc[b];
                 if ((Py_ssize_t)id >= self->n_units || (self->units[id] & 0x800000FFu) != enc[b]) {
                     starts = 0;
                     break;
                 }
-                id ^= da_offset(self->units[id]);
-                if ((Py_ssize_t)id >= self->n_units) break; /* malformed: keep the careful path */
+                unit = self->units[id];
+                id ^= da_offset(unit);
+                if ((Py_ssize_t)id >= self->n_units) { /* malformed: keep the careful path */
+                    whole = 0;
+                    break;
+                }
+            }
+            if (starts && whole && c < 0x10000) {
+                self->bmp_after[c] = (int32_t)id;
+                if ((unit >> 8) & 1) {
+                    uint32_t value = self->units[id] & 0x7FFFFFFFu;
+                    if ((Py_ssize_t)value < self->pool_len &&
+                        memchr(self->pool + value, 0, (size_t)(self->pool_len - value)))
+                        self->bmp_leaf[c] = (int32_t)value;
+                }
             }
         }
         if (!starts) self->plain_cp[c >> 3] |= (uint8_t)(1u << (c & 7));
@@ -504,6 +586,10 @@ static PyObject *Normalizer_new(PyTypeObject *type, PyObject *args, PyObject *kw
             if ((Py_ssize_t)t < self->n_units && (u[t] & 0x800000FFu) == d)
                 self->asc_cont[c][d >> 6] |= (uint64_t)1 << (d & 63);
         }
+    }
+    for (int c = 0; c < 128; c++) {
+        self->asc_simple[c] = c != 0 && c != ' ' && self->asc_fast[c] && self->asc_rep[c] == NULL;
+        self->asc_simple_any |= self->asc_simple[c];
     }
     return (PyObject *)self;
 bad:
