@@ -1233,14 +1233,16 @@ static PyObject *Model_tokenize(Model *self, PyObject *arg) {
 }
 
 PyDoc_STRVAR(encode_doc,
-             "encode(items, normalizer=None) -> list[int]: ids of ``items`` in order (str items are normalized by "
-             "``normalizer`` when given, lone surrogates as U+FFFD, then segmented; int items are ids and pass "
-             "through). ValueError for an unknown character without an unknown token, or a surrogate when no "
-             "normalizer is given.");
+             "encode(items, normalizer=None, scrub=False) -> list[int]: ids of ``items`` in order (str items are "
+             "normalized by ``normalizer`` when given, lone surrogates as U+FFFD first -- also with ``scrub`` -- then "
+             "segmented; int items are ids and pass through). ValueError for an unknown character without an "
+             "unknown token, or a surrogate when neither a normalizer nor ``scrub`` is given.");
 
-static PyObject *Model_encode(Model *self, PyObject *args) {
+static PyObject *Model_encode(Model *self, PyObject *args, PyObject *kwds) {
     PyObject *items, *nobj = Py_None;
-    if (!PyArg_ParseTuple(args, "O!|O", &PyList_Type, &items, &nobj)) return NULL;
+    int scrub = 0;
+    static char *kwlist[] = {"items", "normalizer", "scrub", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!|Op", kwlist, &PyList_Type, &items, &nobj, &scrub)) return NULL;
     Normalizer *nz = NULL;
     if (nobj != Py_None) {
         if (!PyObject_TypeCheck(nobj, &NormalizerType)) {
@@ -1287,9 +1289,9 @@ static PyObject *Model_encode(Model *self, PyObject *args) {
         Text t;
         text_open(PyList_GET_ITEM(held, k), &t);
         buf.n = 0;
-        if (nz) {
+        if (nz || scrub) {
             rc = text_scrub(&t);
-            if (rc == 0) rc = normalize(nz, &t, &buf);
+            if (rc == 0) rc = nz ? normalize(nz, &t, &buf) : text_utf8(&t, &buf);
             free(t.scrubbed);
         } else {
             rc = text_utf8(&t, &buf);
@@ -1307,7 +1309,7 @@ static PyObject *Model_n_units(Model *self, void *closure) { return PyLong_FromL
 
 static PyMethodDef Model_methods[] = {
     {"tokenize", (PyCFunction)Model_tokenize, METH_O, tokenize_doc},
-    {"encode", (PyCFunction)Model_encode, METH_VARARGS, encode_doc},
+    {"encode", (PyCFunction)(void (*)(void))Model_encode, METH_VARARGS | METH_KEYWORDS, encode_doc},
     {NULL, NULL, 0, NULL},
 };
 

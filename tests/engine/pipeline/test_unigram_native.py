@@ -233,13 +233,16 @@ def test_fused_pipeline_with_added_tokens_and_sentencepiece_normalizer() -> None
     added = [AddedToken("[X]", len(vocab)), AddedToken("<s>", len(vocab) + 1, special=True),
              AddedToken("ab", 4, lstrip=True)]
 
-    def pipeline(backend: str) -> Pipeline:
+    def pipeline(backend: str, normalizer: SentencePieceNormalizer | None, tokens: list[AddedToken]) -> Pipeline:
         model = Unigram(vocab, unk_id=0, float32=True, backend=backend)
-        return Pipeline(name=f"p-{backend}", model=model, normalizer=SentencePieceNormalizer(), added_tokens=added)
+        return Pipeline(name=f"p-{backend}", model=model, normalizer=normalizer, added_tokens=tokens)
 
-    native, python = pipeline("native"), pipeline("python")
-    assert native._fused is not None and native._fused_whole is None and python._fused is None
-    pool = ["a", "b", "ab", " ", "  ", "[X]", "<s>", "é", "x", "\ud800", "▁"]
-    for _ in range(500):
-        text = "".join(rng.choice(pool) for _ in range(rng.randint(0, 12)))
-        assert native.encode(text) == python.encode(text), text
+    pool = ["a", "b", "ab", " ", "  ", "[X]", "<s>", "é", "x", "\ud800", "\udc00", "▁", "\U0001f642"]
+    for normalizer in (SentencePieceNormalizer(), None):
+        for tokens in (added, []):
+            native, python = pipeline("native", normalizer, tokens), pipeline("python", normalizer, tokens)
+            assert native._fused is not None and python._fused is None
+            assert (native._fused_whole is None) == bool(tokens)
+            for _ in range(300):
+                text = "".join(rng.choice(pool) for _ in range(rng.randint(0, 12)))
+                assert native.encode(text) == python.encode(text), (text, normalizer, tokens)

@@ -29,6 +29,7 @@ reference.
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import struct
@@ -348,6 +349,9 @@ class Unigram:
         else:
             return None
 
+        if self.unk_id is not None:  # every character has an answer: the compiled call never refuses a text
+            return functools.partial(native.encode, normalizer=compiled, scrub=True)
+
         def reference(items: list[str | int]) -> list[int]:
             ids: list[int] = []
             for item in items:
@@ -362,7 +366,7 @@ class Unigram:
 
         def fused(items: list[str | int]) -> list[int]:
             try:
-                return native.encode(items, compiled)  # type: ignore[no-any-return]
+                return native.encode(items, compiled, True)  # type: ignore[no-any-return]
             except ValueError:  # no unknown token: the reference raises its precise error
                 return reference(items)
 
