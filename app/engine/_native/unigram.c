@@ -652,17 +652,20 @@ static PyTypeObject NormalizerType = {
     .tp_new = Normalizer_new,
 };
 
-/* ---- the piece trie (double array over UTF-8 bytes) ---------------------------------------------------------- */
+/* ---- the piece trie (double array over character labels) ------------------------------------------------------
+ *
+ * Characters are labels 1..alpha, the most frequent in the pieces first (0: a character no piece has), so a
+ * step of a walk is one character, and most nodes' children sit close together. */
 
 typedef struct {
-    int32_t base;  /* child with byte c at base + c */
+    int32_t base;  /* child with label c at base + c */
     int32_t check; /* parent index; -1: free */
     int32_t id;    /* piece ending here, -1: none */
     float score;   /* its float32 score */
 } Unit;
 
 typedef struct {
-    const unsigned char *s;
+    const int32_t *s; /* labels */
     int32_t len;
     int32_t id;
 } Key;
@@ -675,13 +678,16 @@ typedef struct {
     int32_t head, tail;
     int32_t top; /* highest slot in use */
     const float *fscore;
+    int32_t alpha;      /* highest label */
+    int *labels;        /* scratch: a node's child labels (alpha + 1) */
+    Py_ssize_t *from;   /* and where their keys start (alpha + 2) */
 } Builder;
 
 static int cmp_key(const void *a, const void *b) {
     const Key *x = (const Key *)a, *y = (const Key *)b;
     int32_t n = x->len < y->len ? x->len : y->len;
-    int c = memcmp(x->s, y->s, (size_t)n);
-    if (c) return c;
+    for (int32_t i = 0; i < n; i++)
+        if (x->s[i] != y->s[i]) return x->s[i] < y->s[i] ? -1 : 1;
     return x->len < y->len ? -1 : x->len > y->len;
 }
 
@@ -738,7 +744,7 @@ static int32_t find_base(Builder *b, const int *labels, int k) {
         int32_t base = f - labels[0];
         int32_t nf = b->next[f];
         if (base >= 1) {
-            if (grow(b, base + 256 + 1) < 0) return E_NOMEM;
+            if (grow(b, base + b->alpha + 1) < 0) return E_NOMEM;
             int ok = 1;
             for (int j = 1; j < k && ok; j++) ok = b->u[base + labels[j]].check == -1;
             if (ok) return base;
@@ -790,8 +796,8 @@ static int build_node(Builder *b, Queue *q, const Key *keys, int32_t s, Py_ssize
         b->u[s].base = 0;
         return 0;
     }
-    int labels[256];
-    Py_ssize_t from[257];
+    int *labels = b->labels;
+    Py_ssize_t *from = b->from;
     int k = 0;
     for (Py_ssize_t r = lo; r < hi; r++) {
         int c = keys[r].s[depth];
@@ -832,8 +838,8 @@ static int build_trie(Builder *b, const Key *keys, Py_ssize_t n) {
 
 /* The trie as walked: 12 bytes a unit (a hot walk touches fewer cache lines); the piece's id sits aside. */
 typedef struct {
-    int32_t base;  /* child with byte c at base + c */
-    int32_t check; /* parent index (negative: free, root or the dead end) */
+    int32_t base;  /* child with label c at base + c */
+    int32_t check; /* parent index (negative: free or root) */
     float score;   /* the piece ending here (float32 score), NaN: none */
 } Cell;
 
@@ -851,15 +857,35 @@ typedef struct {
     int byte_fallback;
     int whole_lookup;   /* an unknown run that spells a piece is that piece (Hugging Face) */
     int32_t bytes[256]; /* <0xNN> ids, -1 when absent */
-    int32_t *first;     /* BMP code point of 2-3 UTF-8 bytes -> the trie node after it (-1: no piece starts so) */
+    uint16_t *label_bmp; /* BMP code point -> label (0: in no piece) */
+    uint32_t *astral;   /* the other code points of the pieces, ascending, with their labels aside */
+    uint16_t *astral_label;
+    Py_ssize_t n_astral;
 } Model;
+
+static inline int32_t label_of(const Model *m, uint32_t c) {
+    if (c < 0x10000) return m->label_bmp[c];
+    Py_ssize_t lo = 0, hi = m->n_astral;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (m->astral[mid] < c) lo = mid + 1; else hi = mid;
+    }
+    return lo < m->n_astral && m->astral[lo] == c ? m->astral_label[lo] : 0;
+}
 
 static void Model_dealloc(Model *self) {
     free(self->u);
     free(self->id_of);
     free(self->dscore);
-    free(self->first);
+    free(self->label_bmp);
+    free(self->astral);
+    free(self->astral_label);
     Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
 }
 
 /* Model(pieces: list[str], ids: list[int], scores: list[float], n_ids: int, unk_id: int, unk_score: float,
@@ -890,9 +916,10 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->whole_lookup = whole;
     self->n_ids = n_ids;
     Key *keys = NULL;
-    unsigned char *text = NULL;
+    int32_t *text = NULL;
     float *fscore = NULL;
-    Builder b = {NULL, 0, NULL, NULL, NULL, -1, -1, 0, NULL};
+    uint32_t *count = NULL, *order = NULL;
+    Builder b = {NULL, 0, NULL, NULL, NULL, -1, -1, 0, NULL, 0, NULL, NULL};
     for (int k = 0; k < 256; k++) {
         long v = PyLong_AsLong(PyList_GET_ITEM(byte_ids, k));
         if (v == -1 && PyErr_Occurred()) goto fail;
@@ -901,7 +928,8 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->dscore = (double *)calloc((size_t)n_ids + 1, sizeof(double));
     fscore = (float *)calloc((size_t)n_ids + 1, sizeof(float));
     keys = (Key *)malloc(((size_t)np + 1) * sizeof(Key));
-    if (!self->dscore || !fscore || !keys) goto nomem;
+    count = (uint32_t *)calloc(0x110000, sizeof(uint32_t));
+    if (!self->dscore || !fscore || !keys || !count) goto nomem;
     Py_ssize_t total = 0;
     for (Py_ssize_t k = 0; k < np; k++) {
         PyObject *s = PyList_GET_ITEM(pieces, k);
@@ -909,9 +937,62 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
             PyErr_SetString(PyExc_TypeError, "pieces must be str");
             goto fail;
         }
-        total += PyUnicode_GET_LENGTH(s) * 4;
+        Py_ssize_t len = PyUnicode_GET_LENGTH(s);
+        if (len == 0 || len > MAX_PIECE) {
+            PyErr_SetString(PyExc_ValueError, "empty or too long piece");
+            goto fail;
+        }
+        int kind = PyUnicode_KIND(s);
+        const void *data = PyUnicode_DATA(s);
+        for (Py_ssize_t i = 0; i < len; i++) {
+            Py_UCS4 c = PyUnicode_READ(kind, data, i);
+            if (c >= 0xD800 && c <= 0xDFFF) {
+                PyErr_SetString(PyExc_ValueError, "surrogate code point in a piece");
+                goto fail;
+            }
+            count[c]++;
+        }
+        total += len;
     }
-    text = (unsigned char *)malloc((size_t)total + 1);
+    /* labels by frequency, most frequent first (ties: lower code point first) */
+    Py_ssize_t alpha = 0;
+    for (uint32_t c = 0; c < 0x110000; c++) alpha += count[c] > 0;
+    if (alpha > 65535) {
+        PyErr_SetString(PyExc_ValueError, "more than 65535 distinct characters in the pieces");
+        goto fail;
+    }
+    order = (uint32_t *)malloc(((size_t)alpha + 1) * sizeof(uint32_t));
+    self->label_bmp = (uint16_t *)calloc(0x10000, sizeof(uint16_t));
+    if (!order || !self->label_bmp) goto nomem;
+    {
+        Py_ssize_t k = 0;
+        for (uint32_t c = 0; c < 0x110000; c++)
+            if (count[c]) order[k++] = c;
+        /* sort code points by count descending (a simple merge-free approach: qsort on packed keys) */
+        uint64_t *packed = (uint64_t *)malloc(((size_t)alpha + 1) * sizeof(uint64_t));
+        if (!packed) goto nomem;
+        for (Py_ssize_t j = 0; j < alpha; j++)
+            packed[j] = ((uint64_t)(UINT32_MAX - count[order[j]]) << 32) | order[j];
+        qsort(packed, (size_t)alpha, sizeof(uint64_t), cmp_u64);
+        Py_ssize_t n_astral = 0;
+        for (Py_ssize_t j = 0; j < alpha; j++) {
+            uint32_t c = (uint32_t)(packed[j] & 0xFFFFFFFFu);
+            count[c] = (uint32_t)(j + 1); /* count now holds the label */
+            if (c < 0x10000) self->label_bmp[c] = (uint16_t)(j + 1); else n_astral++;
+        }
+        free(packed);
+        self->astral = (uint32_t *)malloc(((size_t)n_astral + 1) * sizeof(uint32_t));
+        self->astral_label = (uint16_t *)malloc(((size_t)n_astral + 1) * sizeof(uint16_t));
+        if (!self->astral || !self->astral_label) goto nomem;
+        Py_ssize_t q = 0;
+        for (uint32_t c = 0x10000; c < 0x110000; c++)
+            if (count[c]) {
+                self->astral[q] = c;
+                self->astral_label[q++] = (uint16_t)count[c];
+            }
+        self->n_astral = n_astral;
+    }
+    text = (int32_t *)malloc(((size_t)total + 1) * sizeof(int32_t));
     if (!text) goto nomem;
     Py_ssize_t at = 0;
     for (Py_ssize_t k = 0; k < np; k++) {
@@ -919,24 +1000,25 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         long id = PyLong_AsLong(PyList_GET_ITEM(ids, k));
         double sc = PyFloat_AsDouble(PyList_GET_ITEM(scores, k));
         if (PyErr_Occurred()) goto fail;
-        if (id < 0 || id >= n_ids || PyUnicode_GET_LENGTH(s) == 0 || PyUnicode_GET_LENGTH(s) > MAX_PIECE) {
-            PyErr_SetString(PyExc_ValueError, "piece id out of range or empty piece");
+        if (id < 0 || id >= n_ids) {
+            PyErr_SetString(PyExc_ValueError, "piece id out of range");
             goto fail;
         }
-        Text t;
-        text_open(s, &t);
-        ByteBuf one = {text + at, 0, total - at + 1};
-        if (text_utf8(&t, &one) < 0) {
-            PyErr_SetString(PyExc_ValueError, "surrogate code point in a piece");
-            goto fail;
-        }
+        Py_ssize_t len = PyUnicode_GET_LENGTH(s);
+        int kind = PyUnicode_KIND(s);
+        const void *data = PyUnicode_DATA(s);
+        for (Py_ssize_t i = 0; i < len; i++) text[at + i] = (int32_t)count[PyUnicode_READ(kind, data, i)];
         keys[k].s = text + at;
-        keys[k].len = (int32_t)one.n;
+        keys[k].len = (int32_t)len;
         keys[k].id = (int32_t)id;
-        at += one.n;
+        at += len;
         self->dscore[id] = sc;
         fscore[id] = (float)sc;
     }
+    b.alpha = (int32_t)alpha;
+    b.labels = (int *)malloc(((size_t)alpha + 2) * sizeof(int));
+    b.from = (Py_ssize_t *)malloc(((size_t)alpha + 3) * sizeof(Py_ssize_t));
+    if (!b.labels || !b.from) goto nomem;
     qsort(keys, (size_t)np, sizeof(Key), cmp_key);
     b.fscore = fscore;
     b.cap = 0;
@@ -945,11 +1027,11 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     b.u[0].check = -2; /* the root */
     b.u[0].id = -1;
     if (build_trie(&b, keys, np) < 0) goto nomem;
-    /* every base + 255 stays inside the array, so a step needs no bounds check */
+    /* every base + alpha stays inside the array, so a step needs no bounds check */
     int32_t maxbase = 0;
     for (int32_t t = 0; t <= b.top; t++)
         if (b.u[t].check != -1 && b.u[t].base > maxbase) maxbase = b.u[t].base;
-    int32_t n_units = (maxbase + 256 > b.top + 1 ? maxbase + 256 : b.top + 1);
+    int32_t n_units = (maxbase + b.alpha + 1 > b.top + 1 ? maxbase + b.alpha + 1 : b.top + 1);
     if (grow(&b, n_units) < 0) goto nomem;
     self->u = (Cell *)malloc((size_t)n_units * sizeof(Cell));
     self->id_of = (int32_t *)malloc((size_t)n_units * sizeof(int32_t));
@@ -961,25 +1043,17 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         self->id_of[t] = b.u[t].id;
     }
     self->n_units = n_units;
-    self->first = (int32_t *)malloc(0x10000 * sizeof(int32_t));
-    if (!self->first) goto nomem;
-    for (uint32_t c = 0; c < 0x10000; c++) {
-        unsigned char enc[4];
-        int k = utf8_put(enc, c);
-        int32_t at = 0;
-        for (int j = 0; j < k && at >= 0; j++) {
-            int32_t t = self->u[at].base + enc[j];
-            at = self->u[t].check == at ? t : -1;
-        }
-        self->first[c] = at;
-    }
     free(b.u);
     free(b.next);
     free(b.prev);
     free(b.fails);
+    free(b.labels);
+    free(b.from);
     free(keys);
     free(text);
     free(fscore);
+    free(count);
+    free(order);
     return (PyObject *)self;
 nomem:
     PyErr_NoMemory();
@@ -988,37 +1062,50 @@ fail:
     free(b.next);
     free(b.prev);
     free(b.fails);
+    free(b.labels);
+    free(b.from);
     free(keys);
     free(text);
     free(fscore);
+    free(count);
+    free(order);
     Py_DECREF(self);
     return NULL;
 }
 
-/* The piece spelled exactly by buf[0:n] (-1: none). */
-static int32_t exact(const Model *m, const unsigned char *buf, Py_ssize_t n) {
+/* The piece spelled exactly by the labels lab[0:n] (-1: none). */
+static int32_t exact(const Model *m, const int32_t *lab, Py_ssize_t n) {
     const Cell *u = m->u;
     int32_t s = 0;
     for (Py_ssize_t k = 0; k < n; k++) {
-        int32_t t = u[s].base + buf[k];
+        if (lab[k] == 0) return -1;
+        int32_t t = u[s].base + lab[k];
         if (u[t].check != s) return -1;
         s = t;
     }
     return m->id_of[s];
 }
 
-/* Ids of one unknown run buf[s:e] (see the file comment). */
-static int resolve_unknown(const Model *m, const unsigned char *buf, Py_ssize_t s, Py_ssize_t e, IdBuf *out) {
+/* The text of one call: UTF-8 bytes, and per character its label and byte offset. */
+typedef struct {
+    const unsigned char *buf;
+    const int32_t *lab;
+    const int32_t *at; /* n + 1 byte offsets */
+} Chars;
+
+/* Ids of one unknown run, characters s..e (see the file comment). */
+static int resolve_unknown(const Model *m, const Chars *c, Py_ssize_t s, Py_ssize_t e, IdBuf *out) {
     if (m->whole_lookup) {
-        int32_t id = exact(m, buf + s, e - s);
+        int32_t id = exact(m, c->lab + s, e - s);
         if (id >= 0) return ids_push(out, id);
     }
     if (m->byte_fallback) {
-        Py_ssize_t k;
-        for (k = s; k < e && m->bytes[buf[k]] >= 0; k++) {
+        const unsigned char *buf = c->buf;
+        Py_ssize_t k, bs = c->at[s], be = c->at[e];
+        for (k = bs; k < be && m->bytes[buf[k]] >= 0; k++) {
         }
-        if (k == e) {
-            for (k = s; k < e; k++)
+        if (k == be) {
+            for (k = bs; k < be; k++)
                 if (ids_push(out, m->bytes[buf[k]]) < 0) return E_NOMEM;
             return 0;
         }
@@ -1027,7 +1114,7 @@ static int resolve_unknown(const Model *m, const unsigned char *buf, Py_ssize_t 
     return ids_push(out, m->unk_id);
 }
 
-/* Per byte position of the text: the best path ending there (start -1: none yet, or not a character boundary). */
+/* Per character position of the text: the best path ending there (start -1: none yet). */
 typedef struct {
     float score;
     int32_t start;
@@ -1042,8 +1129,7 @@ typedef struct {
 
 /* The best path's ends -> ids (unknown runs fused and resolved).  ``starts``/``nodes`` are strided views of the
  * position array. */
-static int emit_path(const Model *m, const unsigned char *buf, Py_ssize_t n, const char *pos, size_t stride,
-                     IdBuf *out) {
+static int emit_path(const Model *m, const Chars *c, Py_ssize_t n, const char *pos, size_t stride, IdBuf *out) {
 #define P_START(e) (*(const int32_t *)(pos + (size_t)(e) * stride + stride - 2 * sizeof(int32_t)))
 #define P_NODE(e) (*(const int32_t *)(pos + (size_t)(e) * stride + stride - sizeof(int32_t)))
     Py_ssize_t count = 0;
@@ -1061,7 +1147,7 @@ static int emit_path(const Model *m, const unsigned char *buf, Py_ssize_t n, con
         }
         int32_t s = P_START(e);
         while (k + 1 < count && P_NODE(ends[k + 1]) == UNK_MARK) e = ends[++k];
-        rc = resolve_unknown(m, buf, s, e, out);
+        rc = resolve_unknown(m, c, s, e, out);
     }
     free(ends);
     return rc;
@@ -1069,46 +1155,27 @@ static int emit_path(const Model *m, const unsigned char *buf, Py_ssize_t n, con
 #undef P_NODE
 }
 
-#define STACK_POSITIONS 2048
-
-static inline uint32_t utf8_decode(const unsigned char *p, Py_ssize_t mb) {
-    if (mb == 2) return ((uint32_t)(p[0] & 0x1F) << 6) | (p[1] & 0x3F);
-    return ((uint32_t)(p[0] & 0x0F) << 12) | ((uint32_t)(p[1] & 0x3F) << 6) | (p[2] & 0x3F);
-}
-
-/* One Viterbi pass; SCORE is float (with SentencePiece's re-basing) or double.  For every start the trie walk
- * begins after the start's first character when it is a 2- or 3-byte one (``first``: the node after it). */
+/* One Viterbi pass over characters; SCORE is float (with SentencePiece's re-basing) or double. */
 #define VITERBI_BODY(POS, SCORE, UNK, PIECE_SCORE, REBASE)                                                      \
     do {                                                                                                        \
         POS *p = (POS *)mem;                                                                                    \
         for (Py_ssize_t i = 0; i <= n; i++) p[i].start = -1;                                                    \
         p[0].score = 0;                                                                                         \
         Py_ssize_t frontier = 0;                                                                                \
-        for (Py_ssize_t s = 0; s < n;) {                                                                        \
+        for (Py_ssize_t s = 0; s < n; s++) {                                                                    \
             SCORE base = p[s].score;                                                                            \
             if (REBASE && !(base >= -RESET && base <= RESET)) {                                                 \
                 for (Py_ssize_t i = s + 1; i <= frontier; i++)                                                  \
                     if (p[i].start != -1) p[i].score = p[i].score - base;                                       \
                 p[s].score = base = 0;                                                                          \
             }                                                                                                   \
-            Py_ssize_t mb = utf8_len(buf[s]);                                                                   \
             int single = 0;                                                                                     \
             int32_t at = 0;                                                                                     \
-            Py_ssize_t e = s;                                                                                   \
-            if (mb == 2 || mb == 3) {                                                                           \
-                at = first[utf8_decode(buf + s, mb)];                                                           \
-                if (at < 0) goto unknown;                                                                       \
-                e = s + mb;                                                                                     \
-                goto visit;                                                                                     \
-            }                                                                                                   \
-            while (e < n) {                                                                                     \
-                {                                                                                               \
-                    int32_t t = u[at].base + buf[e];                                                            \
-                    if (u[t].check != at) break;                                                                \
-                    at = t;                                                                                     \
-                    e++;                                                                                        \
-                }                                                                                               \
-            visit : {                                                                                           \
+            for (Py_ssize_t e = s; e < n;) {                                                                    \
+                int32_t t = u[at].base + lab[e]; /* label 0 (no piece has it) never passes the check */         \
+                if (u[t].check != at) break;                                                                    \
+                at = t;                                                                                         \
+                e++;                                                                                            \
                 if (HIT(at)) {                                                                                  \
                     SCORE cand = (SCORE)(PIECE_SCORE) + base;                                                   \
                     POS *q = p + e;                                                                             \
@@ -1117,14 +1184,12 @@ static inline uint32_t utf8_decode(const unsigned char *p, Py_ssize_t mb) {
                         q->start = (int32_t)s;                                                                  \
                         q->node = at;                                                                           \
                     }                                                                                           \
-                    if (e - s == mb) single = 1;                                                                \
+                    if (e - s == 1) single = 1;                                                                 \
                     if (e > frontier) frontier = e;                                                             \
                 }                                                                                               \
             }                                                                                                   \
-            }                                                                                                   \
-        unknown:                                                                                                \
-            e = s + mb;                                                                                         \
             if (!single) {                                                                                      \
+                Py_ssize_t e = s + 1;                                                                           \
                 if (e > frontier) frontier = e;                                                                 \
                 SCORE cand = (UNK) + base;                                                                      \
                 POS *q = p + e;                                                                                 \
@@ -1134,14 +1199,13 @@ static inline uint32_t utf8_decode(const unsigned char *p, Py_ssize_t mb) {
                     q->node = UNK_MARK;                                                                         \
                 }                                                                                               \
             }                                                                                                   \
-            s = e;                                                                                              \
         }                                                                                                       \
-        rc = emit_path(m, buf, n, mem, sizeof(POS), out);                                                       \
+        rc = emit_path(m, ch, n, mem, sizeof(POS), out);                                                        \
     } while (0)
 
-static int viterbi_f(const Model *m, const unsigned char *buf, Py_ssize_t n, char *mem, IdBuf *out) {
+static int viterbi_f(const Model *m, const Chars *ch, Py_ssize_t n, char *mem, IdBuf *out) {
     const Cell *u = m->u;
-    const int32_t *first = m->first;
+    const int32_t *lab = ch->lab;
     const float unk = m->unk_f;
     int rc;
 #define HIT(at) (u[at].score == u[at].score)
@@ -1150,9 +1214,9 @@ static int viterbi_f(const Model *m, const unsigned char *buf, Py_ssize_t n, cha
     return rc;
 }
 
-static int viterbi_d(const Model *m, const unsigned char *buf, Py_ssize_t n, char *mem, IdBuf *out) {
+static int viterbi_d(const Model *m, const Chars *ch, Py_ssize_t n, char *mem, IdBuf *out) {
     const Cell *u = m->u;
-    const int32_t *first = m->first;
+    const int32_t *lab = ch->lab;
     const int32_t *id_of = m->id_of;
     const double unk = m->unk_d;
     const double *ds = m->dscore;
@@ -1163,15 +1227,36 @@ static int viterbi_d(const Model *m, const unsigned char *buf, Py_ssize_t n, cha
     return rc;
 }
 
-/* Viterbi over buf[0:n] (valid UTF-8), appending the ids to ``out``. */
-static int viterbi(const Model *m, const unsigned char *buf, Py_ssize_t n, IdBuf *out) {
-    if (n == 0) return 0;
-    PosD stack_mem[STACK_POSITIONS + 1];
-    size_t width = m->float32 ? sizeof(PosF) : sizeof(PosD);
-    char *mem = n <= STACK_POSITIONS ? (char *)stack_mem : (char *)malloc((size_t)(n + 1) * width);
+#define STACK_CHARS 1024
+
+/* Viterbi over buf[0:nb] (valid UTF-8), appending the ids to ``out``. */
+static int viterbi(const Model *m, const unsigned char *buf, Py_ssize_t nb, IdBuf *out) {
+    if (nb == 0) return 0;
+    /* per character: label, byte offset, best path record (sized by bytes: at most one character each) */
+    size_t per = 2 * sizeof(int32_t) + sizeof(PosD);
+    char stack_mem[(STACK_CHARS + 1) * (2 * sizeof(int32_t) + sizeof(PosD))];
+    char *mem = nb <= STACK_CHARS ? stack_mem : (char *)malloc((size_t)(nb + 1) * per);
     if (!mem) return E_NOMEM;
-    int rc = m->float32 ? viterbi_f(m, buf, n, mem, out) : viterbi_d(m, buf, n, mem, out);
-    if (mem != (char *)stack_mem) free(mem);
+    int32_t *lab = (int32_t *)mem;
+    int32_t *at = lab + (nb + 1);
+    Py_ssize_t n = 0;
+    for (Py_ssize_t i = 0; i < nb;) {
+        int k = utf8_len(buf[i]);
+        uint32_t c;
+        if (k == 1) c = buf[i];
+        else if (k == 2) c = ((uint32_t)(buf[i] & 0x1F) << 6) | (buf[i + 1] & 0x3F);
+        else if (k == 3) c = ((uint32_t)(buf[i] & 0x0F) << 12) | ((uint32_t)(buf[i + 1] & 0x3F) << 6) | (buf[i + 2] & 0x3F);
+        else c = ((uint32_t)(buf[i] & 0x07) << 18) | ((uint32_t)(buf[i + 1] & 0x3F) << 12) |
+                 ((uint32_t)(buf[i + 2] & 0x3F) << 6) | (buf[i + 3] & 0x3F);
+        lab[n] = label_of(m, c);
+        at[n++] = (int32_t)i;
+        i += k;
+    }
+    at[n] = (int32_t)nb;
+    char *pos = (char *)(at + (nb + 1));
+    Chars ch = {buf, lab, at};
+    int rc = m->float32 ? viterbi_f(m, &ch, n, pos, out) : viterbi_d(m, &ch, n, pos, out);
+    if (mem != stack_mem) free(mem);
     return rc;
 }
 
