@@ -1,12 +1,13 @@
 /* The Unigram model (Viterbi over scored pieces) and SentencePiece's normalizer, compiled.
  *
  * The same algorithm and the same ids as the pure-Python reference (``app/engine/pipeline/models/unigram.py`` and
- * ``app/engine/pipeline/sp_normalizer.py``), on the UTF-8 bytes of the text:
+ * ``app/engine/pipeline/sp_normalizer.py``):
  *
- * - ``Model``: the matchable pieces in a double-array trie over their UTF-8 bytes (base + label, check = parent),
- *   built once.  For every start (one character at a time) the trie is walked along the text; every piece that
- *   ends there extends the best path ending at the start, and a start that no single-character piece covers gets
- *   an unknown node (the unknown score).  Ties keep the path found first (a candidate replaces the best only when
+ * - ``Model``: the matchable pieces in a double-array trie over their characters (each character of the pieces is
+ *   a label, the most frequent first; base + label, check = parent), built once.  The normalized text (UTF-8) is
+ *   turned into labels, then for every start (one character at a time) the trie is walked along the text; every
+ *   piece that ends there extends the best path ending at the start, and a start that no single-character piece
+ *   covers gets an unknown node (the unknown score).  Ties keep the path found first (a candidate replaces the best only when
  *   strictly greater).  Two arithmetics: ``float32`` (SentencePiece: scores and sums are 32-bit floats; once the
  *   best score at a start leaves +-100,000 every reached score is re-based by it, as the reference does) and
  *   double (Hugging Face).  Runs of unknown nodes are fused; a run is then the piece spelled by it (double only),
@@ -17,8 +18,8 @@
  *   reference's order.  Lone surrogates become U+FFFD first (a surrogate pair becomes its character).
  *
  * ``Model.encode(items, normalizer)`` normalizes and segments in one call with the GIL released.  Memory is linear
- * in the text (about 13 bytes per UTF-8 byte while a call runs) and nothing is cached between calls.  Objects are
- * immutable after construction and thread-safe.
+ * in the text (about 30 bytes per UTF-8 byte of the normalized text while a call runs, freed after it) and nothing
+ * is cached between calls.  Objects are immutable after construction and thread-safe.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
