@@ -1092,6 +1092,7 @@ typedef struct {
     const unsigned char *buf;
     const int32_t *lab;
     const int32_t *at; /* n + 1 byte offsets */
+    int32_t *ends;     /* scratch for n path ends */
 } Chars;
 
 /* Ids of one unknown run, characters s..e (see the file comment). */
@@ -1131,14 +1132,13 @@ typedef struct {
 /* The best path's ends -> ids (unknown runs fused and resolved).  ``starts``/``nodes`` are strided views of the
  * position array. */
 static int emit_path(const Model *m, const Chars *c, Py_ssize_t n, const char *pos, size_t stride, IdBuf *out) {
+    int32_t *ends = c->ends; /* room for n: filled from the back */
 #define P_START(e) (*(const int32_t *)(pos + (size_t)(e) * stride + stride - 2 * sizeof(int32_t)))
 #define P_NODE(e) (*(const int32_t *)(pos + (size_t)(e) * stride + stride - sizeof(int32_t)))
-    Py_ssize_t count = 0;
-    for (Py_ssize_t e = n; e > 0; e = P_START(e)) count++;
-    int32_t *ends = (int32_t *)malloc((size_t)(count + 1) * sizeof(int32_t));
-    if (!ends) return E_NOMEM;
-    Py_ssize_t k = count;
+    Py_ssize_t k = n;
     for (Py_ssize_t e = n; e > 0; e = P_START(e)) ends[--k] = (int32_t)e;
+    ends += k;
+    Py_ssize_t count = n - k;
     int rc = 0;
     for (k = 0; k < count && rc == 0; k++) {
         int32_t e = ends[k];
@@ -1150,7 +1150,6 @@ static int emit_path(const Model *m, const Chars *c, Py_ssize_t n, const char *p
         while (k + 1 < count && P_NODE(ends[k + 1]) == UNK_MARK) e = ends[++k];
         rc = resolve_unknown(m, c, s, e, out);
     }
-    free(ends);
     return rc;
 #undef P_START
 #undef P_NODE
@@ -1234,9 +1233,9 @@ static int viterbi_d(const Model *m, const Chars *ch, Py_ssize_t n, char *mem, I
 static int viterbi(const Model *m, const unsigned char *buf, Py_ssize_t nb, IdBuf *out) {
     if (nb == 0) return 0;
     /* per character: label, byte offset, best path record (sized by bytes: at most one character each) */
-    size_t per = 2 * sizeof(int32_t) + sizeof(PosD);
-    char stack_mem[(STACK_CHARS + 1) * (2 * sizeof(int32_t) + sizeof(PosD))];
-    char *mem = nb <= STACK_CHARS ? stack_mem : (char *)malloc((size_t)(nb + 1) * per);
+    size_t per = 3 * sizeof(int32_t) + sizeof(PosD);
+    _Alignas(8) char stack_mem[(STACK_CHARS + 2) * (3 * sizeof(int32_t) + sizeof(PosD))];
+    char *mem = nb <= STACK_CHARS ? stack_mem : (char *)malloc((size_t)(nb + 2) * per);
     if (!mem) return E_NOMEM;
     int32_t *lab = (int32_t *)mem;
     int32_t *at = lab + (nb + 1);
@@ -1254,8 +1253,9 @@ static int viterbi(const Model *m, const unsigned char *buf, Py_ssize_t nb, IdBu
         i += k;
     }
     at[n] = (int32_t)nb;
-    char *pos = (char *)(at + (nb + 1));
-    Chars ch = {buf, lab, at};
+    int32_t *ends = at + (nb + 1);
+    char *pos = (char *)(ends + ((nb + 2) & ~(Py_ssize_t)1)); /* 8-byte aligned for the double scores */
+    Chars ch = {buf, lab, at, ends};
     int rc = m->float32 ? viterbi_f(m, &ch, n, pos, out) : viterbi_d(m, &ch, n, pos, out);
     if (mem != stack_mem) free(mem);
     return rc;
