@@ -36,6 +36,7 @@ native one lives in C and only holds pieces that are not themselves tokens (at m
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 
@@ -43,9 +44,11 @@ from ._batch import map_in_threads
 from .artifacts import parse_tiktoken
 from .bpe import byte_pair_encode, byte_pair_split
 from .cache import MAX_CACHED_PIECE_CHARS, CacheStats, PieceCache, default_cache_size
+from .dropout import merge_with_dropout
 from .errors import InvalidTokenIdError
 from .native import NativeCore, resolve_backend
 from .pretokenize import PieceSplitter, PreTokenizer
+from .sampling import Sample
 from .specials import Special
 from .store import TokenizerSpec
 from .tokenizer import TokenizerBase
@@ -202,8 +205,12 @@ class Encoding(TokenizerBase):
         return out
 
     def count(self, text: str, *, add_special_tokens: bool = False, prefix: Sequence[str] = (),
-              suffix: Sequence[str] = ()) -> int:
-        """Number of tokens :meth:`encode` would return, without building the id list."""
+              suffix: Sequence[str] = (), sample: Sample | None = None) -> int:
+        """Number of tokens :meth:`encode` would return, without building the id list (with ``sample``: the
+        sampled ids' count)."""
+        if sample is not None:
+            return super().count(text, add_special_tokens=add_special_tokens, prefix=prefix, suffix=suffix,
+                                 sample=sample)
         n = self._around_count(prefix, suffix, add_special_tokens) if prefix or suffix or add_special_tokens else 0
         fast = self._native_count
         if fast is not None:
@@ -267,26 +274,64 @@ class Encoding(TokenizerBase):
                 b += len(p)
         return ids, spans
 
-    def encode_batch(self, texts: Sequence[str], *, num_threads: int = 1) -> list[list[int]]:
+    def encode_batch(self, texts: Sequence[str], *, num_threads: int = 1,
+                     sample: Sample | None = None) -> list[list[int]]:
         """:meth:`encode` of each text, in order, over up to ``num_threads`` threads.
 
         The native backend (bundled patterns) runs the whole batch in C: its own threads, no GIL while encoding,
         and a thread only per ~32 KiB of text. Otherwise a Python thread pool (parallel only where the GIL is
         released).
         """
+        if sample is not None:
+            return super().encode_batch(texts, sample=sample)
         if self._native is not None and self._native.encode_batch is not None:
             texts = texts if isinstance(texts, list | tuple) else list(texts)
             done = self._native.encode_batch(texts, num_threads)
             return [self._encode_text(t) if ids is None else ids for t, ids in zip(texts, done, strict=True)]
         return map_in_threads(self._encode_text, texts, num_threads)
 
-    def count_batch(self, texts: Sequence[str], *, num_threads: int = 1) -> list[int]:
+    def count_batch(self, texts: Sequence[str], *, num_threads: int = 1,
+                    sample: Sample | None = None) -> list[int]:
         """:meth:`count` of each text, in order (threads as :meth:`encode_batch`)."""
+        if sample is not None:
+            return super().count_batch(texts, sample=sample)
         if self._native is not None and self._native.count_batch is not None:
             texts = texts if isinstance(texts, list | tuple) else list(texts)
             done = self._native.count_batch(texts, num_threads)
             return [self.count(t) if n is None else n for t, n in zip(texts, done, strict=True)]
         return map_in_threads(self.count, texts, num_threads)
+
+    # ------------------------------------------------------------------ sampling
+
+    def check_sample(self, sample: Sample) -> None:
+        """Byte-level BPE samples with BPE-dropout over its ranks (``dropout``)."""
+        sample.for_bpe(self.name)
+
+    def _sample_text(self, text: str, sample: Sample, rng: random.Random) -> list[int]:
+        """BPE-dropout over the ranks (:func:`app.engine.dropout.merge_with_dropout`, Hugging Face's semantics;
+        a pair merges when its bytes joined are a token, at that token's rank): ``dropout=0`` is the
+        deterministic encoding; otherwise every pre-token is merged from its bytes, whole-token pre-tokens
+        included (as Hugging Face skips ``ignore_merges`` under dropout), always in Python."""
+        p = sample.for_bpe(self.name)
+        if p <= 0.0:
+            return self._encode_text(text)
+        ranks, table = self._ranks, self._token_bytes
+        byte_ids = [ranks[bytes([b])] for b in range(256)]
+        pairs: dict[tuple[int, int], tuple[int, int] | None] = {}
+
+        def pair(a: int, b: int) -> tuple[int, int] | None:
+            key = (a, b)
+            found = pairs.get(key, False)
+            if found is False:
+                rank = ranks.get((table[a] or b"") + (table[b] or b""))
+                found = pairs[key] = None if rank is None else (rank, rank)
+            return found  # type: ignore[return-value]
+
+        out: list[int] = []
+        for piece in self._pretokenizer.pieces(scrub_surrogates(text)):
+            ids, _ = merge_with_dropout([byte_ids[b] for b in piece.encode("utf-8")], None, pair, rng, p)
+            out.extend(ids)
+        return out
 
     # ------------------------------------------------------------------ decoding
 

@@ -15,12 +15,14 @@ Added tokens marked special are never matched (step 1 and 2 skip them); their id
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Iterable, Sequence
 from typing import cast
 
 from ..cache import CacheStats, PieceCache, default_cache_size
 from ..encoding import scrub_surrogates
 from ..errors import InvalidTokenIdError
+from ..sampling import Sample
 from ..specials import EMPTY_TEMPLATE, Template
 from ..store import TokenizerSpec
 from ..tokenizer import TokenizerBase
@@ -251,6 +253,20 @@ class Pipeline(TokenizerBase):
         if self.post_processor is not None:
             spans = self.post_processor.adjust_offsets(tokens, spans)
         return ids, spans
+
+    # -- sampling (:mod:`app.engine.pipeline.sampling`) -------------------------------------------------------------
+
+    def check_sample(self, sample: Sample) -> None:
+        """Raise :class:`~app.engine.sampling.SamplingError` unless the model can sample as ``sample`` asks
+        (Unigram: ``alpha``/``nbest``; BPE: ``dropout``)."""
+        from .sampling import check
+
+        check(self, sample)
+
+    def _sample_text(self, text: str, sample: Sample, rng: random.Random) -> list[int]:
+        from .sampling import sample_text
+
+        return sample_text(self, text, sample, rng)
 
     # -- decoding -------------------------------------------------------------------------------------------------
 
