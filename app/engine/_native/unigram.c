@@ -1169,25 +1169,40 @@ static int emit_path(const Model *m, const Chars *c, Py_ssize_t n, const char *p
                     if (p[i].start != -1) p[i].score = p[i].score - base;                                       \
                 p[s].score = base = 0;                                                                          \
             }                                                                                                   \
-            int single = 0;                                                                                     \
-            int32_t at = 0;                                                                                     \
-            for (Py_ssize_t e = s; e < n;) {                                                                    \
-                int32_t t = u[at].base + lab[e]; /* label 0 (no piece has it) never passes the check */         \
-                if (u[t].check != at) break;                                                                    \
-                at = t;                                                                                         \
-                e++;                                                                                            \
-                if (HIT(at)) {                                                                                  \
-                    SCORE cand = (SCORE)(PIECE_SCORE) + base;                                                   \
-                    POS *q = p + e;                                                                             \
-                    if (q->start == -1 || cand > q->score) {                                                    \
-                        q->score = cand;                                                                        \
-                        q->start = (int32_t)s;                                                                  \
-                        q->node = at;                                                                           \
-                    }                                                                                           \
-                    if (e - s == 1) single = 1;                                                                 \
-                    if (e > frontier) frontier = e;                                                             \
-                }                                                                                               \
-            }                                                                                                   \
+            int single = 0;                                                                                 \
+            Py_ssize_t last = s; /* the furthest end a piece reached from here (ends come in ascending order) */\
+            int32_t at = u[0].base + lab[s];                                                                \
+            if (u[at].check == 0) { /* the first character: the only step that can make a single-character piece */\
+                Py_ssize_t e = s + 1;                                                                       \
+                if (HIT(at)) {                                                                              \
+                    SCORE cand = (SCORE)(PIECE_SCORE) + base;                                               \
+                    POS *q = p + e;                                                                         \
+                    if (q->start == -1 || cand > q->score) {                                                \
+                        q->score = cand;                                                                    \
+                        q->start = (int32_t)s;                                                              \
+                        q->node = at;                                                                       \
+                    }                                                                                       \
+                    single = 1;                                                                             \
+                    last = e;                                                                               \
+                }                                                                                           \
+                while (e < n) {                                                                             \
+                    int32_t t = u[at].base + lab[e]; /* label 0 (no piece has it) never passes the check */ \
+                    if (u[t].check != at) break;                                                            \
+                    at = t;                                                                                 \
+                    e++;                                                                                    \
+                    if (HIT(at)) {                                                                          \
+                        SCORE cand = (SCORE)(PIECE_SCORE) + base;                                           \
+                        POS *q = p + e;                                                                     \
+                        if (q->start == -1 || cand > q->score) {                                            \
+                            q->score = cand;                                                                \
+                            q->start = (int32_t)s;                                                          \
+                            q->node = at;                                                                   \
+                        }                                                                                   \
+                        last = e;                                                                           \
+                    }                                                                                       \
+                }                                                                                           \
+            }                                                                                               \
+            if (last > frontier) frontier = last;                                                           \
             if (!single) {                                                                                      \
                 Py_ssize_t e = s + 1;                                                                           \
                 if (e > frontier) frontier = e;                                                                 \
