@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Mapping, Sequence
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from ._batch import map_in_threads
 from .artifacts import parse_tiktoken
@@ -57,6 +57,11 @@ log = logging.getLogger("app.engine")
 
 
 Part = str | Special
+
+
+@lru_cache(maxsize=256)
+def _utf8_names(names: tuple[str, ...]) -> tuple[bytes, ...]:
+    return tuple(n.encode("utf-8") for n in names)
 
 
 def scrub_surrogates(text: str) -> str:
@@ -231,6 +236,21 @@ class Encoding(TokenizerBase):
             else:
                 n += len(compute(piece))
         return n
+
+    def count_framed(self, text: str, names: Sequence[str]) -> int:
+        """:meth:`TokenizerBase.count_framed` in one call into the compiled core when there is one (same cuts, same
+        counts; text with lone surrogates and more than 64 names take the general path)."""
+        native = self._native.count_framed if self._native is not None else None
+        names = tuple(names)
+        if native is None or not names or len(names) > 64:
+            return super().count_framed(text, names)
+        for name in names:
+            if name not in self._special_tokens:
+                self.special_token_id(name)  # raises, naming the allowed ones
+        try:
+            return native(text, _utf8_names(names))  # type: ignore[no-any-return]
+        except UnicodeEncodeError:
+            return super().count_framed(text, names)
 
     def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
         """Ids of ``text`` and, per token, its ``(start, end)`` offsets in characters (code points) of ``text``.

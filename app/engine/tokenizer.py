@@ -27,7 +27,9 @@ Rules every implementation keeps:
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any, Protocol, runtime_checkable
 
 from ._batch import map_in_threads
@@ -146,6 +148,26 @@ class TokenizerBase(SpecialTokensMixin):
         return len(self.encode(text, add_special_tokens=add_special_tokens, prefix=prefix, suffix=suffix,
                                sample=sample))
 
+    def count_framed(self, text: str, names: Sequence[str]) -> int:
+        """Tokens of ``text`` read as parts: every occurrence of one of ``names`` (special tokens of this tokenizer;
+        at a position the first listed name that occurs there -- list longer names first) is that one special
+        token, and each stretch between occurrences is ordinary text counted on its own. Equal to :meth:`count` of
+        those parts (``encode_parts``' length).
+
+        Only for text whose special-token strings are known to be framing, never caller text (a chat template's
+        output after the caller's text was escaped): unlike every other method it reads special tokens out of
+        text. Raises :class:`~app.engine.errors.UnknownSpecialTokenError` for a name that is not a special token.
+        """
+        names = tuple(names)
+        for name in names:
+            if name not in self._special_tokens:
+                self.special_token_id(name)  # raises, naming the allowed ones
+        if not names:
+            return self.count(text)
+        pieces = _framed_splitter(names).split(text)
+        count = self.count
+        return sum(count(p) for p in pieces[::2] if p) + len(pieces) // 2
+
     def encode_batch(self, texts: Sequence[str], *, num_threads: int = 1,
                      sample: Sample | None = None) -> list[list[int]]:
         """:meth:`encode` of each text, in order, over up to ``num_threads`` threads (item ``i`` sampled with
@@ -214,3 +236,9 @@ class TokenizerBase(SpecialTokensMixin):
     def decode_batch(self, batch: Sequence[Sequence[int]], *, skip_special: bool = False) -> list[str]:
         """:meth:`decode` of each id list, in order."""
         return [self.decode(ids, skip_special=skip_special) for ids in batch]
+
+
+@lru_cache(maxsize=256)
+def _framed_splitter(names: tuple[str, ...]) -> re.Pattern[str]:
+    """A split on ``names`` in the given order (Python's alternation: at a position the first that matches)."""
+    return re.compile("(" + "|".join(map(re.escape, names)) + ")")

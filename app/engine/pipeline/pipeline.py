@@ -100,13 +100,11 @@ class Pipeline(TokenizerBase):
         self._str_path = (getattr(model, "native", None) is not None and not self._norm_matcher.has_matchable
                           and (normalizer is None or type(normalizer) is Replace)
                           and (pre_tokenizer is None or type(pre_tokenizer) is Split))
-        # A compiled model that runs the normalizer too (``fuse``: SentencePiece's normalizer and Unigram in one
-        # C call) when nothing else sits between them: raw stretches go to it (:meth:`_encode_text_fused`).
+        # A model that also runs the normalizer and pre-tokenizer in compiled code (WordPiece behind BERT's): one call
+        # per text (:meth:`_encode_text_fused`); normalized added tokens need the pipeline's own steps.
         fuse = getattr(model, "fuse", None)
-        self._fused: Callable[[list[str | int]], list[int]] | None = (
-            fuse(normalizer) if fuse is not None and pre_tokenizer is None and not self._norm_matcher.has_matchable
-            else None)
-        self._fused_whole = self._fused if not self._raw_matcher.has_matchable else None  # one call per text
+        self._fused = (fuse(normalizer, pre_tokenizer)
+                       if fuse is not None and not self._norm_matcher.has_matchable else None)
 
     # -- encoding -------------------------------------------------------------------------------------------------
 
@@ -166,8 +164,6 @@ class Pipeline(TokenizerBase):
         return self._pieces(text, False)
 
     def _encode_text(self, text: str) -> list[int]:
-        if self._fused_whole is not None:
-            return self._fused_whole([text])
         if self._fused is not None:
             return self._encode_text_fused(text)
         if self._str_path:
@@ -197,13 +193,15 @@ class Pipeline(TokenizerBase):
         return self.model.encode_pieces(items, SEGMENT_FROM)  # type: ignore[attr-defined, no-any-return]
 
     def _encode_text_fused(self, text: str) -> list[int]:
-        """:meth:`_encode_text` through the model's fused normalizer + model call: the raw stretches between
-        matched added tokens and their ids, in order (the compiled side scrubs lone surrogates as
-        :func:`scrub_surrogates` does)."""
-        fused = cast("Callable[[list[str | int]], list[int]]", self._fused)
-        text = scrub_surrogates(text)
-        return fused([text[start:end] if token is None else token.id
-                      for start, end, token in self._raw_matcher.split(text) if token is not None or start < end])
+        """:meth:`_encode_text` when the model runs the whole path: the stretches between raw added tokens (and
+        their ids) in one call."""
+        if self._raw_matcher.has_matchable:
+            text = scrub_surrogates(text)
+            items: list[str | int] = [text[s:e] if token is None else token.id
+                                      for s, e, token in self._raw_matcher.split(text) if token is not None or s < e]
+        else:
+            items = [text]  # the compiled path scrubs surrogates itself
+        return self._fused(items)  # type: ignore[misc, no-any-return]
 
     def _encode_text_str(self, text: str) -> list[int]:
         """:meth:`_encode_text_native` on strings, for a Replace normalizer and a Split pre-tokenizer: the same

@@ -332,16 +332,16 @@ class Unigram:
                 ids.extend(token[0] for token in self.tokenize_with_spans(item))
         return ids
 
-    def fuse(self, normalizer: object) -> Callable[[list[str | int]], list[int]] | None:
+    def fuse(self, normalizer: object, pre_tokenizer: object = None) -> Callable[[list[str | int]], list[int]] | None:
         """For a pipeline of ``normalizer`` (None or a
         :class:`~app.engine.pipeline.sp_normalizer.SentencePieceNormalizer`) then this model, no pre-tokenizer:
         a call that takes raw stretches of text (lone surrogates scrubbed as the pipeline does) and ids, and
-        normalizes and segments them in one compiled call. None without the compiled model or for any other
-        normalizer."""
+        normalizes and segments them in one compiled call. None without the compiled model, with a pre-tokenizer
+        or for any other normalizer."""
         from ..sp_normalizer import SentencePieceNormalizer
 
         native = self.native
-        if native is None:
+        if native is None or pre_tokenizer is not None:
             return None
         if normalizer is None:
             compiled = None
