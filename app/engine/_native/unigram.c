@@ -1075,7 +1075,7 @@ fail:
 }
 
 /* The piece spelled exactly by the labels lab[0:n] (-1: none). */
-static int32_t exact(const Model *m, const int32_t *lab, Py_ssize_t n) {
+static int32_t exact(const Model *m, const uint16_t *lab, Py_ssize_t n) {
     const Cell *u = m->u;
     int32_t s = 0;
     for (Py_ssize_t k = 0; k < n; k++) {
@@ -1090,20 +1090,19 @@ static int32_t exact(const Model *m, const int32_t *lab, Py_ssize_t n) {
 /* The text of one call: UTF-8 bytes, and per character its label and byte offset. */
 typedef struct {
     const unsigned char *buf;
-    const int32_t *lab;
-    const int32_t *at; /* n + 1 byte offsets */
-    int32_t *ends;     /* scratch for n path ends */
+    const uint16_t *lab; /* per character */
 } Chars;
 
-/* Ids of one unknown run, characters s..e (see the file comment). */
-static int resolve_unknown(const Model *m, const Chars *c, Py_ssize_t s, Py_ssize_t e, IdBuf *out) {
+/* Ids of one unknown run, characters s..e, bytes bs..be (see the file comment). */
+static int resolve_unknown(const Model *m, const Chars *c, Py_ssize_t s, Py_ssize_t e, Py_ssize_t bs, Py_ssize_t be,
+                           IdBuf *out) {
     if (m->whole_lookup) {
         int32_t id = exact(m, c->lab + s, e - s);
         if (id >= 0) return ids_push(out, id);
     }
     if (m->byte_fallback) {
         const unsigned char *buf = c->buf;
-        Py_ssize_t k, bs = c->at[s], be = c->at[e];
+        Py_ssize_t k;
         for (k = bs; k < be && m->bytes[buf[k]] >= 0; k++) {
         }
         if (k == be) {
@@ -1129,30 +1128,42 @@ typedef struct {
     int32_t node;
 } PosD;
 
-/* The best path's ends -> ids (unknown runs fused and resolved).  ``starts``/``nodes`` are strided views of the
- * position array. */
-static int emit_path(const Model *m, const Chars *c, Py_ssize_t n, const char *pos, size_t stride, IdBuf *out) {
-    int32_t *ends = c->ends; /* room for n: filled from the back */
+/* The best path -> ids (unknown runs fused and resolved).  The back pointers are turned into forward links in
+ * place (kept in the score fields, which are no longer needed); byte offsets are followed along. */
+static int emit_path(const Model *m, const Chars *c, Py_ssize_t n, char *pos, size_t stride, IdBuf *out) {
 #define P_START(e) (*(const int32_t *)(pos + (size_t)(e) * stride + stride - 2 * sizeof(int32_t)))
 #define P_NODE(e) (*(const int32_t *)(pos + (size_t)(e) * stride + stride - sizeof(int32_t)))
-    Py_ssize_t k = n;
-    for (Py_ssize_t e = n; e > 0; e = P_START(e)) ends[--k] = (int32_t)e;
-    ends += k;
-    Py_ssize_t count = n - k;
+#define P_NEXT(e) (*(int32_t *)(pos + (size_t)(e) * stride))
+    for (Py_ssize_t e = n; e > 0;) {
+        int32_t s = P_START(e);
+        P_NEXT(s) = (int32_t)e;
+        e = s;
+    }
+    const unsigned char *buf = c->buf;
+    Py_ssize_t kc = 0, kb = 0; /* character kc starts at byte kb (followed only as far as byte fallback needs) */
     int rc = 0;
-    for (k = 0; k < count && rc == 0; k++) {
-        int32_t e = ends[k];
+    for (Py_ssize_t s = 0; s < n && rc == 0;) {
+        Py_ssize_t e = P_NEXT(s);
         if (P_NODE(e) != UNK_MARK) {
             rc = ids_push(out, m->id_of[P_NODE(e)]);
+            s = e;
             continue;
         }
-        int32_t s = P_START(e);
-        while (k + 1 < count && P_NODE(ends[k + 1]) == UNK_MARK) e = ends[++k];
-        rc = resolve_unknown(m, c, s, e, out);
+        while (e < n && P_NODE(P_NEXT(e)) == UNK_MARK) e = P_NEXT(e); /* fuse the run */
+        Py_ssize_t bs = 0, be = 0;
+        if (m->byte_fallback) {
+            for (; kc < s; kc++) kb += utf8_len(buf[kb]);
+            bs = kb;
+            for (; kc < e; kc++) kb += utf8_len(buf[kb]);
+            be = kb;
+        }
+        rc = resolve_unknown(m, c, s, e, bs, be, out);
+        s = e;
     }
     return rc;
 #undef P_START
 #undef P_NODE
+#undef P_NEXT
 }
 
 /* One Viterbi pass over characters; SCORE is float (with SentencePiece's re-basing) or double. */
@@ -1220,7 +1231,7 @@ static int emit_path(const Model *m, const Chars *c, Py_ssize_t n, const char *p
 
 static int viterbi_f(const Model *m, const Chars *ch, Py_ssize_t n, char *mem, IdBuf *out) {
     const Cell *u = m->u;
-    const int32_t *lab = ch->lab;
+    const uint16_t *lab = ch->lab;
     const float unk = m->unk_f;
     int rc;
 #define HIT(at) (u[at].score == u[at].score)
@@ -1231,7 +1242,7 @@ static int viterbi_f(const Model *m, const Chars *ch, Py_ssize_t n, char *mem, I
 
 static int viterbi_d(const Model *m, const Chars *ch, Py_ssize_t n, char *mem, IdBuf *out) {
     const Cell *u = m->u;
-    const int32_t *lab = ch->lab;
+    const uint16_t *lab = ch->lab;
     const int32_t *id_of = m->id_of;
     const double unk = m->unk_d;
     const double *ds = m->dscore;
@@ -1247,31 +1258,29 @@ static int viterbi_d(const Model *m, const Chars *ch, Py_ssize_t n, char *mem, I
 /* Viterbi over buf[0:nb] (valid UTF-8), appending the ids to ``out``. */
 static int viterbi(const Model *m, const unsigned char *buf, Py_ssize_t nb, IdBuf *out) {
     if (nb == 0) return 0;
-    /* per character: label, byte offset, best path record (sized by bytes: at most one character each) */
-    size_t per = 3 * sizeof(int32_t) + sizeof(PosD);
-    _Alignas(8) char stack_mem[(STACK_CHARS + 2) * (3 * sizeof(int32_t) + sizeof(PosD))];
-    char *mem = nb <= STACK_CHARS ? stack_mem : (char *)malloc((size_t)(nb + 2) * per);
+    Py_ssize_t n = 0; /* characters */
+    for (Py_ssize_t i = 0; i < nb; i++) n += (buf[i] & 0xC0) != 0x80;
+    /* per character: the best path record (12 or 16 bytes), then its label (2 bytes) */
+    size_t width = m->float32 ? sizeof(PosF) : sizeof(PosD);
+    size_t need = (size_t)(n + 1) * width + (size_t)(n + 1) * sizeof(uint16_t);
+    _Alignas(8) char stack_mem[(STACK_CHARS + 1) * (sizeof(PosD) + sizeof(uint16_t))];
+    char *mem = n <= STACK_CHARS ? stack_mem : (char *)malloc(need);
     if (!mem) return E_NOMEM;
-    int32_t *lab = (int32_t *)mem;
-    int32_t *at = lab + (nb + 1);
-    Py_ssize_t n = 0;
+    uint16_t *lab = (uint16_t *)(mem + (size_t)(n + 1) * width);
+    Py_ssize_t k = 0;
     for (Py_ssize_t i = 0; i < nb;) {
-        int k = utf8_len(buf[i]);
+        int len = utf8_len(buf[i]);
         uint32_t c;
-        if (k == 1) c = buf[i];
-        else if (k == 2) c = ((uint32_t)(buf[i] & 0x1F) << 6) | (buf[i + 1] & 0x3F);
-        else if (k == 3) c = ((uint32_t)(buf[i] & 0x0F) << 12) | ((uint32_t)(buf[i + 1] & 0x3F) << 6) | (buf[i + 2] & 0x3F);
+        if (len == 1) c = buf[i];
+        else if (len == 2) c = ((uint32_t)(buf[i] & 0x1F) << 6) | (buf[i + 1] & 0x3F);
+        else if (len == 3) c = ((uint32_t)(buf[i] & 0x0F) << 12) | ((uint32_t)(buf[i + 1] & 0x3F) << 6) | (buf[i + 2] & 0x3F);
         else c = ((uint32_t)(buf[i] & 0x07) << 18) | ((uint32_t)(buf[i + 1] & 0x3F) << 12) |
                  ((uint32_t)(buf[i + 2] & 0x3F) << 6) | (buf[i + 3] & 0x3F);
-        lab[n] = label_of(m, c);
-        at[n++] = (int32_t)i;
-        i += k;
+        lab[k++] = (uint16_t)label_of(m, c);
+        i += len;
     }
-    at[n] = (int32_t)nb;
-    int32_t *ends = at + (nb + 1);
-    char *pos = (char *)(ends + ((nb + 2) & ~(Py_ssize_t)1)); /* 8-byte aligned for the double scores */
-    Chars ch = {buf, lab, at, ends};
-    int rc = m->float32 ? viterbi_f(m, &ch, n, pos, out) : viterbi_d(m, &ch, n, pos, out);
+    Chars ch = {buf, lab};
+    int rc = m->float32 ? viterbi_f(m, &ch, n, mem, out) : viterbi_d(m, &ch, n, mem, out);
     if (mem != stack_mem) free(mem);
     return rc;
 }
