@@ -1,17 +1,20 @@
 """SentencePiece, tekken and GGUF tokenizers vs their reference libraries on the same files, one thread.
 
-``python -m bench.families.run [--tokenizers a,b] [--bytes N] [--runs R] [--json PATH] [--hostile CHARS]``
+``python -m bench.families.run [--tokenizers a,b] [--bytes N] [--runs R] [--clock wall|cpu] [--json PATH]
+[--hostile CHARS]``
 
 References: ``sentencepiece`` (the bundled ``.model``, or a model rebuilt from the GGUF's own pieces), Hugging
 Face ``tokenizers`` (a tokenizer built from the GGUF vocabulary: bge WordPiece, qwen2 byte-level BPE,
-xlm-roberta Unigram) and ``mistral-common`` (tekken); only references whose ids ours equal are timed, except
-Hugging Face on ``xlm-roberta`` (the Unigram pipeline ``transformers`` would build from the same vocabulary),
-which breaks some exact ties otherwise than ``sentencepiece``: it is timed anyway and the texts where it differs
-are counted. Two workloads from :mod:`bench.corpora` (english plus every multilingual corpus, ``--bytes`` in
-total): 10 KB documents and short chat-sized lines (~50 bytes). Ids are checked identical first (the run stops
-otherwise); then ``R`` interleaved rounds time ours cold (cache cleared), ours warm (same pass again) and each
-reference. Medians in MB/s of UTF-8 input. The reference builders are the test suite's
-(``tests/engine/families/references.py``), so run it from the repository root.
+xlm-roberta Unigram; for the SentencePiece BPE models a byte-fallback merge-list BPE built from the sentencepiece
+model as Hugging Face's converter does: every split of a mergeable piece into two pieces is a merge, ranked by the
+piece's score) and ``mistral-common`` (tekken); only references whose ids ours equal are timed, except Hugging
+Face on ``xlm-roberta`` (the Unigram pipeline ``transformers`` would build from the same vocabulary), which breaks
+some exact ties otherwise than ``sentencepiece``: it is timed anyway and the texts where it differs are counted.
+Two workloads from :mod:`bench.corpora` (english plus every multilingual corpus, ``--bytes`` in total): 10 KB
+documents and short chat-sized lines (~50 bytes). Ids are checked identical first (the run stops otherwise); then
+``R`` interleaved rounds time ours cold (cache cleared), ours warm (same pass again) and each reference. Medians in
+MB/s of UTF-8 input. The reference builders are the test suite's (``tests/engine/families/references.py``), so
+run it from the repository root.
 
 ``--clock cpu`` times the rounds by this thread's CPU time instead of wall time (steadier on a shared machine).
 ``--hostile CHARS``: instead, the linearity check of each tokenizer on adversarial texts (:data:`HOSTILE`:
@@ -59,11 +62,43 @@ def references(name: str) -> dict[str, Callable[[str], list[int]]]:
     return refs
 
 
+SP_BPE = ("mistral-v1", "mistral-v3", "mistral-v7", "llama2", "phi-3")
+
+
+def _hf_sentencepiece_bpe(name: str) -> Any:
+    """A Hugging Face ``tokenizers`` BPE equivalent to a SentencePiece BPE model (read through ``sentencepiece``'s
+    own message classes): merges ordered by the score of the piece they make, ``▁`` prepended and for spaces,
+    byte fallback, fused unknowns, user-defined pieces as added tokens."""
+    from sentencepiece import sentencepiece_model_pb2 as pb
+    from tokenizers import AddedToken, Tokenizer, models, normalizers
+
+    from tests.engine.families.references import sentencepiece_reference
+
+    proto = pb.ModelProto()  # type: ignore[attr-defined]
+    proto.ParseFromString(sentencepiece_reference(name).serialized_model_proto())
+    vocab: dict[str, int] = {}
+    for i, p in enumerate(proto.pieces):
+        vocab.setdefault(p.piece, i)
+    # normal, user-defined and unused pieces are what a merge can make
+    mergeable = {p.piece: (p.score, i) for i, p in enumerate(proto.pieces) if p.type in (1, 4, 5)}
+    merges = sorted((-score, i, vocab[piece[:k]], vocab[piece[k:]], piece[:k], piece[k:])
+                    for piece, (score, i) in mergeable.items() for k in range(1, len(piece))
+                    if piece[:k] in vocab and piece[k:] in vocab)
+    model = models.BPE(vocab, [(m[4], m[5]) for m in merges], unk_token=proto.pieces[proto.trainer_spec.unk_id].piece,
+                       fuse_unk=True, byte_fallback=proto.trainer_spec.byte_fallback)
+    tok = Tokenizer(model)
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
+    tok.add_tokens([AddedToken(p.piece, normalized=False, special=False) for p in proto.pieces if p.type == 4])
+    return tok
+
+
 #: references timed even where their ids differ from ours on some texts (counted in the results)
 TOLERATED = {("xlm-roberta", "hf")}
 
 
 def _hf(name: str) -> Any:
+    if name in SP_BPE:
+        return _hf_sentencepiece_bpe(name)
     if name == "xlm-roberta":
         from tests.engine.families.references import hf_unigram_reference
 

@@ -105,6 +105,12 @@ class Pipeline(TokenizerBase):
         fuse = getattr(model, "fuse", None)
         self._fused = (fuse(normalizer, pre_tokenizer)
                        if fuse is not None and not self._norm_matcher.has_matchable else None)
+        # A compiled model that takes a whole text through its normalizer and pre-tokenizer (SentencePiece BPE, no
+        # matchable added tokens): encode() calls it directly, so chat-sized texts pay no extra Python frame.
+        whole = getattr(model, "fused_encoder", None) if self._fused is None and not self._has_added else None
+        self._whole_text: Callable[[str], list[int]] | None = whole(normalizer, pre_tokenizer) if whole else None
+        if self._whole_text is not None:
+            self._encode_text = self._whole_text  # type: ignore[method-assign]
 
     # -- encoding -------------------------------------------------------------------------------------------------
 
@@ -316,12 +322,18 @@ class Pipeline(TokenizerBase):
     # -- cache ----------------------------------------------------------------------------------------------------
 
     def cache_stats(self) -> CacheStats:
-        """Counters of this pipeline's pre-token cache."""
+        """Counters of this pipeline's pre-token cache (the compiled model's own cache when it has one)."""
+        model_stats = getattr(self.model, "cache_stats", None)
+        if model_stats is not None and getattr(self.model, "native", None) is not None:
+            return cast("CacheStats", model_stats())
         return self._cache.stats()
 
     def clear_cache(self) -> None:
-        """Empty the pre-token cache."""
+        """Empty the pre-token cache (and the compiled model's)."""
         self._cache.clear()
+        model_clear = getattr(self.model, "clear_cache", None)
+        if model_clear is not None:
+            model_clear()
 
     @property
     def template(self) -> Template:

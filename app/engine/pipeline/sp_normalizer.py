@@ -61,6 +61,11 @@ class SentencePieceNormalizer:
                         sorted(self._user))
         return self._compiled
 
+    @property
+    def user_defined(self) -> frozenset[str]:
+        """The user-defined pieces (copied as they are)."""
+        return self._user
+
     def _prefix(self, text: str, i: int) -> tuple[str, int]:
         """SentencePiece's ``NormalizePrefix``: (replacement, characters consumed) at ``text[i:]``."""
         ch = text[i]
