@@ -245,3 +245,20 @@ def test_fused_pipeline_with_added_tokens_and_sentencepiece_normalizer() -> None
             for _ in range(300):
                 text = "".join(rng.choice(pool) for _ in range(rng.randint(0, 12)))
                 assert native.encode(text) == python.encode(text), (text, normalizer, tokens)
+
+
+def test_tokenizer_json_unigram_honours_the_backend() -> None:
+    """A ``tokenizer.json`` Unigram model is compiled unless the python backend is asked for, with the same ids."""
+    from tokenizers import Tokenizer, models
+
+    from app.engine.pipeline.hf_json import from_hf_json
+
+    rng = random.Random(12)
+    vocab, byte_fallback = tie_vocab(rng)
+    document = Tokenizer(models.Unigram(vocab, 0, byte_fallback)).to_str()
+    native, python = from_hf_json(document, "n", backend="native"), from_hf_json(document, "p", backend="python")
+    assert isinstance(native, Pipeline) and isinstance(python, Pipeline)
+    assert native.model.native is not None and python.model.native is None  # type: ignore[attr-defined]
+    for _ in range(300):
+        text = tie_text(rng)
+        assert native.encode(text) == python.encode(text), text

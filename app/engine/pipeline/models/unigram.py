@@ -158,15 +158,17 @@ class Unigram:
 
 
     @classmethod
-    def from_hf(cls, config: Mapping[str, Any], *, excluded: Collection[int] = ()) -> Unigram:
+    def from_hf(cls, config: Mapping[str, Any], *, excluded: Collection[int] = (),
+                backend: str | None = None) -> Unigram:
         """From a ``tokenizer.json`` model ``{"type": "Unigram", "unk_id", "vocab": [[piece, score], ...],
-        "byte_fallback"}``. ``excluded``: ids of special added tokens (never matched in text)."""
+        "byte_fallback"}``. ``excluded``: ids of special added tokens (never matched in text). ``backend``: as
+        for the constructor."""
         # an integer beyond 64 bits is a float to serde_json too, with its rounding (a JSON-read float already has it)
         vocab = [(str(p), serde_f64(str(s)) if isinstance(s, int) else float(s)) for p, s in config.get("vocab") or []]
         unk = config.get("unk_id")
         scores = [s for _, s in vocab]
         return cls(vocab, unk_id=None if unk is None else int(unk), byte_fallback=bool(config.get("byte_fallback")),
-                   excluded=excluded, unk_score=(min(scores) if scores else 0.0) - 10.0)
+                   excluded=excluded, unk_score=(min(scores) if scores else 0.0) - 10.0, backend=backend)
 
     @property
     def vocab_size(self) -> int:
