@@ -714,7 +714,7 @@ static void buf_init(Buf *b) {
 }
 
 static void buf_free(Buf *b) {
-    if (b->ids != b->small) buf_free(b);
+    if (b->ids != b->small) free(b->ids);
 }
 
 static int buf_reserve(Buf *b, Py_ssize_t extra) {
