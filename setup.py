@@ -1,22 +1,28 @@
 """Build script for the optional compiled extensions (metadata lives in pyproject.toml).
 
 ``app.engine._native._core`` (the encoding hot path, ``tokcore.c``), ``app.engine._native._trainer`` (the
-trainer's counter and merge learner, ``trainer.c``), and ``app.engine._native._mergebpe`` (BPE over a merge
-list, ``mergebpe.c``) are C extensions built with the compiler and Python headers of
-the machine. All are ``optional``: without a compiler (or headers) the build prints a warning, the package still
-installs, and the engine and trainer run the pure-Python reference (slower), logging that they do.
+trainer's counter and learners, ``trainer.c`` with ``train_unigram.c`` and ``train_wordpiece.c``),
+``app.engine._native._mergebpe`` (BPE over a merge list, ``mergebpe.c``), ``app.engine._native._wordpiece``
+(WordPiece and the BERT normalizer, ``wordpiece.c``) and ``app.engine._native._spbpe`` (SentencePiece BPE by piece
+score, ``spbpe.c``) are C extensions built with the compiler and Python headers of the machine. All are
+``optional``: without a compiler (or headers) the build prints a warning, the package still installs, and the
+engine and trainer run the pure-Python reference (slower), logging that they do.
 """
 
 from setuptools import Extension, setup
 
 NATIVE = "app/engine/_native"
-HEADERS = [f"{NATIVE}/bytes_hash.h", f"{NATIVE}/pretokenizer.h", f"{NATIVE}/unicode_tables.h"]
+HEADERS = [f"{NATIVE}/bytes_hash.h", f"{NATIVE}/pretokenizer.h", f"{NATIVE}/unicode_tables.h",
+           f"{NATIVE}/bert_tables.h"]
 
 
-def _extension(module: str, source: str) -> Extension:
-    return Extension(f"app.engine._native.{module}", sources=[f"{NATIVE}/{source}"], depends=HEADERS,
-                     extra_compile_args=["-O3", "-std=c11", "-fno-strict-aliasing"], optional=True)
+def _extension(module: str, *sources: str) -> Extension:
+    return Extension(f"app.engine._native.{module}", sources=[f"{NATIVE}/{s}" for s in sources], depends=HEADERS,
+                     extra_compile_args=["-O3", "-std=c11", "-fno-strict-aliasing", "-ffp-contract=off"],
+                     optional=True)
 
 
-setup(ext_modules=[_extension("_core", "tokcore.c"), _extension("_trainer", "trainer.c"),
-                  _extension("_mergebpe", "mergebpe.c")])
+setup(ext_modules=[_extension("_core", "tokcore.c"),
+                  _extension("_trainer", "trainer.c", "train_unigram.c", "train_wordpiece.c"),
+                  _extension("_mergebpe", "mergebpe.c"), _extension("_wordpiece", "wordpiece.c"),
+                  _extension("_spbpe", "spbpe.c")])

@@ -3,10 +3,11 @@
 Status codes: 400 malformed JSON or body, or an ambiguous repeated header (``Authorization``, ``Content-Type``…);
 401 missing/wrong bearer token; 404 unknown path (``/encode/`` included: no slash redirects) or tokenizer in a URL;
 405 wrong method (``Allow`` lists every method of the path); 408 headers or body too slow; 413 any size limit
-(body bytes, batch size, ids, characters, detailed tokens); 415 a non-JSON content type; 422 a well-formed request
-that cannot be served (wrong types, unknown tokenizer/model/special token, empty batch, lone surrogates, ids out of
-range); 431 request headers over their size or count limit; 500 an internal error (logged; the response carries no
-internals); 503 not ready. Error bodies never echo request text beyond the offending names and ids.
+(body bytes, batch size, ids, characters, detailed tokens, sampled text); 415 a non-JSON content type; 422 a
+well-formed request that cannot be served (wrong types, unknown tokenizer/model/special token, empty batch, lone
+surrogates, ids out of range, ``sample`` options the tokenizer cannot take: ``invalid_sample``); 431 request headers
+over their size or count limit; 500 an internal error (logged; the response carries no internals); 503 not ready.
+Error bodies never echo request text beyond the offending names and ids.
 
 One answer is not in this shape: bytes that are not HTTP at all never reach the app, and uvicorn itself answers
 ``400`` with the plain-text body ``Invalid HTTP request received.`` and closes the connection.
@@ -32,6 +33,7 @@ from app.engine.errors import (
     UnknownSpecialTokenError,
     UnknownTokenizerError,
 )
+from app.engine.sampling import SamplingError
 
 log = logging.getLogger("app.api")
 
@@ -94,6 +96,8 @@ def from_engine_error(exc: EngineError) -> ApiError:
     if isinstance(exc, InvalidTokenIdError):
         return ApiError(422, "invalid_token_id", str(exc),
                         {"id": exc.token_id, "position": exc.index, "tokenizer": exc.tokenizer})
+    if isinstance(exc, SamplingError):
+        return ApiError(422, "invalid_sample", str(exc), {"tokenizer": exc.tokenizer, "model": exc.model})
     if isinstance(exc, ArtifactError):  # not the client's fault; readiness should have caught it
         log.error("artifact error while serving: %s", exc)
         return ApiError(500, "internal_error", "internal error")

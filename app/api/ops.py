@@ -26,10 +26,12 @@ from app.core.model_table import ModelInfo
 from app.engine import Special, Tokenizer
 from app.engine.errors import InvalidTokenIdError
 from app.engine.native import utf8_size
+from app.engine.sampling import Sample
 
 from . import metrics, serialize
 from .deps import ServiceState
 from .errors import ApiError, validation_details
+from .sample_ops import sample_of
 from .schemas import CountRequest, DecodeRequest, EncodeRequest, Part
 
 M = TypeVar("M", bound=BaseModel)
@@ -122,7 +124,7 @@ def _check_chars(svc: ServiceState, n: int) -> None:
                        "(TOKENIZER_MAX_TEXT_CHARS)", {"limit": limit, "actual": n})
 
 
-def _check_detail(svc: ServiceState, t: _Texts) -> None:
+def _check_detail(svc: ServiceState, t: _Texts, sample: Sample | None = None) -> None:
     """413 when a request for tokens or offsets would return more than ``TOKENIZER_MAX_DETAIL_TOKENS`` tokens,
     decided before any of that work: a text has at most one token per UTF-8 byte, so only texts with more bytes
     than the limit are counted (the compiled count, which releases the GIL, builds nothing)."""
@@ -130,10 +132,13 @@ def _check_detail(svc: ServiceState, t: _Texts) -> None:
     specials = len(t.prefix) + len(t.suffix) + sum(1 for p in t.parts or () if p.special is not None)
     if t.input_bytes + specials * max(1, len(t.texts or ())) <= limit:
         return
-    if t.parts is not None:
+    if t.parts is not None and sample is not None:
+        n = specials + len(t.enc.encode_parts([p.text for p in t.parts if p.text is not None], sample=sample))
+    elif t.parts is not None:
         n = specials + sum(t.enc.count(p.text) for p in t.parts if p.text is not None)
     else:
-        n = sum(t.enc.count(text) for text in t.texts or ()) + specials * len(t.texts or ())
+        n = sum(t.enc.count(text, sample=sample.at(i) if sample else None) for i, text in enumerate(t.texts or ()))
+        n += specials * len(t.texts or ())
     if n > limit:
         raise ApiError(413, "payload_too_large", f"return_tokens/return_offsets are limited to {limit} tokens per "
                        f"request (TOKENIZER_MAX_DETAIL_TOKENS); this one has {n}: ask for ids only, or split the text",
@@ -256,14 +261,15 @@ def encode(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> 
         return chat_op(svc, req, labels, timings, with_ids=True)
     t = _timed(timings, "parse", lambda: _texts(svc, req, labels))
     enc = t.enc
+    sample = sample_of(req.sample, enc, t.input_bytes)
     start = time.perf_counter()
     if req.return_tokens or req.return_offsets:
-        _check_detail(svc, t)
+        _check_detail(svc, t, sample)
     results: list[dict[str, Any]] = []
     if req.truncate is not None:
         results.append(_truncated(t, req))
     elif t.parts is not None:
-        ids, spans = _encode_parts(enc, t.parts, t.prefix, t.suffix, req.return_offsets, t.add_special)
+        ids, spans = _encode_parts(enc, t.parts, t.prefix, t.suffix, req.return_offsets, t.add_special, sample)
         results.append(_result(enc, ids, spans, req.return_tokens))
         look_texts = [p.text for p in t.parts if p.text is not None]
         if req.report_special_lookalikes:
@@ -275,7 +281,9 @@ def encode(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> 
             if req.return_offsets:
                 ids, spans = _encode_with_offsets(enc, text, t.prefix, t.suffix, t.add_special)
             else:
-                ids, spans = enc.encode(text, add_special_tokens=t.add_special, prefix=t.prefix, suffix=t.suffix), None
+                ids = enc.encode(text, add_special_tokens=t.add_special, prefix=t.prefix, suffix=t.suffix,
+                                 sample=sample.at(i) if sample else None)
+                spans = None
             results.append(_result(enc, ids, spans, req.return_tokens))
             if looks is not None:
                 results[-1]["special_lookalikes"] = looks[i]
@@ -340,15 +348,15 @@ def _encode_with_offsets(enc: Tokenizer, text: str, prefix: list[str], suffix: l
     return [*pre, *ids, *suf], [*((0, 0) for _ in pre), *spans, *((end, end) for _ in suf)]
 
 
-def _encode_parts(enc: Tokenizer, parts: list[Part], prefix: list[str], suffix: list[str],
-                  offsets: bool, add_special: bool) -> tuple[list[int], list[tuple[int, int]] | None]:
+def _encode_parts(enc: Tokenizer, parts: list[Part], prefix: list[str], suffix: list[str], offsets: bool,
+                  add_special: bool, sample: Sample | None = None) -> tuple[list[int], list[tuple[int, int]] | None]:
     """Ids of (template) + prefix + parts + suffix (+ template). Offsets index the concatenation of the parts'
     texts."""
     seq = [*(Special(n) for n in prefix),
            *(Special(p.special) if p.special is not None else (p.text or "") for p in parts),
            *(Special(n) for n in suffix)]
     if not offsets:
-        return enc.encode_parts(seq, add_special_tokens=add_special), None
+        return enc.encode_parts(seq, add_special_tokens=add_special, sample=sample), None
     template = enc.template if add_special else None
     ids: list[int] = template.prefix_ids if template else []
     spans: list[tuple[int, int]] = [(0, 0)] * len(ids)
@@ -378,6 +386,7 @@ def count(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> O
         return chat_op(svc, req, labels, timings, with_ids=False)
     t = _timed(timings, "parse", lambda: _texts(svc, req, labels))
     enc = t.enc
+    sample = sample_of(req.sample, enc, t.input_bytes)
     start = time.perf_counter()
     looks: list[int] | None = None
     truncated: dict[str, Any] | None = None
@@ -385,6 +394,8 @@ def count(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> O
         result = _truncated(t, req)
         truncated = result["truncated"]
         counts = [result["count"]]
+    elif t.parts is not None and sample is not None:
+        counts = [len(_encode_parts(enc, t.parts, t.prefix, t.suffix, False, t.add_special, sample)[0])]
     elif t.parts is not None:
         before, after = _specials_around(enc, t.prefix, t.suffix, t.add_special)
         n = len(before) + len(after)
@@ -395,8 +406,8 @@ def count(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> O
             looks = [sum(_lookalikes(svc, enc, [p.text for p in t.parts if p.text is not None]))]
     else:
         assert t.texts is not None
-        counts = [enc.count(text, add_special_tokens=t.add_special, prefix=t.prefix, suffix=t.suffix)
-                  for text in t.texts]
+        counts = [enc.count(text, add_special_tokens=t.add_special, prefix=t.prefix, suffix=t.suffix,
+                            sample=sample.at(i) if sample else None) for i, text in enumerate(t.texts)]
         if req.report_special_lookalikes:
             looks = _lookalikes(svc, enc, t.texts)
     timings["tokenize"] = time.perf_counter() - start

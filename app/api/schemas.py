@@ -113,6 +113,29 @@ class Truncate(_Strict):
                                            "of the message that has to be shortened")
 
 
+class SampleOptions(_Strict):
+    """Subword regularisation: encode one randomly drawn segmentation instead of the best one, reproducibly for a
+    ``seed``. Unigram tokenizers take ``alpha``/``nbest``, BPE tokenizers ``dropout``; giving the other family's
+    option, or sampling with a tokenizer that cannot (WordPiece), is a 422 ``invalid_sample``."""
+
+    seed: int = Field(0, ge=0, le=2**64 - 1, description="seed of the generator: the same seed, text and tokenizer "
+                      "give the same ids (a batch's item i uses seed + i)")
+    alpha: float | None = Field(None, ge=0, allow_inf_nan=False, description="Unigram: smoothing of the draw, "
+                                "probability proportional to exp(alpha * score); 0 = every segmentation alike, large "
+                                "= the best one (default 0.1)")
+    nbest: int | None = Field(None, ge=-1, le=512, description="Unigram: -1 = draw from every segmentation (the "
+                              "lattice), 1 = the best one, 2..512 = among that many best (default -1)")
+    dropout: float | None = Field(None, ge=0, le=1, allow_inf_nan=False, description="BPE: probability of "
+                                  "skipping each merge (BPE-dropout); 0 = the ordinary encoding, 1 = characters or "
+                                  "bytes (default 0.1)")
+
+    @model_validator(mode="after")
+    def _nbest(self) -> SampleOptions:
+        if self.nbest == 0:
+            raise ValueError("nbest must be -1 (the whole lattice) or 1..512")
+        return self
+
+
 class _TextInput(_Target):
     exactly_one: ClassVar[Groups] = (*_Target.exactly_one, ("text", "texts", "parts", "messages"))
 
@@ -136,6 +159,9 @@ class _TextInput(_Target):
     max_output_tokens: int | None = Field(None, ge=1, description="output tokens to reserve and price (default: "
                                           "the model's maximum)")
     truncate: Truncate | None = Field(None, description="cut to at most max_tokens ('text' or 'messages')")
+    sample: SampleOptions | None = Field(None, description="subword regularisation: one sampled segmentation per "
+                                         "text instead of the best one (off by default; 'text', 'texts' or 'parts', "
+                                         "without offsets or truncation)")
 
     @classmethod
     def __get_pydantic_json_schema__(cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
@@ -155,6 +181,9 @@ class _TextInput(_Target):
             raise ValueError("'texts' must not be empty")
         if self.parts is not None and not self.parts:
             raise ValueError("'parts' must not be empty")
+        if self.sample is not None and (self.messages is not None or self.truncate is not None
+                                        or getattr(self, "return_offsets", False)):
+            raise ValueError("'sample' goes with 'text', 'texts' or 'parts', without 'truncate' or 'return_offsets'")
         return self
 
 
@@ -176,6 +205,9 @@ class EncodeRequest(_TextInput):
         {"model": "gpt-oss-20b", "messages": [{"role": "system", "content": "Be brief."},
                                               {"role": "user", "content": "Hi!"}]},
         {"model": "gpt-4o", "text": "a long document ...", "truncate": {"max_tokens": 3, "side": "right"}},
+        {"tokenizer": "xlm-roberta", "text": "subword regularisation", "sample": {"seed": 7, "alpha": 0.1,
+                                                                                   "nbest": -1}},
+        {"tokenizer": "cl100k_base", "texts": ["BPE-dropout", "per text"], "sample": {"seed": 1, "dropout": 0.1}},
     ]})
 
 
@@ -191,6 +223,8 @@ class CountRequest(_TextInput):
                                                      "parameters": {"type": "object", "properties": {
                                                          "city": {"type": "string", "description": "City"}}}}}],
          "max_output_tokens": 500},
+        {"tokenizer": "mistral-v1", "text": "tokens of one sampled segmentation", "sample": {"seed": 3,
+                                                                                              "dropout": 0.1}},
     ]})
 
 

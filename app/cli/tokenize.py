@@ -11,8 +11,9 @@ from pathlib import Path
 
 from app.engine import get_encoding, get_store, load_encoding
 from app.engine.errors import ArtifactError
+from app.engine.sampling import Sample
 
-from ._io import add_errors_option, read_text_inputs
+from ._io import CliError, add_errors_option, read_text_inputs
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -24,6 +25,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         p.add_argument("--add-special-tokens", action="store_true",
                        help="wrap each input in the tokenizer's own template (BOS/EOS, [CLS] ... [SEP])")
 
+    def sampling(p: argparse.ArgumentParser) -> None:
+        g = p.add_argument_group("subword regularisation (any of these turns sampling on; see app.engine.sampling)")
+        g.add_argument("--sample-seed", type=int, metavar="N", help="seed of the draw (default 0; file i of several "
+                       "uses N + i)")
+        g.add_argument("--alpha", type=float, help="Unigram: smoothing, >= 0 (default 0.1)")
+        g.add_argument("--nbest", type=int, help="Unigram: -1 whole lattice, 1 best, 2..512 among the n best "
+                       "(default -1)")
+        g.add_argument("--dropout", type=float, metavar="P", help="BPE: probability of skipping a merge, 0..1 "
+                       "(default 0.1)")
+
     p = sub.add_parser("encode", help="print token ids of text files or stdin")
     p.add_argument("files", nargs="*", help="files to encode (default: stdin)")
     common(p)
@@ -31,6 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--suffix", action="append", default=[], metavar="SPECIAL", help="special token to put last")
     p.add_argument("--json", action="store_true", help="print one JSON object per file")
     template(p)
+    sampling(p)
     add_errors_option(p)
     p.set_defaults(handler=cmd_encode)
 
@@ -45,6 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    "{messages, tools, add_generation_prompt}) as --model frames it")
     p.add_argument("--max-output-tokens", type=int, help="output tokens to reserve and price (default: the model's "
                    "maximum)")
+    sampling(p)
     add_errors_option(p)
     p.set_defaults(handler=cmd_count)
 
@@ -64,10 +77,26 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(handler=cmd_verify)
 
 
+def _sample(args: argparse.Namespace) -> Sample | None:
+    """The sampling settings of ``--sample-seed/--alpha/--nbest/--dropout`` (None when none is given); a bad value
+    is a one-line error (exit 2)."""
+    given = [args.sample_seed, args.alpha, args.nbest, args.dropout]
+    if all(v is None for v in given):
+        return None
+    try:
+        return Sample(seed=args.sample_seed or 0, alpha=args.alpha, nbest=args.nbest, dropout=args.dropout)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
 def cmd_encode(args: argparse.Namespace) -> int:
     enc = get_encoding(args.tokenizer, args.store)
-    for label, text in read_text_inputs(args.files, args.errors):
-        ids = enc.encode(text, add_special_tokens=args.add_special_tokens, prefix=args.prefix, suffix=args.suffix)
+    sample = _sample(args)
+    if sample is not None:
+        enc.check_sample(sample)
+    for i, (label, text) in enumerate(read_text_inputs(args.files, args.errors)):
+        ids = enc.encode(text, add_special_tokens=args.add_special_tokens, prefix=args.prefix, suffix=args.suffix,
+                         sample=sample.at(i) if sample else None)
         if args.json:
             print(json.dumps({"file": label, "tokenizer": enc.name, "ids": ids, "count": len(ids)}))
         else:
@@ -76,13 +105,20 @@ def cmd_encode(args: argparse.Namespace) -> int:
 
 
 def cmd_count(args: argparse.Namespace) -> int:
+    sample = _sample(args)
     if args.model or args.messages:
+        if sample is not None:
+            raise CliError("--sample-seed/--alpha/--nbest/--dropout count plain text (with --tokenizer), not "
+                           "--model or --messages")
         from .chat import cmd_count_model
 
         return cmd_count_model(args)
     enc = get_encoding(args.tokenizer, args.store)
+    if sample is not None:
+        enc.check_sample(sample)
     inputs = read_text_inputs(args.files, args.errors)
-    counts = [(label, enc.count(text, add_special_tokens=args.add_special_tokens)) for label, text in inputs]
+    counts = [(label, enc.count(text, add_special_tokens=args.add_special_tokens,
+                                sample=sample.at(i) if sample else None)) for i, (label, text) in enumerate(inputs)]
     total = sum(c for _, c in counts)
     if args.json:
         print(json.dumps({"tokenizer": enc.name, "counts": dict(counts), "total": total}))

@@ -46,7 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--tie-break", choices=TIE_BREAKS, default="first-seen",
                    help="equal counts: pair seen first in corpus order (default), or lexicographically greatest")
     p.add_argument("--threads", type=int, choices=(1, 2), default=1,
-                   help="threads for counting pre-tokens of a bundled pattern (compiled counter; default 1)")
+                   help="threads (default 1): byte kind: counting pre-tokens of a bundled pattern (compiled counter); "
+                   "unigram kinds: the E-step and pruning of the compiled learner; same artifact either way")
     p.add_argument("--backend", choices=("native", "python"), default=None,
                    help="compiled trainer or the pure-Python reference (same result; default $TOKENIZER_ENGINE, "
                    "else native when built)")
@@ -63,6 +64,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     fam.add_argument("--no-split-cjk", dest="split_cjk", **no,
                      help="wordpiece: do not put CJK characters in words of their own")
     fam.add_argument("--vocab-txt", dest="vocab_txt", **yes, help="wordpiece: also write NAME.vocab.txt (BERT)")
+    fam.add_argument("--score", choices=("wordpiece", "count"), default=None,
+                     help="wordpiece: rank pairs by count(ab)/(count(a)count(b)) (default) or by raw count "
+                     "(Hugging Face's WordPieceTrainer; compresses better)")
     fam.add_argument("--character-coverage", type=float, default=None, metavar="F",
                      help="unigram/sentencepiece-*: share of characters that must be pieces "
                      "(default 1.0 unigram, 0.9995 sentencepiece-*)")
@@ -77,6 +81,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                      help="unigram kinds: longest piece in characters (default 16)")
     fam.add_argument("--seed-size", type=int, default=None, metavar="N",
                      help="unigram kinds: candidate pieces to start from (default 1000000)")
+    fam.add_argument("--prune-loss", choices=("sentencepiece", "huggingface"), default=None,
+                     help="unigram kinds: renormalization of the pruning loss, SentencePiece's or Hugging Face's "
+                     "(default: huggingface for unigram, sentencepiece for sentencepiece-unigram)")
     p.set_defaults(handler=cmd_train)
 
     p = sub.add_parser(
@@ -172,7 +179,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 _FAMILY_OPTIONS = ("lowercase", "strip_accents", "split_cjk", "vocab_txt", "character_coverage", "byte_fallback",
-                   "split_digits", "add_dummy_prefix", "shrinking_factor", "max_piece_length", "seed_size")
+                   "split_digits", "add_dummy_prefix", "shrinking_factor", "max_piece_length", "seed_size",
+                   "prune_loss", "score")
 
 
 def _family_options(args: argparse.Namespace) -> dict[str, object]:

@@ -29,6 +29,7 @@ from .errors import (
 )
 from .loaders import LOADERS, LoadOptions, load_tokenizer  # noqa: F401
 from .registry import get_encoding, get_store, list_encodings, load_all, load_encoding, reset  # noqa: F401
+from .sampling import Sample, SamplingError
 from .specials import Special, Template
 from .store import Store, TokenizerSpec, default_store_dir  # noqa: F401
 from .tokenizer import Tokenizer
@@ -49,6 +50,7 @@ __all__ = [
     "Special",
     "Template",
     "CacheStats",
+    "Sample",
     # its errors
     "EngineError",
     "UnknownTokenizerError",
@@ -56,4 +58,5 @@ __all__ = [
     "InvalidTokenIdError",
     "ArtifactError",
     "ManifestError",
+    "SamplingError",
 ]

@@ -31,13 +31,16 @@ from __future__ import annotations
 
 import heapq
 import json
+import random
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .cache import CacheStats, PieceCache, default_cache_size
+from .dropout import merge_with_dropout
 from .encoding import scrub_surrogates
 from .errors import ArtifactError, InvalidTokenIdError
+from .sampling import Sample
 from .store import TokenizerSpec
 from .tokenizer import TokenizerBase
 
@@ -280,6 +283,23 @@ class CharBPEEncoding(TokenizerBase):
         get = self._cache.lookup
         for word in scrub_surrogates(text).split():
             out.extend(get(word))
+        return out
+
+    def check_sample(self, sample: Sample) -> None:
+        """Classic BPE samples with BPE-dropout (``dropout``)."""
+        sample.for_bpe(self.name)
+
+    def _sample_text(self, text: str, sample: Sample, rng: random.Random) -> list[int]:
+        """BPE-dropout over the learned merges (:func:`app.engine.dropout.merge_with_dropout`): ``dropout=0`` is
+        the deterministic encoding, 1 leaves each word's characters and its ``</w>``."""
+        p = sample.for_bpe(self.name)
+        if p <= 0.0:
+            return self._encode_text(text)
+        get_char, get = self._merger.char_id.get, self._merger.ranks.get
+        out: list[int] = []
+        for word in scrub_surrogates(text).split():
+            ids = [*(get_char(ch, UNK_ID) for ch in word), 1]
+            out.extend(merge_with_dropout(ids, None, lambda a, b: get((a, b)), rng, p)[0])
         return out
 
     def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:

@@ -36,16 +36,19 @@ native one lives in C and only holds pieces that are not themselves tokens (at m
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Callable, Mapping, Sequence
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from ._batch import map_in_threads
 from .artifacts import parse_tiktoken
 from .bpe import byte_pair_encode, byte_pair_split
 from .cache import MAX_CACHED_PIECE_CHARS, CacheStats, PieceCache, default_cache_size
+from .dropout import merge_with_dropout
 from .errors import InvalidTokenIdError
 from .native import NativeCore, resolve_backend
 from .pretokenize import PieceSplitter, PreTokenizer
+from .sampling import Sample
 from .specials import Special
 from .store import TokenizerSpec
 from .tokenizer import TokenizerBase
@@ -54,6 +57,11 @@ log = logging.getLogger("app.engine")
 
 
 Part = str | Special
+
+
+@lru_cache(maxsize=256)
+def _utf8_names(names: tuple[str, ...]) -> tuple[bytes, ...]:
+    return tuple(n.encode("utf-8") for n in names)
 
 
 def scrub_surrogates(text: str) -> str:
@@ -202,8 +210,12 @@ class Encoding(TokenizerBase):
         return out
 
     def count(self, text: str, *, add_special_tokens: bool = False, prefix: Sequence[str] = (),
-              suffix: Sequence[str] = ()) -> int:
-        """Number of tokens :meth:`encode` would return, without building the id list."""
+              suffix: Sequence[str] = (), sample: Sample | None = None) -> int:
+        """Number of tokens :meth:`encode` would return, without building the id list (with ``sample``: the
+        sampled ids' count)."""
+        if sample is not None:
+            return super().count(text, add_special_tokens=add_special_tokens, prefix=prefix, suffix=suffix,
+                                 sample=sample)
         n = self._around_count(prefix, suffix, add_special_tokens) if prefix or suffix or add_special_tokens else 0
         fast = self._native_count
         if fast is not None:
@@ -224,6 +236,21 @@ class Encoding(TokenizerBase):
             else:
                 n += len(compute(piece))
         return n
+
+    def count_framed(self, text: str, names: Sequence[str]) -> int:
+        """:meth:`TokenizerBase.count_framed` in one call into the compiled core when there is one (same cuts, same
+        counts; text with lone surrogates and more than 64 names take the general path)."""
+        native = self._native.count_framed if self._native is not None else None
+        names = tuple(names)
+        if native is None or not names or len(names) > 64:
+            return super().count_framed(text, names)
+        for name in names:
+            if name not in self._special_tokens:
+                self.special_token_id(name)  # raises, naming the allowed ones
+        try:
+            return native(text, _utf8_names(names))  # type: ignore[no-any-return]
+        except UnicodeEncodeError:
+            return super().count_framed(text, names)
 
     def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
         """Ids of ``text`` and, per token, its ``(start, end)`` offsets in characters (code points) of ``text``.
@@ -267,26 +294,64 @@ class Encoding(TokenizerBase):
                 b += len(p)
         return ids, spans
 
-    def encode_batch(self, texts: Sequence[str], *, num_threads: int = 1) -> list[list[int]]:
+    def encode_batch(self, texts: Sequence[str], *, num_threads: int = 1,
+                     sample: Sample | None = None) -> list[list[int]]:
         """:meth:`encode` of each text, in order, over up to ``num_threads`` threads.
 
         The native backend (bundled patterns) runs the whole batch in C: its own threads, no GIL while encoding,
         and a thread only per ~32 KiB of text. Otherwise a Python thread pool (parallel only where the GIL is
         released).
         """
+        if sample is not None:
+            return super().encode_batch(texts, sample=sample)
         if self._native is not None and self._native.encode_batch is not None:
             texts = texts if isinstance(texts, list | tuple) else list(texts)
             done = self._native.encode_batch(texts, num_threads)
             return [self._encode_text(t) if ids is None else ids for t, ids in zip(texts, done, strict=True)]
         return map_in_threads(self._encode_text, texts, num_threads)
 
-    def count_batch(self, texts: Sequence[str], *, num_threads: int = 1) -> list[int]:
+    def count_batch(self, texts: Sequence[str], *, num_threads: int = 1,
+                    sample: Sample | None = None) -> list[int]:
         """:meth:`count` of each text, in order (threads as :meth:`encode_batch`)."""
+        if sample is not None:
+            return super().count_batch(texts, sample=sample)
         if self._native is not None and self._native.count_batch is not None:
             texts = texts if isinstance(texts, list | tuple) else list(texts)
             done = self._native.count_batch(texts, num_threads)
             return [self.count(t) if n is None else n for t, n in zip(texts, done, strict=True)]
         return map_in_threads(self.count, texts, num_threads)
+
+    # ------------------------------------------------------------------ sampling
+
+    def check_sample(self, sample: Sample) -> None:
+        """Byte-level BPE samples with BPE-dropout over its ranks (``dropout``)."""
+        sample.for_bpe(self.name)
+
+    def _sample_text(self, text: str, sample: Sample, rng: random.Random) -> list[int]:
+        """BPE-dropout over the ranks (:func:`app.engine.dropout.merge_with_dropout`, Hugging Face's semantics;
+        a pair merges when its bytes joined are a token, at that token's rank): ``dropout=0`` is the
+        deterministic encoding; otherwise every pre-token is merged from its bytes, whole-token pre-tokens
+        included (as Hugging Face skips ``ignore_merges`` under dropout), always in Python."""
+        p = sample.for_bpe(self.name)
+        if p <= 0.0:
+            return self._encode_text(text)
+        ranks, table = self._ranks, self._token_bytes
+        byte_ids = [ranks[bytes([b])] for b in range(256)]
+        pairs: dict[tuple[int, int], tuple[int, int] | None] = {}
+
+        def pair(a: int, b: int) -> tuple[int, int] | None:
+            key = (a, b)
+            found = pairs.get(key, False)
+            if found is False:
+                rank = ranks.get((table[a] or b"") + (table[b] or b""))
+                found = pairs[key] = None if rank is None else (rank, rank)
+            return found  # type: ignore[return-value]
+
+        out: list[int] = []
+        for piece in self._pretokenizer.pieces(scrub_surrogates(text)):
+            ids, _ = merge_with_dropout([byte_ids[b] for b in piece.encode("utf-8")], None, pair, rng, p)
+            out.extend(ids)
+        return out
 
     # ------------------------------------------------------------------ decoding
 

@@ -51,7 +51,7 @@ def _hf_json(spec: TokenizerSpec, options: LoadOptions) -> Tokenizer:
 def _sentencepiece(spec: TokenizerSpec, options: LoadOptions) -> Tokenizer:
     from .pipeline.sentencepiece import load_sentencepiece
 
-    return load_sentencepiece(spec, cache_size=options.cache_size)
+    return load_sentencepiece(spec, cache_size=options.cache_size, backend=options.backend)
 
 
 def _gguf(spec: TokenizerSpec, options: LoadOptions) -> Tokenizer:

@@ -156,6 +156,7 @@ class NativeCore:
         "clear_cache",
         "encode_batch",
         "count_batch",
+        "count_framed",
         "last_merges",
     )
 
@@ -184,8 +185,11 @@ class NativeCore:
             # (texts, num_threads) -> per text its ids / count, or None where it has lone surrogates
             self.encode_batch = self._core.encode_batch
             self.count_batch = self._core.count_batch
+            # (text, names: tuple[bytes, ...]) -> tokens with each name occurrence one token and a hard cut
+            self.count_framed = self._core.count_framed
         else:
             self.encode = self.count = self.encode_with_offsets = self.encode_batch = self.count_batch = None
+            self.count_framed = None
 
     @property
     def has_scanner(self) -> bool:

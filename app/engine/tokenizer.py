@@ -17,17 +17,24 @@ Rules every implementation keeps:
   ``[*template.prefix, *prefix, *text, *suffix, *template.suffix]``.
 * Offsets are ``(start, end)`` in characters (code points) of the caller's text; special tokens get empty spans at
   their position (``(0, 0)`` before the text, ``(len, len)`` after it).
+* ``sample=None`` (the default) is the deterministic encoding; a :class:`~app.engine.sampling.Sample` draws one
+  segmentation of the text (subword regularisation, seeded; see :mod:`app.engine.sampling`) and leaves every
+  special token where it would be without it.
 * Ids outside the vocabulary raise :class:`~app.engine.errors.InvalidTokenIdError` on decode; unknown special
   names raise :class:`~app.engine.errors.UnknownSpecialTokenError`.
 """
 
 from __future__ import annotations
 
+import random
+import re
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any, Protocol, runtime_checkable
 
 from ._batch import map_in_threads
 from .cache import CacheStats
+from .sampling import Sample, cannot_sample
 from .specials import Special, SpecialTokensMixin, Template
 from .store import TokenizerSpec
 
@@ -62,16 +69,22 @@ class Tokenizer(Protocol):
     def is_special(self, token_id: int) -> bool: ...
 
     def encode(self, text: str, *, add_special_tokens: bool = False, prefix: Sequence[str] = (),
-               suffix: Sequence[str] = ()) -> list[int]: ...
+               suffix: Sequence[str] = (), sample: Sample | None = None) -> list[int]: ...
 
     def count(self, text: str, *, add_special_tokens: bool = False, prefix: Sequence[str] = (),
-              suffix: Sequence[str] = ()) -> int: ...
+              suffix: Sequence[str] = (), sample: Sample | None = None) -> int: ...
 
-    def encode_batch(self, texts: Sequence[str], *, num_threads: int = 1) -> list[list[int]]: ...
+    def encode_batch(self, texts: Sequence[str], *, num_threads: int = 1,
+                     sample: Sample | None = None) -> list[list[int]]: ...
 
-    def count_batch(self, texts: Sequence[str], *, num_threads: int = 1) -> list[int]: ...
+    def count_batch(self, texts: Sequence[str], *, num_threads: int = 1, sample: Sample | None = None) -> list[int]: ...
 
-    def encode_parts(self, parts: Sequence[str | Special], *, add_special_tokens: bool = False) -> list[int]: ...
+    def encode_parts(self, parts: Sequence[str | Special], *, add_special_tokens: bool = False,
+                     sample: Sample | None = None) -> list[int]: ...
+
+    def check_sample(self, sample: Sample) -> None:
+        """Raise :class:`~app.engine.sampling.SamplingError` if this tokenizer cannot sample as ``sample`` asks."""
+        ...
 
     def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]: ...
 
@@ -118,27 +131,95 @@ class TokenizerBase(SpecialTokensMixin):
         return pickle_reference(self)  # type: ignore[arg-type]
 
     def encode(self, text: str, *, add_special_tokens: bool = False, prefix: Sequence[str] = (),
-               suffix: Sequence[str] = ()) -> list[int]:
+               suffix: Sequence[str] = (), sample: Sample | None = None) -> list[int]:
         """Ids of ``text`` (ordinary text), with special tokens named in ``prefix``/``suffix`` around it and, when
-        ``add_special_tokens``, the :attr:`template` outside those. Raises
-        :class:`~app.engine.errors.UnknownSpecialTokenError` for an unknown name."""
+        ``add_special_tokens``, the :attr:`template` outside those; ``sample``: one sampled segmentation of the
+        text instead of the best one. Raises :class:`~app.engine.errors.UnknownSpecialTokenError` for an unknown
+        name, :class:`~app.engine.sampling.SamplingError` when the tokenizer cannot sample as asked."""
         if not prefix and not suffix and not add_special_tokens:
-            return self._encode_text(text)
+            return self._encode_text(text) if sample is None else self._sampled(text, sample, 0)
         before, after = self._around(prefix, suffix, add_special_tokens)
-        return [*before, *self._encode_text(text), *after]
+        body = self._encode_text(text) if sample is None else self._sampled(text, sample, 0)
+        return [*before, *body, *after]
 
     def count(self, text: str, *, add_special_tokens: bool = False, prefix: Sequence[str] = (),
-              suffix: Sequence[str] = ()) -> int:
+              suffix: Sequence[str] = (), sample: Sample | None = None) -> int:
         """Number of tokens :meth:`encode` would return."""
-        return len(self.encode(text, add_special_tokens=add_special_tokens, prefix=prefix, suffix=suffix))
+        return len(self.encode(text, add_special_tokens=add_special_tokens, prefix=prefix, suffix=suffix,
+                               sample=sample))
 
-    def encode_batch(self, texts: Sequence[str], *, num_threads: int = 1) -> list[list[int]]:
-        """:meth:`encode` of each text, in order, over up to ``num_threads`` threads."""
+    def count_framed(self, text: str, names: Sequence[str]) -> int:
+        """Tokens of ``text`` read as parts: every occurrence of one of ``names`` (special tokens of this tokenizer;
+        at a position the first listed name that occurs there -- list longer names first) is that one special
+        token, and each stretch between occurrences is ordinary text counted on its own. Equal to :meth:`count` of
+        those parts (``encode_parts``' length).
+
+        Only for text whose special-token strings are known to be framing, never caller text (a chat template's
+        output after the caller's text was escaped): unlike every other method it reads special tokens out of
+        text. Raises :class:`~app.engine.errors.UnknownSpecialTokenError` for a name that is not a special token.
+        """
+        names = tuple(names)
+        for name in names:
+            if name not in self._special_tokens:
+                self.special_token_id(name)  # raises, naming the allowed ones
+        if not names:
+            return self.count(text)
+        pieces = _framed_splitter(names).split(text)
+        count = self.count
+        return sum(count(p) for p in pieces[::2] if p) + len(pieces) // 2
+
+    def encode_batch(self, texts: Sequence[str], *, num_threads: int = 1,
+                     sample: Sample | None = None) -> list[list[int]]:
+        """:meth:`encode` of each text, in order, over up to ``num_threads`` threads (item ``i`` sampled with
+        seed ``sample.seed + i``)."""
+        if sample is not None:
+            return self._sampled_batch(texts, sample)
         return map_in_threads(self._encode_text, texts, num_threads)
 
-    def count_batch(self, texts: Sequence[str], *, num_threads: int = 1) -> list[int]:
+    def count_batch(self, texts: Sequence[str], *, num_threads: int = 1, sample: Sample | None = None) -> list[int]:
         """:meth:`count` of each text, in order."""
+        if sample is not None:
+            return [len(ids) for ids in self._sampled_batch(texts, sample)]
         return map_in_threads(self.count, texts, num_threads)
+
+    def encode_parts(self, parts: Sequence[str | Special], *, add_special_tokens: bool = False,
+                     sample: Sample | None = None) -> list[int]:
+        """Ids of an ordered mix of texts and :class:`Special` tokens (see :class:`SpecialTokensMixin`); with
+        ``sample``, the text parts are sampled in order from one generator."""
+        if sample is None:
+            return super().encode_parts(parts, add_special_tokens=add_special_tokens)
+        self.check_sample(sample)
+        rng = sample.rng()
+        out: list[int] = self._template.prefix_ids if add_special_tokens else []
+        for part in parts:
+            if isinstance(part, Special):
+                out.append(self.special_token_id(part.name))
+            elif isinstance(part, str):
+                out.extend(self._sample_text(part, sample, rng))
+            else:
+                raise TypeError(f"a part must be str or Special, not {type(part).__name__}")
+        if add_special_tokens:
+            out.extend(self._template.suffix_ids)
+        return out
+
+    # -- sampling hooks: a family that can sample overrides both ---------------------------------------------------
+
+    def check_sample(self, sample: Sample) -> None:
+        """Raise :class:`~app.engine.sampling.SamplingError` if this tokenizer cannot sample as ``sample`` asks
+        (the default: it cannot sample at all)."""
+        raise cannot_sample(self.name, type(self).__name__)
+
+    def _sample_text(self, text: str, sample: Sample, rng: random.Random) -> list[int]:
+        """Ids of one sampled segmentation of ordinary ``text``, drawing from ``rng`` (after :meth:`check_sample`)."""
+        raise cannot_sample(self.name, type(self).__name__)
+
+    def _sampled(self, text: str, sample: Sample, offset: int) -> list[int]:
+        self.check_sample(sample)
+        return self._sample_text(text, sample, sample.rng(offset))
+
+    def _sampled_batch(self, texts: Sequence[str], sample: Sample) -> list[list[int]]:
+        self.check_sample(sample)
+        return [self._sample_text(t, sample, sample.rng(i)) for i, t in enumerate(texts)]
 
     def token_bytes(self, token_id: int) -> bytes:
         """The surface bytes of one token; raises :class:`~app.engine.errors.InvalidTokenIdError`."""
@@ -155,3 +236,9 @@ class TokenizerBase(SpecialTokensMixin):
     def decode_batch(self, batch: Sequence[Sequence[int]], *, skip_special: bool = False) -> list[str]:
         """:meth:`decode` of each id list, in order."""
         return [self.decode(ids, skip_special=skip_special) for ids in batch]
+
+
+@lru_cache(maxsize=256)
+def _framed_splitter(names: tuple[str, ...]) -> re.Pattern[str]:
+    """A split on ``names`` in the given order (Python's alternation: at a position the first that matches)."""
+    return re.compile("(" + "|".join(map(re.escape, names)) + ")")

@@ -3,18 +3,22 @@ texts with the same tokenizer (target: at most 1.5x).
 
     python -m bench.chat.run                  # 5 interleaved runs, 200 conversations per model
     python -m bench.chat.run --runs 3 --conversations 50
+    python -m bench.chat.run --no-shape-memo  # Jinja rows render every conversation's template
 
 Conversations: a system prompt and 3-8 alternating user/assistant messages drawn (fixed seed) from the ``chat``
 corpus (messages of 100 B - 2 KiB, log-uniform; median about 660 B). Each timing covers validation
 (``parse_conversation``) and framing + counting; the baseline counts ``"\\n".join(texts)``. Both run warm (one
-untimed pass first), one thread. Prints a Markdown table: median wall times, their ratio, and the ratio of
-median CPU times (steadier on a shared machine).
+untimed pass first: Jinja templates then also hold the shapes of these conversations in their shape memo, as a
+running service does after its first requests; ``--no-shape-memo`` shows the cost without it), one thread.
+Prints a Markdown table: median wall times, their ratio, and the ratio of median CPU times (steadier on a shared
+machine).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import random
 import statistics
@@ -30,6 +34,7 @@ MODELS = [("gpt-4o", "o200k_base", {"framing": "openai-cookbook", "rules": "gpt-
           ("gpt-oss-20b", "o200k_harmony", {"framing": "harmony"}),
           ("llama-3.1-8b-instruct", "llama3", {"framing": "jinja", "template": "llama-3.1-8b-instruct"}),
           ("qwen3-8b", "qwen3", {"framing": "jinja", "template": "qwen3-8b"}),
+          ("gemma-3-27b-it", "gemma3", {"framing": "jinja", "template": "gemma-3-27b-it"}),
           ("mistral-nemo-instruct-2407", "mistral-nemo", {"framing": "mistral", "version": "v3"}),
           ("mistral-large-2411", "mistral-v7", {"framing": "mistral", "version": "v7"})]
 
@@ -53,11 +58,15 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--conversations", type=int, default=200)
     ap.add_argument("--models", default="", help="comma-separated model names (default: all)")
+    ap.add_argument("--no-shape-memo", action="store_true",
+                    help="render every conversation's template (Jinja rows), without the shape memo")
     args = ap.parse_args()
     convs = build(args.conversations)
     framings = ChatFramings.from_store(get_store().directory)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    print(f"commit {commit}, {platform.python_version()}, {len(convs)} conversations, {args.runs} runs")
+    memo = "off" if args.no_shape_memo else "on"
+    print(f"commit {commit}, {platform.python_version()}, {len(convs)} conversations, {args.runs} runs, "
+          f"shape memo {memo}, load average {os.getloadavg()[0]:.2f}")
     print("| model | framing | chat count (ms, median) | concatenated texts (ms, median) | ratio | CPU-time ratio |")
     print("|---|---|---|---|---|---|")
     wanted = set(filter(None, args.models.split(",")))
@@ -66,6 +75,8 @@ def main() -> None:
             continue
         enc = get_encoding(tokenizer)
         framing = framings.framing(spec, enc)
+        if args.no_shape_memo and hasattr(framing, "template"):
+            framing.template.shapes.disable()
 
         def chat(enc: Any = enc, framing: Any = framing) -> int:
             return sum(framing.count(enc, parse_conversation(m)) for m in convs)

@@ -12,13 +12,15 @@ Pairs (family: ours / peer):
 
 ``wordpiece``   ``train --kind wordpiece`` (BertNormalizer lowercase, BertPreTokenizer) /
                 ``tokenizers`` ``WordPieceTrainer`` with the same normalizer, pre-tokenizer and specials
+``wordpiece-count``  the same with ``--score count`` (pairs ranked by raw count, as HF's trainer does)
 ``unigram``     ``train --kind unigram`` (Metaspace) / ``tokenizers`` ``UnigramTrainer`` with Metaspace
 ``sp-unigram``  ``train --kind sentencepiece-unigram`` / ``sentencepiece`` ``model_type=unigram``
 ``sp-bpe``      ``train --kind sentencepiece-bpe`` / ``sentencepiece`` ``model_type=bpe``
 
 SentencePiece runs with identity normalisation and character coverage 0.9995 (as ours), split by whitespace;
 its own default script and number splitting stay on (ours has neither). ``--threads 2`` gives the peers two
-threads (``RAYON_NUM_THREADS``, ``num_threads``); ours train in one thread either way.
+threads (``RAYON_NUM_THREADS``, ``num_threads``) and ours ``--threads 2`` (used by the Unigram learner; the
+WordPiece and BPE learners are sequential).
 
 Usage::
 
@@ -43,9 +45,11 @@ from bench.train.run import run_child
 ROOT = Path(__file__).resolve().parents[2]
 WORKER = "bench.train.families"  # this module, run as the child process
 WORK = ROOT / "bench" / ".data" / "train_families"
-FAMILIES = ("wordpiece", "unigram", "sp-unigram", "sp-bpe")
-KIND = {"wordpiece": "wordpiece", "unigram": "unigram", "sp-unigram": "sentencepiece-unigram",
-        "sp-bpe": "sentencepiece-bpe"}
+FAMILIES = ("wordpiece", "wordpiece-count", "unigram", "sp-unigram", "sp-bpe")
+KIND = {"wordpiece": "wordpiece", "wordpiece-count": "wordpiece", "unigram": "unigram",
+        "sp-unigram": "sentencepiece-unigram", "sp-bpe": "sentencepiece-bpe"}
+#: Trainer options of ours per family (the rest train with the kind's defaults).
+OPTIONS = {"wordpiece-count": {"score": "count"}}
 BLOCK = 64 * 1024
 EVERY = 10
 
@@ -84,14 +88,14 @@ def _train(who: str, family: str, train_file: Path, vocab: int, out: Path, threa
         from app.engine.training import train_to_store
 
         report = train_to_store([train_file], name=family, store_dir=out, kind=KIND[family], vocab_size=vocab,
-                                quiet=True)
+                                quiet=True, threads=threads, options=OPTIONS.get(family))
         info = {"artifact": report.spec.artifact_path.name, "sha256": report.spec.sha256,
                 "seconds_reading": round(report.seconds_counting, 2),
                 "seconds_learning": round(report.seconds_merging, 2), "ids": report.spec.vocab_size}
-    elif family in ("wordpiece", "unigram"):
+    elif family in ("wordpiece", "wordpiece-count", "unigram"):
         from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
-        if family == "wordpiece":
+        if family.startswith("wordpiece"):
             specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
             tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
             tok.normalizer = normalizers.BertNormalizer(lowercase=True)
@@ -187,7 +191,7 @@ def main() -> int:
     meta = {"date": started, "commit": commit.stdout.strip(), "threads": args.threads, "vocab_size": args.vocab_size,
             "train_bytes": train_file.stat().st_size, "heldout_bytes": held_file.stat().st_size,
             "python": platform.python_version(), "loadavg_start": load_start, "loadavg_end": os.getloadavg()}
-    print(f"{started}, commit {meta['commit']}, peers with {args.threads} thread(s) (ours: 1), load average "
+    print(f"{started}, commit {meta['commit']}, {args.threads} thread(s), ours and peers, load average "
           f"{load_start[0]:.2f} at start / {os.getloadavg()[0]:.2f} at end")
     print(f"corpus: {meta['train_bytes']} bytes train, {meta['heldout_bytes']} bytes held-out; "
           f"vocab {args.vocab_size}")

@@ -84,3 +84,32 @@ def test_add_special_tokens_flag_applies_the_template() -> None:
     assert [int(x) for x in out.stdout.split()] == [128000, *enc.encode("Hello")]
     assert run("count", "-t", "llama3", "--add-special-tokens", stdin="Hello").stdout.strip() == "2"
     assert run("count", "-t", "llama3", stdin="Hello").stdout.strip() == "1"
+
+
+def test_sampling_options(tmp_path: Path) -> None:
+    """--sample-seed/--alpha/--nbest/--dropout: the engine's sampled ids (file i of several: seed + i), counts of
+    them, and one-line errors (exit 2) for bad values and tokenizers that cannot sample."""
+    from app.engine.sampling import Sample
+
+    text = "Subword regularisation is unbelievably useful"
+    x = get_encoding("xlm-roberta")
+    out = run("encode", "-t", "xlm-roberta", "--sample-seed", "4", "--alpha", "0.3", "--nbest", "6", stdin=text)
+    assert out.returncode == 0, out.stderr
+    assert [int(i) for i in out.stdout.split()] == x.encode(text, sample=Sample(seed=4, alpha=0.3, nbest=6))
+    files = [tmp_path / "a.txt", tmp_path / "b.txt"]
+    for f in files:
+        f.write_text(text, encoding="utf-8")
+    out = run("encode", "-t", "cl100k_base", "--json", "--sample-seed", "2", "--dropout", "0.4", *map(str, files))
+    enc = get_encoding("cl100k_base")
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [r["ids"] for r in rows] == [enc.encode(text, sample=Sample(seed=2 + i, dropout=0.4)) for i in range(2)]
+    assert run("count", "-t", "cl100k_base", "--dropout", "1", stdin=text).stdout.strip() == str(len(text))
+    for args, message in [
+        (["encode", "-t", "bge-small-en-v1.5", "--sample-seed", "1"], "cannot sample"),
+        (["encode", "-t", "xlm-roberta", "--dropout", "0.1"], "not 'dropout'"),
+        (["encode", "-t", "xlm-roberta", "--nbest", "0"], "nbest must be"),
+        (["count", "-t", "cl100k_base", "--dropout", "2"], "dropout must be"),
+        (["count", "--model", "gpt-4o", "--dropout", "0.1"], "not --model"),
+    ]:
+        bad = run(*args, stdin=text)
+        assert bad.returncode == 2 and message in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr

@@ -114,3 +114,22 @@ def test_train_pipeline_kinds_with_options_then_encode(tmp_path: Path) -> None:
     bad = run("train", *files, "--kind", "unigram", "--vocab-size", "900", "--name", "u", "--store", str(store),
               "--split-digits")
     assert bad.returncode == 2 and bad.stderr.startswith("error:") and len(bad.stderr.splitlines()) == 1
+
+
+def test_family_options_threads_and_backends_give_one_artifact(tmp_path: Path) -> None:
+    files = corpus(tmp_path)
+    digests = {}
+    for name, extra in {"t1": ["--threads", "1"], "t2": ["--threads", "2"],
+                        "py": ["--threads", "1", "--backend", "python"]}.items():
+        out = run("train", *files, "--kind", "unigram", "--vocab-size", "700", "--name", name, "--store",
+                  str(tmp_path / name), "--json", "--prune-loss", "sentencepiece", *extra)
+        assert out.returncode == 0, out.stderr
+        digests[name] = json.loads(out.stdout)["sha256"]
+    assert digests["t1"] == digests["t2"] == digests["py"]
+    wp = {}
+    for score in ("wordpiece", "count"):
+        out = run("train", *files, "--kind", "wordpiece", "--vocab-size", "700", "--name", "w", "--store",
+                  str(tmp_path / score), "--json", "--score", score)
+        assert out.returncode == 0, out.stderr
+        wp[score] = json.loads(out.stdout)["sha256"]
+    assert wp["wordpiece"] != wp["count"]

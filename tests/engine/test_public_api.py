@@ -11,9 +11,9 @@ from tests.conftest import REPO_ROOT
 #: Changing this set changes the library's contract: do it on purpose (and say so in the README).
 PUBLIC = {
     "get_encoding", "list_encodings", "get_store", "load_tokenizer", "LoadOptions", "Store", "TokenizerSpec",
-    "Tokenizer", "Encoding", "Special", "Template", "CacheStats",
+    "Tokenizer", "Encoding", "Special", "Template", "CacheStats", "Sample",
     "EngineError", "UnknownTokenizerError", "UnknownSpecialTokenError", "InvalidTokenIdError", "ArtifactError",
-    "ManifestError",
+    "ManifestError", "SamplingError",
 }  # fmt: skip
 
 

@@ -89,3 +89,65 @@ def test_char_bpe_is_served_from_the_engine_not_from_training() -> None:
     from app.engine.training import char_bpe as training_char_bpe
 
     assert training_char_bpe.CharBPEEncoding is CharBPEEncoding
+
+
+# ------------------------------------------------------------------------------------- count_framed
+
+
+def _framed_reference(enc: Tokenizer, text: str, names: list[str]) -> int:
+    """The parts a regex split on ``names`` (in order) gives, encoded: what ``count_framed`` must count."""
+    import re
+
+    pieces = re.split("(" + "|".join(map(re.escape, names)) + ")", text)
+    parts = [Special(p) if i % 2 else p for i, p in enumerate(pieces) if p or i % 2]
+    return len(enc.encode_parts(parts))
+
+
+def _hostile_texts(names: list[str], seed: int, n: int) -> list[str]:
+    import random
+
+    rng = random.Random(seed)
+    halves = [x for name in names for x in (name[: len(name) // 2], name[len(name) // 2:], name[1:], name[:-1])]
+    alphabet = [*names, *halves, " ", "  ", "\n", "\n\n", "\t", "a", "user", "assistant", "'s", "123", "é", "e\u0301",
+                "日本", "😀", "<", "|", ">", "<|", "|>", "\ue000", "\ud800", "x" * 50]
+    out = ["", *names, "".join(names), " ".join(names)]
+    for _ in range(n):
+        out.append("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40))))
+    return out
+
+
+def test_count_framed_counts_the_parts_the_split_gives() -> None:
+    """Native (one call into the core) and general paths against encoding the split parts: names that share
+    prefixes or sit inside one another (the first listed wins), names with different first bytes and non-ASCII
+    ones, halves of names, lone surrogates; on a byte-level Encoding (native and python backends) and a pipeline."""
+    from app.engine.encoding import Encoding
+    from app.engine.tokenizer import TokenizerBase
+
+    base = get_encoding("cl100k_base")
+    assert isinstance(base, Encoding)
+    specials = {"<|a|>": 200000, "<|a|>x": 200001, "[SEP]": 200002, "é»": 200003, "日本語": 200004, "\n\n": 200005,
+                "ab": 200006, "<|endoftext|>": 200007}
+    encodings = [Encoding("framed-" + backend, pattern=base.pattern, mergeable_ranks=base._ranks,
+                          special_tokens=specials, backend=backend) for backend in ("native", "python")]
+    assert encodings[0]._native is not None and encodings[0]._native.count_framed is not None
+    orders = [list(specials), sorted(specials, key=len, reverse=True), sorted(specials, key=len),
+              ["<|a|>", "<|endoftext|>"], ["[SEP]", "é»"]]
+    compared = 0
+    for order in orders:
+        for text in _hostile_texts(list(specials), seed=len(order), n=400):
+            want = _framed_reference(encodings[1], text, order)
+            for enc in encodings:
+                assert enc.count_framed(text, order) == want, (enc.backend, text, order)
+                assert TokenizerBase.count_framed(enc, text, order) == want
+            compared += 1
+    assert compared > 2000
+    with pytest.raises(UnknownSpecialTokenError):
+        encodings[0].count_framed("x", ["<|nope|>"])
+
+
+@pytest.mark.parametrize("name", ["llama3", "qwen3", "gemma3"])
+def test_count_framed_on_chat_tokenizers(name: str) -> None:
+    enc = get_encoding(name)
+    names = sorted(enc.special_tokens, key=len, reverse=True)[:12]
+    for text in _hostile_texts(names + ["<think>", "<tool_call>"], seed=5, n=150):
+        assert enc.count_framed(text, names) == _framed_reference(enc, text, names), text

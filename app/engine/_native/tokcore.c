@@ -1291,6 +1291,99 @@ static PyObject *Core_encode_batch(CoreObject *self, PyObject *args) { return co
 
 static PyObject *Core_count_batch(CoreObject *self, PyObject *args) { return core_batch(self, args, 1); }
 
+/* count_framed(text, names): the tokens of text read as parts -- every occurrence of one of names (non-empty
+ * bytes, at most 64; at each position the first listed name that occurs there wins, so callers list longer names
+ * first) is one token, and each stretch between occurrences is counted on its own as count(stretch) counts it.
+ * The same cuts as a regex split on the alternation of the names in that order (UTF-8 names start with a lead
+ * byte, so a byte match starts and ends on character boundaries). One call and one GIL release per text. Raises
+ * UnicodeEncodeError on lone surrogates (callers fall back), TypeError/ValueError for bad names. */
+#define FRAMED_MAX_NAMES 64
+static PyObject *Core_count_framed(CoreObject *self, PyObject *args)
+{
+    PyObject *text, *names;
+    if (!PyArg_ParseTuple(args, "OO!:count_framed", &text, &PyTuple_Type, &names))
+        return NULL;
+    Py_ssize_t nn = PyTuple_GET_SIZE(names);
+    if (nn > FRAMED_MAX_NAMES) {
+        PyErr_Format(PyExc_ValueError, "count_framed takes at most %d names", FRAMED_MAX_NAMES);
+        return NULL;
+    }
+    const uint8_t *name[FRAMED_MAX_NAMES];
+    size_t name_len[FRAMED_MAX_NAMES];
+    uint8_t first[256];
+    memset(first, 0, sizeof first);
+    int distinct_first = 0;
+    uint8_t only_first = 0;
+    for (Py_ssize_t k = 0; k < nn; k++) {
+        PyObject *b = PyTuple_GET_ITEM(names, k);
+        if (!PyBytes_Check(b) || PyBytes_GET_SIZE(b) == 0) {
+            PyErr_SetString(PyExc_TypeError, "count_framed names must be non-empty bytes");
+            return NULL;
+        }
+        name[k] = (const uint8_t *)PyBytes_AS_STRING(b);
+        name_len[k] = (size_t)PyBytes_GET_SIZE(b);
+        if (!first[name[k][0]]) {
+            first[name[k][0]] = 1;
+            distinct_first++;
+            only_first = name[k][0];
+        }
+    }
+    size_t size;
+    const uint8_t *utf8 = text_utf8(self, text, &size);
+    if (!utf8)
+        return NULL;
+    IdVec out = {NULL, 0, 0};
+    size_t total = 0;
+    int rc = 0;
+    Py_BEGIN_ALLOW_THREADS
+    size_t start = 0, i = 0;
+    while (i < size) {
+        if (distinct_first == 1) { /* the usual case ('<' of <|...|>): jump with memchr */
+            const uint8_t *hit = memchr(utf8 + i, only_first, size - i);
+            if (!hit)
+                break;
+            i = (size_t)(hit - utf8);
+        } else if (distinct_first == 0) {
+            break;
+        } else if (!first[utf8[i]]) {
+            i++;
+            continue;
+        }
+        Py_ssize_t found = -1;
+        for (Py_ssize_t k = 0; k < nn; k++) {
+            if (name_len[k] <= size - i && memcmp(utf8 + i, name[k], name_len[k]) == 0) {
+                found = k;
+                break;
+            }
+        }
+        if (found < 0) {
+            i++;
+            continue;
+        }
+        if (i > start) {
+            size_t n = 0;
+            if (encode_text(&self->table, &self->cache, self->scan, utf8 + start, i - start, &out, 1, &n)) {
+                rc = -1;
+                break;
+            }
+            total += n;
+        }
+        total += 1;
+        i += name_len[found];
+        start = i;
+    }
+    if (!rc && size > start) {
+        size_t n = 0;
+        rc = encode_text(&self->table, &self->cache, self->scan, utf8 + start, size - start, &out, 1, &n);
+        total += n;
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(out.data);
+    if (rc)
+        return PyErr_NoMemory();
+    return PyLong_FromSize_t(total);
+}
+
 static PyObject *Core_encode_with_offsets(CoreObject *self, PyObject *text)
 {
     size_t size;
@@ -1534,6 +1627,9 @@ static PyMethodDef Core_methods[] = {
      "over up to num_threads threads (GIL released); None where a text holds a lone surrogate."},
     {"count_batch", (PyCFunction)Core_count_batch, METH_VARARGS,
      "count_batch(texts: Sequence[str], num_threads: int = 1) -> list[int | None]: count of each text, likewise."},
+    {"count_framed", (PyCFunction)Core_count_framed, METH_VARARGS,
+     "count_framed(text: str, names: tuple[bytes, ...]) -> int: tokens of text with every occurrence of a name "
+     "(first listed wins at a position) one token and the stretches between counted on their own."},
     {"split", (PyCFunction)Core_split, METH_O, "split(text: str) -> list[str]: the native pre-tokenizer's pieces."},
     {"encode_with_offsets", (PyCFunction)Core_encode_with_offsets, METH_O,
      "encode_with_offsets(text: str) -> (list[int], list[tuple[int, int]]): ids and (start, end) character offsets."},

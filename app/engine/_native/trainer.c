@@ -19,6 +19,10 @@
  *                  symbol (two splits of the same text) reuses it. The lexicographic rule compares per-symbol
  *                  "order units" (the Python order_key of a base symbol without its terminator), concatenated.
  *
+ * wordpiece_learn the WordPiece merge learner (train_wordpiece.c, compiled into this module).
+ * UnigramWords    the Unigram learner's hot loops (train_unigram.c, compiled into this module): substring seeds, the
+ *                  E-step (forward-backward) and the pruning (Viterbi, likelihood loss), optionally in threads.
+ *
  * Positions (first-seen) are word << 32 | offset: the same order as the Python word << 40 | offset while words are
  * shorter than 2**32 units (checked).
  */
@@ -141,6 +145,66 @@ static int pt_add(PieceTable *t, const uint8_t *s, uint32_t len, uint64_t h, int
     return 0;
 }
 
+/* ------------------------------------------------------------------------------------------------ word scanners */
+
+/* Two scanners of the trainers' whitespace word splitting (app/engine/training/word_counter.py turns their pieces
+   into words). Lines end at "\n"; a "\r" right before it is part of the line end (the Python lines_of strips it).
+   Every piece holding "\n", and every piece of spaces only, is ignored there. */
+enum { SCAN_SP_WORDS = 100, SCAN_METASPACE_WORDS = 101 };
+
+static inline int is_line_end(const uint8_t *s, size_t i, size_t n)
+{
+    return s[i] == '\n' || (s[i] == '\r' && i + 1 < n && s[i + 1] == '\n');
+}
+
+static inline size_t word_end(const uint8_t *s, size_t j, size_t n)
+{
+    while (j < n && s[j] != ' ' && !is_line_end(s, j, n))
+        j++;
+    return j;
+}
+
+/* SentencePiece with remove_extra_whitespaces: runs of spaces separate words and are dropped at both ends of a
+   line. Pieces: "word" (the first of its line), " word" (after a space), runs of spaces, line ends. */
+static size_t scan_sp_words(const uint8_t *s, size_t i, size_t n)
+{
+    if (s[i] == '\n')
+        return i + 1;
+    if (s[i] == '\r' && i + 1 < n && s[i + 1] == '\n')
+        return i + 2;
+    if (s[i] != ' ')
+        return word_end(s, i, n);
+    size_t j = i;
+    while (j < n && s[j] == ' ')
+        j++;
+    int line_start = i == 0 || s[i - 1] == '\n';
+    if (line_start || j == n || is_line_end(s, j, n))
+        return j; /* leading or trailing spaces */
+    if (j - i > 1)
+        return j - 1; /* the extra spaces; the last one starts the next word */
+    return word_end(s, j, n);
+}
+
+/* Hugging Face's Metaspace (prepend always, split): every space starts a word, runs are not collapsed. Pieces:
+   "word" (the first of its line, not after a space), " word" or " " (a space and what follows it), line ends. */
+static size_t scan_metaspace_words(const uint8_t *s, size_t i, size_t n)
+{
+    if (s[i] == '\n')
+        return i + 1;
+    if (s[i] == '\r' && i + 1 < n && s[i + 1] == '\n')
+        return i + 2;
+    return word_end(s, s[i] == ' ' ? i + 1 : i, n);
+}
+
+static scan_fn trainer_scanner_of(int id)
+{
+    if (id == SCAN_SP_WORDS)
+        return scan_sp_words;
+    if (id == SCAN_METASPACE_WORDS)
+        return scan_metaspace_words;
+    return scanner_of(id);
+}
+
 /* Count the pieces of one UTF-8 text. */
 static int pt_count_text(PieceTable *t, scan_fn scan, const uint8_t *s, size_t n, int64_t *pieces)
 {
@@ -186,7 +250,7 @@ static int counter_init(CounterObject *self, PyObject *args, PyObject *kwds)
     int scanner;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "i", kwlist, &scanner))
         return -1;
-    scan_fn scan = scanner_of(scanner);
+    scan_fn scan = trainer_scanner_of(scanner);
     if (!scan) {
         PyErr_Format(PyExc_ValueError, "unknown scanner id %d", scanner);
         return -1;
@@ -1439,7 +1503,15 @@ done:
 
 /* ------------------------------------------------------------------------------------------------ module */
 
+/* train_unigram.c: the Unigram learner's corpus type; train_wordpiece.c: the WordPiece learner (compiled into this module). */
+extern PyTypeObject UnigramWordsType;
+extern PyObject *wordpiece_learn(PyObject *module, PyObject *args);
+
 static PyMethodDef module_methods[] = {
+    {"wordpiece_learn", (PyCFunction)wordpiece_learn, METH_VARARGS,
+     "wordpiece_learn(alphabet, words, freqs, base, vocab_size, min_frequency, by_count, progress)\n"
+     "-> (new_symbols, merges, stop_reason): app.engine.training.wordpiece.learn_wordpiece's merge loop over\n"
+     "words as lists of alphabet ids (new symbols in the order they were made)."},
     {"learn", (PyCFunction)(void (*)(void))mod_learn, METH_VARARGS | METH_KEYWORDS,
      "learn(words, counts, n_base, order_units=None, max_symbols=-1, max_merges=-1, min_frequency=2,\n"
      "      lexicographic=False, progress=None, progress_every=256, keep_words=False, consume=False)\n"
@@ -1469,12 +1541,24 @@ PyMODINIT_FUNC PyInit__trainer(void)
         Py_DECREF(m);
         return NULL;
     }
+    if (PyType_Ready(&UnigramWordsType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&UnigramWordsType);
+    if (PyModule_AddObject(m, "UnigramWords", (PyObject *)&UnigramWordsType) < 0) {
+        Py_DECREF(&UnigramWordsType);
+        Py_DECREF(m);
+        return NULL;
+    }
     if (PyModule_AddIntConstant(m, "SCAN_GPT2", SCAN_GPT2) < 0 ||
         PyModule_AddIntConstant(m, "SCAN_CL100K", SCAN_CL100K) < 0 ||
         PyModule_AddIntConstant(m, "SCAN_O200K", SCAN_O200K) < 0 ||
         PyModule_AddIntConstant(m, "SCAN_LLAMA3", SCAN_LLAMA3) < 0 ||
         PyModule_AddIntConstant(m, "SCAN_QWEN2", SCAN_QWEN2) < 0 ||
-        PyModule_AddIntConstant(m, "SCAN_DEEPSEEK_V3", SCAN_DEEPSEEK_V3) < 0) {
+        PyModule_AddIntConstant(m, "SCAN_DEEPSEEK_V3", SCAN_DEEPSEEK_V3) < 0 ||
+        PyModule_AddIntConstant(m, "SCAN_SP_WORDS", SCAN_SP_WORDS) < 0 ||
+        PyModule_AddIntConstant(m, "SCAN_METASPACE_WORDS", SCAN_METASPACE_WORDS) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..tokenizer import Tokenizer
+from ..tokenizer import Tokenizer, TokenizerBase
 from . import cookbook, harmony, mistral
-from .jinja import ChatTemplate
+from .jinja import MARK, ChatTemplate
 from .messages import Conversation
 from .parts import Parts
 
@@ -121,6 +121,16 @@ class TemplateFraming(_CountsFramedParts):
 
     def frame(self, conv: Conversation, *, add_generation_prompt: bool = True) -> Parts:
         return self.template.frame(conv, add_generation_prompt=add_generation_prompt)
+
+    def count(self, tok: Tokenizer, conv: Conversation, *, add_generation_prompt: bool = True) -> int:
+        """The tokens of :meth:`frame`'s parts. Where no caller text needed escaping, the rendered string is read as
+        those parts directly (:meth:`TokenizerBase.count_framed` on the template's own specials: the same cuts as
+        the split into parts, one call into the compiled core where there is one)."""
+        template = self.template
+        rendered = template.render_for_count(conv, add_generation_prompt=add_generation_prompt)
+        if MARK not in rendered and isinstance(tok, TokenizerBase):
+            return tok.count_framed(rendered, template.own_specials)
+        return count_parts(tok, template.parts_of(rendered), self._memo.setdefault(tok.name, {}))
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,17 @@ template — and each text piece is unescaped back to the caller's characters. E
 do to content (trim, split on ordinary markers, ``in`` tests, JSON quoting), because the markers are neither
 whitespace nor ASCII. A special token could still be completed across a boundary if a template literal began or
 ended with part of one; :class:`ChatTemplate` refuses such templates when it loads them.
+
+Counting (:meth:`ChatTemplate.render_for_count`, used by the framing's ``count``) takes the same string from the
+shape memo of :mod:`.shapes` for plain conversations whose text needs no escaping, and the sandbox remembers its
+per-(type, name) attribute verdicts; neither changes what is rendered (both are tested against the plain paths).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import types
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -27,11 +32,13 @@ from typing import Any
 import jinja2
 import jinja2.ext
 from jinja2 import nodes
-from jinja2.runtime import Undefined, new_context
+from jinja2.runtime import LoopContext, Undefined, new_context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.utils import Namespace
 
 from .messages import ChatInputError, Conversation
 from .parts import Parts, special_part
+from .shapes import ShapeMemo
 
 MARK = "\ue000"
 _GROUP = re.compile(MARK + r"(\d+)" + MARK)
@@ -55,19 +62,50 @@ def _strftime_now(fmt: str) -> str:
 
 
 _DICT_ATTRS = frozenset(dir(dict))
+#: Exact types whose sandbox verdict on an attribute name is a function of (type, name) alone: none is a function,
+#: method, type, code, frame, traceback, generator or coroutine (``is_internal_attribute``), and each is or is not a
+#: mutable ABC once and for all (``modifies_known_mutable``); ``Namespace`` answers ``__class__`` truthfully.
+_VERDICT_TYPES = frozenset({str, list, tuple, int, float, bool, type(None), LoopContext, Namespace})
+_BOUND_METHODS = (types.MethodType, types.BuiltinMethodType)  # neither can be subclassed: type() is isinstance()
+_STR_FORMAT = ("format", "format_map")
 
 
 class _Sandbox(ImmutableSandboxedEnvironment):
-    """jinja2's immutable sandbox with a shortcut for the plain dicts the context is made of: ``message.role`` on a
-    dict has no such attribute, so the sandbox's answer is the item (or undefined) — given here without raising
-    and catching the ``AttributeError`` first. Anything else (and dict method names) takes the sandbox's path."""
+    """jinja2's immutable sandbox with two shortcuts that give its answers without its per-lookup work:
+
+    * ``message.role`` on a plain dict has no such attribute, so the sandbox's answer is the item (or undefined) --
+      given here without raising and catching the ``AttributeError`` first; dict method names take its path;
+    * on the exact types of :data:`_VERDICT_TYPES` (strings, lists, loop and namespace objects …) the verdict of
+      ``is_safe_attribute`` -- which ignores the value and depends only on the object's type and the name for
+      them -- is computed once per (type, name) and remembered. Bound ``format``/``format_map`` methods (which the
+      sandbox wraps) and missing attributes take the sandbox's own path.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._verdicts: dict[tuple[type, str], bool] = {}
 
     def getattr(self, obj: Any, attribute: str) -> Any | Undefined:
-        if type(obj) is dict and attribute not in _DICT_ATTRS:
+        kind = type(obj)
+        if kind is dict and attribute not in _DICT_ATTRS:
             try:
                 return obj[attribute]
             except KeyError:
                 return self.undefined(obj=obj, name=attribute)
+        if kind in _VERDICT_TYPES and type(attribute) is str:
+            try:
+                value = getattr(obj, attribute)
+            except AttributeError:
+                return super().getattr(obj, attribute)
+            if type(value) in _BOUND_METHODS and value.__name__ in _STR_FORMAT:
+                return super().getattr(obj, attribute)
+            key = (kind, attribute)
+            safe = self._verdicts.get(key)
+            if safe is None:
+                safe = self.is_safe_attribute(obj, attribute, value)
+                if len(self._verdicts) < 4096:
+                    self._verdicts[key] = safe
+            return value if safe else self.unsafe_undefined(obj, attribute)
         return super().getattr(obj, attribute)
 
     def getitem(self, obj: Any, argument: Any) -> Any | Undefined:
@@ -142,9 +180,21 @@ class _Escaper:
         # one-character search (memchr-fast), and most text fails it
         self.prefixes = tuple(sorted({n[:2] for n in self.names} | {MARK}))
         self._probes = tuple((p[-1], p) for p in self.prefixes)
+        # names not shaped <|…|> (Gemma's <start_of_turn>, …) with few first characters: per first character, a
+        # one-character search, then a search for the names themselves (their second characters are common letters)
+        firsts = sorted({n[0] for n in self.names})
+        self._exact = None if (self.split is None or self.split.shaped or len(firsts) > 4) else tuple(
+            (f, re.compile("|".join(re.escape(n) for n in self.names if n[0] == f))) for f in firsts)
 
     def may_hold(self, value: str) -> bool:
         """False when ``value`` holds no special token and no marker (True may be a false alarm)."""
+        if self._exact is not None:
+            if MARK in value:
+                return True
+            for first, names in self._exact:
+                if first in value and names.search(value) is not None:
+                    return True
+            return False
         for last, prefix in self._probes:
             if last in value and prefix in value:
                 return True
@@ -221,7 +271,9 @@ class ChatTemplate:
         # than the general pattern and never takes a lookalike for one of the template's tokens.
         sources = [*literals, *self.variables.values()]
         own = sorted({n for n in self.specials if any(n in src for src in sources)}, key=len, reverse=True)
+        self.own_specials: tuple[str, ...] = tuple(own)  # longest first: the order the split tries them in
         self._own_split = re.compile("(" + "|".join(map(re.escape, own)) + ")") if own else None
+        self.shapes = ShapeMemo(env, source, self.variables, literals)
 
     def _check_literals(self, literals: list[str]) -> None:
         for literal in literals:
@@ -271,9 +323,24 @@ class ChatTemplate:
         except (jinja2.TemplateError, TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
             raise ChatInputError(f"the chat template cannot render this conversation: {exc}") from None
 
-    def frame(self, conv: Conversation, *, add_generation_prompt: bool = True) -> Parts:
-        """The rendered prompt as parts: the template's special-token strings as specials, the rest as text."""
-        rendered = self._render(self.context(conv, add_generation_prompt, escape=True))
+    def render_escaped(self, conv: Conversation, *, add_generation_prompt: bool = True) -> str:
+        """The template's output with caller text escaped (see the module docstring): its only special-token
+        strings are the template's own (:attr:`own_specials`); it holds :data:`MARK` only where caller text was
+        escaped, and then only :meth:`parts_of` reads it correctly."""
+        return self._render(self.context(conv, add_generation_prompt, escape=True))
+
+    def render_for_count(self, conv: Conversation, *, add_generation_prompt: bool = True) -> str:
+        """:meth:`render_escaped`'s output; for a plain conversation whose text needs no escaping (then the two
+        renders are one string) from the shape memo (:mod:`.shapes`) when it has or can learn the shape."""
+        if not self._escaper.needed(conv):
+            rendered = self.shapes.render(conv, add_generation_prompt)
+            if rendered is not None:
+                return rendered
+        return self.render_escaped(conv, add_generation_prompt=add_generation_prompt)
+
+    def parts_of(self, rendered: str) -> Parts:
+        """:meth:`render_escaped`'s output as parts: the template's special-token strings as specials, the rest
+        (unescaped back to the caller's characters) as text."""
         out = Parts()
         pieces = self._own_split.split(rendered) if self._own_split is not None else [rendered]
         unescape = self._escaper.unescape
@@ -286,3 +353,7 @@ class ChatTemplate:
             if i < last:
                 items.append(special_part(pieces[i + 1]))
         return out
+
+    def frame(self, conv: Conversation, *, add_generation_prompt: bool = True) -> Parts:
+        """The rendered prompt as parts: the template's special-token strings as specials, the rest as text."""
+        return self.parts_of(self.render_escaped(conv, add_generation_prompt=add_generation_prompt))

@@ -148,12 +148,19 @@ _ROLE_SET = frozenset(ROLES)
 _PLAIN = {"role", "content"}
 
 
+_PLAIN_DEFAULTS = {"name": None, "tool_calls": (), "tool_call_id": None, "content_given": True,
+                   "content_parts": None}
+_new = object.__new__
+
+
 def _plain_message(role: str, content: str) -> ChatMessage:
     """``ChatMessage(role, content)`` (every other field at its default), built without the frozen dataclass's
     per-field ``object.__setattr__`` calls: most messages are this shape and validation is on the hot path."""
-    m = object.__new__(ChatMessage)
-    m.__dict__.update(role=role, content=content, name=None, tool_calls=(), tool_call_id=None, content_given=True,
-                      content_parts=None)
+    m = _new(ChatMessage)
+    d = m.__dict__
+    d["role"] = role
+    d["content"] = content
+    d.update(_PLAIN_DEFAULTS)
     return m
 
 
@@ -211,7 +218,16 @@ def parse_conversation(messages: Any, tools: Any = None) -> Conversation:
     """Validate ``messages`` (a non-empty list) and ``tools`` (a list or None); raises :class:`ChatInputError`."""
     if not isinstance(messages, list) or not messages:
         raise ChatInputError("'messages' must be a non-empty list of messages")
-    parsed = tuple(_message(m, f"messages[{i}]") for i, m in enumerate(messages))
+    out: list[ChatMessage] = []
+    append = out.append
+    for i, value in enumerate(messages):
+        if type(value) is dict and value.keys() == _PLAIN:  # the common shape, inline (see _message)
+            role, content = value["role"], value["content"]
+            if type(content) is str and type(role) is str and role in _ROLE_SET:
+                append(_plain_message(role, content))
+                continue
+        append(_message(value, f"messages[{i}]"))  # the path is formatted only for the other shapes
+    parsed = tuple(out)
     if tools is None:
         return Conversation(parsed)
     if not isinstance(tools, list):

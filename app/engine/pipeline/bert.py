@@ -9,7 +9,10 @@ Three WordPiece implementations disagree on details; this one follows the Rust o
   space;
 * Chinese characters (the CJK ideograph blocks, the extension range starting at U+2B920) get a space on each side;
 * strip accents (default: when lowercasing) = NFD, then drop nonspacing marks (Mn); *then* lowercase, one
-  character at a time (no final-sigma rule);
+  character at a time (no final-sigma rule). NFD runs over the whole text, so its canonical reordering can swap
+  two kept characters of nonzero combining class that end up in one run of combining characters (only the few
+  characters of :data:`~.bert_tables.REORDERING` keep one); text holding such a character is normalized as a
+  whole, everything else one character at a time;
 * character classes (and one NFD decomposition) as the Rust code's Unicode tables give them:
   :mod:`.bert_tables` lists the few code points where they differ from this interpreter's ``unicodedata``;
 * pre-tokenizer: split on whitespace (dropped) and isolate every punctuation character (ASCII punctuation and the
@@ -18,12 +21,14 @@ Three WordPiece implementations disagree on details; this one follows the Rust o
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
+from ._hf_unicode import EXCEPTIONS as _HF_UNASSIGNED
 from .base import Piece
-from .bert_tables import CONTROL_FLIP, LOWER, MARK_FLIP, NFD, PUNCT_FLIP
+from .bert_tables import CONTROL_FLIP, LOWER, MARK_FLIP, NFD, PUNCT_FLIP, REORDERING
 from .charsmap import chunks_to_piece
 
 #: Rust's ``char::is_whitespace`` (the Unicode White_Space property).
@@ -34,6 +39,8 @@ WHITESPACE = frozenset(
 _CJK = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
         (0x2B920, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
 _ASCII_PUNCT = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+_REORDERING = frozenset(map(chr, REORDERING))
+_UNASSIGNED = re.compile(f"[{_HF_UNASSIGNED}]")
 
 
 def is_chinese_char(ch: str) -> bool:
@@ -56,6 +63,17 @@ def is_punctuation(ch: str) -> bool:
 
 def is_nonspacing_mark(ch: str) -> bool:
     return (unicodedata.category(ch) == "Mn") != (ord(ch) in MARK_FLIP)
+
+
+def combining_class(ch: str) -> int:
+    """The canonical combining class the reference's NFD uses (0 for characters its tables do not have)."""
+    return 0 if _UNASSIGNED.match(ch) else unicodedata.combining(ch)
+
+
+def needs_whole_text(text: str) -> bool:
+    """True when stripping accents from ``text`` one character at a time could differ from doing it over the whole
+    text (it holds a character of :data:`~.bert_tables.REORDERING`)."""
+    return not text.isascii() and not _REORDERING.isdisjoint(text)
 
 
 class BertNormalizer:
@@ -95,7 +113,55 @@ class BertNormalizer:
             ch = "".join(LOWER.get(ord(c)) or c.lower() for c in ch)
         return ch
 
+    def _whole_text(self, text: str) -> list[tuple[str, int]]:
+        """Output characters of ``text`` with the index of the input character each is aligned to, NFD over the
+        whole text (canonical reordering across characters included); for text :func:`needs_whole_text` flags.
+        Alignment is positional, as the reference tracks it: the first character of each input character's output
+        takes the next input position in order wherever reordering moved it, the others the one before them."""
+        seq: list[tuple[str, int, bool]] = []  # (character, combining class, first of its input character)
+        sources: list[int] = []  # input index of each output character that is first of its input character
+        for i, ch in enumerate(text):
+            if self.clean_text:
+                if ch == "\0" or ch == "\ufffd" or is_control(ch):
+                    continue
+                if ch in WHITESPACE:
+                    ch = " "
+            first = True
+            cjk = self.handle_chinese_chars and is_chinese_char(ch)
+            for c in f" {ch} " if cjk else ch:
+                for d in NFD.get(ord(c)) or unicodedata.normalize("NFD", c):
+                    # the padding spaces of a Chinese character are insertions around it
+                    lead = first and not (cjk and c == " ")
+                    seq.append((d, combining_class(d), lead))
+                    if lead:
+                        sources.append(i)
+                        first = False
+        start = 0
+        while start < len(seq):  # canonical ordering: a stable sort of each run of nonzero classes
+            if seq[start][1] == 0:
+                start += 1
+                continue
+            end = start
+            while end < len(seq) and seq[end][1] != 0:
+                end += 1
+            seq[start:end] = sorted(seq[start:end], key=lambda item: item[1])
+            start = end
+        out: list[tuple[str, int]] = []
+        taken = 0
+        at = sources[0] if sources else 0
+        for d, _, lead in seq:
+            if lead:
+                at = sources[taken]
+                taken += 1
+            if is_nonspacing_mark(d):
+                continue
+            for c in (LOWER.get(ord(d)) or d.lower()) if self.lowercase else d:
+                out.append((c, at))
+        return out
+
     def chunks(self, text: str) -> list[tuple[str, int, int]]:
+        if self.strip_accents and needs_whole_text(text):
+            return [(c, i, i + 1) for c, i in self._whole_text(text)]
         return [(self._char(ch), i, i + 1) for i, ch in enumerate(text)]
 
     def normalize(self, piece: Piece) -> Piece:
@@ -106,6 +172,8 @@ class BertNormalizer:
     def normalize_str(self, text: str) -> str:
         if text.isascii():
             return text.translate(self._ascii)
+        if self.strip_accents and needs_whole_text(text):
+            return "".join(c for c, _ in self._whole_text(text))
         memo = self._memo
         out = []
         for ch in text:

@@ -24,6 +24,7 @@ normalization); otherwise from the Encoding, shifted per stretch.
 from __future__ import annotations
 
 import logging
+import random
 import re
 import unicodedata
 from collections.abc import Iterator, Sequence
@@ -35,6 +36,7 @@ from .. import native
 from ..cache import CacheStats
 from ..encoding import Encoding, scrub_surrogates
 from ..patterns import PATTERNS
+from ..sampling import Sample
 from ..tokenizer import Tokenizer, TokenizerBase
 from .added import AddedMatcher, AddedToken
 from .byte_level_ranks import NotRankOrdered, ranks_from_hf_model
@@ -304,8 +306,12 @@ class ByteLevelFast(TokenizerBase):
         return ids
 
     def count(self, text: str, *, add_special_tokens: bool = False, prefix: Sequence[str] = (),
-              suffix: Sequence[str] = ()) -> int:
-        """Number of tokens :meth:`encode` would return, without building the id list."""
+              suffix: Sequence[str] = (), sample: Sample | None = None) -> int:
+        """Number of tokens :meth:`encode` would return, without building the id list (with ``sample``: the
+        sampled ids' count)."""
+        if sample is not None:
+            return super().count(text, add_special_tokens=add_special_tokens, prefix=prefix, suffix=suffix,
+                                 sample=sample)
         n = self._around_count(prefix, suffix, add_special_tokens) if prefix or suffix or add_special_tokens else 0
         if self._plain(text):
             return n + self.encoding.count(text)
@@ -315,15 +321,21 @@ class ByteLevelFast(TokenizerBase):
             n += 1 if isinstance(part, int) else count(part)
         return n
 
-    def encode_batch(self, texts: Sequence[str], *, num_threads: int = 1) -> list[list[int]]:
+    def encode_batch(self, texts: Sequence[str], *, num_threads: int = 1,
+                     sample: Sample | None = None) -> list[list[int]]:
         """:meth:`encode` of each text, in order; plain texts go to the core's batch (C threads, no GIL)."""
+        if sample is not None:
+            return super().encode_batch(texts, sample=sample)
         plain = [self._plain(t) for t in texts]
         done = iter(self.encoding.encode_batch([t for t, p in zip(texts, plain, strict=True) if p],
                                                num_threads=num_threads))
         return [next(done) if p else self._encode_text(t) for t, p in zip(texts, plain, strict=True)]
 
-    def count_batch(self, texts: Sequence[str], *, num_threads: int = 1) -> list[int]:
+    def count_batch(self, texts: Sequence[str], *, num_threads: int = 1,
+                    sample: Sample | None = None) -> list[int]:
         """:meth:`count` of each text, in order (threads as :meth:`encode_batch`)."""
+        if sample is not None:
+            return super().count_batch(texts, sample=sample)
         plain = [self._plain(t) for t in texts]
         done = iter(self.encoding.count_batch([t for t, p in zip(texts, plain, strict=True) if p],
                                               num_threads=num_threads))
@@ -351,6 +363,15 @@ class ByteLevelFast(TokenizerBase):
             strings = [added[i] if i in added else model.id_to_token(i) or "" for i in ids]
             spans = processor.adjust_offsets(strings, spans)
         return ids, spans
+
+    # ------------------------------------------------------------------ sampling: the reference pipeline's
+
+    def check_sample(self, sample: Sample) -> None:
+        """BPE-dropout runs on the reference pipeline's merge-list BPE (Hugging Face's ``dropout``)."""
+        self.pipeline.check_sample(sample)
+
+    def _sample_text(self, text: str, sample: Sample, rng: random.Random) -> list[int]:
+        return self.pipeline._sample_text(text, sample, rng)
 
     # ------------------------------------------------------------------ decoding: the reference pipeline's
 

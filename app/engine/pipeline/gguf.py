@@ -134,7 +134,7 @@ def from_gguf(data: bytes, name: str, *, source: str = "vocab.gguf", spec: Token
                                     f"(supported: {', '.join(SUPPORTED_MODELS)})")
     if model in ("llama", "t5"):
         return build_pipeline(name, _sentencepiece_vocab(kv, model, source), source=source, cache_size=cache_size,
-                              spec=spec)
+                              spec=spec, backend=backend)
     from .hf_json import from_hf_json
 
     doc = _bert_doc(kv, source) if model == "bert" else _byte_level_doc(kv, source)

@@ -15,12 +15,14 @@ Added tokens marked special are never matched (step 1 and 2 skip them); their id
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Iterable, Sequence
 from typing import cast
 
 from ..cache import CacheStats, PieceCache, default_cache_size
 from ..encoding import scrub_surrogates
 from ..errors import InvalidTokenIdError
+from ..sampling import Sample
 from ..specials import EMPTY_TEMPLATE, Template
 from ..store import TokenizerSpec
 from ..tokenizer import TokenizerBase
@@ -98,6 +100,17 @@ class Pipeline(TokenizerBase):
         self._str_path = (getattr(model, "native", None) is not None and not self._norm_matcher.has_matchable
                           and (normalizer is None or type(normalizer) is Replace)
                           and (pre_tokenizer is None or type(pre_tokenizer) is Split))
+        # A model that also runs the normalizer and pre-tokenizer in compiled code (WordPiece behind BERT's): one call
+        # per text (:meth:`_encode_text_fused`); normalized added tokens need the pipeline's own steps.
+        fuse = getattr(model, "fuse", None)
+        self._fused = (fuse(normalizer, pre_tokenizer)
+                       if fuse is not None and not self._norm_matcher.has_matchable else None)
+        # A compiled model that takes a whole text through its normalizer and pre-tokenizer (SentencePiece BPE, no
+        # matchable added tokens): encode() calls it directly, so chat-sized texts pay no extra Python frame.
+        whole = getattr(model, "fused_encoder", None) if self._fused is None and not self._has_added else None
+        self._whole_text: Callable[[str], list[int]] | None = whole(normalizer, pre_tokenizer) if whole else None
+        if self._whole_text is not None:
+            self._encode_text = self._whole_text  # type: ignore[method-assign]
 
     # -- encoding -------------------------------------------------------------------------------------------------
 
@@ -157,6 +170,8 @@ class Pipeline(TokenizerBase):
         return self._pieces(text, False)
 
     def _encode_text(self, text: str) -> list[int]:
+        if self._fused is not None:
+            return self._encode_text_fused(text)
         if self._str_path:
             return self._encode_text_str(text)
         if getattr(self.model, "native", None) is not None:
@@ -182,6 +197,17 @@ class Pipeline(TokenizerBase):
         items: list[str | int] = [p.text if p.token_id is None else p.token_id
                                   for p in self._pieces(text, False) if p.token_id is not None or p.text]
         return self.model.encode_pieces(items, SEGMENT_FROM)  # type: ignore[attr-defined, no-any-return]
+
+    def _encode_text_fused(self, text: str) -> list[int]:
+        """:meth:`_encode_text` when the model runs the whole path: the stretches between raw added tokens (and
+        their ids) in one call."""
+        if self._raw_matcher.has_matchable:
+            text = scrub_surrogates(text)
+            items: list[str | int] = [text[s:e] if token is None else token.id
+                                      for s, e, token in self._raw_matcher.split(text) if token is not None or s < e]
+        else:
+            items = [text]  # the compiled path scrubs surrogates itself
+        return self._fused(items)  # type: ignore[misc, no-any-return]
 
     def _encode_text_str(self, text: str) -> list[int]:
         """:meth:`_encode_text_native` on strings, for a Replace normalizer and a Split pre-tokenizer: the same
@@ -231,6 +257,20 @@ class Pipeline(TokenizerBase):
         if self.post_processor is not None:
             spans = self.post_processor.adjust_offsets(tokens, spans)
         return ids, spans
+
+    # -- sampling (:mod:`app.engine.pipeline.sampling`) -------------------------------------------------------------
+
+    def check_sample(self, sample: Sample) -> None:
+        """Raise :class:`~app.engine.sampling.SamplingError` unless the model can sample as ``sample`` asks
+        (Unigram: ``alpha``/``nbest``; BPE: ``dropout``)."""
+        from .sampling import check
+
+        check(self, sample)
+
+    def _sample_text(self, text: str, sample: Sample, rng: random.Random) -> list[int]:
+        from .sampling import sample_text
+
+        return sample_text(self, text, sample, rng)
 
     # -- decoding -------------------------------------------------------------------------------------------------
 
@@ -282,12 +322,18 @@ class Pipeline(TokenizerBase):
     # -- cache ----------------------------------------------------------------------------------------------------
 
     def cache_stats(self) -> CacheStats:
-        """Counters of this pipeline's pre-token cache."""
+        """Counters of this pipeline's pre-token cache (the compiled model's own cache when it has one)."""
+        model_stats = getattr(self.model, "cache_stats", None)
+        if model_stats is not None and getattr(self.model, "native", None) is not None:
+            return cast("CacheStats", model_stats())
         return self._cache.stats()
 
     def clear_cache(self) -> None:
-        """Empty the pre-token cache."""
+        """Empty the pre-token cache (and the compiled model's)."""
         self._cache.clear()
+        model_clear = getattr(self.model, "clear_cache", None)
+        if model_clear is not None:
+            model_clear()
 
     @property
     def template(self) -> Template:

@@ -1,60 +1,73 @@
-"""Subword regularisation: a random segmentation instead of the best one, for training-data augmentation.
+"""Subword regularisation for :class:`~app.engine.pipeline.pipeline.Pipeline` tokenizers (see
+:mod:`app.engine.sampling` for the settings and the contract).
 
-* Unigram models (Kudo 2018): one segmentation drawn from the whole lattice with probability proportional to
-  ``exp(alpha * score)`` (``nbest=-1``, as SentencePiece's ``nbest_size=-1``); ``nbest=1`` is the best one.
-* SentencePiece BPE models: BPE-dropout (Provilkov et al. 2020), each merge skipped with probability ``p``.
+The pipeline's own steps run unchanged (added tokens, normalizer, pre-tokenizer); only the model's segmentation of
+each pre-token is drawn, always on the pure-Python model (a compiled core, when there is one, serves the
+deterministic path only):
 
-Off by default: :meth:`~app.engine.tokenizer.Tokenizer.encode` is deterministic; :func:`encode_sampled` samples.
-Samples are reproducible for a given ``seed`` (Python's ``random``; they are not the samples SentencePiece's C++
-generator would draw). Every sample is a valid segmentation of the same normalized text, so it decodes to what the
-deterministic encoding decodes to.
+* Unigram — ``nbest=-1``: each pre-token sampled from its whole lattice (forward filtering, backward sampling;
+  the pre-tokens are independent, so this is a draw from the whole text's lattice); ``nbest=1``: the deterministic
+  ids; ``nbest=n``: one of the whole text's n best segmentations (:mod:`.models.unigram_nbest`).
+* SentencePiece BPE — every merge skipped with probability ``dropout``, as ``sentencepiece`` samples BPE.
+* merge-list BPE (``tokenizer.json``) — Hugging Face's ``dropout`` (:mod:`app.engine.dropout`).
+
+Other models (WordPiece, WordLevel) raise :class:`~app.engine.sampling.SamplingError`.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from collections.abc import Callable
 
+from ..sampling import Sample, cannot_sample
+from .models.bpe import BPE
 from .models.sp_bpe import SentencePieceBPE
 from .models.unigram import Unigram
+from .models.unigram_nbest import nbest as _nbest
+from .models.unigram_nbest import sample_nbest
 from .pipeline import Pipeline
 
-
-@dataclass(frozen=True)
-class Sample:
-    """Sampling settings. ``alpha``: Unigram smoothing (0 = uniform over segmentations, larger = closer to the
-    best); ``nbest``: -1 (whole lattice) or 1 (no sampling); ``p``: BPE-dropout probability; ``seed``."""
-
-    seed: int = 0
-    alpha: float = 0.1
-    nbest: int = -1
-    p: float = 0.1
-
-    def __post_init__(self) -> None:
-        if self.nbest not in (-1, 1):
-            raise ValueError("nbest must be -1 (sample from the whole lattice) or 1 (the best segmentation)")
-        if not 0.0 <= self.p <= 1.0 or self.alpha < 0.0:
-            raise ValueError("p must be in [0, 1] and alpha >= 0")
+Segmenter = Callable[[str], "list[tuple[int, int, int]]"]
 
 
-def encode_sampled(tok: Pipeline, text: str, sample: Sample) -> list[int]:
-    """Ids of one sampled segmentation of ``text`` (ordinary text, as :meth:`Pipeline.encode`). Raises
-    ``ValueError`` for a tokenizer whose model cannot sample (only Unigram and SentencePiece BPE can)."""
-    rng = random.Random(sample.seed)
+def check(tok: Pipeline, sample: Sample) -> None:
+    """Raise :class:`~app.engine.sampling.SamplingError` if ``tok`` cannot sample as ``sample`` asks (before any
+    work)."""
     model = tok.model
     if isinstance(model, Unigram):
-        if sample.nbest == 1:
-            def run(t: str) -> list[tuple[int, int, int]]:
-                return model.tokenize_with_spans(t)
-        else:
-            def run(t: str) -> list[tuple[int, int, int]]:
-                return model.sample_with_spans(t, rng, sample.alpha)
-    elif isinstance(model, SentencePieceBPE):
-        def run(t: str) -> list[tuple[int, int, int]]:
-            return model.dropout_with_spans(t, rng, sample.p)
+        sample.for_unigram(tok.name)
+    elif isinstance(model, SentencePieceBPE | BPE):
+        sample.for_bpe(tok.name)
     else:
-        raise ValueError(f"tokenizer {tok.name!r} cannot sample: subword regularisation needs a Unigram or a "
-                         f"SentencePiece BPE model, not {type(model).__name__}")
+        raise cannot_sample(tok.name, type(model).__name__)
+
+
+def sample_text(tok: Pipeline, text: str, sample: Sample, rng: random.Random) -> list[int]:
+    """Ids of one sampled segmentation of ``text`` (ordinary text, as :meth:`Pipeline.encode` without special
+    tokens), drawing from ``rng``."""
+    model = tok.model
+    run: Segmenter
+    if isinstance(model, Unigram):
+        alpha, nbest = sample.for_unigram(tok.name)
+        if nbest == 1:
+            return tok._encode_text(text)
+        if nbest > 1:
+            items = [p.token_id if p.token_id is not None else p.text
+                     for p in tok.pre_token_pieces(text) if p.token_id is not None or p.text]
+            return sample_nbest(model, items, nbest, alpha, rng)
+
+        def run(t: str) -> list[tuple[int, int, int]]:
+            return model.sample_with_spans(t, rng, alpha)
+    elif isinstance(model, SentencePieceBPE | BPE):
+        p = sample.for_bpe(tok.name)
+        if p <= 0.0:
+            return tok._encode_text(text)
+        dropout = model.dropout_with_spans
+
+        def run(t: str) -> list[tuple[int, int, int]]:
+            return dropout(t, rng, p)
+    else:
+        raise cannot_sample(tok.name, type(model).__name__)
     ids: list[int] = []
     for piece in tok.pre_token_pieces(text):
         if piece.token_id is not None:
@@ -62,3 +75,14 @@ def encode_sampled(tok: Pipeline, text: str, sample: Sample) -> list[int]:
         elif piece.text:
             ids.extend(i for i, _, _ in run(piece.text))
     return ids
+
+
+def nbest_encodings(tok: Pipeline, text: str, n: int) -> list[tuple[list[int], float]]:
+    """The ``n`` best segmentations of ``text`` with their scores, best first, for a Unigram pipeline
+    (SentencePiece's ``NBestEncode`` list). Raises :class:`~app.engine.sampling.SamplingError` for another model."""
+    model = tok.model
+    if not isinstance(model, Unigram):
+        raise cannot_sample(tok.name, type(model).__name__)
+    items = [p.token_id if p.token_id is not None else p.text
+             for p in tok.pre_token_pieces(text) if p.token_id is not None or p.text]
+    return _nbest(model, items, n)

@@ -13,8 +13,9 @@ What the pipeline does, as ``sentencepiece`` does:
 * no pre-tokenizer of SentencePiece's own: the model sees the whole normalized text (``split_by_whitespace`` only
   shapes training). For BPE vocabularies where it is provably exact the text is cut before word-initial ``▁``
   (:mod:`app.engine.pipeline.sp_split`), which lets the pipeline cache words;
-* model: BPE by piece score (:class:`~app.engine.pipeline.models.sp_bpe.SentencePieceBPE`) or Unigram in 32-bit
-  floats (:class:`~app.engine.pipeline.models.unigram.Unigram`), with byte fallback and unknown handling;
+* model: BPE by piece score (:class:`~app.engine.pipeline.models.sp_bpe.SentencePieceBPE`; compiled, with the
+  normalization and the cut done in the same C call when there is no charsmap) or Unigram in 32-bit floats
+  (:class:`~app.engine.pipeline.models.unigram.Unigram`), with byte fallback and unknown handling;
 * control pieces (``<s>``, ``</s>``, ``[INST]`` …) are special tokens: never matched in text, by name only.
   User-defined pieces are matched in text, as SentencePiece does.
 * ``add_special_tokens=True`` adds BOS before the text (the piece at ``bos_id`` when it is a control piece): the
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from ..cache import default_cache_size
 from ..errors import ArtifactError
 from ..specials import Template
 from ..store import TokenizerSpec
@@ -172,9 +174,9 @@ class FixedTemplate:
 
 
 def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_size: int | None = None,
-                   spec: TokenizerSpec | None = None) -> Pipeline:
+                   spec: TokenizerSpec | None = None, backend: str | None = None) -> Pipeline:
     """The pipeline for ``vocab``. Raises :class:`ArtifactError` naming ``source`` for an inconsistent vocabulary
-    (no unknown piece, a malformed charsmap)."""
+    (no unknown piece, a malformed charsmap). ``backend``: the BPE model's (see :class:`SentencePieceBPE`)."""
     types = vocab.types
     unknown = vocab.ids_of(UNKNOWN)
     if vocab.unk_id is not None:
@@ -194,7 +196,8 @@ def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_s
     if vocab.model_type == "bpe":
         mergeable = [i for i, t in enumerate(types) if t in (NORMAL, USER_DEFINED, UNUSED)]
         model = SentencePieceBPE(pairs, unk_id=unk_id, byte_fallback=vocab.byte_fallback, mergeable=mergeable,
-                                 user_defined=user, unused=vocab.ids_of(UNUSED))
+                                 user_defined=user, unused=vocab.ids_of(UNUSED), backend=backend,
+                                 cache_size=default_cache_size() if cache_size is None else cache_size)
         if not vocab.treat_whitespace_as_suffix and splits_exactly(vocab.pieces[i] for i in mergeable):
             split = SpaceSymbolSplit()
     else:
@@ -218,10 +221,11 @@ def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_s
                     cache_size=cache_size, spec=spec)
 
 
-def load_sentencepiece(spec: TokenizerSpec, *, cache_size: int | None = None) -> Pipeline:
+def load_sentencepiece(spec: TokenizerSpec, *, cache_size: int | None = None,
+                       backend: str | None = None) -> Pipeline:
     """The loader of manifest format ``sentencepiece``: a verified ``.model`` file as a pipeline."""
     source = str(spec.artifact_path)
     pipeline = build_pipeline(spec.name, parse_model(spec.read_artifact(), source), source=source,
-                              cache_size=cache_size, spec=spec)
+                              cache_size=cache_size, spec=spec, backend=backend)
     spec.check_vocab_size(pipeline.n_vocab)
     return pipeline

@@ -43,6 +43,11 @@ class SentencePieceNormalizer:
             lengths.setdefault(s[0], set()).add(len(s))
         self._user_lengths = {c: sorted(v, reverse=True) for c, v in lengths.items()}
 
+    @property
+    def user_defined(self) -> frozenset[str]:
+        """The user-defined pieces (copied as they are)."""
+        return self._user
+
     def _prefix(self, text: str, i: int) -> tuple[str, int]:
         """SentencePiece's ``NormalizePrefix``: (replacement, characters consumed) at ``text[i:]``."""
         ch = text[i]

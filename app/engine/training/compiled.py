@@ -1,10 +1,13 @@
 """Glue between the trainer and its compiled half (``app.engine._native._trainer``, built from ``trainer.c``).
 
-The compiled half does the two hot loops of training: counting the pre-tokens of a bundled pattern (the
-hand-written scanners the encoding core uses, into a C hash table; no Python object per piece) and the incremental
-merge learner of :mod:`.merges` on flat arrays. Both give exactly what the Python reference gives — the same
-pre-token counts in the same first-appearance order, the same merges (the tests compare them on random corpora and
-whole training runs) — so artifacts are byte-identical whichever backend trained them.
+The compiled half does the hot loops of training: counting the pre-tokens of a bundled pattern (the
+hand-written scanners the encoding core uses, into a C hash table; no Python object per piece; also the
+whitespace words of the Unigram and SentencePiece kinds, :mod:`.word_counter`) and the incremental merge learner
+of :mod:`.merges` on flat arrays; the Unigram learner (:mod:`.unigram`) and the WordPiece merge loop
+(:mod:`.wordpiece`) use its ``UnigramWords`` and ``wordpiece_learn``. All give exactly what the Python
+reference gives — the same pre-token counts in the same first-appearance order, the same merges and pieces (the
+tests compare them on random corpora and whole training runs) — so artifacts are byte-identical whichever backend
+trained them.
 
 Backend selection (:func:`resolve_backend`), as for the encoding core (:mod:`app.engine.native`):
 

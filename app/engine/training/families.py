@@ -7,8 +7,12 @@ streams the files into it (chunks that end at line ends, :func:`.corpus.iter_chu
 ``NAME.vocab.txt``, which the manifest does not list) and merges a manifest entry, as
 :func:`.publish.train_to_store` does for the BPE kinds (which delegates here for these kinds).
 
-The counting and the WordPiece and Unigram learners are Python; the ``sentencepiece-bpe`` merges use the compiled
-learner of the byte-level trainer when it is built. One thread (``threads`` must be 1 for these kinds).
+With the compiled trainer built (``backend`` ``native``, the default then), every learner runs in C: the Unigram
+learner of ``unigram`` and ``sentencepiece-unigram`` (seeds, EM, pruning), the WordPiece merge loop, and for
+``sentencepiece-bpe`` the merge learner of the byte-level trainer; the whitespace words of the Unigram and
+SentencePiece kinds are counted in C too. The artifact is the same with either backend. ``threads`` (1 or 2)
+splits the Unigram E-step and pruning over the words (same artifact for any number); the WordPiece and BPE merge
+loops are sequential and ignore it.
 """
 
 from __future__ import annotations
@@ -30,23 +34,24 @@ from .wordpiece import BERT_SPECIALS, WordPieceTrainer
 
 #: Options each kind accepts (besides vocab size, specials, min frequency), with their defaults.
 OPTIONS: dict[str, dict[str, Any]] = {
-    "wordpiece": {"lowercase": True, "strip_accents": None, "split_cjk": True, "vocab_txt": False},
+    "wordpiece": {"lowercase": True, "strip_accents": None, "split_cjk": True, "vocab_txt": False,
+                  "score": "wordpiece"},
     "unigram": {"character_coverage": 1.0, "max_piece_length": 16, "shrinking_factor": 0.75,
-                "seed_size": 1_000_000},
+                "seed_size": 1_000_000, "prune_loss": "huggingface"},
     "sentencepiece-unigram": {"character_coverage": 0.9995, "byte_fallback": False, "split_digits": False,
                               "add_dummy_prefix": True, "max_piece_length": 16, "shrinking_factor": 0.75,
-                              "seed_size": 1_000_000},
+                              "seed_size": 1_000_000, "prune_loss": "sentencepiece"},
     "sentencepiece-bpe": {"character_coverage": 0.9995, "byte_fallback": False, "split_digits": False,
                           "add_dummy_prefix": True},
 }
 
 
 def make_trainer(kind: str, *, vocab_size: int, special_tokens: Sequence[str] = (), min_frequency: int = 2,
-                 options: Mapping[str, Any] | None = None, backend: str | None = None) -> Trainer:
+                 options: Mapping[str, Any] | None = None, backend: str | None = None, threads: int = 1) -> Trainer:
     """The trainer of ``kind``. ``special_tokens`` come after the kind's own (WordPiece: ``[PAD] [UNK] [CLS] [SEP]
     [MASK]``; Unigram: ``<unk>``; SentencePiece: ``<unk> <s> </s>``, the extra ones as control pieces).
-    ``options`` may set the keys of :data:`OPTIONS` for the kind; ``None`` values mean the default. Raises
-    ``ValueError`` for an unknown kind or option."""
+    ``options`` may set the keys of :data:`OPTIONS` for the kind; ``None`` values mean the default.
+    ``backend``/``threads``: see the module docstring. Raises ``ValueError`` for an unknown kind or option."""
     if kind not in FAMILY_KINDS:
         raise ValueError(f"kind must be one of {FAMILY_KINDS}, not {kind!r}")
     given = {k: v for k, v in (options or {}).items() if v is not None}
@@ -57,13 +62,13 @@ def make_trainer(kind: str, *, vocab_size: int, special_tokens: Sequence[str] = 
     if kind == "wordpiece":
         extra = [s for s in special_tokens if s not in BERT_SPECIALS]
         return WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                special_tokens=[*BERT_SPECIALS, *extra], **opts)
+                                special_tokens=[*BERT_SPECIALS, *extra], backend=backend, **opts)
     if kind == "unigram":
         return UnigramTrainer(vocab_size=vocab_size, special_tokens=[s for s in special_tokens if s != "<unk>"],
-                              **opts)
+                              backend=backend, threads=threads, **opts)
     controls = [s for s in special_tokens if s not in ("<unk>", "<s>", "</s>")]
     return SentencePieceTrainer(model_type=kind.split("-", 1)[1], vocab_size=vocab_size, control_tokens=controls,
-                                backend=backend, **opts)
+                                backend=backend, threads=threads, **opts)
 
 
 def train_family_to_store(
@@ -88,14 +93,14 @@ def train_family_to_store(
         raise ValueError(f"tokenizer name {name!r} must match {NAME_RE.pattern}")
     if not files:
         raise ValueError("no input files")
-    if threads != 1:
-        raise ValueError(f"the {kind} kind trains in one thread (--threads 2 applies to the byte kind only)")
+    if threads not in (1, 2):
+        raise ValueError("threads must be 1 or 2")
     if min_frequency < 1:
         raise ValueError("min frequency must be >= 1")
     if len(set(special_tokens)) != len(special_tokens) or any(not s for s in special_tokens):
         raise ValueError("special tokens must be distinct non-empty strings")
     trainer = make_trainer(kind, vocab_size=vocab_size, special_tokens=special_tokens, min_frequency=min_frequency,
-                           options=options, backend=backend)
+                           options=options, backend=backend, threads=threads)
     store = Path(store_dir).expanduser().resolve()
     existing = existing_entries(store, name)
     show = _progress_enabled(quiet)
@@ -155,7 +160,7 @@ def train_family_to_store(
         seconds_merging=t2 - t1,
         manifest=manifest,
         extra=dict(summary),
-        backend="python" if kind != "sentencepiece-bpe" else _backend(backend),
+        backend=str(summary.get("backend", _backend(backend))),
     )
 
 

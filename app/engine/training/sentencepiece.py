@@ -26,15 +26,15 @@ package and this engine's loader read the same file.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..pipeline.sentencepiece import BPE, BYTE, CONTROL, NORMAL, UNIGRAM, UNKNOWN, _model_proto_class
 from .compiled import learn
 from .merges import text_order_key
-from .trainer import Progress, TrainedArtifact, lines_of
-from .unigram import SPACE, learn_unigram, required_characters, split_before_space, split_unknown
+from .trainer import Progress, TrainedArtifact
+from .unigram import SPACE, PieceRules, learn_unigram, required_characters, split_before_space, split_unknown
+from .word_counter import WordCounter
 
 MODEL_TYPES = ("unigram", "bpe")
 
@@ -75,9 +75,11 @@ class SentencePieceTrainer:
                  add_dummy_prefix: bool = True, remove_extra_whitespaces: bool = True,
                  character_coverage: float = 0.9995, control_tokens: Sequence[str] = (),
                  max_piece_length: int = 16, shrinking_factor: float = 0.75, seed_size: int = 1_000_000,
-                 em_iterations: int = 2, backend: str | None = None) -> None:
+                 em_iterations: int = 2, backend: str | None = None, threads: int = 1,
+                 prune_loss: str = "sentencepiece") -> None:
         """``vocab_size`` counts every piece (``<unk>``, ``<s>``, ``</s>``, ``control_tokens``, bytes, learned).
-        ``backend`` picks the BPE merge learner (compiled or Python; same result)."""
+        ``backend`` picks the compiled or Python learners (same result); ``threads``: the Unigram learner's
+        (:func:`.unigram.learn_unigram`), like ``prune_loss``."""
         if model_type not in MODEL_TYPES:
             raise ValueError(f"model type must be one of {MODEL_TYPES}, not {model_type!r}")
         meta = ["<unk>", "<s>", "</s>", *control_tokens]
@@ -93,23 +95,26 @@ class SentencePieceTrainer:
         self.meta = meta
         self.max_piece_length = max_piece_length
         self.unigram_options = dict(max_piece_length=max_piece_length, shrinking_factor=shrinking_factor,
-                                    seed_size=seed_size, em_iterations=em_iterations)
+                                    seed_size=seed_size, em_iterations=em_iterations, backend=backend,
+                                    threads=threads, prune_loss=prune_loss)
         self.backend = backend
-        self._words: Counter[str] = Counter()
+        # the compiled counter covers SentencePiece's splitting with remove_extra_whitespaces only
+        self._words = WordCounter("sentencepiece", self._split, dummy_prefix=add_dummy_prefix,
+                                  backend=backend if remove_extra_whitespaces else "python")
+
+    def _split(self, line: str) -> list[str]:
+        return sp_words(line, add_dummy_prefix=self.add_dummy_prefix,
+                        remove_extra_whitespaces=self.remove_extra_whitespaces)
 
     def feed(self, text: str) -> None:
-        for line in lines_of(text):
-            self._words.update(sp_words(line, add_dummy_prefix=self.add_dummy_prefix,
-                                        remove_extra_whitespaces=self.remove_extra_whitespaces))
+        self._words.feed(text)
 
     def valid(self, piece: str) -> bool:
         """May ``piece`` (two or more characters) be learned?"""
-        if SPACE in piece[1:]:
-            return False
-        return not (self.split_digits and any(is_digit(c) for c in piece))
+        return PieceRules(split_digits=self.split_digits)(piece)
 
     def finish(self, progress: Progress | None = None) -> TrainedArtifact:
-        words: dict[str, int] = dict(self._words)
+        words: dict[str, int] = self._words.words()
         self._words.clear()
         required = required_characters(words, self.coverage)
         pieces_words = split_unknown(words, set(required))
@@ -123,7 +128,8 @@ class SentencePieceTrainer:
         summary: dict[str, object] = {"distinct_words": len(words), "required_characters": len(required)}
         learned: list[tuple[str, float]]
         if self.model_type == "unigram":
-            learned, info = learn_unigram(pieces_words, vocab_size=budget, required=required, valid=self.valid,
+            learned, info = learn_unigram(pieces_words, vocab_size=budget, required=required,
+                                          valid=PieceRules(split_digits=self.split_digits),
                                           progress=progress, **self.unigram_options)  # type: ignore[arg-type]
             summary.update(info)
         else:
@@ -138,7 +144,7 @@ class SentencePieceTrainer:
     def _bpe(self, words: Mapping[str, int], required: Sequence[str], budget: int,
              progress: Progress | None) -> tuple[list[tuple[str, float]], int, str]:
         index = {ch: i for i, ch in enumerate(required)}
-        seqs = [[index[ch] for ch in w] for w in words]
+        seqs = [list(map(index.__getitem__, w)) for w in words]
         counts = list(words.values())
         n_merges = budget - len(required)
 

@@ -16,11 +16,23 @@ The learner (:func:`learn_unigram`) works on word frequencies:
    the log-likelihood lost when its uses are re-segmented by its best alternative (the Viterbi path of the
    piece's own string without it, the counts of that path's pieces adjusted), weighted by the share of words
    that use it; the least costly pieces go until ``shrinking_factor`` of the pieces remain, never below the
-   target. Required characters are never pruned, so every word stays segmentable. Steps 2-3 repeat until at
+   target. Required characters are never pruned, so every word stays segmentable. ``prune_loss`` picks how the
+   other counts are renormalized after the removal: ``"sentencepiece"`` (the total grows by the piece's count
+   times its alternatives minus one, SentencePiece's trainer) or ``"huggingface"`` (times the number of pieces
+   minus one, what Hugging Face's ``UnigramTrainer`` computes: the loss then grows with the number of alternatives,
+   which keeps more long pieces and compresses better). Steps 2-3 repeat until at
    most ``1.1 * vocab_size`` pieces remain; then the ``vocab_size`` best-scoring pieces (required characters
    first) are kept and refitted once.
 
 Every ordering uses explicit keys (score, then piece by code point), so results are deterministic.
+
+Compiled path: with the trainer extension built (``backend`` ``native``, the default when it imports; see
+:func:`.compiled.resolve_backend`), the seed counting, the E-step and the pruning run in C
+(``UnigramWords`` of ``app.engine._native._trainer``) on the same lattice with the same floating-point operations
+in the same order, so it learns the same pieces with the same scores, bit for bit (the tests compare the two
+backends' artifacts byte for byte). ``threads`` splits the E-step and the pruning over the words; the E-step's
+per-edge counts are added in corpus order and the pruning sums integers, so the result does not depend on the
+number of threads. The Python code below stays the specification.
 :func:`viterbi` and :func:`log_likelihood` are the textbook segmentation and forward probability, exposed for
 the tests and the pruning comparison (:func:`likelihood_without`).
 
@@ -34,13 +46,20 @@ from __future__ import annotations
 import heapq
 import json
 import math
+import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from .trainer import Progress, TrainedArtifact, lines_of
+from .compiled import _trainer, resolve_backend
+from .trainer import Progress, TrainedArtifact
+from .word_counter import WordCounter
 
 SPACE = "\u2581"
 NEG_INF = float("-inf")
+#: How the pruning loss renormalizes the counts after a removal (see the module docstring).
+PRUNE_LOSSES = ("sentencepiece", "huggingface")
 #: The smallest expected count a kept piece is scored with.
 MIN_COUNT = 1e-3
 Edges = list[tuple[int, int, int]]
@@ -106,6 +125,21 @@ def likelihood_without(words: Mapping[str, int], probs: Mapping[str, float], pie
     return sum(f * log_likelihood(w, scores) for w, f in words.items())
 
 
+@dataclass(frozen=True)
+class PieceRules:
+    """Which multi-character candidates may be learned (a ``valid`` predicate the compiled seed counter also
+    understands): ``marker`` (the whitespace marker) only as a piece's first character, and with ``split_digits``
+    no ASCII digit at all. Both rules are monotone: a string that breaks one breaks every extension of it."""
+
+    marker: str | None = SPACE
+    split_digits: bool = False
+
+    def __call__(self, piece: str) -> bool:
+        if self.marker is not None and self.marker in piece[1:]:
+            return False
+        return not (self.split_digits and any("0" <= c <= "9" for c in piece))
+
+
 def learn_unigram(
     words: Mapping[str, int],
     *,
@@ -117,33 +151,45 @@ def learn_unigram(
     shrinking_factor: float = 0.75,
     em_iterations: int = 2,
     progress: Progress | None = None,
+    backend: str | None = None,
+    threads: int = 1,
+    prune_loss: str = "sentencepiece",
 ) -> tuple[list[tuple[str, float]], dict[str, object]]:
     """Learn at most ``vocab_size`` scored pieces (``(piece, log probability)``, best first) from ``words``
     (``{word: count}``; a word must consist of ``required`` characters). ``valid(piece)`` may refuse multi-
-    character candidates. Returns the pieces and a summary (rounds, seed size, final log-likelihood).
-    Raises ``ValueError`` if ``vocab_size`` is smaller than the required characters."""
+    character candidates (a :class:`PieceRules`, or any monotone predicate: then the seeds are counted in
+    Python). ``backend``/``threads``: see the module docstring (same result either way). Returns the pieces and a
+    summary (rounds, seed size, final log-likelihood, backend). ``prune_loss``: see the module docstring. Raises
+    ``ValueError`` if ``vocab_size`` is smaller than the required characters, ``threads`` is not in 1..8 or
+    ``prune_loss`` is unknown."""
     if not 0 < shrinking_factor < 1:
         raise ValueError("shrinking factor must be in (0, 1)")
     req = sorted(set(required))
     if vocab_size < len(req):
         raise ValueError(f"vocab size {vocab_size} is smaller than the {len(req)} required characters")
+    if not 1 <= threads <= 8:
+        raise ValueError("threads must be in 1..8")
+    if prune_loss not in PRUNE_LOSSES:
+        raise ValueError(f"prune loss must be one of {PRUNE_LOSSES}, not {prune_loss!r}")
+    hf_loss = prune_loss == "huggingface"
     req_set = set(req)
     items = [(w, f) for w, f in words.items() if w]
+    native = resolve_backend(backend) == "native"
+    uw: Any = _trainer.UnigramWords([w for w, _ in items], [f for _, f in items], max_piece_length) if native else None
     # 1. seed
-    sub: dict[str, int] = {}
-    for w, f in items:
-        n = len(w)
-        for i in range(n):
-            for j in range(i + 2, min(n, i + max_piece_length) + 1):
-                s = w[i:j]
-                if valid is not None and not valid(s):
-                    break
-                sub[s] = sub.get(s, 0) + f
+    limit = max(0, seed_size - len(req))
     char_count = char_counts(words)
-    ranked = sorted(((c * len(s), s) for s, c in sub.items() if c >= 2), key=lambda t: (-t[0], t[1]))
-    del sub
-    ranked = ranked[: max(0, seed_size - len(req))]
     freq: dict[str, float] = {ch: float(char_count.get(ch, 0)) or 1.0 for ch in req}
+    if uw is not None and (valid is None or isinstance(valid, PieceRules)):
+        # the whole loop below, compiled
+        marker = valid.marker if valid is not None else None
+        split = bool(valid is not None and valid.split_digits)
+        names, sc, seed, rounds, ll = uw.learn(
+            req, [freq[ch] for ch in req], ord(marker) if marker else -1, split, limit, vocab_size,
+            shrinking_factor, em_iterations, threads, progress, hf_loss)
+        return list(zip(names, sc, strict=True)), {"seed_pieces": seed, "rounds": rounds, "log_likelihood": ll,
+                                                   "backend": "native"}
+    ranked = _seed_candidates(items, valid, max_piece_length, limit)
     for score, s in ranked:
         freq[s] = float(score)
     pieces = _ordered(freq, req_set)
@@ -155,7 +201,7 @@ def learn_unigram(
     total_steps = max(1, math.ceil(math.log(max(1.0, len(pieces) / max(1, target))) / -math.log(shrinking_factor)))
     while True:
         for _ in range(em_iterations):
-            freq, ll = _em_step(items, pieces, scores, max_piece_length)
+            freq, ll = _em_step(items, pieces, scores, max_piece_length, uw, threads)
             freq = {p: c for p, c in freq.items() if c >= 0.5 or p in req_set}
             for ch in req:
                 freq.setdefault(ch, 0.0)
@@ -167,7 +213,7 @@ def learn_unigram(
         if len(pieces) <= target:
             break
         pieces = _prune(items, pieces, scores, req_set, max_piece_length,
-                        max(target, int(len(pieces) * shrinking_factor)))
+                        max(target, int(len(pieces) * shrinking_factor)), uw, threads, hf_loss)
         scores = _normalize({p: math.exp(scores[p]) for p in pieces}, pieces)
     # final cut: required characters, then the best scores
     if len(pieces) > vocab_size:
@@ -176,10 +222,28 @@ def learn_unigram(
         pieces = req + others[: vocab_size - len(req)]
         pieces = _ordered({p: math.exp(scores[p]) for p in pieces}, req_set)
         scores = _normalize({p: math.exp(scores[p]) for p in pieces}, pieces)
-        freq, ll = _em_step(items, pieces, scores, max_piece_length)
+        freq, ll = _em_step(items, pieces, scores, max_piece_length, uw, threads)
     scores = _normalize(freq, pieces)
     out = sorted(((p, scores[p]) for p in pieces), key=lambda t: (-t[1], t[0]))
-    return out, {"seed_pieces": seed, "rounds": rounds, "log_likelihood": ll}
+    return out, {"seed_pieces": seed, "rounds": rounds, "log_likelihood": ll,
+                 "backend": "native" if native else "python"}
+
+
+def _seed_candidates(items: Sequence[tuple[str, int]], valid: Callable[[str], bool] | None, max_len: int,
+                     limit: int) -> list[tuple[int, str]]:
+    """Substrings of 2..``max_len`` characters counted with the word frequencies; those seen at least twice as
+    ``(count * length, substring)``, best first (ties by code point), at most ``limit``."""
+    sub: dict[str, int] = {}
+    for w, f in items:
+        n = len(w)
+        for i in range(n):
+            for j in range(i + 2, min(n, i + max_len) + 1):
+                s = w[i:j]
+                if valid is not None and not valid(s):
+                    break
+                sub[s] = sub.get(s, 0) + f
+    ranked = sorted(((c * len(s), s) for s, c in sub.items() if c >= 2), key=lambda t: (-t[0], t[1]))
+    return ranked[:limit]
 
 
 def _ordered(freq: Mapping[str, float], req: set[str]) -> list[str]:
@@ -197,11 +261,19 @@ def digamma(x: float) -> float:
     return result + math.log(x) - 0.5 * inv - inv2 * (1 / 12 - inv2 * (1 / 120 - inv2 * (1 / 252 - inv2 / 240)))
 
 
+def _total(values: Sequence[float]) -> float:
+    """Left-to-right float sum (``sum()`` compensates rounding from Python 3.12 on; the compiled path adds plainly)."""
+    total = 0.0
+    for v in values:
+        total += v
+    return total
+
+
 def _m_step(freq: Mapping[str, float], pieces: Sequence[str]) -> dict[str, float]:
     """Scores from expected counts, the Bayesian (variational) EM update ``digamma(count) - digamma(total)``:
     like ``log(count / total)`` for frequent pieces, lower for rare ones (which favours dropping them)."""
     counts = [max(freq[p], MIN_COUNT) for p in pieces]
-    log_total = digamma(sum(counts))
+    log_total = digamma(_total(counts))
     return {p: digamma(c) - log_total for p, c in zip(pieces, counts, strict=True)}
 
 
@@ -209,7 +281,7 @@ def _normalize(freq: Mapping[str, float], pieces: Sequence[str]) -> dict[str, fl
     """Log relative frequencies; a count below :data:`MIN_COUNT` (a piece kept although almost never
     expected: a required character, or one of the final cut) counts as :data:`MIN_COUNT`."""
     counts = [max(freq[p], MIN_COUNT) for p in pieces]
-    log_total = math.log(sum(counts))
+    log_total = math.log(_total(counts))
     return {p: math.log(c) - log_total for p, c in zip(pieces, counts, strict=True)}
 
 
@@ -240,8 +312,13 @@ def _lattice(word: str, table: Mapping[str, int], max_len: int, skip: int = -1) 
 
 
 def _em_step(items: Sequence[tuple[str, int]], pieces: Sequence[str], scores: Mapping[str, float],
-             max_len: int) -> tuple[dict[str, float], float]:
-    """One E-step: expected piece counts (posterior, times word frequency) and the corpus log-likelihood."""
+             max_len: int, uw: Any = None, threads: int = 1) -> tuple[dict[str, float], float]:
+    """One E-step: expected piece counts (posterior, times word frequency) and the corpus log-likelihood.
+    ``uw``: the compiled ``UnigramWords`` of ``items`` (same result)."""
+    if uw is not None:
+        uw.set_pieces(list(pieces))
+        counts, ll = uw.e_step([scores[p] for p in pieces], threads)
+        return dict(zip(pieces, counts, strict=True)), ll
     index = _prefix_table(pieces)
     s = [scores[p] for p in pieces]
     expected = [0.0] * len(pieces)
@@ -295,8 +372,15 @@ def _best_path(word: str, edges: Edges, s: Sequence[float]) -> list[int]:
 
 
 def _prune(items: Sequence[tuple[str, int]], pieces: Sequence[str], scores: Mapping[str, float], req: set[str],
-           max_len: int, keep: int) -> list[str]:
-    """The ``keep`` pieces whose removal would cost the most likelihood (required characters always kept)."""
+           max_len: int, keep: int, uw: Any = None, threads: int = 1, hf_loss: bool = False) -> list[str]:
+    """The ``keep`` pieces whose removal would cost the most likelihood (required characters always kept).
+    ``uw``: the compiled ``UnigramWords`` of ``items`` (same result); ``hf_loss``: Hugging Face's
+    renormalization (``prune_loss="huggingface"``)."""
+    if uw is not None:
+        uw.set_pieces(list(pieces))
+        fixed = bytes(1 if p in req or len(p) == 1 else 0 for p in pieces)
+        mask = uw.prune([scores[p] for p in pieces], fixed, keep, threads, hf_loss)
+        return [p for p, k in zip(pieces, mask, strict=True) if k]
     index = _prefix_table(pieces)
     s = [scores[p] for p in pieces]
     vfreq = [0.0] * len(pieces)
@@ -323,8 +407,10 @@ def _prune(items: Sequence[tuple[str, int]], pieces: Sequence[str], scores: Mapp
             losses.append((float("inf"), p))
             continue
         logprob_sp = math.log(vfreq[pid]) - logsum
-        logsum_alt = math.log(vsum + vfreq[pid] * (len(alt) - 1))
-        logprob_alt = sum(math.log(vfreq[a] + vfreq[pid]) - logsum_alt for a in alt)
+        logsum_alt = math.log(vsum + vfreq[pid] * ((len(pieces) if hf_loss else len(alt)) - 1))
+        logprob_alt = 0.0  # an explicit left-to-right sum (the compiled path adds in this order)
+        for a in alt:
+            logprob_alt += math.log(vfreq[a] + vfreq[pid]) - logsum_alt
         share = used_by[pid] / total_words if total_words else 0.0
         losses.append((share * (logprob_sp - logprob_alt), p))
     n_keep = max(0, keep - sum(1 for p in pieces if p in req or len(p) == 1))
@@ -350,10 +436,13 @@ def character_coverage(char_counts: Mapping[str, int], coverage: float) -> list[
 
 def char_counts(words: Mapping[str, int]) -> Counter[str]:
     """How often each character occurs in ``words`` (``{word: count}``)."""
-    chars: Counter[str] = Counter()
+    by_freq: dict[int, list[str]] = {}
     for w, f in words.items():
-        for ch in w:
-            chars[ch] += f
+        by_freq.setdefault(f, []).append(w)
+    chars: Counter[str] = Counter()
+    for f, ws in by_freq.items():  # the words of one frequency counted at once (C-speed counting)
+        for ch, n in Counter("".join(ws)).items():
+            chars[ch] += n * f
     return chars
 
 
@@ -369,16 +458,18 @@ def required_characters(words: Mapping[str, int], coverage: float) -> list[str]:
 def split_unknown(words: Mapping[str, int], required: set[str]) -> dict[str, int]:
     """Words cut around characters outside ``required`` (those are dropped: encoding maps them to unknown or
     bytes), so every remaining word is segmentable; frequencies of equal pieces are summed, order kept."""
+    unknown = set("".join(words)) - required
+    if not unknown:
+        return dict(words)
+    cut = re.compile("[" + "".join(re.escape(ch) for ch in sorted(unknown)) + "]")
     out: dict[str, int] = {}
     for w, f in words.items():
-        start = 0
-        for i, ch in enumerate(w):
-            if ch not in required:
-                if i > start:
-                    out[w[start:i]] = out.get(w[start:i], 0) + f
-                start = i + 1
-        if start < len(w):
-            out[w[start:]] = out.get(w[start:], 0) + f
+        if cut.search(w) is None:
+            out[w] = out.get(w, 0) + f
+            continue
+        for piece in cut.split(w):
+            if piece:
+                out[piece] = out.get(piece, 0) + f
     return out
 
 
@@ -408,8 +499,11 @@ class UnigramTrainer:
 
     def __init__(self, *, vocab_size: int, special_tokens: Sequence[str] = (), unk_token: str = "<unk>",
                  character_coverage: float = 1.0, max_piece_length: int = 16, shrinking_factor: float = 0.75,
-                 seed_size: int = 1_000_000, em_iterations: int = 2) -> None:
-        """``vocab_size`` counts every id: ``unk_token`` (id 0), the ``special_tokens`` after it, the pieces."""
+                 seed_size: int = 1_000_000, em_iterations: int = 2, backend: str | None = None,
+                 threads: int = 1, prune_loss: str = "huggingface") -> None:
+        """``vocab_size`` counts every id: ``unk_token`` (id 0), the ``special_tokens`` after it, the pieces.
+        ``backend``/``threads``/``prune_loss``: see :func:`learn_unigram` (this kind defaults to Hugging Face's
+        pruning loss, the peer whose ``tokenizer.json`` it writes)."""
         specials = [unk_token, *special_tokens]
         if len(set(specials)) != len(specials) or any(not s for s in specials):
             raise ValueError("special tokens must be distinct non-empty strings (and not the unknown token)")
@@ -417,20 +511,20 @@ class UnigramTrainer:
         self.specials = specials
         self.coverage = character_coverage
         self.options = dict(max_piece_length=max_piece_length, shrinking_factor=shrinking_factor,
-                            seed_size=seed_size, em_iterations=em_iterations)
-        self._words: Counter[str] = Counter()
+                            seed_size=seed_size, em_iterations=em_iterations, backend=backend, threads=threads,
+                            prune_loss=prune_loss)
+        self._words = WordCounter("metaspace", metaspace_words, backend=backend)
 
     def feed(self, text: str) -> None:
-        for line in lines_of(text):
-            self._words.update(metaspace_words(line))
+        self._words.feed(text)
 
     def finish(self, progress: Progress | None = None) -> TrainedArtifact:
-        words = dict(self._words)
+        words = self._words.words()
         self._words.clear()
         required = required_characters(words, self.coverage)
         learned, summary = learn_unigram(
             split_unknown(words, set(required)), vocab_size=self.vocab_size - len(self.specials), required=required,
-            valid=lambda s: SPACE not in s[1:], progress=progress, **self.options)  # type: ignore[arg-type]
+            valid=PieceRules(), progress=progress, **self.options)  # type: ignore[arg-type]
         vocab = [[s, 0.0] for s in self.specials] + [[p, score] for p, score in learned]
         added = [{"id": i, "content": s, "single_word": False, "lstrip": False, "rstrip": False,
                   "normalized": False, "special": True} for i, s in enumerate(self.specials)]

@@ -14,6 +14,11 @@ rewritten words; the learner therefore indexes the pairs of each symbol and re-s
 (plus the pairs the rewrite touched), with a versioned max-heap (stale entries are skipped when they surface).
 Nothing is ever recounted from scratch.
 
+``score="count"`` (an option; the seed's score stays the default) ranks pairs by their raw count instead, ties as
+above — what Hugging Face's ``WordPieceTrainer`` does (it is its BPE trainer with ``##`` continuations). On
+mixed-script corpora the seed's score favours pairs of rare symbols and fills the vocabulary with fragments of
+rare words; the raw count compresses held-out text far better (see ``bench/train/FAMILIES.md``).
+
 Vocabulary (= ids): the special tokens in the order given (default ``[PAD] [UNK] [CLS] [SEP] [MASK]``), the
 alphabet (every initial and ``##`` continuation character seen, sorted by code point), then one id per new
 piece in merge order. Training stops at ``vocab_size`` ids, or when the best pair occurs fewer than
@@ -27,13 +32,15 @@ import heapq
 import json
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
-from ..pipeline.base import Piece
-from ..pipeline.bert import BertNormalizer, BertPreTokenizer
+from ..pipeline.bert import WHITESPACE, BertNormalizer, is_punctuation
+from .compiled import _trainer, resolve_backend
 from .trainer import Progress, TrainedArtifact
 
 BERT_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+#: How pairs are ranked: the seed's ``count(ab) / (count(a) * count(b))``, or the raw pair count.
+SCORES = ("wordpiece", "count")
 PREFIX = "##"
 #: Characters every BERT normalizer turns into a plain space (clean_text) and the pre-tokenizer splits on; a
 #: chunk between them is normalized and split on its own, once per distinct chunk.
@@ -46,10 +53,14 @@ class WordPieceTrainer:
     def __init__(self, *, vocab_size: int, min_frequency: int = 2, lowercase: bool = True,
                  strip_accents: bool | None = None, split_cjk: bool = True, clean_text: bool = True,
                  special_tokens: Sequence[str] = BERT_SPECIALS, unk_token: str = "[UNK]",
-                 max_input_chars_per_word: int = 100, vocab_txt: bool = False) -> None:
+                 max_input_chars_per_word: int = 100, vocab_txt: bool = False, score: str = "wordpiece",
+                 backend: str | None = None) -> None:
         """``strip_accents=None`` follows ``lowercase`` (as BERT does). ``unk_token`` must be one of
         ``special_tokens``; a post-processor ``[CLS] $A [SEP]`` is written when both exist. ``vocab_txt`` also
-        writes a BERT ``vocab.txt`` (one token per line, in id order)."""
+        writes a BERT ``vocab.txt`` (one token per line, in id order). ``score``: one of :data:`SCORES`; ``backend``:
+        see :func:`learn_wordpiece`."""
+        if score not in SCORES:
+            raise ValueError(f"score must be one of {SCORES}, not {score!r}")
         if min_frequency < 1:
             raise ValueError("min frequency must be >= 1")
         if len(set(special_tokens)) != len(special_tokens) or any(not s for s in special_tokens):
@@ -62,21 +73,28 @@ class WordPieceTrainer:
         self.unk_token = unk_token
         self.max_chars = max_input_chars_per_word
         self.vocab_txt = vocab_txt
+        self.score = score
+        self.backend = backend
         self.normalizer = BertNormalizer(clean_text=clean_text, handle_chinese_chars=split_cjk,
                                          strip_accents=strip_accents, lowercase=lowercase)
-        self.pre_tokenizer = BertPreTokenizer()
         self._chunks: Counter[str] = Counter()
 
     def feed(self, text: str) -> None:
         self._chunks.update(_CHUNK.findall(text))
 
     def words(self) -> dict[str, int]:
-        """Word frequencies after normalization and pre-tokenization, in order of first appearance."""
+        """Word frequencies after normalization and pre-tokenization, in order of first appearance.
+
+        Both steps are per character, so they run as one ``str.translate`` table and one regex built for the
+        characters the chunks hold (the same words as ``normalize_str`` and ``BertPreTokenizer``; tested)."""
+        chars = set("".join(self._chunks))
+        table = {ord(c): self.normalizer.normalize_str(c) for c in chars}
+        texts = [(chunk.translate(table), n) for chunk, n in self._chunks.items()]
+        split = bert_splitter(set("".join(t for t, _ in texts)))
         out: dict[str, int] = {}
-        for chunk, n in self._chunks.items():
-            for piece in self.pre_tokenizer.pre_tokenize([Piece(self.normalizer.normalize_str(chunk))]):
-                if piece.text:
-                    out[piece.text] = out.get(piece.text, 0) + n
+        for text, n in texts:
+            for word in split(text):
+                out[word] = out.get(word, 0) + n
         return out
 
     def finish(self, progress: Progress | None = None) -> TrainedArtifact:
@@ -84,12 +102,23 @@ class WordPieceTrainer:
         self._chunks.clear()
         vocab, merges, stop = learn_wordpiece(words, vocab_size=self.vocab_size, specials=self.specials,
                                               min_frequency=self.min_frequency, max_chars=self.max_chars,
-                                              progress=progress)
+                                              progress=progress, score=self.score, backend=self.backend)
         data = tokenizer_json(vocab, self.specials, self.unk_token, self.normalizer, self.max_chars)
         extra = {".vocab.txt": "".join(t + "\n" for t in vocab).encode("utf-8")} if self.vocab_txt else {}
         return TrainedArtifact(data=data, suffix=".tokenizer.json", format="hf_json", kind="wordpiece",
                                vocab_size=len(vocab), extra_files=extra,
                                summary={"merges": merges, "stop_reason": stop, "distinct_words": len(words)})
+
+
+def bert_splitter(chars: set[str]) -> Callable[[str], list[str]]:
+    """``BertPreTokenizer`` for text made of ``chars``, as one regex ``findall``: whitespace separates (dropped),
+    every punctuation character is a word of its own (a character that is both is dropped, as there)."""
+    space = {c for c in chars if c in WHITESPACE}
+    punct = {c for c in chars if is_punctuation(c)} - space
+    seps = "".join(re.escape(c) for c in sorted(space | punct))
+    alone = "".join(re.escape(c) for c in sorted(punct))
+    pattern = (f"[^{seps}]+" if seps else ".+") + (f"|[{alone}]" if alone else "")
+    return re.compile(pattern, re.DOTALL).findall
 
 
 def pair_score(count_ab: int, count_a: int, count_b: int) -> float:
@@ -98,11 +127,18 @@ def pair_score(count_ab: int, count_a: int, count_b: int) -> float:
 
 
 def learn_wordpiece(words: Mapping[str, int], *, vocab_size: int, specials: Sequence[str] = BERT_SPECIALS,
-                    min_frequency: int = 2, max_chars: int = 100,
-                    progress: Progress | None = None) -> tuple[list[str], int, str]:
+                    min_frequency: int = 2, max_chars: int = 100, progress: Progress | None = None,
+                    score: str = "wordpiece", backend: str | None = None) -> tuple[list[str], int, str]:
     """The vocabulary (tokens by id: specials, alphabet, merged pieces) learned from ``words`` (``{word: count}``),
-    the number of merges and why training stopped (``vocab_size``, ``min_frequency`` or ``no pairs``). Raises
-    ``ValueError`` if the specials and the alphabet alone exceed ``vocab_size``."""
+    the number of merges and why training stopped (``vocab_size``, ``min_frequency`` or ``no pairs``). ``score``:
+    one of :data:`SCORES` (see the module docstring). ``backend``: the compiled merge loop (``wordpiece_learn`` of
+    ``app.engine._native._trainer``, same result) or this Python one, as :func:`.compiled.resolve_backend` picks;
+    the compiled loop needs every product count(a) * count(b) below 2**53 (symbol occurrences below ~94.9
+    million), else the Python loop runs. Raises ``ValueError`` if the specials and the alphabet alone exceed
+    ``vocab_size``, or for an unknown ``score``."""
+    if score not in SCORES:
+        raise ValueError(f"score must be one of {SCORES}, not {score!r}")
+    by_count = score == "count"
     seqs: list[list[int]] = []
     freqs: list[int] = []
     sym: list[str] = []
@@ -127,6 +163,11 @@ def learn_wordpiece(words: Mapping[str, int], *, vocab_size: int, specials: Sequ
     base = len(specials) + len(alphabet)
     if base > vocab_size:
         raise ValueError(f"vocab size {vocab_size} is smaller than the specials and the alphabet ({base})")
+    occurrences = sum(f * len(s) for s, f in zip(seqs, freqs, strict=True))
+    if resolve_backend(backend) == "native" and occurrences * occurrences < 1 << 53:
+        new, merged, stop = _trainer.wordpiece_learn(sym, seqs, freqs, base, vocab_size, min_frequency, by_count,
+                                                     progress)
+        return [*specials, *sym, *new], merged, stop
 
     count: list[int] = [0] * len(sym)
     pair_count: dict[tuple[int, int], int] = {}
@@ -150,7 +191,8 @@ def learn_wordpiece(words: Mapping[str, int], *, vocab_size: int, specials: Sequ
         c = pair_count.get(p, 0)
         v = version[p] = version.get(p, 0) + 1
         if c >= min_frequency:
-            heap.append((-pair_score(c, count[p[0]], count[p[1]]), -c, sym[p[0]], sym[p[1]], v, p))
+            rank = -float(c) if by_count else -pair_score(c, count[p[0]], count[p[1]])
+            heap.append((rank, -c, sym[p[0]], sym[p[1]], v, p))
 
     for p in pair_count:
         push(p)
@@ -231,7 +273,9 @@ def learn_wordpiece(words: Mapping[str, int], *, vocab_size: int, specials: Sequ
             else:
                 pairs_of.setdefault(p[0], set()).add(p)
                 pairs_of.setdefault(p[1], set()).add(p)
-        rescore = touched | pairs_of.get(a, set()) | pairs_of.get(b, set()) | pairs_of.get(r, set())
+        # a raw count changes only where a rewrite touched it; the seed's score also with count(a), count(b)
+        rescore = touched if by_count else (touched | pairs_of.get(a, set()) | pairs_of.get(b, set())
+                                            | pairs_of.get(r, set()))
         for p in sorted(rescore):
             if p in pair_count:
                 push_now(p)

@@ -8,6 +8,7 @@ The live comparison needs the reference Python (``scripts/chat_reference_env.sh`
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -16,7 +17,8 @@ from typing import Any
 import pytest
 
 from app.engine import get_encoding
-from app.engine.chat import ChatInputError, ChatTemplate, load_templates, parse_conversation
+from app.engine.chat import ChatInputError, ChatTemplate, count_parts, load_templates, parse_conversation
+from app.engine.chat.framings import TemplateFraming
 from app.engine.chat.jinja import MARK
 from app.engine.errors import UnknownTokenizerError
 from app.engine.specials import Special
@@ -98,6 +100,17 @@ def ours_and_items(name: str, convs: list[dict[str, Any]]) -> tuple[list[Any], l
     return ours, items
 
 
+@functools.cache
+def template_framing(name: str) -> TemplateFraming:
+    return TemplateFraming(template(name))
+
+
+def framing_count(name: str, c: dict[str, Any]) -> int:
+    """The count the service gives (the framing's ``count``: one pass over the rendered string where it can)."""
+    return template_framing(name).count(tokenizer_of(name), parse_conversation(c["messages"], c["tools"]),
+                         add_generation_prompt=c["add_generation_prompt"])
+
+
 def compare(name: str, convs: list[dict[str, Any]], ours: list[Any], answers: list[dict[str, Any]]) -> int:
     """Asserts no mismatch; returns how many conversations' ids were compared."""
     specials = set(specials_of(name))
@@ -121,6 +134,8 @@ def compare(name: str, convs: list[dict[str, Any]], ours: list[Any], answers: li
             compared += 1
             if ids != want:
                 mismatches.append((i, "ids"))
+            elif framing_count(name, c) != len(want):
+                mismatches.append((i, "count"))
     assert not mismatches, mismatches[:5]
     return compared
 
@@ -157,6 +172,7 @@ def test_recorded_reference(name: str) -> None:
         if enc is not None:
             ids = enc.encode_parts(list(parts))
             assert hf.digest(ids) == (want[2] if has_markers(c, specials) else want[1])
+            assert framing_count(name, c) == len(ids)
 
 
 def test_record_reference() -> None:
@@ -272,3 +288,130 @@ def test_only_the_templates_own_specials_are_split_out() -> None:
                        {"bos_token": "<|begin_of_text|>"}, ["<|begin_of_text|>", "<|eot_id|>", "<|python_tag|>"])
     parts = list(tpl.frame(parse_conversation([{"role": "user", "content": "a <|PYTHON_TAG|> b"}])))
     assert parts == [Special("<|begin_of_text|>"), "a <|python_tag|> b", Special("<|eot_id|>")]
+
+
+# ------------------------------------------------------------------------------------- the sandbox's shortcuts
+
+
+def _same_answer(a: Any, b: Any) -> bool:
+    """Two sandbox answers are the same: equal values, or undefined objects of one class saying the same."""
+    from jinja2.runtime import Undefined
+
+    if isinstance(a, Undefined) or isinstance(b, Undefined):
+        return type(a) is type(b) and a._undefined_hint == b._undefined_hint and (
+            a._undefined_exception is b._undefined_exception) and a._undefined_name == b._undefined_name
+    if callable(a) and getattr(a, "__name__", None) in ("format", "format_map"):  # wrapped anew per access
+        return callable(b) and _outcome(a) == _outcome(b)
+    return bool(a == b)
+
+
+def _outcome(fmt: Any) -> Any:
+    """What a bound ``str.format``/``format_map`` (sandboxed or not) gives: its result or its exception's type."""
+    try:
+        return fmt({"k": "v"}) if fmt.__name__ == "format_map" else fmt("v")
+    except Exception as exc:  # noqa: BLE001 -- the exception's type is the outcome
+        return type(exc)
+
+
+def test_sandbox_shortcuts_answer_as_jinja2s_sandbox() -> None:
+    """Every (object, name) lookup through our sandbox gives what jinja2's own immutable sandbox gives: values,
+    unsafe-attribute refusals (message and exception) and undefined results, on every type the shortcuts cover and
+    on hostile names (dunders, private names, mutators, ``format``, ``mro``)."""
+    from jinja2.runtime import LoopContext, Undefined
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+    from jinja2.utils import Namespace
+
+    from app.engine.chat.jinja import _Sandbox
+
+    assert _Sandbox.is_safe_attribute is ImmutableSandboxedEnvironment.is_safe_attribute  # the verdicts' premise
+    ours, stock = _environment_pair()
+    loop = LoopContext(["a", "b", "c"], Undefined)
+    next(iter(loop))
+    objects: list[Any] = ["héllo {0}", "{0.__class__}", "{k.__class__}", "", [1, 2], (1, 2), 3, 2.5, True, None,
+                          {"role": "user", "keys": 1},
+                          loop, Namespace(x=1, format="f", items=[1]), len, _environment_pair]
+    names = sorted({n for o in objects for n in dir(o)} | {"role", "keys", "x", "missing", "format", "format_map",
+                                                           "mro", "__class__", "__mro__", "_private", "index0",
+                                                           "append", "pop", "clear", "update", "items"})
+    for _ in range(2):  # the second pass answers from the remembered verdicts
+        for obj in objects:
+            for name in names:
+                for lookup in ("getattr", "getitem"):
+                    a = getattr(ours, lookup)(obj, name)
+                    b = getattr(stock, lookup)(obj, name)
+                    assert _same_answer(a, b), (obj, name, lookup, a, b)
+    assert ours._verdicts  # the shortcut really ran
+
+
+def _environment_pair() -> tuple[Any, Any]:
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    from app.engine.chat.jinja import _environment
+
+    return _environment(), ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+
+
+# ------------------------------------------------------------------------------------- counting = the parts
+
+
+def hostile_conversations(seed: int, n: int, style: str, specials: list[str]) -> list[dict[str, Any]]:
+    """Contents that start or end with spaces and newlines, role words, the framing's own text and specials,
+    escape-marker lookalikes, characters that merge with the framing text around them, on top of the seeded set."""
+    import random
+
+    rng = random.Random(seed)
+    edges = ["", " ", "  ", "\n", "\n\n", "\t", " \n", "\r\n", "\u00a0", "user", "assistant", "system", "model",
+             "\n\nuser", ":", "'s", "123", "é", "\u0301", "😀", "<", ">", "|", "<|", "|>", MARK, MARK + "1" + MARK,
+             MARK + "0" + MARK, "<think>", "</think>", "<tool_response>", "<start_of_turn>", *specials[:8]]
+    out = conversations(seed, n, style)
+    for c in out:
+        for m in c["messages"]:
+            if isinstance(m.get("content"), str) and rng.random() < 0.7:
+                m["content"] = rng.choice(edges) + rng.choice(edges) + m["content"] + rng.choice(edges) + rng.choice(
+                    edges)
+    return out
+
+
+@pytest.mark.parametrize("name", list(STYLES))
+def test_framing_count_equals_counting_the_parts(name: str) -> None:
+    """The framing's count (rendered string read directly where no caller text needed escaping) against the parts
+    of ``frame``, counted and encoded, on hostile contents."""
+    enc = tokenizer_of(name)
+    framing = TemplateFraming(template(name))
+    convs = hostile_conversations(29, N, STYLES[name], sorted(specials_of(name), key=len, reverse=True))
+    checked = direct = 0
+    for c in convs:
+        conv = parse_conversation(c["messages"], c["tools"])
+        agp = c["add_generation_prompt"]
+        try:
+            parts = framing.frame(conv, add_generation_prompt=agp)
+        except ChatInputError:
+            with pytest.raises(ChatInputError):
+                framing.count(enc, conv, add_generation_prompt=agp)
+            continue
+        got = framing.count(enc, conv, add_generation_prompt=agp)
+        assert got == count_parts(enc, parts) == len(enc.encode_parts(list(parts))), c
+        checked += 1
+        direct += MARK not in framing.template.render_escaped(conv, add_generation_prompt=agp)
+    assert checked >= N * 0.8 and 0 < direct < checked  # both paths ran
+
+
+@pytest.mark.parametrize("names", [["<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>", "<pad>"],
+                                   ["<|eot_id|>", "<|start_header_id|>", "<|a|>"], ["[INST]", "<s>", "</s>", "▁x"]])
+def test_escaper_probe_never_misses(names: list[str]) -> None:
+    """``may_hold`` may raise false alarms but never says no to a string holding a special token or the marker."""
+    import random
+
+    from app.engine.chat.jinja import _Escaper
+
+    escaper = _Escaper(names)
+    rng = random.Random(11)
+    alphabet = [*names, *(n[:-1] for n in names), *(n[1:] for n in names), "<", ">", "|", "b", "os", "e", " ",
+                "é", "日本", MARK, "x"]
+    for _ in range(3000):
+        value = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        holds = MARK in value or any(n in value for n in names)
+        if holds:
+            assert escaper.may_hold(value), value
+        if not escaper.may_hold(value):
+            assert escaper.escape(value) == value

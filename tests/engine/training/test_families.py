@@ -59,8 +59,8 @@ def test_options_are_checked_per_kind(tmp_path: Path) -> None:
         assert make_trainer(kind, vocab_size=300, options=dict.fromkeys(OPTIONS[kind])) is not None
     with pytest.raises(ValueError, match="do not apply"):
         make_trainer("unigram", vocab_size=300, options={"split_digits": True})
-    with pytest.raises(ValueError, match="one thread"):
-        train_to_store([corpus], name="x", store_dir=tmp_path, kind="unigram", vocab_size=300, threads=2)
+    with pytest.raises(ValueError, match="threads must be 1 or 2"):
+        train_to_store([corpus], name="x", store_dir=tmp_path, kind="unigram", vocab_size=300, threads=3)
     with pytest.raises(ValueError, match="no pattern"):
         train_to_store([corpus], name="x", store_dir=tmp_path, kind="wordpiece", vocab_size=300, pattern="gpt2")
     with pytest.raises(ValueError, match="no trainer options"):

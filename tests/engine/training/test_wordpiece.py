@@ -12,7 +12,7 @@ from tokenizers import Tokenizer
 
 from app.engine import get_encoding, reset
 from app.engine.pipeline.hf_json import from_hf_json
-from app.engine.training import train_to_store
+from app.engine.training import compiled, train_to_store
 from app.engine.training.trainer import train_on
 from app.engine.training.wordpiece import BERT_SPECIALS, WordPieceTrainer, learn_wordpiece, pair_score
 
@@ -52,7 +52,7 @@ def test_hug_corpus_under_the_hash_convention() -> None:
     assert len(vocab) - N_SPECIAL == 8
 
 
-def _naive(words: Mapping[str, int], vocab_size: int, min_frequency: int) -> list[str]:
+def _naive(words: Mapping[str, int], vocab_size: int, min_frequency: int, by_count: bool = False) -> list[str]:
     """Full recount per merge, the same score and tie rule: the reference for the incremental learner."""
     segs = [([w[0], *("##" + c for c in w[1:])], f) for w, f in words.items()]
     vocab = sorted({s for seg, _ in segs for s in seg})
@@ -64,7 +64,8 @@ def _naive(words: Mapping[str, int], vocab_size: int, min_frequency: int) -> lis
                 sym[s] = sym.get(s, 0) + f
             for p in zip(seg, seg[1:], strict=False):
                 pairs[p] = pairs.get(p, 0) + f
-        cands = [(c / (sym[a] * sym[b]), c, a, b) for (a, b), c in pairs.items() if c >= min_frequency]
+        cands = [(c if by_count else c / (sym[a] * sym[b]), c, a, b) for (a, b), c in pairs.items()
+                 if c >= min_frequency]
         if not cands:
             break
         _, _, a, b = min(cands, key=lambda t: (-t[0], -t[1], t[2], t[3]))
@@ -86,15 +87,45 @@ def _naive(words: Mapping[str, int], vocab_size: int, min_frequency: int) -> lis
     return vocab
 
 
+@pytest.mark.parametrize("backend", ["python", "native"])
+@pytest.mark.parametrize("score", ["wordpiece", "count"])
 @pytest.mark.parametrize("seed", range(6))
-def test_incremental_learner_equals_full_recount(seed: int) -> None:
+def test_incremental_learner_equals_full_recount(seed: int, score: str, backend: str) -> None:
+    if backend == "native" and not compiled.available():
+        pytest.skip(f"no compiled trainer: {compiled.IMPORT_ERROR}")
     rng = random.Random(seed)
     words = {"".join(rng.choice("aabbcde") for _ in range(rng.randint(1, 9))): rng.randint(1, 20)
              for _ in range(rng.randint(5, 60))}
     size = N_SPECIAL + 10 + rng.randint(0, 60)
     mf = rng.choice([1, 2, 3])
-    vocab, _, _ = learn_wordpiece(words, vocab_size=size, min_frequency=mf)
-    assert vocab[N_SPECIAL:] == _naive(words, size, mf)
+    vocab, _, _ = learn_wordpiece(words, vocab_size=size, min_frequency=mf, score=score, backend=backend)
+    assert vocab[N_SPECIAL:] == _naive(words, size, mf, by_count=score == "count")
+
+
+@pytest.mark.skipif(not compiled.available(), reason=f"no compiled trainer: {compiled.IMPORT_ERROR}")
+@pytest.mark.parametrize("score", ["wordpiece", "count"])
+def test_compiled_learner_gives_the_same_artifact_and_progress(score: str) -> None:
+    text = corpus_text(80_000)
+    runs = []
+    for backend in ("python", "native"):
+        calls: list[tuple[int, int | None]] = []
+        art = train_on(WordPieceTrainer(vocab_size=1500, score=score, backend=backend), [text],
+                       lambda d, t: calls.append((d, t)))  # noqa: B023
+        runs.append((art.data, art.summary, calls))
+    assert runs[0] == runs[1]
+    rng = random.Random(7)  # many ties: tiny alphabet, equal counts
+    words = {"".join(rng.choice("ab") for _ in range(rng.randint(1, 8))): rng.choice([1, 2, 4])
+             for _ in range(200)}
+    for mf in (1, 2, 3):
+        assert learn_wordpiece(words, vocab_size=60, min_frequency=mf, score=score, backend="python") == \
+            learn_wordpiece(words, vocab_size=60, min_frequency=mf, score=score, backend="native")
+
+
+def test_count_score_takes_aa_over_zq() -> None:
+    vocab, _, _ = learn_wordpiece({"zq": 1, "aa": 8}, vocab_size=N_SPECIAL + 5, min_frequency=1, score="count")
+    assert vocab[-1] == "aa"
+    with pytest.raises(ValueError, match="score"):
+        learn_wordpiece({"ab": 2}, vocab_size=N_SPECIAL + 5, score="ratio")
 
 
 @pytest.fixture(scope="module")
@@ -156,3 +187,28 @@ def test_published_and_served_by_name(tmp_path) -> None:  # type: ignore[no-unty
     with pytest.raises(ValueError, match="do not apply"):
         train_to_store([corpus], name="wp", store_dir=tmp_path / "s", kind="wordpiece", vocab_size=900,
                        quiet=True, options={"byte_fallback": True})
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bert_splitter_and_word_counts_equal_the_components(seed: int) -> None:
+    from app.engine.pipeline.base import Piece
+    from app.engine.pipeline.bert import BertPreTokenizer
+    from app.engine.training.wordpiece import bert_splitter
+
+    rng = random.Random(seed)
+    alphabet = "aZ09 \t\u3000\u00a0\u2028.,!¿«»-_\u055d\u00e9\u0301日本語\u0e01\ud55c\x00\x07\ufffd\u200b\U0001f600"
+    pre = BertPreTokenizer()
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 25))) for _ in range(500)]
+    split = bert_splitter(set("".join(texts)))
+    for t in texts:
+        assert split(t) == [p.text for p in pre.pre_tokenize([Piece(t)]) if p.text], repr(t)
+    # whole word counting against normalizer + pre-tokenizer piece by piece
+    for lowercase in (True, False):
+        tr = WordPieceTrainer(vocab_size=100, lowercase=lowercase)
+        tr.feed("\n".join(texts))
+        want: dict[str, int] = {}
+        for chunk, n in tr._chunks.items():
+            for p in pre.pre_tokenize([Piece(tr.normalizer.normalize_str(chunk))]):
+                if p.text:
+                    want[p.text] = want.get(p.text, 0) + n
+        assert list(tr.words().items()) == list(want.items())

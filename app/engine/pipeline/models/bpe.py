@@ -16,9 +16,11 @@ between its two halves, so a boundary between characters ``a`` and ``b`` that en
 from __future__ import annotations
 
 import heapq
+import random
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast
 
+from ...dropout import merge_with_dropout
 from ..compiled import MERGE_BPE as _EXT
 
 #: Below this many symbols the quadratic scan beats the heap.
@@ -177,6 +179,19 @@ class BPE:
         assert spans is not None
         ids = self._merge(syms, spans)
         return [(i, s, e) for i, (s, e) in zip(ids, spans, strict=True)]
+
+    def dropout_with_spans(self, text: str, rng: random.Random, p: float) -> list[tuple[int, int, int]]:
+        """``(id, start, end)`` of one pre-token under BPE-dropout ``p``, as Hugging Face's BPE with ``dropout``
+        (:mod:`app.engine.dropout`): ``p = 0`` is :meth:`tokenize_with_spans`; for ``p > 0`` no cache and no
+        ``ignore_merges`` shortcut (Hugging Face skips both when dropout is on). Seeded by ``rng``."""
+        if p <= 0.0 or not text:
+            return self.tokenize_with_spans(text)
+        self._prepare_python()
+        syms, spans = self._symbols(text, True)
+        ranks, width = self._ranks, self._width
+        ids, merged = merge_with_dropout(syms, spans, lambda a, b: ranks.get(a * width + b), rng, p)
+        assert merged is not None
+        return [(i, s, e) for i, (s, e) in zip(ids, merged, strict=True)]
 
     def segments(self, text: str) -> Iterator[tuple[int, int]]:
         """``(start, end)`` stretches of ``text`` that merge independently (see the module docstring); the whole

@@ -10,13 +10,26 @@ byte, otherwise a run of unknown symbols becomes one unknown id.
 This differs from Hugging Face's merge-list BPE (:mod:`app.engine.pipeline.models.bpe`) whenever the order of the
 merges a file lists disagrees with the scores of their results; SentencePiece ``.model`` files and GGUF ``llama``
 vocabularies are defined by scores.
+
+With the compiled extension (``app/engine/_native/spbpe.c``, backend native) :meth:`tokenize` and
+:meth:`encode_pieces` run in C with the GIL released, and :meth:`fused_encoder` gives the pipeline one call that also
+normalizes and splits a whole text (SentencePiece's normalizer without a precompiled charsmap); words of up to 12
+characters go through a bounded cache in C (:meth:`cache_stats`, :meth:`clear_cache`). The ids are the
+reference's. Offsets, BPE-dropout and :meth:`tokenize_with_spans` stay on the code below.
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
 import random
 from collections.abc import Callable, Collection, Sequence
+from typing import Any, cast
+
+from ...cache import CacheStats
+from ..compiled import SP_BPE as _EXT
+from ..sp_normalizer import SentencePieceNormalizer
+from ..sp_split import SpaceSymbolSplit
 
 
 class SentencePieceBPE:
@@ -24,10 +37,12 @@ class SentencePieceBPE:
 
     def __init__(self, vocab: Sequence[tuple[str, float]], *, unk_id: int | None, byte_fallback: bool = False,
                  mergeable: Collection[int] | None = None, user_defined: Collection[int] = (),
-                 unused: Collection[int] = ()) -> None:
+                 unused: Collection[int] = (), backend: str | None = None, cache_size: int = 0) -> None:
         """``vocab``: ``(piece, score)`` by id. ``mergeable``: ids a merge may produce (SentencePiece: normal,
         user-defined and unused pieces; default all but ``unk_id``). ``user_defined``: pieces matched whole in the
-        text and never merged further. ``unused``: pieces split back after merging."""
+        text and never merged further. ``unused``: pieces split back after merging. ``backend``: ``native``,
+        ``python`` or None (see :func:`app.engine.native.resolve_backend`); :attr:`backend` says which runs.
+        ``cache_size``: slots of the compiled model's word cache (0: none)."""
         self.vocab = [(p, float(s)) for p, s in vocab]
         self.unk_id = unk_id
         self.byte_fallback = byte_fallback
@@ -52,6 +67,18 @@ class SentencePieceBPE:
         position = {score: r for r, score in enumerate(order)}
         self._rank = {i: position[self.vocab[i][1]] for i in self._pieces.values()}
         self._max_len = max((len(p) for p in self._pieces), default=1)
+        #: The compiled model (same ids) when the backend is native and the vocabulary has an unknown id.
+        self.native: Any = None
+        if _EXT.resolve_backend(backend) == "native" and _EXT.module is not None and unk_id is not None:
+            ranks = [-1] * len(self.vocab)
+            for i, r in self._rank.items():
+                ranks[i] = r
+            try:
+                self.native = _EXT.module.Model([p for p, _ in self.vocab], ranks, unk_id, byte_fallback, user,
+                                                sorted(self._unused), cache_size)
+            except ValueError:  # a vocabulary the compiled model cannot hold (over 16 M pieces): the reference
+                self.native = None
+        self.backend = "python" if self.native is None else "native"
 
     @property
     def vocab_size(self) -> int:
@@ -62,6 +89,49 @@ class SentencePieceBPE:
 
     def id_to_token(self, token_id: int) -> str | None:
         return self.vocab[token_id][0] if 0 <= token_id < len(self.vocab) else None
+
+    def fused_encoder(self, normalizer: object, pre_tokenizer: object) -> Callable[[str], list[int]] | None:
+        """One compiled call for a whole text behind ``normalizer`` and ``pre_tokenizer`` (lone surrogates to
+        U+FFFD as the pipeline does, normalization, the cut before word-initial ``▁``, BPE), or None when they are
+        not ones the compiled model reproduces: a :class:`SentencePieceNormalizer` without a precompiled charsmap
+        whose user-defined pieces hold no space, and no pre-tokenizer or :class:`SpaceSymbolSplit`."""
+        native = self.native
+        if (native is None or type(normalizer) is not SentencePieceNormalizer or normalizer.charsmap is not None
+                or any(" " in u for u in normalizer.user_defined)
+                or not (pre_tokenizer is None or type(pre_tokenizer) is SpaceSymbolSplit)):
+            return None
+        m = _EXT.module
+        assert m is not None
+        flags = ((m.DUMMY_PREFIX if normalizer.add_dummy_prefix else 0)
+                 | (m.REMOVE_EXTRA_WHITESPACES if normalizer.remove_extra_whitespaces else 0)
+                 | (m.ESCAPE_WHITESPACES if normalizer.escape_whitespaces else 0)
+                 | (m.WHITESPACE_AS_SUFFIX if normalizer.treat_whitespace_as_suffix else 0)
+                 | (m.SPLIT if pre_tokenizer is not None else 0))
+        return cast("Callable[[str], list[int]]", functools.partial(native.encode_text, flags))
+
+    def cache_stats(self) -> CacheStats:
+        """Counters of the compiled model's word cache (all 0 without one)."""
+        return CacheStats(*self.native.cache_stats()) if self.native is not None else CacheStats(0, 0, 0, 0)
+
+    def clear_cache(self) -> None:
+        """Empty the compiled model's word cache."""
+        if self.native is not None:
+            self.native.clear_cache()
+
+    def encode_pieces(self, texts: Sequence[str | int], segment_from: int) -> list[int]:
+        """Ids of the pre-tokens ``texts`` in order (an ``int`` item is an id already, passed through): one call
+        into the compiled model, or the reference per piece. ``segment_from`` is unused (pre-tokens are merged
+        whole; the pipeline's cut before word-initial ``▁`` is its pre-tokenizer)."""
+        native = self.native
+        if native is not None:
+            return cast("list[int]", native.encode(texts if type(texts) is list else list(texts)))
+        ids: list[int] = []
+        for t in texts:
+            if isinstance(t, int):
+                ids.append(t)
+            elif t:
+                ids.extend(self.tokenize(t))
+        return ids
 
     def _symbols(self, text: str) -> tuple[list[str], list[bool], list[int]]:
         """Initial symbols, frozen flags and start positions (characters)."""
@@ -191,4 +261,6 @@ class SentencePieceBPE:
         return out
 
     def tokenize(self, text: str) -> list[int]:
+        if self.native is not None:
+            return cast("list[int]", self.native.tokenize(text))
         return [t[0] for t in self.tokenize_with_spans(text)]

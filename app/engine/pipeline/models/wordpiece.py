@@ -6,12 +6,27 @@ characters, or one with a position where nothing matches, becomes one ``[UNK]`` 
 
 The longest match is a walk down a character trie (one for word starts, one for continuations), so a word costs at
 most its length times the longest entry, never a rescan per candidate end.
+
+Compiled core (``app/engine/_native/wordpiece.c``, optional): the same tries and walk in C, for single pre-tokens
+(:meth:`WordPiece.tokenize`, :meth:`WordPiece.encode_pieces`) and, behind BERT's normalizer and pre-tokenizer, for
+whole texts (:meth:`WordPiece.fuse`: normalization, pre-tokenization and WordPiece in one call, the GIL released).
+This module stays the reference; ``$TOKENIZER_ENGINE=python`` (or ``backend="python"``) runs it alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from typing import Any
+import unicodedata
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any, cast
+
+from ...native import OptionalExtension
+from ..base import Normalizer, PreTokenizer
+from ..bert import BertNormalizer, BertPreTokenizer
+
+_EXT = OptionalExtension("app.engine._native._wordpiece", "compiled WordPiece", "the pure-Python WordPiece")
+
+#: Ids of a list of text stretches (str, each normalized, pre-tokenized and tokenized) and ids (int), in order.
+FusedEncoder = Callable[[list[str | int]], list[int]]
 
 
 def _trie(words: Mapping[str, int]) -> dict[str, Any]:
@@ -29,9 +44,12 @@ class WordPiece:
     """Greedy longest-match-first WordPiece. Thread-safe (immutable after construction)."""
 
     def __init__(self, vocab: Mapping[str, int], *, unk_token: str = "[UNK]", continuing_subword_prefix: str = "##",
-                 max_input_chars_per_word: int = 100, excluded: Collection[int] = ()) -> None:
+                 max_input_chars_per_word: int = 100, excluded: Collection[int] = (),
+                 backend: str | None = None) -> None:
         """``vocab``: token -> id; ``excluded``: ids never matched in text (special tokens). Raises ``ValueError``
-        if ``unk_token`` is not in the vocabulary."""
+        if ``unk_token`` is not in the vocabulary. ``backend`` (``native``/``python``/None, see
+        :func:`app.engine.native.resolve_backend`): native runs the compiled core when it is built (same ids);
+        :attr:`backend` says which one is in use."""
         self.vocab = dict(vocab)
         if unk_token not in self.vocab:
             raise ValueError(f"WordPiece unknown token {unk_token!r} is not in the vocabulary")
@@ -44,22 +62,70 @@ class WordPiece:
             self._by_id.setdefault(token_id, token)
         self._size = max(self.vocab.values(), default=-1) + 1
         self._excluded: frozenset[int] = frozenset()
+        self._native_wanted = (_EXT.resolve_backend(backend) == "native" and _EXT.module is not None
+                               and 0 <= min(self.vocab.values()) and self._size <= 1 << 31)
+        #: The compiled model (same ids) when the backend is native.
+        self.native: Any = None
+        self._tries: tuple[dict[str, Any], dict[str, Any]] | None = None
         self.exclude_from_text(excluded)
+
+    @property
+    def backend(self) -> str:
+        return "python" if self.native is None else "native"
 
     def exclude_from_text(self, ids: Collection[int]) -> None:
         """Never match the entries ``ids`` in text (special tokens; called by the loader before first use)."""
         self._excluded = self._excluded | frozenset(ids)
+        self._tries = None
+        if self._native_wanted:
+            starts, cont = self._entries()
+            self.native = cast(Any, _EXT.module).Model(starts, cont, self.unk_id, self.max_chars)
+        else:
+            self._python_tries()
+
+    def _entries(self) -> tuple[dict[str, int], dict[str, int]]:
+        """The entries text can match: word starts, and continuations with the prefix removed."""
         starts = {t: i for t, i in self.vocab.items() if i not in self._excluded}
         cont = {t[len(self.prefix):]: i for t, i in starts.items() if self.prefix and t.startswith(self.prefix)}
-        self._start = _trie(starts)
-        self._cont = _trie(cont)
+        return starts, cont
+
+    def _python_tries(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The reference's tries (built on first use when the compiled model does the encoding)."""
+        tries = self._tries
+        if tries is None:
+            starts, cont = self._entries()
+            tries = self._tries = (_trie(starts), _trie(cont))
+        return tries
 
     @classmethod
-    def from_hf(cls, config: Mapping[str, Any], *, excluded: Collection[int] = ()) -> WordPiece:
+    def from_hf(cls, config: Mapping[str, Any], *, excluded: Collection[int] = (),
+                backend: str | None = None) -> WordPiece:
         """From a ``tokenizer.json`` model ``{"type": "WordPiece", "vocab", "unk_token", ...}``."""
         return cls(config.get("vocab") or {}, unk_token=config.get("unk_token", "[UNK]"),
                    continuing_subword_prefix=config.get("continuing_subword_prefix", "##"),
-                   max_input_chars_per_word=int(config.get("max_input_chars_per_word", 100)), excluded=excluded)
+                   max_input_chars_per_word=int(config.get("max_input_chars_per_word", 100)), excluded=excluded,
+                   backend=backend)
+
+    def fuse(self, normalizer: Normalizer | None, pre_tokenizer: PreTokenizer | None) -> FusedEncoder | None:
+        """The whole path of a text in the compiled core, when the pipeline around this model is BERT's: a
+        :class:`~app.engine.pipeline.bert.BertNormalizer` (any options) or none, then a
+        :class:`~app.engine.pipeline.bert.BertPreTokenizer`. None otherwise, on the Python backend, or when the core's
+        character tables were built for another ``unicodedata`` version than this interpreter's."""
+        module = _EXT.module
+        native = self.native
+        if native is None or module is None or type(pre_tokenizer) is not BertPreTokenizer:
+            return None
+        if normalizer is not None and type(normalizer) is not BertNormalizer:
+            return None
+        if module.UNIDATA_VERSION != unicodedata.unidata_version:
+            return None
+        options = 0
+        if normalizer is not None:
+            for flag, on in ((module.CLEAN, normalizer.clean_text), (module.CHINESE, normalizer.handle_chinese_chars),
+                             (module.STRIP, normalizer.strip_accents), (module.LOWER, normalizer.lowercase)):
+                options |= flag if on else 0
+        encode_bert = native.encode_bert
+        return lambda items: cast("list[int]", encode_bert(items, options))
 
     @property
     def vocab_size(self) -> int:
@@ -79,7 +145,7 @@ class WordPiece:
             return [(self.unk_id, 0, n)]
         out: list[tuple[int, int, int]] = []
         start = 0
-        trie = self._start
+        trie, cont = self._python_tries()
         while start < n:
             node = trie
             best_id, best_end = -1, -1
@@ -96,8 +162,23 @@ class WordPiece:
                 return [(self.unk_id, 0, n)]
             out.append((best_id, start, best_end))
             start = best_end
-            trie = self._cont
+            trie = cont
         return out
 
     def tokenize(self, text: str) -> list[int]:
+        if self.native is not None:
+            return cast("list[int]", self.native.tokenize(text))
         return [t[0] for t in self.tokenize_with_spans(text)]
+
+    def encode_pieces(self, texts: Sequence[str | int], segment_from: int) -> list[int]:
+        """Ids of the pre-tokens ``texts`` in order (an ``int`` item is an id already, passed through): one call
+        into the compiled model, or the reference per piece. ``segment_from`` is ignored (words are never cut)."""
+        if self.native is not None:
+            return cast("list[int]", self.native.encode(texts if type(texts) is list else list(texts)))
+        ids: list[int] = []
+        for t in texts:
+            if isinstance(t, int):
+                ids.append(t)
+            else:
+                ids.extend(self.tokenize(t))
+        return ids

@@ -1,0 +1,1530 @@
+/* SentencePiece's BPE model (merging by the score of the merged piece), compiled.
+ *
+ * The same algorithm and ids as the pure-Python reference ``app/engine/pipeline/models/sp_bpe.py``:
+ *
+ * - a text starts as symbols: the longest user-defined piece at each position (frozen, never merged), else one
+ *   code point;
+ * - every adjacent pair of unfrozen symbols whose concatenation is a mergeable piece is a candidate; the candidate
+ *   whose piece has the best score rank is merged first, leftmost on ties (a linear scan below HEAP_FROM symbols,
+ *   a binary heap with lazy deletion above, so a text of n symbols costs O(n log n));
+ * - a merged piece whose id is an UNUSED piece is split back into the two symbols last recorded for it, recursively
+ *   (SentencePiece's resegmentation, with its "last candidate wins" bookkeeping);
+ * - a symbol that is no piece (or is the unknown piece) becomes one ``<0xNN>`` id per UTF-8 byte with byte
+ *   fallback when all of them exist, else the unknown id; a run of such symbols is one unknown id.
+ *
+ * Pair lookups work on symbol ids: every mergeable piece is a symbol id (its piece id) and so is every code point
+ * that occurs in a mergeable piece without being one (ids from n_pieces on); a table maps each pair of symbol ids
+ * whose concatenation is a mergeable piece to that piece and its score rank.
+ *
+ * ``encode_text`` also does what the pipeline does before the model for a SentencePiece normalizer without a
+ * precompiled charsmap (lone surrogates to U+FFFD, dummy prefix, extra-whitespace removal, spaces to U+2581) and
+ * the cut before every U+2581 that follows another character, all in one call with the GIL released.
+ * Objects are immutable after construction and thread-safe; memory per call is linear in the text.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HEAP_FROM 32
+#define RELEASE_FROM 256 /* texts longer than this (code points) are encoded with the GIL released */
+#define NO_RANK INT32_MAX
+#define SPACE_SYMBOL 0x2581
+#define FILTER_BITS (1u << 19)
+#define BMP 0x10000
+
+/* encode_text flags (the normalizer's options and the split) */
+#define F_DUMMY 1
+#define F_REMOVE 2
+#define F_ESCAPE 4
+#define F_SUFFIX 8
+#define F_SPLIT 16
+
+/* ---- hashing ------------------------------------------------------------------------------------------------ */
+
+static inline uint64_t mix64(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static uint64_t hash_cps(const uint32_t *s, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        h ^= s[i];
+        h *= 1099511628211ULL;
+    }
+    return mix64(h ^ (uint64_t)n);
+}
+
+static size_t pow2_at_least(size_t n) {
+    size_t m = 16;
+    while (m < n) m <<= 1;
+    return m;
+}
+
+/* code-point strings -> id (first put wins); the strings are owned by the caller's pool */
+typedef struct {
+    const uint32_t *s;
+    Py_ssize_t n;
+    int32_t id;
+    uint64_t h;
+} StrSlot;
+
+typedef struct {
+    StrSlot *slots;
+    size_t mask;
+} StrTable;
+
+static int str_init(StrTable *t, size_t n) {
+    size_t cap = pow2_at_least(n * 2 + 1);
+    t->slots = (StrSlot *)calloc(cap, sizeof(StrSlot));
+    t->mask = cap - 1;
+    return t->slots ? 0 : -1;
+}
+
+static void str_put_first(StrTable *t, const uint32_t *s, Py_ssize_t n, int32_t id) {
+    uint64_t h = hash_cps(s, n);
+    size_t i = (size_t)h & t->mask;
+    while (t->slots[i].s != NULL) {
+        if (t->slots[i].h == h && t->slots[i].n == n && memcmp(t->slots[i].s, s, (size_t)n * 4) == 0) return;
+        i = (i + 1) & t->mask;
+    }
+    t->slots[i].s = s;
+    t->slots[i].n = n;
+    t->slots[i].id = id;
+    t->slots[i].h = h;
+}
+
+static int32_t str_get(const StrTable *t, const uint32_t *s, Py_ssize_t n) {
+    uint64_t h = hash_cps(s, n);
+    size_t i = (size_t)h & t->mask;
+    while (t->slots[i].s != NULL) {
+        if (t->slots[i].h == h && t->slots[i].n == n && memcmp(t->slots[i].s, s, (size_t)n * 4) == 0)
+            return t->slots[i].id;
+        i = (i + 1) & t->mask;
+    }
+    return -1;
+}
+
+/* (left symbol, right symbol) -> (merged symbol, rank); key UINT64_MAX = empty */
+typedef struct {
+    uint64_t key;
+    int32_t sym;
+    int32_t rank;
+} PairSlot;
+
+static inline uint64_t pair_key(int32_t a, int32_t b) { return ((uint64_t)(uint32_t)a << 32) | (uint32_t)b; }
+
+/* code point -> (symbol id, output id) for code points outside the BMP table; cp UINT32_MAX = empty */
+typedef struct {
+    uint32_t cp;
+    int32_t sym;
+    int32_t out;
+} CharSlot;
+
+/* ---- word cache ------------------------------------------------------------------------------------------- */
+
+/* A bounded cache from a segment (at most WC_KEY code points, all in the BMP) to its ids (at most WC_IDS), shared
+ * by the threads encoding with one model (the GIL is not held): a direct-mapped table of slots, each guarded by a
+ * sequence lock. A reader copies the slot and keeps the copy only if the sequence number was even and unchanged
+ * around the copy, so hits write nothing shared; a writer claims a slot by moving its number from even to odd
+ * (compare-and-swap) and skips the insert if another thread holds it. The ids are the same with the cache on or
+ * off (a segment's ids depend on nothing but its code points). */
+#define WC_KEY 12
+#define WC_IDS 8
+
+typedef struct {
+    uint32_t seq; /* even: stable; odd: being written */
+    uint16_t gen; /* the cache's generation when written: an entry of an older one is empty */
+    uint8_t len;  /* 0 = empty */
+    uint8_t nids;
+    uint16_t key[WC_KEY];
+    int32_t ids[WC_IDS];
+} WCSlot; /* 64 bytes: one cache line */
+
+typedef struct WordCache {
+    WCSlot *slots;
+    size_t nslots;
+    uint32_t gen;          /* clear_cache() moves to the next generation instead of touching every slot */
+    uint64_t hits, misses; /* atomic adds, once per call */
+    int64_t size;          /* slots of this generation (atomic) */
+} WordCache;
+
+typedef struct {
+    uint64_t hits, misses, filled;
+} CallStats;
+
+static inline int wc_read(WCSlot *sl, WCSlot *copy) {
+    uint32_t s1 = __atomic_load_n(&sl->seq, __ATOMIC_ACQUIRE);
+    if (s1 & 1) return 0;
+    memcpy(copy, sl, sizeof(WCSlot));
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return __atomic_load_n(&sl->seq, __ATOMIC_RELAXED) == s1;
+}
+
+static inline uint32_t wc_claim(WCSlot *sl) {
+    uint32_t s = __atomic_load_n(&sl->seq, __ATOMIC_RELAXED);
+    if ((s & 1) || !__atomic_compare_exchange_n(&sl->seq, &s, s + 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) return 0;
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    return s + 1;
+}
+
+static inline void wc_release(WCSlot *sl, uint32_t odd) { __atomic_store_n(&sl->seq, odd + 1, __ATOMIC_RELEASE); }
+
+static void wc_account(WordCache *c, const CallStats *st) {
+    if (!c) return;
+    if (st->hits) __atomic_add_fetch(&c->hits, st->hits, __ATOMIC_RELAXED);
+    if (st->misses) __atomic_add_fetch(&c->misses, st->misses, __ATOMIC_RELAXED);
+    if (st->filled) __atomic_add_fetch(&c->size, (int64_t)st->filled, __ATOMIC_RELAXED);
+}
+
+/* ---- the model ---------------------------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    int32_t unk_id;
+    int byte_fallback;
+    int32_t bytes[256];  /* <0xNN> ids, -1 when absent */
+    Py_ssize_t n_syms;   /* symbol ids: pieces (by piece id), then extra code points */
+    int32_t *sym_out;    /* symbol -> output id (the first piece with its string, unless unknown), -1: fallback */
+    int32_t *sym_len;    /* symbol -> length in code points (0: not a symbol) */
+    uint8_t *sym_unused; /* symbol -> its output piece is UNUSED (resegmented) */
+    int has_unused;
+    int out_is_sym;      /* every mergeable piece's output id is its own id (no earlier piece spells it) */
+    CharSlot *bmp; /* code point < BMP -> (symbol id, output id), -1 when none (cp unused) */
+    CharSlot *astral;
+    size_t astral_mask;
+    PairSlot *pairs;   /* the table while building; kept for models with more than 65535 symbols */
+    uint64_t *pairs16; /* the same with both symbols in 16 bits: (a << 16 | b) << 32 | merged, UINT64_MAX empty */
+    size_t pair_mask;
+    Py_ssize_t n_pairs;
+    uint8_t *sym_side; /* symbol -> 1: is the left half of some pair, 2: the right half */
+    uint64_t *filter;  /* FILTER_BITS bits, one per hash value of a pair: 0 = no such pair (small enough to stay
+                        * in a core's cache, so most pairs that do not merge cost no miss in the big table) */
+    uint64_t *bigrams; /* FILTER_BITS bits, one per hash value of two adjacent characters of a mergeable piece */
+    /* user-defined pieces: pool of code points, per piece (start, length, output id); a hash over them; per first
+     * character the distinct lengths, longest first */
+    uint32_t *user_pool;
+    Py_ssize_t n_user;
+    Py_ssize_t *user_start, *user_len;
+    int32_t *user_out;
+    int32_t *user_slots; /* hash slot -> piece index, -1 empty */
+    size_t user_mask;
+    uint32_t *user_first; /* sorted distinct first characters */
+    Py_ssize_t n_first;
+    Py_ssize_t *first_at; /* per first character: offset into user_lengths: count, then lengths */
+    Py_ssize_t *user_lengths;
+    PyObject **id_objs; /* id -> its int object, made once (n_pieces of them) */
+    Py_ssize_t n_pieces;
+    struct WordCache *cache;
+} Model;
+
+static void Model_dealloc(Model *self) {
+    free(self->sym_out), free(self->sym_len), free(self->sym_unused), free(self->bmp);
+    free(self->astral), free(self->pairs), free(self->pairs16), free(self->sym_side), free(self->filter), free(self->bigrams), free(self->user_pool), free(self->user_start), free(self->user_len);
+    free(self->user_out), free(self->user_slots), free(self->user_first), free(self->first_at);
+    free(self->user_lengths);
+    if (self->id_objs) {
+        for (Py_ssize_t i = 0; i < self->n_pieces; i++) Py_XDECREF(self->id_objs[i]);
+        free(self->id_objs);
+    }
+    if (self->cache) free(self->cache->slots), free(self->cache);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static inline const CharSlot *astral_get(const Model *m, uint32_t cp) {
+    if (!m->astral) return NULL;
+    size_t i = (size_t)mix64(cp) & m->astral_mask;
+    for (;;) {
+        const CharSlot *s = &m->astral[i];
+        if (s->cp == cp) return s;
+        if (s->cp == UINT32_MAX) return NULL;
+        i = (i + 1) & m->astral_mask;
+    }
+}
+
+static inline int32_t char_sym(const Model *m, uint32_t cp) {
+    if (cp < BMP) return m->bmp[cp].sym;
+    const CharSlot *s = astral_get(m, cp);
+    return s ? s->sym : -1;
+}
+
+static inline int32_t char_out(const Model *m, uint32_t cp) {
+    if (cp < BMP) return m->bmp[cp].out;
+    const CharSlot *s = astral_get(m, cp);
+    return s ? s->out : -1;
+}
+
+static inline uint64_t pair_hash(const Model *m, int32_t a, int32_t b) {
+    return m->pairs16 ? mix64(((uint32_t)a << 16) | (uint32_t)b) : mix64(pair_key(a, b));
+}
+
+static inline uint32_t bigram_bit(uint32_t a, uint32_t b) {
+    return (uint32_t)(mix64(((uint64_t)a << 21) | b) >> 40) & (FILTER_BITS - 1);
+}
+
+/* 0: no mergeable piece has the characters a, b next to each other (1 may be a false positive) */
+static inline int bigram_has(const Model *m, uint32_t a, uint32_t b) {
+    uint32_t bit = bigram_bit(a, b);
+    return (int)((m->bigrams[bit >> 6] >> (bit & 63)) & 1);
+}
+
+static inline int filter_has(const Model *m, uint64_t h) {
+    uint32_t bit = (uint32_t)(h >> 40) & (FILTER_BITS - 1);
+    return (int)((m->filter[bit >> 6] >> (bit & 63)) & 1);
+}
+
+/* the symbol that the pair (a, b) merges into, or -1; *rank gets its score rank */
+static inline int32_t pair_get(const Model *m, int32_t a, int32_t b, int32_t *rank) {
+    if (!((m->sym_side[a] & 1) && (m->sym_side[b] & 2))) return -1;
+    uint64_t h = pair_hash(m, a, b);
+    if (!filter_has(m, h)) return -1;
+    if (m->pairs16) {
+        uint32_t key = ((uint32_t)a << 16) | (uint32_t)b;
+        size_t i = (size_t)h & m->pair_mask;
+        for (;;) {
+            uint64_t v = m->pairs16[i];
+            if ((uint32_t)(v >> 32) == key) {
+                *rank = (int32_t)(v & 0xFFFF);
+                return (int32_t)((v >> 16) & 0xFFFF);
+            }
+            if (v == UINT64_MAX) return -1;
+            i = (i + 1) & m->pair_mask;
+        }
+    }
+    uint64_t key = pair_key(a, b);
+    size_t i = (size_t)h & m->pair_mask;
+    for (;;) {
+        const PairSlot *s = &m->pairs[i];
+        if (s->key == key) {
+            *rank = s->rank;
+            return s->sym;
+        }
+        if (s->key == UINT64_MAX) return -1;
+        i = (i + 1) & m->pair_mask;
+    }
+}
+
+/* start loading the slot pair_get(m, a, b) reads first, so that several lookups' cache misses overlap */
+static inline void pair_prefetch(const Model *m, int32_t a, int32_t b) {
+    if (a < 0 || b < 0 || !((m->sym_side[a] & 1) && (m->sym_side[b] & 2))) return;
+    uint64_t h = pair_hash(m, a, b);
+    if (!filter_has(m, h)) return;
+    if (m->pairs16)
+        __builtin_prefetch(&m->pairs16[(size_t)h & m->pair_mask]);
+    else
+        __builtin_prefetch(&m->pairs[(size_t)h & m->pair_mask]);
+}
+
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int cmp_len_desc(const void *a, const void *b) {
+    Py_ssize_t x = *(const Py_ssize_t *)a, y = *(const Py_ssize_t *)b;
+    return (x < y) - (x > y);
+}
+
+/* code points of a str into pool[at..), returns the length or -1 */
+static Py_ssize_t read_cps(PyObject *s, uint32_t *pool) {
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    for (Py_ssize_t i = 0; i < n; i++) pool[i] = PyUnicode_READ(kind, data, i);
+    return n;
+}
+
+static int build_user(Model *self, PyObject *user, const StrTable *all) {
+    Py_ssize_t n = PyList_GET_SIZE(user), total = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *p = PyList_GET_ITEM(user, k);
+        if (!PyUnicode_Check(p) || PyUnicode_GET_LENGTH(p) == 0) {
+            PyErr_SetString(PyExc_ValueError, "user-defined pieces must be non-empty str");
+            return -1;
+        }
+        total += PyUnicode_GET_LENGTH(p);
+    }
+    self->n_user = n;
+    if (n == 0) return 0;
+    size_t cap = pow2_at_least((size_t)n * 2 + 1);
+    self->user_pool = (uint32_t *)malloc((size_t)total * 4 + 4);
+    self->user_start = (Py_ssize_t *)malloc((size_t)n * sizeof(Py_ssize_t));
+    self->user_len = (Py_ssize_t *)malloc((size_t)n * sizeof(Py_ssize_t));
+    self->user_out = (int32_t *)malloc((size_t)n * sizeof(int32_t));
+    self->user_slots = (int32_t *)malloc(cap * sizeof(int32_t));
+    self->user_first = (uint32_t *)malloc((size_t)n * sizeof(uint32_t));
+    self->first_at = (Py_ssize_t *)malloc((size_t)n * sizeof(Py_ssize_t));
+    self->user_lengths = (Py_ssize_t *)malloc((size_t)(2 * n) * sizeof(Py_ssize_t));
+    if (!self->user_pool || !self->user_start || !self->user_len || !self->user_out || !self->user_slots ||
+        !self->user_first || !self->first_at || !self->user_lengths) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(self->user_slots, 0xFF, cap * sizeof(int32_t));
+    self->user_mask = cap - 1;
+    Py_ssize_t at = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Py_ssize_t len = read_cps(PyList_GET_ITEM(user, k), self->user_pool + at);
+        self->user_start[k] = at;
+        self->user_len[k] = len;
+        int32_t id = str_get(all, self->user_pool + at, len);
+        self->user_out[k] = (id >= 0 && id != self->unk_id) ? id : -1;
+        size_t i = (size_t)hash_cps(self->user_pool + at, len) & self->user_mask;
+        int dup = 0;
+        while (self->user_slots[i] >= 0) {
+            int32_t o = self->user_slots[i];
+            if (self->user_len[o] == len &&
+                memcmp(self->user_pool + self->user_start[o], self->user_pool + at, (size_t)len * 4) == 0) {
+                dup = 1;
+                break;
+            }
+            i = (i + 1) & self->user_mask;
+        }
+        if (!dup) self->user_slots[i] = (int32_t)k;
+        self->user_first[k] = self->user_pool[at];
+        at += len;
+    }
+    qsort(self->user_first, (size_t)n, sizeof(uint32_t), cmp_u32);
+    Py_ssize_t nf = 0;
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (nf == 0 || self->user_first[nf - 1] != self->user_first[k]) self->user_first[nf++] = self->user_first[k];
+    self->n_first = nf;
+    Py_ssize_t pool = 0;
+    for (Py_ssize_t f = 0; f < nf; f++) {
+        uint32_t c = self->user_first[f];
+        self->first_at[f] = pool;
+        Py_ssize_t base = pool++;
+        self->user_lengths[base] = 0;
+        for (Py_ssize_t k = 0; k < n; k++) {
+            if (self->user_pool[self->user_start[k]] != c) continue;
+            Py_ssize_t len = self->user_len[k], q;
+            for (q = 0; q < self->user_lengths[base]; q++)
+                if (self->user_lengths[base + 1 + q] == len) break;
+            if (q == self->user_lengths[base]) {
+                self->user_lengths[base + 1 + self->user_lengths[base]] = len;
+                self->user_lengths[base]++;
+                pool++;
+            }
+        }
+        qsort(self->user_lengths + base + 1, (size_t)self->user_lengths[base], sizeof(Py_ssize_t), cmp_len_desc);
+    }
+    return 0;
+}
+
+/* Model(pieces: list[str], ranks: list[int], unk_id: int, byte_fallback: bool, user: list[str],
+ *       unused: list[int], cache_size: int = 0)
+ * ranks[i] >= 0 marks piece i mergeable (one id per string) with that score rank (0 = best); user: the
+ * user-defined pieces matched in text; unused: ids of UNUSED pieces. */
+static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    PyObject *pieces, *ranks, *user, *unused;
+    int unk_id, byte_fallback;
+    Py_ssize_t cache_size = 0;
+    static char *kwlist[] = {"pieces", "ranks", "unk_id", "byte_fallback", "user", "unused", "cache_size", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!ipO!O!|n", kwlist, &PyList_Type, &pieces, &PyList_Type, &ranks,
+                                     &unk_id, &byte_fallback, &PyList_Type, &user, &PyList_Type, &unused,
+                                     &cache_size))
+        return NULL;
+    Py_ssize_t np = PyList_GET_SIZE(pieces);
+    if (PyList_GET_SIZE(ranks) != np) {
+        PyErr_SetString(PyExc_ValueError, "ranks must have one entry per piece");
+        return NULL;
+    }
+    if (np >= (1 << 24) - 1) { /* heap entries hold a rank in 24 bits */
+        PyErr_SetString(PyExc_ValueError, "too many pieces for the compiled model");
+        return NULL;
+    }
+    if (unk_id < 0 || unk_id >= np) {
+        PyErr_SetString(PyExc_ValueError, "unk_id must be a piece id");
+        return NULL;
+    }
+    if (cache_size < 0 || cache_size > ((Py_ssize_t)1 << 26)) {
+        PyErr_SetString(PyExc_ValueError, "cache_size must be in 0..2**26");
+        return NULL;
+    }
+    Model *self = (Model *)type->tp_alloc(type, 0);
+    if (!self) return NULL;
+    self->unk_id = unk_id;
+    self->byte_fallback = byte_fallback;
+    for (int b = 0; b < 256; b++) self->bytes[b] = -1;
+    uint32_t *pool = NULL;
+    Py_ssize_t *start = NULL;
+    int32_t *rank = NULL;
+    uint8_t *is_unused_id = NULL;
+    StrTable all = {NULL, 0}, merge = {NULL, 0};
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < np; i++) {
+        PyObject *p = PyList_GET_ITEM(pieces, i);
+        if (!PyUnicode_Check(p)) {
+            PyErr_SetString(PyExc_TypeError, "pieces must be str");
+            goto fail;
+        }
+        total += PyUnicode_GET_LENGTH(p);
+    }
+    pool = (uint32_t *)malloc((size_t)total * 4 + 4);
+    start = (Py_ssize_t *)malloc((size_t)(np + 1) * sizeof(Py_ssize_t));
+    rank = (int32_t *)malloc((size_t)(np + 1) * sizeof(int32_t));
+    is_unused_id = (uint8_t *)calloc((size_t)np + 1, 1);
+    if (!pool || !start || !rank || !is_unused_id || str_init(&all, (size_t)np) < 0 ||
+        str_init(&merge, (size_t)np) < 0)
+        goto nomem;
+    Py_ssize_t at = 0;
+    for (Py_ssize_t i = 0; i < np; i++) {
+        start[i] = at;
+        at += read_cps(PyList_GET_ITEM(pieces, i), pool + at);
+        long r = PyLong_AsLong(PyList_GET_ITEM(ranks, i));
+        if (r == -1 && PyErr_Occurred()) goto fail;
+        rank[i] = r < 0 ? -1 : (r >= NO_RANK ? NO_RANK - 1 : (int32_t)r);
+    }
+    start[np] = at;
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(unused); k++) {
+        long u = PyLong_AsLong(PyList_GET_ITEM(unused, k));
+        if (u == -1 && PyErr_Occurred()) goto fail;
+        if (u >= 0 && u < np) is_unused_id[u] = 1;
+    }
+    for (Py_ssize_t i = 0; i < np; i++) {
+        const uint32_t *s = pool + start[i];
+        Py_ssize_t n = start[i + 1] - start[i];
+        str_put_first(&all, s, n, (int32_t)i);
+        if (rank[i] >= 0) {
+            if (n == 0 || i == unk_id) {
+                rank[i] = -1;
+                continue;
+            }
+            str_put_first(&merge, s, n, (int32_t)i);
+        }
+    }
+    /* the byte table must be the first piece spelling each <0xNN> (the reference looks them up in all pieces) */
+    for (int b = 0; b < 256; b++) {
+        uint32_t s[6] = {'<', '0', 'x', "0123456789ABCDEF"[b >> 4], "0123456789ABCDEF"[b & 15], '>'};
+        self->bytes[b] = str_get(&all, s, 6);
+    }
+
+    /* symbol ids: every piece id (only mergeable ones are used), then code points of mergeable pieces that are no
+     * mergeable piece themselves */
+    self->bmp = (CharSlot *)malloc(BMP * sizeof(CharSlot));
+    if (!self->bmp) goto nomem;
+    for (uint32_t c = 0; c < BMP; c++) self->bmp[c].cp = c, self->bmp[c].sym = -1, self->bmp[c].out = -1;
+    {
+        /* astral code points of any piece (for both tables) */
+        Py_ssize_t n_astral = 0;
+        for (Py_ssize_t j = 0; j < total; j++)
+            if (pool[j] >= BMP) n_astral++;
+        if (n_astral) {
+            size_t cap = pow2_at_least((size_t)n_astral * 2 + 1);
+            self->astral = (CharSlot *)malloc(cap * sizeof(CharSlot));
+            if (!self->astral) goto nomem;
+            for (size_t j = 0; j < cap; j++) self->astral[j].cp = UINT32_MAX, self->astral[j].sym = -1,
+                                              self->astral[j].out = -1;
+            self->astral_mask = cap - 1;
+            for (Py_ssize_t j = 0; j < total; j++) {
+                uint32_t cp = pool[j];
+                if (cp < BMP) continue;
+                size_t i = (size_t)mix64(cp) & self->astral_mask;
+                while (self->astral[i].cp != UINT32_MAX && self->astral[i].cp != cp) i = (i + 1) & self->astral_mask;
+                self->astral[i].cp = cp;
+            }
+        }
+    }
+#define SET_CHAR(cp, field, value)                                            \
+    do {                                                                      \
+        if ((cp) < BMP) self->bmp[cp].field = (value);                        \
+        else ((CharSlot *)astral_get(self, (cp)))->field = (value);           \
+    } while (0)
+    /* output ids of single code points: the first piece with that string, unless it is the unknown piece */
+    for (Py_ssize_t i = 0; i < np; i++) {
+        if (start[i + 1] - start[i] != 1) continue;
+        uint32_t cp = pool[start[i]];
+        int32_t id = str_get(&all, pool + start[i], 1);
+        SET_CHAR(cp, out, (id >= 0 && id != unk_id) ? id : -1);
+        if (rank[i] >= 0) SET_CHAR(cp, sym, (int32_t)i);
+    }
+    Py_ssize_t n_extra = 0;
+    for (Py_ssize_t i = 0; i < np; i++) {
+        if (rank[i] < 0) continue;
+        for (Py_ssize_t j = start[i]; j < start[i + 1]; j++)
+            if (char_sym(self, pool[j]) < 0) SET_CHAR(pool[j], sym, (int32_t)(np + n_extra++));
+    }
+    self->n_syms = np + n_extra;
+    self->sym_out = (int32_t *)malloc((size_t)(self->n_syms + 1) * sizeof(int32_t));
+    self->sym_len = (int32_t *)calloc((size_t)self->n_syms + 1, sizeof(int32_t));
+    self->sym_unused = (uint8_t *)calloc((size_t)self->n_syms + 1, 1);
+    if (!self->sym_out || !self->sym_len || !self->sym_unused) goto nomem;
+    for (Py_ssize_t s = 0; s < self->n_syms; s++) self->sym_out[s] = -1;
+    self->out_is_sym = 1;
+    for (Py_ssize_t i = 0; i < np; i++) {
+        if (rank[i] < 0) continue;
+        int32_t id = str_get(&all, pool + start[i], start[i + 1] - start[i]);
+        self->sym_out[i] = (id >= 0 && id != unk_id) ? id : -1;
+        if (self->sym_out[i] != i) self->out_is_sym = 0;
+        self->sym_len[i] = (int32_t)(start[i + 1] - start[i]);
+        if (id >= 0 && is_unused_id[id]) self->sym_unused[i] = 1, self->has_unused = 1;
+    }
+    for (Py_ssize_t i = 0; i < np; i++) {
+        if (rank[i] < 0) continue;
+        for (Py_ssize_t j = start[i]; j < start[i + 1]; j++) {
+            int32_t s = char_sym(self, pool[j]);
+            if (s < np) continue;
+            self->sym_out[s] = char_out(self, pool[j]);
+            self->sym_len[s] = 1;
+            int32_t id = str_get(&all, pool + j, 1);
+            if (id >= 0 && is_unused_id[id]) self->sym_unused[s] = 1, self->has_unused = 1;
+        }
+    }
+#undef SET_CHAR
+
+    /* pairs: every split of every mergeable piece into two symbols */
+    {
+        Py_ssize_t cand = 0;
+        for (Py_ssize_t i = 0; i < np; i++)
+            if (rank[i] >= 0 && start[i + 1] - start[i] > 1) cand += start[i + 1] - start[i] - 1;
+        size_t cap = pow2_at_least((size_t)cand * 2 + 1);
+        self->pairs = (PairSlot *)malloc(cap * sizeof(PairSlot));
+        if (!self->pairs) goto nomem;
+        for (size_t j = 0; j < cap; j++) self->pairs[j].key = UINT64_MAX;
+        self->pair_mask = cap - 1;
+        for (Py_ssize_t i = 0; i < np; i++) {
+            Py_ssize_t n = start[i + 1] - start[i];
+            if (rank[i] < 0 || n < 2) continue;
+            const uint32_t *s = pool + start[i];
+            for (Py_ssize_t k = 1; k < n; k++) {
+                int32_t a = k == 1 ? char_sym(self, s[0]) : str_get(&merge, s, k);
+                int32_t b = n - k == 1 ? char_sym(self, s[k]) : str_get(&merge, s + k, n - k);
+                if (a < 0 || b < 0) continue;
+                uint64_t key = pair_key(a, b);
+                size_t h = (size_t)mix64(key) & self->pair_mask;
+                while (self->pairs[h].key != UINT64_MAX && self->pairs[h].key != key) h = (h + 1) & self->pair_mask;
+                if (self->pairs[h].key == UINT64_MAX) self->n_pairs++;
+                self->pairs[h].key = key;
+                self->pairs[h].sym = (int32_t)i;
+                self->pairs[h].rank = rank[i];
+            }
+        }
+        /* again into a table sized for the pairs found (at most half full), with 8-byte slots when every symbol
+         * fits in 16 bits: fewer cache misses per lookup */
+        size_t tight = pow2_at_least((size_t)self->n_pairs * 2 + 1);
+        PairSlot *old = self->pairs;
+        size_t old_cap = cap;
+        self->sym_side = (uint8_t *)calloc((size_t)self->n_syms + 1, 1);
+        if (!self->sym_side) goto nomem;
+        for (size_t j = 0; j < old_cap; j++) {
+            if (old[j].key == UINT64_MAX) continue;
+            self->sym_side[old[j].key >> 32] |= 1;
+            self->sym_side[old[j].key & 0xFFFFFFFFu] |= 2;
+        }
+        if (self->n_syms < 0xFFFF) { /* symbols and ranks (at most one per piece) fit in 16 bits */
+            self->pairs16 = (uint64_t *)malloc(tight * sizeof(uint64_t));
+            if (!self->pairs16) goto nomem;
+            memset(self->pairs16, 0xFF, tight * sizeof(uint64_t));
+            self->pair_mask = tight - 1;
+            for (size_t j = 0; j < old_cap; j++) {
+                if (old[j].key == UINT64_MAX) continue;
+                uint32_t key = (uint32_t)(((old[j].key >> 32) << 16) | (old[j].key & 0xFFFF));
+                size_t h = (size_t)mix64(key) & self->pair_mask;
+                while (self->pairs16[h] != UINT64_MAX) h = (h + 1) & self->pair_mask;
+                self->pairs16[h] = ((uint64_t)key << 32) | ((uint64_t)old[j].sym << 16) | (uint64_t)old[j].rank;
+            }
+            free(old);
+            self->pairs = NULL;
+        } else if (tight < old_cap) {
+            self->pairs = (PairSlot *)malloc(tight * sizeof(PairSlot));
+            if (!self->pairs) {
+                self->pairs = old;
+            } else {
+                for (size_t j = 0; j < tight; j++) self->pairs[j].key = UINT64_MAX;
+                self->pair_mask = tight - 1;
+                for (size_t j = 0; j < old_cap; j++) {
+                    if (old[j].key == UINT64_MAX) continue;
+                    size_t h = (size_t)mix64(old[j].key) & self->pair_mask;
+                    while (self->pairs[h].key != UINT64_MAX) h = (h + 1) & self->pair_mask;
+                    self->pairs[h] = old[j];
+                }
+                free(old);
+            }
+        }
+    }
+    self->filter = (uint64_t *)calloc(FILTER_BITS / 64, sizeof(uint64_t));
+    if (!self->filter) goto nomem;
+    for (size_t j = 0; j <= self->pair_mask; j++) {
+        int32_t a, b;
+        if (self->pairs16) {
+            if (self->pairs16[j] == UINT64_MAX) continue;
+            uint32_t key = (uint32_t)(self->pairs16[j] >> 32);
+            a = (int32_t)(key >> 16), b = (int32_t)(key & 0xFFFF);
+        } else {
+            if (self->pairs[j].key == UINT64_MAX) continue;
+            a = (int32_t)(self->pairs[j].key >> 32), b = (int32_t)(self->pairs[j].key & 0xFFFFFFFFu);
+        }
+        uint32_t bit = (uint32_t)(pair_hash(self, a, b) >> 40) & (FILTER_BITS - 1);
+        self->filter[bit >> 6] |= 1ULL << (bit & 63);
+    }
+    self->bigrams = (uint64_t *)calloc(FILTER_BITS / 64, sizeof(uint64_t));
+    if (!self->bigrams) goto nomem;
+    for (Py_ssize_t i = 0; i < np; i++) {
+        if (rank[i] < 0) continue;
+        for (Py_ssize_t j = start[i]; j + 1 < start[i + 1]; j++) {
+            uint32_t bit = bigram_bit(pool[j], pool[j + 1]);
+            self->bigrams[bit >> 6] |= 1ULL << (bit & 63);
+        }
+    }
+    if (build_user(self, user, &all) < 0) goto fail;
+    self->id_objs = (PyObject **)calloc((size_t)np + 1, sizeof(PyObject *));
+    if (!self->id_objs) goto nomem;
+    self->n_pieces = np;
+    for (Py_ssize_t i = 0; i < np; i++)
+        if (!(self->id_objs[i] = PyLong_FromSsize_t(i))) goto fail;
+    if (cache_size > 0) {
+        self->cache = (WordCache *)calloc(1, sizeof(WordCache));
+        if (!self->cache) goto nomem;
+        self->cache->slots = (WCSlot *)aligned_alloc(64, (size_t)cache_size * sizeof(WCSlot));
+        if (!self->cache->slots) goto nomem;
+        memset(self->cache->slots, 0, (size_t)cache_size * sizeof(WCSlot));
+        self->cache->gen = 1;
+        self->cache->nslots = (size_t)cache_size;
+    }
+    free(pool), free(start), free(rank), free(is_unused_id), free(all.slots), free(merge.slots);
+    return (PyObject *)self;
+nomem:
+    PyErr_NoMemory();
+fail:
+    free(pool), free(start), free(rank), free(is_unused_id), free(all.slots), free(merge.slots);
+    Py_DECREF(self);
+    return NULL;
+}
+
+/* ---- output buffer ------------------------------------------------------------------------------------------ */
+
+#define BUF_SMALL 256
+typedef struct {
+    int32_t *ids;
+    Py_ssize_t n, cap;
+    int32_t small[BUF_SMALL]; /* the ids of a short text: no allocation */
+} Buf;
+
+static void buf_init(Buf *b) {
+    b->ids = b->small;
+    b->n = 0;
+    b->cap = BUF_SMALL;
+}
+
+static void buf_free(Buf *b) {
+    if (b->ids != b->small) buf_free(b);
+}
+
+static int buf_reserve(Buf *b, Py_ssize_t extra) {
+    if (b->n + extra <= b->cap) return 0;
+    Py_ssize_t cap = b->cap;
+    while (cap < b->n + extra) cap *= 2;
+    int32_t *ns;
+    if (b->ids == b->small) {
+        ns = (int32_t *)malloc((size_t)cap * sizeof(int32_t));
+        if (ns) memcpy(ns, b->small, (size_t)b->n * sizeof(int32_t));
+    } else {
+        ns = (int32_t *)realloc(b->ids, (size_t)cap * sizeof(int32_t));
+    }
+    if (!ns) return -1;
+    b->ids = ns;
+    b->cap = cap;
+    return 0;
+}
+
+static inline int buf_push(Buf *b, int32_t v) {
+    if (b->n == b->cap && buf_reserve(b, 1) < 0) return -1;
+    b->ids[b->n++] = v;
+    return 0;
+}
+
+/* ---- one segment -------------------------------------------------------------------------------------------- */
+
+typedef struct {
+    int32_t sym;   /* symbol id, -1: none (frozen, or a code point in no mergeable piece) */
+    int32_t out;   /* output id, -1: byte fallback / unknown */
+    int32_t start; /* first code point in the segment */
+    int32_t len;   /* code points */
+} Sym;
+
+/* a heap entry: score rank (24 bits) then left symbol index (40 bits), so entries order as the reference's
+ * candidates (best score, then leftmost); the merge it stands for is looked up again when it is popped */
+typedef uint64_t HeapItem;
+#define HEAP_ITEM(rank, left) (((uint64_t)(uint32_t)(rank) << 40) | (uint64_t)(uint32_t)(left))
+
+/* per-segment "merged unused piece -> the two symbols last recorded for it" (only for models with UNUSED) */
+typedef struct {
+    int32_t key; /* -1 empty */
+    int32_t a, b;
+} RevSlot;
+
+typedef struct {
+    RevSlot *slots;
+    size_t mask;
+    size_t *touched; /* occupied slots, emptied again after each segment */
+    Py_ssize_t n_touched;
+} Rev;
+
+/* scratch space reused across the segments of one call (inline arrays for short segments: no allocation) */
+#define SMALL 64
+typedef struct {
+    Sym *syms;
+    int32_t *rank, *msym; /* scan: per pair */
+    int32_t *nxt, *prv;   /* heap: linked list */
+    HeapItem *heap;
+    Py_ssize_t cap, hcap;
+    Rev rev;
+    Sym small_syms[SMALL];
+    int32_t small_rank[SMALL], small_msym[SMALL], small_nxt[SMALL], small_prv[SMALL];
+} Scratch;
+
+static void scratch_init(Scratch *s) {
+    s->syms = s->small_syms, s->rank = s->small_rank, s->msym = s->small_msym, s->nxt = s->small_nxt;
+    s->prv = s->small_prv;
+    s->heap = NULL;
+    s->cap = SMALL, s->hcap = 0;
+    s->rev.slots = NULL, s->rev.touched = NULL, s->rev.mask = 0, s->rev.n_touched = 0;
+}
+
+static void scratch_free(Scratch *s) {
+    if (s->syms != s->small_syms) free(s->syms), free(s->rank), free(s->msym), free(s->nxt), free(s->prv);
+    if (s->heap) free(s->heap - 3);
+    free(s->rev.slots), free(s->rev.touched);
+}
+
+static int scratch_reserve(Scratch *s, Py_ssize_t n) {
+    if (n <= s->cap) return 0;
+    Py_ssize_t cap = s->cap;
+    while (cap < n) cap *= 2;
+    if (s->syms != s->small_syms) free(s->syms), free(s->rank), free(s->msym), free(s->nxt), free(s->prv);
+    s->syms = (Sym *)malloc((size_t)cap * sizeof(Sym));
+    s->rank = (int32_t *)malloc((size_t)cap * sizeof(int32_t));
+    s->msym = (int32_t *)malloc((size_t)cap * sizeof(int32_t));
+    s->nxt = (int32_t *)malloc((size_t)cap * sizeof(int32_t));
+    s->prv = (int32_t *)malloc((size_t)cap * sizeof(int32_t));
+    if (s->syms && s->rank && s->msym && s->nxt && s->prv) {
+        s->cap = cap;
+        return 0;
+    }
+    free(s->syms), free(s->rank), free(s->msym), free(s->nxt), free(s->prv);
+    s->syms = s->small_syms, s->rank = s->small_rank, s->msym = s->small_msym, s->nxt = s->small_nxt;
+    s->prv = s->small_prv;
+    s->cap = SMALL;
+    return -1;
+}
+
+/* an empty table with room for the candidates of a segment of n symbols (at most 3n distinct keys) */
+static int rev_reset(Rev *r, Py_ssize_t n) {
+    for (Py_ssize_t j = 0; j < r->n_touched; j++) r->slots[r->touched[j]].key = -1;
+    r->n_touched = 0;
+    size_t cap = pow2_at_least((size_t)n * 6 + 16);
+    if (!r->slots || r->mask + 1 < cap) {
+        free(r->slots), free(r->touched);
+        r->slots = (RevSlot *)malloc(cap * sizeof(RevSlot));
+        r->touched = (size_t *)malloc(cap * sizeof(size_t));
+        if (!r->slots || !r->touched) {
+            free(r->slots), free(r->touched);
+            r->slots = NULL, r->touched = NULL, r->mask = 0;
+            return -1;
+        }
+        r->mask = cap - 1;
+        for (size_t i = 0; i < cap; i++) r->slots[i].key = -1;
+    }
+    return 0;
+}
+
+static inline void rev_put(Rev *r, int32_t key, int32_t a, int32_t b) {
+    size_t i = (size_t)mix64((uint64_t)key) & r->mask;
+    while (r->slots[i].key != -1 && r->slots[i].key != key) i = (i + 1) & r->mask;
+    if (r->slots[i].key == -1) r->touched[r->n_touched++] = i;
+    r->slots[i].key = key;
+    r->slots[i].a = a;
+    r->slots[i].b = b;
+}
+
+static inline const RevSlot *rev_get(const Rev *r, int32_t key) {
+    size_t i = (size_t)mix64((uint64_t)key) & r->mask;
+    for (;;) {
+        if (r->slots[i].key == key) return &r->slots[i];
+        if (r->slots[i].key == -1) return NULL;
+        i = (i + 1) & r->mask;
+    }
+}
+
+/* the symbol two symbols merge into (none: -1) and its rank; records it for resegmentation as the reference
+ * does */
+static inline int32_t candidate(const Model *m, Scratch *sc, const Sym *l, const Sym *r, int32_t *rank) {
+    if (l->sym < 0 || r->sym < 0) return -1;
+    int32_t p = pair_get(m, l->sym, r->sym, rank);
+    if (p >= 0 && m->has_unused && m->sym_unused[p]) rev_put(&sc->rev, p, l->sym, r->sym);
+    return p;
+}
+
+static inline int utf8_of(uint32_t cp, unsigned char *u) {
+    if (cp < 0x80) {
+        u[0] = (unsigned char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        u[0] = (unsigned char)(0xC0 | (cp >> 6));
+        u[1] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        u[0] = (unsigned char)(0xE0 | (cp >> 12));
+        u[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+        u[2] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    u[0] = (unsigned char)(0xF0 | (cp >> 18));
+    u[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
+    u[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+    u[3] = (unsigned char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+typedef struct {
+    Buf *out;
+    int prev_unk;
+} Emit;
+
+/* one final symbol: its id, else its UTF-8 bytes as <0xNN> ids (all present), else the unknown id (runs fused) */
+static int emit(const Model *m, Emit *e, int32_t out, const uint32_t *text, Py_ssize_t start, Py_ssize_t len) {
+    if (out >= 0) {
+        e->prev_unk = 0;
+        return buf_push(e->out, out);
+    }
+    if (m->byte_fallback) {
+        int all = 1;
+        Py_ssize_t nb = 0;
+        for (Py_ssize_t i = 0; i < len && all; i++) {
+            unsigned char u[4];
+            int k = utf8_of(text[start + i], u);
+            for (int q = 0; q < k; q++)
+                if (m->bytes[u[q]] < 0) all = 0;
+            nb += k;
+        }
+        if (all) {
+            if (buf_reserve(e->out, nb) < 0) return -1;
+            for (Py_ssize_t i = 0; i < len; i++) {
+                unsigned char u[4];
+                int k = utf8_of(text[start + i], u);
+                for (int q = 0; q < k; q++) e->out->ids[e->out->n++] = m->bytes[u[q]];
+            }
+            e->prev_unk = 0;
+            return 0;
+        }
+    }
+    if (e->prev_unk) return 0;
+    e->prev_unk = 1;
+    return buf_push(e->out, m->unk_id);
+}
+
+/* a merged UNUSED piece: split back into the symbols recorded for it, recursively */
+static int emit_sym(const Model *m, Scratch *sc, Emit *e, int32_t sym, const uint32_t *text, Py_ssize_t start,
+                    int depth) {
+    if (m->has_unused && m->sym_unused[sym] && depth < 4096) {
+        const RevSlot *r = rev_get(&sc->rev, sym);
+        if (r) {
+            int32_t a = r->a, b = r->b;
+            if (emit_sym(m, sc, e, a, text, start, depth + 1) < 0) return -1;
+            return emit_sym(m, sc, e, b, text, start + m->sym_len[a], depth + 1);
+        }
+    }
+    return emit(m, e, m->sym_out[sym], text, start, m->sym_len[sym]);
+}
+
+/* one final symbol of a segment; the common case (a piece with an id, nothing to split back) inline */
+static inline int emit_one(const Model *m, Scratch *sc, Emit *e, const Sym *s, const uint32_t *text) {
+    int32_t out = s->out; /* = sym_out[sym] for a symbol with one */
+    if (out >= 0 && !(s->sym >= 0 && m->has_unused && m->sym_unused[s->sym])) {
+        e->prev_unk = 0;
+        return buf_push(e->out, out);
+    }
+    return s->sym >= 0 ? emit_sym(m, sc, e, s->sym, text, s->start, 0) : emit(m, e, s->out, text, s->start, s->len);
+}
+
+static inline Py_ssize_t user_match(const Model *m, const uint32_t *t, Py_ssize_t i, Py_ssize_t n) {
+    uint32_t c = t[i];
+    Py_ssize_t lo = 0, hi = m->n_first;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (m->user_first[mid] < c) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == m->n_first || m->user_first[lo] != c) return -1;
+    const Py_ssize_t *ls = m->user_lengths + m->first_at[lo];
+    for (Py_ssize_t q = 0; q < ls[0]; q++) {
+        Py_ssize_t len = ls[1 + q];
+        if (i + len > n) continue;
+        size_t h = (size_t)hash_cps(t + i, len) & m->user_mask;
+        while (m->user_slots[h] >= 0) {
+            int32_t k = m->user_slots[h];
+            if (m->user_len[k] == len && memcmp(m->user_pool + m->user_start[k], t + i, (size_t)len * 4) == 0)
+                return k;
+            h = (h + 1) & m->user_mask;
+        }
+    }
+    return -1;
+}
+
+static inline int heap_less(const HeapItem *x, const HeapItem *y) { return *x < *y; }
+
+/* A 4-ary heap of 8-byte entries (half the levels of a binary one; the four children of a node share 32 bytes of
+ * one cache line: the array is 64-byte aligned and starts 3 entries in), so a long run's heap costs few cache
+ * misses per operation. */
+static int heap_push(Scratch *sc, Py_ssize_t *hn, HeapItem it) {
+    if (*hn == sc->hcap) {
+        Py_ssize_t cap = sc->hcap ? sc->hcap * 2 : 256;
+        HeapItem *raw = (HeapItem *)aligned_alloc(64, (size_t)(cap + 4) * sizeof(HeapItem));
+        if (!raw) return -1;
+        if (sc->heap) {
+            memcpy(raw + 3, sc->heap, (size_t)*hn * sizeof(HeapItem));
+            free(sc->heap - 3);
+        }
+        sc->heap = raw + 3;
+        sc->hcap = cap;
+    }
+    HeapItem *h = sc->heap;
+    Py_ssize_t i = (*hn)++;
+    while (i > 0) {
+        Py_ssize_t p = (i - 1) / 4;
+        if (!heap_less(&it, &h[p])) break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = it;
+    return 0;
+}
+
+static HeapItem heap_pop(Scratch *sc, Py_ssize_t *hn) {
+    HeapItem *h = sc->heap;
+    HeapItem top = h[0];
+    HeapItem it = h[--(*hn)];
+    Py_ssize_t n = *hn, i = 0;
+    for (;;) {
+        Py_ssize_t c = 4 * i + 1;
+        if (c >= n) break;
+        Py_ssize_t best = c, end = c + 4 < n ? c + 4 : n;
+        for (Py_ssize_t k = c + 1; k < end; k++)
+            if (heap_less(&h[k], &h[best])) best = k;
+        if (!heap_less(&h[best], &it)) break;
+        h[i] = h[best];
+        i = best;
+    }
+    if (n > 0) h[i] = it;
+    return top;
+}
+
+/* Merge syms[0..ns) (initial symbols of text) and emit the result through e. */
+static int merge_emit(const Model *m, Scratch *sc, Sym *syms, Py_ssize_t ns, const uint32_t *text, Emit *e0) {
+    if (ns <= 0) return 0;
+    if (m->has_unused && rev_reset(&sc->rev, ns) < 0) return -1;
+    Emit e = *e0;
+    if (ns < HEAP_FROM) {
+        int32_t *rank = sc->rank, *msym = sc->msym;
+        Py_ssize_t np = ns - 1;
+        for (Py_ssize_t i = 0; i < np; i++) pair_prefetch(m, syms[i].sym, syms[i + 1].sym);
+        for (Py_ssize_t i = 0; i < np; i++) {
+            int32_t rk;
+            int32_t p = candidate(m, sc, &syms[i], &syms[i + 1], &rk);
+            rank[i] = p >= 0 ? rk : NO_RANK;
+            msym[i] = p;
+        }
+        while (np > 0) {
+            /* the lowest (rank, position): branch-free, the loop is short and its outcome unpredictable */
+            uint64_t best = UINT64_MAX;
+            for (Py_ssize_t i = 0; i < np; i++) {
+                uint64_t k = ((uint64_t)(uint32_t)rank[i] << 32) | (uint64_t)i;
+                best = k < best ? k : best;
+            }
+            if ((int32_t)(best >> 32) == NO_RANK) break;
+            Py_ssize_t at = (Py_ssize_t)(uint32_t)best;
+            int32_t nw = msym[at];
+            syms[at].sym = nw;
+            syms[at].out = m->out_is_sym ? nw : m->sym_out[nw];
+            syms[at].len += syms[at + 1].len;
+            memmove(syms + at + 1, syms + at + 2, (size_t)(ns - at - 2) * sizeof(Sym));
+            ns--;
+            memmove(rank + at, rank + at + 1, (size_t)(np - at - 1) * sizeof(int32_t));
+            memmove(msym + at, msym + at + 1, (size_t)(np - at - 1) * sizeof(int32_t));
+            np--;
+            if (at > 0) pair_prefetch(m, syms[at - 1].sym, nw);
+            if (at < np) pair_prefetch(m, nw, syms[at + 1].sym);
+            if (at > 0) {
+                int32_t rk;
+                int32_t p = candidate(m, sc, &syms[at - 1], &syms[at], &rk);
+                rank[at - 1] = p >= 0 ? rk : NO_RANK;
+                msym[at - 1] = p;
+            }
+            if (at < np) {
+                int32_t rk;
+                int32_t p = candidate(m, sc, &syms[at], &syms[at + 1], &rk);
+                rank[at] = p >= 0 ? rk : NO_RANK;
+                msym[at] = p;
+            }
+        }
+        for (Py_ssize_t i = 0; i < ns; i++)
+            if (emit_one(m, sc, &e, &syms[i], text) < 0) return -1;
+        *e0 = e;
+        return 0;
+    }
+    int32_t *nxt = sc->nxt, *prv = sc->prv;
+    Py_ssize_t hn = 0;
+    for (Py_ssize_t i = 0; i < ns; i++) {
+        nxt[i] = (int32_t)(i + 1);
+        prv[i] = (int32_t)(i - 1);
+    }
+    nxt[ns - 1] = -1;
+    for (Py_ssize_t i = 0; i + 1 < ns && i < 64; i++) pair_prefetch(m, syms[i].sym, syms[i + 1].sym);
+    for (Py_ssize_t i = 0; i + 1 < ns; i++) {
+        if (i + 64 + 1 < ns) pair_prefetch(m, syms[i + 64].sym, syms[i + 65].sym);
+        int32_t rk;
+        int32_t p = candidate(m, sc, &syms[i], &syms[i + 1], &rk);
+        if (p >= 0) {
+            HeapItem it = HEAP_ITEM(rk, i);
+            if (heap_push(sc, &hn, it) < 0) return -1;
+        }
+    }
+    while (hn > 0) {
+        HeapItem it = heap_pop(sc, &hn);
+        int32_t l = (int32_t)(it & 0xFFFFFFFFFFULL), r = nxt[l];
+        /* An entry is acted on when the pair now at its position merges with its rank: then that pair is a
+         * candidate with the smallest (rank, position) there is (its own entry is in the heap), exactly what the
+         * reference merges next; otherwise it is stale (the symbols changed since it was pushed). */
+        if (r < 0 || syms[l].len == 0 || syms[l].sym < 0 || syms[r].sym < 0) continue;
+        int32_t rk, ms = pair_get(m, syms[l].sym, syms[r].sym, &rk);
+        if (ms < 0 || (uint64_t)(uint32_t)rk != (it >> 40)) continue;
+        syms[l].sym = ms;
+        syms[l].out = m->out_is_sym ? ms : m->sym_out[ms];
+        syms[l].len += syms[r].len;
+        syms[r].len = 0;
+        nxt[l] = nxt[r];
+        if (nxt[r] >= 0) prv[nxt[r]] = l;
+        int32_t p = prv[l];
+        if (p >= 0) pair_prefetch(m, syms[p].sym, ms);
+        if (nxt[l] >= 0) pair_prefetch(m, ms, syms[nxt[l]].sym);
+        if (p >= 0) {
+            int32_t rk;
+            int32_t c = candidate(m, sc, &syms[p], &syms[l], &rk);
+            if (c >= 0) {
+                HeapItem ni = HEAP_ITEM(rk, p);
+                if (heap_push(sc, &hn, ni) < 0) return -1;
+            }
+        }
+        if (nxt[l] >= 0) {
+            int32_t q = nxt[l];
+            int32_t rk;
+            int32_t c = candidate(m, sc, &syms[l], &syms[q], &rk);
+            if (c >= 0) {
+                HeapItem ni = HEAP_ITEM(rk, l);
+                if (heap_push(sc, &hn, ni) < 0) return -1;
+            }
+        }
+    }
+    for (int32_t i = 0; i >= 0; i = nxt[i])
+        if (emit_one(m, sc, &e, &syms[i], text) < 0) return -1;
+    *e0 = e;
+    return 0;
+}
+
+/* BPE over text[0..n) (one segment); ids appended to out. A segment is merged in pieces cut where no merge can
+ * ever cross (two neighbouring initial symbols that are no two adjacent characters of any mergeable piece, or one
+ * that never merges): the pieces merge independently (no candidate spans a cut), one after the other into the
+ * same output, so a long run of such text needs memory for its longest uncut piece only. Models with UNUSED
+ * pieces are not cut (their split-back bookkeeping spans the whole segment, as the reference's does). */
+static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssize_t n, Buf *out) {
+    if (n <= 0) return 0;
+    if (n > INT32_MAX - 1) return -1;
+    if (scratch_reserve(sc, n) < 0) return -1; /* address space only: pages are touched as they are used */
+    Sym *syms = sc->syms;
+    int cut = !m->has_unused;
+    Emit e = {out, 0};
+    Py_ssize_t ns = 0;
+    for (Py_ssize_t i = 0; i < n;) {
+        Sym cur;
+        cur.start = (int32_t)i;
+        Py_ssize_t k = m->n_user ? user_match(m, text, i, n) : -1;
+        if (k >= 0) {
+            cur.sym = -1;
+            cur.out = m->user_out[k];
+            cur.len = (int32_t)m->user_len[k];
+            i += m->user_len[k];
+        } else {
+            uint32_t cp = text[i];
+            if (cp < BMP) {
+                cur.sym = m->bmp[cp].sym;
+                cur.out = m->bmp[cp].out;
+            } else {
+                const CharSlot *c = astral_get(m, cp);
+                cur.sym = c ? c->sym : -1;
+                cur.out = c ? c->out : -1;
+            }
+            cur.len = 1;
+            i++;
+        }
+        if (cut && ns > 0 && (cur.sym < 0 || syms[ns - 1].sym < 0 ||
+                              !bigram_has(m, text[syms[ns - 1].start], text[cur.start]))) {
+            if (merge_emit(m, sc, syms, ns, text, &e) < 0) return -1;
+            ns = 0;
+        }
+        syms[ns++] = cur;
+    }
+    return merge_emit(m, sc, syms, ns, text, &e);
+}
+
+/* bpe_segment through the word cache (segments of at most WC_KEY code points, all in the BMP) */
+static int cached_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssize_t n, Buf *out,
+                          CallStats *st) {
+    WordCache *c = m->cache;
+    if (!c || n > WC_KEY || n <= 0) return bpe_segment(m, sc, text, n, out);
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (text[i] >= BMP) return bpe_segment(m, sc, text, n, out);
+        h ^= text[i];
+        h *= 1099511628211ULL;
+    }
+    h = mix64(h ^ (uint64_t)n);
+    uint16_t gen = (uint16_t)__atomic_load_n(&c->gen, __ATOMIC_ACQUIRE);
+    WCSlot *sl = &c->slots[(size_t)(((uint64_t)(uint32_t)h * c->nslots) >> 32)];
+    WCSlot copy;
+    if (wc_read(sl, &copy) && copy.len == n && copy.gen == gen && copy.nids <= WC_IDS) {
+        Py_ssize_t i = 0;
+        while (i < n && copy.key[i] == text[i]) i++;
+        if (i == n) {
+            if (buf_reserve(out, copy.nids) < 0) return -1;
+            memcpy(out->ids + out->n, copy.ids, (size_t)copy.nids * sizeof(int32_t));
+            out->n += copy.nids;
+            st->hits++;
+            return 0;
+        }
+    }
+    st->misses++;
+    Py_ssize_t before = out->n;
+    if (bpe_segment(m, sc, text, n, out) < 0) return -1;
+    Py_ssize_t nids = out->n - before;
+    uint32_t odd;
+    if (nids <= WC_IDS && (odd = wc_claim(sl)) != 0) {
+        if (!sl->len || sl->gen != gen) st->filled++;
+        sl->gen = gen;
+        sl->len = (uint8_t)n;
+        sl->nids = (uint8_t)nids;
+        for (Py_ssize_t i = 0; i < n; i++) sl->key[i] = (uint16_t)text[i];
+        memcpy(sl->ids, out->ids + before, (size_t)nids * sizeof(int32_t));
+        wc_release(sl, odd);
+    }
+    return 0;
+}
+
+/* segments of text[0..n): cut before every U+2581 that follows another character (split), else one */
+static int bpe_text(const Model *m, Scratch *sc, const uint32_t *text, Py_ssize_t n, int split, Buf *out,
+                    CallStats *st) {
+    if (!split) return cached_segment(m, sc, text, n, out, st);
+    Py_ssize_t seg = 0;
+    for (Py_ssize_t i = 1; i < n; i++) {
+        if (text[i] == SPACE_SYMBOL && text[i - 1] != SPACE_SYMBOL) {
+            if (cached_segment(m, sc, text + seg, i - seg, out, st) < 0) return -1;
+            seg = i;
+        }
+    }
+    return cached_segment(m, sc, text + seg, n - seg, out, st);
+}
+
+/* ---- Python entry points ------------------------------------------------------------------------------------ */
+
+/* code points of a str; with scrub, lone surrogates become U+FFFD and surrogate pairs one character (the
+ * pipeline's scrub_surrogates), else as they are; room for ``extra`` more; returns the length or -1 (memory) */
+#define STACK_TEXT 256
+static Py_ssize_t load_text(PyObject *s, uint32_t **dst, Py_ssize_t extra, int scrub, uint32_t *stack) {
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    uint32_t *base = n + extra + 1 <= STACK_TEXT ? stack : (uint32_t *)malloc((size_t)(n + extra + 1) * 4);
+    if (!base) return -1;
+    uint32_t *t = base + (extra > 0); /* one code point of room in front (the dummy prefix) */
+    Py_ssize_t k = 0;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *d = (const Py_UCS1 *)data;
+        for (Py_ssize_t i = 0; i < n; i++) t[k++] = d[i];
+    } else if (!scrub) {
+        for (Py_ssize_t i = 0; i < n; i++) t[k++] = PyUnicode_READ(kind, data, i);
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint32_t c = PyUnicode_READ(kind, data, i);
+            if (c >= 0xD800 && c <= 0xDFFF) {
+                if (c <= 0xDBFF && i + 1 < n) {
+                    uint32_t d = PyUnicode_READ(kind, data, i + 1);
+                    if (d >= 0xDC00 && d <= 0xDFFF) {
+                        t[k++] = 0x10000 + ((c - 0xD800) << 10) + (d - 0xDC00);
+                        i++;
+                        continue;
+                    }
+                }
+                c = 0xFFFD;
+            }
+            t[k++] = c;
+        }
+    }
+    *dst = base;
+    return k;
+}
+
+static PyObject *finish(const Model *m, Buf *b, int rc) {
+    if (rc < 0) {
+        buf_free(b);
+        return PyErr_NoMemory();
+    }
+    PyObject *list = PyList_New(b->n);
+    if (list) {
+        for (Py_ssize_t i = 0; i < b->n; i++) {
+            int32_t id = b->ids[i];
+            PyObject *v = id < m->n_pieces ? m->id_objs[id] : NULL;
+            if (v) Py_INCREF(v);
+            else v = PyLong_FromLong(id);
+            if (!v) {
+                Py_DECREF(list);
+                list = NULL;
+                break;
+            }
+            PyList_SET_ITEM(list, i, v);
+        }
+    }
+    buf_free(b);
+    return list;
+}
+
+/* SentencePiece's normalizer without a charsmap over t[1..n + 1) (room for one more in front and one after), in
+ * place, the result from t[0]; returns its length */
+static Py_ssize_t normalize(uint32_t *t, Py_ssize_t n, int flags) {
+    int remove = flags & F_REMOVE, suffix = flags & F_SUFFIX;
+    uint32_t ws = (flags & F_ESCAPE) ? SPACE_SYMBOL : ' ';
+    Py_ssize_t i = 1;
+    n++;
+    if (remove)
+        while (i < n && t[i] == ' ') i++;
+    if (i >= n) return 0;
+    /* the output (from t[0]) never gets ahead of the input (from t[1]) but for the dummy prefix, which t[0] holds */
+    Py_ssize_t k = 0;
+    if ((flags & F_DUMMY) && !suffix) t[k++] = ws;
+    int prev_space = remove;
+    for (; i < n; i++) {
+        uint32_t c = t[i];
+        if (c == ' ') {
+            if (remove && prev_space) continue;
+            prev_space = remove;
+            t[k++] = ws;
+        } else {
+            prev_space = 0;
+            t[k++] = c;
+        }
+    }
+    if (remove)
+        while (k > 0 && t[k - 1] == ws) k--;
+    if ((flags & F_DUMMY) && suffix) t[k++] = ws;
+    return k;
+}
+
+PyDoc_STRVAR(encode_text_doc,
+             "encode_text(flags, text) -> list[int]: ids of a whole text: lone surrogates to U+FFFD, SentencePiece's "
+             "normalizer without a charsmap (flags: 1 dummy prefix, 2 remove extra whitespaces, 4 escape "
+             "whitespaces, 8 whitespace as suffix), cut before every U+2581 after another character (16), BPE.");
+
+static PyObject *Model_encode_text(Model *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyLong_Check(args[0]) || !PyUnicode_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "encode_text(flags: int, text: str)");
+        return NULL;
+    }
+    int flags = (int)PyLong_AsLong(args[0]);
+    uint32_t stack[STACK_TEXT], *t = NULL;
+    Py_ssize_t n = load_text(args[1], &t, 2, 1, stack);
+    if (n < 0) return PyErr_NoMemory();
+    Buf b;
+    buf_init(&b);
+    Scratch sc;
+    scratch_init(&sc);
+    CallStats st = {0, 0, 0};
+    int rc = 0;
+    if (n > RELEASE_FROM) {
+        Py_BEGIN_ALLOW_THREADS
+        n = normalize(t, n, flags);
+        rc = bpe_text(self, &sc, t, n, flags & F_SPLIT, &b, &st);
+        Py_END_ALLOW_THREADS
+    } else { /* chat-sized: releasing the GIL would cost more than encoding */
+        n = normalize(t, n, flags);
+        rc = bpe_text(self, &sc, t, n, flags & F_SPLIT, &b, &st);
+    }
+    wc_account(self->cache, &st);
+    scratch_free(&sc);
+    if (t != stack) free(t);
+    return finish(self, &b, rc);
+}
+
+PyDoc_STRVAR(tokenize_doc, "tokenize(text) -> list[int]: ids of one normalized text, never cut.");
+
+static PyObject *Model_tokenize(Model *self, PyObject *arg) {
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "text must be str");
+        return NULL;
+    }
+    uint32_t stack[STACK_TEXT], *t = NULL;
+    Py_ssize_t n = load_text(arg, &t, 0, 0, stack);
+    if (n < 0) return PyErr_NoMemory();
+    Buf b;
+    buf_init(&b);
+    Scratch sc;
+    scratch_init(&sc);
+    int rc;
+    if (n > RELEASE_FROM) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = bpe_segment(self, &sc, t, n, &b);
+        Py_END_ALLOW_THREADS
+    } else {
+        rc = bpe_segment(self, &sc, t, n, &b);
+    }
+    scratch_free(&sc);
+    if (t != stack) free(t);
+    return finish(self, &b, rc);
+}
+
+PyDoc_STRVAR(encode_doc,
+             "encode(items) -> list[int]: ids of ``items`` in order: each str is one normalized pre-token (merged on "
+             "its own), each int an id that passes through.");
+
+static PyObject *Model_encode(Model *self, PyObject *arg) {
+    if (!PyList_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "items must be a list");
+        return NULL;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(arg);
+    Buf b;
+    buf_init(&b);
+    Scratch sc;
+    scratch_init(&sc);
+    CallStats st = {0, 0, 0};
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < count && rc == 0; i++) {
+        PyObject *it = PyList_GET_ITEM(arg, i);
+        if (PyLong_Check(it)) {
+            long v = PyLong_AsLong(it);
+            if (v < 0 || v > INT32_MAX) {
+                scratch_free(&sc);
+                buf_free(&b);
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "id out of range");
+                return NULL;
+            }
+            rc = buf_push(&b, (int32_t)v);
+            continue;
+        }
+        if (!PyUnicode_Check(it)) {
+            scratch_free(&sc);
+            buf_free(&b);
+            PyErr_SetString(PyExc_TypeError, "items must be str or int");
+            return NULL;
+        }
+        uint32_t stack[STACK_TEXT], *t = NULL;
+        Py_ssize_t n = load_text(it, &t, 0, 0, stack);
+        if (n < 0) {
+            rc = -1;
+            break;
+        }
+        if (n > RELEASE_FROM) {
+            Py_BEGIN_ALLOW_THREADS
+            rc = cached_segment(self, &sc, t, n, &b, &st);
+            Py_END_ALLOW_THREADS
+        } else {
+            rc = cached_segment(self, &sc, t, n, &b, &st);
+        }
+        if (t != stack) free(t);
+    }
+    wc_account(self->cache, &st);
+    scratch_free(&sc);
+    return finish(self, &b, rc);
+}
+
+PyDoc_STRVAR(cache_stats_doc, "cache_stats() -> (hits, misses, size, max_size) of the word cache.");
+
+static PyObject *Model_cache_stats(Model *self, PyObject *unused) {
+    WordCache *c = self->cache;
+    if (!c) return Py_BuildValue("(KKnn)", 0ULL, 0ULL, (Py_ssize_t)0, (Py_ssize_t)0);
+    return Py_BuildValue("(KKnn)", (unsigned long long)__atomic_load_n(&c->hits, __ATOMIC_RELAXED),
+                         (unsigned long long)__atomic_load_n(&c->misses, __ATOMIC_RELAXED),
+                         (Py_ssize_t)__atomic_load_n(&c->size, __ATOMIC_RELAXED), (Py_ssize_t)c->nslots);
+}
+
+PyDoc_STRVAR(clear_cache_doc, "clear_cache(): drop every entry of the word cache and reset its counters.");
+
+static PyObject *Model_clear_cache(Model *self, PyObject *unused) {
+    WordCache *c = self->cache;
+    if (!c) Py_RETURN_NONE;
+    Py_BEGIN_ALLOW_THREADS
+    uint32_t next = (__atomic_load_n(&c->gen, __ATOMIC_RELAXED) + 1) & 0xFFFF;
+    if (next == 0) { /* the generation wraps: empty every slot so that no entry of 65536 clears ago comes back */
+        for (size_t k = 0; k < c->nslots; k++) {
+            WCSlot *sl = &c->slots[k];
+            uint32_t odd;
+            while (!(odd = wc_claim(sl))) sched_yield(); /* another thread is writing this slot */
+            memset((uint8_t *)sl + sizeof(sl->seq), 0, sizeof(WCSlot) - sizeof(sl->seq));
+            wc_release(sl, odd);
+        }
+        next = 1;
+    }
+    __atomic_store_n(&c->gen, next, __ATOMIC_RELEASE);
+    __atomic_store_n(&c->hits, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->misses, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->size, 0, __ATOMIC_RELAXED);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *Model_n_pairs(Model *self, void *closure) { return PyLong_FromSsize_t(self->n_pairs); }
+
+static PyMethodDef Model_methods[] = {
+    {"encode_text", (PyCFunction)(void (*)(void))Model_encode_text, METH_FASTCALL, encode_text_doc},
+    {"tokenize", (PyCFunction)Model_tokenize, METH_O, tokenize_doc},
+    {"encode", (PyCFunction)Model_encode, METH_O, encode_doc},
+    {"cache_stats", (PyCFunction)Model_cache_stats, METH_NOARGS, cache_stats_doc},
+    {"clear_cache", (PyCFunction)Model_clear_cache, METH_NOARGS, clear_cache_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Model_getset[] = {
+    {"n_pairs", (getter)Model_n_pairs, NULL, "number of (left, right) symbol pairs that merge", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject ModelType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "app.engine._native._spbpe.Model",
+    .tp_basicsize = sizeof(Model),
+    .tp_dealloc = (destructor)Model_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "SentencePiece BPE by piece score: Model(pieces, ranks, unk_id, byte_fallback, user, unused, cache_size=0).",
+    .tp_methods = Model_methods,
+    .tp_getset = Model_getset,
+    .tp_new = Model_new,
+};
+
+static struct PyModuleDef spbpe_module = {
+    PyModuleDef_HEAD_INIT, "_spbpe", "Compiled SentencePiece BPE (merging by piece score).", -1,
+    NULL, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__spbpe(void) {
+    if (PyType_Ready(&ModelType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&spbpe_module);
+    if (!m) return NULL;
+    Py_INCREF(&ModelType);
+    if (PyModule_AddObject(m, "Model", (PyObject *)&ModelType) < 0) {
+        Py_DECREF(&ModelType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyModule_AddIntConstant(m, "HEAP_FROM", HEAP_FROM);
+    PyModule_AddIntConstant(m, "DUMMY_PREFIX", F_DUMMY);
+    PyModule_AddIntConstant(m, "REMOVE_EXTRA_WHITESPACES", F_REMOVE);
+    PyModule_AddIntConstant(m, "ESCAPE_WHITESPACES", F_ESCAPE);
+    PyModule_AddIntConstant(m, "WHITESPACE_AS_SUFFIX", F_SUFFIX);
+    PyModule_AddIntConstant(m, "SPLIT", F_SPLIT);
+    return m;
+}

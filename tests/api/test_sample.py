@@ -1,0 +1,125 @@
+"""The ``sample`` option of POST /encode and /count (app/api/sample_ops.py, schemas ``SampleOptions``): ids equal
+the engine's ``encode(sample=...)`` for text, batches (item i: seed + i) and parts, counts equal the sampled ids,
+special tokens stay where they are, and every bad request is a 422 in the one error shape — on the in-process app
+and on a real server process (uvicorn on loopback, started by the tests' launcher)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.engine import Special, get_encoding
+from app.engine.sampling import Sample
+
+from .conftest import LiveServer
+
+TEXT = "Subword regularisation: naïve café, 日本語 12345"
+
+
+def _sample(options: dict[str, Any]) -> Sample:
+    return Sample(**options)
+
+
+@pytest.mark.parametrize(("name", "options"), [
+    ("cl100k_base", {"seed": 3, "dropout": 0.3}), ("qwen3", {"seed": 3, "dropout": 0.3}),
+    ("mistral-v1", {"seed": 3, "dropout": 0.3}), ("xlm-roberta", {"seed": 3, "alpha": 0.2}),
+    ("xlm-roberta", {"seed": 3, "alpha": 0.5, "nbest": 5}),
+])
+def test_ids_equal_the_engine(client: TestClient, name: str, options: dict[str, Any]) -> None:
+    tok, sample = get_encoding(name), _sample(options)
+    r = client.post("/encode", json={"tokenizer": name, "text": TEXT, "sample": options, "return_tokens": True})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["ids"] == tok.encode(TEXT, sample=sample) and body["count"] == len(body["ids"])
+    assert len(body["tokens"]) == body["count"]
+    assert client.post("/count", json={"tokenizer": name, "text": TEXT, "sample": options}).json()["count"] == len(
+        body["ids"])
+    texts = [TEXT, TEXT, "second"]
+    batch = client.post("/encode", json={"tokenizer": name, "texts": texts, "sample": options}).json()
+    assert [r["ids"] for r in batch["results"]] == tok.encode_batch(texts, sample=sample)
+    counts = client.post("/count", json={"tokenizer": name, "texts": texts, "sample": options}).json()["counts"]
+    assert counts == [len(r["ids"]) for r in batch["results"]]
+    special = next(iter(tok.special_tokens))
+    parts = [{"text": "one"}, {"special": special}, {"text": TEXT}]
+    got = client.post("/encode", json={"tokenizer": name, "parts": parts, "sample": options,
+                                       "special_tokens": {"prefix": [special]}, "add_special_tokens": True}).json()
+    expected = tok.encode_parts([Special(special), "one", Special(special), TEXT], add_special_tokens=True,
+                                sample=sample)
+    assert got["ids"] == expected
+    counted = client.post("/count", json={"tokenizer": name, "parts": parts, "sample": options,
+                                          "special_tokens": {"prefix": [special]}, "add_special_tokens": True})
+    assert counted.json()["count"] == len(expected)
+
+
+def test_model_names_resolve_and_bad_requests_are_422(client: TestClient) -> None:
+    r = client.post("/encode", json={"model": "gpt-4o", "text": TEXT, "sample": {"seed": 1, "dropout": 1.0}})
+    assert r.status_code == 200 and r.json()["count"] == len(TEXT.encode("utf-8"))  # dropout 1: bytes
+    refused = [
+        ({"tokenizer": "bge-small-en-v1.5", "text": "hi", "sample": {"seed": 1}}, "invalid_sample"),
+        ({"tokenizer": "xlm-roberta", "text": "hi", "sample": {"dropout": 0.1}}, "invalid_sample"),
+        ({"tokenizer": "cl100k_base", "text": "hi", "sample": {"alpha": 0.1}}, "invalid_sample"),
+        ({"tokenizer": "cl100k_base", "text": "hi", "sample": {"nbest": 4}}, "invalid_sample"),
+        ({"tokenizer": "xlm-roberta", "text": "hi", "sample": {"nbest": 0}}, "validation_error"),
+        ({"tokenizer": "xlm-roberta", "text": "hi", "sample": {"nbest": 513}}, "validation_error"),
+        ({"tokenizer": "xlm-roberta", "text": "hi", "sample": {"alpha": -1}}, "validation_error"),
+        ({"tokenizer": "cl100k_base", "text": "hi", "sample": {"dropout": 1.01}}, "validation_error"),
+        ({"tokenizer": "cl100k_base", "text": "hi", "sample": {"seed": -1}}, "validation_error"),
+        ({"tokenizer": "cl100k_base", "text": "hi", "sample": {"seed": "1"}}, "validation_error"),
+        ({"tokenizer": "cl100k_base", "text": "hi", "sample": {"temperature": 1}}, "validation_error"),
+        ({"tokenizer": "cl100k_base", "text": "hi", "sample": {}, "return_offsets": True}, "validation_error"),
+        ({"tokenizer": "cl100k_base", "text": "hi", "sample": {}, "truncate": {"max_tokens": 1}},
+         "validation_error"),
+        ({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "sample": {}}, "validation_error"),
+    ]
+    for body, kind in refused:
+        for path in ("/encode", "/count"):
+            if path == "/count" and "return_offsets" in body:
+                continue
+            r = client.post(path, json=body)
+            assert r.status_code == 422, (path, body, r.text)
+            error = r.json()["error"]
+            assert error["type"] == kind and error["message"], (path, body)
+    r = client.post("/encode", content=b'{"tokenizer": "xlm-roberta", "text": "hi", "sample": {"alpha": NaN}}',
+                    headers={"content-type": "application/json"})
+    assert r.status_code == 422 and r.json()["error"]["type"] == "validation_error"
+    detail = client.post("/encode", json=refused[0][0]).json()["error"]
+    assert detail["details"] == {"tokenizer": "bge-small-en-v1.5", "model": "WordPiece"}
+
+
+def test_openapi_documents_the_option(client: TestClient) -> None:
+    schemas = client.get("/openapi.json").json()["components"]["schemas"]
+    options = schemas["SampleOptions"]["properties"]
+    assert set(options) == {"seed", "alpha", "nbest", "dropout"} and all(p.get("description") for p in
+                                                                         options.values())
+    assert any("sample" in e for e in schemas["EncodeRequest"]["examples"])
+    assert any("sample" in e for e in schemas["CountRequest"]["examples"])
+
+
+@pytest.mark.timeout(300)
+def test_real_server(live_server: Callable[..., LiveServer]) -> None:
+    server = live_server("--workers", "1", env={"TOKENIZER_TOKENIZERS": "cl100k_base,xlm-roberta,bge-small-en-v1.5"})
+    x = get_encoding("xlm-roberta")
+    with server.client(timeout=60) as c:
+        body = {"tokenizer": "xlm-roberta", "text": TEXT, "sample": {"seed": 11, "alpha": 0.3, "nbest": 8}}
+        first, again = c.post("/encode", json=body), c.post("/encode", json=body)
+        assert first.status_code == 200, first.text
+        assert first.json()["ids"] == again.json()["ids"] == x.encode(TEXT, sample=Sample(seed=11, alpha=0.3, nbest=8))
+        drawn = {tuple(c.post("/encode", json={**body, "sample": {"seed": s, "alpha": 0.0}}).json()["ids"])
+                 for s in range(8)}
+        assert len(drawn) > 3 and all(x.decode(list(ids)) == x.decode(x.encode(TEXT)) for ids in drawn)
+        r = c.post("/count", json={"tokenizer": "cl100k_base", "texts": ["ab", "cd"], "sample": {"dropout": 1.0}})
+        assert r.json() == {"tokenizer": "cl100k_base", "counts": [2, 2], "total": 4}
+        r = c.post("/encode", json={"tokenizer": "bge-small-en-v1.5", "text": "hi", "sample": {"seed": 1}})
+        assert r.status_code == 422 and r.json()["error"]["type"] == "invalid_sample"
+
+
+def test_sampled_text_is_limited(client: TestClient) -> None:
+    from app.api.sample_ops import MAX_SAMPLE_BYTES
+
+    big = "a" * (MAX_SAMPLE_BYTES + 1)
+    r = client.post("/count", json={"tokenizer": "cl100k_base", "text": big, "sample": {"dropout": 0.1}})
+    assert r.status_code == 413 and r.json()["error"]["details"]["field"] == "sample"
+    assert client.post("/count", json={"tokenizer": "cl100k_base", "text": big}).status_code == 200
