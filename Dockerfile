@@ -67,7 +67,7 @@ WORKDIR /srv/tokenizer
 # Fail the build unless the compiled extensions import (setup.py builds them as optional: without this check a
 # broken compile would silently ship the slow pure-Python engine or trainer), then re-hash and load every artifact of
 # the installed store: a missing, truncated or altered file fails the build.
-RUN python -c "import sys; from app.engine import native; from app.engine.training import compiled; from app.engine.pipeline.compiled import MERGE_BPE, SP_BPE; from app.engine.pipeline.models.wordpiece import _EXT as WORDPIECE; sys.exit('; '.join(f'no {e.what}: {e.error}' for e in (native.CORE, compiled.TRAINER, MERGE_BPE, WORDPIECE, SP_BPE) if e.module is None) or 0)" \
+RUN python -c "import sys; from app.engine import native; from app.engine.training import compiled; from app.engine.pipeline.compiled import MERGE_BPE, SP_BPE, UNIGRAM; from app.engine.pipeline.models.wordpiece import _EXT as WORDPIECE; sys.exit('; '.join(f'no {e.what}: {e.error}' for e in (native.CORE, compiled.TRAINER, MERGE_BPE, WORDPIECE, SP_BPE, UNIGRAM) if e.module is None) or 0)" \
     && python -m app verify
 
 USER 10001:10001

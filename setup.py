@@ -3,10 +3,11 @@
 ``app.engine._native._core`` (the encoding hot path, ``tokcore.c``), ``app.engine._native._trainer`` (the
 trainer's counter and learners, ``trainer.c`` with ``train_unigram.c`` and ``train_wordpiece.c``),
 ``app.engine._native._mergebpe`` (BPE over a merge list, ``mergebpe.c``), ``app.engine._native._wordpiece``
-(WordPiece and the BERT normalizer, ``wordpiece.c``) and ``app.engine._native._spbpe`` (SentencePiece BPE by piece
-score, ``spbpe.c``) are C extensions built with the compiler and Python headers of the machine. All are
-``optional``: without a compiler (or headers) the build prints a warning, the package still installs, and the
-engine and trainer run the pure-Python reference (slower), logging that they do.
+(WordPiece and the BERT normalizer, ``wordpiece.c``), ``app.engine._native._spbpe`` (SentencePiece BPE by piece
+score, ``spbpe.c``) and ``app.engine._native._unigram`` (Unigram Viterbi and SentencePiece's normalizer with a
+precompiled charsmap, ``unigram.c``) are C extensions built with the compiler and Python headers of the machine.
+All are ``optional``: without a compiler (or headers) the build prints a warning, the package still installs, and
+the engine and trainer run the pure-Python reference (slower), logging that they do.
 """
 
 from setuptools import Extension, setup
@@ -25,4 +26,4 @@ def _extension(module: str, *sources: str) -> Extension:
 setup(ext_modules=[_extension("_core", "tokcore.c"),
                   _extension("_trainer", "trainer.c", "train_unigram.c", "train_wordpiece.c"),
                   _extension("_mergebpe", "mergebpe.c"), _extension("_wordpiece", "wordpiece.c"),
-                  _extension("_spbpe", "spbpe.c")])
+                  _extension("_spbpe", "spbpe.c"), _extension("_unigram", "unigram.c")])

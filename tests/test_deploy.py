@@ -402,14 +402,14 @@ def test_artifacts_and_compiled_core_are_checked_during_the_build() -> None:
     assert build_parser().parse_args(["verify"]).command == "verify"
     # the check itself runs: it exits 0 here exactly when the extensions import in this environment
     from app.engine import native
-    from app.engine.pipeline.compiled import MERGE_BPE, SP_BPE
+    from app.engine.pipeline.compiled import MERGE_BPE, SP_BPE, UNIGRAM
     from app.engine.training import compiled
 
     code = shlex.split(native_checks[0])
     assert code[:2] == ["python", "-c"]
     proc = subprocess.run([sys.executable, "-c", code[2]], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert (proc.returncode == 0) == (native.available() and compiled.available() and MERGE_BPE.module is not None
-                                      and SP_BPE.module is not None), proc.stderr
+                                      and SP_BPE.module is not None and UNIGRAM.module is not None), proc.stderr
 
 
 def test_cmd_is_the_real_serve_command() -> None:

@@ -1,10 +1,12 @@
 """Run a bulk job on Ray Data and summarise it.
 
-The driver plans the chunks (:mod:`.sources`), makes a Ray dataset of their descriptors (one block each, so a
-retry redoes one chunk), and maps it through an actor pool of :class:`~.runner.ChunkWorker` — one CPU and one
-encoding per actor. Ray restarts an actor that died (a killed or crashed worker process) and retries its chunk up
-to ``max_retries`` times; since each chunk writes one part file by atomic rename, the output holds every row
-exactly once whichever attempt finished. The driver collects one small result per chunk, never the rows.
+The driver plans the chunks (:mod:`.sources`; large ones, shrinking towards the end so the workers finish together),
+makes a Ray dataset of their descriptors (one block each, so a retry redoes one chunk), and maps it through an actor
+pool of :class:`~.runner.ChunkWorker` — one CPU and one encoding per actor, which reads, tokenizes and writes its
+chunk itself (read -> tokenize -> write fused in one task: no rows cross the object store). Ray restarts an actor
+that died (a killed or crashed worker process) and retries its chunk up to ``max_retries`` times; since each chunk
+writes one part file by atomic rename, the output holds every row exactly once whichever attempt finished. The
+driver collects one small result per chunk, never the rows.
 
 Ray: an existing ``ray.init()`` in this process is used as it is; otherwise ``address`` (e.g. ``ray://head:10001``
 or ``auto``), else ``$RAY_ADDRESS``, else a local Ray started for the job (``num_cpus`` CPUs, default all) and shut
@@ -35,7 +37,7 @@ from .runner import MODES, RESERVED, ChunkResult, ChunkWorker, part_name
 from .sources import Chunk, input_files, plan_chunks
 
 SUMMARY_FILE = "_summary.json"
-DEFAULT_CHUNK_BYTES = 8 << 20
+DEFAULT_CHUNK_BYTES = 32 << 20
 MIN_CHUNK_BYTES = 64 << 10
 #: Bad rows listed in the summary (all are counted; each part file has every bad row with its error).
 MAX_BAD_LISTED = 1000
@@ -94,6 +96,17 @@ def _prepare_output(output: Path, overwrite: bool) -> None:
             p.unlink()
 
 
+def chunk_plan(files: list[tuple[Path, str]], workers: int, chunk_bytes: int | None = None) -> list[Chunk]:
+    """The job's chunks: ``chunk_bytes`` as given, else large ones (each chunk is one Ray task; up to
+    :data:`DEFAULT_CHUNK_BYTES`, about four per worker for small inputs) that shrink towards the end of the input
+    so that ``workers`` workers finish together."""
+    if chunk_bytes:
+        return plan_chunks(files, chunk_bytes)
+    total = sum(p.stat().st_size for p, _ in files)
+    size = min(DEFAULT_CHUNK_BYTES, max(MIN_CHUNK_BYTES, total // (4 * workers) + 1))
+    return plan_chunks(files, size, spread=workers)
+
+
 def _start_ray(opts: BulkOptions) -> tuple[Any, bool]:
     """``(ray, started_here)``."""
     try:
@@ -139,9 +152,7 @@ def run_bulk(opts: BulkOptions) -> dict[str, Any]:
     try:
         output.mkdir(parents=True, exist_ok=True)  # only once Ray is up: a failed start leaves nothing behind
         workers = opts.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
-        total = sum(p.stat().st_size for p, _ in files)
-        chunk_bytes = opts.chunk_bytes or min(DEFAULT_CHUNK_BYTES, max(MIN_CHUNK_BYTES, total // (4 * workers) + 1))
-        chunks = plan_chunks(files, chunk_bytes)
+        chunks = chunk_plan(files, workers, opts.chunk_bytes)
         results = _run_chunks(ray, opts, chunks, workers, store_dir, canonical, output, chat)
     finally:
         if started:

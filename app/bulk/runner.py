@@ -28,7 +28,7 @@ from app.engine.encoding import scrub_surrogates
 from app.engine.store import bundled_store_dir
 
 from .errors import ChunkError
-from .sources import Chunk, Rows, read_chunk
+from .sources import Chunk, GoodRows, Rows, read_chunk, read_good_rows
 
 MODES = ("count", "encode")
 RESERVED = ("row_key", "tokens", "bytes", "error", "ids")
@@ -73,6 +73,47 @@ def utf8_len(text: str) -> int:
         return len(scrub_surrogates(text).encode("utf-8"))
 
 
+def _buffers(texts: Any) -> tuple[Any, Any, bool]:
+    """``(data, offsets, wide)`` of an Arrow string array without nulls; the offsets of a slice are its own."""
+    import pyarrow as pa
+
+    wide = pa.types.is_large_string(texts.type)
+    _, offsets, data = texts.buffers()
+    width = 8 if wide else 4
+    view = memoryview(offsets)[texts.offset * width:(texts.offset + len(texts) + 1) * width]
+    return (b"" if data is None else data), view, wide
+
+
+def count_arrow(encoding: Any, texts: Any) -> list[int]:
+    """The engine's count of each text of an Arrow string array without nulls, straight from its buffers (no
+    ``str`` per row; the GIL is released in the compiled core) when the encoding can, else from Python strings."""
+    counter = getattr(encoding, "count_utf8_buffers", None)
+    if counter is None:
+        return encoding.count_batch(texts.to_pylist())  # type: ignore[no-any-return]
+    data, offsets, wide = _buffers(texts)
+    return counter(data, offsets, wide=wide)  # type: ignore[no-any-return]
+
+
+def encode_arrow(encoding: Any, texts: Any) -> Any:
+    """The engine's ids of each text of an Arrow string array without nulls, as an Arrow ``list<int32>`` array
+    built from the engine's own buffers (no Python list per row or int per id) when the encoding can."""
+    import pyarrow as pa
+
+    encoder = getattr(encoding, "encode_utf8_buffers", None)
+    if encoder is not None:
+        data, offsets, wide = _buffers(texts)
+        try:
+            ids, bounds = encoder(data, offsets, wide=wide)
+        except OverflowError:  # over 2**31 ids in one chunk: the offsets need not be int32 there
+            pass
+        else:
+            n = len(texts)
+            values = pa.Array.from_buffers(pa.int32(), len(ids) // 4, [None, pa.py_buffer(ids)])
+            starts = pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(bounds)])
+            return pa.ListArray.from_arrays(starts, values)
+    return pa.array(encoding.encode_batch(texts.to_pylist()), pa.list_(pa.int32()))
+
+
 class ChunkWorker:
     """Tokenize chunks with one encoding (``mode``: ``count`` or ``encode``) and write their part files."""
 
@@ -112,10 +153,15 @@ class ChunkWorker:
 
     def process(self, chunk: Chunk) -> ChunkResult:
         """Read, tokenize (the engine's ``count_batch``/``encode_batch``: the GIL is released in the compiled
-        core) and write one chunk. Bad rows are written too, with their error, and never raise."""
+        core) and write one chunk. Bad rows are written too, with their error, and never raise. A chunk without
+        bad rows is read by Arrow's readers (:func:`~.sources.read_good_rows`) and never becomes Python rows but
+        for the texts handed to the engine; any other goes through the reference reader."""
         import pyarrow as pa
 
         t0, c0 = time.perf_counter(), time.process_time()
+        fast = None if self.framing is not None else read_good_rows(chunk, self.column, self.keep)
+        if fast is not None:
+            return self._process_good(chunk, fast, t0, c0)
         rows = read_chunk(chunk, self.column, self.keep, messages=self.framing is not None)
         n = len(rows.keys)
         tokens: list[int | None] = [None] * n
@@ -159,6 +205,41 @@ class ChunkWorker:
             seconds=time.perf_counter() - t0,
             cpu_seconds=time.process_time() - c0,
             bad_samples=bad[:MAX_BAD_SAMPLES],
+        )
+
+    def _process_good(self, chunk: Chunk, rows: GoodRows, t0: float, c0: float) -> ChunkResult:
+        """:meth:`process` for a chunk read by Arrow with no bad row: the same part file, built from Arrow arrays."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        n = len(rows)
+        columns: dict[str, Any] = {}
+        for name, values in rows.kept.items():
+            columns[f"input_{name}" if name in RESERVED else name] = values
+        columns["row_key"] = rows.keys
+        ids = None
+        if self.mode == "count":
+            tokens = pa.array(count_arrow(self.encoding, rows.texts), pa.int64())
+        else:
+            ids = encode_arrow(self.encoding, rows.texts)
+            tokens = pc.list_value_length(ids).cast(pa.int64())
+        sizes = pc.binary_length(rows.texts).cast(pa.int64())  # valid UTF-8: its bytes are what the engine sees
+        columns["tokens"] = tokens
+        columns["bytes"] = sizes
+        columns["error"] = pa.nulls(n, pa.string())
+        if ids is not None:
+            columns["ids"] = ids
+        self._write(chunk.index, pa.table(columns))
+        return ChunkResult(
+            index=chunk.index,
+            rows=n,
+            good=n,
+            bad=0,
+            tokens=pc.sum(tokens).as_py() or 0,
+            bytes=pc.sum(sizes).as_py() or 0,
+            part=part_name(chunk.index),
+            seconds=time.perf_counter() - t0,
+            cpu_seconds=time.process_time() - c0,
         )
 
     def _count_messages(self, rows: Rows) -> dict[int, tuple[int, int]]:

@@ -10,12 +10,19 @@ Parquet.
 
 Reading never raises for a bad row: a line that is not valid UTF-8 or not a JSON object, a row without the text
 column, or a value that is not a string becomes a row with an ``error`` and no text.
+
+Two readers give the same rows. :func:`read_chunk` is the reference, row by row in Python (every bad row with its
+reason). :func:`read_good_rows` is the fast path a worker tries first: Arrow's C++ JSON and Parquet readers, the
+rows kept as Arrow arrays (never Python objects per row); it answers only for a chunk it can prove holds no bad row
+and reads exactly as the reference would (else None, and the caller uses :func:`read_chunk`).
 """
 
 from __future__ import annotations
 
+import io
 import json
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +32,11 @@ from .errors import BulkError
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 PARQUET_SUFFIXES = (".parquet",)
 _SCAN_BLOCK = 1 << 20
+#: The smallest JSONL chunk :func:`plan_chunks` cuts while spreading the end of the input over the workers.
+TAPER_MIN_BYTES = 1 << 20
+_BOM = b"\xef\xbb\xbf"
+_WS = rb"[ \t\r\x0b\x0c]*"  # what bytes.strip() removes, newline aside
+_BLANK_LINE = re.compile(rb"\n" + _WS + rb"\n")
 
 
 @dataclass(frozen=True)
@@ -66,6 +78,19 @@ class Rows:
     kept: dict[str, Any]  # kept column name -> pyarrow array, one value per key
 
 
+@dataclass
+class GoodRows:
+    """The rows of a chunk none of which is bad, as Arrow arrays: ``keys`` and ``texts`` (a string array without
+    nulls), and the kept columns (name -> array), as :func:`read_chunk` would give them."""
+
+    keys: Any
+    texts: Any
+    kept: dict[str, Any]
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
 def input_files(paths: Sequence[str | Path]) -> list[tuple[Path, str]]:
     """``(file, format)`` for every input; raises :class:`BulkError` for a missing path, an unknown suffix or an
     empty directory."""
@@ -96,12 +121,25 @@ def _format_of(path: Path) -> str | None:
     return None
 
 
-def plan_chunks(files: Sequence[tuple[Path, str]], chunk_bytes: int) -> list[Chunk]:
-    """Cut every file into chunks of about ``chunk_bytes`` (JSONL, at line boundaries) or per row group (Parquet)."""
+def plan_chunks(files: Sequence[tuple[Path, str]], chunk_bytes: int, *, spread: int = 0) -> list[Chunk]:
+    """Cut every file into chunks of about ``chunk_bytes`` (JSONL, at line boundaries) or per row group (Parquet).
+
+    With ``spread`` (the number of workers), JSONL chunks shrink towards the end of the input — each at most
+    1/(2 x ``spread``) of the bytes still to come, but not under :data:`TAPER_MIN_BYTES` — so that the workers,
+    taking chunks in order, finish at about the same time: large chunks where they are cheap (fewer tasks), small
+    ones where an uneven finish would leave a worker idle."""
+    total = sum(path.stat().st_size for path, _ in files) if spread else 0
+    floor = min(chunk_bytes, TAPER_MIN_BYTES)
     chunks: list[Chunk] = []
+    before = 0  # bytes of the files planned so far
     for path, fmt in files:
         if fmt == "jsonl":
-            for start, end, first_line in _jsonl_ranges(path, chunk_bytes):
+            def size_for(start: int, before: int = before) -> int:
+                if not spread:
+                    return chunk_bytes
+                return max(floor, min(chunk_bytes, (total - before - start) // (2 * spread)))
+
+            for start, end, first_line in _jsonl_ranges(path, size_for):
                 chunks.append(Chunk(len(chunks), str(path), fmt, start=start, end=end, first_line=first_line,
                                     size=end - start))
         else:
@@ -117,23 +155,30 @@ def plan_chunks(files: Sequence[tuple[Path, str]], chunk_bytes: int) -> list[Chu
                 chunks.append(Chunk(len(chunks), str(path), fmt, row_group=rg, first_row=first,
                                     size=group.total_byte_size))
                 first += group.num_rows
+        if spread:
+            before += path.stat().st_size
     return chunks
 
 
-def _jsonl_ranges(path: Path, chunk_bytes: int) -> Iterator[tuple[int, int, int]]:
+def _jsonl_ranges(path: Path, size_for: Callable[[int], int]) -> Iterator[tuple[int, int, int]]:
     """``(start, end, first_line)`` byte ranges of whole lines: each ends just after the first newline at or past
-    ``chunk_bytes`` from its start (the last one at the end of the file)."""
+    ``size_for(start)`` bytes from its start (the last one at the end of the file)."""
+    import numpy as np
+
+    def count(block: bytes, i: int, j: int) -> int:  # newlines in block[i:j], vectorised (bytes.count is serial)
+        return int(np.count_nonzero(np.frombuffer(block, np.uint8, j - i, i) == 10)) if j > i else 0
+
     start, line, newlines, pos = 0, 1, 0, 0  # chunk start, its first line, newlines in it so far, block offset
     with path.open("rb") as f:
         while block := f.read(_SCAN_BLOCK):
             i = 0
             while True:
-                target = start + chunk_bytes - pos  # where in this block the chunk reaches its size
+                target = start + size_for(start) - pos  # where in this block the chunk reaches its size
                 nl = block.find(b"\n", max(target, i)) if target < len(block) else -1
                 if nl < 0:
-                    newlines += block.count(b"\n", i)
+                    newlines += count(block, i, len(block))
                     break
-                newlines += block.count(b"\n", i, nl + 1)
+                newlines += count(block, i, nl + 1)
                 yield start, pos + nl + 1, line
                 start, line, newlines, i = pos + nl + 1, line + newlines, 0, nl + 1
             pos += len(block)
@@ -262,3 +307,109 @@ def _drop_nulls(value: Any) -> Any:
     if isinstance(value, list):
         return [_drop_nulls(v) for v in value]
     return value
+
+
+def read_good_rows(chunk: Chunk, column: str, keep: Sequence[str] | None) -> GoodRows | None:
+    """The rows of ``chunk`` through Arrow's readers when every row is good and the result is provably the one
+    :func:`read_chunk` gives (same rows, keys, texts, kept columns and their types); None otherwise (a bad row, a
+    blank line, a byte-order mark, a kept column whose type Arrow infers differently from the reference…)."""
+    if chunk.format == "jsonl":
+        return _good_jsonl(chunk, column, keep)
+    return _good_parquet(chunk, column, keep)
+
+
+#: Kept-column types on which Arrow's JSON inference and the reference's ``pa.array`` agree (doubles checked too).
+_SIMPLE = ("null", "bool", "int64", "double", "string")
+
+
+def _good_jsonl(chunk: Chunk, column: str, keep: Sequence[str] | None) -> GoodRows | None:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.json as pj
+
+    with open(chunk.path, "rb") as f:
+        f.seek(chunk.start)
+        data = f.read(chunk.end - chunk.start)
+    # The reference skips blank lines but numbers every line, and rejects a line that starts with a byte-order
+    # mark; Arrow skips both (a mark only at the start of its buffer, which is where a chunk's first line starts).
+    if not data or data.startswith(_BOM) or _BLANK_LINE.search(data):
+        return None
+    first_nl = data.find(b"\n")
+    first = data if first_nl < 0 else data[:first_nl]
+    last = data[data.rfind(b"\n", 0, len(data) - 1) + 1:]
+    if not first.strip() or not last.strip():
+        return None
+    n_lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    try:
+        # Arrow's JSON reader checks no UTF-8 (the reference rejects a line with any invalid byte): check the
+        # whole chunk, in place, as Python's strict decoder would
+        whole = pa.py_buffer(data)
+        bounds = pa.array([0, len(data)], pa.int64()).buffers()[1]
+        pa.Array.from_buffers(pa.large_string(), 1, [None, bounds, whole]).validate(full=True)
+        if keep is None:
+            record = json.loads(first.decode("utf-8"))
+            if not isinstance(record, dict):
+                return None
+            keep = [k for k in record if k != column]
+        wanted = list(keep)
+        table = pj.read_json(
+            io.BytesIO(data),
+            read_options=pj.ReadOptions(use_threads=False, block_size=len(data) + 1),
+            parse_options=pj.ParseOptions(explicit_schema=pa.schema([(column, pa.string())]),
+                                          unexpected_field_behavior="infer" if wanted else "ignore"),
+        )
+    except (pa.ArrowInvalid, ValueError):  # UnicodeDecodeError and json's errors are ValueErrors too
+        return None
+    n = table.num_rows
+    if n != n_lines:  # one line held two objects: the reference reads it as invalid JSON
+        return None
+    texts = table.column(column).combine_chunks()
+    if texts.null_count:
+        return None
+    kept: dict[str, Any] = {}
+    for name in wanted:
+        if name not in table.column_names:
+            kept[name] = pa.nulls(n)
+            continue
+        values = table.column(name).combine_chunks()
+        if str(values.type) not in _SIMPLE:
+            return None  # timestamps inferred from strings, structs, lists: the reference's types may differ
+        if pa.types.is_floating(values.type) and values.null_count < n:
+            # a number past int64 is a double here and JSON text in the reference
+            top = pc.max(pc.abs(values)).as_py()
+            if top is not None and top >= 2.0**63:
+                return None
+        kept[name] = values
+    keys = _keys(f"{chunk.path}:", chunk.first_line, n)
+    return GoodRows(keys, texts, kept)
+
+
+def _keys(prefix: str, first: int, n: int) -> Any:
+    """``prefix + str(first + i)`` for ``i < n``, as an Arrow string array."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    numbers = pa.array(range(first, first + n), pa.int64()).cast(pa.string())
+    return pc.binary_join_element_wise(pa.scalar(prefix), numbers, "")
+
+
+def _good_parquet(chunk: Chunk, column: str, keep: Sequence[str] | None) -> GoodRows | None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(chunk.path)
+    names = pf.schema_arrow.names
+    if column not in names:
+        return None
+    wanted = [n for n in names if n != column] if keep is None else [n for n in keep if n in names]
+    table = pf.read_row_group(chunk.row_group, columns=[*wanted, column])
+    texts = table.column(column).combine_chunks()
+    if not (pa.types.is_string(texts.type) or pa.types.is_large_string(texts.type)) or texts.null_count:
+        return None
+    try:
+        texts.validate(full=True)  # UTF-8 (the reference would fail on it: let it)
+    except pa.ArrowInvalid:
+        return None
+    n = table.num_rows
+    kept = {name: table.column(name) if name in names else pa.nulls(n) for name in (wanted if keep is None else keep)}
+    return GoodRows(_keys(f"{chunk.path}#", chunk.first_row, n), texts, kept)

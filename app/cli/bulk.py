@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--workers", type=int, help="tokenizer actors, one CPU each (default: the cluster's CPUs)")
     p.add_argument("--store", help="tokenizer store directory (TOKENIZER_STORE, default: bundled store)")
     p.add_argument("--models-file", help="model table JSON (default <store>/models.json)")
-    p.add_argument("--chunk-mb", type=float, help="JSONL chunk size in MB (default: up to 8, smaller for small inputs)")
+    p.add_argument("--chunk-mb", type=float, help="JSONL chunk size in MB (default: up to 32, smaller at the end)")
     p.add_argument("--max-retries", type=int, default=3, help="retries of a chunk whose worker died (default 3)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing bulk output directory")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

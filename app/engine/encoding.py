@@ -39,6 +39,7 @@ import logging
 import random
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property, lru_cache
+from typing import Any
 
 from ._batch import map_in_threads
 from .artifacts import parse_tiktoken
@@ -320,6 +321,22 @@ class Encoding(TokenizerBase):
             done = self._native.count_batch(texts, num_threads)
             return [self.count(t) if n is None else n for t, n in zip(texts, done, strict=True)]
         return map_in_threads(self.count, texts, num_threads)
+
+    def count_utf8_buffers(self, data: Any, offsets: Any, *, wide: bool = True) -> list[int]:
+        """:meth:`count` of each text of a batch in Arrow's string layout (see the base class); the compiled core
+        counts the bytes in place, with the GIL released and no ``str`` objects, when it has a native scanner."""
+        native = self._native.count_utf8 if self._native is not None else None
+        if native is None:
+            return super().count_utf8_buffers(data, offsets, wide=wide)
+        return native(data, offsets, wide)  # type: ignore[no-any-return]
+
+    def encode_utf8_buffers(self, data: Any, offsets: Any, *, wide: bool = True) -> tuple[bytes, bytes]:
+        """:meth:`encode` of each text of a batch in Arrow's string layout (see the base class); in place in the
+        compiled core when it has a native scanner."""
+        native = self._native.encode_utf8 if self._native is not None else None
+        if native is None:
+            return super().encode_utf8_buffers(data, offsets, wide=wide)
+        return native(data, offsets, wide)  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ sampling
 

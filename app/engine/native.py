@@ -156,6 +156,8 @@ class NativeCore:
         "clear_cache",
         "encode_batch",
         "count_batch",
+        "count_utf8",
+        "encode_utf8",
         "count_framed",
         "last_merges",
     )
@@ -185,10 +187,15 @@ class NativeCore:
             # (texts, num_threads) -> per text its ids / count, or None where it has lone surrogates
             self.encode_batch = self._core.encode_batch
             self.count_batch = self._core.count_batch
+            # (data, offsets, wide) -> count of each UTF-8 text data[offsets[i]:offsets[i + 1]] (Arrow's layout)
+            self.count_utf8 = getattr(self._core, "count_utf8", None)
+            # (data, offsets, wide) -> (ids as native uint32 bytes, n + 1 int32 offsets as bytes)
+            self.encode_utf8 = getattr(self._core, "encode_utf8", None)
             # (text, names: tuple[bytes, ...]) -> tokens with each name occurrence one token and a hard cut
             self.count_framed = self._core.count_framed
         else:
             self.encode = self.count = self.encode_with_offsets = self.encode_batch = self.count_batch = None
+            self.count_utf8 = self.encode_utf8 = None
             self.count_framed = None
 
     @property

@@ -182,6 +182,28 @@ class TokenizerBase(SpecialTokensMixin):
             return [len(ids) for ids in self._sampled_batch(texts, sample)]
         return map_in_threads(self.count, texts, num_threads)
 
+    def count_utf8_buffers(self, data: Any, offsets: Any, *, wide: bool = True) -> list[int]:
+        """:meth:`count` of each text of a batch in Arrow's string layout: the texts' UTF-8 back to back in ``data``
+        (any buffer), text ``i`` = ``data[offsets[i]:offsets[i + 1]]``, ``offsets`` n + 1 int64 values (int32
+        unless ``wide``). Raises ``ValueError`` for a text that is not valid UTF-8. Here each text is decoded and
+        counted; a family with a compiled core counts the bytes in place (no ``str`` objects)."""
+        return self.count_batch(_decode_utf8_buffers(data, offsets, wide))
+
+    def encode_utf8_buffers(self, data: Any, offsets: Any, *, wide: bool = True) -> tuple[bytes, bytes]:
+        """:meth:`encode` of each text of a batch in Arrow's string layout (as :meth:`count_utf8_buffers`): every
+        text's ids back to back (native-endian uint32) and n + 1 int32 offsets into them -- the two buffers of an
+        Arrow ``list<int32>`` array. Raises ``ValueError`` for invalid UTF-8, ``OverflowError`` past 2**31 - 1
+        ids."""
+        import array
+
+        ids, bounds = array.array("I"), array.array("i", [0])
+        for row in self.encode_batch(_decode_utf8_buffers(data, offsets, wide)):
+            ids.extend(row)
+            if len(ids) > 2**31 - 1:
+                raise OverflowError("more than 2**31 - 1 ids in one batch")
+            bounds.append(len(ids))
+        return ids.tobytes(), bounds.tobytes()
+
     def encode_parts(self, parts: Sequence[str | Special], *, add_special_tokens: bool = False,
                      sample: Sample | None = None) -> list[int]:
         """Ids of an ordered mix of texts and :class:`Special` tokens (see :class:`SpecialTokensMixin`); with
@@ -236,6 +258,19 @@ class TokenizerBase(SpecialTokensMixin):
     def decode_batch(self, batch: Sequence[Sequence[int]], *, skip_special: bool = False) -> list[str]:
         """:meth:`decode` of each id list, in order."""
         return [self.decode(ids, skip_special=skip_special) for ids in batch]
+
+
+def _decode_utf8_buffers(data: Any, offsets: Any, wide: bool) -> list[str]:
+    """The texts of a batch in Arrow's string layout, decoded; ``ValueError`` naming the first invalid one."""
+    raw = memoryview(data).cast("B")
+    bounds = memoryview(offsets).cast("B").cast("q" if wide else "i")
+    texts = []
+    for i in range(len(bounds) - 1):
+        try:
+            texts.append(bytes(raw[bounds[i]:bounds[i + 1]]).decode("utf-8"))
+        except UnicodeDecodeError:
+            raise ValueError(f"text {i} is not valid UTF-8") from None
+    return texts
 
 
 @lru_cache(maxsize=256)

@@ -4,15 +4,17 @@
 [--hostile CHARS]``
 
 References: ``sentencepiece`` (the bundled ``.model``, or a model rebuilt from the GGUF's own pieces), Hugging
-Face ``tokenizers`` (a tokenizer built from the GGUF vocabulary: bge WordPiece, qwen2 byte-level BPE; for the
-SentencePiece BPE models a byte-fallback merge-list BPE built from the sentencepiece model as Hugging Face's
-converter does: every split of a mergeable piece into two pieces is a merge, ranked by the piece's score) and
-``mistral-common`` (tekken); only references whose ids ours equal are timed. Two workloads from
-:mod:`bench.corpora` (english plus every multilingual corpus, ``--bytes`` in total): 10 KB documents and short
-chat-sized lines (~50 bytes). Ids are checked identical first (the run stops otherwise); then ``R`` interleaved
-rounds time ours cold (cache cleared), ours warm (same pass again) and each reference. Medians in MB/s of UTF-8
-input. The reference builders are the test suite's (``tests/engine/families/references.py``), so run it from the
-repository root.
+Face ``tokenizers`` (a tokenizer built from the GGUF vocabulary: bge WordPiece, qwen2 byte-level BPE,
+xlm-roberta Unigram; for the SentencePiece BPE models a byte-fallback merge-list BPE built from the sentencepiece
+model as Hugging Face's converter does: every split of a mergeable piece into two pieces is a merge, ranked by the
+piece's score) and ``mistral-common`` (tekken); only references whose ids ours equal are timed, except Hugging
+Face on ``xlm-roberta`` (the Unigram pipeline ``transformers`` would build from the same vocabulary), which breaks
+some exact ties otherwise than ``sentencepiece``: it is timed anyway and the texts where it differs are counted.
+Two workloads from :mod:`bench.corpora` (english plus every multilingual corpus, ``--bytes`` in total): 10 KB
+documents and short chat-sized lines (~50 bytes). Ids are checked identical first (the run stops otherwise); then
+``R`` interleaved rounds time ours cold (cache cleared), ours warm (same pass again) and each reference. Medians in
+MB/s of UTF-8 input. The reference builders are the test suite's (``tests/engine/families/references.py``), so
+run it from the repository root.
 
 ``--clock cpu`` times the rounds by this thread's CPU time instead of wall time (steadier on a shared machine).
 ``--hostile CHARS``: instead, the linearity check of each tokenizer on adversarial texts (:data:`HOSTILE`:
@@ -90,9 +92,17 @@ def _hf_sentencepiece_bpe(name: str) -> Any:
     return tok
 
 
+#: references timed even where their ids differ from ours on some texts (counted in the results)
+TOLERATED = {("xlm-roberta", "hf")}
+
+
 def _hf(name: str) -> Any:
     if name in SP_BPE:
         return _hf_sentencepiece_bpe(name)
+    if name == "xlm-roberta":
+        from tests.engine.families.references import hf_unigram_reference
+
+        return hf_unigram_reference(name)
     if name == "bge-small-en-v1.5":
         from tests.engine.families.test_wordpiece import hf_bert
 
@@ -101,7 +111,7 @@ def _hf(name: str) -> Any:
         from tests.engine.families.exactness import _hf_qwen2
 
         return _hf_qwen2()
-    return None  # xlm-roberta follows SentencePiece's charsmap semantics, which Hugging Face's differ from
+    return None
 
 
 def _cycle(unit: str) -> Callable[[int], str]:
@@ -210,15 +220,20 @@ def bench_one(name: str, workloads: dict[str, list[str]], runs: int) -> dict[str
     load = time.perf_counter() - t
     refs = references(name)
     out: dict[str, Any] = {"tokenizer": name, "type": type(ours).__name__, "backend": ours.backend, "load_s": load,
-                           "mb_s": {}}
+                           "mb_s": {}, "differing": {}}
     for wname, texts in workloads.items():
         skip = ("<s>", "</s>", "<unk>", "[CLS]", "[SEP]", "<|endoftext|>")
         texts = [x for x in texts if not any(s in x for s in skip)]
         mb = sum(len(x.encode("utf-8")) for x in texts) / 1e6
         for lib, ref in refs.items():
+            differing = 0
             for i, x in enumerate(texts):
                 if ours.encode(x) != ref(x):
-                    raise SystemExit(f"{name}: ids differ from {lib} on {wname} text {i}; not timing")
+                    if (name, lib) not in TOLERATED:
+                        raise SystemExit(f"{name}: ids differ from {lib} on {wname} text {i}; not timing")
+                    differing += 1
+            if (name, lib) in TOLERATED:
+                out["differing"][f"{wname} vs {lib}"] = f"{differing}/{len(texts)}"
         timings = _time_workload(ours, refs, texts, runs)
         out["mb_s"][wname] = {k: mb / statistics.median(v) for k, v in timings.items()}
     return out
@@ -236,7 +251,12 @@ def render(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             lines.append(f"| {r['tokenizer']} ({r['type']}, {r['backend']}) | {wname} | {m['ours_cold']:.2f} | "
                          f"{m['ours_warm']:.2f} | {cell['sentencepiece']} | {cell['hf']} | {cell['mistral-common']} "
                          f"| {m['ours_cold'] / max(refs):.2f}x |")
-    return "\n".join(lines)
+    notes = [f"{r['tokenizer']} {k}: {v} texts differ (timed anyway)" for r in results
+             for k, v in r.get("differing", {}).items()]
+    notes += [f"{r['tokenizer']} {wname}: ours cold / {lib} = {m['ours_cold'] / m[lib]:.2f}x" for r in results
+              for wname, m in r["mb_s"].items() for lib in ("sentencepiece", "hf", "mistral-common")
+              if lib in m and len([k for k in ("sentencepiece", "hf", "mistral-common") if k in m]) > 1]
+    return "\n".join(lines + ([""] + notes if notes else []))
 
 
 def main(argv: list[str] | None = None) -> int:

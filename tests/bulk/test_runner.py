@@ -4,6 +4,7 @@ file's columns, and an idempotent rewrite when a chunk runs twice."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -141,3 +142,55 @@ def test_messages_column_counts_each_conversation_as_the_models_framing(tmp_path
         assert rows[i]["error"] is None and rows[i]["bytes"] > 0
     assert rows[3]["error"] == "column 'messages' holds a string, not a list of messages"
     assert rows[4]["error"] and "role" in rows[4]["error"] and rows[4]["tokens"] is None
+
+
+@pytest.mark.parametrize("mode", ["count", "encode"])
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_the_arrow_fast_path_writes_the_same_part_files_as_the_reference(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, fmt: str) -> None:
+    import app.bulk.runner as runner
+
+    source = tmp_path / f"in.{fmt}"
+    if fmt == "jsonl":
+        write_jsonl_corpus(source, 200, seed=5)
+    else:
+        write_parquet_corpus(source, 200, seed=5, row_group_size=40)
+    chunks = plan_chunks(input_files([source]), 3000)
+    tables = {}
+    answered = []
+    real = runner.read_good_rows
+
+    def counted(*args: Any) -> Any:
+        rows = real(*args)
+        answered.append(rows is not None)
+        return rows
+
+    for path in ("fast", "reference"):
+        out = tmp_path / path
+        out.mkdir()
+        monkeypatch.setattr(runner, "read_good_rows", counted if path == "fast" else lambda *args: None)
+        worker = ChunkWorker(tokenizer="cl100k_base", store=None, mode=mode, column="text", keep=None,
+                             output=str(out))
+        results = [worker.process(c) for c in chunks]
+        tables[path] = ([pq.read_table(out / r.part) for r in results], [(r.rows, r.good, r.bad, r.tokens, r.bytes)
+                                                                          for r in results])
+    fast, ref = tables["fast"], tables["reference"]
+    assert fast[1] == ref[1]
+    for a, b in zip(fast[0], ref[0], strict=True):
+        assert a.schema == b.schema and a.to_pylist() == b.to_pylist()
+    assert len(chunks) > 4 and any(answered) and not all(answered)  # both paths ran
+
+
+@pytest.mark.parametrize("tokenizer", ["gpt2", "qwen3"])
+def test_count_arrow_equals_count_batch_on_slices_and_both_offset_widths(tokenizer: str) -> None:
+    import pyarrow as pa
+
+    from app.bulk.runner import count_arrow
+    from tests.bulk.corpus import texts
+
+    enc = get_encoding(tokenizer)  # gpt2: the compiled byte-level core; qwen3: a pipeline (the generic path)
+    rows = texts(120, seed=9)
+    for kind in (pa.string(), pa.large_string()):
+        array = pa.array(rows, kind)
+        assert count_arrow(enc, array) == enc.count_batch(rows)
+        assert count_arrow(enc, array.slice(7, 50)) == enc.count_batch(rows[7:57])

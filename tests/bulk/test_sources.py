@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from app.bulk import BulkError
-from app.bulk.sources import input_files, plan_chunks, read_chunk
+from app.bulk.sources import GoodRows, Rows, input_files, plan_chunks, read_chunk, read_good_rows
 
 
 def write_jsonl(path: Path, lines: list[bytes]) -> None:
@@ -135,3 +135,117 @@ def test_input_discovery(tmp_path: Path) -> None:
     (tmp_path / "broken.parquet").write_bytes(b"not parquet at all")
     with pytest.raises(BulkError, match="not a readable Parquet file"):
         plan_chunks(input_files([tmp_path / "broken.parquet"]), 1)
+
+
+GOOD_TEXTS = ["plain", "caf\u00e9 \u65e5\u672c", "tab\tand\nnewline", "\ufeffinner mark", "\U0001f642 pair", "nul\x00",
+              "quote \" back \\ slash", "", "  spaces  "]
+BAD_LINES = [
+    b'{"text": "a", "x": "\xff"}',  # invalid UTF-8 in a field the fast path ignores
+    b'\xef\xbb\xbf{"text": "bom"}',  # a byte-order mark at the start of the line
+    b'{"text": "a"}{"text": "b"}',  # two objects on one line
+    b"   ",  # a blank line (not a row, but numbered)
+    b"",
+    b'{"text": null}',
+    b'{"n": 1}',
+    b'{"text": 5}',
+    b'{"text": "\\ud800"}',
+    b'{"text": "a", "text": "b"}',
+    b'{"text": "a", "n": 123456789012345678901234}',  # past int64: JSON text in the reference
+    b'{"text": "a", "meta": "2020-01-01"}',  # Arrow would infer a timestamp
+    b'{"text": "a", "meta": {"k": [1]}}',
+    b'{"text": "a", "meta": true}',  # a kept column of mixed types: JSON text in the reference
+    b'{"text": "a", "n": NaN}',
+    b"[1]",
+    b'{"text": "a"} trailing',
+]
+
+
+def _good_line(rng: random.Random, i: int) -> bytes:
+    record: dict[str, object] = {"text": rng.choice(GOOD_TEXTS) + str(i)}
+    if rng.random() < 0.7:
+        record["n"] = rng.choice([i, i + 0.5, None, -0])
+    if rng.random() < 0.5:
+        record["meta"] = rng.choice(["m", "d\u00e9j\u00e0", None])
+    line = json.dumps(record, ensure_ascii=rng.random() < 0.5).encode()
+    return line + (b"\r" if rng.random() < 0.1 else b"")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_arrow_fast_path_reads_exactly_as_the_reference_or_declines(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    lines = [_good_line(rng, i) if rng.random() > 0.01 else rng.choice(BAD_LINES) for i in range(1500)]
+    path = tmp_path / "hostile.jsonl"
+    path.write_bytes(b"\n".join(lines) + (b"\n" if seed % 2 else b""))
+    answered = declined = 0
+    for keep in (None, [], ["n", "meta", "absent"]):
+        for chunk in plan_chunks(input_files([path]), rng.choice([300, 1000, 3000])):
+            ref = read_chunk(chunk, "text", keep)
+            good = read_good_rows(chunk, "text", keep)
+            if good is None:
+                declined += 1
+                continue
+            answered += 1
+            assert all(e is None for e in ref.errors), chunk
+            assert _same_rows(good, ref), chunk
+    assert answered and declined  # both paths ran on this corpus
+
+
+def _same_rows(good: GoodRows, ref: Rows) -> bool:
+    return (good.keys.to_pylist() == ref.keys and good.texts.to_pylist() == ref.texts
+            and list(good.kept) == list(ref.kept)
+            and all(good.kept[k].type == v.type and str(good.kept[k].to_pylist()) == str(v.to_pylist())
+                    for k, v in ref.kept.items()))
+
+
+def test_the_fast_path_declines_each_kind_of_bad_line(tmp_path: Path) -> None:
+    declined = 0
+    for k, bad in enumerate(BAD_LINES):
+        for lines in ([b'{"text": "fine", "n": 1, "meta": "m"}', bad, b'{"text": "also fine"}'], [bad]):
+            path = tmp_path / f"bad{k}-{len(lines)}.jsonl"
+            write_jsonl(path, lines)
+            (chunk,) = plan_chunks(input_files([path]), 1 << 20)
+            ref = read_chunk(chunk, "text", ["n", "meta"])
+            good = read_good_rows(chunk, "text", ["n", "meta"])
+            if any(e is not None for e in ref.errors) or len(ref.keys) != len(lines):
+                assert good is None, bad  # a bad row, or a blank line (numbered, not a row)
+                declined += 1
+            else:  # no bad row: the fast path may answer, and then as the reference does
+                assert good is None or _same_rows(good, ref), bad
+    assert declined >= 20
+    clean = tmp_path / "clean.jsonl"
+    write_jsonl(clean, [b'{"text": "fine", "n": 1}', b'{"text": "\\ufeff\\u00e9"}'])
+    (chunk,) = plan_chunks(input_files([clean]), 1 << 20)
+    good = read_good_rows(chunk, "text", None)
+    assert good is not None and good.texts.to_pylist() == ["fine", "\ufeff\u00e9"]
+    assert good.keys.to_pylist() == [f"{clean}:1", f"{clean}:2"] and good.kept["n"].to_pylist() == [1, None]
+
+
+def test_the_parquet_fast_path_equals_the_reference(tmp_path: Path) -> None:
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"text": [f"row {i} \u00e9" for i in range(25)], "id": list(range(25))}), path,
+                   row_group_size=10)
+    for chunk in plan_chunks(input_files([path]), 1):
+        for keep in (None, [], ["id", "absent"]):
+            ref = read_chunk(chunk, "text", keep)
+            good = read_good_rows(chunk, "text", keep)
+            assert good is not None
+            assert good.keys.to_pylist() == ref.keys and good.texts.to_pylist() == ref.texts
+            assert {k: v.to_pylist() for k, v in good.kept.items()} == {k: v.to_pylist() for k, v in ref.kept.items()}
+    nulls = tmp_path / "nulls.parquet"
+    pq.write_table(pa.table({"text": ["a", None]}), nulls)
+    assert read_good_rows(plan_chunks(input_files([nulls]), 1)[0], "text", None) is None
+
+
+def test_spread_chunks_shrink_towards_the_end_and_still_cover_every_line(tmp_path: Path) -> None:
+    path = tmp_path / "big.jsonl"
+    line = json.dumps({"text": "y" * 200}).encode()
+    write_jsonl(path, [line] * 40000)  # ~8 MB
+    size = path.stat().st_size
+    chunks = plan_chunks(input_files([path]), 2 << 20, spread=2)
+    sizes = [c.size for c in chunks]
+    assert chunks[0].start == 0 and chunks[-1].end == size
+    assert all(a.end == b.start for a, b in zip(chunks, chunks[1:], strict=False))
+    assert sizes[0] >= 2 << 20  # full-size chunks first
+    assert all(a >= b for a, b in zip(sizes[:-2], sizes[1:-1], strict=True))  # then smaller (the last: what is left)
+    assert max(sizes[-3:-1]) <= (1 << 20) + len(line) + 1  # the tail is cut to the floor
+    assert [c.first_line for c in chunks] == [1 + c.start // (len(line) + 1) for c in chunks]

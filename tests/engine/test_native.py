@@ -146,6 +146,49 @@ def test_native_batch_runs_in_c_threads_and_falls_back_for_surrogates() -> None:
         fast.encode_batch(["a", b"b"], num_threads=2)  # type: ignore[list-item]
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_count_utf8_buffers_counts_arrow_string_layout_in_place(name: str) -> None:
+    """Counting (and encoding) texts from one UTF-8 buffer and their offsets (Arrow's string layout; int32 and
+    int64 offsets, a slice's offsets) equals count_batch (encode_batch) text by text, natively and in the
+    pure-Python base; invalid UTF-8 (as strict as Python's decoder) and offsets outside the buffer are ValueErrors."""
+    import array
+
+    fast = get_encoding(name, backend="native")
+    slow = get_encoding(name, backend="python")
+    assert fast._native is not None and fast._native.count_utf8 is not None
+    texts = [t for t in hostile_corpus(seed=21, n=150) if "\ud800" not in t and "\udfff" not in t] + ["", ""]
+    raw = [t.encode("utf-8") for t in texts]
+    data = b"".join(raw)
+    bounds = [0]
+    for r in raw:
+        bounds.append(bounds[-1] + len(r))
+    want = fast.count_batch(texts)
+    for wide in (True, False):
+        offsets = array.array("q" if wide else "i", bounds)
+        assert fast.count_utf8_buffers(data, offsets, wide=wide) == want
+        assert slow.count_utf8_buffers(data, offsets, wide=wide) == want
+    ids_want = fast.encode_batch(texts)
+    for enc in (fast, slow):
+        flat, starts = enc.encode_utf8_buffers(data, array.array("q", bounds))
+        ids, at = array.array("I", flat), array.array("i", starts)
+        assert [list(ids[at[i]:at[i + 1]]) for i in range(len(texts))] == ids_want
+    tail = array.array("q", bounds[5:])  # a slice: offsets need not start at 0
+    assert fast.count_utf8_buffers(data, tail) == want[5:]
+    assert fast.count_utf8_buffers(b"", array.array("q", [0])) == []
+    for bad in (b"\xff", b"\xc0\xaf", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xe2\x82", b"a\xc3"):
+        blob = b"ok" + bad
+        with pytest.raises(ValueError, match="text 1 is not valid UTF-8"):
+            fast.count_utf8_buffers(blob, array.array("q", [0, 2, len(blob)]))
+        with pytest.raises(ValueError, match="text 1 is not valid UTF-8"):
+            slow.count_utf8_buffers(blob, array.array("q", [0, 2, len(blob)]))
+        with pytest.raises(ValueError, match="text 1 is not valid UTF-8"):
+            fast.encode_utf8_buffers(blob, array.array("q", [0, 2, len(blob)]))
+    with pytest.raises(ValueError, match="outside the data buffer"):
+        fast.count_utf8_buffers(b"abc", array.array("q", [0, 2, 9]))
+    with pytest.raises(ValueError, match="n \\+ 1 values"):
+        fast.count_utf8_buffers(b"abc", b"\x00\x00\x00")
+
+
 def test_concurrent_threads_share_one_encoding() -> None:
     fast = get_encoding("o200k_base", backend="native")
     texts = hostile_corpus(seed=13, n=50)

@@ -1291,6 +1291,163 @@ static PyObject *Core_encode_batch(CoreObject *self, PyObject *args) { return co
 
 static PyObject *Core_count_batch(CoreObject *self, PyObject *args) { return core_batch(self, args, 1); }
 
+/* count_utf8(data, offsets, wide) -> list[int] and encode_utf8(...) -> (ids, offsets): the count (the ids) of each
+ * text of a batch laid out as Arrow lays out a string array: every text's UTF-8 back to back in one buffer, text
+ * i = data[offsets[i]:offsets[i + 1]] (offsets: n + 1 int32 values, or int64 when wide). No str objects are made;
+ * the GIL is released for the whole batch. Every text must be valid UTF-8 (as strict as Python's decoder):
+ * ValueError naming the first that is not. */
+
+/* Length of the valid UTF-8 prefix of s[0:n] (n when all of it is valid); overlongs, surrogates and code points
+ * past U+10FFFF are invalid, as in Python's strict decoder. */
+static size_t utf8_valid_prefix(const uint8_t *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        uint8_t c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t len = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+        if (!len || i + len > n)
+            return i;
+        uint8_t c1 = s[i + 1];
+        uint8_t lo = 0x80, hi = 0xBF;
+        if (c == 0xE0)
+            lo = 0xA0;
+        else if (c == 0xED)
+            hi = 0x9F;
+        else if (c == 0xF0)
+            lo = 0x90;
+        else if (c == 0xF4)
+            hi = 0x8F;
+        if (c1 < lo || c1 > hi)
+            return i;
+        for (size_t k = 2; k < len; k++)
+            if ((s[i + k] & 0xC0) != 0x80)
+                return i;
+        i += len;
+    }
+    return n;
+}
+
+static PyObject *core_utf8(CoreObject *self, PyObject *args, int count_only)
+{
+    PyObject *data_obj, *offsets_obj;
+    int wide = 1;
+    if (!PyArg_ParseTuple(args, "OO|p", &data_obj, &offsets_obj, &wide) || core_ready(self, 1))
+        return NULL;
+    Py_buffer data, offs;
+    if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(offsets_obj, &offs, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    size_t width = wide ? 8 : 4;
+    size_t n = offs.len >= (Py_ssize_t)width ? (size_t)offs.len / width - 1 : 0;
+    size_t *counts = PyMem_RawMalloc((n ? n : 1) * sizeof(size_t));
+    IdVec ids = {NULL, 0, 0}; /* encode: every text's ids back to back */
+    if (!counts) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (offs.len % (Py_ssize_t)width || (n == 0 && offs.len < (Py_ssize_t)width)) {
+        PyErr_SetString(PyExc_ValueError, "offsets must hold n + 1 values of the given width");
+        goto done;
+    }
+    const uint8_t *base = data.buf;
+    size_t bad = (size_t)-1, range_bad = (size_t)-1;
+    int nomem = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (size_t i = 0; i < n; i++) {
+        int64_t a, b;
+        if (wide) {
+            memcpy(&a, (const uint8_t *)offs.buf + 8 * i, 8);
+            memcpy(&b, (const uint8_t *)offs.buf + 8 * (i + 1), 8);
+        } else {
+            int32_t a32, b32;
+            memcpy(&a32, (const uint8_t *)offs.buf + 4 * i, 4);
+            memcpy(&b32, (const uint8_t *)offs.buf + 4 * (i + 1), 4);
+            a = a32;
+            b = b32;
+        }
+        if (a < 0 || b < a || b > (int64_t)data.len) {
+            range_bad = i;
+            break;
+        }
+        const uint8_t *s = base + a;
+        size_t len = (size_t)(b - a);
+        if (utf8_valid_prefix(s, len) != len) {
+            bad = i;
+            break;
+        }
+        size_t before = ids.len;
+        if (encode_text(&self->table, &self->cache, self->scan, s, len, &ids, count_only, &counts[i])) {
+            nomem = 1;
+            break;
+        }
+        if (!count_only)
+            counts[i] = ids.len - before;
+    }
+    Py_END_ALLOW_THREADS
+    if (nomem) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (range_bad != (size_t)-1) {
+        PyErr_Format(PyExc_ValueError, "offsets of text %zu lie outside the data buffer", range_bad);
+        goto done;
+    }
+    if (bad != (size_t)-1) {
+        PyErr_Format(PyExc_ValueError, "text %zu is not valid UTF-8", bad);
+        goto done;
+    }
+    if (!count_only) {
+        if (ids.len > INT32_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "more than 2**31 - 1 ids in one batch");
+            goto done;
+        }
+        /* (ids as native uint32, n + 1 int32 offsets): an Arrow list<int32> array's two buffers */
+        PyObject *id_bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(ids.len * sizeof(uint32_t)));
+        PyObject *off_bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)((n + 1) * sizeof(int32_t)));
+        if (id_bytes && off_bytes) {
+            if (ids.len)
+                memcpy(PyBytes_AS_STRING(id_bytes), ids.data, ids.len * sizeof(uint32_t));
+            int32_t *o = (int32_t *)PyBytes_AS_STRING(off_bytes), at = 0;
+            o[0] = 0;
+            for (size_t i = 0; i < n; i++)
+                o[i + 1] = at += (int32_t)counts[i];
+            result = PyTuple_Pack(2, id_bytes, off_bytes);
+        }
+        Py_XDECREF(id_bytes);
+        Py_XDECREF(off_bytes);
+        goto done;
+    }
+    result = PyList_New((Py_ssize_t)n);
+    if (!result)
+        goto done;
+    for (size_t i = 0; i < n; i++) {
+        PyObject *v = PyLong_FromSize_t(counts[i]);
+        if (!v) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, (Py_ssize_t)i, v);
+    }
+done:
+    PyMem_RawFree(ids.data);
+    PyMem_RawFree(counts);
+    PyBuffer_Release(&offs);
+    PyBuffer_Release(&data);
+    return result;
+}
+
+static PyObject *Core_count_utf8(CoreObject *self, PyObject *args) { return core_utf8(self, args, 1); }
+
+static PyObject *Core_encode_utf8(CoreObject *self, PyObject *args) { return core_utf8(self, args, 0); }
+
 /* count_framed(text, names): the tokens of text read as parts -- every occurrence of one of names (non-empty
  * bytes, at most 64; at each position the first listed name that occurs there wins, so callers list longer names
  * first) is one token, and each stretch between occurrences is counted on its own as count(stretch) counts it.
@@ -1627,6 +1784,13 @@ static PyMethodDef Core_methods[] = {
      "over up to num_threads threads (GIL released); None where a text holds a lone surrogate."},
     {"count_batch", (PyCFunction)Core_count_batch, METH_VARARGS,
      "count_batch(texts: Sequence[str], num_threads: int = 1) -> list[int | None]: count of each text, likewise."},
+    {"count_utf8", (PyCFunction)Core_count_utf8, METH_VARARGS,
+     "count_utf8(data: Buffer, offsets: Buffer, wide: bool = True) -> list[int]: count of each UTF-8 text "
+     "data[offsets[i]:offsets[i + 1]] (offsets int64, or int32 unless wide: Arrow's string layout), GIL released; "
+     "ValueError for a text that is not valid UTF-8."},
+    {"encode_utf8", (PyCFunction)Core_encode_utf8, METH_VARARGS,
+     "encode_utf8(data: Buffer, offsets: Buffer, wide: bool = True) -> (bytes, bytes): the ids of those texts back "
+     "to back (native uint32) and n + 1 int32 offsets into them (an Arrow list<int32> array's buffers)."},
     {"count_framed", (PyCFunction)Core_count_framed, METH_VARARGS,
      "count_framed(text: str, names: tuple[bytes, ...]) -> int: tokens of text with every occurrence of a name "
      "(first listed wins at a position) one token and the stretches between counted on their own."},

@@ -78,6 +78,8 @@ class CharsMap:
     def __init__(self, blob: bytes) -> None:
         """Decode ``blob``; raises :class:`CharsMapError` if it is malformed."""
         raw = _decode_trie(blob) if blob else {}
+        #: the blob itself (the compiled normalizer walks its trie in place)
+        self.blob = bytes(blob)
         trie_size = struct.unpack_from("<I", blob, 0)[0] if blob else 0
         pool = blob[4 + trie_size:]
         table: dict[str, str] = {}

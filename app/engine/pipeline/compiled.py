@@ -11,3 +11,5 @@ from ..native import OptionalExtension
 
 MERGE_BPE = OptionalExtension("app.engine._native._mergebpe", "compiled merge-list BPE", "the pure-Python pipeline")
 SP_BPE = OptionalExtension("app.engine._native._spbpe", "compiled SentencePiece BPE", "the pure-Python pipeline")
+#: ``app.engine._native._unigram`` (``unigram.c``): the Unigram Viterbi and SentencePiece's normalizer.
+UNIGRAM = OptionalExtension("app.engine._native._unigram", "compiled Unigram", "the pure-Python pipeline")

@@ -151,7 +151,8 @@ def _build(section: str, config: Any, where: str, backend: str | None = None) ->
     if unknown:
         raise _Refused(f"{where} {type_name}: option(s) {sorted(unknown)} not supported")
     try:
-        if builder.build in (BPE.from_hf, WordPiece.from_hf):  # models with a compiled core honour the backend
+        # models with a compiled core honour the backend
+        if builder.build in (BPE.from_hf, WordPiece.from_hf, Unigram.from_hf):
             return builder.build(config, backend=backend)  # type: ignore[call-arg]
         return builder.build(config)
     except (KeyError, TypeError, ValueError) as exc:

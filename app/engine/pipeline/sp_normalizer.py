@@ -18,7 +18,9 @@ dummy prefix). Inserted ``▁`` get an empty span at their position; replacement
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
+from typing import Any
 
 from .base import Piece
 from .charsmap import CharsMap, chunks_to_piece
@@ -42,6 +44,22 @@ class SentencePieceNormalizer:
         for s in self._user:
             lengths.setdefault(s[0], set()).add(len(s))
         self._user_lengths = {c: sorted(v, reverse=True) for c, v in lengths.items()}
+        self._compiled: Any = None
+        self._compiled_lock = threading.Lock()
+
+    def compiled(self) -> Any:
+        """This normalizer in C (``app.engine._native._unigram.Normalizer``: the same text, lone surrogates as
+        U+FFFD first), built on first use; None without the extension."""
+        from .compiled import UNIGRAM
+
+        if self._compiled is None and UNIGRAM.module is not None:
+            with self._compiled_lock:
+                if self._compiled is None:
+                    self._compiled = UNIGRAM.module.Normalizer(
+                        self.charsmap.blob if self.charsmap is not None else b"", self.add_dummy_prefix,
+                        self.remove_extra_whitespaces, self.escape_whitespaces, self.treat_whitespace_as_suffix,
+                        sorted(self._user))
+        return self._compiled
 
     @property
     def user_defined(self) -> frozenset[str]:

@@ -86,3 +86,22 @@ def llama_cpp_vectors(stem: str) -> list[tuple[str, list[int]]]:
     lines = (DATA / f"{stem}.out").read_text(encoding="utf-8").split("\n")
     assert len(lines) >= len(texts)
     return [(t, [int(v) for v in lines[i].split()]) for i, t in enumerate(texts)]
+
+
+@cache
+def hf_unigram_reference(name: str) -> Any:
+    """A Hugging Face ``tokenizers`` tokenizer for a bundled GGUF ``t5`` (Unigram) vocabulary, assembled as
+    ``transformers`` converts a SentencePiece Unigram model (``SpmConverter``): the precompiled charsmap, right
+    strip, runs of spaces to one ``▁``, ``Metaspace`` (prefix always), Unigram over every piece. Hugging Face
+    applies the charsmap per grapheme, not by longest match as ``sentencepiece`` does, so the two can differ on
+    rare input; for timing on ordinary text (the bench checks equality before it times)."""
+    from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
+
+    kv = gguf_kv(name)
+    vocab = list(zip(kv["tokenizer.ggml.tokens"], kv["tokenizer.ggml.scores"], strict=True))
+    tok = Tokenizer(models.Unigram(vocab, kv["tokenizer.ggml.unknown_token_id"], False))
+    steps = [normalizers.Strip(left=False, right=True), normalizers.Replace(Regex(" {2,}"), "\u2581")]
+    charsmap = kv.get("tokenizer.ggml.precompiled_charsmap", b"")
+    tok.normalizer = normalizers.Sequence([normalizers.Precompiled(bytes(charsmap)), *steps] if charsmap else steps)
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
+    return tok

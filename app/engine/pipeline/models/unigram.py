@@ -19,16 +19,26 @@ Two flavours differ only in arithmetic and in who scores user-defined pieces:
 
 The search walks a prefix table (every piece and every prefix of one), so each start costs at most the length of
 the longest piece that matches there.
+
+With the compiled extension (``app.engine._native._unigram``, ``unigram.c``) and the native backend,
+:meth:`Unigram.tokenize` and :meth:`Unigram.encode_pieces` run the same search in C (a double-array trie of the
+pieces, the same arithmetic and tie order, the GIL released), and :meth:`Unigram.fuse` hands a pipeline one call
+that also runs SentencePiece's normalizer in C. Offsets, sampling and this module's code stay the Python
+reference.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import struct
-from collections.abc import Collection, Mapping, Sequence
+import threading
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
+from ...encoding import scrub_surrogates
+from ..compiled import UNIGRAM as _EXT
 from ..json_numbers import serde_f64
 
 _F32 = struct.Struct("<f")
@@ -45,10 +55,12 @@ class Unigram:
 
     def __init__(self, vocab: Sequence[tuple[str, float]], *, unk_id: int | None, byte_fallback: bool = False,
                  excluded: Collection[int] = (), user_defined: Collection[int] = (), float32: bool = False,
-                 unk_score: float | None = None) -> None:
+                 unk_score: float | None = None, backend: str | None = None) -> None:
         """``vocab``: ``(piece, score)`` by id. ``excluded``: ids never matched in text. ``user_defined``: ids that
         SentencePiece scores by length (``float32`` only). ``unk_score``: default the lowest score of the
-        matchable pieces minus 10 (callers pass the reference's own rule when it differs)."""
+        matchable pieces minus 10 (callers pass the reference's own rule when it differs). ``backend``
+        (``native``/``python``/None, see :func:`app.engine.native.resolve_backend`): native builds the compiled
+        model when the extension is there (:attr:`native`; :attr:`backend` says which one is in use)."""
         self.vocab = [(p, float(s)) for p, s in vocab]
         self.unk_id = unk_id
         self.byte_fallback = byte_fallback
@@ -58,8 +70,16 @@ class Unigram:
             self._token_to_id[piece] = i  # a repeated piece resolves to its last id, as Hugging Face does
         self._user = frozenset(user_defined)
         self._unk_score_arg = unk_score
-        self._build(set(excluded))
         self._bytes = [self._token_to_id.get(f"<0x{b:02X}>") for b in range(256)]
+        self._want_native = _EXT.resolve_backend(backend) == "native" and _EXT.module is not None
+        self._nodes_lock = threading.Lock()
+        #: The compiled model (same ids), or None on the Python backend.
+        self.native: Any = None
+        self._build(set(excluded))
+
+    @property
+    def backend(self) -> str:
+        return "python" if self.native is None else "native"
 
     def _build(self, excluded: set[int]) -> None:
         """The prefix table and scores of every matchable piece (all but ``excluded`` and the unknown piece)."""
@@ -74,22 +94,60 @@ class Unigram:
         if unk_score is None:
             unk_score = (min(normal_scores) if normal_scores else 0.0) - 10.0
         self.unk_score = f32(unk_score) if float32 else unk_score
-        #: piece -> id (>= 0) if the piece is matchable, -1 if it is only a prefix of matchable pieces
-        nodes: dict[str, int] = {}
-        #: id -> score
+        #: id -> score, for every matchable piece (the last id of a repeated piece)
         self._score: dict[int, float] = {}
         for i in matchable:
             piece, score = self.vocab[i]
             if self._token_to_id.get(piece) != i:
                 continue
-            for k in range(1, len(piece)):
-                nodes.setdefault(piece[:k], -1)
-            nodes[piece] = i
             if float32 and i in self._user:
                 self._score[i] = f32(0.1 * (len(piece.encode("utf-8")) - 1))
             else:
                 self._score[i] = f32(score) if float32 else score
-        self._nodes = nodes
+        self._nodes_built: dict[str, int] | None = None
+        self.native = self._compile() if self._want_native else None
+        if self.native is None:
+            self._nodes  # noqa: B018 -- the Python backend builds its table at load, not on the first text
+
+    @property
+    def _nodes(self) -> dict[str, int]:
+        """The prefix table: piece -> id (>= 0) if the piece is matchable, -1 if it is only a prefix of matchable
+        pieces. Built on first use when the compiled model runs (only offsets and sampling need it then)."""
+        nodes = self._nodes_built
+        if nodes is None:
+            with self._nodes_lock:
+                nodes = self._nodes_built
+                if nodes is None:
+                    nodes = {}
+                    vocab = self.vocab
+                    for i in self._score:
+                        piece = vocab[i][0]
+                        for k in range(1, len(piece)):
+                            nodes.setdefault(piece[:k], -1)
+                        nodes[piece] = i
+                    self._nodes_built = nodes
+        return nodes
+
+    def _compile(self) -> Any:
+        """The compiled model over the same pieces and scores, or None when it cannot take them (a piece over 2048
+        characters, a NaN score, ids beyond 31 bits): the reference then runs."""
+        assert _EXT.module is not None
+        ids = list(self._score)
+        if len(self.vocab) >= 1 << 31 or any(math.isnan(self._score[i]) for i in ids):
+            return None  # the compiled trie marks "no piece" with NaN
+        try:
+            return _EXT.module.Model(
+                [self.vocab[i][0] for i in ids], ids, [self._score[i] for i in ids], len(self.vocab),
+                -1 if self.unk_id is None else self.unk_id, self.unk_score, self.byte_fallback, self.float32,
+                [-1 if b is None else b for b in self._bytes], not self.float32)
+        except (ValueError, OverflowError):
+            return None
+
+    def use_reference(self) -> None:
+        """Drop the compiled model: every call runs the pure-Python reference from now on."""
+        self._want_native = False
+        self.native = None
+        self._nodes  # noqa: B018
 
     def exclude_from_text(self, ids: Collection[int]) -> None:
         """Never match the pieces ``ids`` in text (a ``tokenizer.json``'s special added tokens; called once by the
@@ -100,15 +158,17 @@ class Unigram:
 
 
     @classmethod
-    def from_hf(cls, config: Mapping[str, Any], *, excluded: Collection[int] = ()) -> Unigram:
+    def from_hf(cls, config: Mapping[str, Any], *, excluded: Collection[int] = (),
+                backend: str | None = None) -> Unigram:
         """From a ``tokenizer.json`` model ``{"type": "Unigram", "unk_id", "vocab": [[piece, score], ...],
-        "byte_fallback"}``. ``excluded``: ids of special added tokens (never matched in text)."""
+        "byte_fallback"}``. ``excluded``: ids of special added tokens (never matched in text). ``backend``: as
+        for the constructor."""
         # an integer beyond 64 bits is a float to serde_json too, with its rounding (a JSON-read float already has it)
         vocab = [(str(p), serde_f64(str(s)) if isinstance(s, int) else float(s)) for p, s in config.get("vocab") or []]
         unk = config.get("unk_id")
         scores = [s for _, s in vocab]
         return cls(vocab, unk_id=None if unk is None else int(unk), byte_fallback=bool(config.get("byte_fallback")),
-                   excluded=excluded, unk_score=(min(scores) if scores else 0.0) - 10.0)
+                   excluded=excluded, unk_score=(min(scores) if scores else 0.0) - 10.0, backend=backend)
 
     @property
     def vocab_size(self) -> int:
@@ -248,4 +308,71 @@ class Unigram:
         return out
 
     def tokenize(self, text: str) -> list[int]:
+        native = self.native
+        if native is not None and text:
+            try:
+                return native.tokenize(text)  # type: ignore[no-any-return]
+            except ValueError:  # a lone surrogate, or no unknown token: the reference answers as it does
+                pass
         return [t[0] for t in self.tokenize_with_spans(text)]
+
+    def encode_pieces(self, texts: Sequence[str | int], segment_from: int) -> list[int]:
+        """Ids of the pre-tokens ``texts`` in order (an ``int`` item is an id already, passed through): one call
+        into the compiled model (GIL released), or the reference per piece. ``segment_from`` is unused (Unigram
+        pre-tokens are never cut)."""
+        native = self.native
+        if native is not None:
+            try:
+                return native.encode(texts if type(texts) is list else list(texts))  # type: ignore[no-any-return]
+            except ValueError:
+                pass
+        ids: list[int] = []
+        for item in texts:
+            if isinstance(item, int):
+                ids.append(item)
+            elif item:
+                ids.extend(token[0] for token in self.tokenize_with_spans(item))
+        return ids
+
+    def fuse(self, normalizer: object, pre_tokenizer: object = None) -> Callable[[list[str | int]], list[int]] | None:
+        """For a pipeline of ``normalizer`` (None or a
+        :class:`~app.engine.pipeline.sp_normalizer.SentencePieceNormalizer`) then this model, no pre-tokenizer:
+        a call that takes raw stretches of text (lone surrogates scrubbed as the pipeline does) and ids, and
+        normalizes and segments them in one compiled call. None without the compiled model, with a pre-tokenizer
+        or for any other normalizer."""
+        from ..sp_normalizer import SentencePieceNormalizer
+
+        native = self.native
+        if native is None or pre_tokenizer is not None:
+            return None
+        if normalizer is None:
+            compiled = None
+        elif type(normalizer) is SentencePieceNormalizer:
+            compiled = normalizer.compiled()
+            if compiled is None:
+                return None
+        else:
+            return None
+
+        if self.unk_id is not None:  # every character has an answer: the compiled call never refuses a text
+            return functools.partial(native.encode, normalizer=compiled, scrub=True)
+
+        def reference(items: list[str | int]) -> list[int]:
+            ids: list[int] = []
+            for item in items:
+                if isinstance(item, int):
+                    ids.append(item)
+                    continue
+                text = scrub_surrogates(item)
+                if normalizer is not None:
+                    text = normalizer.normalize_str(text)  # type: ignore[attr-defined]
+                ids.extend(t[0] for t in self.tokenize_with_spans(text))
+            return ids
+
+        def fused(items: list[str | int]) -> list[int]:
+            try:
+                return native.encode(items, compiled, True)  # type: ignore[no-any-return]
+            except ValueError:  # no unknown token: the reference raises its precise error
+                return reference(items)
+
+        return fused

@@ -1,0 +1,1465 @@
+/* The Unigram model (Viterbi over scored pieces) and SentencePiece's normalizer, compiled.
+ *
+ * The same algorithm and the same ids as the pure-Python reference (``app/engine/pipeline/models/unigram.py`` and
+ * ``app/engine/pipeline/sp_normalizer.py``):
+ *
+ * - ``Model``: the matchable pieces in a double-array trie over their characters (each character of the pieces is
+ *   a label, the most frequent first; base + label, check = parent), built once.  The normalized text (UTF-8) is
+ *   turned into labels, then for every start (one character at a time) the trie is walked along the text; every
+ *   piece that ends there extends the best path ending at the start, and a start that no single-character piece
+ *   covers gets an unknown node (the unknown score).  Ties keep the path found first (a candidate replaces the
+ *   best only when strictly greater).  Two arithmetics: ``float32`` (SentencePiece: scores and sums are 32-bit floats; once the
+ *   best score at a start leaves +-100,000 every reached score is re-based by it, as the reference does) and
+ *   double (Hugging Face).  Runs of unknown nodes are fused; a run is then the piece spelled by it (double only),
+ *   else its bytes as ``<0xNN>`` pieces with byte fallback when every one exists, else the unknown id.
+ * - ``Normalizer``: SentencePiece's ``NormalizerSpec`` over the precompiled charsmap blob itself (its darts-clone
+ *   double array is walked in place: the longest key at each position wins), the user-defined pieces (matched
+ *   first, never rewritten), the dummy prefix, extra-whitespace removal and ``\u2581`` for spaces, in the
+ *   reference's order.  Lone surrogates become U+FFFD first (a surrogate pair becomes its character).
+ *
+ * ``Model.encode(items, normalizer)`` normalizes and segments in one call with the GIL released.  Memory is linear
+ * in the text (about 30 bytes per UTF-8 byte of the normalized text while a call runs, freed after it) and nothing
+ * is cached between calls.  Objects are immutable after construction and thread-safe.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <math.h>
+#include <string.h>
+
+#define RESET 100000.0f /* SentencePiece's re-basing threshold for float32 path scores */
+#define UNK_MARK (-2)   /* path nodes that are unknown characters */
+#define E_NOMEM (-1)
+#define E_SURROGATE (-2)
+#define E_NO_UNK (-3)
+#define MAX_PIECE 2048 /* characters; longer pieces stay on the Python reference (the trie build recurses) */
+
+/* ---- growable buffers --------------------------------------------------------------------------------------- */
+
+typedef struct {
+    int32_t *v;
+    Py_ssize_t n, cap;
+} IdBuf;
+
+static int ids_push(IdBuf *b, int32_t x) {
+    if (b->n == b->cap) {
+        Py_ssize_t cap = b->cap ? b->cap * 2 : 64;
+        int32_t *nv = (int32_t *)realloc(b->v, (size_t)cap * sizeof(int32_t));
+        if (!nv) return E_NOMEM;
+        b->v = nv;
+        b->cap = cap;
+    }
+    b->v[b->n++] = x;
+    return 0;
+}
+
+typedef struct {
+    unsigned char *v;
+    Py_ssize_t n, cap;
+} ByteBuf;
+
+static int bytes_reserve(ByteBuf *b, Py_ssize_t extra) {
+    if (b->n + extra <= b->cap) return 0;
+    Py_ssize_t cap = b->cap ? b->cap : 256;
+    while (cap < b->n + extra) cap *= 2;
+    unsigned char *nv = (unsigned char *)realloc(b->v, (size_t)cap);
+    if (!nv) return E_NOMEM;
+    b->v = nv;
+    b->cap = cap;
+    return 0;
+}
+
+static inline int utf8_put(unsigned char *o, Py_UCS4 c) {
+    if (c < 0x80) {
+        o[0] = (unsigned char)c;
+        return 1;
+    }
+    if (c < 0x800) {
+        o[0] = (unsigned char)(0xC0 | (c >> 6));
+        o[1] = (unsigned char)(0x80 | (c & 0x3F));
+        return 2;
+    }
+    if (c < 0x10000) {
+        o[0] = (unsigned char)(0xE0 | (c >> 12));
+        o[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+        o[2] = (unsigned char)(0x80 | (c & 0x3F));
+        return 3;
+    }
+    o[0] = (unsigned char)(0xF0 | (c >> 18));
+    o[1] = (unsigned char)(0x80 | ((c >> 12) & 0x3F));
+    o[2] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+    o[3] = (unsigned char)(0x80 | (c & 0x3F));
+    return 4;
+}
+
+static inline int utf8_len(unsigned char b) { return b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4; }
+
+/* ---- text access -------------------------------------------------------------------------------------------- */
+
+/* A str's code points; ``scrubbed`` (owned) when lone surrogates had to be replaced. */
+typedef struct {
+    int kind;
+    const void *data;
+    Py_ssize_t n;
+    Py_UCS4 *scrubbed;
+} Text;
+
+/* Lone surrogates -> U+FFFD and a high+low pair -> its character, as ``scrub_surrogates`` (UTF-16 round trip). */
+static int text_scrub(Text *t) {
+    t->scrubbed = NULL;
+    if (t->kind == PyUnicode_1BYTE_KIND) return 0;
+    Py_ssize_t i, n = t->n;
+    for (i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(t->kind, t->data, i);
+        if (c >= 0xD800 && c <= 0xDFFF) break;
+    }
+    if (i == n) return 0;
+    Py_UCS4 *out = (Py_UCS4 *)malloc((size_t)(n + 1) * sizeof(Py_UCS4));
+    if (!out) return E_NOMEM;
+    Py_ssize_t m = 0;
+    for (i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(t->kind, t->data, i);
+        if (c >= 0xD800 && c <= 0xDBFF && i + 1 < n) {
+            Py_UCS4 d = PyUnicode_READ(t->kind, t->data, i + 1);
+            if (d >= 0xDC00 && d <= 0xDFFF) {
+                out[m++] = 0x10000 + ((c - 0xD800) << 10) + (d - 0xDC00);
+                i++;
+                continue;
+            }
+        }
+        out[m++] = (c >= 0xD800 && c <= 0xDFFF) ? 0xFFFD : c;
+    }
+    t->scrubbed = out;
+    t->kind = PyUnicode_4BYTE_KIND;
+    t->data = out;
+    t->n = m;
+    return 0;
+}
+
+/* The UTF-8 bytes of a text (no normalization); E_SURROGATE for a surrogate code point. */
+static int text_utf8(const Text *t, ByteBuf *out) {
+    Py_ssize_t per = t->kind == PyUnicode_1BYTE_KIND ? 2 : t->kind == PyUnicode_2BYTE_KIND ? 3 : 4;
+    if (bytes_reserve(out, t->n * per + 1) < 0) return E_NOMEM;
+    unsigned char *o = out->v + out->n;
+    for (Py_ssize_t i = 0; i < t->n; i++) {
+        Py_UCS4 c = PyUnicode_READ(t->kind, t->data, i);
+        if (c >= 0xD800 && c <= 0xDFFF) return E_SURROGATE;
+        o += utf8_put(o, c);
+    }
+    out->n = o - out->v;
+    return 0;
+}
+
+/* ---- the normalizer ----------------------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    uint32_t *units;      /* the charsmap's darts-clone double array (NULL: no charsmap) */
+    Py_ssize_t n_units;
+    char *pool;           /* its NUL-terminated replacement strings */
+    Py_ssize_t pool_len;
+    int add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces, treat_whitespace_as_suffix;
+    Py_UCS4 *user;        /* user-defined pieces, concatenated, longest first */
+    Py_ssize_t *user_start, *user_len;
+    Py_ssize_t n_user;
+    uint8_t *user_first;  /* bitmap over code points: starts a user-defined piece */
+    int plain;            /* no charsmap and no user-defined pieces: every character is copied */
+    /* per ASCII character c (no user-defined piece starting with it): what the charsmap makes of it when the
+     * next character is ASCII d with bit d of asc_cont[c] clear (no key continues that way) */
+    uint8_t asc_fast[128];
+    const char *asc_rep[128]; /* NULL: c itself */
+    uint64_t asc_cont[128][2];
+    uint8_t asc_simple[128]; /* copied as it is when the next character is ASCII and continues no key */
+    int asc_simple_any;
+    uint8_t *plain_cp; /* bitmap over code points: no charsmap key and no user-defined piece starts with it */
+    /* per BMP character c >= 0x80 that starts a key (and no user-defined piece): the charsmap position after c
+     * (-1: not kept) and the pool offset of c's own replacement (-1: c is not a key), so that when the next
+     * character's first byte continues no key, the answer needs no walk */
+    int32_t *bmp_after, *bmp_leaf;
+} Normalizer;
+
+static void Normalizer_dealloc(Normalizer *self) {
+    free(self->units);
+    free(self->pool);
+    free(self->user);
+    free(self->user_start);
+    free(self->user_len);
+    free(self->user_first);
+    free(self->plain_cp);
+    free(self->bmp_after);
+    free(self->bmp_leaf);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static inline uint32_t da_offset(uint32_t unit) { return (unit >> 10) << ((unit & (1u << 9)) >> 6); }
+
+/* The longest charsmap key at ``t[i:]``: its length in characters (0: none) and its replacement. */
+static Py_ssize_t charsmap_longest(const Normalizer *nz, const Text *t, Py_ssize_t i, const char **rep) {
+    const uint32_t *u = nz->units;
+    Py_ssize_t nu = nz->n_units;
+    uint32_t id = da_offset(u[0]);
+    Py_ssize_t best = 0;
+    unsigned char enc[4];
+    for (Py_ssize_t j = i; j < t->n; j++) {
+        int k = utf8_put(enc, PyUnicode_READ(t->kind, t->data, j));
+        uint32_t unit = 0;
+        for (int b = 0; b < k; b++) {
+            uint32_t c = enc[b];
+            if (c == 0) return best;
+            id ^= c;
+            if ((Py_ssize_t)id >= nu) return best;
+            unit = u[id];
+            if ((unit & 0x800000FFu) != c) return best;
+            id ^= da_offset(unit);
+            if ((Py_ssize_t)id >= nu) return best;
+        }
+        if ((unit >> 8) & 1) {
+            uint32_t value = u[id] & 0x7FFFFFFFu;
+            if ((Py_ssize_t)value < nz->pool_len && memchr(nz->pool + value, 0, (size_t)(nz->pool_len - value))) {
+                best = j + 1 - i;
+                *rep = nz->pool + value;
+            }
+        }
+    }
+    return best;
+}
+
+/* One step of SentencePiece's ``NormalizePrefix`` at ``t[i:]``: the output (``*ubuf`` code points when
+ * ``*is_cp``, else ``*rep`` UTF-8) and the characters consumed. */
+typedef struct {
+    const char *rep;       /* UTF-8 replacement (charsmap) */
+    Py_ssize_t rep_len;
+    Py_ssize_t cp_from, cp_len; /* or code points t[cp_from : cp_from + cp_len] */
+    int is_cp;
+} Out;
+
+static Py_ssize_t norm_prefix(const Normalizer *nz, const Text *t, Py_ssize_t i, Out *o) {
+    Py_UCS4 ch = PyUnicode_READ(t->kind, t->data, i);
+    if (nz->user_first && ch < 0x110000 && (nz->user_first[ch >> 3] >> (ch & 7)) & 1) {
+        for (Py_ssize_t k = 0; k < nz->n_user; k++) {
+            Py_ssize_t len = nz->user_len[k];
+            if (i + len > t->n) continue;
+            const Py_UCS4 *p = nz->user + nz->user_start[k];
+            Py_ssize_t q = 0;
+            while (q < len && p[q] == PyUnicode_READ(t->kind, t->data, i + q)) q++;
+            if (q == len) {
+                o->is_cp = 1;
+                o->cp_from = i;
+                o->cp_len = len;
+                return len;
+            }
+        }
+    }
+    if (nz->units) {
+        const char *rep = NULL;
+        Py_ssize_t used = charsmap_longest(nz, t, i, &rep);
+        if (used) {
+            o->is_cp = 0;
+            o->rep = rep;
+            o->rep_len = (Py_ssize_t)strlen(rep);
+            return used;
+        }
+    }
+    o->is_cp = 1;
+    o->cp_from = i;
+    o->cp_len = 1;
+    return 1;
+}
+
+/* Append one output chunk: leading ASCII spaces dropped when ``*prev_space``, then spaces escaped. */
+static int emit(const Normalizer *nz, const Text *t, const Out *o, int *prev_space, ByteBuf *out) {
+    Py_ssize_t max = o->is_cp ? o->cp_len * 4 : o->rep_len * 3;
+    if (bytes_reserve(out, max + 8) < 0) return E_NOMEM;
+    unsigned char *w = out->v + out->n;
+    unsigned char *start = w;
+    int skipping = *prev_space;
+    unsigned char last = 0;
+    Py_ssize_t len = o->is_cp ? o->cp_len : o->rep_len;
+    for (Py_ssize_t k = 0; k < len; k++) {
+        Py_UCS4 c = o->is_cp ? PyUnicode_READ(t->kind, t->data, o->cp_from + k) : (unsigned char)o->rep[k];
+        if (skipping && c == ' ') continue;
+        skipping = 0;
+        last = c == ' ' ? ' ' : 1;
+        if (c == ' ' && nz->escape_whitespaces) {
+            *w++ = 0xE2;
+            *w++ = 0x96;
+            *w++ = 0x81;
+        } else if (o->is_cp) {
+            w += utf8_put(w, c);
+        } else {
+            *w++ = (unsigned char)c;
+        }
+    }
+    if (w != start) *prev_space = last == ' ';
+    out->n = w - out->v;
+    return 0;
+}
+
+static int out_is_space(const Out *o, const Text *t) {
+    if (o->is_cp) return o->cp_len == 1 && PyUnicode_READ(t->kind, t->data, o->cp_from) == ' ';
+    return o->rep_len == 1 && o->rep[0] == ' ';
+}
+
+/* The normalized text (UTF-8, appended to ``out``), as ``SentencePieceNormalizer.chunks`` joined. */
+static int normalize(const Normalizer *nz, const Text *t, ByteBuf *out) {
+    Py_ssize_t n = t->n, i = 0;
+    int remove = nz->remove_extra_whitespaces;
+    const unsigned char *ws = nz->escape_whitespaces ? (const unsigned char *)"\xE2\x96\x81" : (const unsigned char *)" ";
+    Py_ssize_t wsn = nz->escape_whitespaces ? 3 : 1;
+    Py_ssize_t begin = out->n;
+    Out o;
+    if (remove) {
+        while (i < n) {
+            Py_ssize_t used = nz->plain ? (o.is_cp = 1, o.cp_from = i, o.cp_len = 1, 1) : norm_prefix(nz, t, i, &o);
+            if (!out_is_space(&o, t)) break;
+            i += used;
+        }
+    }
+    if (i >= n) return 0;
+    if (bytes_reserve(out, (n - i) + 16) < 0) return E_NOMEM;
+    if (nz->add_dummy_prefix && !nz->treat_whitespace_as_suffix) {
+        memcpy(out->v + out->n, ws, (size_t)wsn);
+        out->n += wsn;
+    }
+    int prev_space = remove;
+    while (i < n) {
+        /* a run of ASCII characters the charsmap leaves alone (and no key continues), copied in one go */
+        if (nz->asc_simple_any) {
+            if (bytes_reserve(out, n - i + 8) < 0) return E_NOMEM;
+            unsigned char *w = out->v + out->n, *w0 = w;
+#define ASCII_RUN(TYPE)                                                                                         \
+    do {                                                                                                        \
+        const TYPE *d = (const TYPE *)t->data;                                                                  \
+        while (i < n) {                                                                                         \
+            TYPE c = d[i];                                                                                      \
+            if (c >= 0x80 || !nz->asc_simple[c]) break;                                                         \
+            TYPE x = i + 1 < n ? d[i + 1] : 0;                                                                  \
+            if (x >= 0x80 || ((nz->asc_cont[c][x >> 6] >> (x & 63)) & 1)) break;                               \
+            *w++ = (unsigned char)c;                                                                            \
+            i++;                                                                                                \
+        }                                                                                                       \
+    } while (0)
+            if (t->kind == PyUnicode_1BYTE_KIND) ASCII_RUN(Py_UCS1);
+            else if (t->kind == PyUnicode_2BYTE_KIND) ASCII_RUN(Py_UCS2);
+            else ASCII_RUN(Py_UCS4);
+#undef ASCII_RUN
+            if (w != w0) prev_space = 0;
+            out->n = w - out->v;
+            if (i >= n) break;
+        }
+        Py_UCS4 c = PyUnicode_READ(t->kind, t->data, i);
+        if (c < 0x80 && c > 0 && nz->asc_fast[c]) {
+            Py_UCS4 d = i + 1 < n ? PyUnicode_READ(t->kind, t->data, i + 1) : 0;
+            if (d < 0x80 && !((nz->asc_cont[c][d >> 6] >> (d & 63)) & 1)) {
+                const char *rep = nz->asc_rep[c];
+                if (rep == NULL && c != ' ') { /* the common case: copied as it is */
+                    if (bytes_reserve(out, 8) < 0) return E_NOMEM;
+                    out->v[out->n++] = (unsigned char)c;
+                    prev_space = 0;
+                    i++;
+                    continue;
+                }
+                if (rep == NULL) {
+                    o.is_cp = 1;
+                    o.cp_from = i;
+                    o.cp_len = 1;
+                } else {
+                    o.is_cp = 0;
+                    o.rep = rep;
+                    o.rep_len = (Py_ssize_t)strlen(rep);
+                }
+                if (emit(nz, t, &o, &prev_space, out) < 0) return E_NOMEM;
+                i++;
+                if (!remove) prev_space = 0;
+                continue;
+            }
+        }
+        if (c >= 0x80 && c < 0x110000 && ((nz->plain_cp[c >> 3] >> (c & 7)) & 1)) { /* copied as it is */
+            if (bytes_reserve(out, 8) < 0) return E_NOMEM;
+            out->n += utf8_put(out->v + out->n, c);
+            prev_space = 0;
+            i++;
+            continue;
+        }
+        if (c >= 0x80 && c < 0x10000 && nz->bmp_after && nz->bmp_after[c] >= 0) {
+            uint32_t id = (uint32_t)nz->bmp_after[c];
+            int cont = 0;
+            if (i + 1 < n) {
+                Py_UCS4 d = PyUnicode_READ(t->kind, t->data, i + 1);
+                uint32_t b0 = d < 0x80 ? d : d < 0x800 ? 0xC0 | (d >> 6) : d < 0x10000 ? 0xE0 | (d >> 12) : 0xF0 | (d >> 18);
+                uint32_t t2 = id ^ b0;
+                cont = b0 != 0 && (Py_ssize_t)t2 < nz->n_units && (nz->units[t2] & 0x800000FFu) == b0;
+            }
+            if (!cont) { /* the longest key here is c itself, or there is none */
+                int32_t leaf = nz->bmp_leaf[c];
+                if (leaf < 0) {
+                    if (bytes_reserve(out, 8) < 0) return E_NOMEM;
+                    out->n += utf8_put(out->v + out->n, c);
+                    prev_space = 0;
+                } else {
+                    o.is_cp = 0;
+                    o.rep = nz->pool + leaf;
+                    o.rep_len = (Py_ssize_t)strlen(o.rep);
+                    if (emit(nz, t, &o, &prev_space, out) < 0) return E_NOMEM;
+                    if (!remove) prev_space = 0;
+                }
+                i++;
+                continue;
+            }
+        }
+        Py_ssize_t used;
+        if (nz->plain) {
+            o.is_cp = 1;
+            o.cp_from = i;
+            o.cp_len = 1;
+            used = 1;
+        } else {
+            used = norm_prefix(nz, t, i, &o);
+        }
+        if (emit(nz, t, &o, &prev_space, out) < 0) return E_NOMEM;
+        i += used;
+        if (!remove) prev_space = 0;
+    }
+    if (remove) {
+        while (out->n - begin >= wsn && memcmp(out->v + out->n - wsn, ws, (size_t)wsn) == 0) out->n -= wsn;
+    }
+    if (nz->add_dummy_prefix && nz->treat_whitespace_as_suffix) {
+        if (bytes_reserve(out, wsn) < 0) return E_NOMEM;
+        memcpy(out->v + out->n, ws, (size_t)wsn);
+        out->n += wsn;
+    }
+    return 0;
+}
+
+/* Normalizer(charsmap: bytes, add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces,
+ *            treat_whitespace_as_suffix, user_defined: list[str]) */
+static PyObject *Normalizer_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    Py_buffer blob;
+    int dummy, remove, escape, suffix;
+    PyObject *user;
+    static char *kwlist[] = {"charsmap", "add_dummy_prefix", "remove_extra_whitespaces", "escape_whitespaces",
+                             "treat_whitespace_as_suffix", "user_defined", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "y*ppppO!", kwlist, &blob, &dummy, &remove, &escape, &suffix,
+                                     &PyList_Type, &user))
+        return NULL;
+    Normalizer *self = (Normalizer *)type->tp_alloc(type, 0);
+    if (!self) {
+        PyBuffer_Release(&blob);
+        return NULL;
+    }
+    self->add_dummy_prefix = dummy;
+    self->remove_extra_whitespaces = remove;
+    self->escape_whitespaces = escape;
+    self->treat_whitespace_as_suffix = suffix;
+    if (blob.len > 0) {
+        const unsigned char *b = (const unsigned char *)blob.buf;
+        if (blob.len < 4) goto bad;
+        uint32_t trie = (uint32_t)b[0] | ((uint32_t)b[1] << 8) | ((uint32_t)b[2] << 16) | ((uint32_t)b[3] << 24);
+        if (trie % 4 || trie < 4 || (Py_ssize_t)trie + 4 > blob.len) goto bad;
+        self->n_units = trie / 4;
+        self->units = (uint32_t *)malloc(trie);
+        self->pool_len = blob.len - 4 - trie;
+        self->pool = (char *)malloc((size_t)self->pool_len + 1);
+        if (!self->units || !self->pool) goto nomem;
+        for (Py_ssize_t k = 0; k < self->n_units; k++) {
+            const unsigned char *p = b + 4 + 4 * k;
+            self->units[k] = (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+        }
+        memcpy(self->pool, b + 4 + trie, (size_t)self->pool_len);
+        self->pool[self->pool_len] = 0;
+    }
+    PyBuffer_Release(&blob);
+    Py_ssize_t nu = PyList_GET_SIZE(user), total = 0;
+    for (Py_ssize_t k = 0; k < nu; k++) {
+        PyObject *s = PyList_GET_ITEM(user, k);
+        if (!PyUnicode_Check(s) || PyUnicode_GET_LENGTH(s) == 0) {
+            PyErr_SetString(PyExc_TypeError, "user_defined must be non-empty str");
+            goto fail;
+        }
+        total += PyUnicode_GET_LENGTH(s);
+    }
+    if (nu) {
+        self->user = (Py_UCS4 *)malloc((size_t)(total + 1) * sizeof(Py_UCS4));
+        self->user_start = (Py_ssize_t *)malloc((size_t)nu * sizeof(Py_ssize_t));
+        self->user_len = (Py_ssize_t *)malloc((size_t)nu * sizeof(Py_ssize_t));
+        self->user_first = (uint8_t *)calloc(0x110000 / 8, 1);
+        if (!self->user || !self->user_start || !self->user_len || !self->user_first) goto nomem;
+        /* longest first (insertion sort by length; the list is short) */
+        Py_ssize_t *order = (Py_ssize_t *)malloc((size_t)nu * sizeof(Py_ssize_t));
+        if (!order) goto nomem;
+        for (Py_ssize_t k = 0; k < nu; k++) {
+            Py_ssize_t len = PyUnicode_GET_LENGTH(PyList_GET_ITEM(user, k)), j = k;
+            while (j > 0 && PyUnicode_GET_LENGTH(PyList_GET_ITEM(user, order[j - 1])) < len) {
+                order[j] = order[j - 1];
+                j--;
+            }
+            order[j] = k;
+        }
+        Py_ssize_t at = 0;
+        for (Py_ssize_t k = 0; k < nu; k++) {
+            PyObject *s = PyList_GET_ITEM(user, order[k]);
+            Py_ssize_t len = PyUnicode_GET_LENGTH(s);
+            if (!PyUnicode_AsUCS4(s, self->user + at, len, 0)) {
+                free(order);
+                goto fail;
+            }
+            self->user_start[k] = at;
+            self->user_len[k] = len;
+            Py_UCS4 c = self->user[at];
+            self->user_first[c >> 3] |= (uint8_t)(1u << (c & 7));
+            at += len;
+        }
+        free(order);
+        self->n_user = nu;
+    }
+    self->plain = self->units == NULL && self->n_user == 0;
+    self->plain_cp = (uint8_t *)calloc(0x110000 / 8, 1);
+    if (!self->plain_cp) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    if (self->units) {
+        self->bmp_after = (int32_t *)malloc(0x10000 * sizeof(int32_t));
+        self->bmp_leaf = (int32_t *)malloc(0x10000 * sizeof(int32_t));
+        if (!self->bmp_after || !self->bmp_leaf) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        memset(self->bmp_after, 0xFF, 0x10000 * sizeof(int32_t));
+        memset(self->bmp_leaf, 0xFF, 0x10000 * sizeof(int32_t));
+    }
+    for (uint32_t c = 0x80; c < 0x110000; c++) {
+        if (c >= 0xD800 && c <= 0xDFFF) continue;
+        if (self->user_first && (self->user_first[c >> 3] >> (c & 7)) & 1) continue;
+        int starts = 0;
+        if (self->units) {
+            unsigned char enc[4];
+            int k = utf8_put(enc, c);
+            uint32_t id = da_offset(self->units[0]), unit = 0;
+            starts = 1;
+            int whole = 1;
+            for (int b = 0; b < k; b++) {
+                id ^= enc[b];
+                if ((Py_ssize_t)id >= self->n_units || (self->units[id] & 0x800000FFu) != enc[b]) {
+                    starts = 0;
+                    break;
+                }
+                unit = self->units[id];
+                id ^= da_offset(unit);
+                if ((Py_ssize_t)id >= self->n_units) { /* malformed: keep the careful path */
+                    whole = 0;
+                    break;
+                }
+            }
+            if (starts && whole && c < 0x10000) {
+                self->bmp_after[c] = (int32_t)id;
+                if ((unit >> 8) & 1) {
+                    uint32_t value = self->units[id] & 0x7FFFFFFFu;
+                    if ((Py_ssize_t)value < self->pool_len &&
+                        memchr(self->pool + value, 0, (size_t)(self->pool_len - value)))
+                        self->bmp_leaf[c] = (int32_t)value;
+                }
+            }
+        }
+        if (!starts) self->plain_cp[c >> 3] |= (uint8_t)(1u << (c & 7));
+    }
+    for (int c = 1; c < 128; c++) {
+        self->asc_fast[c] = !(self->user_first && (self->user_first[c >> 3] >> (c & 7)) & 1);
+        if (!self->units) continue;
+        const uint32_t *u = self->units;
+        uint32_t id = da_offset(u[0]) ^ (uint32_t)c;
+        if ((Py_ssize_t)id >= self->n_units || (u[id] & 0x800000FFu) != (uint32_t)c) continue; /* no key */
+        uint32_t unit = u[id];
+        id ^= da_offset(unit);
+        if ((Py_ssize_t)id >= self->n_units) {
+            self->asc_fast[c] = 0;
+            continue;
+        }
+        if ((unit >> 8) & 1) {
+            uint32_t value = u[id] & 0x7FFFFFFFu;
+            if ((Py_ssize_t)value < self->pool_len &&
+                memchr(self->pool + value, 0, (size_t)(self->pool_len - value)))
+                self->asc_rep[c] = self->pool + value;
+        }
+        for (uint32_t d = 1; d < 128; d++) {
+            uint32_t t = id ^ d;
+            if ((Py_ssize_t)t < self->n_units && (u[t] & 0x800000FFu) == d)
+                self->asc_cont[c][d >> 6] |= (uint64_t)1 << (d & 63);
+        }
+    }
+    for (int c = 0; c < 128; c++) {
+        self->asc_simple[c] = c != 0 && c != ' ' && self->asc_fast[c] && self->asc_rep[c] == NULL;
+        self->asc_simple_any |= self->asc_simple[c];
+    }
+    return (PyObject *)self;
+bad:
+    PyBuffer_Release(&blob);
+    PyErr_SetString(PyExc_ValueError, "malformed precompiled charsmap");
+    Py_DECREF(self);
+    return NULL;
+nomem:
+    PyBuffer_Release(&blob);
+    PyErr_NoMemory();
+fail:
+    Py_DECREF(self);
+    return NULL;
+}
+
+static int text_open(PyObject *s, Text *t) {
+    t->kind = PyUnicode_KIND(s);
+    t->data = PyUnicode_DATA(s);
+    t->n = PyUnicode_GET_LENGTH(s);
+    t->scrubbed = NULL;
+    return 0;
+}
+
+PyDoc_STRVAR(normalize_doc, "normalize(text) -> str: the normalized text (lone surrogates as U+FFFD first).");
+
+static PyObject *Normalizer_normalize(Normalizer *self, PyObject *arg) {
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "text must be str");
+        return NULL;
+    }
+    Text t;
+    text_open(arg, &t);
+    ByteBuf out = {NULL, 0, 0};
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = text_scrub(&t);
+    if (rc == 0) rc = normalize(self, &t, &out);
+    Py_END_ALLOW_THREADS free(t.scrubbed);
+    if (rc < 0) {
+        free(out.v);
+        return PyErr_NoMemory();
+    }
+    PyObject *res = PyUnicode_DecodeUTF8((const char *)(out.v ? out.v : (unsigned char *)""), out.n, "strict");
+    free(out.v);
+    return res;
+}
+
+static PyMethodDef Normalizer_methods[] = {
+    {"normalize", (PyCFunction)Normalizer_normalize, METH_O, normalize_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject NormalizerType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "app.engine._native._unigram.Normalizer",
+    .tp_basicsize = sizeof(Normalizer),
+    .tp_dealloc = (destructor)Normalizer_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "SentencePiece's normalizer: Normalizer(charsmap, add_dummy_prefix, remove_extra_whitespaces, "
+              "escape_whitespaces, treat_whitespace_as_suffix, user_defined).",
+    .tp_methods = Normalizer_methods,
+    .tp_new = Normalizer_new,
+};
+
+/* ---- the piece trie (double array over character labels) ------------------------------------------------------
+ *
+ * Characters are labels 1..alpha, the most frequent in the pieces first (0: a character no piece has), so a
+ * step of a walk is one character, and most nodes' children sit close together. */
+
+typedef struct {
+    int32_t base;  /* child with label c at base + c */
+    int32_t check; /* parent index; -1: free */
+    int32_t id;    /* piece ending here, -1: none */
+    float score;   /* its float32 score */
+} Unit;
+
+typedef struct {
+    const int32_t *s; /* labels */
+    int32_t len;
+    int32_t id;
+} Key;
+
+typedef struct {
+    Unit *u;
+    int32_t cap;
+    int32_t *next, *prev; /* free list (doubly linked) of candidate first-child slots */
+    uint8_t *fails;
+    int32_t head, tail;
+    int32_t top; /* highest slot in use */
+    const float *fscore;
+    int32_t alpha;      /* highest label */
+    int *labels;        /* scratch: a node's child labels (alpha + 1) */
+    Py_ssize_t *from;   /* and where their keys start (alpha + 2) */
+} Builder;
+
+static int cmp_key(const void *a, const void *b) {
+    const Key *x = (const Key *)a, *y = (const Key *)b;
+    int32_t n = x->len < y->len ? x->len : y->len;
+    for (int32_t i = 0; i < n; i++)
+        if (x->s[i] != y->s[i]) return x->s[i] < y->s[i] ? -1 : 1;
+    return x->len < y->len ? -1 : x->len > y->len;
+}
+
+static void fl_unlink(Builder *b, int32_t t) {
+    int32_t p = b->prev[t], n = b->next[t];
+    if (p == -2) return; /* not linked */
+    if (p >= 0) b->next[p] = n; else b->head = n;
+    if (n >= 0) b->prev[n] = p; else b->tail = p;
+    b->prev[t] = -2;
+}
+
+static int grow(Builder *b, int32_t need) {
+    if (need < b->cap) return 0;
+    int64_t cap = b->cap < 256 ? 256 : b->cap;
+    while (cap <= need) cap *= 2;
+    if (cap > INT32_MAX / 2) return E_NOMEM;
+    Unit *u = (Unit *)realloc(b->u, (size_t)cap * sizeof(Unit));
+    if (!u) return E_NOMEM;
+    b->u = u;
+    int32_t *nx = (int32_t *)realloc(b->next, (size_t)cap * sizeof(int32_t));
+    if (!nx) return E_NOMEM;
+    b->next = nx;
+    int32_t *pv = (int32_t *)realloc(b->prev, (size_t)cap * sizeof(int32_t));
+    if (!pv) return E_NOMEM;
+    b->prev = pv;
+    uint8_t *f = (uint8_t *)realloc(b->fails, (size_t)cap);
+    if (!f) return E_NOMEM;
+    b->fails = f;
+    for (int32_t t = b->cap; t < (int32_t)cap; t++) {
+        b->u[t].base = 0;
+        b->u[t].check = -1;
+        b->u[t].id = -1;
+        b->u[t].score = 0.0f;
+        b->fails[t] = 0;
+        b->next[t] = -1;
+        b->prev[t] = b->tail;
+        if (b->tail >= 0) b->next[b->tail] = t; else b->head = t;
+        b->tail = t;
+    }
+    b->cap = (int32_t)cap;
+    return 0;
+}
+
+/* A base for a node with children ``labels[0..k)`` (ascending): every base + label free, base >= 1. */
+static int32_t find_base(Builder *b, const int *labels, int k) {
+    int32_t f = b->head;
+    for (;;) {
+        if (f < 0) {
+            int32_t old = b->cap;
+            if (grow(b, b->cap) < 0) return E_NOMEM;
+            f = old;
+            continue;
+        }
+        int32_t base = f - labels[0];
+        int32_t nf = b->next[f];
+        if (base >= 1) {
+            if (grow(b, base + b->alpha + 1) < 0) return E_NOMEM;
+            int ok = 1;
+            for (int j = 1; j < k && ok; j++) ok = b->u[base + labels[j]].check == -1;
+            if (ok) return base;
+        }
+        if (++b->fails[f] >= 64) fl_unlink(b, f); /* a crowded slot: stop trying it as a first child */
+        if (nf < 0 && b->next[f] >= 0) nf = b->next[f];
+        f = nf;
+    }
+}
+
+/* Nodes waiting to be placed, depth first (a stack; measured faster to walk than breadth first: a walk's path
+ * stays close together). */
+typedef struct {
+    int32_t s, depth;
+    Py_ssize_t lo, hi;
+} Pending;
+
+typedef struct {
+    Pending *v;
+    Py_ssize_t head, n, cap;
+} Queue;
+
+static int queue_push(Queue *q, int32_t s, Py_ssize_t lo, Py_ssize_t hi, int32_t depth) {
+    if (q->n == q->cap) {
+        Py_ssize_t cap = q->cap ? q->cap * 2 : 1024;
+        Pending *nv = (Pending *)realloc(q->v, (size_t)cap * sizeof(Pending));
+        if (!nv) return E_NOMEM;
+        q->v = nv;
+        q->cap = cap;
+    }
+    Pending *p = &q->v[q->n++];
+    p->s = s;
+    p->lo = lo;
+    p->hi = hi;
+    p->depth = depth;
+    return 0;
+}
+
+/* Node ``s`` for keys[lo:hi) (sorted, sharing their first ``depth`` bytes): its piece, then its children placed
+ * and queued. */
+static int build_node(Builder *b, Queue *q, const Key *keys, int32_t s, Py_ssize_t lo, Py_ssize_t hi, int32_t depth) {
+    if (lo < hi && keys[lo].len == depth) {
+        b->u[s].id = keys[lo].id;
+        b->u[s].score = b->fscore[keys[lo].id];
+        lo++;
+        while (lo < hi && keys[lo].len == depth) lo++; /* a repeated key keeps the first (callers pass none) */
+    }
+    if (lo >= hi) {
+        b->u[s].base = 0;
+        return 0;
+    }
+    int *labels = b->labels;
+    Py_ssize_t *from = b->from;
+    int k = 0;
+    for (Py_ssize_t r = lo; r < hi; r++) {
+        int c = keys[r].s[depth];
+        if (k == 0 || labels[k - 1] != c) {
+            labels[k] = c;
+            from[k] = r;
+            k++;
+        }
+    }
+    from[k] = hi;
+    int32_t base = find_base(b, labels, k);
+    if (base < 0) return E_NOMEM;
+    b->u[s].base = base;
+    for (int j = 0; j < k; j++) {
+        int32_t t = base + labels[j];
+        fl_unlink(b, t);
+        b->u[t].check = s;
+        b->u[t].id = -1;
+        if (t > b->top) b->top = t;
+    }
+    for (int j = k - 1; j >= 0; j--)
+        if (queue_push(q, base + labels[j], from[j], from[j + 1], depth + 1) < 0) return E_NOMEM;
+    return 0;
+}
+
+static int build_trie(Builder *b, const Key *keys, Py_ssize_t n) {
+    Queue q = {NULL, 0, 0, 0};
+    int rc = queue_push(&q, 0, 0, n, 0);
+    while (rc == 0 && q.n > 0) {
+        Pending p = q.v[--q.n];
+        rc = build_node(b, &q, keys, p.s, p.lo, p.hi, p.depth);
+    }
+    free(q.v);
+    return rc;
+}
+
+/* ---- the model ---------------------------------------------------------------------------------------------- */
+
+/* The trie as walked: 12 bytes a unit (a hot walk touches fewer cache lines); the piece's id sits aside. */
+typedef struct {
+    int32_t base;  /* child with label c at base + c */
+    int32_t check; /* parent index (negative: free or root) */
+    float score;   /* the piece ending here (float32 score), NaN: none */
+} Cell;
+
+typedef struct {
+    PyObject_HEAD
+    Cell *u;            /* the trie; root at 0 */
+    int32_t *id_of;     /* unit -> piece id, -1: none */
+    int32_t n_units;
+    double *dscore;     /* id -> score (double arithmetic) */
+    int32_t n_ids;
+    int float32;
+    float unk_f;
+    double unk_d;
+    int32_t unk_id;     /* -1: none */
+    int byte_fallback;
+    int whole_lookup;   /* an unknown run that spells a piece is that piece (Hugging Face) */
+    int32_t bytes[256]; /* <0xNN> ids, -1 when absent */
+    uint16_t *label_bmp; /* BMP code point -> label (0: in no piece) */
+    uint32_t *astral;   /* the other code points of the pieces, ascending, with their labels aside */
+    uint16_t *astral_label;
+    Py_ssize_t n_astral;
+} Model;
+
+static inline int32_t label_of(const Model *m, uint32_t c) {
+    if (c < 0x10000) return m->label_bmp[c];
+    Py_ssize_t lo = 0, hi = m->n_astral;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (m->astral[mid] < c) lo = mid + 1; else hi = mid;
+    }
+    return lo < m->n_astral && m->astral[lo] == c ? m->astral_label[lo] : 0;
+}
+
+static void Model_dealloc(Model *self) {
+    free(self->u);
+    free(self->id_of);
+    free(self->dscore);
+    free(self->label_bmp);
+    free(self->astral);
+    free(self->astral_label);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Model(pieces: list[str], ids: list[int], scores: list[float], n_ids: int, unk_id: int, unk_score: float,
+ *       byte_fallback: bool, float32: bool, byte_ids: list[int], whole_lookup: bool) */
+static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    PyObject *pieces, *ids, *scores, *byte_ids;
+    int n_ids, unk_id, byte_fallback, float32, whole;
+    double unk_score;
+    static char *kwlist[] = {"pieces", "ids", "scores", "n_ids", "unk_id", "unk_score", "byte_fallback",
+                             "float32", "byte_ids", "whole_lookup", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O!iidppO!p", kwlist, &PyList_Type, &pieces, &PyList_Type,
+                                     &ids, &PyList_Type, &scores, &n_ids, &unk_id, &unk_score, &byte_fallback,
+                                     &float32, &PyList_Type, &byte_ids, &whole))
+        return NULL;
+    Py_ssize_t np = PyList_GET_SIZE(pieces);
+    if (PyList_GET_SIZE(ids) != np || PyList_GET_SIZE(scores) != np || PyList_GET_SIZE(byte_ids) != 256 ||
+        n_ids < 0) {
+        PyErr_SetString(PyExc_ValueError, "pieces, ids and scores must have one entry each; byte_ids 256");
+        return NULL;
+    }
+    Model *self = (Model *)type->tp_alloc(type, 0);
+    if (!self) return NULL;
+    self->float32 = float32;
+    self->unk_id = unk_id;
+    self->unk_d = unk_score;
+    self->unk_f = (float)unk_score;
+    self->byte_fallback = byte_fallback;
+    self->whole_lookup = whole;
+    self->n_ids = n_ids;
+    Key *keys = NULL;
+    int32_t *text = NULL;
+    float *fscore = NULL;
+    uint32_t *count = NULL, *order = NULL;
+    Builder b = {NULL, 0, NULL, NULL, NULL, -1, -1, 0, NULL, 0, NULL, NULL};
+    for (int k = 0; k < 256; k++) {
+        long v = PyLong_AsLong(PyList_GET_ITEM(byte_ids, k));
+        if (v == -1 && PyErr_Occurred()) goto fail;
+        self->bytes[k] = (v < 0 || v >= n_ids) ? -1 : (int32_t)v;
+    }
+    self->dscore = (double *)calloc((size_t)n_ids + 1, sizeof(double));
+    fscore = (float *)calloc((size_t)n_ids + 1, sizeof(float));
+    keys = (Key *)malloc(((size_t)np + 1) * sizeof(Key));
+    count = (uint32_t *)calloc(0x110000, sizeof(uint32_t));
+    if (!self->dscore || !fscore || !keys || !count) goto nomem;
+    Py_ssize_t total = 0;
+    for (Py_ssize_t k = 0; k < np; k++) {
+        PyObject *s = PyList_GET_ITEM(pieces, k);
+        if (!PyUnicode_Check(s)) {
+            PyErr_SetString(PyExc_TypeError, "pieces must be str");
+            goto fail;
+        }
+        Py_ssize_t len = PyUnicode_GET_LENGTH(s);
+        if (len == 0 || len > MAX_PIECE) {
+            PyErr_SetString(PyExc_ValueError, "empty or too long piece");
+            goto fail;
+        }
+        int kind = PyUnicode_KIND(s);
+        const void *data = PyUnicode_DATA(s);
+        for (Py_ssize_t i = 0; i < len; i++) {
+            Py_UCS4 c = PyUnicode_READ(kind, data, i);
+            if (c >= 0xD800 && c <= 0xDFFF) {
+                PyErr_SetString(PyExc_ValueError, "surrogate code point in a piece");
+                goto fail;
+            }
+            count[c]++;
+        }
+        total += len;
+    }
+    /* labels by frequency, most frequent first (ties: lower code point first) */
+    Py_ssize_t alpha = 0;
+    for (uint32_t c = 0; c < 0x110000; c++) alpha += count[c] > 0;
+    if (alpha > 65535) {
+        PyErr_SetString(PyExc_ValueError, "more than 65535 distinct characters in the pieces");
+        goto fail;
+    }
+    order = (uint32_t *)malloc(((size_t)alpha + 1) * sizeof(uint32_t));
+    self->label_bmp = (uint16_t *)calloc(0x10000, sizeof(uint16_t));
+    if (!order || !self->label_bmp) goto nomem;
+    {
+        Py_ssize_t k = 0;
+        for (uint32_t c = 0; c < 0x110000; c++)
+            if (count[c]) order[k++] = c;
+        /* sort code points by count descending (a simple merge-free approach: qsort on packed keys) */
+        uint64_t *packed = (uint64_t *)malloc(((size_t)alpha + 1) * sizeof(uint64_t));
+        if (!packed) goto nomem;
+        for (Py_ssize_t j = 0; j < alpha; j++)
+            packed[j] = ((uint64_t)(UINT32_MAX - count[order[j]]) << 32) | order[j];
+        qsort(packed, (size_t)alpha, sizeof(uint64_t), cmp_u64);
+        Py_ssize_t n_astral = 0;
+        for (Py_ssize_t j = 0; j < alpha; j++) {
+            uint32_t c = (uint32_t)(packed[j] & 0xFFFFFFFFu);
+            count[c] = (uint32_t)(j + 1); /* count now holds the label */
+            if (c < 0x10000) self->label_bmp[c] = (uint16_t)(j + 1); else n_astral++;
+        }
+        free(packed);
+        self->astral = (uint32_t *)malloc(((size_t)n_astral + 1) * sizeof(uint32_t));
+        self->astral_label = (uint16_t *)malloc(((size_t)n_astral + 1) * sizeof(uint16_t));
+        if (!self->astral || !self->astral_label) goto nomem;
+        Py_ssize_t q = 0;
+        for (uint32_t c = 0x10000; c < 0x110000; c++)
+            if (count[c]) {
+                self->astral[q] = c;
+                self->astral_label[q++] = (uint16_t)count[c];
+            }
+        self->n_astral = n_astral;
+    }
+    text = (int32_t *)malloc(((size_t)total + 1) * sizeof(int32_t));
+    if (!text) goto nomem;
+    Py_ssize_t at = 0;
+    for (Py_ssize_t k = 0; k < np; k++) {
+        PyObject *s = PyList_GET_ITEM(pieces, k);
+        long id = PyLong_AsLong(PyList_GET_ITEM(ids, k));
+        double sc = PyFloat_AsDouble(PyList_GET_ITEM(scores, k));
+        if (PyErr_Occurred()) goto fail;
+        if (id < 0 || id >= n_ids) {
+            PyErr_SetString(PyExc_ValueError, "piece id out of range");
+            goto fail;
+        }
+        Py_ssize_t len = PyUnicode_GET_LENGTH(s);
+        int kind = PyUnicode_KIND(s);
+        const void *data = PyUnicode_DATA(s);
+        for (Py_ssize_t i = 0; i < len; i++) text[at + i] = (int32_t)count[PyUnicode_READ(kind, data, i)];
+        keys[k].s = text + at;
+        keys[k].len = (int32_t)len;
+        keys[k].id = (int32_t)id;
+        at += len;
+        self->dscore[id] = sc;
+        fscore[id] = (float)sc;
+    }
+    b.alpha = (int32_t)alpha;
+    b.labels = (int *)malloc(((size_t)alpha + 2) * sizeof(int));
+    b.from = (Py_ssize_t *)malloc(((size_t)alpha + 3) * sizeof(Py_ssize_t));
+    if (!b.labels || !b.from) goto nomem;
+    qsort(keys, (size_t)np, sizeof(Key), cmp_key);
+    b.fscore = fscore;
+    b.cap = 0;
+    if (grow(&b, 1024) < 0) goto nomem;
+    fl_unlink(&b, 0);
+    b.u[0].check = -2; /* the root */
+    b.u[0].id = -1;
+    if (build_trie(&b, keys, np) < 0) goto nomem;
+    /* every base + alpha stays inside the array, so a step needs no bounds check */
+    int32_t maxbase = 0;
+    for (int32_t t = 0; t <= b.top; t++)
+        if (b.u[t].check != -1 && b.u[t].base > maxbase) maxbase = b.u[t].base;
+    int32_t n_units = (maxbase + b.alpha + 1 > b.top + 1 ? maxbase + b.alpha + 1 : b.top + 1);
+    if (grow(&b, n_units) < 0) goto nomem;
+    self->u = (Cell *)malloc((size_t)n_units * sizeof(Cell));
+    self->id_of = (int32_t *)malloc((size_t)n_units * sizeof(int32_t));
+    if (!self->u || !self->id_of) goto nomem;
+    for (int32_t t = 0; t < n_units; t++) {
+        self->u[t].base = b.u[t].base;
+        self->u[t].check = b.u[t].check;
+        self->u[t].score = b.u[t].id >= 0 ? b.u[t].score : NAN;
+        self->id_of[t] = b.u[t].id;
+    }
+    self->n_units = n_units;
+    free(b.u);
+    free(b.next);
+    free(b.prev);
+    free(b.fails);
+    free(b.labels);
+    free(b.from);
+    free(keys);
+    free(text);
+    free(fscore);
+    free(count);
+    free(order);
+    return (PyObject *)self;
+nomem:
+    PyErr_NoMemory();
+fail:
+    free(b.u);
+    free(b.next);
+    free(b.prev);
+    free(b.fails);
+    free(b.labels);
+    free(b.from);
+    free(keys);
+    free(text);
+    free(fscore);
+    free(count);
+    free(order);
+    Py_DECREF(self);
+    return NULL;
+}
+
+/* The piece spelled exactly by the labels lab[0:n] (-1: none). */
+static int32_t exact(const Model *m, const uint16_t *lab, Py_ssize_t n) {
+    const Cell *u = m->u;
+    int32_t s = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (lab[k] == 0) return -1;
+        int32_t t = u[s].base + lab[k];
+        if (u[t].check != s) return -1;
+        s = t;
+    }
+    return m->id_of[s];
+}
+
+/* The text of one call: UTF-8 bytes, and per character its label and byte offset. */
+typedef struct {
+    const unsigned char *buf;
+    const uint16_t *lab; /* per character */
+} Chars;
+
+/* Ids of one unknown run, characters s..e, bytes bs..be (see the file comment). */
+static int resolve_unknown(const Model *m, const Chars *c, Py_ssize_t s, Py_ssize_t e, Py_ssize_t bs, Py_ssize_t be,
+                           IdBuf *out) {
+    if (m->whole_lookup) {
+        int32_t id = exact(m, c->lab + s, e - s);
+        if (id >= 0) return ids_push(out, id);
+    }
+    if (m->byte_fallback) {
+        const unsigned char *buf = c->buf;
+        Py_ssize_t k;
+        for (k = bs; k < be && m->bytes[buf[k]] >= 0; k++) {
+        }
+        if (k == be) {
+            for (k = bs; k < be; k++)
+                if (ids_push(out, m->bytes[buf[k]]) < 0) return E_NOMEM;
+            return 0;
+        }
+    }
+    if (m->unk_id < 0) return E_NO_UNK;
+    return ids_push(out, m->unk_id);
+}
+
+/* Per character position of the text: the best path ending there (start -1: none yet). */
+typedef struct {
+    float score;
+    int32_t start;
+    int32_t node; /* piece id, or UNK_MARK */
+} PosF;
+
+typedef struct {
+    double score;
+    int32_t start;
+    int32_t node;
+} PosD;
+
+/* The best path -> ids (unknown runs fused and resolved).  The back pointers are turned into forward links in
+ * place (kept in the score fields, which are no longer needed); byte offsets are followed along. */
+static int emit_path(const Model *m, const Chars *c, Py_ssize_t n, char *pos, size_t stride, IdBuf *out) {
+#define P_START(e) (*(const int32_t *)(pos + (size_t)(e) * stride + stride - 2 * sizeof(int32_t)))
+#define P_NODE(e) (*(const int32_t *)(pos + (size_t)(e) * stride + stride - sizeof(int32_t)))
+#define P_NEXT(e) (*(int32_t *)(pos + (size_t)(e) * stride))
+    for (Py_ssize_t e = n; e > 0;) {
+        int32_t s = P_START(e);
+        P_NEXT(s) = (int32_t)e;
+        e = s;
+    }
+    const unsigned char *buf = c->buf;
+    Py_ssize_t kc = 0, kb = 0; /* character kc starts at byte kb (followed only as far as byte fallback needs) */
+    int rc = 0;
+    for (Py_ssize_t s = 0; s < n && rc == 0;) {
+        Py_ssize_t e = P_NEXT(s);
+        if (P_NODE(e) != UNK_MARK) {
+            rc = ids_push(out, m->id_of[P_NODE(e)]);
+            s = e;
+            continue;
+        }
+        while (e < n && P_NODE(P_NEXT(e)) == UNK_MARK) e = P_NEXT(e); /* fuse the run */
+        Py_ssize_t bs = 0, be = 0;
+        if (m->byte_fallback) {
+            for (; kc < s; kc++) kb += utf8_len(buf[kb]);
+            bs = kb;
+            for (; kc < e; kc++) kb += utf8_len(buf[kb]);
+            be = kb;
+        }
+        rc = resolve_unknown(m, c, s, e, bs, be, out);
+        s = e;
+    }
+    return rc;
+#undef P_START
+#undef P_NODE
+#undef P_NEXT
+}
+
+/* One Viterbi pass over characters; SCORE is float (with SentencePiece's re-basing) or double. */
+#define VITERBI_BODY(POS, SCORE, UNK, PIECE_SCORE, REBASE)                                                      \
+    do {                                                                                                        \
+        POS *p = (POS *)mem;                                                                                    \
+        for (Py_ssize_t i = 0; i <= n; i++) p[i].start = -1;                                                    \
+        p[0].score = 0;                                                                                         \
+        Py_ssize_t frontier = 0;                                                                                \
+        for (Py_ssize_t s = 0; s < n; s++) {                                                                    \
+            SCORE base = p[s].score;                                                                            \
+            if (REBASE && !(base >= -RESET && base <= RESET)) {                                                 \
+                for (Py_ssize_t i = s + 1; i <= frontier; i++)                                                  \
+                    if (p[i].start != -1) p[i].score = p[i].score - base;                                       \
+                p[s].score = base = 0;                                                                          \
+            }                                                                                                   \
+            int single = 0;                                                                                 \
+            Py_ssize_t last = s; /* the furthest end a piece reached from here (ends come in ascending order) */\
+            int32_t at = u[0].base + lab[s];                                                                \
+            if (u[at].check == 0) { /* the first character: the only step that can make a single-character piece */\
+                Py_ssize_t e = s + 1;                                                                       \
+                if (HIT(at)) {                                                                              \
+                    SCORE cand = (SCORE)(PIECE_SCORE) + base;                                               \
+                    POS *q = p + e;                                                                         \
+                    if (q->start == -1 || cand > q->score) {                                                \
+                        q->score = cand;                                                                    \
+                        q->start = (int32_t)s;                                                              \
+                        q->node = at;                                                                       \
+                    }                                                                                       \
+                    single = 1;                                                                             \
+                    last = e;                                                                               \
+                }                                                                                           \
+                while (e < n) {                                                                             \
+                    int32_t t = u[at].base + lab[e]; /* label 0 (no piece has it) never passes the check */ \
+                    if (u[t].check != at) break;                                                            \
+                    at = t;                                                                                 \
+                    e++;                                                                                    \
+                    if (HIT(at)) {                                                                          \
+                        SCORE cand = (SCORE)(PIECE_SCORE) + base;                                           \
+                        POS *q = p + e;                                                                     \
+                        if (q->start == -1 || cand > q->score) {                                            \
+                            q->score = cand;                                                                \
+                            q->start = (int32_t)s;                                                          \
+                            q->node = at;                                                                   \
+                        }                                                                                   \
+                        last = e;                                                                           \
+                    }                                                                                       \
+                }                                                                                           \
+            }                                                                                               \
+            if (last > frontier) frontier = last;                                                           \
+            if (!single) {                                                                                      \
+                Py_ssize_t e = s + 1;                                                                           \
+                if (e > frontier) frontier = e;                                                                 \
+                SCORE cand = (UNK) + base;                                                                      \
+                POS *q = p + e;                                                                                 \
+                if (q->start == -1 || cand > q->score) {                                                        \
+                    q->score = cand;                                                                            \
+                    q->start = (int32_t)s;                                                                      \
+                    q->node = UNK_MARK;                                                                         \
+                }                                                                                               \
+            }                                                                                                   \
+        }                                                                                                       \
+        rc = emit_path(m, ch, n, mem, sizeof(POS), out);                                                        \
+    } while (0)
+
+static int viterbi_f(const Model *m, const Chars *ch, Py_ssize_t n, char *mem, IdBuf *out) {
+    const Cell *u = m->u;
+    const uint16_t *lab = ch->lab;
+    const float unk = m->unk_f;
+    int rc;
+#define HIT(at) (u[at].score == u[at].score)
+    VITERBI_BODY(PosF, float, unk, u[at].score, 1);
+#undef HIT
+    return rc;
+}
+
+static int viterbi_d(const Model *m, const Chars *ch, Py_ssize_t n, char *mem, IdBuf *out) {
+    const Cell *u = m->u;
+    const uint16_t *lab = ch->lab;
+    const int32_t *id_of = m->id_of;
+    const double unk = m->unk_d;
+    const double *ds = m->dscore;
+    int rc;
+#define HIT(at) (id_of[at] >= 0)
+    VITERBI_BODY(PosD, double, unk, ds[id_of[at]], 0);
+#undef HIT
+    return rc;
+}
+
+#define STACK_CHARS 1024
+
+/* Viterbi over buf[0:nb] (valid UTF-8), appending the ids to ``out``. */
+static int viterbi(const Model *m, const unsigned char *buf, Py_ssize_t nb, IdBuf *out) {
+    if (nb == 0) return 0;
+    Py_ssize_t n = 0; /* characters */
+    for (Py_ssize_t i = 0; i < nb; i++) n += (buf[i] & 0xC0) != 0x80;
+    /* per character: the best path record (12 or 16 bytes), then its label (2 bytes) */
+    size_t width = m->float32 ? sizeof(PosF) : sizeof(PosD);
+    size_t need = (size_t)(n + 1) * width + (size_t)(n + 1) * sizeof(uint16_t);
+    _Alignas(8) char stack_mem[(STACK_CHARS + 1) * (sizeof(PosD) + sizeof(uint16_t))];
+    char *mem = n <= STACK_CHARS ? stack_mem : (char *)malloc(need);
+    if (!mem) return E_NOMEM;
+    uint16_t *lab = (uint16_t *)(mem + (size_t)(n + 1) * width);
+    Py_ssize_t k = 0;
+    for (Py_ssize_t i = 0; i < nb;) {
+        int len = utf8_len(buf[i]);
+        uint32_t c;
+        if (len == 1) c = buf[i];
+        else if (len == 2) c = ((uint32_t)(buf[i] & 0x1F) << 6) | (buf[i + 1] & 0x3F);
+        else if (len == 3) c = ((uint32_t)(buf[i] & 0x0F) << 12) | ((uint32_t)(buf[i + 1] & 0x3F) << 6) | (buf[i + 2] & 0x3F);
+        else c = ((uint32_t)(buf[i] & 0x07) << 18) | ((uint32_t)(buf[i + 1] & 0x3F) << 12) |
+                 ((uint32_t)(buf[i + 2] & 0x3F) << 6) | (buf[i + 3] & 0x3F);
+        lab[k++] = (uint16_t)label_of(m, c);
+        i += len;
+    }
+    Chars ch = {buf, lab};
+    int rc = m->float32 ? viterbi_f(m, &ch, n, mem, out) : viterbi_d(m, &ch, n, mem, out);
+    if (mem != stack_mem) free(mem);
+    return rc;
+}
+
+static PyObject *ids_list(IdBuf *b, int rc) {
+    if (rc < 0) {
+        free(b->v);
+        if (rc == E_NOMEM) return PyErr_NoMemory();
+        PyErr_SetString(PyExc_ValueError, rc == E_SURROGATE ? "surrogate code point in text"
+                                                            : "text has no piece and the model has no unknown token");
+        return NULL;
+    }
+    PyObject *list = PyList_New(b->n);
+    if (list) {
+        /* an id met again reuses its int object (the list holds it): fewer allocations, less memory */
+        int32_t seen_id[1024];
+        PyObject *seen[1024];
+        memset(seen_id, 0xFF, sizeof(seen_id));
+        for (Py_ssize_t i = 0; i < b->n; i++) {
+            int32_t id = b->v[i];
+            unsigned slot = (unsigned)id & 1023u;
+            PyObject *v;
+            if (seen_id[slot] == id) {
+                v = seen[slot];
+                Py_INCREF(v);
+            } else {
+                v = PyLong_FromLong(id);
+                if (!v) {
+                    Py_DECREF(list);
+                    list = NULL;
+                    break;
+                }
+                seen_id[slot] = id;
+                seen[slot] = v;
+            }
+            PyList_SET_ITEM(list, i, v);
+        }
+    }
+    free(b->v);
+    return list;
+}
+
+PyDoc_STRVAR(tokenize_doc, "tokenize(text) -> list[int]: ids of one pre-token (no normalization); ValueError for "
+                           "a surrogate or an unknown character without an unknown token.");
+
+static PyObject *Model_tokenize(Model *self, PyObject *arg) {
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "text must be str");
+        return NULL;
+    }
+    Text t;
+    text_open(arg, &t);
+    IdBuf out = {NULL, 0, 0};
+    ByteBuf buf = {NULL, 0, 0};
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = text_utf8(&t, &buf);
+    if (rc == 0) rc = viterbi(self, buf.v, buf.n, &out);
+    Py_END_ALLOW_THREADS free(buf.v);
+    return ids_list(&out, rc);
+}
+
+PyDoc_STRVAR(encode_doc,
+             "encode(items, normalizer=None, scrub=False) -> list[int]: ids of ``items`` in order (str items are "
+             "normalized by ``normalizer`` when given, lone surrogates as U+FFFD first -- also with ``scrub`` -- then "
+             "segmented; int items are ids and pass through). ValueError for an unknown character without an "
+             "unknown token, or a surrogate when neither a normalizer nor ``scrub`` is given.");
+
+static PyObject *Model_encode(Model *self, PyObject *args, PyObject *kwds) {
+    PyObject *items, *nobj = Py_None;
+    int scrub = 0;
+    static char *kwlist[] = {"items", "normalizer", "scrub", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!|Op", kwlist, &PyList_Type, &items, &nobj, &scrub)) return NULL;
+    Normalizer *nz = NULL;
+    if (nobj != Py_None) {
+        if (!PyObject_TypeCheck(nobj, &NormalizerType)) {
+            PyErr_SetString(PyExc_TypeError, "normalizer must be a Normalizer or None");
+            return NULL;
+        }
+        nz = (Normalizer *)nobj;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(items);
+    int32_t *passed = (int32_t *)malloc((size_t)(count + 1) * sizeof(int32_t));
+    if (!passed) return PyErr_NoMemory();
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *it = PyList_GET_ITEM(items, k);
+        if (PyUnicode_Check(it)) {
+            passed[k] = -1;
+        } else if (PyLong_Check(it)) {
+            long v = PyLong_AsLong(it);
+            if (v < 0 || v > INT32_MAX) {
+                free(passed);
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "id out of range");
+                return NULL;
+            }
+            passed[k] = (int32_t)v;
+        } else {
+            free(passed);
+            PyErr_SetString(PyExc_TypeError, "items must be str or int");
+            return NULL;
+        }
+    }
+    PyObject *held = PyList_GetSlice(items, 0, count); /* keeps the items alive while the GIL is released */
+    if (!held) {
+        free(passed);
+        return NULL;
+    }
+    Py_INCREF(nobj);
+    IdBuf out = {NULL, 0, 0};
+    ByteBuf buf = {NULL, 0, 0};
+    int rc = 0;
+    Py_BEGIN_ALLOW_THREADS for (Py_ssize_t k = 0; k < count && rc == 0; k++) {
+        if (passed[k] >= 0) {
+            rc = ids_push(&out, passed[k]);
+            continue;
+        }
+        Text t;
+        text_open(PyList_GET_ITEM(held, k), &t);
+        buf.n = 0;
+        if (nz || scrub) {
+            rc = text_scrub(&t);
+            if (rc == 0) rc = nz ? normalize(nz, &t, &buf) : text_utf8(&t, &buf);
+            free(t.scrubbed);
+        } else {
+            rc = text_utf8(&t, &buf);
+        }
+        if (rc == 0) rc = viterbi(self, buf.v, buf.n, &out);
+    }
+    Py_END_ALLOW_THREADS Py_DECREF(held);
+    Py_DECREF(nobj);
+    free(buf.v);
+    free(passed);
+    return ids_list(&out, rc);
+}
+
+static PyObject *Model_n_units(Model *self, void *closure) { return PyLong_FromLong(self->n_units); }
+
+static PyMethodDef Model_methods[] = {
+    {"tokenize", (PyCFunction)Model_tokenize, METH_O, tokenize_doc},
+    {"encode", (PyCFunction)(void (*)(void))Model_encode, METH_VARARGS | METH_KEYWORDS, encode_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Model_getset[] = {
+    {"n_units", (getter)Model_n_units, NULL, "double-array size (units of 16 bytes)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject ModelType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "app.engine._native._unigram.Model",
+    .tp_basicsize = sizeof(Model),
+    .tp_dealloc = (destructor)Model_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Unigram Viterbi: Model(pieces, ids, scores, n_ids, unk_id, unk_score, byte_fallback, float32, "
+              "byte_ids, whole_lookup).",
+    .tp_methods = Model_methods,
+    .tp_getset = Model_getset,
+    .tp_new = Model_new,
+};
+
+static struct PyModuleDef unigram_module = {
+    PyModuleDef_HEAD_INIT, "_unigram", "Compiled Unigram Viterbi and SentencePiece normalizer.", -1, NULL, NULL,
+    NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__unigram(void) {
+    if (PyType_Ready(&ModelType) < 0 || PyType_Ready(&NormalizerType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&unigram_module);
+    if (!m) return NULL;
+    Py_INCREF(&ModelType);
+    if (PyModule_AddObject(m, "Model", (PyObject *)&ModelType) < 0) {
+        Py_DECREF(&ModelType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&NormalizerType);
+    if (PyModule_AddObject(m, "Normalizer", (PyObject *)&NormalizerType) < 0) {
+        Py_DECREF(&NormalizerType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
