@@ -4,6 +4,10 @@ Start-up (the lifespan) loads and verifies every artifact and the model table in
 reports ready; a failure is logged with the file it names and aborts start-up. The loaded state is then frozen
 out of the garbage collector (``gc.freeze``), which removes full-collection pauses from request latency.
 Shutdown marks the app not ready and removes this worker's live gauges from the metrics directory.
+
+The gateway (:mod:`app.api.middleware`) is the outermost layer of every HTTP request: :class:`ServiceApp` hands
+HTTP scopes to it first, and it calls the FastAPI stack (error middleware, routing, handlers) only for requests it
+does not answer itself, so ``POST /encode``, ``/count`` and ``/decode`` pay for none of those layers.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 
 import anyio
 from fastapi import FastAPI
+from starlette.types import Receive, Scope, Send
 
 from app.core.config import Settings
 
@@ -52,6 +57,23 @@ def _configure_logging(level: str) -> None:
         logger.propagate = False
 
 
+class ServiceApp(FastAPI):
+    """FastAPI with :class:`GatewayMiddleware` in front of the whole stack (see the module docstring)."""
+
+    gateway: GatewayMiddleware
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            scope["app"] = self
+            await self.gateway(scope, receive, send)
+        else:
+            await super().__call__(scope, receive, send)
+
+    async def stack(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The FastAPI application behind the gateway."""
+        await super().__call__(scope, receive, send)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the application. ``settings`` default: :meth:`Settings.from_env`."""
     settings = settings or Settings.from_env()
@@ -82,13 +104,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     # No slash redirects: Starlette builds their Location from the request's Host header (an open redirect);
     # /encode/ is a 404 like any other unknown path.
-    app = FastAPI(title="tokenizer-service", version="0.1.0", description=DESCRIPTION, lifespan=lifespan,
+    app = ServiceApp(title="tokenizer-service", version="0.1.0", description=DESCRIPTION, lifespan=lifespan,
                   docs_url=None, redoc_url=None, redirect_slashes=False)  # offline docs: pages.install
     app.state.settings = settings
     app.include_router(api_router)
     pages.install(app)
     install_handlers(app)
-    app.add_middleware(GatewayMiddleware, settings=settings)
+    app.gateway = GatewayMiddleware(app.stack, settings)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

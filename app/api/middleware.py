@@ -88,7 +88,7 @@ class GatewayMiddleware:
         def record() -> None:
             if not state["recorded"]:
                 state["recorded"] = True
-                metrics.IN_FLIGHT.dec()
+                metrics.in_flight.dec()
                 status = state["status"] or 499  # 499: the client went away before a response started
                 metrics.observe_request(endpoint_label(scope.get("path", "")), labels["tokenizer"], status,
                                         time.perf_counter() - start)
@@ -100,7 +100,7 @@ class GatewayMiddleware:
                 record()  # before the last byte leaves: a client that has its response sees it counted
             await send(message)
 
-        metrics.IN_FLIGHT.inc()
+        metrics.in_flight.inc()
         try:
             await self._handle(scope, receive, send_tracking)
         except Exception:

@@ -25,6 +25,7 @@ from app.core.billing import add_billing
 from app.core.model_table import ModelInfo
 from app.engine import Special, Tokenizer
 from app.engine.errors import InvalidTokenIdError
+from app.engine.native import utf8_size
 from app.engine.sampling import Sample
 
 from . import metrics, serialize
@@ -97,11 +98,12 @@ def _loads_or_400(body: bytes) -> Any:
 
 
 def utf8_len(text: str, where: str) -> int:
-    """UTF-8 length of ``text``; 422 ``invalid_text`` if it holds a lone surrogate (not valid Unicode)."""
+    """UTF-8 length of ``text``; 422 ``invalid_text`` if it holds a lone surrogate (not valid Unicode). The UTF-8
+    copy stays in the str (:func:`app.engine.native.utf8_size`): tokenizing it next does not encode it again."""
     if text.isascii():
         return len(text)
     try:
-        return len(text.encode("utf-8"))
+        return utf8_size(text)
     except UnicodeEncodeError as exc:
         raise ApiError(422, "invalid_text", f"{where} holds a lone surrogate U+{ord(text[exc.start]):04X} at "
                        f"character {exc.start}; JSON strings must encode valid Unicode (pair \\uD800-\\uDBFF with "

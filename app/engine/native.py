@@ -113,6 +113,15 @@ def available() -> bool:
     return _core is not None
 
 
+def utf8_size(text: str) -> int:
+    """``len(text.encode("utf-8"))``; ``UnicodeEncodeError`` for a lone surrogate. With the compiled core the UTF-8
+    copy is kept inside the str, so the native encode or count of the same text that follows does not encode it
+    again."""
+    if _core is not None:
+        return int(_core.utf8_size(text))
+    return len(text.encode("utf-8"))
+
+
 def scanner_id(pattern: str) -> int:
     """The native pre-tokenizer for ``pattern`` (one of the bundled patterns), or 0 when there is none."""
     return CORE.scanner_id(pattern)

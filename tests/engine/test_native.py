@@ -389,3 +389,19 @@ def test_duplicate_ranks_disable_atomic_characters() -> None:
     ranks[b"zz"] = ranks["о".encode()]  # two tokens, one rank: the rule's proof does not apply
     assert _core.Core(ranks, 0, 0, True).atomic_chars == 0
     assert _core.Core(_byte_vocab("о".encode()), 0, 0, True).atomic_chars == 1
+
+
+@given(st.text(max_size=200) | st.lists(st.sampled_from([*PIECES, "\ud800", "\udfff"]), max_size=30).map("".join))
+@settings(max_examples=300, deadline=None)
+def test_utf8_size_is_the_utf8_length_and_refuses_lone_surrogates(text: str) -> None:
+    try:
+        want: int | None = len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        want, start = None, exc.start
+    if want is None:
+        with pytest.raises(UnicodeEncodeError) as err:
+            native.utf8_size(text)
+        assert err.value.start == start
+    else:
+        assert native.utf8_size(text) == want
+        assert get_encoding("cl100k_base").count(text) == get_encoding("cl100k_base", backend="python").count(text)

@@ -19,7 +19,8 @@
  * ``encode_text`` also does what the pipeline does before the model for a SentencePiece normalizer without a
  * precompiled charsmap (lone surrogates to U+FFFD, dummy prefix, extra-whitespace removal, spaces to U+2581) and
  * the cut before every U+2581 that follows another character, all in one call with the GIL released.
- * Objects are immutable after construction and thread-safe; memory per call is linear in the text.
+ * Objects are immutable after construction and thread-safe; memory per call is linear in the text, and a long
+ * call's buffers are kept for the next one in a small, bounded, lock-free stash (see "working memory" below).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -714,7 +715,7 @@ static void buf_init(Buf *b) {
 }
 
 static void buf_free(Buf *b) {
-    if (b->ids != b->small) buf_free(b);
+    if (b->ids != b->small) free(b->ids);
 }
 
 static int buf_reserve(Buf *b, Py_ssize_t extra) {
@@ -833,6 +834,153 @@ static int rev_reset(Rev *r, Py_ssize_t n) {
         for (size_t i = 0; i < cap; i++) r->slots[i].key = -1;
     }
     return 0;
+}
+
+/* ---- working memory kept across calls ---------------------------------------------------------------------- *
+ *
+ * A long call's buffers (its text, its ids, the scratch arrays, the heap and the split-back table) are megabytes:
+ * glibc serves them with fresh pages (mmap, or heap top it trimmed at the last free), and touching those pages for
+ * the first time costs a page fault per 4 KB, on every call. So a call longer than RELEASE_FROM code points takes
+ * a Work from a small process-wide stash and puts it back when it is done: the next long call finds its pages
+ * already mapped. The stash is lock-free (one atomic exchange to take a slot, one compare-and-swap to give it
+ * back; a call that finds every slot empty makes its own Work, one that finds every slot full frees it), shared by
+ * every model (the buffers hold no model data) and bounded: at most WORK_SLOTS Works of at most WORK_KEEP bytes
+ * of capacity each, so 64 MiB in all whatever the number of models or threads. WORK_KEEP covers every buffer of a
+ * 400,000-character call with byte fallback or a run of one character (about 26 MiB of capacity, much of it never
+ * touched); before a Work goes back its largest buffers are freed until it fits. Calls of at most RELEASE_FROM
+ * code points use stack buffers and small allocations, as before. */
+#define WORK_SLOTS 2
+#define WORK_KEEP ((size_t)32 << 20)
+
+typedef struct {
+    Buf b;
+    Scratch sc;
+    uint32_t *text; /* room for text_cap code points */
+    size_t text_cap;
+} Work;
+
+static Work *work_stash[WORK_SLOTS];
+
+static Work *work_take(void) {
+    for (int k = 0; k < WORK_SLOTS; k++) {
+        if (!__atomic_load_n(&work_stash[k], __ATOMIC_RELAXED)) continue;
+        Work *w = __atomic_exchange_n(&work_stash[k], NULL, __ATOMIC_ACQUIRE);
+        if (w) return w;
+    }
+    Work *w = (Work *)malloc(sizeof(Work));
+    if (!w) return NULL;
+    buf_init(&w->b);
+    scratch_init(&w->sc);
+    w->text = NULL, w->text_cap = 0;
+    return w;
+}
+
+/* bytes of capacity in each of a Work's buffers: text, ids, scratch arrays, heap, split-back table */
+#define WORK_PARTS 5
+static void work_sizes(const Work *w, size_t *sz) {
+    sz[0] = w->text_cap * sizeof(uint32_t);
+    sz[1] = w->b.ids != w->b.small ? (size_t)w->b.cap * sizeof(int32_t) : 0;
+    sz[2] = w->sc.syms != w->sc.small_syms ? (size_t)w->sc.cap * (sizeof(Sym) + 4 * sizeof(int32_t)) : 0;
+    sz[3] = w->sc.heap ? (size_t)(w->sc.hcap + 4) * sizeof(HeapItem) : 0;
+    sz[4] = w->sc.rev.slots ? (w->sc.rev.mask + 1) * (sizeof(RevSlot) + sizeof(size_t)) : 0;
+}
+
+static void work_drop(Work *w, int part) {
+    Scratch *s = &w->sc;
+    switch (part) {
+    case 0:
+        free(w->text), w->text = NULL, w->text_cap = 0;
+        break;
+    case 1:
+        if (w->b.ids != w->b.small) free(w->b.ids);
+        w->b.ids = w->b.small, w->b.cap = BUF_SMALL;
+        break;
+    case 2:
+        if (s->syms != s->small_syms) free(s->syms), free(s->rank), free(s->msym), free(s->nxt), free(s->prv);
+        s->syms = s->small_syms, s->rank = s->small_rank, s->msym = s->small_msym, s->nxt = s->small_nxt;
+        s->prv = s->small_prv, s->cap = SMALL;
+        break;
+    case 3:
+        if (s->heap) free(s->heap - 3);
+        s->heap = NULL, s->hcap = 0;
+        break;
+    default:
+        free(s->rev.slots), free(s->rev.touched);
+        s->rev.slots = NULL, s->rev.touched = NULL, s->rev.mask = 0, s->rev.n_touched = 0;
+    }
+}
+
+static void work_free(Work *w) {
+    for (int p = 0; p < WORK_PARTS; p++) work_drop(w, p);
+    free(w);
+}
+
+static void work_give(Work *w) {
+    size_t sz[WORK_PARTS];
+    for (;;) { /* largest buffer first, until the capacity kept is at most WORK_KEEP */
+        work_sizes(w, sz);
+        size_t total = 0;
+        int big = 0;
+        for (int p = 0; p < WORK_PARTS; p++) {
+            total += sz[p];
+            if (sz[p] > sz[big]) big = p;
+        }
+        if (total <= WORK_KEEP) break;
+        work_drop(w, big);
+    }
+    w->b.n = 0;
+    for (int k = 0; k < WORK_SLOTS; k++) {
+        Work *expected = NULL;
+        if (__atomic_compare_exchange_n(&work_stash[k], &expected, w, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) return;
+    }
+    work_free(w);
+}
+
+/* the output and scratch space of one call: a Work's for a long call, else on the caller's stack */
+typedef struct {
+    Work *w;
+    Buf *b;
+    Scratch *sc;
+    Buf own_b;
+    Scratch own_sc;
+} Call;
+
+static void call_begin(Call *c, Py_ssize_t length) {
+    c->w = length > RELEASE_FROM ? work_take() : NULL; /* no Work (no memory): the call allocates its own */
+    if (c->w) {
+        c->b = &c->w->b, c->sc = &c->w->sc;
+    } else {
+        buf_init(&c->own_b), scratch_init(&c->own_sc);
+        c->b = &c->own_b, c->sc = &c->own_sc;
+    }
+}
+
+static void call_end(Call *c) {
+    if (c->w) {
+        work_give(c->w);
+    } else {
+        scratch_free(&c->own_sc);
+        buf_free(&c->own_b);
+    }
+}
+
+/* room for need code points: the stack buffer (STACK_TEXT of them) when it is enough, else the Work's, else a new
+ * one; NULL when out of memory. Give it back with call_text_done. */
+#define STACK_TEXT 256
+static uint32_t *call_text(Call *c, Py_ssize_t need, uint32_t *stack) {
+    if (need <= STACK_TEXT) return stack;
+    if (!c->w) return (uint32_t *)malloc((size_t)need * sizeof(uint32_t));
+    if (c->w->text_cap < (size_t)need) {
+        size_t cap = pow2_at_least((size_t)need);
+        free(c->w->text);
+        c->w->text = (uint32_t *)malloc(cap * sizeof(uint32_t));
+        c->w->text_cap = c->w->text ? cap : 0;
+    }
+    return c->w->text;
+}
+
+static void call_text_done(Call *c, uint32_t *t, const uint32_t *stack) {
+    if (t != stack && (!c->w || t != c->w->text)) free(t);
 }
 
 static inline void rev_put(Rev *r, int32_t key, int32_t a, int32_t b) {
@@ -1235,13 +1383,13 @@ static int bpe_text(const Model *m, Scratch *sc, const uint32_t *text, Py_ssize_
 /* ---- Python entry points ------------------------------------------------------------------------------------ */
 
 /* code points of a str; with scrub, lone surrogates become U+FFFD and surrogate pairs one character (the
- * pipeline's scrub_surrogates), else as they are; room for ``extra`` more; returns the length or -1 (memory) */
-#define STACK_TEXT 256
-static Py_ssize_t load_text(PyObject *s, uint32_t **dst, Py_ssize_t extra, int scrub, uint32_t *stack) {
+ * pipeline's scrub_surrogates), else as they are; room for ``extra`` more (the buffer comes from call_text);
+ * returns the length or -1 (memory) */
+static Py_ssize_t load_text(PyObject *s, uint32_t **dst, Py_ssize_t extra, int scrub, uint32_t *stack, Call *c) {
     int kind = PyUnicode_KIND(s);
     const void *data = PyUnicode_DATA(s);
     Py_ssize_t n = PyUnicode_GET_LENGTH(s);
-    uint32_t *base = n + extra + 1 <= STACK_TEXT ? stack : (uint32_t *)malloc((size_t)(n + extra + 1) * 4);
+    uint32_t *base = call_text(c, n + extra + 1, stack);
     if (!base) return -1;
     uint32_t *t = base + (extra > 0); /* one code point of room in front (the dummy prefix) */
     Py_ssize_t k = 0;
@@ -1271,11 +1419,9 @@ static Py_ssize_t load_text(PyObject *s, uint32_t **dst, Py_ssize_t extra, int s
     return k;
 }
 
-static PyObject *finish(const Model *m, Buf *b, int rc) {
-    if (rc < 0) {
-        buf_free(b);
-        return PyErr_NoMemory();
-    }
+/* the ids as a list (the buffer stays the caller's) */
+static PyObject *finish(const Model *m, const Buf *b, int rc) {
+    if (rc < 0) return PyErr_NoMemory();
     PyObject *list = PyList_New(b->n);
     if (list) {
         for (Py_ssize_t i = 0; i < b->n; i++) {
@@ -1291,7 +1437,6 @@ static PyObject *finish(const Model *m, Buf *b, int rc) {
             PyList_SET_ITEM(list, i, v);
         }
     }
-    buf_free(b);
     return list;
 }
 
@@ -1337,28 +1482,30 @@ static PyObject *Model_encode_text(Model *self, PyObject *const *args, Py_ssize_
         return NULL;
     }
     int flags = (int)PyLong_AsLong(args[0]);
+    Call c;
+    call_begin(&c, PyUnicode_GET_LENGTH(args[1]));
     uint32_t stack[STACK_TEXT], *t = NULL;
-    Py_ssize_t n = load_text(args[1], &t, 2, 1, stack);
-    if (n < 0) return PyErr_NoMemory();
-    Buf b;
-    buf_init(&b);
-    Scratch sc;
-    scratch_init(&sc);
+    Py_ssize_t n = load_text(args[1], &t, 2, 1, stack, &c);
+    if (n < 0) {
+        call_end(&c);
+        return PyErr_NoMemory();
+    }
     CallStats st = {0, 0, 0};
     int rc = 0;
     if (n > RELEASE_FROM) {
         Py_BEGIN_ALLOW_THREADS
         n = normalize(t, n, flags);
-        rc = bpe_text(self, &sc, t, n, flags & F_SPLIT, &b, &st);
+        rc = bpe_text(self, c.sc, t, n, flags & F_SPLIT, c.b, &st);
         Py_END_ALLOW_THREADS
     } else { /* chat-sized: releasing the GIL would cost more than encoding */
         n = normalize(t, n, flags);
-        rc = bpe_text(self, &sc, t, n, flags & F_SPLIT, &b, &st);
+        rc = bpe_text(self, c.sc, t, n, flags & F_SPLIT, c.b, &st);
     }
     wc_account(self->cache, &st);
-    scratch_free(&sc);
-    if (t != stack) free(t);
-    return finish(self, &b, rc);
+    call_text_done(&c, t, stack);
+    PyObject *list = finish(self, c.b, rc);
+    call_end(&c);
+    return list;
 }
 
 PyDoc_STRVAR(tokenize_doc, "tokenize(text) -> list[int]: ids of one normalized text, never cut.");
@@ -1368,24 +1515,26 @@ static PyObject *Model_tokenize(Model *self, PyObject *arg) {
         PyErr_SetString(PyExc_TypeError, "text must be str");
         return NULL;
     }
+    Call c;
+    call_begin(&c, PyUnicode_GET_LENGTH(arg));
     uint32_t stack[STACK_TEXT], *t = NULL;
-    Py_ssize_t n = load_text(arg, &t, 0, 0, stack);
-    if (n < 0) return PyErr_NoMemory();
-    Buf b;
-    buf_init(&b);
-    Scratch sc;
-    scratch_init(&sc);
+    Py_ssize_t n = load_text(arg, &t, 0, 0, stack, &c);
+    if (n < 0) {
+        call_end(&c);
+        return PyErr_NoMemory();
+    }
     int rc;
     if (n > RELEASE_FROM) {
         Py_BEGIN_ALLOW_THREADS
-        rc = bpe_segment(self, &sc, t, n, &b);
+        rc = bpe_segment(self, c.sc, t, n, c.b);
         Py_END_ALLOW_THREADS
     } else {
-        rc = bpe_segment(self, &sc, t, n, &b);
+        rc = bpe_segment(self, c.sc, t, n, c.b);
     }
-    scratch_free(&sc);
-    if (t != stack) free(t);
-    return finish(self, &b, rc);
+    call_text_done(&c, t, stack);
+    PyObject *list = finish(self, c.b, rc);
+    call_end(&c);
+    return list;
 }
 
 PyDoc_STRVAR(encode_doc,
@@ -1397,11 +1546,13 @@ static PyObject *Model_encode(Model *self, PyObject *arg) {
         PyErr_SetString(PyExc_TypeError, "items must be a list");
         return NULL;
     }
-    Py_ssize_t count = PyList_GET_SIZE(arg);
-    Buf b;
-    buf_init(&b);
-    Scratch sc;
-    scratch_init(&sc);
+    Py_ssize_t count = PyList_GET_SIZE(arg), length = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *it = PyList_GET_ITEM(arg, i);
+        length += PyUnicode_Check(it) ? PyUnicode_GET_LENGTH(it) : 1;
+    }
+    Call c;
+    call_begin(&c, length);
     CallStats st = {0, 0, 0};
     int rc = 0;
     for (Py_ssize_t i = 0; i < count && rc == 0; i++) {
@@ -1409,38 +1560,37 @@ static PyObject *Model_encode(Model *self, PyObject *arg) {
         if (PyLong_Check(it)) {
             long v = PyLong_AsLong(it);
             if (v < 0 || v > INT32_MAX) {
-                scratch_free(&sc);
-                buf_free(&b);
+                call_end(&c);
                 if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "id out of range");
                 return NULL;
             }
-            rc = buf_push(&b, (int32_t)v);
+            rc = buf_push(c.b, (int32_t)v);
             continue;
         }
         if (!PyUnicode_Check(it)) {
-            scratch_free(&sc);
-            buf_free(&b);
+            call_end(&c);
             PyErr_SetString(PyExc_TypeError, "items must be str or int");
             return NULL;
         }
         uint32_t stack[STACK_TEXT], *t = NULL;
-        Py_ssize_t n = load_text(it, &t, 0, 0, stack);
+        Py_ssize_t n = load_text(it, &t, 0, 0, stack, &c);
         if (n < 0) {
             rc = -1;
             break;
         }
         if (n > RELEASE_FROM) {
             Py_BEGIN_ALLOW_THREADS
-            rc = cached_segment(self, &sc, t, n, &b, &st);
+            rc = cached_segment(self, c.sc, t, n, c.b, &st);
             Py_END_ALLOW_THREADS
         } else {
-            rc = cached_segment(self, &sc, t, n, &b, &st);
+            rc = cached_segment(self, c.sc, t, n, c.b, &st);
         }
-        if (t != stack) free(t);
+        call_text_done(&c, t, stack);
     }
     wc_account(self->cache, &st);
-    scratch_free(&sc);
-    return finish(self, &b, rc);
+    PyObject *list = finish(self, c.b, rc);
+    call_end(&c);
+    return list;
 }
 
 PyDoc_STRVAR(cache_stats_doc, "cache_stats() -> (hits, misses, size, max_size) of the word cache.");

@@ -1858,7 +1858,26 @@ static PyObject *mod_all_unicode_flags(PyObject *module, PyObject *unused)
     return out;
 }
 
+/* utf8_size(text): the UTF-8 length of text, through the UTF-8 copy CPython keeps inside the str (made here when it
+ * is missing), so the encode or count that follows reads that copy instead of encoding the text again.
+ * UnicodeEncodeError for a lone surrogate. */
+static PyObject *mod_utf8_size(PyObject *mod, PyObject *text)
+{
+    (void)mod;
+    if (!PyUnicode_Check(text)) {
+        PyErr_Format(PyExc_TypeError, "text must be str, not %.100s", Py_TYPE(text)->tp_name);
+        return NULL;
+    }
+    Py_ssize_t n;
+    if (!PyUnicode_AsUTF8AndSize(text, &n))
+        return NULL;
+    return PyLong_FromSsize_t(n);
+}
+
 static PyMethodDef module_methods[] = {
+    {"utf8_size", mod_utf8_size, METH_O,
+     "utf8_size(text: str) -> int: UTF-8 length of text (kept in the str for the next encode); "
+     "UnicodeEncodeError for a lone surrogate."},
     {"unicode_flags", mod_unicode_flags, METH_O, "unicode_flags(cp: int) -> int: class flags of one code point."},
     {"all_unicode_flags", mod_all_unicode_flags, METH_NOARGS,
      "all_unicode_flags() -> bytes: flags of every code point as little-endian uint16."},

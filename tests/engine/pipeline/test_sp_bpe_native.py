@@ -11,6 +11,7 @@ import os
 import random
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -169,6 +170,75 @@ def test_threads_give_the_same_ids() -> None:
     texts = sample(10, 200, seed=11)
     tok.clear_cache()
     assert tok.encode_batch(texts, num_threads=4) == [tok.encode(t) for t in texts]
+
+
+def _long_text(rng: random.Random) -> str:
+    """A text past the compiled model's stack buffers (it takes working memory kept from earlier calls)."""
+    pool = ALPHABET + "xyz \u2581[]X<>b\ud800\ud83d\ude00ß\n"
+    kind = rng.random()
+    n = rng.choice([300, 900, 2500, 5000])
+    if kind < 0.3:  # one character (a long merge on the heap)
+        return rng.choice(ALPHABET) * n
+    if kind < 0.45:  # no merges, many ids
+        return "".join(chr(rng.randint(0x0B80, 0x0BFF)) for _ in range(n))
+    return "".join(rng.choice(pool) for _ in range(n))
+
+
+def test_long_calls_reuse_working_memory_exactly() -> None:
+    """Long calls of every entry point, alternating between random vocabularies (with UNUSED pieces, whose
+    split-back table is kept between calls too) and growing and shrinking in size: whatever an earlier call
+    left in the kept buffers never shows in a later one's ids."""
+    rng = random.Random(17)
+    models = []
+    for _ in range(12):
+        vocab = _random_vocab(rng)
+        models.append((build_pipeline("n", vocab, source="random", backend="native"),
+                       build_pipeline("p", vocab, source="random", backend="python")))
+    assert any(p.model._unused for _, p in models)  # type: ignore[attr-defined]
+    for step in range(120):
+        native, python = models[rng.randrange(len(models))]
+        model, ref = native.model, python.model
+        assert isinstance(model, SentencePieceBPE) and isinstance(ref, SentencePieceBPE)
+        text = _long_text(rng)
+        assert native.encode(text) == python.encode(text), (step, text[:40])
+        assert model.tokenize(text) == ref.tokenize(text), (step, text[:40])
+        items: list[str | int] = [text[: len(text) // 2], 7, text[len(text) // 2:]]
+        assert model.encode_pieces(items, 0) == ref.encode_pieces(items, 0), (step, text[:40])
+
+
+def test_threads_on_long_texts_give_the_same_ids() -> None:
+    """Long calls of two models from four threads at once share the kept working memory safely."""
+    toks = [get_encoding("mistral-v3", backend="native"), get_encoding("llama2", backend="native")]
+    refs = [get_encoding("mistral-v3", backend="python"), get_encoding("llama2", backend="python")]
+    rng = random.Random(4)
+    texts = [t[: rng.randint(300, 3000)] for t in long_strings(3000)]
+    jobs = [(k, text) for k in range(2) for text in texts]
+    expected = [refs[k].encode(text) for k, text in jobs]
+    with ThreadPoolExecutor(4) as pool:
+        for _ in range(3):
+            order = list(range(len(jobs)))
+            rng.shuffle(order)
+            got = dict(zip(order, pool.map(lambda i: toks[jobs[i][0]].encode(jobs[i][1]), order), strict=True))
+            assert [got[i] for i in range(len(jobs))] == expected
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="resident memory read from /proc")
+def test_memory_of_repeated_long_calls_stays_bounded() -> None:
+    """Repeated long calls keep at most the bounded working memory (a call used to leak its id buffer)."""
+    tok = get_encoding("mistral-v7", backend="native")
+    text = "".join(chr(0x0B80 + i % 128) for i in range(300_000))  # mostly byte fallback: ~800,000 ids per call
+
+    def resident_mib() -> float:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+    for _ in range(3):
+        ids = tok.encode(text)
+    del ids
+    before = resident_mib()
+    for _ in range(30):
+        assert len(tok.encode(text)) > 700_000
+    assert resident_mib() - before < 32  # a leak of the 3.6 MB id buffer per call would be ~100 MiB
 
 
 def test_engine_python_forces_the_reference() -> None:
