@@ -1298,10 +1298,11 @@ static PyObject *ids_list(IdBuf *b, int rc) {
         /* an id met again reuses its int object (the list holds it): fewer allocations, less memory */
         int32_t seen_id[1024];
         PyObject *seen[1024];
-        memset(seen_id, 0xFF, sizeof(seen_id));
+        unsigned mask = b->n > 256 ? 1023u : 63u; /* a short list: a small table, less to clear */
+        memset(seen_id, 0xFF, (size_t)(mask + 1) * sizeof(int32_t));
         for (Py_ssize_t i = 0; i < b->n; i++) {
             int32_t id = b->v[i];
-            unsigned slot = (unsigned)id & 1023u;
+            unsigned slot = (unsigned)id & mask;
             PyObject *v;
             if (seen_id[slot] == id) {
                 v = seen[slot];
@@ -1415,11 +1416,53 @@ static PyObject *Model_encode(Model *self, PyObject *args, PyObject *kwds) {
     return ids_list(&out, rc);
 }
 
+PyDoc_STRVAR(encode_text_doc,
+             "encode_text(normalizer, text) -> list[int]: ids of one whole text, lone surrogates as U+FFFD, then "
+             "normalized by ``normalizer`` (a Normalizer, or None for none) and segmented: ``encode([text], "
+             "normalizer, True)`` in one call with less overhead. ValueError for an unknown character without an "
+             "unknown token.");
+
+#define GIL_FROM 512 /* characters: shorter texts keep the GIL (releasing it costs more than they take) */
+
+static PyObject *Model_encode_text(Model *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "encode_text(normalizer, text) takes 2 arguments");
+        return NULL;
+    }
+    PyObject *nobj = args[0], *text = args[1];
+    Normalizer *nz = NULL;
+    if (nobj != Py_None) {
+        if (!PyObject_TypeCheck(nobj, &NormalizerType)) {
+            PyErr_SetString(PyExc_TypeError, "normalizer must be a Normalizer or None");
+            return NULL;
+        }
+        nz = (Normalizer *)nobj;
+    }
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "text must be str");
+        return NULL;
+    }
+    Text t;
+    text_open(text, &t);
+    IdBuf out = {NULL, 0, 0};
+    ByteBuf buf = {NULL, 0, 0};
+    int rc;
+    PyThreadState *ts = t.n >= GIL_FROM ? PyEval_SaveThread() : NULL;
+    rc = text_scrub(&t);
+    if (rc == 0) rc = nz ? normalize(nz, &t, &buf) : text_utf8(&t, &buf);
+    free(t.scrubbed);
+    if (rc == 0) rc = viterbi(self, buf.v, buf.n, &out);
+    if (ts) PyEval_RestoreThread(ts);
+    free(buf.v);
+    return ids_list(&out, rc);
+}
+
 static PyObject *Model_n_units(Model *self, void *closure) { return PyLong_FromLong(self->n_units); }
 
 static PyMethodDef Model_methods[] = {
     {"tokenize", (PyCFunction)Model_tokenize, METH_O, tokenize_doc},
     {"encode", (PyCFunction)(void (*)(void))Model_encode, METH_VARARGS | METH_KEYWORDS, encode_doc},
+    {"encode_text", (PyCFunction)(void (*)(void))Model_encode_text, METH_FASTCALL, encode_text_doc},
     {NULL, NULL, 0, NULL},
 };
 

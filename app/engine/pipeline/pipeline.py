@@ -105,9 +105,10 @@ class Pipeline(TokenizerBase):
         fuse = getattr(model, "fuse", None)
         self._fused = (fuse(normalizer, pre_tokenizer)
                        if fuse is not None and not self._norm_matcher.has_matchable else None)
-        # A compiled model that takes a whole text through its normalizer and pre-tokenizer (SentencePiece BPE, no
-        # matchable added tokens): encode() calls it directly, so chat-sized texts pay no extra Python frame.
-        whole = getattr(model, "fused_encoder", None) if self._fused is None and not self._has_added else None
+        # A compiled model that takes a whole text through its normalizer and pre-tokenizer (SentencePiece BPE,
+        # Unigram; no matchable added tokens): encode() calls it directly, so chat-sized texts pay no extra Python
+        # frame. It takes over from ``fuse`` where both apply.
+        whole = getattr(model, "fused_encoder", None) if not self._has_added else None
         self._whole_text: Callable[[str], list[int]] | None = whole(normalizer, pre_tokenizer) if whole else None
         if self._whole_text is not None:
             self._encode_text = self._whole_text  # type: ignore[method-assign]

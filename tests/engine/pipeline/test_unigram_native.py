@@ -52,7 +52,9 @@ def _load(name: str, engine: str) -> Pipeline:
 def xlmr() -> tuple[Pipeline, Pipeline]:
     native, python = _load("xlm-roberta", "native"), _load("xlm-roberta", "python")
     assert native.model.native is not None and native._fused is not None  # type: ignore[attr-defined]
+    assert native._whole_text is not None  # no matchable added tokens: encode() makes one compiled call
     assert python.model.native is None and python._fused is None  # type: ignore[attr-defined]
+    assert python._whole_text is None
     return native, python
 
 
@@ -84,6 +86,23 @@ def test_compiled_equals_python_reference_on_xlm_roberta() -> None:
     for text in texts:
         clean = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
         assert compiled.normalize(text) == python.normalizer.normalize_str(clean), repr(text[:80])
+
+
+def test_whole_text_call_equals_the_item_list_call() -> None:
+    """``encode_text`` (one text, the GIL kept for short ones) gives what ``encode([text], normalizer, True)``
+    gives, short and long, and refuses what is not a Normalizer and a str."""
+    native, _ = xlmr()
+    model = native.model.native  # type: ignore[attr-defined]
+    compiled = native.normalizer.compiled()  # type: ignore[union-attr]
+    for text in [*_texts()[:400], "x" * 511, "x " * 256, "\ud800" * 600, "日本語" * 300, ""]:
+        for nz in (compiled, None):
+            assert model.encode_text(nz, text) == model.encode([text], nz, True), repr(text[:40])
+    with pytest.raises(TypeError):
+        model.encode_text(None, b"x")
+    with pytest.raises(TypeError):
+        model.encode_text("nz", "x")
+    with pytest.raises(TypeError):
+        model.encode_text(None)
 
 
 def test_long_runs_and_documents_equal_the_reference() -> None:
@@ -165,6 +184,7 @@ def test_random_sentencepiece_models(monkeypatch: pytest.MonkeyPatch) -> None:
         python = build_pipeline(f"r{k}", vocab, source="r.model")
         monkeypatch.delenv("TOKENIZER_ENGINE")
         assert native._fused is not None and python._fused is None
+        assert native._whole_text is not None and python._whole_text is None
         for _ in range(60):
             text = _sp_text(rng)
             expected = ref.encode(text)

@@ -35,7 +35,7 @@ import random
 import struct
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from ...encoding import scrub_surrogates
 from ..compiled import UNIGRAM as _EXT
@@ -333,6 +333,24 @@ class Unigram:
             elif item:
                 ids.extend(token[0] for token in self.tokenize_with_spans(item))
         return ids
+
+    def fused_encoder(self, normalizer: object, pre_tokenizer: object) -> Callable[[str], list[int]] | None:
+        """For the pipelines :meth:`fuse` takes, when the model has an unknown token (so the compiled call never
+        refuses a text): one compiled call for a whole raw text (lone surrogates to U+FFFD, normalization,
+        Viterbi), with no list built around it. None otherwise."""
+        if self.native is None or self.unk_id is None or pre_tokenizer is not None:
+            return None
+        from ..sp_normalizer import SentencePieceNormalizer
+
+        if normalizer is None:
+            compiled = None
+        elif type(normalizer) is SentencePieceNormalizer:
+            compiled = normalizer.compiled()
+            if compiled is None:
+                return None
+        else:
+            return None
+        return cast("Callable[[str], list[int]]", functools.partial(self.native.encode_text, compiled))
 
     def fuse(self, normalizer: object, pre_tokenizer: object = None) -> Callable[[list[str | int]], list[int]] | None:
         """For a pipeline of ``normalizer`` (None or a
