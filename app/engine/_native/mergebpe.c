@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "hash_mix.h"
 
 #define HEAP_FROM 48
 #define NO_RANK INT32_MAX
@@ -25,14 +26,6 @@
 
 /* ---- hashing ------------------------------------------------------------------------------------------------ */
 
-static inline uint64_t mix64(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
 
 static uint64_t hash_bytes(const char *s, Py_ssize_t n) {
     uint64_t h = 1469598103934665603ULL;

@@ -25,19 +25,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "hash_mix.h"
 
 #define UW_MAX_THREADS 8
 #define UW_CHUNK_WORDS 2048
 
-static inline uint64_t uw_mix(uint64_t h)
-{
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ULL;
-    h ^= h >> 33;
-    return h;
-}
 
 /* ------------------------------------------------------------------------------------------------ trie */
 
@@ -81,7 +73,7 @@ static int trie_init(Trie *t, size_t expect)
 static inline int32_t trie_get(const Trie *t, int32_t node, uint32_t cp)
 {
     uint64_t key = (((uint64_t)node << 21) | cp) + 1;
-    size_t i = uw_mix(key) & t->mask;
+    size_t i = mix64(key) & t->mask;
     for (;;) {
         const Slot *sl = &t->slots[i];
         if (sl->key == key)
@@ -101,7 +93,7 @@ static int trie_grow(Trie *t)
     for (size_t i = 0; i <= t->mask; i++) {
         if (!t->slots[i].key)
             continue;
-        size_t j = uw_mix(t->slots[i].key) & (slots - 1);
+        size_t j = mix64(t->slots[i].key) & (slots - 1);
         while (ns[j].key)
             j = (j + 1) & (slots - 1);
         ns[j] = t->slots[i];
@@ -133,7 +125,7 @@ static int32_t trie_step(Trie *t, int32_t node, uint32_t cp)
     c = (int32_t)t->n_nodes++;
     t->pid[c] = -1;
     uint64_t key = (((uint64_t)node << 21) | cp) + 1;
-    size_t i = uw_mix(key) & t->mask;
+    size_t i = mix64(key) & t->mask;
     while (t->slots[i].key)
         i = (i + 1) & t->mask;
     t->slots[i].key = key;
@@ -345,7 +337,7 @@ static int seed_core(const UWObject *self, long long space, int split_digits, lo
                 uint32_t c = w[j - 1];
                 if ((int64_t)c == space || (split_digits && is_ascii_digit(c)))
                     break;
-                h = uw_mix(h ^ c) + (uint64_t)(j - i);
+                h = mix64(h ^ c) + (uint64_t)(j - i);
                 size_t b = (size_t)(h >> 20) & (buckets - 1);
                 unsigned v = (sketch[b >> 2] >> ((b & 3) * 2)) & 3;
                 unsigned nv = v + add > 2 ? 2 : v + add;
@@ -366,7 +358,7 @@ static int seed_core(const UWObject *self, long long space, int split_digits, lo
                 uint32_t c = w[j - 1];
                 if ((int64_t)c == space || (split_digits && is_ascii_digit(c)))
                     break;
-                h = uw_mix(h ^ c) + (uint64_t)(j - i);
+                h = mix64(h ^ c) + (uint64_t)(j - i);
                 if (sketch) {
                     size_t b = (size_t)(h >> 20) & (buckets - 1);
                     if (((sketch[b >> 2] >> ((b & 3) * 2)) & 3) < 2)
@@ -409,7 +401,7 @@ static int seed_core(const UWObject *self, long long space, int split_digits, lo
                                 const uint32_t *sw = chars + self->off[se->word] + se->start;
                                 uint64_t hh = 0x9e3779b97f4a7c15ULL ^ sw[0];
                                 for (uint16_t t = 1; t < se->len; t++)
-                                    hh = uw_mix(hh ^ sw[t]) + (uint64_t)(t + 1);
+                                    hh = mix64(hh ^ sw[t]) + (uint64_t)(t + 1);
                                 size_t z = hh & (ns - 1);
                                 while (nt[z])
                                     z = (z + 1) & (ns - 1);

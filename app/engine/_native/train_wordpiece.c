@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "hash_mix.h"
 
 typedef struct {
     int32_t *v;
@@ -94,15 +95,6 @@ static uint64_t wp_hash_cps(const uint32_t *s, size_t n)
     return h ^ (h >> 29);
 }
 
-static inline uint64_t wp_mix(uint64_t h)
-{
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ULL;
-    h ^= h >> 33;
-    return h;
-}
 
 static int sym_cmp(const WP *w, int32_t x, int32_t y)
 {
@@ -217,7 +209,7 @@ static int32_t sym_intern(WP *w, const uint32_t *s, size_t n, int *created)
 static int32_t pair_get(WP *w, int32_t a, int32_t b)
 {
     uint64_t key = (((uint64_t)(uint32_t)a << 32) | (uint32_t)b) + 1;
-    size_t i = wp_mix(key) & w->pmask;
+    size_t i = mix64(key) & w->pmask;
     for (;;) {
         if (w->pkeys[i] == key)
             return w->pvals[i];
@@ -237,7 +229,7 @@ static int32_t pair_get(WP *w, int32_t a, int32_t b)
         for (size_t q = 0; q <= w->pmask; q++) {
             if (!w->pkeys[q])
                 continue;
-            size_t j = wp_mix(w->pkeys[q]) & (slots - 1);
+            size_t j = mix64(w->pkeys[q]) & (slots - 1);
             while (nk[j])
                 j = (j + 1) & (slots - 1);
             nk[j] = w->pkeys[q];
@@ -248,7 +240,7 @@ static int32_t pair_get(WP *w, int32_t a, int32_t b)
         w->pkeys = nk;
         w->pvals = nv;
         w->pmask = slots - 1;
-        i = wp_mix(key) & w->pmask;
+        i = mix64(key) & w->pmask;
         while (w->pkeys[i])
             i = (i + 1) & w->pmask;
     }

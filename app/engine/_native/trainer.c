@@ -35,18 +35,10 @@
 
 #include "bytes_hash.h"
 #include "pretokenizer.h"
+#include "hash_mix.h"
 
 /* ------------------------------------------------------------------------------------------------ hashing */
 
-static inline uint64_t mix64(uint64_t h)
-{
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ULL;
-    h ^= h >> 33;
-    return h;
-}
 
 /* ------------------------------------------------------------------------------------------------ piece table */
 

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "bert_tables.h"
+#include "hash_mix.h"
 
 #define MAX_CP 0x110000
 
@@ -137,14 +138,6 @@ typedef struct {
     size_t mask, used;
 } EdgeMap;
 
-static inline uint64_t mix64(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
 
 static int edgemap_init(EdgeMap *h, size_t cap) {
     h->keys = (uint64_t *)malloc(cap * sizeof(uint64_t));
