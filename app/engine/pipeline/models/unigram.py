@@ -338,19 +338,26 @@ class Unigram:
         """For the pipelines :meth:`fuse` takes, when the model has an unknown token (so the compiled call never
         refuses a text): one compiled call for a whole raw text (lone surrogates to U+FFFD, normalization,
         Viterbi), with no list built around it. None otherwise."""
-        if self.native is None or self.unk_id is None or pre_tokenizer is not None:
+        if self.unk_id is None:
             return None
+        compiled = self._compiled_front(normalizer, pre_tokenizer)
+        if compiled is None:
+            return None
+        return cast("Callable[[str], list[int]]", functools.partial(self.native.encode_text, compiled[0]))
+
+    def _compiled_front(self, normalizer: object, pre_tokenizer: object) -> tuple[object] | None:
+        """``(compiled normalizer,)`` (its inner value None for no normalizer) when the compiled model can run
+        ``normalizer`` itself and there is no pre-tokenizer; None otherwise (or without the compiled model)."""
         from ..sp_normalizer import SentencePieceNormalizer
 
-        if normalizer is None:
-            compiled = None
-        elif type(normalizer) is SentencePieceNormalizer:
-            compiled = normalizer.compiled()
-            if compiled is None:
-                return None
-        else:
+        if self.native is None or pre_tokenizer is not None:
             return None
-        return cast("Callable[[str], list[int]]", functools.partial(self.native.encode_text, compiled))
+        if normalizer is None:
+            return (None,)
+        if type(normalizer) is SentencePieceNormalizer:
+            compiled = normalizer.compiled()
+            return None if compiled is None else (compiled,)
+        return None
 
     def fuse(self, normalizer: object, pre_tokenizer: object = None) -> Callable[[list[str | int]], list[int]] | None:
         """For a pipeline of ``normalizer`` (None or a
@@ -358,19 +365,10 @@ class Unigram:
         a call that takes raw stretches of text (lone surrogates scrubbed as the pipeline does) and ids, and
         normalizes and segments them in one compiled call. None without the compiled model, with a pre-tokenizer
         or for any other normalizer."""
-        from ..sp_normalizer import SentencePieceNormalizer
-
-        native = self.native
-        if native is None or pre_tokenizer is not None:
+        front = self._compiled_front(normalizer, pre_tokenizer)
+        if front is None:
             return None
-        if normalizer is None:
-            compiled = None
-        elif type(normalizer) is SentencePieceNormalizer:
-            compiled = normalizer.compiled()
-            if compiled is None:
-                return None
-        else:
-            return None
+        native, compiled = self.native, front[0]
 
         if self.unk_id is not None:  # every character has an answer: the compiled call never refuses a text
             return functools.partial(native.encode, normalizer=compiled, scrub=True)
