@@ -1,7 +1,7 @@
 """Build script for the optional compiled extensions (metadata lives in pyproject.toml).
 
 ``app.engine._native._core`` (the encoding hot path, ``tokcore.c``), ``app.engine._native._trainer`` (the
-trainer's counter and learners, ``trainer.c`` with ``train_unigram.c`` and ``train_wordpiece.c``),
+trainer's counter and learners, ``trainer.c`` with ``train_unigram.c``, ``train_wordpiece.c`` and ``train_words.c``),
 ``app.engine._native._mergebpe`` (BPE over a merge list, ``mergebpe.c``), ``app.engine._native._wordpiece``
 (WordPiece and the BERT normalizer, ``wordpiece.c``), ``app.engine._native._spbpe`` (SentencePiece BPE by piece
 score, ``spbpe.c``) and ``app.engine._native._unigram`` (Unigram Viterbi and SentencePiece's normalizer with a
@@ -24,6 +24,6 @@ def _extension(module: str, *sources: str) -> Extension:
 
 
 setup(ext_modules=[_extension("_core", "tokcore.c"),
-                  _extension("_trainer", "trainer.c", "train_unigram.c", "train_wordpiece.c"),
+                  _extension("_trainer", "trainer.c", "train_unigram.c", "train_wordpiece.c", "train_words.c"),
                   _extension("_mergebpe", "mergebpe.c"), _extension("_wordpiece", "wordpiece.c"),
                   _extension("_spbpe", "spbpe.c"), _extension("_unigram", "unigram.c")])

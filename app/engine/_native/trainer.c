@@ -415,6 +415,90 @@ static PyObject *counter_items(CounterObject *self, PyObject *unused)
     return list;
 }
 
+/* words(dummy_prefix, collapse) -> dict[str, int]: the whitespace words the pieces stand for (the Unigram and
+   SentencePiece kinds, app/engine/training/word_counter.py): a piece holding a line end is skipped, and with
+   collapse so is a piece of spaces only; a piece starting with a space becomes U+2581 + the rest, any other
+   piece gets U+2581 in front when dummy_prefix; equal words have their counts summed, in first-appearance order. */
+static PyObject *counter_words(CounterObject *self, PyObject *args)
+{
+    int dummy, collapse;
+    if (!PyArg_ParseTuple(args, "pp", &dummy, &collapse))
+        return NULL;
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "PretokenCounter is in use by another thread");
+        return NULL;
+    }
+    PieceTable *t = &self->table;
+    PyObject *out = PyDict_New();
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    if (!out)
+        return NULL;
+    for (size_t k = 0; k < t->n; k++) {
+        const PieceEntry *e = &t->ent[k];
+        const uint8_t *s = t->arena + e->off;
+        uint32_t len = e->len;
+        if (memchr(s, '\n', len))
+            continue;
+        if (collapse) {
+            uint32_t j = 0;
+            while (j < len && s[j] == ' ')
+                j++;
+            if (j == len)
+                continue;
+        }
+        int lead = len && s[0] == ' ';
+        size_t n = (size_t)len - (size_t)lead + ((lead || dummy) ? 3 : 0);
+        if (n > cap) {
+            size_t c = cap ? cap * 2 : 256;
+            while (c < n)
+                c *= 2;
+            uint8_t *b = realloc(buf, c);
+            if (!b) {
+                PyErr_NoMemory();
+                goto fail;
+            }
+            buf = b;
+            cap = c;
+        }
+        size_t at = 0;
+        if (lead || dummy) {
+            buf[0] = 0xE2; /* U+2581 */
+            buf[1] = 0x96;
+            buf[2] = 0x81;
+            at = 3;
+        }
+        memcpy(buf + at, s + lead, (size_t)len - (size_t)lead);
+        PyObject *word = PyUnicode_DecodeUTF8((const char *)buf, (Py_ssize_t)n, "strict");
+        if (!word)
+            goto fail;
+        PyObject *old = PyDict_GetItemWithError(out, word);
+        long long prev = 0;
+        if (old) {
+            prev = PyLong_AsLongLong(old);
+            if (prev == -1 && PyErr_Occurred()) {
+                Py_DECREF(word);
+                goto fail;
+            }
+        } else if (PyErr_Occurred()) {
+            Py_DECREF(word);
+            goto fail;
+        }
+        PyObject *v = PyLong_FromLongLong(prev + e->count);
+        int rc = v ? PyDict_SetItem(out, word, v) : -1;
+        Py_XDECREF(v);
+        Py_DECREF(word);
+        if (rc < 0)
+            goto fail;
+    }
+    free(buf);
+    return out;
+fail:
+    free(buf);
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyObject *counter_clear(CounterObject *self, PyObject *unused)
 {
     (void)unused;
@@ -451,6 +535,9 @@ static PyMethodDef counter_methods[] = {
      "half concurrently and keeps first-appearance order."},
     {"items", (PyCFunction)counter_items, METH_NOARGS,
      "items() -> list[tuple[bytes, int]]: distinct pieces (UTF-8) and counts in order of first appearance."},
+    {"words", (PyCFunction)counter_words, METH_VARARGS,
+     "words(dummy_prefix: bool, collapse: bool) -> dict[str, int]: the whitespace words of the pieces (line ends\n"
+     "dropped; with collapse, runs of spaces too; a leading space or, with dummy_prefix, nothing becomes U+2581)."},
     {"clear", (PyCFunction)counter_clear, METH_NOARGS, "clear() -> None: forget every piece (frees the memory)."},
     {NULL, NULL, 0, NULL},
 };
@@ -1288,6 +1375,98 @@ done:
     return rc;
 }
 
+/* Fill the words from a list of str whose characters are base symbols: code point alphabet[i] is symbol i (a
+   character outside the alphabet is a ValueError); sets a Python error and returns -1 on failure. */
+static int learner_words_from_strs(Learner *L, PyObject *words, PyObject *counts, PyObject *alphabet)
+{
+    if (!PyList_Check(words) || !PyList_Check(counts) || !PyUnicode_Check(alphabet)) {
+        PyErr_SetString(PyExc_TypeError, "with an alphabet, words and counts must be lists (of str and int)");
+        return -1;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(words), na = PyUnicode_GET_LENGTH(alphabet);
+    if (PyList_GET_SIZE(counts) != n) {
+        PyErr_SetString(PyExc_ValueError, "words and counts differ in length");
+        return -1;
+    }
+    if (n >= INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "too many words");
+        return -1;
+    }
+    /* code point -> symbol + 1: open addressing on (cp + 1) */
+    size_t slots = 64;
+    while (slots < (size_t)na * 2 + 2)
+        slots <<= 1;
+    uint64_t *tab = calloc(slots, sizeof *tab); /* (cp + 1) << 32 | (symbol + 1) */
+    if (!tab) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int rc = -1;
+    for (Py_ssize_t i = 0; i < na; i++) {
+        uint64_t cp = PyUnicode_READ_CHAR(alphabet, i);
+        size_t h = mix64(cp + 1) & (slots - 1);
+        while (tab[h] && (tab[h] >> 32) != cp + 1)
+            h = (h + 1) & (slots - 1);
+        tab[h] = (cp + 1) << 32 | (uint64_t)(i + 1); /* a repeated character: the last index wins */
+    }
+    size_t total = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *w = PyList_GET_ITEM(words, k);
+        if (!PyUnicode_Check(w)) {
+            PyErr_SetString(PyExc_TypeError, "with an alphabet, every word must be a str");
+            goto done;
+        }
+        total += (size_t)PyUnicode_GET_LENGTH(w);
+    }
+    size_t nw = n ? (size_t)n : 1;
+    L->nwords = (size_t)n;
+    L->wstart = malloc(nw * sizeof(uint64_t));
+    L->wlen = malloc(nw * sizeof(uint32_t));
+    L->wcount = malloc(nw * sizeof(int64_t));
+    L->sym = malloc((total ? total : 1) * sizeof(int32_t));
+    if (!L->wstart || !L->wlen || !L->wcount || !L->sym) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    size_t at = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *w = PyList_GET_ITEM(words, k);
+        Py_ssize_t len = PyUnicode_GET_LENGTH(w);
+        if ((uint64_t)len >= UINT32_MAX) {
+            PyErr_SetString(PyExc_ValueError, "word too long");
+            goto done;
+        }
+        int kind = PyUnicode_KIND(w);
+        const void *data = PyUnicode_DATA(w);
+        for (Py_ssize_t j = 0; j < len; j++) {
+            uint64_t cp = PyUnicode_READ(kind, data, j);
+            size_t h = mix64(cp + 1) & (slots - 1);
+            while (tab[h] && (tab[h] >> 32) != cp + 1)
+                h = (h + 1) & (slots - 1);
+            if (!tab[h]) {
+                PyErr_Format(PyExc_ValueError, "character U+%04X is not in the alphabet", (unsigned)cp);
+                goto done;
+            }
+            L->sym[at + (size_t)j] = (int32_t)((tab[h] & 0xFFFFFFFFu) - 1);
+        }
+        L->wstart[k] = at;
+        L->wlen[k] = (uint32_t)len;
+        at += (size_t)len;
+        long long c = PyLong_AsLongLong(PyList_GET_ITEM(counts, k));
+        if (c == -1 && PyErr_Occurred())
+            goto done;
+        if (c < 1) {
+            PyErr_SetString(PyExc_ValueError, "counts must be positive");
+            goto done;
+        }
+        L->wcount[k] = c;
+    }
+    rc = 0;
+done:
+    free(tab);
+    return rc;
+}
+
 /* Base symbols 0..n_base-1 are one unit each; order units (lexicographic) from a sequence of int sequences. */
 static int learner_base(Learner *L, Py_ssize_t n_base, PyObject *order_units)
 {
@@ -1380,14 +1559,14 @@ static PyObject *mod_learn(PyObject *module, PyObject *args, PyObject *kwds)
     (void)module;
     static char *kwlist[] = {"words",      "counts",   "n_base",         "order_units", "max_symbols",
                              "max_merges", "min_frequency", "lexicographic", "progress",    "progress_every",
-                             "keep_words", "consume",  NULL};
-    PyObject *words, *counts, *order_units = Py_None, *progress = Py_None;
+                             "keep_words", "consume",  "alphabet", NULL};
+    PyObject *words, *counts, *order_units = Py_None, *progress = Py_None, *alphabet = Py_None;
     Py_ssize_t n_base;
     long long max_symbols = -1, max_merges = -1, min_frequency = 2, progress_every = 256;
     int lexicographic = 0, keep_words = 0, consume = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOn|OLLLpOLpp", kwlist, &words, &counts, &n_base, &order_units,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOn|OLLLpOLppO", kwlist, &words, &counts, &n_base, &order_units,
                                      &max_symbols, &max_merges, &min_frequency, &lexicographic, &progress,
-                                     &progress_every, &keep_words, &consume))
+                                     &progress_every, &keep_words, &consume, &alphabet))
         return NULL;
     if (min_frequency < 1) {
         PyErr_SetString(PyExc_ValueError, "min_frequency must be >= 1");
@@ -1424,6 +1603,13 @@ static PyObject *mod_learn(PyObject *module, PyObject *args, PyObject *kwds)
             pt_free(&ctr->table);
             ctr->pieces = 0;
         }
+    } else if (alphabet != Py_None) {
+        if (PyUnicode_Check(alphabet) && PyUnicode_GET_LENGTH(alphabet) != n_base) {
+            PyErr_SetString(PyExc_ValueError, "the alphabet must hold n_base characters");
+            goto done;
+        }
+        if (learner_words_from_strs(&L, words, counts, alphabet))
+            goto done;
     } else if (learner_words_from_lists(&L, words, counts, n_base)) {
         goto done;
     }
@@ -1498,18 +1684,28 @@ done:
 /* train_unigram.c: the Unigram learner's corpus type; train_wordpiece.c: the WordPiece learner (compiled into this module). */
 extern PyTypeObject UnigramWordsType;
 extern PyObject *wordpiece_learn(PyObject *module, PyObject *args);
+/* train_words.c: word-table helpers of the Unigram and SentencePiece trainers. */
+extern PyObject *words_char_counts(PyObject *module, PyObject *words);
+extern PyObject *words_split_unknown(PyObject *module, PyObject *args);
 
 static PyMethodDef module_methods[] = {
+    {"char_counts", (PyCFunction)words_char_counts, METH_O,
+     "char_counts(words: dict[str, int]) -> dict[str, int]: each character's occurrences, weighted by the counts."},
+    {"split_unknown", (PyCFunction)words_split_unknown, METH_VARARGS,
+     "split_unknown(words: dict[str, int], required: set[str]) -> dict[str, int]: the words cut around (and\n"
+     "without) the characters not in required, counts of equal pieces summed, in first-appearance order."},
     {"wordpiece_learn", (PyCFunction)wordpiece_learn, METH_VARARGS,
      "wordpiece_learn(alphabet, words, freqs, base, vocab_size, min_frequency, by_count, progress)\n"
      "-> (new_symbols, merges, stop_reason): app.engine.training.wordpiece.learn_wordpiece's merge loop over\n"
      "words as lists of alphabet ids (new symbols in the order they were made)."},
     {"learn", (PyCFunction)(void (*)(void))mod_learn, METH_VARARGS | METH_KEYWORDS,
      "learn(words, counts, n_base, order_units=None, max_symbols=-1, max_merges=-1, min_frequency=2,\n"
-     "      lexicographic=False, progress=None, progress_every=256, keep_words=False, consume=False)\n"
+     "      lexicographic=False, progress=None, progress_every=256, keep_words=False, consume=False,\n"
+     "      alphabet=None)\n"
      "-> (merges: list[(left, right, result)], n_symbols, stop_reason, words | None)\n\n"
      "The merge learner of app.engine.training.merges.learn_merges over base-symbol ids 0..n_base-1 (words: a\n"
-     "list of int sequences with counts, or a PretokenCounter with counts=None and n_base=256). order_units[i]:\n"
+     "list of int sequences with counts, or a PretokenCounter with counts=None and n_base=256, or with alphabet (a\n"
+     "str of n_base characters, symbol i = alphabet[i]) a list of str). order_units[i]:\n"
      "the lexicographic order key of base symbol i without its terminator (lexicographic mode only)."},
     {NULL, NULL, 0, NULL},
 };

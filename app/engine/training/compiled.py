@@ -130,6 +130,7 @@ def learn_merges_native(
     progress: Callable[[int], None] | None = None,
     keep_words: bool = True,
     consume: bool = False,
+    alphabet: str | None = None,
 ) -> MergeResult:
     """:func:`.merges.learn_merges` in C: same arguments, same result (``words`` only with ``keep_words``).
 
@@ -140,7 +141,8 @@ def learn_merges_native(
     :func:`.merges.text_order_key`), so that the key of a concatenation is the concatenation of the units. A merged
     symbol is identified by its sequence of base symbols; the result is checked against ``concat``
     (``RuntimeError`` if they disagree). ``progress(n)`` is called every :data:`PROGRESS_EVERY` merges and at the
-    end. Raises ``RuntimeError`` without the extension.
+    end. With ``alphabet`` (a str of the base symbols, each one character), ``words`` may be a list of str whose
+    characters are base symbols (no list of ids per word is built). Raises ``RuntimeError`` without the extension.
     """
     if _trainer is None:
         raise RuntimeError(f"compiled trainer not available: {IMPORT_ERROR}")
@@ -180,6 +182,7 @@ def learn_merges_native(
         PROGRESS_EVERY,
         keep_words,
         consume,
+        alphabet,
     )
     for a, b, r in merges:
         key = concat(symbols[a], symbols[b])

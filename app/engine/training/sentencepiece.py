@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..pipeline.sentencepiece import BPE, BYTE, CONTROL, NORMAL, UNIGRAM, UNKNOWN, _model_proto_class
-from .compiled import learn
+from .compiled import learn, learn_merges_native, resolve_backend
 from .merges import text_order_key
 from .trainer import Progress, TrainedArtifact
 from .unigram import SPACE, PieceRules, learn_unigram, required_characters, split_before_space, split_unknown
@@ -116,8 +116,8 @@ class SentencePieceTrainer:
     def finish(self, progress: Progress | None = None) -> TrainedArtifact:
         words: dict[str, int] = self._words.words()
         self._words.clear()
-        required = required_characters(words, self.coverage)
-        pieces_words = split_unknown(words, set(required))
+        required = required_characters(words, self.coverage, backend=self.backend)
+        pieces_words = split_unknown(words, set(required), backend=self.backend)
         if self.split_digits:
             pieces_words = split_digit_runs(pieces_words)
         n_fixed = len(self.meta) + (256 if self.byte_fallback else 0)
@@ -143,8 +143,6 @@ class SentencePieceTrainer:
 
     def _bpe(self, words: Mapping[str, int], required: Sequence[str], budget: int,
              progress: Progress | None) -> tuple[list[tuple[str, float]], int, str]:
-        index = {ch: i for i, ch in enumerate(required)}
-        seqs = [list(map(index.__getitem__, w)) for w in words]
         counts = list(words.values())
         n_merges = budget - len(required)
 
@@ -156,7 +154,12 @@ class SentencePieceTrainer:
             base_symbols=list(required), concat=lambda x, y: x + y, order_key=text_order_key, unit_length=len,
             max_symbols=budget, min_frequency=2, tie_break="first-seen", progress=step,
         )
-        res = learn(seqs, counts, backend=self.backend, keep_words=False, **options)
+        if resolve_backend(self.backend) == "native":  # the words as str over the alphabet of required characters
+            res = learn_merges_native(list(words), counts, keep_words=False, alphabet="".join(required), **options)
+        else:
+            index = {ch: i for i, ch in enumerate(required)}
+            res = learn([list(map(index.__getitem__, w)) for w in words], counts, backend="python",
+                        keep_words=False, **options)
         symbols: list[str] = res.symbols  # type: ignore[assignment]
         merged = symbols[len(required):]
         learned = [(p, -float(k)) for k, p in enumerate(merged)]

@@ -178,7 +178,7 @@ def learn_unigram(
     uw: Any = _trainer.UnigramWords([w for w, _ in items], [f for _, f in items], max_piece_length) if native else None
     # 1. seed
     limit = max(0, seed_size - len(req))
-    char_count = char_counts(words)
+    char_count = char_counts(words, backend=backend)
     freq: dict[str, float] = {ch: float(char_count.get(ch, 0)) or 1.0 for ch in req}
     if uw is not None and (valid is None or isinstance(valid, PieceRules)):
         # the whole loop below, compiled
@@ -434,8 +434,11 @@ def character_coverage(char_counts: Mapping[str, int], coverage: float) -> list[
     return out
 
 
-def char_counts(words: Mapping[str, int]) -> Counter[str]:
-    """How often each character occurs in ``words`` (``{word: count}``)."""
+def char_counts(words: Mapping[str, int], *, backend: str | None = None) -> Counter[str]:
+    """How often each character occurs in ``words`` (``{word: count}``); counted in C when the compiled trainer is
+    picked (:func:`.compiled.resolve_backend`) and ``words`` is a ``dict`` (same counts)."""
+    if isinstance(words, dict) and resolve_backend(backend) == "native":
+        return Counter(_trainer.char_counts(words))
     by_freq: dict[int, list[str]] = {}
     for w, f in words.items():
         by_freq.setdefault(f, []).append(w)
@@ -446,18 +449,23 @@ def char_counts(words: Mapping[str, int]) -> Counter[str]:
     return chars
 
 
-def required_characters(words: Mapping[str, int], coverage: float) -> list[str]:
-    """:func:`character_coverage` of the characters of ``words`` weighted by their frequencies; ``ValueError``
-    when the words hold no character."""
-    chars = char_counts(words)
+def required_characters(words: Mapping[str, int], coverage: float, *, backend: str | None = None,
+                        counts: Mapping[str, int] | None = None) -> list[str]:
+    """:func:`character_coverage` of the characters of ``words`` weighted by their frequencies (``counts``: their
+    :func:`char_counts` when already known); ``ValueError`` when the words hold no character."""
+    chars = char_counts(words, backend=backend) if counts is None else counts
     if not chars:
         raise ValueError("the corpus has no text")
     return character_coverage(chars, coverage)
 
 
-def split_unknown(words: Mapping[str, int], required: set[str]) -> dict[str, int]:
+def split_unknown(words: Mapping[str, int], required: set[str], *, backend: str | None = None) -> dict[str, int]:
     """Words cut around characters outside ``required`` (those are dropped: encoding maps them to unknown or
-    bytes), so every remaining word is segmentable; frequencies of equal pieces are summed, order kept."""
+    bytes), so every remaining word is segmentable; frequencies of equal pieces are summed, order kept. In C
+    when the compiled trainer is picked and ``words`` is a ``dict`` (same result)."""
+    if isinstance(words, dict) and resolve_backend(backend) == "native":
+        out: dict[str, int] = _trainer.split_unknown(words, required)
+        return out
     unknown = set("".join(words)) - required
     if not unknown:
         return dict(words)
@@ -521,9 +529,11 @@ class UnigramTrainer:
     def finish(self, progress: Progress | None = None) -> TrainedArtifact:
         words = self._words.words()
         self._words.clear()
-        required = required_characters(words, self.coverage)
+        backend = self.options["backend"]
+        required = required_characters(words, self.coverage, backend=backend)  # type: ignore[arg-type]
         learned, summary = learn_unigram(
-            split_unknown(words, set(required)), vocab_size=self.vocab_size - len(self.specials), required=required,
+            split_unknown(words, set(required), backend=backend),  # type: ignore[arg-type]
+            vocab_size=self.vocab_size - len(self.specials), required=required,
             valid=PieceRules(), progress=progress, **self.options)  # type: ignore[arg-type]
         vocab = [[s, 0.0] for s in self.specials] + [[p, score] for p, score in learned]
         added = [{"id": i, "content": s, "single_word": False, "lstrip": False, "rstrip": False,

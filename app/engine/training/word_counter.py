@@ -5,9 +5,9 @@ and Hugging Face's ``Metaspace`` (:func:`.unigram.metaspace_words`). The compile
 ``PretokenCounter`` with a whitespace scanner of ``trainer.c``) counts raw pieces of the UTF-8 text — ``word`` for
 the first word of a line, ``" word"`` after a space, runs of spaces, line ends — in order of first appearance;
 :meth:`WordCounter.words` turns them into the words the Python splitter gives (``▁`` for the space, the dummy
-prefix on first words), summing the pieces that become the same word. The result is the Python path's
-``Counter``: the same words, counts and first-appearance order (the tests compare them), so training gives the
-same artifact either way.
+prefix on first words), summing the pieces that become the same word (in C too: ``PretokenCounter.words``).
+The result is the Python path's ``Counter``: the same words, counts and first-appearance order (the tests compare
+them), so training gives the same artifact either way.
 
 Text holding ``▁`` itself (which both splitters also cut before) is counted in Python: from the first such chunk
 on, the words counted so far move into the Python ``Counter`` and the rest goes there too.
@@ -62,15 +62,8 @@ class WordCounter:
             self._words.update(self.split_line(line))
 
     def _native_words(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        prefix = SPACE if self.dummy else ""
-        for raw, count in self._counter.items():
-            piece = raw.decode("utf-8")
-            if "\n" in piece or (self.collapse and not piece.strip(" ")):
-                continue  # a line end, or (SentencePiece) spaces that separate or end words
-            word = SPACE + piece[1:] if piece.startswith(" ") else prefix + piece
-            out[word] = out.get(word, 0) + count
-        return out
+        words: dict[str, int] = self._counter.words(self.dummy, self.collapse)
+        return words
 
     def words(self) -> dict[str, int]:
         """Every word counted so far with its count, in order of first appearance."""
