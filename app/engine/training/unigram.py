@@ -464,8 +464,7 @@ def split_unknown(words: Mapping[str, int], required: set[str], *, backend: str 
     bytes), so every remaining word is segmentable; frequencies of equal pieces are summed, order kept. In C
     when the compiled trainer is picked and ``words`` is a ``dict`` (same result)."""
     if isinstance(words, dict) and resolve_backend(backend) == "native":
-        out: dict[str, int] = _trainer.split_unknown(words, required)
-        return out
+        return _trainer.split_unknown(words, required)  # type: ignore[no-any-return]
     unknown = set("".join(words)) - required
     if not unknown:
         return dict(words)
