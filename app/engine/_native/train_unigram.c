@@ -33,105 +33,87 @@
 
 /* ------------------------------------------------------------------------------------------------ trie */
 
+/* Open addressing on (parent node, code point). A node is its slot's index + 1 (0 = the root, never a piece), and
+   the slot holds the piece id of its node too, so one probe of a walk gives both the node and its piece. Node ids
+   depend on the table size, so the table is sized once per build (the build restarts larger when it fills). */
 typedef struct {
-    uint64_t key; /* (node << 21 | cp) + 1; 0 = empty */
-    int32_t child;
+    uint64_t key; /* ((parent << 21) | cp) + 1; 0 = empty */
+    int32_t pid;  /* piece id of the node, or -1 */
+    int32_t pad;
 } Slot;
 
 typedef struct {
     Slot *slots;
     size_t mask;
-    size_t used;
-    int32_t *pid; /* per node: piece id or -1 */
-    size_t n_nodes, cap_nodes;
+    size_t used, limit;
 } Trie;
+
+#define TRIE_LOAD 0.7
 
 static void trie_free(Trie *t)
 {
     free(t->slots);
-    free(t->pid);
     memset(t, 0, sizeof *t);
 }
 
+/* An empty trie with room for at least `expect` nodes. */
 static int trie_init(Trie *t, size_t expect)
 {
     size_t slots = 1024;
-    while (slots < expect * 2)
+    while ((double)slots * TRIE_LOAD < (double)expect)
         slots <<= 1;
-    t->slots = calloc(slots, sizeof *t->slots);
+    t->slots = malloc(slots * sizeof *t->slots);
+    if (!t->slots)
+        return -1;
+    for (size_t i = 0; i < slots; i++)
+        t->slots[i] = (Slot){0, -1, 0};
     t->mask = slots - 1;
     t->used = 0;
-    t->cap_nodes = 1024;
-    t->pid = malloc(t->cap_nodes * sizeof *t->pid);
-    if (!t->slots || !t->pid)
-        return -1;
-    t->n_nodes = 1;
-    t->pid[0] = -1;
+    t->limit = (size_t)((double)slots * TRIE_LOAD);
     return 0;
 }
 
-static inline int32_t trie_get(const Trie *t, int32_t node, uint32_t cp)
+/* The slot of node's child for cp, or NULL. */
+static inline const Slot *trie_child(const Trie *t, int32_t node, uint32_t cp)
 {
     uint64_t key = (((uint64_t)node << 21) | cp) + 1;
     size_t i = mix64(key) & t->mask;
     for (;;) {
         const Slot *sl = &t->slots[i];
         if (sl->key == key)
-            return sl->child;
+            return sl;
         if (!sl->key)
-            return -1;
+            return NULL;
         i = (i + 1) & t->mask;
     }
 }
 
-static int trie_grow(Trie *t)
-{
-    size_t slots = (t->mask + 1) * 2;
-    Slot *ns = calloc(slots, sizeof *ns);
-    if (!ns)
-        return -1;
-    for (size_t i = 0; i <= t->mask; i++) {
-        if (!t->slots[i].key)
-            continue;
-        size_t j = mix64(t->slots[i].key) & (slots - 1);
-        while (ns[j].key)
-            j = (j + 1) & (slots - 1);
-        ns[j] = t->slots[i];
-    }
-    free(t->slots);
-    t->slots = ns;
-    t->mask = slots - 1;
-    return 0;
-}
+static inline int32_t trie_node_of(const Trie *t, const Slot *sl) { return (int32_t)(sl - t->slots) + 1; }
 
-/* The child of node for cp, created if missing; -1 on memory error. */
+static inline void trie_set_pid(Trie *t, int32_t node, int32_t pid) { t->slots[node - 1].pid = pid; }
+
+/* The child of node for cp, created if missing; -1 when the table is full (rebuild it larger), -2 when the node
+   ids would not fit. */
 static int32_t trie_step(Trie *t, int32_t node, uint32_t cp)
 {
-    int32_t c = trie_get(t, node, cp);
-    if (c >= 0)
-        return c;
-    if ((t->used + 1) * 2 > t->mask + 1 && trie_grow(t) < 0)
-        return -1;
-    if (t->n_nodes == t->cap_nodes) {
-        size_t cap = t->cap_nodes * 2;
-        int32_t *p = realloc(t->pid, cap * sizeof *p);
-        if (!p)
-            return -1;
-        t->pid = p;
-        t->cap_nodes = cap;
-    }
-    if (t->n_nodes >= INT32_MAX)
-        return -1;
-    c = (int32_t)t->n_nodes++;
-    t->pid[c] = -1;
     uint64_t key = (((uint64_t)node << 21) | cp) + 1;
     size_t i = mix64(key) & t->mask;
-    while (t->slots[i].key)
+    for (;;) {
+        Slot *sl = &t->slots[i];
+        if (sl->key == key)
+            return (int32_t)i + 1;
+        if (!sl->key)
+            break;
         i = (i + 1) & t->mask;
+    }
+    if (t->used >= t->limit)
+        return -1;
+    if (t->mask >= (size_t)INT32_MAX - 1)
+        return -2;
     t->slots[i].key = key;
-    t->slots[i].child = c;
+    t->slots[i].pid = -1;
     t->used++;
-    return c;
+    return (int32_t)i + 1;
 }
 
 /* ------------------------------------------------------------------------------------------------ object */
@@ -506,22 +488,42 @@ static int build_trie(UWObject *self, int32_t *nodes_out)
 {
     trie_free(&self->trie);
     self->have_pieces = 0;
-    if (trie_init(&self->trie, (size_t)self->n_pieces * 2) < 0) {
-        uw_clear_pieces(self);
-        return -1;
-    }
-    for (Py_ssize_t k = 0; k < self->n_pieces; k++) {
-        int32_t node = 0;
-        for (int64_t i = self->poff[k]; i < self->poff[k + 1]; i++) {
-            uint32_t cp = self->pchars[i];
-            if (cp > 0x1FFFFF || (node = trie_step(&self->trie, node, cp)) < 0) {
-                uw_clear_pieces(self);
-                return -1;
-            }
+    /* every piece is a node of its own: n_pieces nodes at least (a piece of any length adds at most its length) */
+    size_t expect = (size_t)self->n_pieces + (size_t)self->n_pieces / 4 + 16;
+    for (;;) {
+        if (trie_init(&self->trie, expect) < 0) {
+            uw_clear_pieces(self);
+            return -1;
         }
-        self->trie.pid[node] = (int32_t)k; /* a repeated piece: the last id wins, as in the Python table */
-        if (nodes_out)
-            nodes_out[k] = node;
+        int full = 0;
+        for (Py_ssize_t k = 0; k < self->n_pieces && !full; k++) {
+            int32_t node = 0;
+            for (int64_t i = self->poff[k]; i < self->poff[k + 1]; i++) {
+                uint32_t cp = self->pchars[i];
+                if (cp > 0x1FFFFF) {
+                    uw_clear_pieces(self);
+                    return -1;
+                }
+                node = trie_step(&self->trie, node, cp);
+                if (node == -2) {
+                    uw_clear_pieces(self);
+                    return -1;
+                }
+                if (node < 0) {
+                    full = 1;
+                    break;
+                }
+            }
+            if (full)
+                break;
+            trie_set_pid(&self->trie, node, (int32_t)k); /* a repeated piece: the last id wins, as in the Python table */
+            if (nodes_out)
+                nodes_out[k] = node;
+        }
+        if (!full)
+            break;
+        expect = (self->trie.mask + 1) * 2; /* full: start again with a table twice as large */
+        trie_free(&self->trie);
     }
     self->have_pieces = 1;
     return 0;
@@ -613,10 +615,11 @@ static int build_lattice(const UWObject *uw, const uint32_t *w, int64_t n, int32
         int64_t end = i + uw->max_len < n ? i + uw->max_len : n;
         int32_t node = 0;
         for (int64_t j = i + 1; j <= end; j++) {
-            node = trie_get(t, node, w[j - 1]);
-            if (node < 0)
+            const Slot *sl = trie_child(t, node, w[j - 1]);
+            if (!sl)
                 break;
-            int32_t pid = t->pid[node];
+            node = trie_node_of(t, sl);
+            int32_t pid = sl->pid;
             if (pid >= 0 && pid != skip && edges_push(e, (int32_t)i, (int32_t)j, pid) < 0)
                 return -1;
         }
@@ -1288,10 +1291,10 @@ static int load_pieces(UWObject *self, const Store *st, const int32_t *cur, Py_s
         *built_for = n;
         return 0;
     }
-    for (size_t q = 0; q < self->trie.n_nodes; q++)
-        self->trie.pid[q] = -1;
+    for (size_t q = 0; q <= self->trie.mask; q++)
+        self->trie.slots[q].pid = -1;
     for (Py_ssize_t k = 0; k < n; k++)
-        self->trie.pid[node_of[cur[k]]] = (int32_t)k;
+        trie_set_pid(&self->trie, node_of[cur[k]], (int32_t)k);
     return 0;
 }
 
