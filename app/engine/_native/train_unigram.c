@@ -273,6 +273,63 @@ static int cmp_key(const void *x, const void *y)
     return cmp_cps(a->cps, a->len, b->cps, b->len);
 }
 
+static inline int key_before(const Key *a, const Key *b)
+{
+    if (a->key != b->key)
+        return a->key > b->key;
+    const uint32_t *x = a->cps, *y = b->cps;
+    uint32_t n = a->len < b->len ? a->len : b->len;
+    for (uint32_t i = 0; i < n; i++)
+        if (x[i] != y[i])
+            return x[i] < y[i];
+    return a->len < b->len;
+}
+
+/* Sorts keys[0..n) in cmp_key's order (a total order on distinct strings: the result is qsort's). A bottom-up
+   merge sort with the comparison inlined, insertion-sorted runs of 16; falls back to qsort without memory. */
+static void sort_keys(Key *keys, size_t n)
+{
+    const size_t RUN = 16;
+    for (size_t lo = 0; lo < n; lo += RUN) {
+        size_t hi = lo + RUN < n ? lo + RUN : n;
+        for (size_t i = lo + 1; i < hi; i++) {
+            Key k = keys[i];
+            size_t j = i;
+            while (j > lo && key_before(&k, &keys[j - 1])) {
+                keys[j] = keys[j - 1];
+                j--;
+            }
+            keys[j] = k;
+        }
+    }
+    if (n <= RUN)
+        return;
+    Key *tmp = malloc(n * sizeof *tmp);
+    if (!tmp) {
+        qsort(keys, n, sizeof *keys, cmp_key);
+        return;
+    }
+    Key *src = keys, *dst = tmp;
+    for (size_t width = RUN; width < n; width *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * width) {
+            size_t mid = lo + width < n ? lo + width : n, hi = lo + 2 * width < n ? lo + 2 * width : n;
+            size_t i = lo, j = mid, o = lo;
+            while (i < mid && j < hi)
+                dst[o++] = key_before(&src[j], &src[i]) ? src[j++] : src[i++];
+            while (i < mid)
+                dst[o++] = src[i++];
+            while (j < hi)
+                dst[o++] = src[j++];
+        }
+        Key *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != keys)
+        memcpy(keys, src, n * sizeof *keys);
+    free(tmp);
+}
+
 static inline int is_ascii_digit(uint32_t c) { return c >= '0' && c <= '9'; }
 
 /* The seed candidates, best first: *ents_out (free it) and *sel_out (indices into it, n_out of them; free it).
@@ -428,7 +485,7 @@ static int seed_core(const UWObject *self, long long space, int split_digits, lo
             keys[n_sel++] = (Key){(double)(se->count * se->len), chars + self->off[se->word] + se->start, se->len,
                                   (uint32_t)e};
         }
-    qsort(keys, n_sel, sizeof *keys, cmp_key);
+    sort_keys(keys, n_sel);
     if (limit < 0)
         limit = 0;
     *n_out = n_sel < (size_t)limit ? n_sel : (size_t)limit;
@@ -1150,7 +1207,7 @@ static int prune_core(const UWObject *self, const double *s, const uint8_t *prot
             }
             cand[n_cand++] = (Key){loss, self->pchars + self->poff[pid], (uint32_t)n, (uint32_t)pid};
         }
-        qsort(cand, (size_t)n_cand, sizeof *cand, cmp_key);
+        sort_keys(cand, (size_t)n_cand);
         Py_ssize_t n_keep = keep - n_fixed;
         if (n_keep < 0)
             n_keep = 0;
@@ -1247,7 +1304,7 @@ static int order_pieces(const Store *st, int32_t *cur, double *val, Py_ssize_t n
     for (Py_ssize_t k = 0; k < n; k++)
         keys[k] = (Key){val[k], st->cps + st->off[cur[k]], (uint32_t)(st->off[cur[k] + 1] - st->off[cur[k]]),
                         (uint32_t)cur[k]};
-    qsort(keys, (size_t)n, sizeof *keys, cmp_key);
+    sort_keys(keys, (size_t)n);
     for (Py_ssize_t k = 0; k < n; k++) {
         cur[k] = (int32_t)keys[k].idx;
         val[k] = keys[k].key;
@@ -1553,7 +1610,7 @@ static PyObject *uw_learn(UWObject *self, PyObject *args)
             if (cur[k] >= n_req)
                 keys[m++] = (Key){sc[k], st.cps + st.off[cur[k]], (uint32_t)(st.off[cur[k] + 1] - st.off[cur[k]]),
                                   (uint32_t)cur[k]};
-        qsort(keys, (size_t)m, sizeof *keys, cmp_key);
+        sort_keys(keys, (size_t)m);
         Py_ssize_t take = vocab_size - n_req;
         for (Py_ssize_t k = 0; k < take; k++)
             cur[n_req + k] = (int32_t)keys[k].idx;
@@ -1586,7 +1643,7 @@ static PyObject *uw_learn(UWObject *self, PyObject *args)
     for (Py_ssize_t k = 0; k < n; k++)
         keys[k] = (Key){sc[k], st.cps + st.off[cur[k]], (uint32_t)(st.off[cur[k] + 1] - st.off[cur[k]]),
                         (uint32_t)cur[k]};
-    qsort(keys, (size_t)n, sizeof *keys, cmp_key);
+    sort_keys(keys, (size_t)n);
     PyObject *names = PyList_New(n), *scores = PyList_New(n);
     if (!names || !scores) {
         Py_XDECREF(names);
