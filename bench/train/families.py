@@ -22,19 +22,31 @@ its own default script and number splitting stay on (ours has neither). ``--thre
 threads (``RAYON_NUM_THREADS``, ``num_threads``) and ours ``--threads 2`` (used by the Unigram learner; the
 WordPiece and BPE learners are sequential).
 
+Larger corpus (``--mb M``, M above the 2.95 MB of the default corpus): the same multilingual training text, then
+real text of ``bench.train.build_corpus`` (files that pip/apt packages install: Debian docs, GNU info manuals,
+gettext catalogues, Python sources, C headers; mostly English and code, a different mix from the default corpus)
+until the training file holds M MB; its held-out file grows the same way, by M/10 MB of that corpus's held-out
+part. So the ratio can be read where the fixed costs (interpreter start, imports) do not dominate.
+
+``--rounds N`` trains each pair N times, ours and the peer alternating (fresh processes each), and reports the
+medians (every run is in the JSON). Before timing, ``app`` is byte-compiled (``compileall``), as an installed
+package is, so that no round pays for compiling our sources (the peers' packages are compiled in site-packages).
+
 Usage::
 
     python -m bench.train.families [--families wordpiece,unigram,sp-unigram,sp-bpe] [--vocab-size 8000]
-                                   [--threads 1|2] [--json OUT]
+                                   [--threads 1|2] [--mb M] [--rounds N] [--json OUT]
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import io
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -54,14 +66,17 @@ BLOCK = 64 * 1024
 EVERY = 10
 
 
-def build_corpus() -> tuple[Path, Path]:
-    """``(train.txt, heldout.txt)`` in :data:`WORK` (rebuilt each run; deterministic)."""
+def build_corpus(mb: float = 0.0) -> tuple[Path, Path]:
+    """``(train.txt, heldout.txt)`` in :data:`WORK` (rebuilt each run; deterministic); ``mb``: see the module
+    docstring (``train-<mb>mb.txt`` / ``heldout-<mb>mb.txt`` then)."""
     sys.path.insert(0, str(ROOT))
     from bench.corpora import ensure
 
     sources = [ensure("english")] + sorted(ensure("multilingual").glob("*.txt"))
     WORK.mkdir(parents=True, exist_ok=True)
     train, held = WORK / "train.txt", WORK / "heldout.txt"
+    if mb:
+        train, held = WORK / f"train-{mb:g}mb.txt", WORK / f"heldout-{mb:g}mb.txt"
     index = 0
     with train.open("wb") as ft, held.open("wb") as fh:
         for src in sources:
@@ -74,6 +89,15 @@ def build_corpus() -> tuple[Path, Path]:
                 (fh if index % EVERY == EVERY - 1 else ft).write(data[pos:end])
                 pos = end
                 index += 1
+    if mb:
+        from bench.train.build_corpus import build
+
+        big_train, big_held = build()
+        for path, src, size in ((train, big_train, mb * 1e6), (held, big_held, mb * 1e5)):
+            have = path.stat().st_size
+            if have < size:
+                with src.open("rb") as f, path.open("ab") as out:
+                    out.write(f.read(int(size - have)) + f.readline())  # whole lines
     return train, held
 
 
@@ -155,6 +179,8 @@ def main() -> int:
     parser.add_argument("--families", default=",".join(FAMILIES))
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--threads", type=int, choices=(1, 2), default=1)
+    parser.add_argument("--mb", type=float, default=0.0, help="training text of M MB (see the module docstring)")
+    parser.add_argument("--rounds", type=int, default=1, help="alternating runs per pair (medians reported)")
     parser.add_argument("--json", help="also write the results as JSON to this file")
     parser.add_argument("--worker", choices=("train", "evaluate"), help=argparse.SUPPRESS)
     parser.add_argument("--who", help=argparse.SUPPRESS)
@@ -169,7 +195,8 @@ def main() -> int:
         print(json.dumps(_evaluate(Path(args.family), Path(args.file))))
         return 0
 
-    train_file, held_file = build_corpus()
+    train_file, held_file = build_corpus(args.mb)
+    compileall.compile_dir(ROOT / "app", quiet=1)
     threads = str(args.threads)
     env = dict(os.environ, RAYON_NUM_THREADS=threads, OMP_NUM_THREADS=threads, PYTHONPATH=str(ROOT))
     env.pop("TOKENIZER_ENGINE", None)
@@ -178,20 +205,31 @@ def main() -> int:
     load_start = os.getloadavg()
     rows = []
     for family in args.families.split(","):
+        runs: dict[str, list[dict[str, object]]] = {"ours": [], "peer": []}
+        for k in range(args.rounds):
+            for who in ("ours", "peer"):
+                print(f"[{time.strftime('%H:%M:%S')}] training {who} {family} ({k + 1}/{args.rounds}) …",
+                      file=sys.stderr, flush=True)
+                info, usage = run_child(WORKER, ["--worker", "train", "--who", who, "--family", family,
+                                                 "--file", str(train_file), "--vocab-size", str(args.vocab_size),
+                                                 "--threads", threads], env)
+                runs[who].append({**info, **usage, "loadavg": os.getloadavg()[0]})
+                print(json.dumps(runs[who][-1]), file=sys.stderr, flush=True)
         for who in ("ours", "peer"):
-            print(f"[{time.strftime('%H:%M:%S')}] training {who} {family} …", file=sys.stderr, flush=True)
-            info, usage = run_child(WORKER, ["--worker", "train", "--who", who, "--family", family,
-                                             "--file", str(train_file), "--vocab-size", str(args.vocab_size),
-                                             "--threads", threads], env)
-            artifact = WORK / f"{who}-{family}" / str(info["artifact"])
+            last = runs[who][-1]
+            artifact = WORK / f"{who}-{family}" / str(last["artifact"])
             ev, _ = run_child(WORKER, ["--worker", "evaluate", "--family", str(artifact), "--file", str(held_file)],
                               env)
-            rows.append({"family": family, "who": who, **info, **usage, **ev, "loadavg": os.getloadavg()[0]})
-            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+            medians = {key: round(statistics.median(float(r[key]) for r in runs[who]), 2)  # type: ignore[arg-type]
+                       for key in ("wall_seconds", "cpu_seconds", "peak_rss_mib")}
+            rows.append({"family": family, "who": who, **last, **medians, **ev, "loadavg": os.getloadavg()[0],
+                         "runs": runs[who]})
     meta = {"date": started, "commit": commit.stdout.strip(), "threads": args.threads, "vocab_size": args.vocab_size,
+            "mb": args.mb, "rounds": args.rounds,
             "train_bytes": train_file.stat().st_size, "heldout_bytes": held_file.stat().st_size,
             "python": platform.python_version(), "loadavg_start": load_start, "loadavg_end": os.getloadavg()}
-    print(f"{started}, commit {meta['commit']}, {args.threads} thread(s), ours and peers, load average "
+    print(f"{started}, commit {meta['commit']}, {args.threads} thread(s), ours and peers, median of {args.rounds}, "
+          f"load average "
           f"{load_start[0]:.2f} at start / {os.getloadavg()[0]:.2f} at end")
     print(f"corpus: {meta['train_bytes']} bytes train, {meta['heldout_bytes']} bytes held-out; "
           f"vocab {args.vocab_size}")
@@ -200,6 +238,11 @@ def main() -> int:
     for r in rows:
         print(f"| {r['family']} | {r['who']} | {r['wall_seconds']} | {r['cpu_seconds']} | {r['peak_rss_mib']} | "
               f"{r['vocab']} | {r['bytes_per_token']} |")
+    by = {(r["family"], r["who"]): r for r in rows}
+    for family in args.families.split(","):
+        ours, peer = by[(family, "ours")], by[(family, "peer")]
+        print(f"{family}: peer / ours = {float(peer['cpu_seconds']) / float(ours['cpu_seconds']):.2f}x CPU, "
+              f"{float(peer['wall_seconds']) / float(ours['wall_seconds']):.2f}x wall (medians of {args.rounds})")
     if args.json:
         Path(args.json).write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
     return 0
