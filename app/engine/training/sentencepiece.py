@@ -19,17 +19,18 @@ its start.
 
 The file: ``<unk>`` (id 0), ``<s>``, ``</s>`` and any extra control pieces, the byte pieces when enabled,
 then the learned pieces best first; ``TrainerSpec``/``NormalizerSpec`` record the model type, the options the
-encoder needs and the ``identity`` normalizer. It is serialized with the ``ModelProto`` message class the
-loader of :mod:`app.engine.pipeline.sentencepiece` declares (deterministic bytes), so the ``sentencepiece``
-package and this engine's loader read the same file.
+encoder needs and the ``identity`` normalizer. It is written by :func:`model_proto_bytes`: the bytes that the
+``ModelProto`` message class of :mod:`app.engine.pipeline.sentencepiece` serializes deterministically (the tests
+compare them), without importing ``protobuf``; the ``sentencepiece`` package and this engine's loader read it.
 """
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..pipeline.sentencepiece import BPE, BYTE, CONTROL, NORMAL, UNIGRAM, UNKNOWN, _model_proto_class
+from ..pipeline.sentencepiece import BPE, BYTE, CONTROL, NORMAL, UNIGRAM, UNKNOWN
 from .compiled import learn, learn_merges_native, resolve_backend
 from .merges import text_order_key
 from .trainer import Progress, TrainedArtifact
@@ -37,6 +38,7 @@ from .unigram import SPACE, PieceRules, learn_unigram, required_characters, spli
 from .word_counter import WordCounter
 
 MODEL_TYPES = ("unigram", "bpe")
+_F32 = struct.Struct("<f")
 
 
 def sp_words(line: str, *, add_dummy_prefix: bool = True, remove_extra_whitespaces: bool = True) -> list[str]:
@@ -167,23 +169,46 @@ class SentencePieceTrainer:
         return learned, len(res.merges), res.stop_reason
 
     def _model_proto(self, learned: Sequence[tuple[str, float]]) -> bytes:
-        proto = _model_proto_class()()
-        for i, name in enumerate(self.meta):
-            proto.pieces.add(piece=name, score=0.0, type=UNKNOWN if i == 0 else CONTROL)
+        pieces: list[tuple[str, float, int]] = [(name, 0.0, UNKNOWN if i == 0 else CONTROL)
+                                                for i, name in enumerate(self.meta)]
         if self.byte_fallback:
-            for b in range(256):
-                proto.pieces.add(piece=f"<0x{b:02X}>", score=0.0, type=BYTE)
-        for piece, score in learned:
-            proto.pieces.add(piece=piece, score=score, type=NORMAL)
-        ts = proto.trainer_spec
-        ts.model_type = UNIGRAM if self.model_type == "unigram" else BPE
-        ts.vocab_size = len(proto.pieces)
-        ts.split_digits = self.split_digits
-        ts.byte_fallback = self.byte_fallback
-        ts.unk_id, ts.bos_id, ts.eos_id, ts.pad_id = 0, 1, 2, -1
-        ns = proto.normalizer_spec
-        ns.name = "identity"
-        ns.add_dummy_prefix = self.add_dummy_prefix
-        ns.remove_extra_whitespaces = self.remove_extra_whitespaces
-        ns.escape_whitespaces = True
-        return proto.SerializeToString(deterministic=True)  # type: ignore[no-any-return]
+            pieces += [(f"<0x{b:02X}>", 0.0, BYTE) for b in range(256)]
+        pieces += [(piece, score, NORMAL) for piece, score in learned]
+        trainer = [(3, UNIGRAM if self.model_type == "unigram" else BPE), (4, len(pieces)),
+                   (25, self.split_digits), (35, self.byte_fallback), (40, 0), (41, 1), (42, 2), (43, -1)]
+        normalizer = [(3, self.add_dummy_prefix), (4, self.remove_extra_whitespaces), (5, True)]
+        return model_proto_bytes(pieces, trainer, normalizer)
+
+
+def _varint(v: int) -> bytes:
+    v &= (1 << 64) - 1  # negative int32 values are written as 64-bit two's complement (ten bytes)
+    out = bytearray()
+    while v >= 0x80:
+        out.append(v & 0x7F | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited field (string, bytes or message)."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def model_proto_bytes(pieces: Sequence[tuple[str, float, int]], trainer: Sequence[tuple[int, int]],
+                      normalizer: Sequence[tuple[int, int]], normalizer_name: str = "identity") -> bytes:
+    """A serialized ``ModelProto`` (the ``.model`` file): ``pieces`` as ``(piece, score, type)``; ``trainer`` and
+    ``normalizer``: the set varint fields of ``TrainerSpec`` / ``NormalizerSpec`` (``(field number, value)``,
+    ascending; bools as 0/1), plus the normalizer's ``name``. The bytes are the ones the ``protobuf`` runtime's
+    deterministic serialization gives for the same message with these fields set (proto2: a set field is written
+    even when it holds its default; fields in number order; the tests compare the two), written directly so that
+    training does not import ``protobuf``."""
+    out = bytearray()
+    head = b"\x0a"  # ModelProto.pieces: field 1, length-delimited
+    for piece, score, kind in pieces:
+        body = _field(1, piece.encode("utf-8")) + b"\x15" + _F32.pack(score) + b"\x18" + _varint(kind)
+        out += head + _varint(len(body)) + body
+    out += _field(2, b"".join(_varint(n << 3) + _varint(int(v)) for n, v in trainer))
+    out += _field(3, _field(1, normalizer_name.encode("utf-8"))
+                  + b"".join(_varint(n << 3) + _varint(int(v)) for n, v in normalizer))
+    return bytes(out)

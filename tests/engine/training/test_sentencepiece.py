@@ -88,3 +88,32 @@ def test_bad_options() -> None:
         train_on(SentencePieceTrainer(model_type="bpe", vocab_size=200, byte_fallback=True), ["abc\n"])
     with pytest.raises(ValueError, match="no text"):
         train_on(SentencePieceTrainer(model_type="unigram", vocab_size=200), ["   \n\n"])
+
+
+@pytest.mark.parametrize("options", [{}, {"byte_fallback": True, "split_digits": True},
+                                     {"add_dummy_prefix": False, "remove_extra_whitespaces": False},
+                                     {"control_tokens": ["<pad>", "<mask>"]}])
+@pytest.mark.parametrize("model_type", ["unigram", "bpe"])
+def test_model_file_bytes_equal_the_protobuf_serialization(model_type: str, options: dict[str, object]) -> None:
+    trainer = SentencePieceTrainer(model_type=model_type, vocab_size=600, **options)  # type: ignore[arg-type]
+    learned = [("▁the", -1.5), ("é", -3.25e-7), ("日本", -1e30), ("x", -0.0), ("▁", 2.5)]
+    proto = _model_proto_class()()
+    for i, name in enumerate(trainer.meta):
+        proto.pieces.add(piece=name, score=0.0, type=UNKNOWN if i == 0 else CONTROL)
+    if trainer.byte_fallback:
+        for b in range(256):
+            proto.pieces.add(piece=f"<0x{b:02X}>", score=0.0, type=BYTE)
+    for piece, score in learned:
+        proto.pieces.add(piece=piece, score=score, type=1)
+    ts = proto.trainer_spec
+    ts.model_type = 1 if model_type == "unigram" else 2
+    ts.vocab_size = len(proto.pieces)
+    ts.split_digits = trainer.split_digits
+    ts.byte_fallback = trainer.byte_fallback
+    ts.unk_id, ts.bos_id, ts.eos_id, ts.pad_id = 0, 1, 2, -1
+    ns = proto.normalizer_spec
+    ns.name = "identity"
+    ns.add_dummy_prefix = trainer.add_dummy_prefix
+    ns.remove_extra_whitespaces = trainer.remove_extra_whitespaces
+    ns.escape_whitespaces = True
+    assert trainer._model_proto(learned) == proto.SerializeToString(deterministic=True)
