@@ -41,7 +41,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import compileall
 import io
 import json
 import os
@@ -196,6 +195,8 @@ def main() -> int:
         return 0
 
     train_file, held_file = build_corpus(args.mb)
+    import compileall  # (the parent only: the children do not pay for this import)
+
     compileall.compile_dir(ROOT / "app", quiet=1)
     threads = str(args.threads)
     env = dict(os.environ, RAYON_NUM_THREADS=threads, OMP_NUM_THREADS=threads, PYTHONPATH=str(ROOT))
