@@ -8,7 +8,8 @@ The same training therefore works for scripts without spaces — a Japanese or T
 its pieces are learned from its substrings.
 
 Characters: the most frequent characters covering ``character_coverage`` of the corpus are required (always
-pieces); the rest are left to ``<unk>`` or, with ``byte_fallback``, to the 256 ``<0xNN>`` byte pieces. With
+pieces); the rest are left to ``<unk>`` or, with ``byte_fallback``, to the 256 ``<0xNN>`` byte pieces. U+0000 is
+never one (SentencePiece's trainer skips it and its loader refuses a piece holding it): it is always unknown. With
 ``split_digits`` no piece joins a digit to anything (every digit stands alone). A piece holds ``▁`` only at
 its start.
 
@@ -34,7 +35,15 @@ from ..pipeline.sentencepiece import BPE, BYTE, CONTROL, NORMAL, UNIGRAM, UNKNOW
 from .compiled import learn, learn_merges_native, resolve_backend
 from .merges import text_order_key
 from .trainer import Progress, TrainedArtifact
-from .unigram import SPACE, PieceRules, learn_unigram, required_characters, split_before_space, split_unknown
+from .unigram import (
+    SPACE,
+    PieceRules,
+    char_counts,
+    learn_unigram,
+    required_characters,
+    split_before_space,
+    split_unknown,
+)
 from .word_counter import WordCounter
 
 MODEL_TYPES = ("unigram", "bpe")
@@ -118,7 +127,9 @@ class SentencePieceTrainer:
     def finish(self, progress: Progress | None = None) -> TrainedArtifact:
         words: dict[str, int] = self._words.words()
         self._words.clear()
-        required = required_characters(words, self.coverage, backend=self.backend)
+        counts = char_counts(words, backend=self.backend)
+        counts.pop("\0", None)  # as in SentencePiece: U+0000 is never a piece (its loader refuses one); unknown
+        required = required_characters(words, self.coverage, counts=counts)
         pieces_words = split_unknown(words, set(required), backend=self.backend)
         if self.split_digits:
             pieces_words = split_digit_runs(pieces_words)

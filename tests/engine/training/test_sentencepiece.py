@@ -117,3 +117,17 @@ def test_model_file_bytes_equal_the_protobuf_serialization(model_type: str, opti
     ns.remove_extra_whitespaces = trainer.remove_extra_whitespaces
     ns.escape_whitespaces = True
     assert trainer._model_proto(learned) == proto.SerializeToString(deterministic=True)
+
+
+@pytest.mark.parametrize("model_type", ["unigram", "bpe"])
+def test_nul_is_never_a_piece_and_encodes_as_in_sentencepiece(model_type: str) -> None:
+    text = "abc def\x00ghi jkl\n" * 200 + "hello world \x00\x00\n" * 100
+    art = train_on(SentencePieceTrainer(model_type=model_type, vocab_size=60), [text])
+    proto = _model_proto_class()()
+    proto.ParseFromString(art.data)
+    assert all("\x00" not in p.piece for p in proto.pieces)
+    sp = spm.SentencePieceProcessor(model_proto=art.data)  # it refuses a model with a NUL piece
+    ours = build_pipeline("t", parse_model(art.data, "t.model"), source="t.model")
+    for s in ["def\x00ghi", "\x00", "hello world \x00\x00", text[:300]]:
+        assert list(ours.encode(s)) == sp.encode(s), s
+    assert 0 in sp.encode("def\x00ghi")
