@@ -398,7 +398,7 @@ static int seed_core(const UWObject *self, long long space, int split_digits, lo
                 if ((int64_t)c == space || (split_digits && is_ascii_digit(c)))
                     break;
                 h = mix64(h ^ c) + (uint64_t)(j - i);
-                if (sketch) {
+                if (sketch && f < 2) { /* (a substring of a word counted twice or more is counted that often) */
                     size_t b = (size_t)(h >> 20) & (buckets - 1);
                     if (((sketch[b >> 2] >> ((b & 3) * 2)) & 3) < 2)
                         break; /* counted < 2 times, and so is every extension */
