@@ -215,10 +215,14 @@ def model_proto_bytes(pieces: Sequence[tuple[str, float, int]], trainer: Sequenc
     even when it holds its default; fields in number order; the tests compare the two), written directly so that
     training does not import ``protobuf``."""
     out = bytearray()
-    head = b"\x0a"  # ModelProto.pieces: field 1, length-delimited
-    for piece, score, kind in pieces:
-        body = _field(1, piece.encode("utf-8")) + b"\x15" + _F32.pack(score) + b"\x18" + _varint(kind)
-        out += head + _varint(len(body)) + body
+    pack = _F32.pack
+    for piece, score, kind in pieces:  # ModelProto.pieces: field 1, length-delimited
+        p = piece.encode("utf-8")
+        if len(p) < 119 and 0 <= kind < 128:  # every length and the type fit in one byte (the usual case)
+            out += bytes((0x0A, len(p) + 9, 0x0A, len(p))) + p + b"\x15" + pack(score) + bytes((0x18, kind))
+        else:
+            body = _field(1, p) + b"\x15" + pack(score) + b"\x18" + _varint(kind)
+            out += b"\x0a" + _varint(len(body)) + body
     out += _field(2, b"".join(_varint(n << 3) + _varint(int(v)) for n, v in trainer))
     out += _field(3, _field(1, normalizer_name.encode("utf-8"))
                   + b"".join(_varint(n << 3) + _varint(int(v)) for n, v in normalizer))

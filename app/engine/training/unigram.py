@@ -173,9 +173,11 @@ def learn_unigram(
         raise ValueError(f"prune loss must be one of {PRUNE_LOSSES}, not {prune_loss!r}")
     hf_loss = prune_loss == "huggingface"
     req_set = set(req)
-    items = [(w, f) for w, f in words.items() if w]
     native = resolve_backend(backend) == "native"
-    uw: Any = _trainer.UnigramWords([w for w, _ in items], [f for _, f in items], max_piece_length) if native else None
+    uw: Any = None
+    if native:
+        nonempty = words if "" not in words else {w: f for w, f in words.items() if w}
+        uw = _trainer.UnigramWords(list(nonempty), list(nonempty.values()), max_piece_length)
     # 1. seed
     limit = max(0, seed_size - len(req))
     char_count = char_counts(words, backend=backend)
@@ -189,6 +191,7 @@ def learn_unigram(
             shrinking_factor, em_iterations, threads, progress, hf_loss)
         return list(zip(names, sc, strict=True)), {"seed_pieces": seed, "rounds": rounds, "log_likelihood": ll,
                                                    "backend": "native"}
+    items = [(w, f) for w, f in words.items() if w]
     ranked = _seed_candidates(items, valid, max_piece_length, limit)
     for score, s in ranked:
         freq[s] = float(score)

@@ -96,7 +96,8 @@ def test_bad_options() -> None:
 @pytest.mark.parametrize("model_type", ["unigram", "bpe"])
 def test_model_file_bytes_equal_the_protobuf_serialization(model_type: str, options: dict[str, object]) -> None:
     trainer = SentencePieceTrainer(model_type=model_type, vocab_size=600, **options)  # type: ignore[arg-type]
-    learned = [("▁the", -1.5), ("é", -3.25e-7), ("日本", -1e30), ("x", -0.0), ("▁", 2.5)]
+    learned = [("▁the", -1.5), ("é", -3.25e-7), ("日本", -1e30), ("x", -0.0), ("▁", 2.5), ("長" * 39, -2.0),
+               ("長" * 40, -7.0), ("a" * 300, -9.5)]
     proto = _model_proto_class()()
     for i, name in enumerate(trainer.meta):
         proto.pieces.add(piece=name, score=0.0, type=UNKNOWN if i == 0 else CONTROL)
