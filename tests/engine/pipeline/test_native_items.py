@@ -27,8 +27,11 @@ def test_items_contract(name: str) -> None:
     ids = _encode(name, native, [7, *words, 2**31 - 1, 0])
     alone = [_encode(name, native, [w]) for w in words]
     assert ids == [7, *(i for a in alone for i in a), 2**31 - 1, 0]
-    for bad, error in [([1.5], TypeError), (["a", None], TypeError), ([b"ab"], TypeError), ([-1], ValueError),
-                       ([2**31], ValueError), ([2**70], ValueError)]:
+    cases: list[tuple[list[Any], type[Exception]]] = [
+        ([1.5], TypeError), (["a", None], TypeError), ([b"ab"], TypeError),
+        ([-1], ValueError), ([2**31], ValueError), ([2**70], ValueError),
+    ]
+    for bad, error in cases:
         with pytest.raises(error):
             _encode(name, native, bad)
     assert _encode(name, native, []) == []
