@@ -240,12 +240,20 @@ static int uw_init(UWObject *self, PyObject *args, PyObject *kwds)
 
 /* ------------------------------------------------------------------------------------------------ seeds */
 
+/* A counted substring chars[off[word] + start ..][0 .. len), identified by its prefix without the last code point
+   and that code point: prefix is the entry index of the prefix (len > 2) or the prefix's one code point (len 2).
+   Equal (prefix, last, len) means an equal string, so the table compares these and never the characters. */
 typedef struct {
     int64_t count;
     uint32_t word, start;
-    uint32_t hash;
+    uint32_t prefix, last;
     uint16_t len;
 } SubEnt;
+
+static inline uint64_t sub_key_hash(uint32_t prefix, uint32_t last, uint16_t len)
+{
+    return mix64((((uint64_t)prefix << 32) | last) + ((uint64_t)len << 21));
+}
 
 /* A sort key that carries its own string (qsort has no context argument). */
 typedef struct {
@@ -393,6 +401,7 @@ static int seed_core(const UWObject *self, long long space, int split_digits, lo
                 continue;
             uint64_t h = 0x9e3779b97f4a7c15ULL ^ w[i];
             int64_t end = i + self->max_len < n ? i + self->max_len : n;
+            uint32_t prev = 0; /* the entry of w[i..j-1) */
             for (int64_t j = i + 2; j <= end; j++) {
                 uint32_t c = w[j - 1];
                 if ((int64_t)c == space || (split_digits && is_ascii_digit(c)))
@@ -403,9 +412,9 @@ static int seed_core(const UWObject *self, long long space, int split_digits, lo
                     if (((sketch[b >> 2] >> ((b & 3) * 2)) & 3) < 2)
                         break; /* counted < 2 times, and so is every extension */
                 }
-                uint32_t h32 = (uint32_t)(h >> 32);
                 uint16_t len = (uint16_t)(j - i);
-                size_t s = h & (slots - 1);
+                uint32_t prefix = len == 2 ? w[i] : prev;
+                size_t s = sub_key_hash(prefix, c, len) & (slots - 1);
                 for (;;) {
                     uint32_t e = table[s];
                     if (!e) {
@@ -422,7 +431,8 @@ static int seed_core(const UWObject *self, long long space, int split_digits, lo
                             failed = 1;
                             break;
                         }
-                        ents[n_ents] = (SubEnt){f, (uint32_t)k, (uint32_t)i, h32, len};
+                        ents[n_ents] = (SubEnt){f, (uint32_t)k, (uint32_t)i, prefix, c, len};
+                        prev = (uint32_t)n_ents;
                         table[s] = (uint32_t)++n_ents;
                         if (n_ents * 2 > slots) { /* rehash */
                             size_t ns = slots * 2;
@@ -436,12 +446,7 @@ static int seed_core(const UWObject *self, long long space, int split_digits, lo
                                 if (!x)
                                     continue;
                                 const SubEnt *se = &ents[x - 1];
-                                /* the slot hash is recomputed from the stored substring */
-                                const uint32_t *sw = chars + self->off[se->word] + se->start;
-                                uint64_t hh = 0x9e3779b97f4a7c15ULL ^ sw[0];
-                                for (uint16_t t = 1; t < se->len; t++)
-                                    hh = mix64(hh ^ sw[t]) + (uint64_t)(t + 1);
-                                size_t z = hh & (ns - 1);
+                                size_t z = sub_key_hash(se->prefix, se->last, se->len) & (ns - 1);
                                 while (nt[z])
                                     z = (z + 1) & (ns - 1);
                                 nt[z] = x;
@@ -453,9 +458,9 @@ static int seed_core(const UWObject *self, long long space, int split_digits, lo
                         break;
                     }
                     SubEnt *se = &ents[e - 1];
-                    if (se->hash == h32 && se->len == len &&
-                        !memcmp(chars + self->off[se->word] + se->start, w + i, len * sizeof(uint32_t))) {
+                    if (se->prefix == prefix && se->last == c && se->len == len) {
                         se->count += f;
+                        prev = e - 1;
                         break;
                     }
                     s = (s + 1) & (slots - 1);
