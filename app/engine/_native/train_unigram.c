@@ -730,6 +730,7 @@ typedef struct {
     double *oval;
     size_t on, ocap;
     double *wz;
+    double *direct; /* one thread: the expected counts themselves (added in the same order as the fold) */
     int rc;
 } EJob;
 
@@ -783,6 +784,18 @@ static void *e_job(void *arg)
             double b = beta[e->ej[q]];
             if (b != -INFINITY)
                 beta[e->ei[q]] = lse(beta[e->ei[q]], b + s[e->ep[q]]);
+        }
+        if (J->direct) {
+            double *out = J->direct;
+            for (size_t q = 0; q < e->n; q++) {
+                double a = alpha[e->ei[q]], b = beta[e->ej[q]];
+                if (a != -INFINITY && b != -INFINITY) {
+                    int32_t pid = e->ep[q];
+                    out[pid] += f * exp(a + s[pid] + b - z);
+                }
+            }
+            J->wz[k - J->from] = f * z;
+            continue;
         }
         if (J->on + e->n > J->ocap) {
             size_t cap = J->ocap ? J->ocap : 4096;
@@ -903,6 +916,7 @@ static int e_step_core(const UWObject *self, const double *s, int threads, doubl
     for (int t = 0; t < threads; t++) {
         jobs[t].uw = self;
         jobs[t].s = s;
+        jobs[t].direct = threads == 1 ? expected : NULL;
         jobs[t].wz = malloc(UW_CHUNK_WORDS * sizeof(double));
         if (!jobs[t].wz)
             rc = -1;
