@@ -234,3 +234,53 @@ done:
     cpmap_free(&req);
     return out;
 }
+
+/* ------------------------------------------------------------------------------------------------ for trainer.c */
+
+/* A code point counter for trainer.c's PretokenCounter.char_counts (the same table as char_counts above). */
+void *cpcount_new(void)
+{
+    CpMap *m = malloc(sizeof *m);
+    if (m && cpmap_init(m, 1024) < 0) {
+        cpmap_free(m);
+        free(m);
+        m = NULL;
+    }
+    return m;
+}
+
+int cpcount_add(void *counter, uint32_t cp, int64_t n)
+{
+    CpMap *m = counter;
+    Py_ssize_t s = cpmap_slot(m, cp, 1);
+    if (s < 0)
+        return -1;
+    m->vals[s] += n;
+    return 0;
+}
+
+/* The counts as a dict (characters in first-appearance order); NULL with a Python error. */
+PyObject *cpcount_dict(void *counter)
+{
+    CpMap *m = counter;
+    PyObject *out = PyDict_New();
+    for (size_t q = 0; out && q < m->n; q++) {
+        size_t s = m->order[q];
+        Py_UCS4 cp = m->keys[s] - 1;
+        PyObject *ch = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, &cp, 1);
+        PyObject *v = PyLong_FromLongLong(m->vals[s]);
+        if (!ch || !v || PyDict_SetItem(out, ch, v) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(ch);
+        Py_XDECREF(v);
+    }
+    return out;
+}
+
+void cpcount_free(void *counter)
+{
+    if (counter) {
+        cpmap_free(counter);
+        free(counter);
+    }
+}

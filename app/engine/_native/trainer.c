@@ -499,6 +499,125 @@ fail:
     return NULL;
 }
 
+/* ---- the SentencePiece / Metaspace words of the pieces without Python objects (see counter_words) */
+
+/* Whether piece e stands for a word (0: a line end, or with collapse spaces only); *rest / *rest_len: its bytes
+   after a leading space, *marker: whether the word starts with U+2581 (a leading space, or dummy). */
+static int piece_word(const PieceTable *t, const PieceEntry *e, int dummy, int collapse, const uint8_t **rest,
+                      uint32_t *rest_len, int *marker)
+{
+    const uint8_t *s = t->arena + e->off;
+    uint32_t len = e->len;
+    if (memchr(s, '\n', len))
+        return 0;
+    if (collapse) {
+        uint32_t j = 0;
+        while (j < len && s[j] == ' ')
+            j++;
+        if (j == len)
+            return 0;
+    }
+    int lead = len && s[0] == ' ';
+    *rest = s + lead;
+    *rest_len = len - (uint32_t)lead;
+    *marker = lead || dummy;
+    return 1;
+}
+
+/* The code point at s[*i] (valid UTF-8: the pieces come from str), *i moved past it. */
+static inline uint32_t utf8_next(const uint8_t *s, uint32_t *i)
+{
+    uint32_t c = s[*i];
+    if (c < 0x80) {
+        *i += 1;
+        return c;
+    }
+    if (c < 0xE0) {
+        c = (c & 0x1F) << 6 | (s[*i + 1] & 0x3F);
+        *i += 2;
+        return c;
+    }
+    if (c < 0xF0) {
+        c = (c & 0x0F) << 12 | (uint32_t)(s[*i + 1] & 0x3F) << 6 | (s[*i + 2] & 0x3F);
+        *i += 3;
+        return c;
+    }
+    c = (c & 0x07) << 18 | (uint32_t)(s[*i + 1] & 0x3F) << 12 | (uint32_t)(s[*i + 2] & 0x3F) << 6 | (s[*i + 3] & 0x3F);
+    *i += 4;
+    return c;
+}
+
+extern void *cpcount_new(void);
+extern int cpcount_add(void *counter, uint32_t cp, int64_t n);
+extern PyObject *cpcount_dict(void *counter);
+extern void cpcount_free(void *counter);
+
+/* char_counts(dummy_prefix, collapse) -> (dict[str, int], int): the character counts of words(dummy_prefix,
+   collapse) (each character times its word's count) and the number of distinct words, without making them. */
+static PyObject *counter_char_counts(CounterObject *self, PyObject *args)
+{
+    int dummy, collapse;
+    if (!PyArg_ParseTuple(args, "pp", &dummy, &collapse))
+        return NULL;
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "PretokenCounter is in use by another thread");
+        return NULL;
+    }
+    const PieceTable *t = &self->table;
+    void *cc = cpcount_new();
+    size_t slots = 1024;
+    while (slots < t->n * 2 + 2)
+        slots <<= 1;
+    uint32_t *seen = calloc(slots, sizeof *seen); /* distinct words: entry index + 1 */
+    PyObject *result = NULL;
+    if (!cc || !seen) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t distinct = 0;
+    for (size_t k = 0; k < t->n; k++) {
+        const PieceEntry *e = &t->ent[k];
+        const uint8_t *rest;
+        uint32_t rlen;
+        int marker;
+        if (!piece_word(t, e, dummy, collapse, &rest, &rlen, &marker))
+            continue;
+        if (marker && cpcount_add(cc, 0x2581, e->count) < 0) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (uint32_t i = 0; i < rlen;)
+            if (cpcount_add(cc, utf8_next(rest, &i), e->count) < 0) {
+                PyErr_NoMemory();
+                goto done;
+            }
+        /* the word is (marker, rest): two pieces make the same word only as "x" (dummy) and " x" */
+        size_t h = (hash_bytes(rest, rlen) ^ (uint64_t)marker) & (slots - 1);
+        for (;;) {
+            uint32_t x = seen[h];
+            if (!x) {
+                seen[h] = (uint32_t)k + 1;
+                distinct++;
+                break;
+            }
+            const uint8_t *r2 = NULL;
+            uint32_t l2 = 0;
+            int m2 = -1;
+            piece_word(t, &t->ent[x - 1], dummy, collapse, &r2, &l2, &m2);
+            if (m2 == marker && l2 == rlen && !memcmp(r2, rest, rlen))
+                break;
+            h = (h + 1) & (slots - 1);
+        }
+    }
+    PyObject *d = cpcount_dict(cc);
+    if (d)
+        result = Py_BuildValue("(Nn)", d, distinct);
+done:
+    free(seen);
+    cpcount_free(cc);
+    return result;
+}
+
 static PyObject *counter_clear(CounterObject *self, PyObject *unused)
 {
     (void)unused;
@@ -538,6 +657,9 @@ static PyMethodDef counter_methods[] = {
     {"words", (PyCFunction)counter_words, METH_VARARGS,
      "words(dummy_prefix: bool, collapse: bool) -> dict[str, int]: the whitespace words of the pieces (line ends\n"
      "dropped; with collapse, runs of spaces too; a leading space or, with dummy_prefix, nothing becomes U+2581)."},
+    {"char_counts", (PyCFunction)counter_char_counts, METH_VARARGS,
+     "char_counts(dummy_prefix: bool, collapse: bool) -> (dict[str, int], int): the character counts of\n"
+     "words(dummy_prefix, collapse) and the number of those words, without making them."},
     {"clear", (PyCFunction)counter_clear, METH_NOARGS, "clear() -> None: forget every piece (frees the memory)."},
     {NULL, NULL, 0, NULL},
 };
@@ -1467,6 +1589,153 @@ done:
     return rc;
 }
 
+/* Fill the words from a PretokenCounter's SentencePiece/Metaspace words (counter_words) over an alphabet, each word
+   cut around the characters outside it (those are dropped), equal pieces merged with their counts summed, in
+   order of first appearance: the words that words() then split_unknown() give, mapped as in learner_words_from_strs.
+   -1 with a Python error. */
+static int learner_words_from_counter_alpha(Learner *L, const CounterObject *ctr, PyObject *alphabet, int dummy,
+                                            int collapse)
+{
+    const PieceTable *t = &ctr->table;
+    Py_ssize_t na = PyUnicode_GET_LENGTH(alphabet);
+    size_t aslots = 64;
+    while (aslots < (size_t)na * 2 + 2)
+        aslots <<= 1;
+    uint64_t *tab = calloc(aslots, sizeof *tab); /* (cp + 1) << 32 | (symbol + 1) */
+    size_t cap = t->arena_len + t->n * 2 + 16; /* every symbol comes from a code point, or from the marker */
+    size_t wslots = 1024;
+    while (wslots < t->n * 2 + 2)
+        wslots <<= 1;
+    uint32_t *wtab = calloc(wslots, sizeof *wtab); /* word index + 1 */
+    size_t wcap = t->n + 16, whcap = wcap;
+    uint64_t *whash = malloc(whcap * sizeof *whash); /* grown with the words */
+    int32_t *seg = malloc((t->arena_len + 8) * sizeof *seg);
+    L->sym = malloc(cap * sizeof(int32_t));
+    L->wstart = malloc(wcap * sizeof(uint64_t));
+    L->wlen = malloc(wcap * sizeof(uint32_t));
+    L->wcount = malloc(wcap * sizeof(int64_t));
+    int rc = -1;
+    if (!tab || !wtab || !whash || !seg || !L->sym || !L->wstart || !L->wlen || !L->wcount) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < na; i++) {
+        uint64_t cp = PyUnicode_READ_CHAR(alphabet, i);
+        size_t h = mix64(cp + 1) & (aslots - 1);
+        while (tab[h] && (tab[h] >> 32) != cp + 1)
+            h = (h + 1) & (aslots - 1);
+        tab[h] = (cp + 1) << 32 | (uint64_t)(i + 1);
+    }
+    size_t at = 0, nw = 0;
+    for (size_t k = 0; k < t->n; k++) {
+        const PieceEntry *e = &t->ent[k];
+        const uint8_t *rest;
+        uint32_t rlen;
+        int marker;
+        if (!piece_word(t, e, dummy, collapse, &rest, &rlen, &marker))
+            continue;
+        uint32_t i = 0;
+        int first = 1;
+        for (;;) {
+            /* the next segment: symbols up to a character outside the alphabet, or the end */
+            size_t m = 0;
+            int end = 0;
+            for (;;) {
+                uint64_t cp;
+                if (first && marker) {
+                    cp = 0x2581;
+                } else if (i < rlen) {
+                    cp = utf8_next(rest, &i);
+                } else {
+                    end = 1;
+                    break;
+                }
+                first = 0;
+                size_t h = mix64(cp + 1) & (aslots - 1);
+                while (tab[h] && (tab[h] >> 32) != cp + 1)
+                    h = (h + 1) & (aslots - 1);
+                if (!tab[h])
+                    break; /* cut here: the character is dropped */
+                seg[m++] = (int32_t)((tab[h] & 0xFFFFFFFFu) - 1);
+            }
+            first = 0;
+            if (m) {
+                uint64_t hv = hash_bytes((const uint8_t *)seg, m * sizeof(int32_t));
+                size_t h = hv & (wslots - 1);
+                for (;;) {
+                    uint32_t x = wtab[h];
+                    if (!x) {
+                        if (at + m > cap) {
+                            PyErr_SetString(PyExc_RuntimeError, "word table overflow"); /* unreachable: sized */
+                            goto done;
+                        }
+                        if (nw == wcap || nw == whcap) { /* more pieces than counted words (cuts) */
+                            size_t c2 = wcap * 2;
+                            uint64_t *a1 = realloc(L->wstart, c2 * sizeof *a1);
+                            if (a1)
+                                L->wstart = a1;
+                            uint32_t *a2 = a1 ? realloc(L->wlen, c2 * sizeof *a2) : NULL;
+                            if (a2)
+                                L->wlen = a2;
+                            int64_t *a3 = a2 ? realloc(L->wcount, c2 * sizeof *a3) : NULL;
+                            if (a3)
+                                L->wcount = a3;
+                            uint64_t *a4 = a3 ? realloc(whash, c2 * sizeof *a4) : NULL;
+                            if (!a4) {
+                                PyErr_NoMemory();
+                                goto done;
+                            }
+                            whash = a4;
+                            wcap = whcap = c2;
+                        }
+                        memcpy(L->sym + at, seg, m * sizeof(int32_t));
+                        L->wstart[nw] = at;
+                        L->wlen[nw] = (uint32_t)m;
+                        L->wcount[nw] = e->count;
+                        whash[nw] = hv;
+                        at += m;
+                        wtab[h] = (uint32_t)++nw;
+                        if (nw * 2 > wslots) {
+                            size_t ns = wslots * 2;
+                            uint32_t *nt = calloc(ns, sizeof *nt);
+                            if (!nt) {
+                                PyErr_NoMemory();
+                                goto done;
+                            }
+                            for (size_t q = 0; q < nw; q++) {
+                                size_t z = whash[q] & (ns - 1);
+                                while (nt[z])
+                                    z = (z + 1) & (ns - 1);
+                                nt[z] = (uint32_t)q + 1;
+                            }
+                            free(wtab);
+                            wtab = nt;
+                            wslots = ns;
+                        }
+                        break;
+                    }
+                    if (whash[x - 1] == hv && L->wlen[x - 1] == m &&
+                        !memcmp(L->sym + L->wstart[x - 1], seg, m * sizeof(int32_t))) {
+                        L->wcount[x - 1] += e->count;
+                        break;
+                    }
+                    h = (h + 1) & (wslots - 1);
+                }
+            }
+            if (end)
+                break;
+        }
+    }
+    L->nwords = nw;
+    rc = 0;
+done:
+    free(tab);
+    free(wtab);
+    free(whash);
+    free(seg);
+    return rc;
+}
+
 /* Base symbols 0..n_base-1 are one unit each; order units (lexicographic) from a sequence of int sequences. */
 static int learner_base(Learner *L, Py_ssize_t n_base, PyObject *order_units)
 {
@@ -1559,14 +1828,14 @@ static PyObject *mod_learn(PyObject *module, PyObject *args, PyObject *kwds)
     (void)module;
     static char *kwlist[] = {"words",      "counts",   "n_base",         "order_units", "max_symbols",
                              "max_merges", "min_frequency", "lexicographic", "progress",    "progress_every",
-                             "keep_words", "consume",  "alphabet", NULL};
+                             "keep_words", "consume",  "alphabet", "dummy_prefix", "collapse", NULL};
     PyObject *words, *counts, *order_units = Py_None, *progress = Py_None, *alphabet = Py_None;
     Py_ssize_t n_base;
     long long max_symbols = -1, max_merges = -1, min_frequency = 2, progress_every = 256;
-    int lexicographic = 0, keep_words = 0, consume = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOn|OLLLpOLppO", kwlist, &words, &counts, &n_base, &order_units,
+    int lexicographic = 0, keep_words = 0, consume = 0, dummy = 1, collapse = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOn|OLLLpOLppOpp", kwlist, &words, &counts, &n_base, &order_units,
                                      &max_symbols, &max_merges, &min_frequency, &lexicographic, &progress,
-                                     &progress_every, &keep_words, &consume, &alphabet))
+                                     &progress_every, &keep_words, &consume, &alphabet, &dummy, &collapse))
         return NULL;
     if (min_frequency < 1) {
         PyErr_SetString(PyExc_ValueError, "min_frequency must be >= 1");
@@ -1585,7 +1854,27 @@ static PyObject *mod_learn(PyObject *module, PyObject *args, PyObject *kwds)
     PyObject *result = NULL;
     if (learner_base(&L, n_base, order_units))
         goto done;
-    if (PyObject_TypeCheck(words, &CounterType)) {
+    if (PyObject_TypeCheck(words, &CounterType) && alphabet != Py_None) {
+        CounterObject *ctr = (CounterObject *)words;
+        if (counts != Py_None || !PyUnicode_Check(alphabet) || PyUnicode_GET_LENGTH(alphabet) != n_base) {
+            PyErr_SetString(PyExc_ValueError, "a PretokenCounter with an alphabet: counts=None, n_base=len(alphabet)");
+            goto done;
+        }
+        if (counter_enter(ctr))
+            goto done;
+        int rc = ctr->table.n >= INT32_MAX / 2 ? -1 : learner_words_from_counter_alpha(&L, ctr, alphabet, dummy,
+                                                                                       collapse);
+        ctr->busy = 0;
+        if (rc) {
+            if (!PyErr_Occurred())
+                PyErr_NoMemory();
+            goto done;
+        }
+        if (consume) {
+            pt_free(&ctr->table);
+            ctr->pieces = 0;
+        }
+    } else if (PyObject_TypeCheck(words, &CounterType)) {
         CounterObject *ctr = (CounterObject *)words;
         if (counts != Py_None || n_base != 256) {
             PyErr_SetString(PyExc_ValueError, "a PretokenCounter gives byte words: counts=None, n_base=256");

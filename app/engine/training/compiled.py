@@ -131,6 +131,7 @@ def learn_merges_native(
     keep_words: bool = True,
     consume: bool = False,
     alphabet: str | None = None,
+    word_rules: tuple[bool, bool] = (True, True),
 ) -> MergeResult:
     """:func:`.merges.learn_merges` in C: same arguments, same result (``words`` only with ``keep_words``).
 
@@ -142,7 +143,10 @@ def learn_merges_native(
     symbol is identified by its sequence of base symbols; the result is checked against ``concat``
     (``RuntimeError`` if they disagree). ``progress(n)`` is called every :data:`PROGRESS_EVERY` merges and at the
     end. With ``alphabet`` (a str of the base symbols, each one character), ``words`` may be a list of str whose
-    characters are base symbols (no list of ids per word is built). Raises ``RuntimeError`` without the extension.
+    characters are base symbols (no list of ids per word is built), or a ``PretokenCounter`` of whitespace words
+    (``counts=None``): its ``words(*word_rules)`` (``(dummy_prefix, collapse)``) cut around the characters outside
+    the alphabet, equal pieces merged in first-appearance order (:func:`.unigram.split_unknown`), built in C.
+    Raises ``RuntimeError`` without the extension.
     """
     if _trainer is None:
         raise RuntimeError(f"compiled trainer not available: {IMPORT_ERROR}")
@@ -166,7 +170,7 @@ def learn_merges_native(
         if len(terminators) != 1 or any(not k for k in keys) or top >= next(iter(terminators)):
             raise ValueError("order keys must be units followed by one common terminator above every unit")
         order_units = units
-    if is_counter(words):
+    if is_counter(words) and alphabet is None:
         if counts is not None or symbols != [bytes([b]) for b in range(256)]:
             raise ValueError("a PretokenCounter holds byte words: counts=None and the 256 bytes as base symbols")
     merges, n_symbols, stop, final = _trainer.learn(
@@ -183,6 +187,7 @@ def learn_merges_native(
         keep_words,
         consume,
         alphabet,
+        *word_rules,
     )
     for a, b, r in merges:
         key = concat(symbols[a], symbols[b])

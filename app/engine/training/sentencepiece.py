@@ -125,6 +125,21 @@ class SentencePieceTrainer:
         return PieceRules(split_digits=self.split_digits)(piece)
 
     def finish(self, progress: Progress | None = None) -> TrainedArtifact:
+        n_fixed = len(self.meta) + (256 if self.byte_fallback else 0)
+        budget = self.vocab_size - n_fixed
+        counter = self._words.counter
+        if self.model_type == "bpe" and counter is not None and not self.split_digits:
+            # the compiled path: the words stay in the counter; the learner takes them from it directly
+            counts, distinct = counter.char_counts(*self._words.word_rules)
+            counts.pop("\0", None)  # U+0000 is never a piece (as on the other path)
+            required = required_characters({}, self.coverage, counts=counts)
+            self._check_budget(budget, len(required), n_fixed)
+            learned: list[tuple[str, float]]
+            learned, merges, stop = self._bpe(counter, required, budget, progress)
+            self._words.clear()
+            summary: dict[str, object] = {"distinct_words": distinct, "required_characters": len(required),
+                                          "merges": merges, "stop_reason": stop}
+            return self._artifact(learned, summary, n_fixed)
         words: dict[str, int] = self._words.words()
         self._words.clear()
         counts = char_counts(words, backend=self.backend)
@@ -133,13 +148,8 @@ class SentencePieceTrainer:
         pieces_words = split_unknown(words, set(required), backend=self.backend)
         if self.split_digits:
             pieces_words = split_digit_runs(pieces_words)
-        n_fixed = len(self.meta) + (256 if self.byte_fallback else 0)
-        budget = self.vocab_size - n_fixed
-        if budget < len(required):
-            raise ValueError(f"vocab size {self.vocab_size} leaves {budget} pieces for {len(required)} required "
-                             f"characters (plus {n_fixed} control/byte pieces)")
-        summary: dict[str, object] = {"distinct_words": len(words), "required_characters": len(required)}
-        learned: list[tuple[str, float]]
+        self._check_budget(budget, len(required), n_fixed)
+        summary = {"distinct_words": len(words), "required_characters": len(required)}
         if self.model_type == "unigram":
             learned, info = learn_unigram(pieces_words, vocab_size=budget, required=required,
                                           valid=PieceRules(split_digits=self.split_digits),
@@ -148,15 +158,25 @@ class SentencePieceTrainer:
         else:
             learned, merges, stop = self._bpe(pieces_words, required, budget, progress)
             summary.update(merges=merges, stop_reason=stop)
+        return self._artifact(learned, summary, n_fixed)
+
+    def _check_budget(self, budget: int, n_required: int, n_fixed: int) -> None:
+        if budget < n_required:
+            raise ValueError(f"vocab size {self.vocab_size} leaves {budget} pieces for {n_required} required "
+                             f"characters (plus {n_fixed} control/byte pieces)")
+
+    def _artifact(self, learned: Sequence[tuple[str, float]], summary: dict[str, object],
+                  n_fixed: int) -> TrainedArtifact:
         data = self._model_proto(learned)
         summary["pieces"] = len(learned)
         kind = "unigram" if self.model_type == "unigram" else "bpe"
         return TrainedArtifact(data=data, suffix=".model", format="sentencepiece", kind=kind,
                                vocab_size=n_fixed + len(learned), summary=summary)
 
-    def _bpe(self, words: Mapping[str, int], required: Sequence[str], budget: int,
+    def _bpe(self, words: Mapping[str, int] | Any, required: Sequence[str], budget: int,
              progress: Progress | None) -> tuple[list[tuple[str, float]], int, str]:
-        counts = list(words.values())
+        """The merges over ``words``: a ``{word: count}`` of kept characters, or the compiled counter of the words
+        (then cut around the other characters in C)."""
         n_merges = budget - len(required)
 
         def step(n: int) -> None:
@@ -167,11 +187,15 @@ class SentencePieceTrainer:
             base_symbols=list(required), concat=lambda x, y: x + y, order_key=text_order_key, unit_length=len,
             max_symbols=budget, min_frequency=2, tie_break="first-seen", progress=step,
         )
-        if resolve_backend(self.backend) == "native":  # the words as str over the alphabet of required characters
-            res = learn_merges_native(list(words), counts, keep_words=False, alphabet="".join(required), **options)
+        if not isinstance(words, Mapping):  # the compiled counter
+            res = learn_merges_native(words, None, keep_words=False, alphabet="".join(required),
+                                      word_rules=self._words.word_rules, **options)
+        elif resolve_backend(self.backend) == "native":  # the words as str over the alphabet of required characters
+            res = learn_merges_native(list(words), list(words.values()), keep_words=False,
+                                      alphabet="".join(required), **options)
         else:
             index = {ch: i for i, ch in enumerate(required)}
-            res = learn([list(map(index.__getitem__, w)) for w in words], counts, backend="python",
+            res = learn([list(map(index.__getitem__, w)) for w in words], list(words.values()), backend="python",
                         keep_words=False, **options)
         symbols: list[str] = res.symbols  # type: ignore[assignment]
         merged = symbols[len(required):]

@@ -61,6 +61,17 @@ class WordCounter:
         for line in lines_of(text):
             self._words.update(self.split_line(line))
 
+    @property
+    def counter(self) -> Any:
+        """The compiled ``PretokenCounter`` while it counts (else ``None``); its words are those of
+        ``counter.words(*self.word_rules)``."""
+        return self._counter
+
+    @property
+    def word_rules(self) -> tuple[bool, bool]:
+        """``(dummy_prefix, collapse)`` for the compiled counter's ``words`` / ``char_counts``."""
+        return self.dummy, self.collapse
+
     def _native_words(self) -> dict[str, int]:
         words: dict[str, int] = self._counter.words(self.dummy, self.collapse)
         return words

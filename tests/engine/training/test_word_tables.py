@@ -78,3 +78,24 @@ def test_sentencepiece_bpe_artifact_is_byte_identical_across_backends(options: d
                      [text]) for b in ("python", "native")]
     assert arts[0].data == arts[1].data
     assert arts[0].summary == arts[1].summary
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_counter_char_counts_and_counter_words_learner_equal_the_python_path(seed: int) -> None:
+    rng = random.Random(seed)
+    symbols = [*"abcé日 \t\r1", "😀", "\x00", "  ", "\n", "ab", " a"]
+    text = "".join(rng.choice(symbols) for _ in range(rng.randint(200, 3000)))
+    dummy = seed % 2 == 0
+    vocab, coverage = 80 + rng.randint(0, 60), rng.choice([1.0, 0.98, 0.9])
+    trainers = [SentencePieceTrainer(model_type="bpe", vocab_size=vocab, add_dummy_prefix=dummy,
+                                     character_coverage=coverage, backend=b) for b in ("python", "native")]
+    for tr in trainers:
+        tr.feed(text)
+    wc = trainers[1]._words
+    assert wc.counter is not None  # the compiled path below is the one under test
+    counts, distinct = wc.counter.char_counts(*wc.word_rules)
+    words = wc.words()
+    assert counts == dict(char_counts(words, backend="python")) and distinct == len(words)
+    arts = [tr.finish() for tr in trainers]
+    assert arts[0].data == arts[1].data
+    assert arts[0].summary == arts[1].summary
