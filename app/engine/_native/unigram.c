@@ -28,6 +28,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "bytes_hash.h"
+#include "word_cache.h"
+
 #define RESET 100000.0f /* SentencePiece's re-basing threshold for float32 path scores */
 #define UNK_MARK (-2)   /* path nodes that are unknown characters */
 #define E_NOMEM (-1)
@@ -862,7 +865,26 @@ typedef struct {
     uint32_t *astral;   /* the other code points of the pieces, ascending, with their labels aside */
     uint16_t *astral_label;
     Py_ssize_t n_astral;
+    WordCache *cache;   /* the word cache (float32 models whose pieces allow it), NULL: none */
+    uint16_t sp_label;  /* the label of U+2581 (words start there) */
+    double smax;        /* the largest |float32 score| of a piece or of the unknown node */
 } Model;
+
+/* One entry of the word cache (see "words" below): a word's labels, its best path and when it may be reused. */
+#define UW_KEY 20   /* labels: longer words are always searched */
+#define UW_PIECES 7 /* pieces: a word whose path has more is searched every time */
+
+typedef struct {
+    WCHead h;   /* h.len: labels of the word, h.count: pieces of its path */
+    float eps;  /* reused only when the error bound of one float32 addition is below this (0: never) */
+    float lo, hi; /* the exact best scores at the word's interior positions lie in [lo, hi] (start = 0) */
+    uint16_t key[UW_KEY];
+    uint8_t plen[UW_PIECES]; /* characters of each piece of the path */
+    int32_t id[UW_PIECES];   /* their ids (UNK_MARK: an unknown character) */
+    float score[UW_PIECES];  /* and their float32 scores */
+    uint32_t pad;
+} UWSlot;
+_Static_assert(sizeof(UWSlot) == 128, "a word cache slot is two cache lines");
 
 static inline int32_t label_of(const Model *m, uint32_t c) {
     if (c < 0x10000) return m->label_bmp[c];
@@ -881,6 +903,7 @@ static void Model_dealloc(Model *self) {
     free(self->label_bmp);
     free(self->astral);
     free(self->astral_label);
+    wc_free(self->cache);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -890,17 +913,22 @@ static int cmp_u64(const void *a, const void *b) {
 }
 
 /* Model(pieces: list[str], ids: list[int], scores: list[float], n_ids: int, unk_id: int, unk_score: float,
- *       byte_fallback: bool, float32: bool, byte_ids: list[int], whole_lookup: bool) */
+ *       byte_fallback: bool, float32: bool, byte_ids: list[int], whole_lookup: bool, cache_size: int = 0) */
 static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     PyObject *pieces, *ids, *scores, *byte_ids;
     int n_ids, unk_id, byte_fallback, float32, whole;
     double unk_score;
+    Py_ssize_t cache_size = 0;
     static char *kwlist[] = {"pieces", "ids", "scores", "n_ids", "unk_id", "unk_score", "byte_fallback",
-                             "float32", "byte_ids", "whole_lookup", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O!iidppO!p", kwlist, &PyList_Type, &pieces, &PyList_Type,
+                             "float32", "byte_ids", "whole_lookup", "cache_size", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O!iidppO!p|n", kwlist, &PyList_Type, &pieces, &PyList_Type,
                                      &ids, &PyList_Type, &scores, &n_ids, &unk_id, &unk_score, &byte_fallback,
-                                     &float32, &PyList_Type, &byte_ids, &whole))
+                                     &float32, &PyList_Type, &byte_ids, &whole, &cache_size))
         return NULL;
+    if (cache_size < 0 || cache_size > ((Py_ssize_t)1 << 24)) {
+        PyErr_SetString(PyExc_ValueError, "cache_size must be in 0..2**24");
+        return NULL;
+    }
     Py_ssize_t np = PyList_GET_SIZE(pieces);
     if (PyList_GET_SIZE(ids) != np || PyList_GET_SIZE(scores) != np || PyList_GET_SIZE(byte_ids) != 256 ||
         n_ids < 0) {
@@ -1044,6 +1072,19 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         self->id_of[t] = b.u[t].id;
     }
     self->n_units = n_units;
+    /* The word cache (see "words" below) needs: float32 arithmetic, U+2581 in some piece, no piece with U+2581
+     * after its first character, and finite scores (so every bound below is finite). */
+    int words_ok = float32 && cache_size > 0 && self->label_bmp[0x2581] != 0;
+    self->sp_label = self->label_bmp[0x2581];
+    self->smax = fabs((double)self->unk_f);
+    for (Py_ssize_t k = 0; k < np && words_ok; k++) {
+        for (int32_t i = 1; i < keys[k].len; i++)
+            if (keys[k].s[i] == self->sp_label) words_ok = 0;
+        double a = fabs((double)fscore[keys[k].id]);
+        if (a > self->smax) self->smax = a;
+    }
+    if (!(self->smax < 1e30)) words_ok = 0;
+    if (words_ok && !(self->cache = wc_new((size_t)cache_size, sizeof(UWSlot)))) goto nomem;
     free(b.u);
     free(b.next);
     free(b.prev);
@@ -1144,8 +1185,9 @@ static int emit_path(const Model *m, const Chars *c, Py_ssize_t n, char *pos, si
     int rc = 0;
     for (Py_ssize_t s = 0; s < n && rc == 0;) {
         Py_ssize_t e = P_NEXT(s);
-        if (P_NODE(e) != UNK_MARK) {
-            rc = ids_push(out, m->id_of[P_NODE(e)]);
+        int32_t nd = P_NODE(e);
+        if (nd != UNK_MARK) {
+            rc = ids_push(out, nd >= 0 ? m->id_of[nd] : -3 - nd); /* a unit, or an id from the word cache */
             s = e;
             continue;
         }
@@ -1166,8 +1208,221 @@ static int emit_path(const Model *m, const Chars *c, Py_ssize_t n, char *pos, si
 #undef P_NEXT
 }
 
+/* ---- words: the cache of whole words' best paths (float32 models) ---------------------------------------------
+ *
+ * Why a word is a sub-problem.  No piece has U+2581 after its first character (checked at build, else there is
+ * no cache), and an unknown node covers one character, so no node of the lattice crosses the position just before
+ * a U+2581: when the search reaches such a start p, every start before p has been processed, and they only reach
+ * ends <= p.  So best[p] (call it B) is final, nothing past p has been touched, and the starts of the word [p, q)
+ * (q: the next U+2581, or the end) reach exactly the ends p+1..q, through the pieces spelled by its labels alone.
+ * The path the reference keeps therefore goes through q, and its part inside [p, q) is decided by the word's
+ * labels and B only.  (The same holds at p = 0 with B = 0.)
+ *
+ * Why B matters, and when it does not.  In exact arithmetic the best path of the word would not depend on B.  The
+ * reference adds float32s: every candidate at an end e is fl(score + best[s]), |fl(t) - t| <= u|t| + 2^-150
+ * (u = 2^-24), and on a repeated word at another B the roundings differ.  Let x[s] be the exact best score of the
+ * word's lattice from p to s (x[p] = 0) and y_j = score_j + x[s_j] the exact value of candidate j at an end.  With
+ * L = q - p characters, |B| <= RESET (the reference re-bases before p otherwise) and S the largest |score|, every
+ * sum the reference forms inside the word has |t| <= M = (|B| + L S) / (1 - L u), so each addition errs by at most
+ * eps(B) = u M + 2^-150.  By induction over ends (the max of values that each err by at most d errs by at most d):
+ *   - best[s] <= B + x[s] + (s - p) eps   (any chain to s has at most s - p additions), and
+ *   - best[s] >= B + x[s] - P_s eps       where P_s is the number of pieces of the exact best path to s.
+ * At an end e_i (the i-th piece) of the exact best path, the reference keeps the exact winner j0 (a strict
+ * greater, so the tie order does not come in) if every other candidate j has
+ *   y_j0 - y_j > (i + (e_i - p)) eps:  fl(y_j0's sum) >= B + y_j0 - i eps  and  fl(y_j's sum) <= B + y_j + (e_i - p) eps.
+ * So with m_i = y_j0 - max_{j != j0} y_j (the margin at e_i), the reference's path in the word is the exact one
+ * whenever eps(B) < min_i m_i / (i + e_i - p).  The reference also does not re-base inside the word (the check
+ * at starts p+1..q-1) when B + x[s] -+ L eps(B) stays within +-RESET for every interior s.  Then best[q] is what
+ * the reference computes: the float32 additions replayed along the path, from B, in order.
+ *
+ * What is computed.  On a miss the word's lattice is searched once in doubles from 0 (word_dbl), keeping at every
+ * end the best and the second-best candidate; the double values are within Ed = L * L * S * 2^-52 of the exact
+ * ones (the same induction with u = 2^-53, twice over), so margins and bounds are widened by Ed.  A margin of 0 (a
+ * tie in doubles, or one closer than the double error) gives eps 0: never reused, the word is always searched
+ * like any text.  The entry stores eps rounded down, the interior range [lo, hi] widened and rounded outwards, and
+ * the path (piece lengths, ids, float32 scores).  On a hit (and right after the miss' own search) word_safe checks
+ * the two conditions at this B with eps(B) rounded up (the factor 1 + 2^-14 covers 1 / (1 - L u) and the double
+ * rounding of the check itself); if they hold, the path is written into the position table as the reference
+ * would have left it (its ends; the other positions of the word are never read again) and the search goes on at
+ * q.  Otherwise the word is searched as usual.  The cache is keyed by the word's labels (the lattice depends on
+ * nothing else: every character no piece has is label 0, an unknown node either way). */
+
+typedef struct {
+    double best, sec; /* the best candidate so far, and the best of the others (-inf: none) */
+    int32_t start;    /* the best candidate's start (-1: none yet) */
+    int32_t node;     /* its unit in the trie, or UNK_MARK */
+} WPos;
+
+typedef struct {
+    int n;                   /* pieces */
+    uint8_t plen[UW_KEY];
+    int32_t id[UW_KEY];
+    float score[UW_KEY];
+    double eps, lo, hi;      /* as in UWSlot (eps <= 0: never reused) */
+} WordPath;
+
+static inline void wcand(WPos *w, double c, int32_t s, int32_t node) {
+    if (w->start == -1) {
+        w->best = c;
+        w->sec = -INFINITY;
+        w->start = s;
+        w->node = node;
+    } else if (c > w->best) {
+        w->sec = w->best;
+        w->best = c;
+        w->start = s;
+        w->node = node;
+    } else if (c > w->sec) {
+        w->sec = c; /* an exact tie with the best lands here too: margin 0 */
+    }
+}
+
+/* The word lab[0:L) searched in doubles from 0 (the same lattice and order as the Viterbi below): its best path,
+ * the eps up to which that path is the reference's at any B, and the interior range (see above). */
+static void word_dbl(const Model *m, const uint16_t *lab, int L, WordPath *wp) {
+    const Cell *u = m->u;
+    WPos w[UW_KEY + 1];
+    for (int i = 0; i <= L; i++) w[i].start = -1;
+    w[0].best = 0;
+    const double unk = (double)m->unk_f;
+    for (int s = 0; s < L; s++) {
+        double base = w[s].best;
+        int single = 0;
+        int32_t at = u[0].base + lab[s];
+        if (u[at].check == 0) {
+            int e = s + 1;
+            if (u[at].score == u[at].score) {
+                wcand(&w[e], (double)u[at].score + base, s, at);
+                single = 1;
+            }
+            while (e < L) {
+                int32_t t = u[at].base + lab[e];
+                if (u[t].check != at) break;
+                at = t;
+                e++;
+                if (u[at].score == u[at].score) wcand(&w[e], (double)u[at].score + base, s, at);
+            }
+        }
+        if (!single) wcand(&w[s + 1], unk + base, s, UNK_MARK);
+    }
+    int32_t ends[UW_KEY + 1];
+    int k = 0;
+    for (int e = L; e > 0; e = w[e].start) ends[k++] = e;
+    const double ed = (double)L * L * m->smax * 0x1p-52;
+    double eps = INFINITY;
+    wp->n = k;
+    for (int i = 1; i <= k; i++) {
+        int e = ends[k - i], s = w[e].start;
+        wp->plen[i - 1] = (uint8_t)(e - s);
+        int32_t node = w[e].node;
+        wp->id[i - 1] = node == UNK_MARK ? UNK_MARK : m->id_of[node];
+        wp->score[i - 1] = node == UNK_MARK ? m->unk_f : u[node].score;
+        double margin = w[e].best - w[e].sec; /* +inf with a single candidate */
+        double bound = (margin * (1 - 0x1p-50) - 4 * ed) / (double)(i + e) * (1 - 0x1p-50);
+        if (!(bound > 0)) bound = 0;
+        if (bound < eps) eps = bound;
+    }
+    double lo = 0, hi = 0;
+    for (int s = 1; s < L; s++) {
+        if (s == 1 || w[s].best < lo) lo = w[s].best;
+        if (s == 1 || w[s].best > hi) hi = w[s].best;
+    }
+    wp->eps = eps;
+    wp->lo = lo - 2 * ed;
+    wp->hi = hi + 2 * ed;
+}
+
+/* The path of a word is the reference's at this B (see above). */
+static inline int word_safe(const Model *m, double B, int L, double eps_word, double lo, double hi) {
+    double eps = (fabs(B) + L * m->smax) * (1.0 + 0x1p-14) * 0x1p-24 + 0x1p-149;
+    if (!(eps < eps_word)) return 0;
+    double slack = L * eps + 1e-3;
+    return B + lo - slack >= -(double)RESET && B + hi + slack <= (double)RESET;
+}
+
+static inline float round_down(double x) {
+    float f = (float)x;
+    return (double)f > x ? nextafterf(f, -INFINITY) : f;
+}
+
+static inline float round_up(double x) {
+    float f = (float)x;
+    return (double)f < x ? nextafterf(f, INFINITY) : f;
+}
+
+/* Path nodes written from the cache carry the piece id itself (the search's own carry a trie unit). */
+#define ID_NODE(id) ((id) == UNK_MARK ? UNK_MARK : -3 - (id))
+
+/* Write a word's path into the position table from start p (score B) and return 1, or 0 when it is not safe. */
+static inline int word_replay(PosF *pos, Py_ssize_t p, float B, int n, const uint8_t *plen, const int32_t *id,
+                              const float *score) {
+    float v = B;
+    Py_ssize_t at = p;
+    for (int i = 0; i < n; i++) {
+        Py_ssize_t e = at + plen[i];
+        v = score[i] + v; /* the reference's float32 addition */
+        pos[e].score = v;
+        pos[e].start = (int32_t)at;
+        pos[e].node = ID_NODE(id[i]);
+        at = e;
+    }
+    return 1;
+}
+
+/* The word lab[p:p+L) from start p with best[p] = B, through the cache: 1 if its path was written (the search
+ * goes on at p + L), 0 if the word must be searched as usual. */
+static int word_cached(const Model *m, const uint16_t *lab, Py_ssize_t p, int L, float B, PosF *pos, CallStats *st) {
+    WordCache *c = m->cache;
+    const uint16_t *key = lab + p;
+    size_t kb = (size_t)L * sizeof(uint16_t);
+    uint64_t h = hash_bytes((const uint8_t *)key, kb);
+    uint16_t gen = wc_gen(c);
+    UWSlot *sl = (UWSlot *)wc_slot(c, h);
+    UWSlot copy;
+    if (wc_read(sl, &copy, sizeof copy) && copy.h.gen == gen && copy.h.len == L && copy.h.count <= UW_PIECES &&
+        bytes_eq((const uint8_t *)copy.key, (const uint8_t *)key, kb)) {
+        st->hits++;
+        if (copy.h.count == 0 || !word_safe(m, B, L, copy.eps, copy.lo, copy.hi)) return 0;
+        return word_replay(pos, p, B, copy.h.count, copy.plen, copy.id, copy.score);
+    }
+    st->misses++;
+    WordPath wp;
+    word_dbl(m, key, L, &wp);
+    uint32_t odd;
+    if ((wp.n <= UW_PIECES || wp.eps <= 0) && (odd = wc_claim(sl)) != 0) {
+        if (!sl->h.len || sl->h.gen != gen) st->filled++;
+        sl->h.gen = gen;
+        sl->h.len = (uint8_t)L;
+        if (wp.eps > 0) {
+            sl->h.count = (uint8_t)wp.n;
+            sl->eps = round_down(wp.eps);
+            sl->lo = round_down(wp.lo);
+            sl->hi = round_up(wp.hi);
+            memcpy(sl->plen, wp.plen, (size_t)wp.n);
+            memcpy(sl->id, wp.id, (size_t)wp.n * sizeof(int32_t));
+            memcpy(sl->score, wp.score, (size_t)wp.n * sizeof(float));
+        } else { /* a (near) tie: searched every time, without searching it twice */
+            sl->h.count = 0;
+            sl->eps = 0;
+        }
+        memcpy(sl->key, key, kb);
+        wc_release(sl, odd);
+    }
+    if (!(wp.eps > 0) || !word_safe(m, B, L, wp.eps, wp.lo, wp.hi)) return 0;
+    return word_replay(pos, p, B, wp.n, wp.plen, wp.id, wp.score);
+}
+
+/* The end of the word that starts at s (the next U+2581 label, or n), or -1 when it is longer than UW_KEY. */
+static inline Py_ssize_t word_end(const uint16_t *lab, Py_ssize_t s, Py_ssize_t n, uint16_t sp) {
+    int whole = n - s <= UW_KEY;
+    Py_ssize_t end = whole ? n : s + UW_KEY + 1;
+    for (Py_ssize_t q = s + 1; q < end; q++)
+        if (lab[q] == sp) return q;
+    return whole ? n : -1;
+}
+
 /* One Viterbi pass over characters; SCORE is float (with SentencePiece's re-basing) or double. */
-#define VITERBI_BODY(POS, SCORE, UNK, PIECE_SCORE, REBASE)                                                      \
+#define VITERBI_BODY(POS, SCORE, UNK, PIECE_SCORE, REBASE, WORD_HOOK)                                                      \
     do {                                                                                                        \
         POS *p = (POS *)mem;                                                                                    \
         for (Py_ssize_t i = 0; i <= n; i++) p[i].start = -1;                                                    \
@@ -1180,6 +1435,7 @@ static int emit_path(const Model *m, const Chars *c, Py_ssize_t n, char *pos, si
                     if (p[i].start != -1) p[i].score = p[i].score - base;                                       \
                 p[s].score = base = 0;                                                                          \
             }                                                                                                   \
+            WORD_HOOK                                                                                           \
             int single = 0;                                                                                 \
             Py_ssize_t last = s; /* the furthest end a piece reached from here (ends come in ascending order) */\
             int32_t at = u[0].base + lab[s];                                                                \
@@ -1229,13 +1485,26 @@ static int emit_path(const Model *m, const Chars *c, Py_ssize_t n, char *pos, si
         rc = emit_path(m, ch, n, mem, sizeof(POS), out);                                                        \
     } while (0)
 
-static int viterbi_f(const Model *m, const Chars *ch, Py_ssize_t n, char *mem, IdBuf *out) {
+static int viterbi_f(const Model *m, const Chars *ch, Py_ssize_t n, char *mem, IdBuf *out, CallStats *st) {
     const Cell *u = m->u;
     const uint16_t *lab = ch->lab;
     const float unk = m->unk_f;
+    const uint16_t sp = m->sp_label;
+    const int words = m->cache != NULL;
     int rc;
 #define HIT(at) (u[at].score == u[at].score)
-    VITERBI_BODY(PosF, float, unk, u[at].score, 1);
+/* a word start: its path from the cache when that is exact (see "words"), then on at its end */
+#define WORD_HOOK                                                                                               \
+    if (words && (s == 0 || lab[s] == sp)) {                                                                    \
+        Py_ssize_t q = word_end(lab, s, n, sp);                                                                 \
+        if (q > 0 && word_cached(m, lab, s, (int)(q - s), base, p, st)) {                                       \
+            if (q > frontier) frontier = q;                                                                     \
+            s = q - 1;                                                                                          \
+            continue;                                                                                           \
+        }                                                                                                       \
+    }
+    VITERBI_BODY(PosF, float, unk, u[at].score, 1, WORD_HOOK);
+#undef WORD_HOOK
 #undef HIT
     return rc;
 }
@@ -1248,7 +1517,7 @@ static int viterbi_d(const Model *m, const Chars *ch, Py_ssize_t n, char *mem, I
     const double *ds = m->dscore;
     int rc;
 #define HIT(at) (id_of[at] >= 0)
-    VITERBI_BODY(PosD, double, unk, ds[id_of[at]], 0);
+    VITERBI_BODY(PosD, double, unk, ds[id_of[at]], 0, );
 #undef HIT
     return rc;
 }
@@ -1256,7 +1525,7 @@ static int viterbi_d(const Model *m, const Chars *ch, Py_ssize_t n, char *mem, I
 #define STACK_CHARS 1024
 
 /* Viterbi over buf[0:nb] (valid UTF-8), appending the ids to ``out``. */
-static int viterbi(const Model *m, const unsigned char *buf, Py_ssize_t nb, IdBuf *out) {
+static int viterbi(const Model *m, const unsigned char *buf, Py_ssize_t nb, IdBuf *out, CallStats *st) {
     if (nb == 0) return 0;
     Py_ssize_t n = 0; /* characters */
     for (Py_ssize_t i = 0; i < nb; i++) n += (buf[i] & 0xC0) != 0x80;
@@ -1280,7 +1549,7 @@ static int viterbi(const Model *m, const unsigned char *buf, Py_ssize_t nb, IdBu
         i += len;
     }
     Chars ch = {buf, lab};
-    int rc = m->float32 ? viterbi_f(m, &ch, n, mem, out) : viterbi_d(m, &ch, n, mem, out);
+    int rc = m->float32 ? viterbi_f(m, &ch, n, mem, out, st) : viterbi_d(m, &ch, n, mem, out);
     if (mem != stack_mem) free(mem);
     return rc;
 }
@@ -1335,11 +1604,13 @@ static PyObject *Model_tokenize(Model *self, PyObject *arg) {
     Text t;
     text_open(arg, &t);
     IdBuf out = {NULL, 0, 0};
+    CallStats st = {0, 0, 0};
     ByteBuf buf = {NULL, 0, 0};
     int rc;
     Py_BEGIN_ALLOW_THREADS rc = text_utf8(&t, &buf);
-    if (rc == 0) rc = viterbi(self, buf.v, buf.n, &out);
+    if (rc == 0) rc = viterbi(self, buf.v, buf.n, &out, &st);
     Py_END_ALLOW_THREADS free(buf.v);
+    wc_account(self->cache, &st);
     return ids_list(&out, rc);
 }
 
@@ -1390,6 +1661,7 @@ static PyObject *Model_encode(Model *self, PyObject *args, PyObject *kwds) {
     }
     Py_INCREF(nobj);
     IdBuf out = {NULL, 0, 0};
+    CallStats st = {0, 0, 0};
     ByteBuf buf = {NULL, 0, 0};
     int rc = 0;
     Py_BEGIN_ALLOW_THREADS for (Py_ssize_t k = 0; k < count && rc == 0; k++) {
@@ -1407,9 +1679,10 @@ static PyObject *Model_encode(Model *self, PyObject *args, PyObject *kwds) {
         } else {
             rc = text_utf8(&t, &buf);
         }
-        if (rc == 0) rc = viterbi(self, buf.v, buf.n, &out);
+        if (rc == 0) rc = viterbi(self, buf.v, buf.n, &out, &st);
     }
     Py_END_ALLOW_THREADS Py_DECREF(held);
+    wc_account(self->cache, &st);
     Py_DECREF(nobj);
     free(buf.v);
     free(passed);
@@ -1445,24 +1718,47 @@ static PyObject *Model_encode_text(Model *self, PyObject *const *args, Py_ssize_
     Text t;
     text_open(text, &t);
     IdBuf out = {NULL, 0, 0};
+    CallStats st = {0, 0, 0};
     ByteBuf buf = {NULL, 0, 0};
     int rc;
     PyThreadState *ts = t.n >= GIL_FROM ? PyEval_SaveThread() : NULL;
     rc = text_scrub(&t);
     if (rc == 0) rc = nz ? normalize(nz, &t, &buf) : text_utf8(&t, &buf);
     free(t.scrubbed);
-    if (rc == 0) rc = viterbi(self, buf.v, buf.n, &out);
+    if (rc == 0) rc = viterbi(self, buf.v, buf.n, &out, &st);
     if (ts) PyEval_RestoreThread(ts);
     free(buf.v);
+    wc_account(self->cache, &st);
     return ids_list(&out, rc);
 }
 
 static PyObject *Model_n_units(Model *self, void *closure) { return PyLong_FromLong(self->n_units); }
 
+PyDoc_STRVAR(cache_stats_doc, "cache_stats() -> (hits, misses, size, max_size) of the word cache (all 0 without one).");
+
+static PyObject *Model_cache_stats(Model *self, PyObject *unused) {
+    WordCache *c = self->cache;
+    if (!c) return Py_BuildValue("(KKnn)", 0ULL, 0ULL, (Py_ssize_t)0, (Py_ssize_t)0);
+    return Py_BuildValue("(KKnn)", (unsigned long long)__atomic_load_n(&c->hits, __ATOMIC_RELAXED),
+                         (unsigned long long)__atomic_load_n(&c->misses, __ATOMIC_RELAXED),
+                         (Py_ssize_t)__atomic_load_n(&c->size, __ATOMIC_RELAXED), (Py_ssize_t)c->nslots);
+}
+
+PyDoc_STRVAR(clear_cache_doc, "clear_cache(): drop every entry of the word cache and reset its counters.");
+
+static PyObject *Model_clear_cache(Model *self, PyObject *unused) {
+    WordCache *c = self->cache;
+    if (!c) Py_RETURN_NONE;
+    Py_BEGIN_ALLOW_THREADS wc_clear(c);
+    Py_END_ALLOW_THREADS Py_RETURN_NONE;
+}
+
 static PyMethodDef Model_methods[] = {
     {"tokenize", (PyCFunction)Model_tokenize, METH_O, tokenize_doc},
     {"encode", (PyCFunction)(void (*)(void))Model_encode, METH_VARARGS | METH_KEYWORDS, encode_doc},
     {"encode_text", (PyCFunction)(void (*)(void))Model_encode_text, METH_FASTCALL, encode_text_doc},
+    {"cache_stats", (PyCFunction)Model_cache_stats, METH_NOARGS, cache_stats_doc},
+    {"clear_cache", (PyCFunction)Model_clear_cache, METH_NOARGS, clear_cache_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1477,7 +1773,7 @@ static PyTypeObject ModelType = {
     .tp_dealloc = (destructor)Model_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Unigram Viterbi: Model(pieces, ids, scores, n_ids, unk_id, unk_score, byte_fallback, float32, "
-              "byte_ids, whole_lookup).",
+              "byte_ids, whole_lookup, cache_size=0).",
     .tp_methods = Model_methods,
     .tp_getset = Model_getset,
     .tp_new = Model_new,
