@@ -18,8 +18,11 @@
  *   reference's order.  Lone surrogates become U+FFFD first (a surrogate pair becomes its character).
  *
  * ``Model.encode(items, normalizer)`` normalizes and segments in one call with the GIL released.  Memory is linear
- * in the text (about 30 bytes per UTF-8 byte of the normalized text while a call runs, freed after it) and nothing
- * is cached between calls.  Objects are immutable after construction and thread-safe.
+ * in the text (about 30 bytes per UTF-8 byte of the normalized text while a call runs, freed after it).  With
+ * ``cache_size`` (float32 models whose pieces have U+2581 only first), a bounded lock-free cache keeps whole
+ * words' best paths between calls and reuses one only where it is provably what the search would find at that
+ * point of the text (see "words" below); the ids are the same with it on or off.  Objects are thread-safe (the
+ * cache is the only state that changes after construction).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -866,6 +869,7 @@ typedef struct {
     uint16_t *astral_label;
     Py_ssize_t n_astral;
     WordCache *cache;   /* the word cache (float32 models whose pieces allow it), NULL: none */
+    uint8_t *seen;      /* with it: a bit per word hash, set at a word's first occurrence (see word_seen) */
     uint16_t sp_label;  /* the label of U+2581 (words start there) */
     double smax;        /* the largest |float32 score| of a piece or of the unknown node */
 } Model;
@@ -873,6 +877,7 @@ typedef struct {
 /* One entry of the word cache (see "words" below): a word's labels, its best path and when it may be reused. */
 #define UW_KEY 20   /* labels: longer words are always searched */
 #define UW_PIECES 7 /* pieces: a word whose path has more is searched every time */
+#define SEEN_BYTES 8192 /* the first-occurrence bits (see word_seen) */
 
 typedef struct {
     WCHead h;   /* h.len: labels of the word, h.count: pieces of its path */
@@ -904,6 +909,7 @@ static void Model_dealloc(Model *self) {
     free(self->astral);
     free(self->astral_label);
     wc_free(self->cache);
+    free(self->seen);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -1084,7 +1090,9 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         if (a > self->smax) self->smax = a;
     }
     if (!(self->smax < 1e30)) words_ok = 0;
-    if (words_ok && !(self->cache = wc_new((size_t)cache_size, sizeof(UWSlot)))) goto nomem;
+    if (words_ok && (!(self->cache = wc_new((size_t)cache_size, sizeof(UWSlot))) ||
+                     !(self->seen = (uint8_t *)calloc(SEEN_BYTES, 1))))
+        goto nomem;
     free(b.u);
     free(b.next);
     free(b.prev);
@@ -1219,38 +1227,42 @@ static int emit_path(const Model *m, const Chars *c, Py_ssize_t n, char *pos, si
  * labels and B only.  (The same holds at p = 0 with B = 0.)
  *
  * Why B matters, and when it does not.  In exact arithmetic the best path of the word would not depend on B.  The
- * reference adds float32s: every candidate at an end e is fl(score + best[s]), |fl(t) - t| <= u|t| + 2^-150
- * (u = 2^-24), and on a repeated word at another B the roundings differ.  Let x[s] be the exact best score of the
- * word's lattice from p to s (x[p] = 0) and y_j = score_j + x[s_j] the exact value of candidate j at an end.  With
- * L = q - p characters, |B| <= RESET (the reference re-bases before p otherwise) and S the largest |score|, every
- * sum the reference forms inside the word has |t| <= M = (|B| + L S) / (1 - L u), so each addition errs by at most
- * eps(B) = u M + 2^-150.  By induction over ends (the max of values that each err by at most d errs by at most d):
- *   - best[s] <= B + x[s] + (s - p) eps   (any chain to s has at most s - p additions), and
- *   - best[s] >= B + x[s] - P_s eps       where P_s is the number of pieces of the exact best path to s.
- * At an end e_i (the i-th piece) of the exact best path, the reference keeps the exact winner j0 (a strict
- * greater, so the tie order does not come in) if every other candidate j has
- *   y_j0 - y_j > (i + (e_i - p)) eps:  fl(y_j0's sum) >= B + y_j0 - i eps  and  fl(y_j's sum) <= B + y_j + (e_i - p) eps.
- * So with m_i = y_j0 - max_{j != j0} y_j (the margin at e_i), the reference's path in the word is the exact one
- * whenever eps(B) < min_i m_i / (i + e_i - p).  The reference also does not re-base inside the word (the check
- * at starts p+1..q-1) when B + x[s] -+ L eps(B) stays within +-RESET for every interior s.  Then best[q] is what
- * the reference computes: the float32 additions replayed along the path, from B, in order.
+ * reference adds float32s: every candidate at an end is fl(score + best[s]), with |fl(t) - t| <= u|t| + 2^-150
+ * (u = 2^-24), and at another B the roundings differ.  Let x[s] be the exact best score of the word's lattice from
+ * p to s (x[p] = 0) and y_j = score_j + x[s_j] the exact value of candidate j at an end.  With L = q - p characters,
+ * |B| <= RESET (the reference re-bases before p otherwise) and S the largest |score|, every sum the reference forms
+ * inside the word has |t| <= M = (|B| + L S) / (1 - L u), so each addition errs by at most eps(B) = u M + 2^-150.
+ * By induction over ends (the max of values that each err by at most d errs by at most d):
+ *   (1) best[s] <= B + x[s] + (s - p) eps   (any chain to s has at most s - p additions), and
+ *   (2) best[s] >= B + x[s] - P_s eps       (P_s: the number of pieces of the exact best path to s, <= s - p),
+ * and a candidate at end e lies within (e - p) eps of B + y_j.  At the end e_i of the i-th piece of the exact best
+ * path, the reference keeps the exact winner j0 (strictly greater, so the tie order does not come in) if every
+ * other candidate j has y_j0 - y_j > (i + (e_i - p)) eps: its sum is >= B + y_j0 - i eps by (2), the other's
+ * <= B + y_j + (e_i - p) eps by (1).  So with m_i = y_j0 - max_{j != j0} y_j (the margin at e_i), the reference's
+ * path in the word is the exact best one whenever eps(B) < min_i m_i / (i + e_i - p).  It does not re-base inside
+ * the word (the check at starts p+1..q-1) when B + x[s] -+ L eps(B) stays within +-RESET at every interior s.
+ * Then best[q] is what the reference computes: the float32 additions replayed along the path from B, in order.
  *
- * What is computed.  On a miss the word's lattice is searched once in doubles from 0 (word_dbl), keeping at every
- * end the best and the second-best candidate; the double values are within Ed = L * L * S * 2^-52 of the exact
- * ones (the same induction with u = 2^-53, twice over), so margins and bounds are widened by Ed.  A margin of 0 (a
- * tie in doubles, or one closer than the double error) gives eps 0: never reused, the word is always searched
- * like any text.  The entry stores eps rounded down, the interior range [lo, hi] widened and rounded outwards, and
- * the path (piece lengths, ids, float32 scores).  On a hit (and right after the miss' own search) word_safe checks
- * the two conditions at this B with eps(B) rounded up (the factor 1 + 2^-14 covers 1 / (1 - L u) and the double
- * rounding of the check itself); if they hold, the path is written into the position table as the reference
- * would have left it (its ends; the other positions of the word are never read again) and the search goes on at
- * q.  Otherwise the word is searched as usual.  The cache is keyed by the word's labels (the lattice depends on
- * nothing else: every character no piece has is label 0, an unknown node either way). */
+ * Where the margins come from.  A word that misses is searched by word_search exactly as the reference searches
+ * it at this B0 (float32, the same candidates in the same order, the first maximal kept), on a small table of its
+ * own that also keeps, per end, the best of the other candidates; a re-base inside the word sends it back to the
+ * ordinary search.  Its path and scores are the reference's for this occurrence.  Its computed margins c_j0 - c_j
+ * (exact in double: differences of float32s) are within 2 (e_i - p) eps(B0) of the exact ones, so
+ * m_i >= margin_i - 2 (e_i - p) eps(B0) (when that is > 0 at every end of the path, the path is the exact best
+ * one, which the argument above needs); likewise x[s] lies within L eps(B0) of best[s] - B0.  The entry stores
+ * eps_word = min_i (margin_i - 2 (e_i - p) eps(B0)) / (i + e_i - p) rounded down (0 when a margin is 0: a float32
+ * tie, or one too close to call — never reused), the interior range [lo, hi] of x widened and rounded outwards,
+ * and the path (piece lengths, ids, float32 scores).  word_safe checks both conditions at a later B with eps(B)
+ * rounded up (the factor 1 + 2^-14 covers 1 / (1 - L u) and the double rounding of the checks, which are
+ * widened by more than their own error); if they hold, the path is written into the position table as the
+ * reference leaves it (its ends; the other positions of the word are never read again) and the search goes on
+ * at q; otherwise the word is searched as usual.  The cache is keyed by the word's labels: the lattice depends on
+ * nothing else (every character no piece has is label 0, an unknown node either way). */
 
 typedef struct {
-    double best, sec; /* the best candidate so far, and the best of the others (-inf: none) */
-    int32_t start;    /* the best candidate's start (-1: none yet) */
-    int32_t node;     /* its unit in the trie, or UNK_MARK */
+    float best, sec; /* the best candidate so far, and the best of the others (-inf: none) */
+    int32_t start;   /* the best candidate's start (-1: none yet) */
+    int32_t node;    /* its unit in the trie, or UNK_MARK */
 } WPos;
 
 typedef struct {
@@ -1258,10 +1270,16 @@ typedef struct {
     uint8_t plen[UW_KEY];
     int32_t id[UW_KEY];
     float score[UW_KEY];
+    float value[UW_KEY];     /* best[] at the end of each piece */
     double eps, lo, hi;      /* as in UWSlot (eps <= 0: never reused) */
 } WordPath;
 
-static inline void wcand(WPos *w, double c, int32_t s, int32_t node) {
+/* The error bound of one float32 addition inside a word of L characters at base B (see above), rounded up. */
+static inline double word_eps(const Model *m, double B, int L) {
+    return (fabs(B) + L * m->smax) * (1.0 + 0x1p-14) * 0x1p-24 + 0x1p-149;
+}
+
+static inline void wcand(WPos *w, float c, int32_t s, int32_t node) {
     if (w->start == -1) {
         w->best = c;
         w->sec = -INFINITY;
@@ -1277,22 +1295,24 @@ static inline void wcand(WPos *w, double c, int32_t s, int32_t node) {
     }
 }
 
-/* The word lab[0:L) searched in doubles from 0 (the same lattice and order as the Viterbi below): its best path,
- * the eps up to which that path is the reference's at any B, and the interior range (see above). */
-static void word_dbl(const Model *m, const uint16_t *lab, int L, WordPath *wp) {
+/* The word lab[0:L) searched from best = B as the reference does (the Viterbi below, restricted to the word):
+ * its path and, for the cache, eps_word and the interior range (see above).  0 if the reference would re-base
+ * inside the word (then nothing is kept). */
+static int word_search(const Model *m, const uint16_t *lab, int L, float B, WordPath *wp) {
     const Cell *u = m->u;
     WPos w[UW_KEY + 1];
-    for (int i = 0; i <= L; i++) w[i].start = -1;
-    w[0].best = 0;
-    const double unk = (double)m->unk_f;
+    for (int i = 1; i <= L; i++) w[i].start = -1;
+    w[0].best = B;
+    const float unk = m->unk_f;
     for (int s = 0; s < L; s++) {
-        double base = w[s].best;
+        float base = w[s].best;
+        if (s > 0 && !(base >= -RESET && base <= RESET)) return 0;
         int single = 0;
         int32_t at = u[0].base + lab[s];
         if (u[at].check == 0) {
             int e = s + 1;
             if (u[at].score == u[at].score) {
-                wcand(&w[e], (double)u[at].score + base, s, at);
+                wcand(&w[e], u[at].score + base, s, at);
                 single = 1;
             }
             while (e < L) {
@@ -1300,7 +1320,7 @@ static void word_dbl(const Model *m, const uint16_t *lab, int L, WordPath *wp) {
                 if (u[t].check != at) break;
                 at = t;
                 e++;
-                if (u[at].score == u[at].score) wcand(&w[e], (double)u[at].score + base, s, at);
+                if (u[at].score == u[at].score) wcand(&w[e], u[at].score + base, s, at);
             }
         }
         if (!single) wcand(&w[s + 1], unk + base, s, UNK_MARK);
@@ -1308,7 +1328,7 @@ static void word_dbl(const Model *m, const uint16_t *lab, int L, WordPath *wp) {
     int32_t ends[UW_KEY + 1];
     int k = 0;
     for (int e = L; e > 0; e = w[e].start) ends[k++] = e;
-    const double ed = (double)L * L * m->smax * 0x1p-52;
+    const double eps0 = word_eps(m, B, L);
     double eps = INFINITY;
     wp->n = k;
     for (int i = 1; i <= k; i++) {
@@ -1316,25 +1336,28 @@ static void word_dbl(const Model *m, const uint16_t *lab, int L, WordPath *wp) {
         wp->plen[i - 1] = (uint8_t)(e - s);
         int32_t node = w[e].node;
         wp->id[i - 1] = node == UNK_MARK ? UNK_MARK : m->id_of[node];
-        wp->score[i - 1] = node == UNK_MARK ? m->unk_f : u[node].score;
-        double margin = w[e].best - w[e].sec; /* +inf with a single candidate */
-        double bound = (margin * (1 - 0x1p-50) - 4 * ed) / (double)(i + e) * (1 - 0x1p-50);
+        wp->score[i - 1] = node == UNK_MARK ? unk : u[node].score;
+        wp->value[i - 1] = w[e].best;
+        double margin = (double)w[e].best - (double)w[e].sec; /* exact; +inf with a single candidate */
+        double bound = (margin - 2.0 * e * eps0) / (double)(i + e) * (1 - 0x1p-50);
         if (!(bound > 0)) bound = 0;
         if (bound < eps) eps = bound;
     }
     double lo = 0, hi = 0;
     for (int s = 1; s < L; s++) {
-        if (s == 1 || w[s].best < lo) lo = w[s].best;
-        if (s == 1 || w[s].best > hi) hi = w[s].best;
+        double x = (double)w[s].best - (double)B;
+        if (s == 1 || x < lo) lo = x;
+        if (s == 1 || x > hi) hi = x;
     }
     wp->eps = eps;
-    wp->lo = lo - 2 * ed;
-    wp->hi = hi + 2 * ed;
+    wp->lo = lo - L * eps0 * (1 + 0x1p-40);
+    wp->hi = hi + L * eps0 * (1 + 0x1p-40);
+    return 1;
 }
 
 /* The path of a word is the reference's at this B (see above). */
 static inline int word_safe(const Model *m, double B, int L, double eps_word, double lo, double hi) {
-    double eps = (fabs(B) + L * m->smax) * (1.0 + 0x1p-14) * 0x1p-24 + 0x1p-149;
+    double eps = word_eps(m, B, L);
     if (!(eps < eps_word)) return 0;
     double slack = L * eps + 1e-3;
     return B + lo - slack >= -(double)RESET && B + hi + slack <= (double)RESET;
@@ -1353,9 +1376,9 @@ static inline float round_up(double x) {
 /* Path nodes written from the cache carry the piece id itself (the search's own carry a trie unit). */
 #define ID_NODE(id) ((id) == UNK_MARK ? UNK_MARK : -3 - (id))
 
-/* Write a word's path into the position table from start p (score B) and return 1, or 0 when it is not safe. */
-static inline int word_replay(PosF *pos, Py_ssize_t p, float B, int n, const uint8_t *plen, const int32_t *id,
-                              const float *score) {
+/* Write a word's path into the position table from start p (score B), replaying the float32 additions. */
+static inline void word_replay(PosF *pos, Py_ssize_t p, float B, int n, const uint8_t *plen, const int32_t *id,
+                               const float *score) {
     float v = B;
     Py_ssize_t at = p;
     for (int i = 0; i < n; i++) {
@@ -1366,16 +1389,15 @@ static inline int word_replay(PosF *pos, Py_ssize_t p, float B, int n, const uin
         pos[e].node = ID_NODE(id[i]);
         at = e;
     }
-    return 1;
 }
 
-/* The word lab[p:p+L) from start p with best[p] = B, through the cache: 1 if its path was written (the search
- * goes on at p + L), 0 if the word must be searched as usual. */
-static int word_cached(const Model *m, const uint16_t *lab, Py_ssize_t p, int L, float B, PosF *pos, CallStats *st) {
+/* The word lab[p:p+L) (hash h) from start p with best[p] = B: 1 if its path was written into the position table
+ * (the search goes on at p + L), 0 if the word must be searched as usual. */
+static int word_cached(const Model *m, const uint16_t *lab, Py_ssize_t p, int L, uint64_t h, float B, PosF *pos,
+                       CallStats *st) {
     WordCache *c = m->cache;
     const uint16_t *key = lab + p;
     size_t kb = (size_t)L * sizeof(uint16_t);
-    uint64_t h = hash_bytes((const uint8_t *)key, kb);
     uint16_t gen = wc_gen(c);
     UWSlot *sl = (UWSlot *)wc_slot(c, h);
     UWSlot copy;
@@ -1383,17 +1405,18 @@ static int word_cached(const Model *m, const uint16_t *lab, Py_ssize_t p, int L,
         bytes_eq((const uint8_t *)copy.key, (const uint8_t *)key, kb)) {
         st->hits++;
         if (copy.h.count == 0 || !word_safe(m, B, L, copy.eps, copy.lo, copy.hi)) return 0;
-        return word_replay(pos, p, B, copy.h.count, copy.plen, copy.id, copy.score);
+        word_replay(pos, p, B, copy.h.count, copy.plen, copy.id, copy.score);
+        return 1;
     }
     st->misses++;
     WordPath wp;
-    word_dbl(m, key, L, &wp);
+    if (!word_search(m, key, L, B, &wp)) return 0;
     uint32_t odd;
-    if ((wp.n <= UW_PIECES || wp.eps <= 0) && (odd = wc_claim(sl)) != 0) {
+    if ((odd = wc_claim(sl)) != 0) {
         if (!sl->h.len || sl->h.gen != gen) st->filled++;
         sl->h.gen = gen;
         sl->h.len = (uint8_t)L;
-        if (wp.eps > 0) {
+        if (wp.eps > 0 && wp.n <= UW_PIECES) {
             sl->h.count = (uint8_t)wp.n;
             sl->eps = round_down(wp.eps);
             sl->lo = round_down(wp.lo);
@@ -1401,15 +1424,51 @@ static int word_cached(const Model *m, const uint16_t *lab, Py_ssize_t p, int L,
             memcpy(sl->plen, wp.plen, (size_t)wp.n);
             memcpy(sl->id, wp.id, (size_t)wp.n * sizeof(int32_t));
             memcpy(sl->score, wp.score, (size_t)wp.n * sizeof(float));
-        } else { /* a (near) tie: searched every time, without searching it twice */
+        } else { /* a (near) tie, or too many pieces: searched as usual every time */
             sl->h.count = 0;
             sl->eps = 0;
         }
         memcpy(sl->key, key, kb);
         wc_release(sl, odd);
     }
-    if (!(wp.eps > 0) || !word_safe(m, B, L, wp.eps, wp.lo, wp.hi)) return 0;
-    return word_replay(pos, p, B, wp.n, wp.plen, wp.id, wp.score);
+    Py_ssize_t at = p; /* this occurrence: the reference's own path and scores */
+    for (int i = 0; i < wp.n; i++) {
+        Py_ssize_t e = at + wp.plen[i];
+        pos[e].score = wp.value[i];
+        pos[e].start = (int32_t)at;
+        pos[e].node = ID_NODE(wp.id[i]);
+        at = e;
+    }
+    return 1;
+}
+
+/* A word is searched as usual at its first occurrence and enters the cache at its second: most words of a text
+ * that occur once then cost only their hash and one bit of this small (L1-sized) table, instead of the cache's
+ * bookkeeping and a slot that would not be read again.  The bits are hints only (a lost or stray bit changes
+ * which way a word goes, never its ids); they are read and written with relaxed atomics and cleared with the
+ * cache. */
+static inline int word_seen(uint8_t *seen, uint64_t h) {
+    uint32_t bit = (uint32_t)(h >> 40) & (SEEN_BYTES * 8 - 1);
+    uint8_t *b = seen + (bit >> 3), mask = (uint8_t)(1u << (bit & 7));
+    uint8_t v = __atomic_load_n(b, __ATOMIC_RELAXED);
+    if (v & mask) return 1;
+    __atomic_store_n(b, (uint8_t)(v | mask), __ATOMIC_RELAXED);
+    return 0;
+}
+
+static void seen_clear(uint8_t *seen) {
+    for (size_t k = 0; k < SEEN_BYTES; k += 8) __atomic_store_n((uint64_t *)(seen + k), 0, __ATOMIC_RELAXED);
+}
+
+static inline uint64_t word_hash(const uint16_t *key, Py_ssize_t L) {
+    return hash_bytes((const uint8_t *)key, (size_t)L * sizeof(uint16_t));
+}
+
+/* Start loading the slot of the word that the search reaches next (its latency overlaps this word's work). */
+static inline void word_prefetch(const WordCache *c, uint64_t h) {
+    const char *sl = (const char *)wc_slot(c, h);
+    __builtin_prefetch(sl, 1);
+    __builtin_prefetch(sl + 64, 1);
 }
 
 /* The end of the word that starts at s (the next U+2581 label, or n), or -1 when it is longer than UW_KEY. */
@@ -1491,13 +1550,29 @@ static int viterbi_f(const Model *m, const Chars *ch, Py_ssize_t n, char *mem, I
     const float unk = m->unk_f;
     const uint16_t sp = m->sp_label;
     const int words = m->cache != NULL;
+    Py_ssize_t next_p = -1, next_q = -1; /* the word after the current one: its start, end (-1: too long) */
+    uint64_t next_h = 0;                 /* and hash */
     int rc;
 #define HIT(at) (u[at].score == u[at].score)
 /* a word start: its path from the cache when that is exact (see "words"), then on at its end */
 #define WORD_HOOK                                                                                               \
     if (words && (s == 0 || lab[s] == sp)) {                                                                    \
-        Py_ssize_t q = word_end(lab, s, n, sp);                                                                 \
-        if (q > 0 && word_cached(m, lab, s, (int)(q - s), base, p, st)) {                                       \
+        Py_ssize_t q = next_q;                                                                                  \
+        uint64_t h = next_h;                                                                                    \
+        if (s != next_p) {                                                                                      \
+            q = word_end(lab, s, n, sp);                                                                        \
+            if (q > 0) h = word_hash(lab + s, q - s);                                                           \
+        }                                                                                                       \
+        next_p = -1;                                                                                            \
+        if (q > 0 && q < n) { /* the next word: its slot is loaded while this one is done */                  \
+            next_p = q;                                                                                         \
+            next_q = word_end(lab, q, n, sp);                                                                   \
+            if (next_q > 0) {                                                                                   \
+                next_h = word_hash(lab + q, next_q - q);                                                        \
+                word_prefetch(m->cache, next_h);                                                                \
+            }                                                                                                   \
+        }                                                                                                       \
+        if (q > 0 && word_seen(m->seen, h) && word_cached(m, lab, s, (int)(q - s), h, base, p, st)) {           \
             if (q > frontier) frontier = q;                                                                     \
             s = q - 1;                                                                                          \
             continue;                                                                                           \
@@ -1750,6 +1825,7 @@ static PyObject *Model_clear_cache(Model *self, PyObject *unused) {
     WordCache *c = self->cache;
     if (!c) Py_RETURN_NONE;
     Py_BEGIN_ALLOW_THREADS wc_clear(c);
+    seen_clear(self->seen);
     Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 

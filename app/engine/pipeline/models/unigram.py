@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import random
 import struct
 import threading
@@ -44,6 +45,22 @@ from ..json_numbers import serde_f64
 
 _F32 = struct.Struct("<f")
 _RESET = 100_000.0  # SentencePiece's re-basing threshold for float32 path scores
+
+#: Slots of the compiled word cache of SentencePiece Unigram models (``$TOKENIZER_UNIGRAM_WORD_CACHE``, default 0:
+#: off). Exact either way; off by default because on a cold pass it costs more than it saves (most of a text's
+#: search work is in words met once, and a hit is not much cheaper than searching a short, frequent word), while a
+#: warm one gains ~20 % (bench/families/RESULTS.md).
+WORD_CACHE_ENV = "TOKENIZER_UNIGRAM_WORD_CACHE"
+
+
+def word_cache_size(cache_size: int | None = None) -> int:
+    """The word cache slots for a SentencePiece Unigram model: ``$TOKENIZER_UNIGRAM_WORD_CACHE`` (an integer >= 0,
+    default 0), and 0 whenever ``cache_size`` (the tokenizer's cache setting) is 0."""
+    raw = os.environ.get(WORD_CACHE_ENV, "").strip()
+    value = int(raw) if raw else 0
+    if value < 0:
+        raise ValueError(f"{WORD_CACHE_ENV} must be >= 0, not {value}")
+    return 0 if cache_size == 0 else value
 
 
 def f32(x: float) -> float:
