@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "bytes_hash.h"
+#include "hash_mix.h"
 #include "word_cache.h"
 
 #define RESET 100000.0f /* SentencePiece's re-basing threshold for float32 path scores */
@@ -1140,6 +1141,7 @@ static int32_t exact(const Model *m, const uint16_t *lab, Py_ssize_t n) {
 typedef struct {
     const unsigned char *buf;
     const uint16_t *lab; /* per character */
+    const int32_t *sp_at; /* with the word cache: the positions of U+2581 labels, ascending, then the length */
 } Chars;
 
 /* Ids of one unknown run, characters s..e, bytes bs..be (see the file comment). */
@@ -1460,8 +1462,23 @@ static void seen_clear(uint8_t *seen) {
     for (size_t k = 0; k < SEEN_BYTES; k += 8) __atomic_store_n((uint64_t *)(seen + k), 0, __ATOMIC_RELAXED);
 }
 
+/* A word's hash: its length with its first and last four labels (cheap; the slot's key is compared in full). */
 static inline uint64_t word_hash(const uint16_t *key, Py_ssize_t L) {
-    return hash_bytes((const uint8_t *)key, (size_t)L * sizeof(uint16_t));
+    const uint8_t *p = (const uint8_t *)key;
+    size_t nb = (size_t)L * sizeof(uint16_t);
+    uint64_t a, b = 0;
+    if (nb >= 8) {
+        memcpy(&a, p, 8);
+        memcpy(&b, p + nb - 8, 8);
+    } else {
+        a = load_tail(p, nb);
+    }
+    return mix64(a ^ (b * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)L << 56));
+}
+
+static inline int seen_test(const uint8_t *seen, uint64_t h) {
+    uint32_t bit = (uint32_t)(h >> 40) & (SEEN_BYTES * 8 - 1);
+    return (__atomic_load_n(seen + (bit >> 3), __ATOMIC_RELAXED) >> (bit & 7)) & 1;
 }
 
 /* Start loading the slot of the word that the search reaches next (its latency overlaps this word's work). */
@@ -1469,15 +1486,6 @@ static inline void word_prefetch(const WordCache *c, uint64_t h) {
     const char *sl = (const char *)wc_slot(c, h);
     __builtin_prefetch(sl, 1);
     __builtin_prefetch(sl + 64, 1);
-}
-
-/* The end of the word that starts at s (the next U+2581 label, or n), or -1 when it is longer than UW_KEY. */
-static inline Py_ssize_t word_end(const uint16_t *lab, Py_ssize_t s, Py_ssize_t n, uint16_t sp) {
-    int whole = n - s <= UW_KEY;
-    Py_ssize_t end = whole ? n : s + UW_KEY + 1;
-    for (Py_ssize_t q = s + 1; q < end; q++)
-        if (lab[q] == sp) return q;
-    return whole ? n : -1;
 }
 
 /* One Viterbi pass over characters; SCORE is float (with SentencePiece's re-basing) or double. */
@@ -1550,32 +1558,30 @@ static int viterbi_f(const Model *m, const Chars *ch, Py_ssize_t n, char *mem, I
     const float unk = m->unk_f;
     const uint16_t sp = m->sp_label;
     const int words = m->cache != NULL;
-    Py_ssize_t next_p = -1, next_q = -1; /* the word after the current one: its start, end (-1: too long) */
-    uint64_t next_h = 0;                 /* and hash */
+    const int32_t *sp_at = ch->sp_at;
+    Py_ssize_t wi = 0;     /* the first entry of sp_at past the current word start */
+    Py_ssize_t next_p = -1; /* the next word's start when its hash is known already */
+    uint64_t next_h = 0;
     int rc;
 #define HIT(at) (u[at].score == u[at].score)
 /* a word start: its path from the cache when that is exact (see "words"), then on at its end */
 #define WORD_HOOK                                                                                               \
     if (words && (s == 0 || lab[s] == sp)) {                                                                    \
-        Py_ssize_t q = next_q;                                                                                  \
-        uint64_t h = next_h;                                                                                    \
-        if (s != next_p) {                                                                                      \
-            q = word_end(lab, s, n, sp);                                                                        \
-            if (q > 0) h = word_hash(lab + s, q - s);                                                           \
-        }                                                                                                       \
-        next_p = -1;                                                                                            \
-        if (q > 0 && q < n) { /* the next word: its slot is loaded while this one is done */                  \
-            next_p = q;                                                                                         \
-            next_q = word_end(lab, q, n, sp);                                                                   \
-            if (next_q > 0) {                                                                                   \
-                next_h = word_hash(lab + q, next_q - q);                                                        \
-                word_prefetch(m->cache, next_h);                                                                \
+        while (sp_at[wi] <= s) wi++; /* the word ends at the next U+2581 (or at n, the list's last entry) */    \
+        Py_ssize_t q = sp_at[wi];                                                                               \
+        if (q - s <= UW_KEY) {                                                                                  \
+            uint64_t h = s == next_p ? next_h : word_hash(lab + s, q - s);                                      \
+            next_p = -1;                                                                                        \
+            if (q < n && sp_at[wi + 1] - q <= UW_KEY) { /* the next word: its slot loads during this one */    \
+                next_p = q;                                                                                     \
+                next_h = word_hash(lab + q, sp_at[wi + 1] - q);                                                 \
+                if (seen_test(m->seen, next_h)) word_prefetch(m->cache, next_h);                                \
             }                                                                                                   \
-        }                                                                                                       \
-        if (q > 0 && word_seen(m->seen, h) && word_cached(m, lab, s, (int)(q - s), h, base, p, st)) {           \
-            if (q > frontier) frontier = q;                                                                     \
-            s = q - 1;                                                                                          \
-            continue;                                                                                           \
+            if (word_seen(m->seen, h) && word_cached(m, lab, s, (int)(q - s), h, base, p, st)) {                \
+                if (q > frontier) frontier = q;                                                                 \
+                s = q - 1;                                                                                      \
+                continue;                                                                                       \
+            }                                                                                                   \
         }                                                                                                       \
     }
     VITERBI_BODY(PosF, float, unk, u[at].score, 1, WORD_HOOK);
@@ -1606,12 +1612,15 @@ static int viterbi(const Model *m, const unsigned char *buf, Py_ssize_t nb, IdBu
     for (Py_ssize_t i = 0; i < nb; i++) n += (buf[i] & 0xC0) != 0x80;
     /* per character: the best path record (12 or 16 bytes), then its label (2 bytes) */
     size_t width = m->float32 ? sizeof(PosF) : sizeof(PosD);
-    size_t need = (size_t)(n + 1) * width + (size_t)(n + 1) * sizeof(uint16_t);
-    _Alignas(8) char stack_mem[(STACK_CHARS + 1) * (sizeof(PosD) + sizeof(uint16_t))];
+    size_t lab_bytes = ((size_t)(n + 1) * sizeof(uint16_t) + 3) & ~(size_t)3;
+    size_t need = (size_t)(n + 1) * width + lab_bytes + (m->cache ? (size_t)(n + 2) * sizeof(int32_t) : 0);
+    _Alignas(8) char stack_mem[(STACK_CHARS + 1) * (sizeof(PosD) + sizeof(uint16_t) + sizeof(int32_t)) + 16];
     char *mem = n <= STACK_CHARS ? stack_mem : (char *)malloc(need);
     if (!mem) return E_NOMEM;
     uint16_t *lab = (uint16_t *)(mem + (size_t)(n + 1) * width);
-    Py_ssize_t k = 0;
+    int32_t *sp_at = m->cache ? (int32_t *)((char *)lab + lab_bytes) : NULL;
+    Py_ssize_t k = 0, nsp = 0;
+    const uint16_t sp = m->sp_label;
     for (Py_ssize_t i = 0; i < nb;) {
         int len = utf8_len(buf[i]);
         uint32_t c;
@@ -1620,10 +1629,16 @@ static int viterbi(const Model *m, const unsigned char *buf, Py_ssize_t nb, IdBu
         else if (len == 3) c = ((uint32_t)(buf[i] & 0x0F) << 12) | ((uint32_t)(buf[i + 1] & 0x3F) << 6) | (buf[i + 2] & 0x3F);
         else c = ((uint32_t)(buf[i] & 0x07) << 18) | ((uint32_t)(buf[i + 1] & 0x3F) << 12) |
                  ((uint32_t)(buf[i + 2] & 0x3F) << 6) | (buf[i + 3] & 0x3F);
-        lab[k++] = (uint16_t)label_of(m, c);
+        uint16_t l = (uint16_t)label_of(m, c);
+        if (sp_at) {
+            sp_at[nsp] = (int32_t)k;
+            nsp += l == sp;
+        }
+        lab[k++] = l;
         i += len;
     }
-    Chars ch = {buf, lab};
+    if (sp_at) sp_at[nsp] = (int32_t)n;
+    Chars ch = {buf, lab, sp_at};
     int rc = m->float32 ? viterbi_f(m, &ch, n, mem, out, st) : viterbi_d(m, &ch, n, mem, out);
     if (mem != stack_mem) free(mem);
     return rc;
