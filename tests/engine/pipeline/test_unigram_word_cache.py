@@ -56,7 +56,7 @@ def _xlmr(slots: int) -> Pipeline:
 def xlmr() -> tuple[Pipeline, Pipeline, spm.SentencePieceProcessor]:
     on, off = _xlmr(SLOTS), _xlmr(0)
     assert on.cache_stats().max_size == SLOTS and off.cache_stats().max_size == 0
-    assert on._whole_text is not None  # type: ignore[attr-defined]  # the compiled whole-text call
+    assert on.text_path == "whole-text"  # the compiled whole-text call
     return on, off, sentencepiece_reference("xlm-roberta")
 
 
