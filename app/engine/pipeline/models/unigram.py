@@ -24,7 +24,9 @@ With the compiled extension (``app.engine._native._unigram``, ``unigram.c``) and
 :meth:`Unigram.tokenize` and :meth:`Unigram.encode_pieces` run the same search in C (a double-array trie of the
 pieces, the same arithmetic and tie order, the GIL released), and :meth:`Unigram.fuse` hands a pipeline one call
 that also runs SentencePiece's normalizer in C. Offsets, sampling and this module's code stay the Python
-reference.
+reference. For ``float32`` models the compiled model can also keep a bounded cache of whole words' best paths
+(:func:`word_cache_size`, off by default), reused only where a rounding-error bound proves that the float32 search
+would choose the same path at that point of the text; the ids are the same with it on or off.
 """
 
 from __future__ import annotations
