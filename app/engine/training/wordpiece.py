@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import operator
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -140,7 +141,6 @@ def learn_wordpiece(words: Mapping[str, int], *, vocab_size: int, specials: Sequ
         raise ValueError(f"score must be one of {SCORES}, not {score!r}")
     by_count = score == "count"
     seqs: list[list[int]] = []
-    freqs: list[int] = []
     sym: list[str] = []
     sym_id: dict[str, int] = {}
 
@@ -151,23 +151,22 @@ def learn_wordpiece(words: Mapping[str, int], *, vocab_size: int, specials: Sequ
             sym.append(s)
         return i
 
-    alphabet = sorted({ch if k == 0 else PREFIX + ch for w in words if len(w) <= max_chars
-                       for k, ch in enumerate(w)})
+    kept = [w for w in words if w and len(w) <= max_chars]
+    alphabet = sorted({w[0] for w in kept} | {PREFIX + ch for ch in set("".join([w[1:] for w in kept]))})
     for s in alphabet:
         intern(s)
-    for w, c in words.items():
-        if len(w) > max_chars or not w:
-            continue
-        seqs.append([sym_id[w[0]], *(sym_id[PREFIX + ch] for ch in w[1:])])
-        freqs.append(c)
     base = len(specials) + len(alphabet)
     if base > vocab_size:
         raise ValueError(f"vocab size {vocab_size} is smaller than the specials and the alphabet ({base})")
-    occurrences = sum(f * len(s) for s, f in zip(seqs, freqs, strict=True))
+    freqs = [words[w] for w in kept]
+    occurrences = sum(map(operator.mul, freqs, map(len, kept)))
     if resolve_backend(backend) == "native" and occurrences * occurrences < 1 << 53:
-        new, merged, stop = _trainer.wordpiece_learn(sym, seqs, freqs, base, vocab_size, min_frequency, by_count,
+        # the compiled loop splits the words into symbols itself
+        new, merged, stop = _trainer.wordpiece_learn(sym, kept, freqs, base, vocab_size, min_frequency, by_count,
                                                      progress)
         return [*specials, *sym, *new], merged, stop
+    for w in kept:
+        seqs.append([sym_id[w[0]], *(sym_id[PREFIX + ch] for ch in w[1:])])
 
     count: list[int] = [0] * len(sym)
     pair_count: dict[tuple[int, int], int] = {}
