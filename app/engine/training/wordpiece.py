@@ -46,6 +46,8 @@ PREFIX = "##"
 #: Characters every BERT normalizer turns into a plain space (clean_text) and the pre-tokenizer splits on; a
 #: chunk between them is normalized and split on its own, once per distinct chunk.
 _CHUNK = re.compile(r"[^ \t\n\r]+")
+#: Characters of fed text split at once (then cut at the next line end).
+_PIECE = 1 << 16
 
 
 class WordPieceTrainer:
@@ -81,21 +83,26 @@ class WordPieceTrainer:
         self._chunks: Counter[str] = Counter()
 
     def feed(self, text: str) -> None:
-        self._chunks.update(_CHUNK.findall(text))
+        # pieces of about 64K characters cut at a line end: the list of one piece's chunks stays small
+        count, find, start = self._chunks.update, _CHUNK.findall, 0
+        while start < len(text):
+            end = text.find("\n", start + _PIECE) + 1 or len(text)
+            count(find(text, start, end))
+            start = end
 
     def words(self) -> dict[str, int]:
         """Word frequencies after normalization and pre-tokenization, in order of first appearance.
 
         Both steps are per character, so they run as one ``str.translate`` table and one regex built for the
-        characters the chunks hold (the same words as ``normalize_str`` and ``BertPreTokenizer``; tested)."""
-        chars = set("".join(self._chunks))
-        table = {ord(c): self.normalizer.normalize_str(c) for c in chars}
-        texts = [(chunk.translate(table), n) for chunk, n in self._chunks.items()]
-        split = bert_splitter(set("".join(t for t, _ in texts)))
+        characters the normalized chunks hold — those of the table's values (the same words as ``normalize_str``
+        and ``BertPreTokenizer``; tested)."""
+        table = {ord(c): self.normalizer.normalize_str(c) for c in set("".join(self._chunks))}
+        split = bert_splitter(set("".join(table.values())))
         out: dict[str, int] = {}
-        for text, n in texts:
-            for word in split(text):
-                out[word] = out.get(word, 0) + n
+        get = out.get
+        for chunk, n in self._chunks.items():
+            for word in split(chunk.translate(table)):
+                out[word] = get(word, 0) + n
         return out
 
     def finish(self, progress: Progress | None = None) -> TrainedArtifact:

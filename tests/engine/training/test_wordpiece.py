@@ -212,3 +212,21 @@ def test_bert_splitter_and_word_counts_equal_the_components(seed: int) -> None:
                 if p.text:
                     want[p.text] = want.get(p.text, 0) + n
         assert list(tr.words().items()) == list(want.items())
+
+
+def test_long_chunks_are_counted_piecewise_as_a_whole() -> None:
+    """``feed`` splits text longer than its piece size at line ends; the chunk counts (and their first-appearance
+    order) are those of the whole text, also for lines longer than a piece and text without a final newline."""
+    from collections import Counter
+
+    from app.engine.training import wordpiece
+
+    rng = random.Random(5)
+    words = ["a", "bb", "ccc", "日本", "x\u00e9", "\u0e01\u0e02"]
+    lines = [" ".join(rng.choice(words) for _ in range(rng.choice([3, 40, 30_000]))) for _ in range(60)]
+    text = "\n".join(lines) + "\r\n\t" + "tail" * 20_000
+    assert len(text) > 8 * wordpiece._PIECE
+    tr = WordPieceTrainer(vocab_size=100)
+    tr.feed(text)
+    want = Counter(wordpiece._CHUNK.findall(text))
+    assert list(tr._chunks.items()) == list(want.items())
