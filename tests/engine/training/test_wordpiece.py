@@ -230,3 +230,20 @@ def test_long_chunks_are_counted_piecewise_as_a_whole() -> None:
     tr.feed(text)
     want = Counter(wordpiece._CHUNK.findall(text))
     assert list(tr._chunks.items()) == list(want.items())
+
+
+@pytest.mark.skipif(not compiled.available(), reason=f"no compiled trainer: {compiled.IMPORT_ERROR}")
+@pytest.mark.parametrize("score", ["wordpiece", "count"])
+def test_compiled_learner_equals_python_on_varied_corpora(score: str) -> None:
+    """Runs of one symbol (overlapping pairs like ``a a a``), ``#`` inside words, symbols re-created by a second
+    path (``ab`` + ``##c`` and ``a`` + ``##bc``), long words and word lists larger than one rewrite's neighbourhood:
+    the compiled loop (which updates only the pairs next to merged occurrences) picks the Python loop's merges."""
+    for seed in range(40):
+        rng = random.Random(seed)
+        alphabet = rng.choice(["ab", "aab", "abc#", "aabbcde", "xyz##", "a"])
+        words = {"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 30))): rng.randint(1, 30)
+                 for _ in range(rng.randint(3, 150))}
+        mf = rng.choice([1, 2, 3])
+        size = N_SPECIAL + 2 * len(alphabet) + rng.randint(0, 200)
+        want = learn_wordpiece(words, vocab_size=size, min_frequency=mf, score=score, backend="python")
+        assert learn_wordpiece(words, vocab_size=size, min_frequency=mf, score=score, backend="native") == want, seed
