@@ -124,21 +124,26 @@ def _check_chars(svc: ServiceState, n: int) -> None:
                        "(TOKENIZER_MAX_TEXT_CHARS)", {"limit": limit, "actual": n})
 
 
-def _check_detail(svc: ServiceState, t: _Texts, sample: Sample | None = None) -> None:
+def _check_detail(svc: ServiceState, t: _Texts) -> None:
     """413 when a request for tokens or offsets would return more than ``TOKENIZER_MAX_DETAIL_TOKENS`` tokens,
     decided before any of that work: a text has at most one token per UTF-8 byte, so only texts with more bytes
-    than the limit are counted (the compiled count, which releases the GIL, builds nothing)."""
+    than the limit are counted (the compiled count, which releases the GIL, builds nothing). Sampled requests are
+    checked by :func:`_check_detail_count` after their one encoding instead (sampling the text twice to count it
+    first would double the work; :data:`~app.api.sample_ops.MAX_SAMPLE_BYTES` bounds the ids meanwhile)."""
     limit = svc.settings.max_detail_tokens
     specials = len(t.prefix) + len(t.suffix) + sum(1 for p in t.parts or () if p.special is not None)
     if t.input_bytes + specials * max(1, len(t.texts or ())) <= limit:
         return
-    if t.parts is not None and sample is not None:
-        n = specials + len(t.enc.encode_parts([p.text for p in t.parts if p.text is not None], sample=sample))
-    elif t.parts is not None:
+    if t.parts is not None:
         n = specials + sum(t.enc.count(p.text) for p in t.parts if p.text is not None)
     else:
-        n = sum(t.enc.count(text, sample=sample.at(i) if sample else None) for i, text in enumerate(t.texts or ()))
-        n += specials * len(t.texts or ())
+        n = sum(t.enc.count(text) for text in t.texts or ()) + specials * len(t.texts or ())
+    _check_detail_count(svc, n)
+
+
+def _check_detail_count(svc: ServiceState, n: int) -> None:
+    """413 when ``n`` tokens are more than ``TOKENIZER_MAX_DETAIL_TOKENS`` (tokens or offsets asked for)."""
+    limit = svc.settings.max_detail_tokens
     if n > limit:
         raise ApiError(413, "payload_too_large", f"return_tokens/return_offsets are limited to {limit} tokens per "
                        f"request (TOKENIZER_MAX_DETAIL_TOKENS); this one has {n}: ask for ids only, or split the text",
@@ -263,14 +268,16 @@ def encode(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> 
     enc = t.enc
     sample = sample_of(req.sample, enc, t.input_bytes)
     start = time.perf_counter()
-    if req.return_tokens or req.return_offsets:
-        _check_detail(svc, t, sample)
+    detail = req.return_tokens or req.return_offsets
+    if detail and sample is None:
+        _check_detail(svc, t)
+    tokens = req.return_tokens and sample is None  # a sampled request gets its pieces once its size is known
     results: list[dict[str, Any]] = []
     if req.truncate is not None:
         results.append(_truncated(t, req))
     elif t.parts is not None:
         ids, spans = _encode_parts(enc, t.parts, t.prefix, t.suffix, req.return_offsets, t.add_special, sample)
-        results.append(_result(enc, ids, spans, req.return_tokens))
+        results.append(_result(enc, ids, spans, tokens))
         look_texts = [p.text for p in t.parts if p.text is not None]
         if req.report_special_lookalikes:
             results[0]["special_lookalikes"] = sum(_lookalikes(svc, enc, look_texts))
@@ -284,9 +291,13 @@ def encode(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> 
                 ids = enc.encode(text, add_special_tokens=t.add_special, prefix=t.prefix, suffix=t.suffix,
                                  sample=sample.at(i) if sample else None)
                 spans = None
-            results.append(_result(enc, ids, spans, req.return_tokens))
+            results.append(_result(enc, ids, spans, tokens))
             if looks is not None:
                 results[-1]["special_lookalikes"] = looks[i]
+    if detail and sample is not None:
+        _check_detail_count(svc, sum(len(r["ids"]) for r in results))
+        for r in results:
+            r["tokens"] = _token_pieces(enc, r["ids"])
     timings["tokenize"] = time.perf_counter() - start
     counts = [r["count"] for r in results]
     total = sum(counts)

@@ -123,3 +123,31 @@ def test_sampled_text_is_limited(client: TestClient) -> None:
     r = client.post("/count", json={"tokenizer": "cl100k_base", "text": big, "sample": {"dropout": 0.1}})
     assert r.status_code == 413 and r.json()["error"]["details"]["field"] == "sample"
     assert client.post("/count", json={"tokenizer": "cl100k_base", "text": big}).status_code == 200
+
+
+def test_sampled_tokens_are_limited_after_one_encoding(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sampled request for token pieces is sized by its own (one) sampled encoding: over
+    TOKENIZER_MAX_DETAIL_TOKENS it is the same 413 as an unsampled one, under it the pieces match the ids."""
+    tok = get_encoding("cl100k_base")
+    calls: list[int] = []
+    real_sampled = type(tok)._sampled  # what encode and count call for a sampled text
+
+    def counting_sampled(self: Any, text: str, *args: Any, **kwargs: Any) -> list[int]:
+        calls.append(len(text))
+        return real_sampled(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(type(tok), "_sampled", counting_sampled)
+    text = "ab " * 90_000  # 270,000 bytes; with dropout 1.0 every byte is a token: 270,000 > 2**18
+    r = client.post("/encode", json={"tokenizer": "cl100k_base", "text": text, "return_tokens": True,
+                                     "sample": {"seed": 1, "dropout": 1.0}})
+    assert r.status_code == 413, r.text
+    assert r.json()["error"]["details"] == {"limit": 2**18, "actual": 270_000, "field": "return_tokens/return_offsets"}
+    assert calls == [len(text)]  # sampled once, not counted by a second sampling first
+    calls.clear()
+    # over the limit in bytes, under it in (sampled) tokens: encoded once, pieces for every id
+    r = client.post("/encode", json={"tokenizer": "cl100k_base", "text": text, "return_tokens": True,
+                                     "sample": {"seed": 1, "dropout": 0.1}})
+    body = r.json()
+    assert r.status_code == 200 and 90_000 < body["count"] < 2**18 and calls == [len(text)]
+    assert body["ids"] == tok.encode(text, sample=Sample(seed=1, dropout=0.1))
+    assert "".join(t["text"] for t in body["tokens"]) == text

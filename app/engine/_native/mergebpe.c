@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "hash_mix.h"
+#include "py_items.h"
 
 #define HEAP_FROM 48
 #define NO_RANK INT32_MAX
@@ -605,46 +606,19 @@ static PyObject *Model_encode(Model *self, PyObject *args) {
     PyObject *items;
     Py_ssize_t segment_from;
     if (!PyArg_ParseTuple(args, "O!n", &PyList_Type, &items, &segment_from)) return NULL;
-    Py_ssize_t count = PyList_GET_SIZE(items);
-    /* ids are read (and range-checked) with the GIL held; -1 marks a str item */
-    int32_t *passed = (int32_t *)malloc((size_t)(count + 1) * sizeof(int32_t));
-    if (!passed) return PyErr_NoMemory();
-    for (Py_ssize_t t = 0; t < count; t++) {
-        PyObject *it = PyList_GET_ITEM(items, t);
-        if (PyUnicode_Check(it)) {
-            passed[t] = -1;
-        } else if (PyLong_Check(it)) {
-            long v = PyLong_AsLong(it);
-            if (v < 0 || v > INT32_MAX) {
-                free(passed);
-                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "id out of range");
-                return NULL;
-            }
-            passed[t] = (int32_t)v;
-        } else {
-            free(passed);
-            PyErr_SetString(PyExc_TypeError, "items must be str or int");
-            return NULL;
-        }
-    }
-    /* a private copy of the item references keeps them alive while the GIL is released */
-    PyObject *held = PyList_GetSlice(items, 0, count);
-    if (!held) {
-        free(passed);
-        return NULL;
-    }
+    Items it;
+    if (items_read(items, &it) < 0) return NULL;
     Buf b = {NULL, 0, 0};
     int rc = 0;
-    Py_BEGIN_ALLOW_THREADS for (Py_ssize_t t = 0; t < count && rc == 0; t++) {
-        if (passed[t] >= 0) {
-            rc = buf_push(&b, passed[t]);
+    Py_BEGIN_ALLOW_THREADS for (Py_ssize_t t = 0; t < it.count && rc == 0; t++) {
+        if (it.passed[t] >= 0) {
+            rc = buf_push(&b, it.passed[t]);
             continue;
         }
-        PyObject *s = PyList_GET_ITEM(held, t);
+        PyObject *s = PyList_GET_ITEM(it.held, t);
         rc = encode_range(self, PyUnicode_KIND(s), PyUnicode_DATA(s), 0, PyUnicode_GET_LENGTH(s), segment_from, &b);
     }
-    Py_END_ALLOW_THREADS Py_DECREF(held);
-    free(passed);
+    Py_END_ALLOW_THREADS items_free(&it);
     return finish(&b, rc);
 }
 

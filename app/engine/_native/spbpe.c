@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "hash_mix.h"
+#include "py_items.h"
 
 #define HEAP_FROM 32
 #define RELEASE_FROM 256 /* texts longer than this (code points) are encoded with the GIL released */
@@ -1551,13 +1552,12 @@ static PyObject *Model_encode(Model *self, PyObject *arg) {
     for (Py_ssize_t i = 0; i < count && rc == 0; i++) {
         PyObject *it = PyList_GET_ITEM(arg, i);
         if (PyLong_Check(it)) {
-            long v = PyLong_AsLong(it);
-            if (v < 0 || v > INT32_MAX) {
+            int32_t id;
+            if (item_id(it, &id) < 0) {
                 call_end(&c);
-                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "id out of range");
                 return NULL;
             }
-            rc = buf_push(c.b, (int32_t)v);
+            rc = buf_push(c.b, id);
             continue;
         }
         if (!PyUnicode_Check(it)) {

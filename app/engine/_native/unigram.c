@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <math.h>
 #include <string.h>
+#include "py_items.h"
 
 #define RESET 100000.0f /* SentencePiece's re-basing threshold for float32 path scores */
 #define UNK_MARK (-2)   /* path nodes that are unknown characters */
@@ -1362,32 +1363,11 @@ static PyObject *Model_encode(Model *self, PyObject *args, PyObject *kwds) {
         }
         nz = (Normalizer *)nobj;
     }
-    Py_ssize_t count = PyList_GET_SIZE(items);
-    int32_t *passed = (int32_t *)malloc((size_t)(count + 1) * sizeof(int32_t));
-    if (!passed) return PyErr_NoMemory();
-    for (Py_ssize_t k = 0; k < count; k++) {
-        PyObject *it = PyList_GET_ITEM(items, k);
-        if (PyUnicode_Check(it)) {
-            passed[k] = -1;
-        } else if (PyLong_Check(it)) {
-            long v = PyLong_AsLong(it);
-            if (v < 0 || v > INT32_MAX) {
-                free(passed);
-                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "id out of range");
-                return NULL;
-            }
-            passed[k] = (int32_t)v;
-        } else {
-            free(passed);
-            PyErr_SetString(PyExc_TypeError, "items must be str or int");
-            return NULL;
-        }
-    }
-    PyObject *held = PyList_GetSlice(items, 0, count); /* keeps the items alive while the GIL is released */
-    if (!held) {
-        free(passed);
-        return NULL;
-    }
+    Items its;
+    if (items_read(items, &its) < 0) return NULL;
+    Py_ssize_t count = its.count;
+    int32_t *passed = its.passed;
+    PyObject *held = its.held;
     Py_INCREF(nobj);
     IdBuf out = {NULL, 0, 0};
     ByteBuf buf = {NULL, 0, 0};
@@ -1409,10 +1389,9 @@ static PyObject *Model_encode(Model *self, PyObject *args, PyObject *kwds) {
         }
         if (rc == 0) rc = viterbi(self, buf.v, buf.n, &out);
     }
-    Py_END_ALLOW_THREADS Py_DECREF(held);
+    Py_END_ALLOW_THREADS items_free(&its);
     Py_DECREF(nobj);
     free(buf.v);
-    free(passed);
     return ids_list(&out, rc);
 }
 

@@ -31,6 +31,7 @@
 
 #include "bert_tables.h"
 #include "hash_mix.h"
+#include "py_items.h"
 
 #define MAX_CP 0x110000
 
@@ -553,47 +554,6 @@ static int word_range(const Model *m, int kind, const void *data, Py_ssize_t n, 
     return word_flush(m, wd, out);
 }
 
-/* The items of a list (str, or int ids passed through), read with the GIL held; held keeps them alive. */
-typedef struct {
-    PyObject *held;
-    int32_t *passed; /* -1: a str item */
-    Py_ssize_t count;
-} Items;
-
-static int items_read(PyObject *items, Items *it) {
-    it->count = PyList_GET_SIZE(items);
-    it->passed = (int32_t *)malloc((size_t)(it->count + 1) * sizeof(int32_t));
-    it->held = NULL;
-    if (!it->passed) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (Py_ssize_t t = 0; t < it->count; t++) {
-        PyObject *o = PyList_GET_ITEM(items, t);
-        if (PyUnicode_Check(o)) {
-            it->passed[t] = -1;
-        } else if (PyLong_Check(o)) {
-            long v = PyLong_AsLong(o);
-            if (v < 0 || v > INT32_MAX) {
-                free(it->passed);
-                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "id out of range");
-                return -1;
-            }
-            it->passed[t] = (int32_t)v;
-        } else {
-            free(it->passed);
-            PyErr_SetString(PyExc_TypeError, "items must be str or int");
-            return -1;
-        }
-    }
-    it->held = PyList_GetSlice(items, 0, it->count);
-    if (!it->held) {
-        free(it->passed);
-        return -1;
-    }
-    return 0;
-}
-
 PyDoc_STRVAR(tokenize_doc, "tokenize(word) -> list[int]: WordPiece ids of one pre-token.");
 
 static PyObject *Model_tokenize(Model *self, PyObject *arg) {
@@ -632,8 +592,7 @@ static PyObject *Model_encode(Model *self, PyObject *items) {
         PyObject *s = PyList_GET_ITEM(it.held, t);
         rc = word_range(self, PyUnicode_KIND(s), PyUnicode_DATA(s), PyUnicode_GET_LENGTH(s), &wd, &b);
     }
-    Py_END_ALLOW_THREADS Py_DECREF(it.held);
-    free(it.passed);
+    Py_END_ALLOW_THREADS items_free(&it);
     free(wd.w);
     return ids_to_list(self, &b, rc);
 }
@@ -659,8 +618,7 @@ static PyObject *Model_encode_bert(Model *self, PyObject *args) {
         PyObject *s = PyList_GET_ITEM(it.held, t);
         rc = bert_range(self, PyUnicode_KIND(s), PyUnicode_DATA(s), PyUnicode_GET_LENGTH(s), opts, &wd, &b);
     }
-    Py_END_ALLOW_THREADS Py_DECREF(it.held);
-    free(it.passed);
+    Py_END_ALLOW_THREADS items_free(&it);
     free(wd.w);
     return ids_to_list(self, &b, rc);
 }

@@ -31,6 +31,18 @@ from .base import Decoder, Model, Normalizer, Piece, PostProcessor, PreTokenizer
 from .normalizers import Replace
 from .pre_tokenizers import Split
 
+#: How a pipeline encodes an ordinary text (``Pipeline.text_path``), in the order they are tried:
+#:
+#: - ``whole-text``: the model's ``fused_encoder`` runs normalizer, pre-tokenizer and model on the whole text in
+#:   one compiled call (SentencePiece BPE, Unigram; only without added tokens);
+#: - ``fused``: the model's ``fuse`` does the same for the stretches between raw added tokens (WordPiece behind
+#:   BERT's normalizer, Unigram with added tokens; not with normalized added tokens, which need the pipeline);
+#: - ``strings``: a compiled model behind at most a Replace normalizer and a Split pre-tokenizer (Gemma-style
+#:   files): the pipeline's steps on plain strings, the model in one call;
+#: - ``native-items``: the pipeline's steps (:meth:`Pipeline.pre_token_pieces`), the compiled model in one call;
+#: - ``python``: the pure-Python reference, the model per pre-token through the piece cache.
+TEXT_PATHS = ("whole-text", "fused", "strings", "native-items", "python")
+
 
 def _surrogate_spans(text: str, clean: str) -> list[Span]:
     """Per character of ``clean`` (:func:`scrub_surrogates` of ``text``), its span in ``text``."""
@@ -95,23 +107,10 @@ class Pipeline(TokenizerBase):
         self._lookup = self._cache.lookup
         # optional: (start, end) stretches of a long pre-token that the model tokenizes independently (exactly)
         self._segments: Callable[[str], Iterable[tuple[int, int]]] | None = getattr(model, "segments", None)
-        # A compiled model behind at most a Replace normalizer and a Split pre-tokenizer (SentencePiece-style
-        # files such as Gemma's): encoding works on strings, no Piece objects (:meth:`_encode_text_str`).
-        self._str_path = (getattr(model, "native", None) is not None and not self._norm_matcher.has_matchable
-                          and (normalizer is None or type(normalizer) is Replace)
-                          and (pre_tokenizer is None or type(pre_tokenizer) is Split))
-        # A model that also runs the normalizer and pre-tokenizer in compiled code (WordPiece behind BERT's): one call
-        # per text (:meth:`_encode_text_fused`); normalized added tokens need the pipeline's own steps.
-        fuse = getattr(model, "fuse", None)
-        self._fused = (fuse(normalizer, pre_tokenizer)
-                       if fuse is not None and not self._norm_matcher.has_matchable else None)
-        # A compiled model that takes a whole text through its normalizer and pre-tokenizer (SentencePiece BPE,
-        # Unigram; no matchable added tokens): encode() calls it directly, so chat-sized texts pay no extra Python
-        # frame. It takes over from ``fuse`` where both apply.
-        whole = getattr(model, "fused_encoder", None) if not self._has_added else None
-        self._whole_text: Callable[[str], list[int]] | None = whole(normalizer, pre_tokenizer) if whole else None
-        if self._whole_text is not None:
-            self._encode_text = self._whole_text  # type: ignore[method-assign]
+        self._fused: Callable[[list[str | int]], list[int]] | None = None
+        self.text_path: str
+        """How :meth:`encode` runs an ordinary text, decided once here: one of :data:`TEXT_PATHS`."""
+        self.text_path, self._encode_text = self._choose_text_path(normalizer, pre_tokenizer)
 
     # -- encoding -------------------------------------------------------------------------------------------------
 
@@ -170,13 +169,30 @@ class Pipeline(TokenizerBase):
         ``token_id``). For callers that run the model themselves (subword sampling)."""
         return self._pieces(text, False)
 
-    def _encode_text(self, text: str) -> list[int]:
-        if self._fused is not None:
-            return self._encode_text_fused(text)
-        if self._str_path:
-            return self._encode_text_str(text)
-        if getattr(self.model, "native", None) is not None:
-            return self._encode_text_native(text)
+    def _choose_text_path(self, normalizer: Normalizer | None,
+                          pre_tokenizer: PreTokenizer | None) -> tuple[str, Callable[[str], list[int]]]:
+        """The first path of :data:`TEXT_PATHS` that the model and this pipeline allow, and its encoder."""
+        model = self.model
+        no_normalized_added = not self._norm_matcher.has_matchable
+        whole = getattr(model, "fused_encoder", None)
+        if whole is not None and not self._has_added:
+            call = whole(normalizer, pre_tokenizer)
+            if call is not None:
+                return "whole-text", call
+        fuse = getattr(model, "fuse", None)
+        if fuse is not None and no_normalized_added:
+            self._fused = fuse(normalizer, pre_tokenizer)
+            if self._fused is not None:
+                return "fused", self._encode_text_fused
+        if getattr(model, "native", None) is not None:
+            if (no_normalized_added and (normalizer is None or type(normalizer) is Replace)
+                    and (pre_tokenizer is None or type(pre_tokenizer) is Split)):
+                return "strings", self._encode_text_str
+            return "native-items", self._encode_text_native
+        return "python", self._encode_text_python
+
+    def _encode_text_python(self, text: str) -> list[int]:
+        """The reference path: :meth:`_pieces`, then the model per pre-token through the piece cache."""
         ids: list[int] = []
         lookup = self._lookup
         segments = self._segments

@@ -153,7 +153,7 @@ def gemma3_native() -> Pipeline:
 
 
 def test_gemma3_runs_native() -> None:
-    assert gemma3_native().backend == "native"
+    assert gemma3_native().backend == "native" and gemma3_native().text_path == "strings"
 
 
 def test_gemma3_matches_the_reference_and_hugging_face(gemma3_python: Pipeline) -> None:

@@ -96,7 +96,7 @@ def test_random_vocabularies_match_the_reference() -> None:
         native = build_pipeline("n", vocab, source="random", backend="native")
         python = build_pipeline("p", vocab, source="random", backend="python")
         assert native.backend == "native" and python.backend == "python"
-        fused += native._whole_text is not None
+        fused += native.text_path == "whole-text"
         for _ in range(25):
             text = _random_text(rng)
             assert native.encode(text) == python.encode(text), (case, text)
@@ -245,7 +245,7 @@ def test_engine_python_forces_the_reference() -> None:
     code = ("from app.engine import get_encoding\n"
             "from tests.engine.families.references import sentencepiece_reference\n"
             "t = get_encoding('mistral-v1')\n"
-            "assert t.backend == 'python' and t.model.native is None and t._whole_text is None, t.backend\n"
+            "assert t.backend == 'python' and t.model.native is None and t.text_path == 'python', t.backend\n"
             "text = 'hello  world \u2581x'\n"
             "assert t.encode(text) == sentencepiece_reference('mistral-v1').encode(text), t.encode(text)\n")
     env = {**os.environ, "TOKENIZER_ENGINE": "python"}
@@ -269,7 +269,7 @@ def _bundled_texts(name: str, seed: int) -> list[str]:
 def test_bundled_match_the_reference_and_sentencepiece(name: str) -> None:
     native = get_encoding(name, backend="native")
     python = get_encoding(name, backend="python")
-    assert isinstance(native, Pipeline) and native.backend == "native" and native._whole_text is not None
+    assert isinstance(native, Pipeline) and native.backend == "native" and native.text_path == "whole-text"
     assert python.backend == "python"
     ref = sentencepiece_reference(name)
     texts = _bundled_texts(name, seed=BUNDLED.index(name))

@@ -51,10 +51,9 @@ def _load(name: str, engine: str) -> Pipeline:
 @cache
 def xlmr() -> tuple[Pipeline, Pipeline]:
     native, python = _load("xlm-roberta", "native"), _load("xlm-roberta", "python")
-    assert native.model.native is not None and native._fused is not None  # type: ignore[attr-defined]
-    assert native._whole_text is not None  # no matchable added tokens: encode() makes one compiled call
-    assert python.model.native is None and python._fused is None  # type: ignore[attr-defined]
-    assert python._whole_text is None
+    assert native.model.native is not None  # type: ignore[attr-defined]
+    assert native.text_path == "whole-text"  # no matchable added tokens: encode() makes one compiled call
+    assert python.model.native is None and python.text_path == "python"  # type: ignore[attr-defined]
     return native, python
 
 
@@ -183,8 +182,7 @@ def test_random_sentencepiece_models(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("TOKENIZER_ENGINE", "python")
         python = build_pipeline(f"r{k}", vocab, source="r.model")
         monkeypatch.delenv("TOKENIZER_ENGINE")
-        assert native._fused is not None and python._fused is None
-        assert native._whole_text is not None and python._whole_text is None
+        assert native.text_path == "whole-text" and python.text_path == "python"
         for _ in range(60):
             text = _sp_text(rng)
             expected = ref.encode(text)
@@ -261,7 +259,7 @@ def test_fused_pipeline_with_added_tokens_and_sentencepiece_normalizer() -> None
     for normalizer in (SentencePieceNormalizer(), None):
         for tokens in (added, []):
             native, python = pipeline("native", normalizer, tokens), pipeline("python", normalizer, tokens)
-            assert native._fused is not None and python._fused is None
+            assert native.text_path == ("fused" if tokens else "whole-text") and python.text_path == "python"
             for _ in range(300):
                 text = "".join(rng.choice(pool) for _ in range(rng.randint(0, 12)))
                 assert native.encode(text) == python.encode(text), (text, normalizer, tokens)

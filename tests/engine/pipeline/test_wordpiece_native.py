@@ -109,7 +109,7 @@ def test_random_vocabularies_match_the_reference() -> None:
 def test_engine_python_forces_the_reference() -> None:
     code = ("from app.engine import get_encoding\n"
             "t = get_encoding('bge-small-en-v1.5')\n"
-            "assert t.backend == 'python' and t.model.native is None and t._fused is None, t.backend\n"
+            "assert t.backend == 'python' and t.model.native is None and t.text_path == 'python', t.backend\n"
             "assert t.encode('Hello, wörld!') == [7592, 1010, 2088, 999]\n")
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "TOKENIZER_ENGINE": "python"})
 
@@ -147,7 +147,7 @@ def test_reordering_characters_are_left_to_the_whole_text_normalizer() -> None:
 
 def test_bge_runs_the_fused_path() -> None:
     tok = get_encoding("bge-small-en-v1.5")
-    assert isinstance(tok, Pipeline) and tok.backend == "native" and tok._fused is not None
+    assert isinstance(tok, Pipeline) and tok.backend == "native" and tok.text_path == "fused"
 
 
 def test_bge_compiled_equals_python_and_hugging_face() -> None:
@@ -219,7 +219,7 @@ def test_hf_json_bert_files_run_compiled_and_exactly(normalizer: dict[str, Any] 
                                                   "normalized": False, "single_word": False, "lstrip": False,
                                                   "rstrip": False}]
     native, python = _pair(doc)
-    assert native._fused is not None
+    assert native.text_path == "fused"
     hf = _hf_from_doc(doc)
     texts = [t for t in corpus()[::4] if "<extra>" not in t] + _reorder_texts(9, 100)
     texts += ["a<extra>b", "<extra>", " <extra> x<extra>", "É<extra>\u4e00"]
@@ -233,7 +233,7 @@ def test_normalized_added_tokens_keep_the_pipeline_steps() -> None:
     doc["added_tokens"] = [*doc["added_tokens"], {"id": 30522, "content": "Foo Bar", "special": False,
                                                   "normalized": True}]
     native, python = _pair(doc)
-    assert native._fused is None and native.model.native is not None  # compiled WordPiece, pipeline steps
+    assert native.text_path == "native-items" and native.model.native is not None  # compiled WordPiece, pipeline steps
     hf = _hf_from_doc(doc)
     for text in ["foo bar", "xFOO BARy", "Foo  Bar", "a foo bar b FOO BAR", *corpus()[:400]]:
         expected = hf.encode(scrub_surrogates(text), add_special_tokens=False).ids
