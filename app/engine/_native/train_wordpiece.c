@@ -9,6 +9,12 @@
  * push order or heap layout; the vectors may hold duplicates and dead entries, which only cost pushes of entries
  * that are then stale. Ranks: -count(ab) / (count(a) * count(b)) with the product exact (the caller checks that
  * it stays below 2**53, where the division is Python's correctly rounded int / int), or -count(ab).
+ *
+ * Words come as lists of symbol ids or as str (split here: the first character, then "##" + each other one, all of
+ * them alphabet symbols). A merge rewrites each word that held the pair (rewrite_word): only the pairs next to a
+ * merged occurrence change, each by its net change, and every pair whose count moved gets one fresh heap entry per
+ * merge (under the seed's score every pair of a, b and the new symbol is re-ranked instead, which includes those).
+ * The Python loop recounts the whole rewritten word; both give the same counts, so the same merges.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
