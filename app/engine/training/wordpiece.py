@@ -35,7 +35,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
-from ..pipeline.bert import WHITESPACE, BertNormalizer, is_punctuation
+from ..pipeline.bert import WHITESPACE, BertNormalizer, is_punctuation, needs_whole_text
 from .compiled import _trainer, resolve_backend
 from .trainer import Progress, TrainedArtifact
 
@@ -95,13 +95,20 @@ class WordPieceTrainer:
 
         Both steps are per character, so they run as one ``str.translate`` table and one regex built for the
         characters the normalized chunks hold — those of the table's values (the same words as ``normalize_str``
-        and ``BertPreTokenizer``; tested)."""
-        table = {ord(c): self.normalizer.normalize_str(c) for c in set("".join(self._chunks))}
-        split = bert_splitter(set("".join(table.values())))
+        and ``BertPreTokenizer``; tested). The exception: with accents stripped, a chunk holding a character that
+        canonical reordering can move past its neighbour (:func:`~..pipeline.bert.needs_whole_text`) is
+        normalized whole, as encoding does."""
+        chars = set("".join(self._chunks))
+        table = {ord(c): self.normalizer.normalize_str(c) for c in chars}
+        whole: dict[str, str] = {}
+        if self.normalizer.strip_accents and needs_whole_text("".join(chars)):
+            whole = {c: self.normalizer.normalize_str(c) for c in self._chunks if needs_whole_text(c)}
+        split = bert_splitter(set("".join(table.values())) | set("".join(whole.values())))
         out: dict[str, int] = {}
         get = out.get
         for chunk, n in self._chunks.items():
-            for word in split(chunk.translate(table)):
+            text = whole.get(chunk) if whole else None
+            for word in split(chunk.translate(table) if text is None else text):
                 out[word] = get(word, 0) + n
         return out
 

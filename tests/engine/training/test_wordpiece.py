@@ -247,3 +247,34 @@ def test_compiled_learner_equals_python_on_varied_corpora(score: str) -> None:
         size = N_SPECIAL + 2 * len(alphabet) + rng.randint(0, 200)
         want = learn_wordpiece(words, vocab_size=size, min_frequency=mf, score=score, backend="python")
         assert learn_wordpiece(words, vocab_size=size, min_frequency=mf, score=score, backend="native") == want, seed
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_words_follow_canonical_reordering_across_characters(lowercase: bool) -> None:
+    """Accent stripping runs NFD over the whole text: marks that are kept (not Mn) but have a combining class are
+    reordered across characters (U+1D16D, class 226, before U+1D165, class 216). The trainer's words are those of
+    the normalizer over each whole chunk, and those of Hugging Face's own BertNormalizer + BertPreTokenizer."""
+    from tokenizers import normalizers, pre_tokenizers
+
+    from app.engine.pipeline.base import Piece
+    from app.engine.pipeline.bert import BertPreTokenizer
+
+    rng = random.Random(11)
+    alphabet = "ab \u0301\u0316\U0001d165\U0001d16d\u302e\u302f\u1b44e\u00e9,"
+    text = "\n".join("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 20))) for _ in range(300)) + "\n"
+    tr = WordPieceTrainer(vocab_size=100, lowercase=lowercase, strip_accents=True)
+    tr.feed(text)
+    pre = BertPreTokenizer()
+    want: dict[str, int] = {}
+    for chunk, n in tr._chunks.items():
+        for p in pre.pre_tokenize([Piece(tr.normalizer.normalize_str(chunk))]):
+            if p.text:
+                want[p.text] = want.get(p.text, 0) + n
+    got = tr.words()
+    assert list(got.items()) == list(want.items())
+    hf_norm = normalizers.BertNormalizer(lowercase=lowercase, strip_accents=True)
+    hf: dict[str, int] = {}
+    for line in text.splitlines():
+        for w, _ in pre_tokenizers.BertPreTokenizer().pre_tokenize_str(hf_norm.normalize_str(line)):
+            hf[w] = hf.get(w, 0) + 1
+    assert got == hf
