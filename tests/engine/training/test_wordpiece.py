@@ -278,3 +278,25 @@ def test_words_follow_canonical_reordering_across_characters(lowercase: bool) ->
         for w, _ in pre_tokenizers.BertPreTokenizer().pre_tokenize_str(hf_norm.normalize_str(line)):
             hf[w] = hf.get(w, 0) + 1
     assert got == hf
+
+
+def test_training_a_wordpiece_tokenizer_does_not_load_the_serving_engine(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Start-up is part of a training's cost: the wordpiece kind imports its own modules only (the package names
+    of ``app.engine`` and ``app.engine.training`` resolve on first use), not the encoders or the other trainers."""
+    import subprocess
+    import sys
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("hello world\nhello there\n" * 20, encoding="utf-8")
+    code = (
+        "import sys\n"
+        "from app.engine.training import train_to_store\n"
+        f"train_to_store([{str(corpus)!r}], name='w', store_dir={str(tmp_path / 's')!r}, kind='wordpiece',"
+        " vocab_size=40, quiet=True)\n"
+        "print(sorted(m for m in ('app.engine.encoding', 'app.engine.registry', 'app.engine.pipeline.pipeline',"
+        " 'app.engine.training.byte_bpe', 'app.engine.training.unigram', 'app.engine.training.sentencepiece')"
+        " if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+    assert (tmp_path / "s" / "w.tokenizer.json").is_file()
