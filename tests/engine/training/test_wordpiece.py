@@ -297,6 +297,8 @@ def test_training_a_wordpiece_tokenizer_does_not_load_the_serving_engine(tmp_pat
         " 'app.engine.training.byte_bpe', 'app.engine.training.unigram', 'app.engine.training.sentencepiece')"
         " if m in sys.modules))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    from tests.conftest import REPO_ROOT
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO_ROOT)
     assert out.stdout.strip() == "[]", out.stdout
     assert (tmp_path / "s" / "w.tokenizer.json").is_file()
