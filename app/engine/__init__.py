@@ -17,22 +17,53 @@ and the tests use them) but are not in ``__all__``: they are not part of the lib
 
 from __future__ import annotations
 
-from .cache import CacheStats
-from .encoding import Encoding
-from .errors import (
-    ArtifactError,
-    EngineError,
-    InvalidTokenIdError,
-    ManifestError,
-    UnknownSpecialTokenError,
-    UnknownTokenizerError,
-)
-from .loaders import LOADERS, LoadOptions, load_tokenizer  # noqa: F401
-from .registry import get_encoding, get_store, list_encodings, load_all, load_encoding, reset  # noqa: F401
-from .sampling import Sample, SamplingError
-from .specials import Special, Template
-from .store import Store, TokenizerSpec, default_store_dir  # noqa: F401
-from .tokenizer import Tokenizer
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .cache import CacheStats
+    from .encoding import Encoding
+    from .errors import (
+        ArtifactError,
+        EngineError,
+        InvalidTokenIdError,
+        ManifestError,
+        UnknownSpecialTokenError,
+        UnknownTokenizerError,
+    )
+    from .loaders import LOADERS, LoadOptions, load_tokenizer  # noqa: F401
+    from .registry import get_encoding, get_store, list_encodings, load_all, load_encoding, reset  # noqa: F401
+    from .sampling import Sample, SamplingError
+    from .specials import Special, Template
+    from .store import Store, TokenizerSpec, default_store_dir  # noqa: F401
+    from .tokenizer import Tokenizer
+
+#: Where each name of the package lives. They are imported on first use (PEP 562), so that importing a submodule
+#: (the trainers, the CLI's helpers) does not load the whole engine first.
+_LAZY = {
+    "CacheStats": "cache", "Encoding": "encoding",
+    "ArtifactError": "errors", "EngineError": "errors", "InvalidTokenIdError": "errors", "ManifestError": "errors",
+    "UnknownSpecialTokenError": "errors", "UnknownTokenizerError": "errors",
+    "LOADERS": "loaders", "LoadOptions": "loaders", "load_tokenizer": "loaders",
+    "get_encoding": "registry", "get_store": "registry", "list_encodings": "registry", "load_all": "registry",
+    "load_encoding": "registry", "reset": "registry",
+    "Sample": "sampling", "SamplingError": "sampling", "Special": "specials", "Template": "specials",
+    "Store": "store", "TokenizerSpec": "store", "default_store_dir": "store", "Tokenizer": "tokenizer",
+}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 #: The public surface (pinned by tests/engine/test_public_api.py): load a tokenizer, use it, catch its errors.
 __all__ = [

@@ -22,20 +22,24 @@ its own default script and number splitting stay on (ours has neither). ``--thre
 threads (``RAYON_NUM_THREADS``, ``num_threads``) and ours ``--threads 2`` (used by the Unigram learner; the
 WordPiece and BPE learners are sequential).
 
+Usage::
+
+    python -m bench.train.families [--families wordpiece,unigram,sp-unigram,sp-bpe] [--vocab-size 8000]
+                                   [--threads 1|2] [--mb M] [--rounds N] [--json OUT]
+
+``--rounds N`` trains every pair N times, ours and the peer alternating (ours, peer, ours, peer, …, so both meet
+the same load), each in a fresh subprocess; the table gives the medians of wall s, CPU s and peak RSS and the
+median of the per-round CPU ratios ours / peer (every run is in the JSON). Held-out compression is measured once
+per trainer (the artifacts are deterministic; ours' sha256 is checked to be the same in every round).
+
 Larger corpus (``--mb M``, M above the 2.95 MB of the default corpus): the same multilingual training text, then
 real text of ``bench.train.build_corpus`` (files that pip/apt packages install: Debian docs, GNU info manuals,
 gettext catalogues, Python sources, C headers; mostly English and code, a different mix from the default corpus)
 until the training file holds M MB; its held-out file grows the same way, by M/10 MB of that corpus's held-out
 part. So the ratio can be read where the fixed costs (interpreter start, imports) do not dominate.
 
-``--rounds N`` trains each pair N times, ours and the peer alternating (fresh processes each), and reports the
-medians (every run is in the JSON). Before timing, ``app`` is byte-compiled (``compileall``), as an installed
-package is, so that no round pays for compiling our sources (the peers' packages are compiled in site-packages).
-
-Usage::
-
-    python -m bench.train.families [--families wordpiece,unigram,sp-unigram,sp-bpe] [--vocab-size 8000]
-                                   [--threads 1|2] [--mb M] [--rounds N] [--json OUT]
+Before timing, ``app`` is byte-compiled (``compileall``), as an installed package is, so that no round pays for
+compiling our sources (the peers' packages are compiled in site-packages).
 """
 
 from __future__ import annotations
@@ -179,7 +183,7 @@ def main() -> int:
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--threads", type=int, choices=(1, 2), default=1)
     parser.add_argument("--mb", type=float, default=0.0, help="training text of M MB (see the module docstring)")
-    parser.add_argument("--rounds", type=int, default=1, help="alternating runs per pair (medians reported)")
+    parser.add_argument("--rounds", type=int, default=1, help="alternating runs per trainer (medians reported)")
     parser.add_argument("--json", help="also write the results as JSON to this file")
     parser.add_argument("--worker", choices=("train", "evaluate"), help=argparse.SUPPRESS)
     parser.add_argument("--who", help=argparse.SUPPRESS)
@@ -204,48 +208,56 @@ def main() -> int:
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     load_start = os.getloadavg()
-    rows = []
+    rows, runs = [], []
     for family in args.families.split(","):
-        runs: dict[str, list[dict[str, object]]] = {"ours": [], "peer": []}
-        for k in range(args.rounds):
+        per: dict[str, list[dict[str, object]]] = {"ours": [], "peer": []}
+        for rnd in range(args.rounds):
             for who in ("ours", "peer"):
-                print(f"[{time.strftime('%H:%M:%S')}] training {who} {family} ({k + 1}/{args.rounds}) …",
-                      file=sys.stderr, flush=True)
+                print(f"[{time.strftime('%H:%M:%S')}] training {who} {family} (round {rnd + 1}) …", file=sys.stderr,
+                      flush=True)
                 info, usage = run_child(WORKER, ["--worker", "train", "--who", who, "--family", family,
                                                  "--file", str(train_file), "--vocab-size", str(args.vocab_size),
                                                  "--threads", threads], env)
-                runs[who].append({**info, **usage, "loadavg": os.getloadavg()[0]})
-                print(json.dumps(runs[who][-1]), file=sys.stderr, flush=True)
+                per[who].append({"family": family, "who": who, "round": rnd + 1, **info, **usage,
+                                 "loadavg": os.getloadavg()[0]})
+                runs.append(per[who][-1])
+        if len({r.get("sha256") for r in per["ours"]}) != 1:
+            raise RuntimeError(f"ours gave different artifacts across rounds for {family}")
+        ratios = [float(o["cpu_seconds"]) / float(p["cpu_seconds"])  # type: ignore[arg-type]
+                  for o, p in zip(per["ours"], per["peer"], strict=True)]
         for who in ("ours", "peer"):
-            last = runs[who][-1]
-            artifact = WORK / f"{who}-{family}" / str(last["artifact"])
+            first = per[who][0]
+            artifact = WORK / f"{who}-{family}" / str(first["artifact"])
             ev, _ = run_child(WORKER, ["--worker", "evaluate", "--family", str(artifact), "--file", str(held_file)],
                               env)
-            medians = {key: round(statistics.median(float(r[key]) for r in runs[who]), 2)  # type: ignore[arg-type]
-                       for key in ("wall_seconds", "cpu_seconds", "peak_rss_mib")}
-            rows.append({"family": family, "who": who, **last, **medians, **ev, "loadavg": os.getloadavg()[0],
-                         "runs": runs[who]})
-    meta = {"date": started, "commit": commit.stdout.strip(), "threads": args.threads, "vocab_size": args.vocab_size,
-            "mb": args.mb, "rounds": args.rounds,
+            row = {**first, **ev, "rounds": args.rounds}
+            for key in ("wall_seconds", "cpu_seconds", "peak_rss_mib", "loadavg"):
+                row[key] = round(statistics.median(float(r[key]) for r in per[who]), 2)  # type: ignore[arg-type]
+            if who == "ours":
+                row["cpu_ratio_median"] = round(statistics.median(ratios), 3)
+            rows.append(row)
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    meta = {"date": started, "commit": commit.stdout.strip(), "threads": args.threads, "rounds": args.rounds,
+            "vocab_size": args.vocab_size, "mb": args.mb,
             "train_bytes": train_file.stat().st_size, "heldout_bytes": held_file.stat().st_size,
             "python": platform.python_version(), "loadavg_start": load_start, "loadavg_end": os.getloadavg()}
-    print(f"{started}, commit {meta['commit']}, {args.threads} thread(s), ours and peers, median of {args.rounds}, "
-          f"load average "
+    print(f"{started}, commit {meta['commit']}, {args.threads} thread(s), ours and peers, load average "
           f"{load_start[0]:.2f} at start / {os.getloadavg()[0]:.2f} at end")
     print(f"corpus: {meta['train_bytes']} bytes train, {meta['heldout_bytes']} bytes held-out; "
           f"vocab {args.vocab_size}")
-    print("| family | trainer | wall s | CPU s | peak RSS MiB | ids | held-out bytes/token |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print(f"medians of {args.rounds} round(s), ours and peer alternating")
+    print("| family | trainer | wall s | CPU s | peak RSS MiB | ids | held-out bytes/token | CPU ours / peer |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['family']} | {r['who']} | {r['wall_seconds']} | {r['cpu_seconds']} | {r['peak_rss_mib']} | "
-              f"{r['vocab']} | {r['bytes_per_token']} |")
+              f"{r['vocab']} | {r['bytes_per_token']} | {r.get('cpu_ratio_median', '')} |")
     by = {(r["family"], r["who"]): r for r in rows}
     for family in args.families.split(","):
         ours, peer = by[(family, "ours")], by[(family, "peer")]
         print(f"{family}: peer / ours = {float(peer['cpu_seconds']) / float(ours['cpu_seconds']):.2f}x CPU, "
               f"{float(peer['wall_seconds']) / float(ours['wall_seconds']):.2f}x wall (medians of {args.rounds})")
     if args.json:
-        Path(args.json).write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+        Path(args.json).write_text(json.dumps({"meta": meta, "rows": rows, "runs": runs}, indent=2) + "\n")
     return 0
 
 

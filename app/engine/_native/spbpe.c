@@ -24,10 +24,11 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "word_cache.h"
 #include "hash_mix.h"
 #include "py_items.h"
 
@@ -125,59 +126,18 @@ typedef struct {
 
 /* ---- word cache ------------------------------------------------------------------------------------------- */
 
-/* A bounded cache from a segment (at most WC_KEY code points, all in the BMP) to its ids (at most WC_IDS), shared
- * by the threads encoding with one model (the GIL is not held): a direct-mapped table of slots, each guarded by a
- * sequence lock. A reader copies the slot and keeps the copy only if the sequence number was even and unchanged
- * around the copy, so hits write nothing shared; a writer claims a slot by moving its number from even to odd
- * (compare-and-swap) and skips the insert if another thread holds it. The ids are the same with the cache on or
- * off (a segment's ids depend on nothing but its code points). */
+/* A bounded cache from a segment (at most WC_KEY code points, all in the BMP) to its ids (at most WC_IDS): the
+ * lock-free table of word_cache.h. The ids are the same with the cache on or off (a segment's ids depend on
+ * nothing but its code points). */
 #define WC_KEY 12
 #define WC_IDS 8
 
 typedef struct {
-    uint32_t seq; /* even: stable; odd: being written */
-    uint16_t gen; /* the cache's generation when written: an entry of an older one is empty */
-    uint8_t len;  /* 0 = empty */
-    uint8_t nids;
+    WCHead h; /* h.len: code points of the key, h.count: ids */
     uint16_t key[WC_KEY];
     int32_t ids[WC_IDS];
 } WCSlot; /* 64 bytes: one cache line */
-
-typedef struct WordCache {
-    WCSlot *slots;
-    size_t nslots;
-    uint32_t gen;          /* clear_cache() moves to the next generation instead of touching every slot */
-    uint64_t hits, misses; /* atomic adds, once per call */
-    int64_t size;          /* slots of this generation (atomic) */
-} WordCache;
-
-typedef struct {
-    uint64_t hits, misses, filled;
-} CallStats;
-
-static inline int wc_read(WCSlot *sl, WCSlot *copy) {
-    uint32_t s1 = __atomic_load_n(&sl->seq, __ATOMIC_ACQUIRE);
-    if (s1 & 1) return 0;
-    memcpy(copy, sl, sizeof(WCSlot));
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    return __atomic_load_n(&sl->seq, __ATOMIC_RELAXED) == s1;
-}
-
-static inline uint32_t wc_claim(WCSlot *sl) {
-    uint32_t s = __atomic_load_n(&sl->seq, __ATOMIC_RELAXED);
-    if ((s & 1) || !__atomic_compare_exchange_n(&sl->seq, &s, s + 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) return 0;
-    __atomic_thread_fence(__ATOMIC_RELEASE);
-    return s + 1;
-}
-
-static inline void wc_release(WCSlot *sl, uint32_t odd) { __atomic_store_n(&sl->seq, odd + 1, __ATOMIC_RELEASE); }
-
-static void wc_account(WordCache *c, const CallStats *st) {
-    if (!c) return;
-    if (st->hits) __atomic_add_fetch(&c->hits, st->hits, __ATOMIC_RELAXED);
-    if (st->misses) __atomic_add_fetch(&c->misses, st->misses, __ATOMIC_RELAXED);
-    if (st->filled) __atomic_add_fetch(&c->size, (int64_t)st->filled, __ATOMIC_RELAXED);
-}
+_Static_assert(sizeof(WCSlot) == 64, "a segment cache slot is one cache line");
 
 /* ---- the model ---------------------------------------------------------------------------------------------- */
 
@@ -229,7 +189,7 @@ static void Model_dealloc(Model *self) {
         for (Py_ssize_t i = 0; i < self->n_pieces; i++) Py_XDECREF(self->id_objs[i]);
         free(self->id_objs);
     }
-    if (self->cache) free(self->cache->slots), free(self->cache);
+    wc_free(self->cache);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -674,15 +634,7 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->n_pieces = np;
     for (Py_ssize_t i = 0; i < np; i++)
         if (!(self->id_objs[i] = PyLong_FromSsize_t(i))) goto fail;
-    if (cache_size > 0) {
-        self->cache = (WordCache *)calloc(1, sizeof(WordCache));
-        if (!self->cache) goto nomem;
-        self->cache->slots = (WCSlot *)aligned_alloc(64, (size_t)cache_size * sizeof(WCSlot));
-        if (!self->cache->slots) goto nomem;
-        memset(self->cache->slots, 0, (size_t)cache_size * sizeof(WCSlot));
-        self->cache->gen = 1;
-        self->cache->nslots = (size_t)cache_size;
-    }
+    if (cache_size > 0 && !(self->cache = wc_new((size_t)cache_size, sizeof(WCSlot)))) goto nomem;
     free(pool), free(start), free(rank), free(is_unused_id), free(all.slots), free(merge.slots);
     return (PyObject *)self;
 nomem:
@@ -1329,16 +1281,16 @@ static int cached_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_
         h *= 1099511628211ULL;
     }
     h = mix64(h ^ (uint64_t)n);
-    uint16_t gen = (uint16_t)__atomic_load_n(&c->gen, __ATOMIC_ACQUIRE);
-    WCSlot *sl = &c->slots[(size_t)(((uint64_t)(uint32_t)h * c->nslots) >> 32)];
+    uint16_t gen = wc_gen(c);
+    WCSlot *sl = (WCSlot *)wc_slot(c, h);
     WCSlot copy;
-    if (wc_read(sl, &copy) && copy.len == n && copy.gen == gen && copy.nids <= WC_IDS) {
+    if (wc_read(sl, &copy, sizeof copy) && copy.h.len == n && copy.h.gen == gen && copy.h.count <= WC_IDS) {
         Py_ssize_t i = 0;
         while (i < n && copy.key[i] == text[i]) i++;
         if (i == n) {
-            if (buf_reserve(out, copy.nids) < 0) return -1;
-            memcpy(out->ids + out->n, copy.ids, (size_t)copy.nids * sizeof(int32_t));
-            out->n += copy.nids;
+            if (buf_reserve(out, copy.h.count) < 0) return -1;
+            memcpy(out->ids + out->n, copy.ids, (size_t)copy.h.count * sizeof(int32_t));
+            out->n += copy.h.count;
             st->hits++;
             return 0;
         }
@@ -1349,10 +1301,10 @@ static int cached_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_
     Py_ssize_t nids = out->n - before;
     uint32_t odd;
     if (nids <= WC_IDS && (odd = wc_claim(sl)) != 0) {
-        if (!sl->len || sl->gen != gen) st->filled++;
-        sl->gen = gen;
-        sl->len = (uint8_t)n;
-        sl->nids = (uint8_t)nids;
+        if (!sl->h.len || sl->h.gen != gen) st->filled++;
+        sl->h.gen = gen;
+        sl->h.len = (uint8_t)n;
+        sl->h.count = (uint8_t)nids;
         for (Py_ssize_t i = 0; i < n; i++) sl->key[i] = (uint16_t)text[i];
         memcpy(sl->ids, out->ids + before, (size_t)nids * sizeof(int32_t));
         wc_release(sl, odd);
@@ -1601,22 +1553,7 @@ PyDoc_STRVAR(clear_cache_doc, "clear_cache(): drop every entry of the word cache
 static PyObject *Model_clear_cache(Model *self, PyObject *unused) {
     WordCache *c = self->cache;
     if (!c) Py_RETURN_NONE;
-    Py_BEGIN_ALLOW_THREADS
-    uint32_t next = (__atomic_load_n(&c->gen, __ATOMIC_RELAXED) + 1) & 0xFFFF;
-    if (next == 0) { /* the generation wraps: empty every slot so that no entry of 65536 clears ago comes back */
-        for (size_t k = 0; k < c->nslots; k++) {
-            WCSlot *sl = &c->slots[k];
-            uint32_t odd;
-            while (!(odd = wc_claim(sl))) sched_yield(); /* another thread is writing this slot */
-            memset((uint8_t *)sl + sizeof(sl->seq), 0, sizeof(WCSlot) - sizeof(sl->seq));
-            wc_release(sl, odd);
-        }
-        next = 1;
-    }
-    __atomic_store_n(&c->gen, next, __ATOMIC_RELEASE);
-    __atomic_store_n(&c->hits, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&c->misses, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&c->size, 0, __ATOMIC_RELAXED);
+    Py_BEGIN_ALLOW_THREADS wc_clear(c);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }

@@ -9,6 +9,12 @@
  * push order or heap layout; the vectors may hold duplicates and dead entries, which only cost pushes of entries
  * that are then stale. Ranks: -count(ab) / (count(a) * count(b)) with the product exact (the caller checks that
  * it stays below 2**53, where the division is Python's correctly rounded int / int), or -count(ab).
+ *
+ * Words come as lists of symbol ids or as str (split here: the first character, then "##" + each other one, all of
+ * them alphabet symbols). A merge rewrites each word that held the pair (rewrite_word): only the pairs next to a
+ * merged occurrence change, each by its net change, and every pair whose count moved gets one fresh heap entry per
+ * merge (under the seed's score every pair of a, b and the new symbol is re-ranked instead, which includes those).
+ * The Python loop recounts the whole rewritten word; both give the same counts, so the same merges.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -43,6 +49,9 @@ typedef struct {
     int live;
     int listed; /* in pairs_of[a] and pairs_of[b] since it last became live */
     int32_t last_word;
+    uint32_t wstamp; /* the word rewrite that last touched it (its wdelta belongs to that rewrite) */
+    uint32_t mstamp; /* the merge that last listed it in `touched` */
+    int32_t wdelta;  /* occurrences gained (+) or lost (-) in the word being rewritten */
     IVec where;
 } PairRec;
 
@@ -80,9 +89,12 @@ typedef struct {
     size_t hn, hcap;
     size_t n_live;
     int by_count;
-    int32_t *scratch;
-    size_t scratch_cap;
-    IVec touched;
+    int32_t *scratch; /* a rewritten word */
+    uint8_t *in_site; /* per old position: part of a merged occurrence */
+    uint8_t *is_new;  /* per new position: a merged symbol */
+    int32_t *local;   /* the distinct pairs one rewrite changes */
+    uint32_t wstamp, mstamp;
+    IVec touched;     /* the distinct pairs one merge changed */
 } WP;
 
 static uint64_t wp_hash_cps(const uint32_t *s, size_t n)
@@ -309,8 +321,9 @@ static void heap_down(WP *w, size_t i)
     w->heap[i] = e;
 }
 
-/* A fresh entry for a live pair (the Python push: version + 1, only when count >= min_frequency). */
-static int push_pair(WP *w, int32_t pid, int64_t min_frequency)
+/* A fresh entry for a live pair (the Python push: version + 1, only when count >= min_frequency); `sift` 0 only
+   appends it (the caller heapifies). */
+static int push_entry(WP *w, int32_t pid, int64_t min_frequency, int sift)
 {
     PairRec *p = &w->pairs[pid];
     p->version++;
@@ -327,8 +340,15 @@ static int push_pair(WP *w, int32_t pid, int64_t min_frequency)
     double rank = w->by_count ? -(double)p->count
                               : -((double)p->count / ((double)(w->count[p->a] * w->count[p->b])));
     w->heap[w->hn] = (HeapEnt){rank, -p->count, pid, p->version};
-    heap_up(w, w->hn++);
+    if (sift)
+        heap_up(w, w->hn);
+    w->hn++;
     return 0;
+}
+
+static int push_pair(WP *w, int32_t pid, int64_t min_frequency)
+{
+    return push_entry(w, pid, min_frequency, 1);
 }
 
 static void heap_compact(WP *w)
@@ -342,23 +362,99 @@ static void heap_compact(WP *w)
         heap_down(w, k);
 }
 
-/* count(p) += delta for the pair (a, b) of word wi; records it as touched (and where, when adding). */
-static int pair_add(WP *w, int32_t a, int32_t b, int64_t delta, int32_t wi)
+/* Initial counting: count(a, b) += f for an occurrence in word wi, which is listed where the pair occurs. */
+static int pair_add(WP *w, int32_t a, int32_t b, int64_t f, int32_t wi)
 {
     int32_t pid = pair_get(w, a, b);
     if (pid < 0)
         return -1;
     PairRec *p = &w->pairs[pid];
-    p->count += delta;
-    if (delta > 0 && p->last_word != wi) {
+    p->count += f;
+    if (p->last_word != wi) {
         p->last_word = wi;
         if (ivec_push(&p->where, wi) < 0)
             return -1;
     }
-    return ivec_push(&w->touched, pid);
+    return 0;
 }
 
-/* After a rewrite: a touched pair at count <= 0 dies (its entries go stale), a live one is listed by symbol. */
+/* One occurrence of (a, b) lost (d = -1) or gained (d = +1) by the rewrite of the current word (w->wstamp); the
+   first time the rewrite meets the pair, it goes to w->local[*n]. */
+static int local_add(WP *w, int32_t a, int32_t b, int32_t d, size_t *n)
+{
+    int32_t pid = pair_get(w, a, b);
+    if (pid < 0)
+        return -1;
+    PairRec *p = &w->pairs[pid];
+    if (p->wstamp != w->wstamp) {
+        p->wstamp = w->wstamp;
+        p->wdelta = 0;
+        w->local[(*n)++] = pid;
+    }
+    p->wdelta += d;
+    return 0;
+}
+
+/* Rewrites word wi, merging every (a, b) left to right into r. Only the pairs next to a merged occurrence change
+   (old pairs holding a merged a or b, new pairs holding a merged r); their counts move by f times the net change,
+   a pair gained is listed for wi (where), and every pair whose count moved goes to w->touched once per merge.
+   *hits: the occurrences merged (0: the word no longer holds the pair; nothing changes). */
+static int rewrite_word(WP *w, int32_t wi, int32_t a, int32_t b, int32_t r, int64_t *hits)
+{
+    int32_t *seq = w->seq[wi], *out = w->scratch;
+    int32_t n = w->len[wi], m = 0;
+    int64_t f = w->freq[wi];
+    *hits = 0;
+    for (int32_t i = 0; i < n;) {
+        if (i < n - 1 && seq[i] == a && seq[i + 1] == b) {
+            w->in_site[i] = w->in_site[i + 1] = 1;
+            w->is_new[m] = 1;
+            out[m++] = r;
+            i += 2;
+            ++*hits;
+        } else {
+            w->in_site[i] = 0;
+            w->is_new[m] = 0;
+            out[m++] = seq[i++];
+        }
+    }
+    if (!*hits)
+        return 0;
+    w->wstamp++;
+    size_t nloc = 0;
+    for (int32_t i = 0; i + 1 < n; i++)
+        if ((w->in_site[i] | w->in_site[i + 1]) && local_add(w, seq[i], seq[i + 1], -1, &nloc) < 0)
+            return -1;
+    for (int32_t j = 0; j + 1 < m; j++)
+        if ((w->is_new[j] | w->is_new[j + 1]) && local_add(w, out[j], out[j + 1], 1, &nloc) < 0)
+            return -1;
+    for (size_t k = 0; k < nloc; k++) {
+        int32_t pid = w->local[k];
+        PairRec *p = &w->pairs[pid];
+        if (!p->wdelta)
+            continue;
+        p->count += f * p->wdelta;
+        if (p->wdelta > 0 && p->last_word != wi) {
+            p->last_word = wi;
+            if (ivec_push(&p->where, wi) < 0)
+                return -1;
+        }
+        if (p->mstamp != w->mstamp) {
+            p->mstamp = w->mstamp;
+            if (ivec_push(&w->touched, pid) < 0)
+                return -1;
+        }
+    }
+    memcpy(seq, out, (size_t)m * sizeof *seq);
+    w->len[wi] = m;
+    w->count[a] -= f * *hits;
+    w->count[b] -= f * *hits;
+    w->count[r] += f * *hits;
+    return 0;
+}
+
+/* After a rewrite: a touched pair at count <= 0 dies (its entries go stale), a live one is listed by symbol (for
+   re-scoring; the seed's score only: a raw count changes only where a rewrite touched it). */
 static int settle(WP *w, int32_t pid)
 {
     PairRec *p = &w->pairs[pid];
@@ -378,7 +474,7 @@ static int settle(WP *w, int32_t pid)
         p->live = 1;
         w->n_live++;
     }
-    if (!p->listed) {
+    if (!p->listed && !w->by_count) {
         p->listed = 1;
         if (ivec_push(&w->pairs_of[p->a], pid) < 0 || ivec_push(&w->pairs_of[p->b], pid) < 0)
             return -1;
@@ -426,6 +522,9 @@ static void wp_free(WP *w)
     free(w->freq);
     free(w->heap);
     free(w->scratch);
+    free(w->in_site);
+    free(w->is_new);
+    free(w->local);
     free(w->touched.v);
 }
 
@@ -498,11 +597,12 @@ PyObject *wordpiece_learn(PyObject *module, PyObject *args)
     size_t longest = 0;
     for (Py_ssize_t k = 0; k < w.n_words; k++) {
         PyObject *seq = PyList_GET_ITEM(words, k);
-        if (!PyList_Check(seq)) {
-            PyErr_SetString(PyExc_TypeError, "words must be lists of symbol ids");
+        int is_str = PyUnicode_Check(seq);
+        if (!is_str && !PyList_Check(seq)) {
+            PyErr_SetString(PyExc_TypeError, "words must be str or lists of symbol ids");
             goto done;
         }
-        Py_ssize_t n = PyList_GET_SIZE(seq);
+        Py_ssize_t n = is_str ? PyUnicode_GET_LENGTH(seq) : PyList_GET_SIZE(seq);
         w.len[k] = (int32_t)n;
         w.seq[k] = malloc(((size_t)n + 1) * sizeof(int32_t));
         w.freq[k] = PyLong_AsLongLong(PyList_GET_ITEM(freqs, k));
@@ -511,24 +611,44 @@ PyObject *wordpiece_learn(PyObject *module, PyObject *args)
                 PyErr_NoMemory();
             goto done;
         }
-        for (Py_ssize_t i = 0; i < n; i++) {
-            long x = PyLong_AsLong(PyList_GET_ITEM(seq, i));
-            if (x < 0 || x >= n_alpha) {
-                if (!PyErr_Occurred())
-                    PyErr_SetString(PyExc_ValueError, "symbol id out of range");
-                goto done;
+        if (is_str) {
+            /* the first character as itself, the others as "##" + character, each a symbol of the alphabet */
+            int kind = PyUnicode_KIND(seq);
+            const void *data = PyUnicode_DATA(seq);
+            for (Py_ssize_t i = 0; i < n; i++) {
+                uint32_t key[3] = {'#', '#', (uint32_t)PyUnicode_READ(kind, data, i)};
+                size_t slot;
+                int32_t id = i ? sym_find(&w, key, 3, &slot) : sym_find(&w, key + 2, 1, &slot);
+                if (id < 0) {
+                    PyErr_SetString(PyExc_ValueError, "a character of a word is not in the alphabet");
+                    goto done;
+                }
+                w.seq[k][i] = id;
             }
-            w.seq[k][i] = (int32_t)x;
+        } else {
+            for (Py_ssize_t i = 0; i < n; i++) {
+                long x = PyLong_AsLong(PyList_GET_ITEM(seq, i));
+                if (x < 0 || x >= n_alpha) {
+                    if (!PyErr_Occurred())
+                        PyErr_SetString(PyExc_ValueError, "symbol id out of range");
+                    goto done;
+                }
+                w.seq[k][i] = (int32_t)x;
+            }
         }
         if ((size_t)n > longest)
             longest = (size_t)n;
     }
     w.scratch = malloc((longest + 1) * sizeof *w.scratch);
-    if (!w.scratch) {
+    w.in_site = malloc(longest + 1);
+    w.is_new = malloc(longest + 1);
+    w.local = malloc((2 * longest + 1) * sizeof *w.local);
+    if (!w.scratch || !w.in_site || !w.is_new || !w.local) {
         PyErr_NoMemory();
         goto done;
     }
-    /* initial counts, pairs, where, pairs_of */
+    /* initial counts, pairs, where, pairs_of; then one heapify (the key is a total order: the same heap top as
+       pushing one by one) */
     for (Py_ssize_t k = 0; k < w.n_words; k++) {
         int64_t f = w.freq[k];
         for (int32_t i = 0; i < w.len[k]; i++)
@@ -539,12 +659,13 @@ PyObject *wordpiece_learn(PyObject *module, PyObject *args)
                 goto done;
             }
     }
-    w.touched.n = 0;
     for (size_t pid = 0; pid < w.n_pairs; pid++)
-        if (settle(&w, (int32_t)pid) < 0 || push_pair(&w, (int32_t)pid, min_frequency) < 0) {
+        if (settle(&w, (int32_t)pid) < 0 || push_entry(&w, (int32_t)pid, min_frequency, 0) < 0) {
             PyErr_NoMemory();
             goto done;
         }
+    for (size_t k = w.hn / 2; k-- > 0;)
+        heap_down(&w, k);
     Py_ssize_t merged = 0;
     const char *stop = "no pairs";
     for (;;) {
@@ -588,51 +709,17 @@ PyObject *wordpiece_learn(PyObject *module, PyObject *args)
             goto done;
         }
         w.touched.n = 0;
+        w.mstamp++;
         IVec where = w.pairs[top].where; /* popped: the pair's own list goes */
         memset(&w.pairs[top].where, 0, sizeof where);
         w.pairs[top].last_word = -1;
         for (size_t q = 0; q < where.n; q++) {
-            int32_t wi = where.v[q];
-            int32_t *seq = w.seq[wi];
-            int32_t n = w.len[wi];
-            int64_t f = w.freq[wi];
-            int64_t hits = 0;
-            for (int32_t i = 0; i < n - 1;) {
-                if (seq[i] == a && seq[i + 1] == b) {
-                    hits++;
-                    i += 2;
-                } else {
-                    i++;
-                }
+            int64_t hits;
+            if (rewrite_word(&w, where.v[q], a, b, r, &hits) < 0) {
+                free(where.v);
+                PyErr_NoMemory();
+                goto done;
             }
-            if (!hits)
-                continue;
-            for (int32_t i = 0; i + 1 < n; i++)
-                if (pair_add(&w, seq[i], seq[i + 1], -f, wi) < 0) {
-                    free(where.v);
-                    PyErr_NoMemory();
-                    goto done;
-                }
-            int32_t m = 0;
-            for (int32_t i = 0; i < n;) {
-                if (i < n - 1 && seq[i] == a && seq[i + 1] == b) {
-                    w.scratch[m++] = r;
-                    i += 2;
-                } else {
-                    w.scratch[m++] = seq[i++];
-                }
-            }
-            memcpy(seq, w.scratch, (size_t)m * sizeof *seq);
-            w.len[wi] = m;
-            w.count[a] -= f * hits;
-            w.count[b] -= f * hits;
-            w.count[r] += f * hits;
-            for (int32_t i = 0; i + 1 < m; i++)
-                if (pair_add(&w, seq[i], seq[i + 1], f, wi) < 0) {
-                    free(where.v);
-                    PyErr_NoMemory();
-                    goto done;
-                }
         }
         free(where.v);
         for (size_t q = 0; q < w.touched.n; q++)
@@ -640,15 +727,18 @@ PyObject *wordpiece_learn(PyObject *module, PyObject *args)
                 PyErr_NoMemory();
                 goto done;
             }
-        for (size_t q = 0; q < w.touched.n; q++) {
-            int32_t pid = w.touched.v[q];
-            if (w.pairs[pid].live && push_pair(&w, pid, min_frequency) < 0) {
-                PyErr_NoMemory();
-                goto done;
+        /* new entries for the pairs whose rank moved: under the raw count those whose count moved; under the seed's
+           score every pair of a, b and r (that includes all touched pairs: each holds a merged a, b or r) */
+        if (by_count) {
+            for (size_t q = 0; q < w.touched.n; q++) {
+                int32_t pid = w.touched.v[q];
+                if (w.pairs[pid].live && push_pair(&w, pid, min_frequency) < 0) {
+                    PyErr_NoMemory();
+                    goto done;
+                }
             }
-        }
-        if (!by_count && (rescore_symbol(&w, a, min_frequency) < 0 || rescore_symbol(&w, b, min_frequency) < 0 ||
-                          rescore_symbol(&w, r, min_frequency) < 0)) {
+        } else if (rescore_symbol(&w, a, min_frequency) < 0 || rescore_symbol(&w, b, min_frequency) < 0 ||
+                   rescore_symbol(&w, r, min_frequency) < 0) {
             PyErr_NoMemory();
             goto done;
         }

@@ -18,8 +18,11 @@
  *   reference's order.  Lone surrogates become U+FFFD first (a surrogate pair becomes its character).
  *
  * ``Model.encode(items, normalizer)`` normalizes and segments in one call with the GIL released.  Memory is linear
- * in the text (about 30 bytes per UTF-8 byte of the normalized text while a call runs, freed after it) and nothing
- * is cached between calls.  Objects are immutable after construction and thread-safe.
+ * in the text (about 30 bytes per UTF-8 byte of the normalized text while a call runs, freed after it).  With
+ * ``cache_size`` (float32 models whose pieces have U+2581 only first), a bounded lock-free cache keeps whole
+ * words' best paths between calls and reuses one only where it is provably what the search would find at that
+ * point of the text (see "words" below); the ids are the same with it on or off.  Objects are thread-safe (the
+ * cache is the only state that changes after construction).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -27,7 +30,11 @@
 #include <stdlib.h>
 #include <math.h>
 #include <string.h>
+
+#include "bytes_hash.h"
+#include "hash_mix.h"
 #include "py_items.h"
+#include "word_cache.h"
 
 #define RESET 100000.0f /* SentencePiece's re-basing threshold for float32 path scores */
 #define UNK_MARK (-2)   /* path nodes that are unknown characters */
@@ -863,7 +870,28 @@ typedef struct {
     uint32_t *astral;   /* the other code points of the pieces, ascending, with their labels aside */
     uint16_t *astral_label;
     Py_ssize_t n_astral;
+    WordCache *cache;   /* the word cache (float32 models whose pieces allow it), NULL: none */
+    uint8_t *seen;      /* with it: a bit per word hash, set at a word's first occurrence (see word_seen) */
+    uint16_t sp_label;  /* the label of U+2581 (words start there) */
+    double smax;        /* the largest |float32 score| of a piece or of the unknown node */
 } Model;
+
+/* One entry of the word cache (see "words" below): a word's labels, its best path and when it may be reused. */
+#define UW_KEY 20   /* labels: longer words are always searched */
+#define UW_PIECES 7 /* pieces: a word whose path has more is searched every time */
+#define SEEN_BYTES 8192 /* the first-occurrence bits (see word_seen) */
+
+typedef struct {
+    WCHead h;   /* h.len: labels of the word, h.count: pieces of its path */
+    float eps;  /* reused only when the error bound of one float32 addition is below this (0: never) */
+    float lo, hi; /* the exact best scores at the word's interior positions lie in [lo, hi] (start = 0) */
+    uint16_t key[UW_KEY];
+    uint8_t plen[UW_PIECES]; /* characters of each piece of the path */
+    int32_t id[UW_PIECES];   /* their ids (UNK_MARK: an unknown character) */
+    float score[UW_PIECES];  /* and their float32 scores */
+    uint32_t pad;
+} UWSlot;
+_Static_assert(sizeof(UWSlot) == 128, "a word cache slot is two cache lines");
 
 static inline int32_t label_of(const Model *m, uint32_t c) {
     if (c < 0x10000) return m->label_bmp[c];
@@ -882,6 +910,8 @@ static void Model_dealloc(Model *self) {
     free(self->label_bmp);
     free(self->astral);
     free(self->astral_label);
+    wc_free(self->cache);
+    free(self->seen);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -891,17 +921,22 @@ static int cmp_u64(const void *a, const void *b) {
 }
 
 /* Model(pieces: list[str], ids: list[int], scores: list[float], n_ids: int, unk_id: int, unk_score: float,
- *       byte_fallback: bool, float32: bool, byte_ids: list[int], whole_lookup: bool) */
+ *       byte_fallback: bool, float32: bool, byte_ids: list[int], whole_lookup: bool, cache_size: int = 0) */
 static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     PyObject *pieces, *ids, *scores, *byte_ids;
     int n_ids, unk_id, byte_fallback, float32, whole;
     double unk_score;
+    Py_ssize_t cache_size = 0;
     static char *kwlist[] = {"pieces", "ids", "scores", "n_ids", "unk_id", "unk_score", "byte_fallback",
-                             "float32", "byte_ids", "whole_lookup", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O!iidppO!p", kwlist, &PyList_Type, &pieces, &PyList_Type,
+                             "float32", "byte_ids", "whole_lookup", "cache_size", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O!iidppO!p|n", kwlist, &PyList_Type, &pieces, &PyList_Type,
                                      &ids, &PyList_Type, &scores, &n_ids, &unk_id, &unk_score, &byte_fallback,
-                                     &float32, &PyList_Type, &byte_ids, &whole))
+                                     &float32, &PyList_Type, &byte_ids, &whole, &cache_size))
         return NULL;
+    if (cache_size < 0 || cache_size > ((Py_ssize_t)1 << 24)) {
+        PyErr_SetString(PyExc_ValueError, "cache_size must be in 0..2**24");
+        return NULL;
+    }
     Py_ssize_t np = PyList_GET_SIZE(pieces);
     if (PyList_GET_SIZE(ids) != np || PyList_GET_SIZE(scores) != np || PyList_GET_SIZE(byte_ids) != 256 ||
         n_ids < 0) {
@@ -1045,6 +1080,21 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         self->id_of[t] = b.u[t].id;
     }
     self->n_units = n_units;
+    /* The word cache (see "words" below) needs: float32 arithmetic, U+2581 in some piece, no piece with U+2581
+     * after its first character, and finite scores (so every bound below is finite). */
+    int words_ok = float32 && cache_size > 0 && self->label_bmp[0x2581] != 0;
+    self->sp_label = self->label_bmp[0x2581];
+    self->smax = fabs((double)self->unk_f);
+    for (Py_ssize_t k = 0; k < np && words_ok; k++) {
+        for (int32_t i = 1; i < keys[k].len; i++)
+            if (keys[k].s[i] == self->sp_label) words_ok = 0;
+        double a = fabs((double)fscore[keys[k].id]);
+        if (a > self->smax) self->smax = a;
+    }
+    if (!(self->smax < 1e30)) words_ok = 0;
+    if (words_ok && (!(self->cache = wc_new((size_t)cache_size, sizeof(UWSlot))) ||
+                     !(self->seen = (uint8_t *)calloc(SEEN_BYTES, 1))))
+        goto nomem;
     free(b.u);
     free(b.next);
     free(b.prev);
@@ -1092,6 +1142,7 @@ static int32_t exact(const Model *m, const uint16_t *lab, Py_ssize_t n) {
 typedef struct {
     const unsigned char *buf;
     const uint16_t *lab; /* per character */
+    const int32_t *sp_at; /* with the word cache: the positions of U+2581 labels, ascending, then the length */
 } Chars;
 
 /* Ids of one unknown run, characters s..e, bytes bs..be (see the file comment). */
@@ -1145,8 +1196,9 @@ static int emit_path(const Model *m, const Chars *c, Py_ssize_t n, char *pos, si
     int rc = 0;
     for (Py_ssize_t s = 0; s < n && rc == 0;) {
         Py_ssize_t e = P_NEXT(s);
-        if (P_NODE(e) != UNK_MARK) {
-            rc = ids_push(out, m->id_of[P_NODE(e)]);
+        int32_t nd = P_NODE(e);
+        if (nd != UNK_MARK) {
+            rc = ids_push(out, nd >= 0 ? m->id_of[nd] : -3 - nd); /* a unit, or an id from the word cache */
             s = e;
             continue;
         }
@@ -1167,8 +1219,278 @@ static int emit_path(const Model *m, const Chars *c, Py_ssize_t n, char *pos, si
 #undef P_NEXT
 }
 
+/* ---- words: the cache of whole words' best paths (float32 models) ---------------------------------------------
+ *
+ * Why a word is a sub-problem.  No piece has U+2581 after its first character (checked at build, else there is
+ * no cache), and an unknown node covers one character, so no node of the lattice crosses the position just before
+ * a U+2581: when the search reaches such a start p, every start before p has been processed, and they only reach
+ * ends <= p.  So best[p] (call it B) is final, nothing past p has been touched, and the starts of the word [p, q)
+ * (q: the next U+2581, or the end) reach exactly the ends p+1..q, through the pieces spelled by its labels alone.
+ * The path the reference keeps therefore goes through q, and its part inside [p, q) is decided by the word's
+ * labels and B only.  (The same holds at p = 0 with B = 0.)
+ *
+ * Why B matters, and when it does not.  In exact arithmetic the best path of the word would not depend on B.  The
+ * reference adds float32s: every candidate at an end is fl(score + best[s]), with |fl(t) - t| <= u|t| + 2^-150
+ * (u = 2^-24), and at another B the roundings differ.  Let x[s] be the exact best score of the word's lattice from
+ * p to s (x[p] = 0) and y_j = score_j + x[s_j] the exact value of candidate j at an end.  With L = q - p characters,
+ * |B| <= RESET (the reference re-bases before p otherwise) and S the largest |score|, every sum the reference forms
+ * inside the word has |t| <= M = (|B| + L S) / (1 - L u), so each addition errs by at most eps(B) = u M + 2^-150.
+ * By induction over ends (the max of values that each err by at most d errs by at most d):
+ *   (1) best[s] <= B + x[s] + (s - p) eps   (any chain to s has at most s - p additions), and
+ *   (2) best[s] >= B + x[s] - P_s eps       (P_s: the number of pieces of the exact best path to s, <= s - p),
+ * and a candidate at end e lies within (e - p) eps of B + y_j.  At the end e_i of the i-th piece of the exact best
+ * path, the reference keeps the exact winner j0 (strictly greater, so the tie order does not come in) if every
+ * other candidate j has y_j0 - y_j > (i + (e_i - p)) eps: its sum is >= B + y_j0 - i eps by (2), the other's
+ * <= B + y_j + (e_i - p) eps by (1).  So with m_i = y_j0 - max_{j != j0} y_j (the margin at e_i), the reference's
+ * path in the word is the exact best one whenever eps(B) < min_i m_i / (i + e_i - p).  It does not re-base inside
+ * the word (the check at starts p+1..q-1) when B + x[s] -+ L eps(B) stays within +-RESET at every interior s.
+ * Then best[q] is what the reference computes: the float32 additions replayed along the path from B, in order.
+ *
+ * Where the margins come from.  A word that misses is searched by word_search exactly as the reference searches
+ * it at this B0 (float32, the same candidates in the same order, the first maximal kept), on a small table of its
+ * own that also keeps, per end, the best of the other candidates; a re-base inside the word sends it back to the
+ * ordinary search.  Its path and scores are the reference's for this occurrence.  Its computed margins c_j0 - c_j
+ * (exact in double: differences of float32s) are within 2 (e_i - p) eps(B0) of the exact ones, so
+ * m_i >= margin_i - 2 (e_i - p) eps(B0) (when that is > 0 at every end of the path, the path is the exact best
+ * one, which the argument above needs); likewise x[s] lies within L eps(B0) of best[s] - B0.  The entry stores
+ * eps_word = min_i (margin_i - 2 (e_i - p) eps(B0)) / (i + e_i - p) rounded down (0 when a margin is 0: a float32
+ * tie, or one too close to call — never reused), the interior range [lo, hi] of x widened and rounded outwards,
+ * and the path (piece lengths, ids, float32 scores).  word_safe checks both conditions at a later B with eps(B)
+ * rounded up (the factor 1 + 2^-14 covers 1 / (1 - L u) and the double rounding of the checks, which are
+ * widened by more than their own error); if they hold, the path is written into the position table as the
+ * reference leaves it (its ends; the other positions of the word are never read again) and the search goes on
+ * at q; otherwise the word is searched as usual.  The cache is keyed by the word's labels: the lattice depends on
+ * nothing else (every character no piece has is label 0, an unknown node either way). */
+
+typedef struct {
+    float best, sec; /* the best candidate so far, and the best of the others (-inf: none) */
+    int32_t start;   /* the best candidate's start (-1: none yet) */
+    int32_t node;    /* its unit in the trie, or UNK_MARK */
+} WPos;
+
+typedef struct {
+    int n;                   /* pieces */
+    uint8_t plen[UW_KEY];
+    int32_t id[UW_KEY];
+    float score[UW_KEY];
+    float value[UW_KEY];     /* best[] at the end of each piece */
+    double eps, lo, hi;      /* as in UWSlot (eps <= 0: never reused) */
+} WordPath;
+
+/* The error bound of one float32 addition inside a word of L characters at base B (see above), rounded up. */
+static inline double word_eps(const Model *m, double B, int L) {
+    return (fabs(B) + L * m->smax) * (1.0 + 0x1p-14) * 0x1p-24 + 0x1p-149;
+}
+
+static inline void wcand(WPos *w, float c, int32_t s, int32_t node) {
+    if (w->start == -1) {
+        w->best = c;
+        w->sec = -INFINITY;
+        w->start = s;
+        w->node = node;
+    } else if (c > w->best) {
+        w->sec = w->best;
+        w->best = c;
+        w->start = s;
+        w->node = node;
+    } else if (c > w->sec) {
+        w->sec = c; /* an exact tie with the best lands here too: margin 0 */
+    }
+}
+
+/* The word lab[0:L) searched from best = B as the reference does (the Viterbi below, restricted to the word):
+ * its path and, for the cache, eps_word and the interior range (see above).  0 if the reference would re-base
+ * inside the word (then nothing is kept). */
+static int word_search(const Model *m, const uint16_t *lab, int L, float B, WordPath *wp) {
+    const Cell *u = m->u;
+    WPos w[UW_KEY + 1];
+    for (int i = 1; i <= L; i++) w[i].start = -1;
+    w[0].best = B;
+    const float unk = m->unk_f;
+    for (int s = 0; s < L; s++) {
+        float base = w[s].best;
+        if (s > 0 && !(base >= -RESET && base <= RESET)) return 0;
+        int single = 0;
+        int32_t at = u[0].base + lab[s];
+        if (u[at].check == 0) {
+            int e = s + 1;
+            if (u[at].score == u[at].score) {
+                wcand(&w[e], u[at].score + base, s, at);
+                single = 1;
+            }
+            while (e < L) {
+                int32_t t = u[at].base + lab[e];
+                if (u[t].check != at) break;
+                at = t;
+                e++;
+                if (u[at].score == u[at].score) wcand(&w[e], u[at].score + base, s, at);
+            }
+        }
+        if (!single) wcand(&w[s + 1], unk + base, s, UNK_MARK);
+    }
+    int32_t ends[UW_KEY + 1];
+    int k = 0;
+    for (int e = L; e > 0; e = w[e].start) ends[k++] = e;
+    const double eps0 = word_eps(m, B, L);
+    double eps = INFINITY;
+    wp->n = k;
+    for (int i = 1; i <= k; i++) {
+        int e = ends[k - i], s = w[e].start;
+        wp->plen[i - 1] = (uint8_t)(e - s);
+        int32_t node = w[e].node;
+        wp->id[i - 1] = node == UNK_MARK ? UNK_MARK : m->id_of[node];
+        wp->score[i - 1] = node == UNK_MARK ? unk : u[node].score;
+        wp->value[i - 1] = w[e].best;
+        double margin = (double)w[e].best - (double)w[e].sec; /* exact; +inf with a single candidate */
+        double bound = (margin - 2.0 * e * eps0) / (double)(i + e) * (1 - 0x1p-50);
+        if (!(bound > 0)) bound = 0;
+        if (bound < eps) eps = bound;
+    }
+    double lo = 0, hi = 0;
+    for (int s = 1; s < L; s++) {
+        double x = (double)w[s].best - (double)B;
+        if (s == 1 || x < lo) lo = x;
+        if (s == 1 || x > hi) hi = x;
+    }
+    wp->eps = eps;
+    wp->lo = lo - L * eps0 * (1 + 0x1p-40);
+    wp->hi = hi + L * eps0 * (1 + 0x1p-40);
+    return 1;
+}
+
+/* The path of a word is the reference's at this B (see above). */
+static inline int word_safe(const Model *m, double B, int L, double eps_word, double lo, double hi) {
+    double eps = word_eps(m, B, L);
+    if (!(eps < eps_word)) return 0;
+    double slack = L * eps + 1e-3;
+    return B + lo - slack >= -(double)RESET && B + hi + slack <= (double)RESET;
+}
+
+static inline float round_down(double x) {
+    float f = (float)x;
+    return (double)f > x ? nextafterf(f, -INFINITY) : f;
+}
+
+static inline float round_up(double x) {
+    float f = (float)x;
+    return (double)f < x ? nextafterf(f, INFINITY) : f;
+}
+
+/* Path nodes written from the cache carry the piece id itself (the search's own carry a trie unit). */
+#define ID_NODE(id) ((id) == UNK_MARK ? UNK_MARK : -3 - (id))
+
+/* Write a word's path into the position table from start p (score B), replaying the float32 additions. */
+static inline void word_replay(PosF *pos, Py_ssize_t p, float B, int n, const uint8_t *plen, const int32_t *id,
+                               const float *score) {
+    float v = B;
+    Py_ssize_t at = p;
+    for (int i = 0; i < n; i++) {
+        Py_ssize_t e = at + plen[i];
+        v = score[i] + v; /* the reference's float32 addition */
+        pos[e].score = v;
+        pos[e].start = (int32_t)at;
+        pos[e].node = ID_NODE(id[i]);
+        at = e;
+    }
+}
+
+/* The word lab[p:p+L) (hash h) from start p with best[p] = B: 1 if its path was written into the position table
+ * (the search goes on at p + L), 0 if the word must be searched as usual. */
+static int word_cached(const Model *m, const uint16_t *lab, Py_ssize_t p, int L, uint64_t h, float B, PosF *pos,
+                       CallStats *st) {
+    WordCache *c = m->cache;
+    const uint16_t *key = lab + p;
+    size_t kb = (size_t)L * sizeof(uint16_t);
+    uint16_t gen = wc_gen(c);
+    UWSlot *sl = (UWSlot *)wc_slot(c, h);
+    UWSlot copy;
+    if (wc_read(sl, &copy, sizeof copy) && copy.h.gen == gen && copy.h.len == L && copy.h.count <= UW_PIECES &&
+        bytes_eq((const uint8_t *)copy.key, (const uint8_t *)key, kb)) {
+        st->hits++;
+        if (copy.h.count == 0 || !word_safe(m, B, L, copy.eps, copy.lo, copy.hi)) return 0;
+        word_replay(pos, p, B, copy.h.count, copy.plen, copy.id, copy.score);
+        return 1;
+    }
+    st->misses++;
+    WordPath wp;
+    if (!word_search(m, key, L, B, &wp)) return 0;
+    uint32_t odd;
+    if ((odd = wc_claim(sl)) != 0) {
+        if (!sl->h.len || sl->h.gen != gen) st->filled++;
+        sl->h.gen = gen;
+        sl->h.len = (uint8_t)L;
+        if (wp.eps > 0 && wp.n <= UW_PIECES) {
+            sl->h.count = (uint8_t)wp.n;
+            sl->eps = round_down(wp.eps);
+            sl->lo = round_down(wp.lo);
+            sl->hi = round_up(wp.hi);
+            memcpy(sl->plen, wp.plen, (size_t)wp.n);
+            memcpy(sl->id, wp.id, (size_t)wp.n * sizeof(int32_t));
+            memcpy(sl->score, wp.score, (size_t)wp.n * sizeof(float));
+        } else { /* a (near) tie, or too many pieces: searched as usual every time */
+            sl->h.count = 0;
+            sl->eps = 0;
+        }
+        memcpy(sl->key, key, kb);
+        wc_release(sl, odd);
+    }
+    Py_ssize_t at = p; /* this occurrence: the reference's own path and scores */
+    for (int i = 0; i < wp.n; i++) {
+        Py_ssize_t e = at + wp.plen[i];
+        pos[e].score = wp.value[i];
+        pos[e].start = (int32_t)at;
+        pos[e].node = ID_NODE(wp.id[i]);
+        at = e;
+    }
+    return 1;
+}
+
+/* A word is searched as usual at its first occurrence and enters the cache at its second: most words of a text
+ * that occur once then cost only their hash and one bit of this small (L1-sized) table, instead of the cache's
+ * bookkeeping and a slot that would not be read again.  The bits are hints only (a lost or stray bit changes
+ * which way a word goes, never its ids); they are read and written with relaxed atomics and cleared with the
+ * cache. */
+static inline int word_seen(uint8_t *seen, uint64_t h) {
+    uint32_t bit = (uint32_t)(h >> 40) & (SEEN_BYTES * 8 - 1);
+    uint8_t *b = seen + (bit >> 3), mask = (uint8_t)(1u << (bit & 7));
+    uint8_t v = __atomic_load_n(b, __ATOMIC_RELAXED);
+    if (v & mask) return 1;
+    __atomic_store_n(b, (uint8_t)(v | mask), __ATOMIC_RELAXED);
+    return 0;
+}
+
+static void seen_clear(uint8_t *seen) {
+    for (size_t k = 0; k < SEEN_BYTES; k += 8) __atomic_store_n((uint64_t *)(seen + k), 0, __ATOMIC_RELAXED);
+}
+
+/* A word's hash: its length with its first and last four labels (cheap; the slot's key is compared in full). */
+static inline uint64_t word_hash(const uint16_t *key, Py_ssize_t L) {
+    const uint8_t *p = (const uint8_t *)key;
+    size_t nb = (size_t)L * sizeof(uint16_t);
+    uint64_t a, b = 0;
+    if (nb >= 8) {
+        memcpy(&a, p, 8);
+        memcpy(&b, p + nb - 8, 8);
+    } else {
+        a = load_tail(p, nb);
+    }
+    return mix64(a ^ (b * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)L << 56));
+}
+
+static inline int seen_test(const uint8_t *seen, uint64_t h) {
+    uint32_t bit = (uint32_t)(h >> 40) & (SEEN_BYTES * 8 - 1);
+    return (__atomic_load_n(seen + (bit >> 3), __ATOMIC_RELAXED) >> (bit & 7)) & 1;
+}
+
+/* Start loading the slot of the word that the search reaches next (its latency overlaps this word's work). */
+static inline void word_prefetch(const WordCache *c, uint64_t h) {
+    const char *sl = (const char *)wc_slot(c, h);
+    __builtin_prefetch(sl, 1);
+    __builtin_prefetch(sl + 64, 1);
+}
+
 /* One Viterbi pass over characters; SCORE is float (with SentencePiece's re-basing) or double. */
-#define VITERBI_BODY(POS, SCORE, UNK, PIECE_SCORE, REBASE)                                                      \
+#define VITERBI_BODY(POS, SCORE, UNK, PIECE_SCORE, REBASE, WORD_HOOK)                                                      \
     do {                                                                                                        \
         POS *p = (POS *)mem;                                                                                    \
         for (Py_ssize_t i = 0; i <= n; i++) p[i].start = -1;                                                    \
@@ -1181,6 +1503,7 @@ static int emit_path(const Model *m, const Chars *c, Py_ssize_t n, char *pos, si
                     if (p[i].start != -1) p[i].score = p[i].score - base;                                       \
                 p[s].score = base = 0;                                                                          \
             }                                                                                                   \
+            WORD_HOOK                                                                                           \
             int single = 0;                                                                                 \
             Py_ssize_t last = s; /* the furthest end a piece reached from here (ends come in ascending order) */\
             int32_t at = u[0].base + lab[s];                                                                \
@@ -1230,13 +1553,40 @@ static int emit_path(const Model *m, const Chars *c, Py_ssize_t n, char *pos, si
         rc = emit_path(m, ch, n, mem, sizeof(POS), out);                                                        \
     } while (0)
 
-static int viterbi_f(const Model *m, const Chars *ch, Py_ssize_t n, char *mem, IdBuf *out) {
+static int viterbi_f(const Model *m, const Chars *ch, Py_ssize_t n, char *mem, IdBuf *out, CallStats *st) {
     const Cell *u = m->u;
     const uint16_t *lab = ch->lab;
     const float unk = m->unk_f;
+    const uint16_t sp = m->sp_label;
+    const int words = m->cache != NULL;
+    const int32_t *sp_at = ch->sp_at;
+    Py_ssize_t wi = 0;     /* the first entry of sp_at past the current word start */
+    Py_ssize_t next_p = -1; /* the next word's start when its hash is known already */
+    uint64_t next_h = 0;
     int rc;
 #define HIT(at) (u[at].score == u[at].score)
-    VITERBI_BODY(PosF, float, unk, u[at].score, 1);
+/* a word start: its path from the cache when that is exact (see "words"), then on at its end */
+#define WORD_HOOK                                                                                               \
+    if (words && (s == 0 || lab[s] == sp)) {                                                                    \
+        while (sp_at[wi] <= s) wi++; /* the word ends at the next U+2581 (or at n, the list's last entry) */    \
+        Py_ssize_t q = sp_at[wi];                                                                               \
+        if (q - s <= UW_KEY) {                                                                                  \
+            uint64_t h = s == next_p ? next_h : word_hash(lab + s, q - s);                                      \
+            next_p = -1;                                                                                        \
+            if (q < n && sp_at[wi + 1] - q <= UW_KEY) { /* the next word: its slot loads during this one */    \
+                next_p = q;                                                                                     \
+                next_h = word_hash(lab + q, sp_at[wi + 1] - q);                                                 \
+                if (seen_test(m->seen, next_h)) word_prefetch(m->cache, next_h);                                \
+            }                                                                                                   \
+            if (word_seen(m->seen, h) && word_cached(m, lab, s, (int)(q - s), h, base, p, st)) {                \
+                if (q > frontier) frontier = q;                                                                 \
+                s = q - 1;                                                                                      \
+                continue;                                                                                       \
+            }                                                                                                   \
+        }                                                                                                       \
+    }
+    VITERBI_BODY(PosF, float, unk, u[at].score, 1, WORD_HOOK);
+#undef WORD_HOOK
 #undef HIT
     return rc;
 }
@@ -1249,7 +1599,7 @@ static int viterbi_d(const Model *m, const Chars *ch, Py_ssize_t n, char *mem, I
     const double *ds = m->dscore;
     int rc;
 #define HIT(at) (id_of[at] >= 0)
-    VITERBI_BODY(PosD, double, unk, ds[id_of[at]], 0);
+    VITERBI_BODY(PosD, double, unk, ds[id_of[at]], 0, );
 #undef HIT
     return rc;
 }
@@ -1257,18 +1607,21 @@ static int viterbi_d(const Model *m, const Chars *ch, Py_ssize_t n, char *mem, I
 #define STACK_CHARS 1024
 
 /* Viterbi over buf[0:nb] (valid UTF-8), appending the ids to ``out``. */
-static int viterbi(const Model *m, const unsigned char *buf, Py_ssize_t nb, IdBuf *out) {
+static int viterbi(const Model *m, const unsigned char *buf, Py_ssize_t nb, IdBuf *out, CallStats *st) {
     if (nb == 0) return 0;
     Py_ssize_t n = 0; /* characters */
     for (Py_ssize_t i = 0; i < nb; i++) n += (buf[i] & 0xC0) != 0x80;
     /* per character: the best path record (12 or 16 bytes), then its label (2 bytes) */
     size_t width = m->float32 ? sizeof(PosF) : sizeof(PosD);
-    size_t need = (size_t)(n + 1) * width + (size_t)(n + 1) * sizeof(uint16_t);
-    _Alignas(8) char stack_mem[(STACK_CHARS + 1) * (sizeof(PosD) + sizeof(uint16_t))];
+    size_t lab_bytes = ((size_t)(n + 1) * sizeof(uint16_t) + 3) & ~(size_t)3;
+    size_t need = (size_t)(n + 1) * width + lab_bytes + (m->cache ? (size_t)(n + 2) * sizeof(int32_t) : 0);
+    _Alignas(8) char stack_mem[(STACK_CHARS + 1) * (sizeof(PosD) + sizeof(uint16_t) + sizeof(int32_t)) + 16];
     char *mem = n <= STACK_CHARS ? stack_mem : (char *)malloc(need);
     if (!mem) return E_NOMEM;
     uint16_t *lab = (uint16_t *)(mem + (size_t)(n + 1) * width);
-    Py_ssize_t k = 0;
+    int32_t *sp_at = m->cache ? (int32_t *)((char *)lab + lab_bytes) : NULL;
+    Py_ssize_t k = 0, nsp = 0;
+    const uint16_t sp = m->sp_label;
     for (Py_ssize_t i = 0; i < nb;) {
         int len = utf8_len(buf[i]);
         uint32_t c;
@@ -1277,11 +1630,17 @@ static int viterbi(const Model *m, const unsigned char *buf, Py_ssize_t nb, IdBu
         else if (len == 3) c = ((uint32_t)(buf[i] & 0x0F) << 12) | ((uint32_t)(buf[i + 1] & 0x3F) << 6) | (buf[i + 2] & 0x3F);
         else c = ((uint32_t)(buf[i] & 0x07) << 18) | ((uint32_t)(buf[i + 1] & 0x3F) << 12) |
                  ((uint32_t)(buf[i + 2] & 0x3F) << 6) | (buf[i + 3] & 0x3F);
-        lab[k++] = (uint16_t)label_of(m, c);
+        uint16_t l = (uint16_t)label_of(m, c);
+        if (sp_at) {
+            sp_at[nsp] = (int32_t)k;
+            nsp += l == sp;
+        }
+        lab[k++] = l;
         i += len;
     }
-    Chars ch = {buf, lab};
-    int rc = m->float32 ? viterbi_f(m, &ch, n, mem, out) : viterbi_d(m, &ch, n, mem, out);
+    if (sp_at) sp_at[nsp] = (int32_t)n;
+    Chars ch = {buf, lab, sp_at};
+    int rc = m->float32 ? viterbi_f(m, &ch, n, mem, out, st) : viterbi_d(m, &ch, n, mem, out);
     if (mem != stack_mem) free(mem);
     return rc;
 }
@@ -1336,11 +1695,13 @@ static PyObject *Model_tokenize(Model *self, PyObject *arg) {
     Text t;
     text_open(arg, &t);
     IdBuf out = {NULL, 0, 0};
+    CallStats st = {0, 0, 0};
     ByteBuf buf = {NULL, 0, 0};
     int rc;
     Py_BEGIN_ALLOW_THREADS rc = text_utf8(&t, &buf);
-    if (rc == 0) rc = viterbi(self, buf.v, buf.n, &out);
+    if (rc == 0) rc = viterbi(self, buf.v, buf.n, &out, &st);
     Py_END_ALLOW_THREADS free(buf.v);
+    wc_account(self->cache, &st);
     return ids_list(&out, rc);
 }
 
@@ -1370,6 +1731,7 @@ static PyObject *Model_encode(Model *self, PyObject *args, PyObject *kwds) {
     PyObject *held = its.held;
     Py_INCREF(nobj);
     IdBuf out = {NULL, 0, 0};
+    CallStats st = {0, 0, 0};
     ByteBuf buf = {NULL, 0, 0};
     int rc = 0;
     Py_BEGIN_ALLOW_THREADS for (Py_ssize_t k = 0; k < count && rc == 0; k++) {
@@ -1387,9 +1749,10 @@ static PyObject *Model_encode(Model *self, PyObject *args, PyObject *kwds) {
         } else {
             rc = text_utf8(&t, &buf);
         }
-        if (rc == 0) rc = viterbi(self, buf.v, buf.n, &out);
+        if (rc == 0) rc = viterbi(self, buf.v, buf.n, &out, &st);
     }
     Py_END_ALLOW_THREADS items_free(&its);
+    wc_account(self->cache, &st);
     Py_DECREF(nobj);
     free(buf.v);
     return ids_list(&out, rc);
@@ -1424,24 +1787,48 @@ static PyObject *Model_encode_text(Model *self, PyObject *const *args, Py_ssize_
     Text t;
     text_open(text, &t);
     IdBuf out = {NULL, 0, 0};
+    CallStats st = {0, 0, 0};
     ByteBuf buf = {NULL, 0, 0};
     int rc;
     PyThreadState *ts = t.n >= GIL_FROM ? PyEval_SaveThread() : NULL;
     rc = text_scrub(&t);
     if (rc == 0) rc = nz ? normalize(nz, &t, &buf) : text_utf8(&t, &buf);
     free(t.scrubbed);
-    if (rc == 0) rc = viterbi(self, buf.v, buf.n, &out);
+    if (rc == 0) rc = viterbi(self, buf.v, buf.n, &out, &st);
     if (ts) PyEval_RestoreThread(ts);
     free(buf.v);
+    wc_account(self->cache, &st);
     return ids_list(&out, rc);
 }
 
 static PyObject *Model_n_units(Model *self, void *closure) { return PyLong_FromLong(self->n_units); }
 
+PyDoc_STRVAR(cache_stats_doc, "cache_stats() -> (hits, misses, size, max_size) of the word cache (all 0 without one).");
+
+static PyObject *Model_cache_stats(Model *self, PyObject *unused) {
+    WordCache *c = self->cache;
+    if (!c) return Py_BuildValue("(KKnn)", 0ULL, 0ULL, (Py_ssize_t)0, (Py_ssize_t)0);
+    return Py_BuildValue("(KKnn)", (unsigned long long)__atomic_load_n(&c->hits, __ATOMIC_RELAXED),
+                         (unsigned long long)__atomic_load_n(&c->misses, __ATOMIC_RELAXED),
+                         (Py_ssize_t)__atomic_load_n(&c->size, __ATOMIC_RELAXED), (Py_ssize_t)c->nslots);
+}
+
+PyDoc_STRVAR(clear_cache_doc, "clear_cache(): drop every entry of the word cache and reset its counters.");
+
+static PyObject *Model_clear_cache(Model *self, PyObject *unused) {
+    WordCache *c = self->cache;
+    if (!c) Py_RETURN_NONE;
+    Py_BEGIN_ALLOW_THREADS wc_clear(c);
+    seen_clear(self->seen);
+    Py_END_ALLOW_THREADS Py_RETURN_NONE;
+}
+
 static PyMethodDef Model_methods[] = {
     {"tokenize", (PyCFunction)Model_tokenize, METH_O, tokenize_doc},
     {"encode", (PyCFunction)(void (*)(void))Model_encode, METH_VARARGS | METH_KEYWORDS, encode_doc},
     {"encode_text", (PyCFunction)(void (*)(void))Model_encode_text, METH_FASTCALL, encode_text_doc},
+    {"cache_stats", (PyCFunction)Model_cache_stats, METH_NOARGS, cache_stats_doc},
+    {"clear_cache", (PyCFunction)Model_clear_cache, METH_NOARGS, clear_cache_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1456,7 +1843,7 @@ static PyTypeObject ModelType = {
     .tp_dealloc = (destructor)Model_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Unigram Viterbi: Model(pieces, ids, scores, n_ids, unk_id, unk_score, byte_fallback, float32, "
-              "byte_ids, whole_lookup).",
+              "byte_ids, whole_lookup, cache_size=0).",
     .tp_methods = Model_methods,
     .tp_getset = Model_getset,
     .tp_new = Model_new,

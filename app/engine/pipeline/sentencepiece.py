@@ -38,7 +38,7 @@ from .added import AddedToken
 from .base import Span
 from .charsmap import CharsMap, CharsMapError
 from .models.sp_bpe import SentencePieceBPE
-from .models.unigram import Unigram
+from .models.unigram import Unigram, word_cache_size
 from .pipeline import Pipeline
 from .sp_decoder import SentencePieceDecoder
 from .sp_normalizer import SentencePieceNormalizer
@@ -203,7 +203,7 @@ def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_s
     else:
         excluded = [i for i, t in enumerate(types) if t not in (NORMAL, USER_DEFINED)]
         model = Unigram(pairs, unk_id=unk_id, byte_fallback=vocab.byte_fallback, excluded=excluded,
-                        user_defined=user, float32=True)
+                        user_defined=user, float32=True, cache_size=word_cache_size(cache_size))
     normalizer = SentencePieceNormalizer(
         charsmap, add_dummy_prefix=vocab.add_dummy_prefix, remove_extra_whitespaces=vocab.remove_extra_whitespaces,
         escape_whitespaces=vocab.escape_whitespaces, treat_whitespace_as_suffix=vocab.treat_whitespace_as_suffix,

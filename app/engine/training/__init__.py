@@ -19,10 +19,29 @@ them into a tokenizer store.
 
 from __future__ import annotations
 
-from .byte_bpe import ByteBPEResult, train_byte_bpe
-from .char_bpe import CharBPEEncoding, CharBPEModel, train_char_bpe
-from .merges import TIE_BREAKS, learn_merges
-from .publish import TrainReport, train_to_store
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .byte_bpe import ByteBPEResult, train_byte_bpe
+    from .char_bpe import CharBPEEncoding, CharBPEModel, train_char_bpe
+    from .merges import TIE_BREAKS, learn_merges
+    from .publish import TrainReport, train_to_store
+
+#: Where each name of the package lives; imported on first use (PEP 562), so a kind loads only its own trainer.
+_LAZY = {"ByteBPEResult": "byte_bpe", "train_byte_bpe": "byte_bpe", "CharBPEEncoding": "char_bpe",
+         "CharBPEModel": "char_bpe", "train_char_bpe": "char_bpe", "TIE_BREAKS": "merges", "learn_merges": "merges",
+         "TrainReport": "publish", "train_to_store": "publish"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "TIE_BREAKS",

@@ -26,18 +26,23 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
-
-import regex
-
-from ..pretokenize import compile_pattern
+from typing import Any
 
 #: Bytes read per block.
 BLOCK_BYTES = 1 << 20
 #: A chunk longer than this (in characters) is cut at a newline even if it is not a clean cut point.
 MAX_CHUNK_CHARS = 16 << 20
 
-_CUT = regex.compile(r"(?r)(?<=\S)\n(?=[\p{L}\p{N}])")
+
+@cache
+def _cut_point() -> Any:
+    """The exact cut point as a reverse-searching ``regex`` pattern (compiled on first use: only the BPE kinds'
+    pre-token counting needs it)."""
+    import regex
+
+    return regex.compile(r"(?r)(?<=\S)\n(?=[\p{L}\p{N}])")
 
 
 @dataclass
@@ -114,7 +119,7 @@ def _find_cut(text: str, exact: bool, start: int = 0) -> int:
     """Index just after the last cut point of ``text`` at or after ``start`` (0 if none)."""
     if not exact:
         return text.rfind("\n", start) + 1
-    m = _CUT.search(text, start)
+    m = _cut_point().search(text, start)
     return m.end() if m else 0
 
 
@@ -131,6 +136,8 @@ def count_pretokens(
 
     Raises ``regex.error`` for an invalid pattern and ``OSError`` for an unreadable file.
     """
+    from ..pretokenize import compile_pattern
+
     findall = compile_pattern(pattern).findall
     counts: Counter[str] = Counter()
     chunks = iter_chunks(

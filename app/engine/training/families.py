@@ -27,10 +27,7 @@ from typing import Any
 from ..store import TokenizerSpec
 from .corpus import CorpusStats, iter_chunks
 from .publish import NAME_RE, TrainReport, _bar, _progress_enabled, existing_entries, publish_entry, write_artifact
-from .sentencepiece import SentencePieceTrainer
 from .trainer import FAMILY_KINDS, Trainer
-from .unigram import UnigramTrainer
-from .wordpiece import BERT_SPECIALS, WordPieceTrainer
 
 #: Options each kind accepts (besides vocab size, specials, min frequency), with their defaults.
 OPTIONS: dict[str, dict[str, Any]] = {
@@ -59,13 +56,20 @@ def make_trainer(kind: str, *, vocab_size: int, special_tokens: Sequence[str] = 
     if unknown:
         raise ValueError(f"option(s) {', '.join(sorted(unknown))} do not apply to the {kind} kind")
     opts = {**OPTIONS[kind], **given}
+    # each kind's trainer is imported when it is used (the others' modules are not loaded)
     if kind == "wordpiece":
+        from .wordpiece import BERT_SPECIALS, WordPieceTrainer
+
         extra = [s for s in special_tokens if s not in BERT_SPECIALS]
         return WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
                                 special_tokens=[*BERT_SPECIALS, *extra], backend=backend, **opts)
     if kind == "unigram":
+        from .unigram import UnigramTrainer
+
         return UnigramTrainer(vocab_size=vocab_size, special_tokens=[s for s in special_tokens if s != "<unk>"],
                               backend=backend, threads=threads, **opts)
+    from .sentencepiece import SentencePieceTrainer
+
     controls = [s for s in special_tokens if s not in ("<unk>", "<s>", "</s>")]
     return SentencePieceTrainer(model_type=kind.split("-", 1)[1], vocab_size=vocab_size, control_tokens=controls,
                                 backend=backend, threads=threads, **opts)

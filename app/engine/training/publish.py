@@ -21,16 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import format_tiktoken
 from ..errors import ManifestError
-from ..patterns import resolve_pattern
-from ..pretokenize import compile_pattern
 from ..store import MANIFEST_FILE, Store, TokenizerSpec, write_manifest
-from .byte_bpe import train_byte_bpe
-from .char_bpe import train_char_bpe
-from .compiled import count_pretokens_native, resolve_backend, scanner_for
-from .corpus import CorpusStats, count_pretokens, count_words
-from .merges import TIE_BREAKS
+from .corpus import CorpusStats
 from .trainer import FAMILY_KINDS
 
 KINDS = ("byte", "char", *FAMILY_KINDS)
@@ -108,6 +101,16 @@ def train_to_store(
         return train_family_to_store(files, name=name, store_dir=store_dir, kind=kind, vocab_size=vocab_size,
                                      special_tokens=special_tokens, min_frequency=min_frequency, options=options,
                                      quiet=quiet, description=description, backend=backend, threads=threads)
+    # the BPE kinds' modules (imported here, so that the family kinds do not load them)
+    from ..artifacts import format_tiktoken
+    from ..patterns import resolve_pattern
+    from ..pretokenize import compile_pattern
+    from .byte_bpe import train_byte_bpe
+    from .char_bpe import train_char_bpe
+    from .compiled import count_pretokens_native, resolve_backend, scanner_for
+    from .corpus import count_pretokens, count_words
+    from .merges import TIE_BREAKS
+
     if options:
         raise ValueError(f"the {kind} kind takes no trainer options ({', '.join(sorted(options))})")
     if tie_break not in TIE_BREAKS:

@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import heapq
 import json
+import operator
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
-from ..pipeline.bert import WHITESPACE, BertNormalizer, is_punctuation
+from ..pipeline.bert import WHITESPACE, BertNormalizer, is_punctuation, needs_whole_text
 from .compiled import _trainer, resolve_backend
 from .trainer import Progress, TrainedArtifact
 
@@ -45,6 +46,8 @@ PREFIX = "##"
 #: Characters every BERT normalizer turns into a plain space (clean_text) and the pre-tokenizer splits on; a
 #: chunk between them is normalized and split on its own, once per distinct chunk.
 _CHUNK = re.compile(r"[^ \t\n\r]+")
+#: Characters of fed text split at once (then cut at the next line end).
+_PIECE = 1 << 16
 
 
 class WordPieceTrainer:
@@ -80,21 +83,33 @@ class WordPieceTrainer:
         self._chunks: Counter[str] = Counter()
 
     def feed(self, text: str) -> None:
-        self._chunks.update(_CHUNK.findall(text))
+        # pieces of about 64K characters cut at a line end: the list of one piece's chunks stays small
+        count, find, start = self._chunks.update, _CHUNK.findall, 0
+        while start < len(text):
+            end = text.find("\n", start + _PIECE) + 1 or len(text)
+            count(find(text, start, end))
+            start = end
 
     def words(self) -> dict[str, int]:
         """Word frequencies after normalization and pre-tokenization, in order of first appearance.
 
         Both steps are per character, so they run as one ``str.translate`` table and one regex built for the
-        characters the chunks hold (the same words as ``normalize_str`` and ``BertPreTokenizer``; tested)."""
+        characters the normalized chunks hold — those of the table's values (the same words as ``normalize_str``
+        and ``BertPreTokenizer``; tested). The exception: with accents stripped, a chunk holding a character that
+        canonical reordering can move past its neighbour (:func:`~..pipeline.bert.needs_whole_text`) is
+        normalized whole, as encoding does."""
         chars = set("".join(self._chunks))
         table = {ord(c): self.normalizer.normalize_str(c) for c in chars}
-        texts = [(chunk.translate(table), n) for chunk, n in self._chunks.items()]
-        split = bert_splitter(set("".join(t for t, _ in texts)))
+        whole: dict[str, str] = {}
+        if self.normalizer.strip_accents and needs_whole_text("".join(chars)):
+            whole = {c: self.normalizer.normalize_str(c) for c in self._chunks if needs_whole_text(c)}
+        split = bert_splitter(set("".join(table.values())) | set("".join(whole.values())))
         out: dict[str, int] = {}
-        for text, n in texts:
-            for word in split(text):
-                out[word] = out.get(word, 0) + n
+        get = out.get
+        for chunk, n in self._chunks.items():
+            text = whole.get(chunk) if whole else None
+            for word in split(chunk.translate(table) if text is None else text):
+                out[word] = get(word, 0) + n
         return out
 
     def finish(self, progress: Progress | None = None) -> TrainedArtifact:
@@ -140,7 +155,6 @@ def learn_wordpiece(words: Mapping[str, int], *, vocab_size: int, specials: Sequ
         raise ValueError(f"score must be one of {SCORES}, not {score!r}")
     by_count = score == "count"
     seqs: list[list[int]] = []
-    freqs: list[int] = []
     sym: list[str] = []
     sym_id: dict[str, int] = {}
 
@@ -151,23 +165,22 @@ def learn_wordpiece(words: Mapping[str, int], *, vocab_size: int, specials: Sequ
             sym.append(s)
         return i
 
-    alphabet = sorted({ch if k == 0 else PREFIX + ch for w in words if len(w) <= max_chars
-                       for k, ch in enumerate(w)})
+    kept = [w for w in words if w and len(w) <= max_chars]
+    alphabet = sorted({w[0] for w in kept} | {PREFIX + ch for ch in set("".join([w[1:] for w in kept]))})
     for s in alphabet:
         intern(s)
-    for w, c in words.items():
-        if len(w) > max_chars or not w:
-            continue
-        seqs.append([sym_id[w[0]], *(sym_id[PREFIX + ch] for ch in w[1:])])
-        freqs.append(c)
     base = len(specials) + len(alphabet)
     if base > vocab_size:
         raise ValueError(f"vocab size {vocab_size} is smaller than the specials and the alphabet ({base})")
-    occurrences = sum(f * len(s) for s, f in zip(seqs, freqs, strict=True))
+    freqs = [words[w] for w in kept]
+    occurrences = sum(map(operator.mul, freqs, map(len, kept)))
     if resolve_backend(backend) == "native" and occurrences * occurrences < 1 << 53:
-        new, merged, stop = _trainer.wordpiece_learn(sym, seqs, freqs, base, vocab_size, min_frequency, by_count,
+        # the compiled loop splits the words into symbols itself
+        new, merged, stop = _trainer.wordpiece_learn(sym, kept, freqs, base, vocab_size, min_frequency, by_count,
                                                      progress)
         return [*specials, *sym, *new], merged, stop
+    for w in kept:
+        seqs.append([sym_id[w[0]], *(sym_id[PREFIX + ch] for ch in w[1:])])
 
     count: list[int] = [0] * len(sym)
     pair_count: dict[tuple[int, int], int] = {}

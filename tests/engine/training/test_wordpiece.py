@@ -212,3 +212,93 @@ def test_bert_splitter_and_word_counts_equal_the_components(seed: int) -> None:
                 if p.text:
                     want[p.text] = want.get(p.text, 0) + n
         assert list(tr.words().items()) == list(want.items())
+
+
+def test_long_chunks_are_counted_piecewise_as_a_whole() -> None:
+    """``feed`` splits text longer than its piece size at line ends; the chunk counts (and their first-appearance
+    order) are those of the whole text, also for lines longer than a piece and text without a final newline."""
+    from collections import Counter
+
+    from app.engine.training import wordpiece
+
+    rng = random.Random(5)
+    words = ["a", "bb", "ccc", "日本", "x\u00e9", "\u0e01\u0e02"]
+    lines = [" ".join(rng.choice(words) for _ in range(rng.choice([3, 40, 30_000]))) for _ in range(60)]
+    text = "\n".join(lines) + "\r\n\t" + "tail" * 20_000
+    assert len(text) > 8 * wordpiece._PIECE
+    tr = WordPieceTrainer(vocab_size=100)
+    tr.feed(text)
+    want = Counter(wordpiece._CHUNK.findall(text))
+    assert list(tr._chunks.items()) == list(want.items())
+
+
+@pytest.mark.skipif(not compiled.available(), reason=f"no compiled trainer: {compiled.IMPORT_ERROR}")
+@pytest.mark.parametrize("score", ["wordpiece", "count"])
+def test_compiled_learner_equals_python_on_varied_corpora(score: str) -> None:
+    """Runs of one symbol (overlapping pairs like ``a a a``), ``#`` inside words, symbols re-created by a second
+    path (``ab`` + ``##c`` and ``a`` + ``##bc``), long words and word lists larger than one rewrite's neighbourhood:
+    the compiled loop (which updates only the pairs next to merged occurrences) picks the Python loop's merges."""
+    for seed in range(40):
+        rng = random.Random(seed)
+        alphabet = rng.choice(["ab", "aab", "abc#", "aabbcde", "xyz##", "a"])
+        words = {"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 30))): rng.randint(1, 30)
+                 for _ in range(rng.randint(3, 150))}
+        mf = rng.choice([1, 2, 3])
+        size = N_SPECIAL + 2 * len(alphabet) + rng.randint(0, 200)
+        want = learn_wordpiece(words, vocab_size=size, min_frequency=mf, score=score, backend="python")
+        assert learn_wordpiece(words, vocab_size=size, min_frequency=mf, score=score, backend="native") == want, seed
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_words_follow_canonical_reordering_across_characters(lowercase: bool) -> None:
+    """Accent stripping runs NFD over the whole text: marks that are kept (not Mn) but have a combining class are
+    reordered across characters (U+1D16D, class 226, before U+1D165, class 216). The trainer's words are those of
+    the normalizer over each whole chunk, and those of Hugging Face's own BertNormalizer + BertPreTokenizer."""
+    from tokenizers import normalizers, pre_tokenizers
+
+    from app.engine.pipeline.base import Piece
+    from app.engine.pipeline.bert import BertPreTokenizer
+
+    rng = random.Random(11)
+    alphabet = "ab \u0301\u0316\U0001d165\U0001d16d\u302e\u302f\u1b44e\u00e9,"
+    text = "\n".join("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 20))) for _ in range(300)) + "\n"
+    tr = WordPieceTrainer(vocab_size=100, lowercase=lowercase, strip_accents=True)
+    tr.feed(text)
+    pre = BertPreTokenizer()
+    want: dict[str, int] = {}
+    for chunk, n in tr._chunks.items():
+        for p in pre.pre_tokenize([Piece(tr.normalizer.normalize_str(chunk))]):
+            if p.text:
+                want[p.text] = want.get(p.text, 0) + n
+    got = tr.words()
+    assert list(got.items()) == list(want.items())
+    hf_norm = normalizers.BertNormalizer(lowercase=lowercase, strip_accents=True)
+    hf: dict[str, int] = {}
+    for line in text.splitlines():
+        for w, _ in pre_tokenizers.BertPreTokenizer().pre_tokenize_str(hf_norm.normalize_str(line)):
+            hf[w] = hf.get(w, 0) + 1
+    assert got == hf
+
+
+def test_training_a_wordpiece_tokenizer_does_not_load_the_serving_engine(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Start-up is part of a training's cost: the wordpiece kind imports its own modules only (the package names
+    of ``app.engine`` and ``app.engine.training`` resolve on first use), not the encoders or the other trainers."""
+    import subprocess
+    import sys
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("hello world\nhello there\n" * 20, encoding="utf-8")
+    code = (
+        "import sys\n"
+        "from app.engine.training import train_to_store\n"
+        f"train_to_store([{str(corpus)!r}], name='w', store_dir={str(tmp_path / 's')!r}, kind='wordpiece',"
+        " vocab_size=40, quiet=True)\n"
+        "print(sorted(m for m in ('app.engine.encoding', 'app.engine.registry', 'app.engine.pipeline.pipeline',"
+        " 'app.engine.training.byte_bpe', 'app.engine.training.unigram', 'app.engine.training.sentencepiece')"
+        " if m in sys.modules))\n"
+    )
+    from tests.conftest import REPO_ROOT
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO_ROOT)
+    assert out.stdout.strip() == "[]", out.stdout
+    assert (tmp_path / "s" / "w.tokenizer.json").is_file()

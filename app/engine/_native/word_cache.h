@@ -1,0 +1,120 @@
+/*
+ * word_cache.h: a bounded, lock-free cache of fixed-size slots, shared by the threads that encode with one model
+ * while the GIL is released (spbpe.c's segment cache, unigram.c's word cache). Header-only.
+ *
+ * A direct-mapped table of ``nslots`` slots of ``slot_size`` bytes (a multiple of 64, 64-byte aligned). Every slot
+ * type starts with a ``WCHead``: a sequence number (even: stable; odd: being written), the generation it was
+ * written in, and the key's length and value count. A reader copies the slot and keeps the copy only if the sequence number was even and unchanged around
+ * the copy, so hits write nothing shared; a writer claims a slot by moving its number from even to odd
+ * (compare-and-swap) and skips the insert if another thread holds it. ``wc_clear`` moves to the next generation
+ * instead of touching every slot (an entry of an older generation reads as empty), so clearing is O(1) except once
+ * every 65,535 clears. What a slot holds after the head is the caller's; a cache never changes results, only how
+ * often they are recomputed.
+ */
+#ifndef TOK_WORD_CACHE_H
+#define TOK_WORD_CACHE_H
+
+#include <sched.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    uint32_t seq; /* even: stable; odd: being written */
+    uint16_t gen; /* the cache's generation when written: an entry of an older one is empty */
+    uint8_t len;  /* the key's length, 0 = empty (the caller's unit) */
+    uint8_t count; /* how many values it holds (the caller's unit) */
+} WCHead; /* 8 bytes */
+
+typedef struct WordCache {
+    unsigned char *slots;
+    size_t nslots, slot_size;
+    uint32_t gen;          /* wc_clear() moves to the next generation instead of touching every slot */
+    uint64_t hits, misses; /* atomic adds, once per call */
+    int64_t size;          /* slots of this generation (atomic) */
+} WordCache;
+
+/* One call's counts, added to the cache's once at the end of the call (fewer atomic operations). */
+typedef struct {
+    uint64_t hits, misses, filled;
+} CallStats;
+
+/* A cache of ``nslots`` (>= 1) slots of ``slot_size`` bytes (a multiple of 64), or NULL without memory. */
+static WordCache *wc_new(size_t nslots, size_t slot_size) {
+    WordCache *c = (WordCache *)calloc(1, sizeof(WordCache));
+    if (!c) return NULL;
+    c->slots = (unsigned char *)aligned_alloc(64, nslots * slot_size);
+    if (!c->slots) {
+        free(c);
+        return NULL;
+    }
+    memset(c->slots, 0, nslots * slot_size);
+    c->nslots = nslots;
+    c->slot_size = slot_size;
+    c->gen = 1;
+    return c;
+}
+
+static void wc_free(WordCache *c) {
+    if (c) free(c->slots), free(c);
+}
+
+/* The slot of hash ``h`` (its low 32 bits, scaled to the table). */
+static inline void *wc_slot(const WordCache *c, uint64_t h) {
+    return c->slots + (size_t)(((uint64_t)(uint32_t)h * c->nslots) >> 32) * c->slot_size;
+}
+
+static inline uint16_t wc_gen(const WordCache *c) { return (uint16_t)__atomic_load_n(&c->gen, __ATOMIC_ACQUIRE); }
+
+/* Copy the slot into ``copy`` (``size`` bytes); 1 if the copy is consistent (no writer in between). */
+static inline int wc_read(void *slot, void *copy, size_t size) {
+    WCHead *h = (WCHead *)slot;
+    uint32_t s1 = __atomic_load_n(&h->seq, __ATOMIC_ACQUIRE);
+    if (s1 & 1) return 0;
+    memcpy(copy, slot, size);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return __atomic_load_n(&h->seq, __ATOMIC_RELAXED) == s1;
+}
+
+/* Claim the slot for writing: the odd sequence number to pass to wc_release, or 0 if another thread holds it. */
+static inline uint32_t wc_claim(void *slot) {
+    WCHead *h = (WCHead *)slot;
+    uint32_t s = __atomic_load_n(&h->seq, __ATOMIC_RELAXED);
+    if ((s & 1) || !__atomic_compare_exchange_n(&h->seq, &s, s + 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) return 0;
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    return s + 1;
+}
+
+static inline void wc_release(void *slot, uint32_t odd) {
+    __atomic_store_n(&((WCHead *)slot)->seq, odd + 1, __ATOMIC_RELEASE);
+}
+
+static void wc_account(WordCache *c, const CallStats *st) {
+    if (!c) return;
+    if (st->hits) __atomic_add_fetch(&c->hits, st->hits, __ATOMIC_RELAXED);
+    if (st->misses) __atomic_add_fetch(&c->misses, st->misses, __ATOMIC_RELAXED);
+    if (st->filled) __atomic_add_fetch(&c->size, (int64_t)st->filled, __ATOMIC_RELAXED);
+}
+
+/* Drop every entry and reset the counters (safe while other threads read and write; call without the GIL). */
+static void wc_clear(WordCache *c) {
+    if (!c) return;
+    uint32_t next = (__atomic_load_n(&c->gen, __ATOMIC_RELAXED) + 1) & 0xFFFF;
+    if (next == 0) { /* the generation wraps: empty every slot so that no entry of 65536 clears ago comes back */
+        for (size_t k = 0; k < c->nslots; k++) {
+            unsigned char *sl = c->slots + k * c->slot_size;
+            uint32_t odd;
+            while (!(odd = wc_claim(sl))) sched_yield(); /* another thread is writing this slot */
+            memset(sl + sizeof(uint32_t), 0, c->slot_size - sizeof(uint32_t));
+            wc_release(sl, odd);
+        }
+        next = 1;
+    }
+    __atomic_store_n(&c->gen, next, __ATOMIC_RELEASE);
+    __atomic_store_n(&c->hits, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->misses, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->size, 0, __ATOMIC_RELAXED);
+}
+
+#endif /* TOK_WORD_CACHE_H */
