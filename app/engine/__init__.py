@@ -17,8 +17,9 @@ and the tests use them) but are not in ``__all__``: they are not part of the lib
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_names
 
 if TYPE_CHECKING:
     from .cache import CacheStats
@@ -52,17 +53,7 @@ _LAZY = {
 }  # fmt: skip
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 
 
 #: The public surface (pinned by tests/engine/test_public_api.py): load a tokenizer, use it, catch its errors.

@@ -4,8 +4,9 @@ See :mod:`app.engine.pipeline.base` for the component protocols and the offset r
 tokenizer that runs them and :mod:`.hf_json` for the ``tokenizer.json`` loader.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_names
 
 if TYPE_CHECKING:
     from .added import AddedToken
@@ -16,14 +17,6 @@ if TYPE_CHECKING:
 #: whole pipeline.
 _LAZY = {"AddedToken": "added", "Piece": "base", "Pipeline": "pipeline"}
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 
 __all__ = ["AddedToken", "Piece", "Pipeline"]

@@ -19,8 +19,9 @@ them into a tokenizer store.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_names
 
 if TYPE_CHECKING:
     from .byte_bpe import ByteBPEResult, train_byte_bpe
@@ -33,15 +34,7 @@ _LAZY = {"ByteBPEResult": "byte_bpe", "train_byte_bpe": "byte_bpe", "CharBPEEnco
          "CharBPEModel": "char_bpe", "train_char_bpe": "char_bpe", "TIE_BREAKS": "merges", "learn_merges": "merges",
          "TrainReport": "publish", "train_to_store": "publish"}
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 
 __all__ = [
     "TIE_BREAKS",
