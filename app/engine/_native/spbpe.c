@@ -1541,11 +1541,7 @@ static PyObject *Model_encode(Model *self, PyObject *arg) {
 PyDoc_STRVAR(cache_stats_doc, "cache_stats() -> (hits, misses, size, max_size) of the word cache.");
 
 static PyObject *Model_cache_stats(Model *self, PyObject *unused) {
-    WordCache *c = self->cache;
-    if (!c) return Py_BuildValue("(KKnn)", 0ULL, 0ULL, (Py_ssize_t)0, (Py_ssize_t)0);
-    return Py_BuildValue("(KKnn)", (unsigned long long)__atomic_load_n(&c->hits, __ATOMIC_RELAXED),
-                         (unsigned long long)__atomic_load_n(&c->misses, __ATOMIC_RELAXED),
-                         (Py_ssize_t)__atomic_load_n(&c->size, __ATOMIC_RELAXED), (Py_ssize_t)c->nslots);
+    return wc_stats_tuple(self->cache);
 }
 
 PyDoc_STRVAR(clear_cache_doc, "clear_cache(): drop every entry of the word cache and reset its counters.");

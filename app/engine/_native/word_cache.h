@@ -117,4 +117,13 @@ static void wc_clear(WordCache *c) {
     __atomic_store_n(&c->size, 0, __ATOMIC_RELAXED);
 }
 
+/* ``cache_stats()`` of a model: (hits, misses, size, max_size) as a new tuple, all 0 without a cache (GIL held;
+ * needs Python.h first). */
+static PyObject *wc_stats_tuple(const WordCache *c) {
+    if (!c) return Py_BuildValue("(KKnn)", 0ULL, 0ULL, (Py_ssize_t)0, (Py_ssize_t)0);
+    return Py_BuildValue("(KKnn)", (unsigned long long)__atomic_load_n(&c->hits, __ATOMIC_RELAXED),
+                         (unsigned long long)__atomic_load_n(&c->misses, __ATOMIC_RELAXED),
+                         (Py_ssize_t)__atomic_load_n(&c->size, __ATOMIC_RELAXED), (Py_ssize_t)c->nslots);
+}
+
 #endif /* TOK_WORD_CACHE_H */
