@@ -43,11 +43,8 @@ from .pipeline import Pipeline
 from .sp_decoder import SentencePieceDecoder
 from .sp_normalizer import SentencePieceNormalizer
 from .sp_split import SpaceSymbolSplit, splits_exactly
+from .sp_types import BYTE, CONTROL, NORMAL, UNKNOWN, UNUSED, USER_DEFINED
 
-#: ``ModelProto.SentencePiece.Type`` values.
-NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
-#: ``TrainerSpec.ModelType`` values this loader builds.
-UNIGRAM, BPE = 1, 2
 _MODEL_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}
 
 

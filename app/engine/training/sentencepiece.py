@@ -31,7 +31,7 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..pipeline.sentencepiece import BPE, BYTE, CONTROL, NORMAL, UNIGRAM, UNKNOWN
+from ..pipeline.sp_types import BPE, BYTE, CONTROL, NORMAL, UNIGRAM, UNKNOWN
 from .compiled import learn, learn_merges_native, resolve_backend
 from .merges import text_order_key
 from .trainer import Progress, TrainedArtifact
