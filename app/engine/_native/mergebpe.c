@@ -20,6 +20,7 @@
 #include <string.h>
 #include "hash_mix.h"
 #include "py_items.h"
+#include "utf8_put.h"
 
 #define HEAP_FROM 48
 #define NO_RANK INT32_MAX
@@ -490,26 +491,7 @@ static int tokenize_range(const Model *m, int kind, const void *data, Py_ssize_t
         if (m->byte_fallback) {
             if (ch >= 0xD800 && ch <= 0xDFFF) return -2; /* the reference cannot encode it either */
             unsigned char u[4];
-            int nb;
-            if (ch < 0x80) {
-                u[0] = (unsigned char)ch;
-                nb = 1;
-            } else if (ch < 0x800) {
-                u[0] = (unsigned char)(0xC0 | (ch >> 6));
-                u[1] = (unsigned char)(0x80 | (ch & 0x3F));
-                nb = 2;
-            } else if (ch < 0x10000) {
-                u[0] = (unsigned char)(0xE0 | (ch >> 12));
-                u[1] = (unsigned char)(0x80 | ((ch >> 6) & 0x3F));
-                u[2] = (unsigned char)(0x80 | (ch & 0x3F));
-                nb = 3;
-            } else {
-                u[0] = (unsigned char)(0xF0 | (ch >> 18));
-                u[1] = (unsigned char)(0x80 | ((ch >> 12) & 0x3F));
-                u[2] = (unsigned char)(0x80 | ((ch >> 6) & 0x3F));
-                u[3] = (unsigned char)(0x80 | (ch & 0x3F));
-                nb = 4;
-            }
+            int nb = utf8_put(u, ch);
             int all = 1;
             for (int q = 0; q < nb; q++)
                 if (m->bytes[u[q]] < 0) all = 0;

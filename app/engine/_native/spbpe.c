@@ -31,6 +31,7 @@
 #include "word_cache.h"
 #include "hash_mix.h"
 #include "py_items.h"
+#include "utf8_put.h"
 
 #define HEAP_FROM 32
 #define RELEASE_FROM 256 /* texts longer than this (code points) are encoded with the GIL released */
@@ -956,28 +957,6 @@ static inline int32_t candidate(const Model *m, Scratch *sc, const Sym *l, const
     return p;
 }
 
-static inline int utf8_of(uint32_t cp, unsigned char *u) {
-    if (cp < 0x80) {
-        u[0] = (unsigned char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        u[0] = (unsigned char)(0xC0 | (cp >> 6));
-        u[1] = (unsigned char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        u[0] = (unsigned char)(0xE0 | (cp >> 12));
-        u[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
-        u[2] = (unsigned char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    u[0] = (unsigned char)(0xF0 | (cp >> 18));
-    u[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
-    u[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
-    u[3] = (unsigned char)(0x80 | (cp & 0x3F));
-    return 4;
-}
 
 typedef struct {
     Buf *out;
@@ -995,7 +974,7 @@ static int emit(const Model *m, Emit *e, int32_t out, const uint32_t *text, Py_s
         Py_ssize_t nb = 0;
         for (Py_ssize_t i = 0; i < len && all; i++) {
             unsigned char u[4];
-            int k = utf8_of(text[start + i], u);
+            int k = utf8_put(u, text[start + i]);
             for (int q = 0; q < k; q++)
                 if (m->bytes[u[q]] < 0) all = 0;
             nb += k;
@@ -1004,7 +983,7 @@ static int emit(const Model *m, Emit *e, int32_t out, const uint32_t *text, Py_s
             if (buf_reserve(e->out, nb) < 0) return -1;
             for (Py_ssize_t i = 0; i < len; i++) {
                 unsigned char u[4];
-                int k = utf8_of(text[start + i], u);
+                int k = utf8_put(u, text[start + i]);
                 for (int q = 0; q < k; q++) e->out->ids[e->out->n++] = m->bytes[u[q]];
             }
             e->prev_unk = 0;

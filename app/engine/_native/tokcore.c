@@ -20,6 +20,7 @@
 
 #include "bytes_hash.h"
 #include "pretokenizer.h"
+#include "utf8_put.h"
 
 #define NO_RANK UINT32_MAX
 
@@ -1114,22 +1115,7 @@ static int batch_utf8(BatchItem *it, size_t *size)
     if (!out)
         return ITEM_NOMEM;
     for (Py_ssize_t i = 0; i < n; i++) {
-        Py_UCS4 c = PyUnicode_READ(it->kind, it->data, i);
-        if (c < 0x80) {
-            *o++ = (uint8_t)c;
-        } else if (c < 0x800) {
-            *o++ = (uint8_t)(0xC0 | (c >> 6));
-            *o++ = (uint8_t)(0x80 | (c & 0x3F));
-        } else if (c < 0x10000) {
-            *o++ = (uint8_t)(0xE0 | (c >> 12));
-            *o++ = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
-            *o++ = (uint8_t)(0x80 | (c & 0x3F));
-        } else {
-            *o++ = (uint8_t)(0xF0 | (c >> 18));
-            *o++ = (uint8_t)(0x80 | ((c >> 12) & 0x3F));
-            *o++ = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
-            *o++ = (uint8_t)(0x80 | (c & 0x3F));
-        }
+        o += utf8_put(o, PyUnicode_READ(it->kind, it->data, i));
     }
     it->utf8 = out;
     *size = len;

@@ -34,6 +34,7 @@
 #include "bytes_hash.h"
 #include "hash_mix.h"
 #include "py_items.h"
+#include "utf8_put.h"
 #include "word_cache.h"
 
 #define RESET 100000.0f /* SentencePiece's re-basing threshold for float32 path scores */
@@ -78,28 +79,6 @@ static int bytes_reserve(ByteBuf *b, Py_ssize_t extra) {
     return 0;
 }
 
-static inline int utf8_put(unsigned char *o, Py_UCS4 c) {
-    if (c < 0x80) {
-        o[0] = (unsigned char)c;
-        return 1;
-    }
-    if (c < 0x800) {
-        o[0] = (unsigned char)(0xC0 | (c >> 6));
-        o[1] = (unsigned char)(0x80 | (c & 0x3F));
-        return 2;
-    }
-    if (c < 0x10000) {
-        o[0] = (unsigned char)(0xE0 | (c >> 12));
-        o[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
-        o[2] = (unsigned char)(0x80 | (c & 0x3F));
-        return 3;
-    }
-    o[0] = (unsigned char)(0xF0 | (c >> 18));
-    o[1] = (unsigned char)(0x80 | ((c >> 12) & 0x3F));
-    o[2] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
-    o[3] = (unsigned char)(0x80 | (c & 0x3F));
-    return 4;
-}
 
 static inline int utf8_len(unsigned char b) { return b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4; }
 
