@@ -1074,21 +1074,13 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     if (words_ok && (!(self->cache = wc_new((size_t)cache_size, sizeof(UWSlot))) ||
                      !(self->seen = (uint8_t *)calloc(SEEN_BYTES, 1))))
         goto nomem;
-    free(b.u);
-    free(b.next);
-    free(b.prev);
-    free(b.fails);
-    free(b.labels);
-    free(b.from);
-    free(keys);
-    free(text);
-    free(fscore);
-    free(count);
-    free(order);
-    return (PyObject *)self;
+    PyObject *result = (PyObject *)self;
+    goto done;
 nomem:
     PyErr_NoMemory();
 fail:
+    result = NULL;
+done: /* the builder's scratch, on success and failure alike */
     free(b.u);
     free(b.next);
     free(b.prev);
@@ -1100,8 +1092,8 @@ fail:
     free(fscore);
     free(count);
     free(order);
-    Py_DECREF(self);
-    return NULL;
+    if (!result) Py_DECREF(self);
+    return result;
 }
 
 /* The piece spelled exactly by the labels lab[0:n] (-1: none). */

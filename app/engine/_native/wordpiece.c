@@ -572,13 +572,9 @@ static PyObject *Model_tokenize(Model *self, PyObject *arg) {
     return ids_to_list(self, &b, rc);
 }
 
-PyDoc_STRVAR(encode_doc, "encode(items) -> list[int]: ids of pre-tokens (str) and ids (int, passed through), in order.");
-
-static PyObject *Model_encode(Model *self, PyObject *items) {
-    if (!PyList_Check(items)) {
-        PyErr_SetString(PyExc_TypeError, "items must be a list");
-        return NULL;
-    }
+/* encode() and encode_bert(): the ids of a list of items; str items through bert_range with ``opts`` (``bert``)
+ * or word_range (each one pre-token), int ids passed through. */
+static PyObject *encode_items(Model *self, PyObject *items, int bert, int opts) {
     Items it;
     if (items_read(items, &it) < 0) return NULL;
     IdBuf b = {NULL, 0, 0};
@@ -590,11 +586,24 @@ static PyObject *Model_encode(Model *self, PyObject *items) {
             continue;
         }
         PyObject *s = PyList_GET_ITEM(it.held, t);
-        rc = word_range(self, PyUnicode_KIND(s), PyUnicode_DATA(s), PyUnicode_GET_LENGTH(s), &wd, &b);
+        int kind = PyUnicode_KIND(s);
+        const void *data = PyUnicode_DATA(s);
+        Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+        rc = bert ? bert_range(self, kind, data, n, opts, &wd, &b) : word_range(self, kind, data, n, &wd, &b);
     }
     Py_END_ALLOW_THREADS items_free(&it);
     free(wd.w);
     return ids_to_list(self, &b, rc);
+}
+
+PyDoc_STRVAR(encode_doc, "encode(items) -> list[int]: ids of pre-tokens (str) and ids (int, passed through), in order.");
+
+static PyObject *Model_encode(Model *self, PyObject *items) {
+    if (!PyList_Check(items)) {
+        PyErr_SetString(PyExc_TypeError, "items must be a list");
+        return NULL;
+    }
+    return encode_items(self, items, 0, 0);
 }
 
 PyDoc_STRVAR(encode_bert_doc,
@@ -605,22 +614,7 @@ static PyObject *Model_encode_bert(Model *self, PyObject *args) {
     PyObject *items;
     int opts;
     if (!PyArg_ParseTuple(args, "O!i", &PyList_Type, &items, &opts)) return NULL;
-    Items it;
-    if (items_read(items, &it) < 0) return NULL;
-    IdBuf b = {NULL, 0, 0};
-    Word wd = {NULL, 0, 0, (size_t)self->max_chars + 1, 0, NO_RUN};
-    int rc = 0;
-    Py_BEGIN_ALLOW_THREADS for (Py_ssize_t t = 0; t < it.count && rc == 0; t++) {
-        if (it.passed[t] >= 0) {
-            rc = ids_push(&b, it.passed[t]);
-            continue;
-        }
-        PyObject *s = PyList_GET_ITEM(it.held, t);
-        rc = bert_range(self, PyUnicode_KIND(s), PyUnicode_DATA(s), PyUnicode_GET_LENGTH(s), opts, &wd, &b);
-    }
-    Py_END_ALLOW_THREADS items_free(&it);
-    free(wd.w);
-    return ids_to_list(self, &b, rc);
+    return encode_items(self, items, 1, opts);
 }
 
 /* normalized text of one str under opts (no pre-tokenization): for tests of the tables */
