@@ -1406,6 +1406,19 @@ static int learner_words_from_counter(Learner *L, CounterObject *ctr)
     return 0;
 }
 
+/* A word's count (a positive int) into *out: 0, or -1 with a Python error set. */
+static int word_count(PyObject *o, int64_t *out) {
+    long long c = PyLong_AsLongLong(o);
+    if (c == -1 && PyErr_Occurred())
+        return -1;
+    if (c < 1) {
+        PyErr_SetString(PyExc_ValueError, "counts must be positive");
+        return -1;
+    }
+    *out = c;
+    return 0;
+}
+
 /* Fill the words from Python sequences; sets a Python error and returns -1 on failure. */
 static int learner_words_from_lists(Learner *L, PyObject *words, PyObject *counts, Py_ssize_t n_base)
 {
@@ -1477,14 +1490,8 @@ static int learner_words_from_lists(Learner *L, PyObject *words, PyObject *count
         L->wstart[k] = total;
         L->wlen[k] = (uint32_t)len;
         total += (size_t)len;
-        long long c = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(cs, k));
-        if (c == -1 && PyErr_Occurred())
+        if (word_count(PySequence_Fast_GET_ITEM(cs, k), &L->wcount[k]) < 0)
             goto done;
-        if (c < 1) {
-            PyErr_SetString(PyExc_ValueError, "counts must be positive");
-            goto done;
-        }
-        L->wcount[k] = c;
     }
     if (!L->sym && !(L->sym = malloc(sizeof(int32_t)))) {
         PyErr_NoMemory();
@@ -1574,14 +1581,8 @@ static int learner_words_from_strs(Learner *L, PyObject *words, PyObject *counts
         L->wstart[k] = at;
         L->wlen[k] = (uint32_t)len;
         at += (size_t)len;
-        long long c = PyLong_AsLongLong(PyList_GET_ITEM(counts, k));
-        if (c == -1 && PyErr_Occurred())
+        if (word_count(PyList_GET_ITEM(counts, k), &L->wcount[k]) < 0)
             goto done;
-        if (c < 1) {
-            PyErr_SetString(PyExc_ValueError, "counts must be positive");
-            goto done;
-        }
-        L->wcount[k] = c;
     }
     rc = 0;
 done:
