@@ -153,11 +153,12 @@ typedef struct {
     uint8_t *user_first;  /* bitmap over code points: starts a user-defined piece */
     int plain;            /* no charsmap and no user-defined pieces: every character is copied */
     /* per ASCII character c (no user-defined piece starting with it): what the charsmap makes of it when the
-     * next character is ASCII d with bit d of asc_cont[c] clear (no key continues that way) */
+     * next character's first UTF-8 byte b has bit b of asc_cont[c] clear (no key continues that way) */
     uint8_t asc_fast[128];
     const char *asc_rep[128]; /* NULL: c itself */
-    uint64_t asc_cont[128][2];
-    uint8_t asc_simple[128]; /* copied as it is when the next character is ASCII and continues no key */
+    uint64_t asc_cont[128][4];
+    uint8_t asc_simple[128]; /* copied as it is when the next character continues no key */
+    uint8_t asc_run[128];    /* taken by the copy loop: asc_simple, or a space the charsmap leaves alone */
     int asc_simple_any;
     uint8_t *plain_cp; /* bitmap over code points: no charsmap key and no user-defined piece starts with it */
     /* per BMP character c >= 0x80 that starts a key (and no user-defined piece): the charsmap position after c
@@ -288,6 +289,16 @@ static int out_is_space(const Out *o, const Text *t) {
     return o->rep_len == 1 && o->rep[0] == ' ';
 }
 
+/* The first UTF-8 byte of code point d (0 for 0: the end of the text). */
+static inline uint32_t first_byte(Py_UCS4 d) {
+    return d < 0x80 ? d : d < 0x800 ? 0xC0 | (d >> 6) : d < 0x10000 ? 0xE0 | (d >> 12) : 0xF0 | (d >> 18);
+}
+
+static inline int asc_continues(const Normalizer *nz, Py_UCS4 c, Py_UCS4 next) {
+    uint32_t b = first_byte(next);
+    return (int)((nz->asc_cont[c][b >> 6] >> (b & 63)) & 1);
+}
+
 /* The normalized text (UTF-8, appended to ``out``), as ``SentencePieceNormalizer.chunks`` joined. */
 static int normalize(const Normalizer *nz, const Text *t, ByteBuf *out) {
     Py_ssize_t n = t->n, i = 0;
@@ -311,34 +322,49 @@ static int normalize(const Normalizer *nz, const Text *t, ByteBuf *out) {
     }
     int prev_space = remove;
     while (i < n) {
-        /* a run of ASCII characters the charsmap leaves alone (and no key continues), copied in one go */
+        /* a run of characters the charsmap leaves alone, copied in one go: ASCII characters and spaces that no
+         * key continues with the next character (a space as in ``emit``: dropped after a space when extra
+         * whitespace is removed, else written escaped), and characters that start no key */
         if (nz->asc_simple_any) {
-            if (bytes_reserve(out, n - i + 8) < 0) return E_NOMEM;
-            unsigned char *w = out->v + out->n, *w0 = w;
-#define ASCII_RUN(TYPE)                                                                                         \
+            if (bytes_reserve(out, 4 * (n - i) + 8) < 0) return E_NOMEM;
+            unsigned char *w = out->v + out->n;
+            const uint8_t *plain = nz->plain_cp;
+#define COPY_RUN(TYPE)                                                                                          \
     do {                                                                                                        \
         const TYPE *d = (const TYPE *)t->data;                                                                  \
         while (i < n) {                                                                                         \
-            TYPE c = d[i];                                                                                      \
-            if (c >= 0x80 || !nz->asc_simple[c]) break;                                                         \
-            TYPE x = i + 1 < n ? d[i + 1] : 0;                                                                  \
-            if (x >= 0x80 || ((nz->asc_cont[c][x >> 6] >> (x & 63)) & 1)) break;                               \
-            *w++ = (unsigned char)c;                                                                            \
+            Py_UCS4 c = d[i];                                                                                   \
+            if (c < 0x80) {                                                                                     \
+                if (!nz->asc_run[c] || asc_continues(nz, c, i + 1 < n ? d[i + 1] : 0)) break;                  \
+                if (c != ' ') {                                                                                 \
+                    *w++ = (unsigned char)c;                                                                    \
+                    prev_space = 0;                                                                             \
+                } else {                                                                                        \
+                    if (!prev_space) {                                                                          \
+                        memcpy(w, ws, (size_t)wsn);                                                             \
+                        w += wsn;                                                                               \
+                    }                                                                                           \
+                    prev_space = remove;                                                                        \
+                }                                                                                               \
+            } else {                                                                                            \
+                if (c >= 0x110000 || !((plain[c >> 3] >> (c & 7)) & 1)) break;                                 \
+                w += utf8_put(w, c);                                                                            \
+                prev_space = 0;                                                                                 \
+            }                                                                                                   \
             i++;                                                                                                \
         }                                                                                                       \
     } while (0)
-            if (t->kind == PyUnicode_1BYTE_KIND) ASCII_RUN(Py_UCS1);
-            else if (t->kind == PyUnicode_2BYTE_KIND) ASCII_RUN(Py_UCS2);
-            else ASCII_RUN(Py_UCS4);
-#undef ASCII_RUN
-            if (w != w0) prev_space = 0;
+            if (t->kind == PyUnicode_1BYTE_KIND) COPY_RUN(Py_UCS1);
+            else if (t->kind == PyUnicode_2BYTE_KIND) COPY_RUN(Py_UCS2);
+            else COPY_RUN(Py_UCS4);
+#undef COPY_RUN
             out->n = w - out->v;
             if (i >= n) break;
         }
         Py_UCS4 c = PyUnicode_READ(t->kind, t->data, i);
         if (c < 0x80 && c > 0 && nz->asc_fast[c]) {
             Py_UCS4 d = i + 1 < n ? PyUnicode_READ(t->kind, t->data, i + 1) : 0;
-            if (d < 0x80 && !((nz->asc_cont[c][d >> 6] >> (d & 63)) & 1)) {
+            if (!asc_continues(nz, c, d)) {
                 const char *rep = nz->asc_rep[c];
                 if (rep == NULL && c != ' ') { /* the common case: copied as it is */
                     if (bytes_reserve(out, 8) < 0) return E_NOMEM;
@@ -569,7 +595,7 @@ static PyObject *Normalizer_new(PyTypeObject *type, PyObject *args, PyObject *kw
                 memchr(self->pool + value, 0, (size_t)(self->pool_len - value)))
                 self->asc_rep[c] = self->pool + value;
         }
-        for (uint32_t d = 1; d < 128; d++) {
+        for (uint32_t d = 1; d < 256; d++) {
             uint32_t t = id ^ d;
             if ((Py_ssize_t)t < self->n_units && (u[t] & 0x800000FFu) == d)
                 self->asc_cont[c][d >> 6] |= (uint64_t)1 << (d & 63);
@@ -577,6 +603,7 @@ static PyObject *Normalizer_new(PyTypeObject *type, PyObject *args, PyObject *kw
     }
     for (int c = 0; c < 128; c++) {
         self->asc_simple[c] = c != 0 && c != ' ' && self->asc_fast[c] && self->asc_rep[c] == NULL;
+        self->asc_run[c] = self->asc_simple[c] || (c == ' ' && self->asc_fast[c] && self->asc_rep[c] == NULL);
         self->asc_simple_any |= self->asc_simple[c];
     }
     return (PyObject *)self;
@@ -1169,7 +1196,8 @@ static int emit_path(const Model *m, const Chars *c, Py_ssize_t n, char *pos, si
         Py_ssize_t e = P_NEXT(s);
         int32_t nd = P_NODE(e);
         if (nd != UNK_MARK) {
-            rc = ids_push(out, nd >= 0 ? m->id_of[nd] : -3 - nd); /* a unit, or an id from the word cache */
+            out->v[out->n++] = nd >= 0 ? m->id_of[nd] : -3 - nd; /* a unit, or an id from the word cache (room
+                                                                    * reserved by the caller) */
             s = e;
             continue;
         }
@@ -1580,38 +1608,59 @@ static int viterbi_d(const Model *m, const Chars *ch, Py_ssize_t n, char *mem, I
 /* Viterbi over buf[0:nb] (valid UTF-8), appending the ids to ``out``. */
 static int viterbi(const Model *m, const unsigned char *buf, Py_ssize_t nb, IdBuf *out, CallStats *st) {
     if (nb == 0) return 0;
-    Py_ssize_t n = 0; /* characters */
-    for (Py_ssize_t i = 0; i < nb; i++) n += (buf[i] & 0xC0) != 0x80;
-    /* per character: the best path record (12 or 16 bytes), then its label (2 bytes) */
+    /* sized by bytes (an upper bound on the characters), so the labels take one pass over the text: per
+     * character, the best path record (12 or 16 bytes), then its label (2 bytes) */
     size_t width = m->float32 ? sizeof(PosF) : sizeof(PosD);
-    size_t lab_bytes = ((size_t)(n + 1) * sizeof(uint16_t) + 3) & ~(size_t)3;
-    size_t need = (size_t)(n + 1) * width + lab_bytes + (m->cache ? (size_t)(n + 2) * sizeof(int32_t) : 0);
+    size_t lab_bytes = ((size_t)(nb + 1) * sizeof(uint16_t) + 3) & ~(size_t)3;
+    size_t need = (size_t)(nb + 1) * width + lab_bytes + (m->cache ? (size_t)(nb + 2) * sizeof(int32_t) : 0);
     _Alignas(8) char stack_mem[(STACK_CHARS + 1) * (sizeof(PosD) + sizeof(uint16_t) + sizeof(int32_t)) + 16];
-    char *mem = n <= STACK_CHARS ? stack_mem : (char *)malloc(need);
+    char *mem = nb <= STACK_CHARS ? stack_mem : (char *)malloc(need);
     if (!mem) return E_NOMEM;
-    uint16_t *lab = (uint16_t *)(mem + (size_t)(n + 1) * width);
+    uint16_t *lab = (uint16_t *)(mem + (size_t)(nb + 1) * width);
     int32_t *sp_at = m->cache ? (int32_t *)((char *)lab + lab_bytes) : NULL;
     Py_ssize_t k = 0, nsp = 0;
     const uint16_t sp = m->sp_label;
+    const uint16_t *bmp = m->label_bmp;
     for (Py_ssize_t i = 0; i < nb;) {
-        int len = utf8_len(buf[i]);
-        uint32_t c;
-        if (len == 1) c = buf[i];
-        else if (len == 2) c = ((uint32_t)(buf[i] & 0x1F) << 6) | (buf[i + 1] & 0x3F);
-        else if (len == 3) c = ((uint32_t)(buf[i] & 0x0F) << 12) | ((uint32_t)(buf[i + 1] & 0x3F) << 6) | (buf[i + 2] & 0x3F);
-        else c = ((uint32_t)(buf[i] & 0x07) << 18) | ((uint32_t)(buf[i + 1] & 0x3F) << 12) |
-                 ((uint32_t)(buf[i + 2] & 0x3F) << 6) | (buf[i + 3] & 0x3F);
-        uint16_t l = (uint16_t)label_of(m, c);
+        uint32_t c = buf[i];
+        if (c < 0x80) {
+            i++;
+        } else if (c < 0xE0) {
+            c = ((c & 0x1F) << 6) | (buf[i + 1] & 0x3F);
+            i += 2;
+        } else if (c < 0xF0) {
+            c = ((c & 0x0F) << 12) | ((uint32_t)(buf[i + 1] & 0x3F) << 6) | (buf[i + 2] & 0x3F);
+            i += 3;
+        } else {
+            c = ((c & 0x07) << 18) | ((uint32_t)(buf[i + 1] & 0x3F) << 12) | ((uint32_t)(buf[i + 2] & 0x3F) << 6) |
+                (buf[i + 3] & 0x3F);
+            i += 4;
+        }
+        uint16_t l = c < 0x10000 ? bmp[c] : (uint16_t)label_of(m, c);
         if (sp_at) {
             sp_at[nsp] = (int32_t)k;
             nsp += l == sp;
         }
         lab[k++] = l;
-        i += len;
     }
+    Py_ssize_t n = k; /* characters */
     if (sp_at) sp_at[nsp] = (int32_t)n;
     Chars ch = {buf, lab, sp_at};
-    int rc = m->float32 ? viterbi_f(m, &ch, n, mem, out, st) : viterbi_d(m, &ch, n, mem, out);
+    /* at most one id per character, or four (bytes) with byte fallback: reserved once, so the path is written
+     * without checks */
+    Py_ssize_t most = m->byte_fallback ? 4 * n : n;
+    int rc = 0;
+    if (out->cap - out->n < most) {
+        Py_ssize_t cap = out->cap ? out->cap : 64;
+        while (cap - out->n < most) cap *= 2;
+        int32_t *nv = (int32_t *)realloc(out->v, (size_t)cap * sizeof(int32_t));
+        if (!nv) rc = E_NOMEM;
+        else {
+            out->v = nv;
+            out->cap = cap;
+        }
+    }
+    if (rc == 0) rc = m->float32 ? viterbi_f(m, &ch, n, mem, out, st) : viterbi_d(m, &ch, n, mem, out);
     if (mem != stack_mem) free(mem);
     return rc;
 }
