@@ -1139,6 +1139,7 @@ static int32_t exact(const Model *m, const uint16_t *lab, Py_ssize_t n) {
 /* The text of one call: UTF-8 bytes, and per character its label and byte offset. */
 typedef struct {
     const unsigned char *buf;
+    Py_ssize_t nb;       /* its bytes */
     const uint16_t *lab; /* per character */
     const int32_t *sp_at; /* with the word cache: the positions of U+2581 labels, ascending, then the length */
 } Chars;
@@ -1178,44 +1179,51 @@ typedef struct {
     int32_t node;
 } PosD;
 
-/* The best path -> ids (unknown runs fused and resolved).  The back pointers are turned into forward links in
- * place (kept in the score fields, which are no longer needed); byte offsets are followed along. */
-static int emit_path(const Model *m, const Chars *c, Py_ssize_t n, char *pos, size_t stride, IdBuf *out) {
+/* The best path -> ids (unknown runs fused and resolved), appended to ``out``: the back pointers are followed
+ * from the end, the ids written backwards (an unknown run's ids turned around as they come), then the whole
+ * stretch turned around once.  Byte offsets (for byte fallback) are followed back from the end as far as needed. */
+static int emit_path(const Model *m, const Chars *c, Py_ssize_t n, Py_ssize_t nb, char *pos, size_t stride,
+                     IdBuf *out) {
 #define P_START(e) (*(const int32_t *)(pos + (size_t)(e) * stride + stride - 2 * sizeof(int32_t)))
 #define P_NODE(e) (*(const int32_t *)(pos + (size_t)(e) * stride + stride - sizeof(int32_t)))
-#define P_NEXT(e) (*(int32_t *)(pos + (size_t)(e) * stride))
-    for (Py_ssize_t e = n; e > 0;) {
-        int32_t s = P_START(e);
-        P_NEXT(s) = (int32_t)e;
-        e = s;
-    }
     const unsigned char *buf = c->buf;
-    Py_ssize_t kc = 0, kb = 0; /* character kc starts at byte kb (followed only as far as byte fallback needs) */
+    Py_ssize_t first = out->n;
+    Py_ssize_t kc = n, kb = nb; /* character kc starts at byte kb (followed back only as byte fallback needs) */
     int rc = 0;
-    for (Py_ssize_t s = 0; s < n && rc == 0;) {
-        Py_ssize_t e = P_NEXT(s);
+    for (Py_ssize_t e = n; e > 0 && rc == 0;) {
         int32_t nd = P_NODE(e);
+        Py_ssize_t s = P_START(e);
         if (nd != UNK_MARK) {
-            out->v[out->n++] = nd >= 0 ? m->id_of[nd] : -3 - nd; /* a unit, or an id from the word cache (room
-                                                                    * reserved by the caller) */
-            s = e;
+            /* a unit, or an id from the word cache (the caller reserved room for one id per character) */
+            out->v[out->n++] = nd >= 0 ? m->id_of[nd] : -3 - nd;
+            e = s;
             continue;
         }
-        while (e < n && P_NODE(P_NEXT(e)) == UNK_MARK) e = P_NEXT(e); /* fuse the run */
+        while (s > 0 && P_NODE(s) == UNK_MARK) s = P_START(s); /* fuse the run [s, e) */
         Py_ssize_t bs = 0, be = 0;
         if (m->byte_fallback) {
-            for (; kc < s; kc++) kb += utf8_len(buf[kb]);
-            bs = kb;
-            for (; kc < e; kc++) kb += utf8_len(buf[kb]);
+            for (; kc > e; kc--) do kb--; while ((buf[kb] & 0xC0) == 0x80);
             be = kb;
+            for (; kc > s; kc--) do kb--; while ((buf[kb] & 0xC0) == 0x80);
+            bs = kb;
         }
+        Py_ssize_t at = out->n;
         rc = resolve_unknown(m, c, s, e, bs, be, out);
-        s = e;
+        for (Py_ssize_t i = at, j = out->n - 1; i < j; i++, j--) { /* forwards now, backwards with the rest */
+            int32_t x = out->v[i];
+            out->v[i] = out->v[j];
+            out->v[j] = x;
+        }
+        e = s;
+    }
+    for (Py_ssize_t i = first, j = out->n - 1; i < j; i++, j--) {
+        int32_t x = out->v[i];
+        out->v[i] = out->v[j];
+        out->v[j] = x;
     }
     return rc;
 #undef P_START
 #undef P_NODE
-#undef P_NEXT
 }
 
 /* ---- words: the cache of whole words' best paths (float32 models) ---------------------------------------------
@@ -1549,7 +1557,7 @@ static inline void word_prefetch(const WordCache *c, uint64_t h) {
                 }                                                                                               \
             }                                                                                                   \
         }                                                                                                       \
-        rc = emit_path(m, ch, n, mem, sizeof(POS), out);                                                        \
+        rc = emit_path(m, ch, n, ch->nb, mem, sizeof(POS), out);                                                        \
     } while (0)
 
 static int viterbi_f(const Model *m, const Chars *ch, Py_ssize_t n, char *mem, IdBuf *out, CallStats *st) {
@@ -1621,31 +1629,35 @@ static int viterbi(const Model *m, const unsigned char *buf, Py_ssize_t nb, IdBu
     Py_ssize_t k = 0, nsp = 0;
     const uint16_t sp = m->sp_label;
     const uint16_t *bmp = m->label_bmp;
-    for (Py_ssize_t i = 0; i < nb;) {
-        uint32_t c = buf[i];
-        if (c < 0x80) {
-            i++;
-        } else if (c < 0xE0) {
-            c = ((c & 0x1F) << 6) | (buf[i + 1] & 0x3F);
-            i += 2;
-        } else if (c < 0xF0) {
-            c = ((c & 0x0F) << 12) | ((uint32_t)(buf[i + 1] & 0x3F) << 6) | (buf[i + 2] & 0x3F);
-            i += 3;
-        } else {
-            c = ((c & 0x07) << 18) | ((uint32_t)(buf[i + 1] & 0x3F) << 12) | ((uint32_t)(buf[i + 2] & 0x3F) << 6) |
-                (buf[i + 3] & 0x3F);
-            i += 4;
-        }
-        uint16_t l = c < 0x10000 ? bmp[c] : (uint16_t)label_of(m, c);
-        if (sp_at) {
-            sp_at[nsp] = (int32_t)k;
-            nsp += l == sp;
-        }
-        lab[k++] = l;
+#define DECODE_LABELS(SP_AT)                                                                                    \
+    for (Py_ssize_t i = 0; i < nb;) {                                                                           \
+        uint32_t c = buf[i];                                                                                    \
+        if (c < 0x80) {                                                                                         \
+            i++;                                                                                                \
+        } else if (c < 0xE0) {                                                                                  \
+            c = ((c & 0x1F) << 6) | (buf[i + 1] & 0x3F);                                                        \
+            i += 2;                                                                                             \
+        } else if (c < 0xF0) {                                                                                  \
+            c = ((c & 0x0F) << 12) | ((uint32_t)(buf[i + 1] & 0x3F) << 6) | (buf[i + 2] & 0x3F);               \
+            i += 3;                                                                                             \
+        } else {                                                                                                \
+            c = ((c & 0x07) << 18) | ((uint32_t)(buf[i + 1] & 0x3F) << 12) | ((uint32_t)(buf[i + 2] & 0x3F) << 6) | \
+                (buf[i + 3] & 0x3F);                                                                            \
+            i += 4;                                                                                             \
+        }                                                                                                       \
+        uint16_t l = c < 0x10000 ? bmp[c] : (uint16_t)label_of(m, c);                                          \
+        SP_AT;                                                                                                  \
+        lab[k++] = l;                                                                                           \
     }
+    if (sp_at) {
+        DECODE_LABELS((sp_at[nsp] = (int32_t)k, nsp += l == sp))
+    } else {
+        DECODE_LABELS((void)0)
+    }
+#undef DECODE_LABELS
     Py_ssize_t n = k; /* characters */
     if (sp_at) sp_at[nsp] = (int32_t)n;
-    Chars ch = {buf, lab, sp_at};
+    Chars ch = {buf, nb, lab, sp_at};
     /* at most one id per character, or four (bytes) with byte fallback: reserved once, so the path is written
      * without checks */
     Py_ssize_t most = m->byte_fallback ? 4 * n : n;
