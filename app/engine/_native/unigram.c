@@ -1527,8 +1527,8 @@ static inline void word_prefetch(const WordCache *c, uint64_t h) {
                     single = 1;                                                                             \
                     last = e;                                                                               \
                 }                                                                                           \
-                while (e < n) {                                                                             \
-                    int32_t t = u[at].base + lab[e]; /* label 0 (no piece has it) never passes the check */ \
+                for (;;) { /* lab[n] is 0: label 0 (no piece has it) never passes the check */          \
+                    int32_t t = u[at].base + lab[e];                                                        \
                     if (u[t].check != at) break;                                                            \
                     at = t;                                                                                 \
                     e++;                                                                                    \
@@ -1657,6 +1657,7 @@ static int viterbi(const Model *m, const unsigned char *buf, Py_ssize_t nb, IdBu
 #undef DECODE_LABELS
     Py_ssize_t n = k; /* characters */
     if (sp_at) sp_at[nsp] = (int32_t)n;
+    lab[n] = 0; /* the walks stop here */
     Chars ch = {buf, nb, lab, sp_at};
     /* at most one id per character, or four (bytes) with byte fallback: reserved once, so the path is written
      * without checks */
