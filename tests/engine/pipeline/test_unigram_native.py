@@ -129,6 +129,39 @@ def test_compiled_equals_sentencepiece_on_xlm_roberta() -> None:
     assert native.encode(doc) == ids
 
 
+def test_normalizer_copy_loop_edges() -> None:
+    """The compiled normalizer's copy loop (spaces, ASCII characters checked against the first byte of the next
+    character, characters that start no key) against the Python reference, for every flag combination on
+    xlm-roberta's charsmap and with user-defined pieces: spaces before and after non-ASCII characters, ASCII
+    characters before combining marks and other key continuations, keys of one non-ASCII character, Latin-1,
+    BMP and astral strings."""
+    from app.engine.pipeline.sp_normalizer import SentencePieceNormalizer
+
+    charsmap = xlmr()[0].normalizer.charsmap  # type: ignore[union-attr]
+    pool = ["a", "e", "Z", "1", " ", "  ", "   ", "\t", "\n", "\r", "\x00", "\x01", "\x7f", "\u0301", "\u0308",
+            "\u0327", "\u0338", "\u00a0", "\u00ad", "\u00e9", "\u00c5", "\u00bd", "\u017f", "\u0436", "\u05b8",
+            "\u0915\u093c", "\u1100\u1161", "\u3000", "\uff41", "\ufb01", "\u2460", "\u2581", "\u65e5",
+            "\uac00", "\U0001f642", "\U0001d400", "\u200b", "\ufeff", "=", "<", ">"]
+    rng = random.Random(17)
+    texts = ["".join(rng.choice(pool) for _ in range(rng.randint(0, 24))) for _ in range(2500)]
+    latin1 = [c for c in pool if all(ord(x) < 256 for x in c)]
+    texts += ["".join(rng.choice(latin1) for _ in range(rng.randint(1, 24))) for _ in range(500)]
+    texts += [" " + c + " " for c in pool] + [c + "\u0301" for c in pool] + [c + d for c in pool for d in pool]
+    compared = 0
+    for flags in range(16):
+        dummy, remove, escape, suffix = (bool(flags & b) for b in (1, 2, 4, 8))
+        for user in ((), ("e\u0301x", " a", "\u65e5\u65e5")):
+            ref = SentencePieceNormalizer(charsmap, add_dummy_prefix=dummy, remove_extra_whitespaces=remove,
+                                          escape_whitespaces=escape, treat_whitespace_as_suffix=suffix,
+                                          user_defined=user)
+            compiled = ref.compiled()
+            assert compiled is not None
+            for text in texts:
+                assert compiled.normalize(text) == ref.normalize_str(text), (flags, user, text)
+                compared += 1
+    assert compared == 32 * len(texts)
+
+
 def _sp_model(rng: random.Random) -> bytes:
     """A small random SentencePiece Unigram model: characters, pieces, user-defined pieces, maybe byte pieces,
     random normalizer flags, with or without xlm-roberta's charsmap."""
