@@ -46,19 +46,38 @@
 
 /* ---- growable buffers --------------------------------------------------------------------------------------- */
 
+/* A growable buffer may start in the caller's storage (``stack``: then ``v == stack`` until it outgrows it; the
+ * other fields as usual), so a short text needs no allocation. */
 typedef struct {
     int32_t *v;
     Py_ssize_t n, cap;
+    int32_t *stack;
 } IdBuf;
 
-static int ids_push(IdBuf *b, int32_t x) {
-    if (b->n == b->cap) {
-        Py_ssize_t cap = b->cap ? b->cap * 2 : 64;
-        int32_t *nv = (int32_t *)realloc(b->v, (size_t)cap * sizeof(int32_t));
-        if (!nv) return E_NOMEM;
-        b->v = nv;
-        b->cap = cap;
+/* Room for ``extra`` more ids. */
+static int ids_reserve(IdBuf *b, Py_ssize_t extra) {
+    if (b->cap - b->n >= extra) return 0;
+    Py_ssize_t cap = b->cap ? b->cap : 64;
+    while (cap - b->n < extra) cap *= 2;
+    int32_t *nv;
+    if (b->v != NULL && b->v == b->stack) {
+        nv = (int32_t *)malloc((size_t)cap * sizeof(int32_t));
+        if (nv) memcpy(nv, b->v, (size_t)b->n * sizeof(int32_t));
+    } else {
+        nv = (int32_t *)realloc(b->v, (size_t)cap * sizeof(int32_t));
     }
+    if (!nv) return E_NOMEM;
+    b->v = nv;
+    b->cap = cap;
+    return 0;
+}
+
+static void ids_free(IdBuf *b) {
+    if (b->v != b->stack) free(b->v);
+}
+
+static int ids_push(IdBuf *b, int32_t x) {
+    if (b->n == b->cap && ids_reserve(b, 1) < 0) return E_NOMEM;
     b->v[b->n++] = x;
     return 0;
 }
@@ -66,19 +85,29 @@ static int ids_push(IdBuf *b, int32_t x) {
 typedef struct {
     unsigned char *v;
     Py_ssize_t n, cap;
+    unsigned char *stack;
 } ByteBuf;
 
 static int bytes_reserve(ByteBuf *b, Py_ssize_t extra) {
     if (b->n + extra <= b->cap) return 0;
     Py_ssize_t cap = b->cap ? b->cap : 256;
     while (cap < b->n + extra) cap *= 2;
-    unsigned char *nv = (unsigned char *)realloc(b->v, (size_t)cap);
+    unsigned char *nv;
+    if (b->v != NULL && b->v == b->stack) {
+        nv = (unsigned char *)malloc((size_t)cap);
+        if (nv) memcpy(nv, b->v, (size_t)b->n);
+    } else {
+        nv = (unsigned char *)realloc(b->v, (size_t)cap);
+    }
     if (!nv) return E_NOMEM;
     b->v = nv;
     b->cap = cap;
     return 0;
 }
 
+static void bytes_free(ByteBuf *b) {
+    if (b->v != b->stack) free(b->v);
+}
 
 static inline int utf8_len(unsigned char b) { return b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4; }
 
@@ -1662,17 +1691,7 @@ static int viterbi(const Model *m, const unsigned char *buf, Py_ssize_t nb, IdBu
     /* at most one id per character, or four (bytes) with byte fallback: reserved once, so the path is written
      * without checks */
     Py_ssize_t most = m->byte_fallback ? 4 * n : n;
-    int rc = 0;
-    if (out->cap - out->n < most) {
-        Py_ssize_t cap = out->cap ? out->cap : 64;
-        while (cap - out->n < most) cap *= 2;
-        int32_t *nv = (int32_t *)realloc(out->v, (size_t)cap * sizeof(int32_t));
-        if (!nv) rc = E_NOMEM;
-        else {
-            out->v = nv;
-            out->cap = cap;
-        }
-    }
+    int rc = ids_reserve(out, most);
     if (rc == 0) rc = m->float32 ? viterbi_f(m, &ch, n, mem, out, st) : viterbi_d(m, &ch, n, mem, out);
     if (mem != stack_mem) free(mem);
     return rc;
@@ -1680,7 +1699,7 @@ static int viterbi(const Model *m, const unsigned char *buf, Py_ssize_t nb, IdBu
 
 static PyObject *ids_list(IdBuf *b, int rc) {
     if (rc < 0) {
-        free(b->v);
+        ids_free(b);
         if (rc == E_NOMEM) return PyErr_NoMemory();
         PyErr_SetString(PyExc_ValueError, rc == E_SURROGATE ? "surrogate code point in text"
                                                             : "text has no piece and the model has no unknown token");
@@ -1713,7 +1732,7 @@ static PyObject *ids_list(IdBuf *b, int rc) {
             PyList_SET_ITEM(list, i, v);
         }
     }
-    free(b->v);
+    ids_free(b);
     return list;
 }
 
@@ -1819,9 +1838,11 @@ static PyObject *Model_encode_text(Model *self, PyObject *const *args, Py_ssize_
     }
     Text t;
     text_open(text, &t);
-    IdBuf out = {NULL, 0, 0};
+    int32_t id_stack[256];
+    unsigned char byte_stack[1024];
+    IdBuf out = {id_stack, 0, 256, id_stack}; /* a short text needs no allocation */
     CallStats st = {0, 0, 0};
-    ByteBuf buf = {NULL, 0, 0};
+    ByteBuf buf = {byte_stack, 0, sizeof byte_stack, byte_stack};
     int rc;
     PyThreadState *ts = t.n >= GIL_FROM ? PyEval_SaveThread() : NULL;
     rc = text_scrub(&t);
@@ -1829,7 +1850,7 @@ static PyObject *Model_encode_text(Model *self, PyObject *const *args, Py_ssize_
     free(t.scrubbed);
     if (rc == 0) rc = viterbi(self, buf.v, buf.n, &out, &st);
     if (ts) PyEval_RestoreThread(ts);
-    free(buf.v);
+    bytes_free(&buf);
     wc_account(self->cache, &st);
     return ids_list(&out, rc);
 }
