@@ -391,6 +391,7 @@ static int normalize(const Normalizer *nz, const Text *t, ByteBuf *out) {
             if (i >= n) break;
         }
         Py_UCS4 c = PyUnicode_READ(t->kind, t->data, i);
+        if (c >= 0xD800 && c <= 0xDFFF) return E_SURROGATE; /* (the copy loop stops at one too): see prepare */
         if (c < 0x80 && c > 0 && nz->asc_fast[c]) {
             Py_UCS4 d = i + 1 < n ? PyUnicode_READ(t->kind, t->data, i + 1) : 0;
             if (!asc_continues(nz, c, d)) {
@@ -472,6 +473,20 @@ static int normalize(const Normalizer *nz, const Text *t, ByteBuf *out) {
         out->n += wsn;
     }
     return 0;
+}
+
+/* The text normalized by ``nz`` (NULL: as UTF-8) into ``out``, lone surrogates as U+FFFD first: read as it is,
+ * and scrubbed (``t->scrubbed``, the caller frees it) and read again only when a surrogate turns up (both
+ * readers stop at the first one; a surrogate is in no charsmap key and no user-defined piece, so every one is
+ * met where a character starts). */
+static int prepare(const Normalizer *nz, Text *t, ByteBuf *out) {
+    Py_ssize_t begin = out->n;
+    int rc = nz ? normalize(nz, t, out) : text_utf8(t, out);
+    if (rc != E_SURROGATE) return rc;
+    out->n = begin;
+    rc = text_scrub(t);
+    if (rc == 0) rc = nz ? normalize(nz, t, out) : text_utf8(t, out);
+    return rc;
 }
 
 /* Normalizer(charsmap: bytes, add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces,
@@ -668,8 +683,7 @@ static PyObject *Normalizer_normalize(Normalizer *self, PyObject *arg) {
     text_open(arg, &t);
     ByteBuf out = {NULL, 0, 0};
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc = text_scrub(&t);
-    if (rc == 0) rc = normalize(self, &t, &out);
+    Py_BEGIN_ALLOW_THREADS rc = prepare(self, &t, &out);
     Py_END_ALLOW_THREADS free(t.scrubbed);
     if (rc < 0) {
         free(out.v);
@@ -1795,8 +1809,7 @@ static PyObject *Model_encode(Model *self, PyObject *args, PyObject *kwds) {
         text_open(PyList_GET_ITEM(held, k), &t);
         buf.n = 0;
         if (nz || scrub) {
-            rc = text_scrub(&t);
-            if (rc == 0) rc = nz ? normalize(nz, &t, &buf) : text_utf8(&t, &buf);
+            rc = prepare(nz, &t, &buf);
             free(t.scrubbed);
         } else {
             rc = text_utf8(&t, &buf);
@@ -1845,8 +1858,7 @@ static PyObject *Model_encode_text(Model *self, PyObject *const *args, Py_ssize_
     ByteBuf buf = {byte_stack, 0, sizeof byte_stack, byte_stack};
     int rc;
     PyThreadState *ts = t.n >= GIL_FROM ? PyEval_SaveThread() : NULL;
-    rc = text_scrub(&t);
-    if (rc == 0) rc = nz ? normalize(nz, &t, &buf) : text_utf8(&t, &buf);
+    rc = prepare(nz, &t, &buf);
     free(t.scrubbed);
     if (rc == 0) rc = viterbi(self, buf.v, buf.n, &out, &st);
     if (ts) PyEval_RestoreThread(ts);
