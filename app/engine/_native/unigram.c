@@ -111,6 +111,81 @@ static void bytes_free(ByteBuf *b) {
 
 static inline int utf8_len(unsigned char b) { return b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4; }
 
+/* Characters -> the labels of a Model's trie (see the piece trie below), so that the normalizer can write each
+ * character's label as it writes the character, and the search need not decode the text again. */
+typedef struct {
+    const uint16_t *bmp;         /* BMP code point -> label (0: in no piece) */
+    const uint32_t *astral;      /* the other code points of the pieces, ascending */
+    const uint16_t *astral_label;
+    Py_ssize_t n_astral;
+} Labeler;
+
+static inline uint16_t labeler_of(const Labeler *L, uint32_t c) {
+    if (c < 0x10000) return L->bmp[c];
+    Py_ssize_t lo = 0, hi = L->n_astral;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (L->astral[mid] < c) lo = mid + 1; else hi = mid;
+    }
+    return lo < L->n_astral && L->astral[lo] == c ? L->astral_label[lo] : 0;
+}
+
+/* The labels of a normalized text, one per character of its bytes (``done``: how many bytes they cover). */
+typedef struct {
+    uint16_t *v;
+    Py_ssize_t n, cap;
+    uint16_t *stack; /* as for IdBuf */
+    const Labeler *of;
+    Py_ssize_t done;
+} LabBuf;
+
+static int labs_reserve(LabBuf *b, Py_ssize_t extra) {
+    if (b->cap - b->n >= extra) return 0;
+    Py_ssize_t cap = b->cap ? b->cap : 256;
+    while (cap - b->n < extra) cap *= 2;
+    uint16_t *nv;
+    if (b->v != NULL && b->v == b->stack) {
+        nv = (uint16_t *)malloc((size_t)cap * sizeof(uint16_t));
+        if (nv) memcpy(nv, b->v, (size_t)b->n * sizeof(uint16_t));
+    } else {
+        nv = (uint16_t *)realloc(b->v, (size_t)cap * sizeof(uint16_t));
+    }
+    if (!nv) return E_NOMEM;
+    b->v = nv;
+    b->cap = cap;
+    return 0;
+}
+
+static void labs_free(LabBuf *b) {
+    if (b->v != b->stack) free(b->v);
+}
+
+/* Labels for the bytes ``out`` has past ``b->done`` (whole UTF-8 characters). */
+static int labs_sync(LabBuf *b, const ByteBuf *out) {
+    if (b->done == out->n) return 0;
+    if (labs_reserve(b, out->n - b->done + 1) < 0) return E_NOMEM;
+    const unsigned char *p = out->v;
+    for (Py_ssize_t i = b->done; i < out->n;) {
+        uint32_t c = p[i];
+        if (c < 0x80) {
+            i++;
+        } else if (c < 0xE0) {
+            c = ((c & 0x1F) << 6) | (p[i + 1] & 0x3F);
+            i += 2;
+        } else if (c < 0xF0) {
+            c = ((c & 0x0F) << 12) | ((uint32_t)(p[i + 1] & 0x3F) << 6) | (p[i + 2] & 0x3F);
+            i += 3;
+        } else {
+            c = ((c & 0x07) << 18) | ((uint32_t)(p[i + 1] & 0x3F) << 12) | ((uint32_t)(p[i + 2] & 0x3F) << 6) |
+                (p[i + 3] & 0x3F);
+            i += 4;
+        }
+        b->v[b->n++] = labeler_of(b->of, c);
+    }
+    b->done = out->n;
+    return 0;
+}
+
 /* ---- text access -------------------------------------------------------------------------------------------- */
 
 /* A str's code points; ``scrubbed`` (owned) when lone surrogates had to be replaced. */
@@ -328,8 +403,9 @@ static inline int asc_continues(const Normalizer *nz, Py_UCS4 c, Py_UCS4 next) {
     return (int)((nz->asc_cont[c][b >> 6] >> (b & 63)) & 1);
 }
 
-/* The normalized text (UTF-8, appended to ``out``), as ``SentencePieceNormalizer.chunks`` joined. */
-static int normalize(const Normalizer *nz, const Text *t, ByteBuf *out) {
+/* The normalized text (UTF-8, appended to ``out``), as ``SentencePieceNormalizer.chunks`` joined; with ``lab``
+ * (which must cover ``out`` so far), each character's label too. */
+static int normalize(const Normalizer *nz, const Text *t, ByteBuf *out, LabBuf *lab) {
     Py_ssize_t n = t->n, i = 0;
     int remove = nz->remove_extra_whitespaces;
     const unsigned char *ws = nz->escape_whitespaces ? (const unsigned char *)"\xE2\x96\x81" : (const unsigned char *)" ";
@@ -351,14 +427,19 @@ static int normalize(const Normalizer *nz, const Text *t, ByteBuf *out) {
     }
     int prev_space = remove;
     while (i < n) {
+        if (lab && labs_sync(lab, out) < 0) return E_NOMEM; /* what the last step wrote */
         /* a run of characters the charsmap leaves alone, copied in one go: ASCII characters and spaces that no
          * key continues with the next character (a space as in ``emit``: dropped after a space when extra
          * whitespace is removed, else written escaped), and characters that start no key */
         if (nz->asc_simple_any) {
             if (bytes_reserve(out, 4 * (n - i) + 8) < 0) return E_NOMEM;
+            if (lab && labs_reserve(lab, n - i + 8) < 0) return E_NOMEM;
             unsigned char *w = out->v + out->n;
+            uint16_t *lw = lab ? lab->v + lab->n : NULL;
+            const Labeler *lof = lab ? lab->of : NULL;
+            const uint16_t wsl = lab ? labeler_of(lof, nz->escape_whitespaces ? 0x2581 : ' ') : 0;
             const uint8_t *plain = nz->plain_cp;
-#define COPY_RUN(TYPE)                                                                                          \
+#define COPY_RUN(TYPE, LABEL, WSLABEL)                                                                          \
     do {                                                                                                        \
         const TYPE *d = (const TYPE *)t->data;                                                                  \
         while (i < n) {                                                                                         \
@@ -367,27 +448,44 @@ static int normalize(const Normalizer *nz, const Text *t, ByteBuf *out) {
                 if (!nz->asc_run[c] || asc_continues(nz, c, i + 1 < n ? d[i + 1] : 0)) break;                  \
                 if (c != ' ') {                                                                                 \
                     *w++ = (unsigned char)c;                                                                    \
+                    LABEL;                                                                                      \
                     prev_space = 0;                                                                             \
                 } else {                                                                                        \
                     if (!prev_space) {                                                                          \
                         memcpy(w, ws, (size_t)wsn);                                                             \
                         w += wsn;                                                                               \
+                        WSLABEL;                                                                                \
                     }                                                                                           \
                     prev_space = remove;                                                                        \
                 }                                                                                               \
             } else {                                                                                            \
                 if (c >= 0x110000 || !((plain[c >> 3] >> (c & 7)) & 1)) break;                                 \
                 w += utf8_put(w, c);                                                                            \
+                LABEL;                                                                                          \
                 prev_space = 0;                                                                                 \
             }                                                                                                   \
             i++;                                                                                                \
         }                                                                                                       \
     } while (0)
-            if (t->kind == PyUnicode_1BYTE_KIND) COPY_RUN(Py_UCS1);
-            else if (t->kind == PyUnicode_2BYTE_KIND) COPY_RUN(Py_UCS2);
-            else COPY_RUN(Py_UCS4);
+#define L_PUT (*lw++ = labeler_of(lof, c))
+#define L_WS (*lw++ = wsl)
+            if (lab) {
+                if (t->kind == PyUnicode_1BYTE_KIND) COPY_RUN(Py_UCS1, L_PUT, L_WS);
+                else if (t->kind == PyUnicode_2BYTE_KIND) COPY_RUN(Py_UCS2, L_PUT, L_WS);
+                else COPY_RUN(Py_UCS4, L_PUT, L_WS);
+            } else {
+                if (t->kind == PyUnicode_1BYTE_KIND) COPY_RUN(Py_UCS1, (void)0, (void)0);
+                else if (t->kind == PyUnicode_2BYTE_KIND) COPY_RUN(Py_UCS2, (void)0, (void)0);
+                else COPY_RUN(Py_UCS4, (void)0, (void)0);
+            }
+#undef L_PUT
+#undef L_WS
 #undef COPY_RUN
             out->n = w - out->v;
+            if (lab) {
+                lab->n = lw - lab->v;
+                lab->done = out->n;
+            }
             if (i >= n) break;
         }
         Py_UCS4 c = PyUnicode_READ(t->kind, t->data, i);
@@ -464,14 +562,22 @@ static int normalize(const Normalizer *nz, const Text *t, ByteBuf *out) {
         i += used;
         if (!remove) prev_space = 0;
     }
+    if (lab && labs_sync(lab, out) < 0) return E_NOMEM;
     if (remove) {
-        while (out->n - begin >= wsn && memcmp(out->v + out->n - wsn, ws, (size_t)wsn) == 0) out->n -= wsn;
+        while (out->n - begin >= wsn && memcmp(out->v + out->n - wsn, ws, (size_t)wsn) == 0) {
+            out->n -= wsn;
+            if (lab) { /* one character, one label */
+                lab->n--;
+                lab->done = out->n;
+            }
+        }
     }
     if (nz->add_dummy_prefix && nz->treat_whitespace_as_suffix) {
         if (bytes_reserve(out, wsn) < 0) return E_NOMEM;
         memcpy(out->v + out->n, ws, (size_t)wsn);
         out->n += wsn;
     }
+    if (lab && labs_sync(lab, out) < 0) return E_NOMEM;
     return 0;
 }
 
@@ -479,13 +585,17 @@ static int normalize(const Normalizer *nz, const Text *t, ByteBuf *out) {
  * and scrubbed (``t->scrubbed``, the caller frees it) and read again only when a surrogate turns up (both
  * readers stop at the first one; a surrogate is in no charsmap key and no user-defined piece, so every one is
  * met where a character starts). */
-static int prepare(const Normalizer *nz, Text *t, ByteBuf *out) {
-    Py_ssize_t begin = out->n;
-    int rc = nz ? normalize(nz, t, out) : text_utf8(t, out);
+static int prepare(const Normalizer *nz, Text *t, ByteBuf *out, LabBuf *lab) {
+    Py_ssize_t begin = out->n, lab_begin = lab ? lab->n : 0;
+    int rc = nz ? normalize(nz, t, out, lab) : text_utf8(t, out);
     if (rc != E_SURROGATE) return rc;
     out->n = begin;
+    if (lab) {
+        lab->n = lab_begin;
+        lab->done = begin;
+    }
     rc = text_scrub(t);
-    if (rc == 0) rc = nz ? normalize(nz, t, out) : text_utf8(t, out);
+    if (rc == 0) rc = nz ? normalize(nz, t, out, lab) : text_utf8(t, out);
     return rc;
 }
 
@@ -683,7 +793,7 @@ static PyObject *Normalizer_normalize(Normalizer *self, PyObject *arg) {
     text_open(arg, &t);
     ByteBuf out = {NULL, 0, 0};
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc = prepare(self, &t, &out);
+    Py_BEGIN_ALLOW_THREADS rc = prepare(self, &t, &out, NULL);
     Py_END_ALLOW_THREADS free(t.scrubbed);
     if (rc < 0) {
         free(out.v);
@@ -923,6 +1033,7 @@ typedef struct {
     uint8_t *seen;      /* with it: a bit per word hash, set at a word's first occurrence (see word_seen) */
     uint16_t sp_label;  /* the label of U+2581 (words start there) */
     double smax;        /* the largest |float32 score| of a piece or of the unknown node */
+    Labeler labeler;    /* label_bmp and astral, for the normalizer */
 } Model;
 
 /* One entry of the word cache (see "words" below): a word's labels, its best path and when it may be reused. */
@@ -1077,6 +1188,7 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
                 self->astral_label[q++] = (uint16_t)count[c];
             }
         self->n_astral = n_astral;
+        self->labeler = (Labeler){self->label_bmp, self->astral, self->astral_label, n_astral};
     }
     text = (int32_t *)malloc(((size_t)total + 1) * sizeof(int32_t));
     if (!text) goto nomem;
@@ -1656,8 +1768,10 @@ static int viterbi_d(const Model *m, const Chars *ch, Py_ssize_t n, char *mem, I
 
 #define STACK_CHARS 1024
 
-/* Viterbi over buf[0:nb] (valid UTF-8), appending the ids to ``out``. */
-static int viterbi(const Model *m, const unsigned char *buf, Py_ssize_t nb, IdBuf *out, CallStats *st) {
+/* Viterbi over buf[0:nb] (valid UTF-8), appending the ids to ``out``.  ``given``: its labels already (one per
+ * character, with room for one more), else NULL. */
+static int viterbi(const Model *m, const unsigned char *buf, Py_ssize_t nb, LabBuf *given, IdBuf *out,
+                   CallStats *st) {
     if (nb == 0) return 0;
     /* sized by bytes (an upper bound on the characters), so the labels take one pass over the text: per
      * character, the best path record (12 or 16 bytes), then its label (2 bytes) */
@@ -1667,8 +1781,8 @@ static int viterbi(const Model *m, const unsigned char *buf, Py_ssize_t nb, IdBu
     _Alignas(8) char stack_mem[(STACK_CHARS + 1) * (sizeof(PosD) + sizeof(uint16_t) + sizeof(int32_t)) + 16];
     char *mem = nb <= STACK_CHARS ? stack_mem : (char *)malloc(need);
     if (!mem) return E_NOMEM;
-    uint16_t *lab = (uint16_t *)(mem + (size_t)(nb + 1) * width);
-    int32_t *sp_at = m->cache ? (int32_t *)((char *)lab + lab_bytes) : NULL;
+    uint16_t *lab = given ? given->v : (uint16_t *)(mem + (size_t)(nb + 1) * width);
+    int32_t *sp_at = m->cache ? (int32_t *)(mem + (size_t)(nb + 1) * width + lab_bytes) : NULL;
     Py_ssize_t k = 0, nsp = 0;
     const uint16_t sp = m->sp_label;
     const uint16_t *bmp = m->label_bmp;
@@ -1692,7 +1806,14 @@ static int viterbi(const Model *m, const unsigned char *buf, Py_ssize_t nb, IdBu
         SP_AT;                                                                                                  \
         lab[k++] = l;                                                                                           \
     }
-    if (sp_at) {
+    if (given) {
+        k = given->n;
+        if (sp_at)
+            for (Py_ssize_t i = 0; i < k; i++) {
+                sp_at[nsp] = (int32_t)i;
+                nsp += lab[i] == sp;
+            }
+    } else if (sp_at) {
         DECODE_LABELS((sp_at[nsp] = (int32_t)k, nsp += l == sp))
     } else {
         DECODE_LABELS((void)0)
@@ -1765,7 +1886,7 @@ static PyObject *Model_tokenize(Model *self, PyObject *arg) {
     ByteBuf buf = {NULL, 0, 0};
     int rc;
     Py_BEGIN_ALLOW_THREADS rc = text_utf8(&t, &buf);
-    if (rc == 0) rc = viterbi(self, buf.v, buf.n, &out, &st);
+    if (rc == 0) rc = viterbi(self, buf.v, buf.n, NULL, &out, &st);
     Py_END_ALLOW_THREADS free(buf.v);
     wc_account(self->cache, &st);
     return ids_list(&out, rc);
@@ -1799,6 +1920,7 @@ static PyObject *Model_encode(Model *self, PyObject *args, PyObject *kwds) {
     IdBuf out = {NULL, 0, 0};
     CallStats st = {0, 0, 0};
     ByteBuf buf = {NULL, 0, 0};
+    LabBuf lab = {NULL, 0, 0, NULL, &self->labeler, 0};
     int rc = 0;
     Py_BEGIN_ALLOW_THREADS for (Py_ssize_t k = 0; k < count && rc == 0; k++) {
         if (passed[k] >= 0) {
@@ -1808,18 +1930,22 @@ static PyObject *Model_encode(Model *self, PyObject *args, PyObject *kwds) {
         Text t;
         text_open(PyList_GET_ITEM(held, k), &t);
         buf.n = 0;
+        lab.n = lab.done = 0;
+        LabBuf *labs = nz ? &lab : NULL; /* the normalizer writes the labels */
         if (nz || scrub) {
-            rc = prepare(nz, &t, &buf);
+            rc = prepare(nz, &t, &buf, labs);
             free(t.scrubbed);
         } else {
             rc = text_utf8(&t, &buf);
         }
-        if (rc == 0) rc = viterbi(self, buf.v, buf.n, &out, &st);
+        if (rc == 0 && labs) rc = labs_reserve(labs, 1);
+        if (rc == 0) rc = viterbi(self, buf.v, buf.n, labs, &out, &st);
     }
     Py_END_ALLOW_THREADS items_free(&its);
     wc_account(self->cache, &st);
     Py_DECREF(nobj);
     free(buf.v);
+    labs_free(&lab);
     return ids_list(&out, rc);
 }
 
@@ -1856,13 +1982,18 @@ static PyObject *Model_encode_text(Model *self, PyObject *const *args, Py_ssize_
     IdBuf out = {id_stack, 0, 256, id_stack}; /* a short text needs no allocation */
     CallStats st = {0, 0, 0};
     ByteBuf buf = {byte_stack, 0, sizeof byte_stack, byte_stack};
+    uint16_t lab_stack[512];
+    LabBuf lab = {lab_stack, 0, 512, lab_stack, &self->labeler, 0};
+    LabBuf *labs = nz ? &lab : NULL; /* the normalizer writes the labels */
     int rc;
     PyThreadState *ts = t.n >= GIL_FROM ? PyEval_SaveThread() : NULL;
-    rc = prepare(nz, &t, &buf);
+    rc = prepare(nz, &t, &buf, labs);
     free(t.scrubbed);
-    if (rc == 0) rc = viterbi(self, buf.v, buf.n, &out, &st);
+    if (rc == 0 && labs) rc = labs_reserve(labs, 1);
+    if (rc == 0) rc = viterbi(self, buf.v, buf.n, labs, &out, &st);
     if (ts) PyEval_RestoreThread(ts);
     bytes_free(&buf);
+    labs_free(&lab);
     wc_account(self->cache, &st);
     return ids_list(&out, rc);
 }
