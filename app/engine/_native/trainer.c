@@ -36,6 +36,7 @@
 #include "bytes_hash.h"
 #include "pretokenizer.h"
 #include "hash_mix.h"
+#include "sp_rules.h"
 
 /* ------------------------------------------------------------------------------------------------ hashing */
 
@@ -697,6 +698,7 @@ typedef struct {
     uint32_t wn, wcap;
     uint32_t stamp; /* merge step that last put the pair into `changed` */
     uint8_t dirty;
+    uint8_t banned; /* the piece rules refuse the merged piece: never a candidate (set when the pair is created) */
 } Pair;
 
 typedef struct {
@@ -757,6 +759,9 @@ typedef struct {
     uint32_t *changed;
     size_t nchanged, chcap;
     uint32_t stamp;
+    /* piece rules (sp_rules.h), when given: the code point of each base unit */
+    uint32_t *unit_cp;
+    SpRules rules;
 } Learner;
 
 static void learner_free(Learner *L)
@@ -783,6 +788,7 @@ static void learner_free(Learner *L)
     free(L->scratch);
     free(L->occ);
     free(L->changed);
+    free(L->unit_cp);
     memset(L, 0, sizeof(*L));
 }
 
@@ -936,6 +942,26 @@ static inline Pair *pair_find(const Learner *L, uint64_t key)
     }
 }
 
+/* May the pair's merged piece be learned under the piece rules? (Always, without rules.) */
+static int pair_allowed(const Learner *L, uint64_t key)
+{
+    if (!L->unit_cp)
+        return 1;
+    int32_t ab[2] = {(int32_t)(key >> 32), (int32_t)(uint32_t)key};
+    int64_t len = (int64_t)L->slen[ab[0]] + L->slen[ab[1]];
+    if (L->rules.max_len >= 0 && len > L->rules.max_len)
+        return 0;
+    SpScan st = {-1};
+    uint32_t pos = 0, c = 0;
+    for (int h = 0; h < 2; h++) {
+        const int32_t *u = L->upool + L->soff[ab[h]];
+        for (uint32_t k = 0; k < L->slen[ab[h]]; k++, pos++)
+            if (sp_rule_step(&L->rules, &st, pos, c = L->unit_cp[u[k]]))
+                return 0;
+    }
+    return sp_rule_end_ok(&L->rules, c, len);
+}
+
 /* The record of `key`, created (count 0) if needed. NULL on OOM. */
 static Pair *pair_get(Learner *L, uint64_t key)
 {
@@ -960,6 +986,7 @@ static Pair *pair_get(Learner *L, uint64_t key)
     Pair *p = &L->pairs[L->npairs];
     memset(p, 0, sizeof(*p));
     p->key = key;
+    p->banned = (uint8_t)!pair_allowed(L, key);
     L->npairs++;
     if (L->npairs * 2 > L->pmask + 1) {
         if (pair_rehash(L, (L->pmask + 1) * 2))
@@ -1034,6 +1061,8 @@ static void heap_down(Learner *L, size_t i)
 
 static int heap_push(Learner *L, int64_t count, uint64_t key, uint32_t pair)
 {
+    if (L->pairs[pair].banned)
+        return 0; /* the one gate of the piece rules: a refused pair never becomes a candidate */
     GROW(L->heap, L->hcap, L->hn + 1, HeapEnt);
     HeapEnt e = {count, key, pair};
     size_t i = L->hn++;
@@ -1829,14 +1858,14 @@ static PyObject *mod_learn(PyObject *module, PyObject *args, PyObject *kwds)
     (void)module;
     static char *kwlist[] = {"words",      "counts",   "n_base",         "order_units", "max_symbols",
                              "max_merges", "min_frequency", "lexicographic", "progress",    "progress_every",
-                             "keep_words", "consume",  "alphabet", "dummy_prefix", "collapse", NULL};
-    PyObject *words, *counts, *order_units = Py_None, *progress = Py_None, *alphabet = Py_None;
+                             "keep_words", "consume",  "alphabet", "dummy_prefix", "collapse", "rules", NULL};
+    PyObject *words, *counts, *order_units = Py_None, *progress = Py_None, *alphabet = Py_None, *rules = Py_None;
     Py_ssize_t n_base;
     long long max_symbols = -1, max_merges = -1, min_frequency = 2, progress_every = 256;
     int lexicographic = 0, keep_words = 0, consume = 0, dummy = 1, collapse = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOn|OLLLpOLppOpp", kwlist, &words, &counts, &n_base, &order_units,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOn|OLLLpOLppOppO", kwlist, &words, &counts, &n_base, &order_units,
                                      &max_symbols, &max_merges, &min_frequency, &lexicographic, &progress,
-                                     &progress_every, &keep_words, &consume, &alphabet, &dummy, &collapse))
+                                     &progress_every, &keep_words, &consume, &alphabet, &dummy, &collapse, &rules))
         return NULL;
     if (min_frequency < 1) {
         PyErr_SetString(PyExc_ValueError, "min_frequency must be >= 1");
@@ -1855,6 +1884,21 @@ static PyObject *mod_learn(PyObject *module, PyObject *args, PyObject *kwds)
     PyObject *result = NULL;
     if (learner_base(&L, n_base, order_units))
         goto done;
+    if (rules != Py_None) { /* (marker, flags, max_len): PieceRules.native(); the units are the alphabet's characters */
+        if (!PyUnicode_Check(alphabet) || PyUnicode_GET_LENGTH(alphabet) != n_base) {
+            PyErr_SetString(PyExc_ValueError, "piece rules need the alphabet (one character per base symbol)");
+            goto done;
+        }
+        if (!PyArg_ParseTuple(rules, "LiL", &L.rules.marker, &L.rules.flags, &L.rules.max_len))
+            goto done;
+        L.unit_cp = malloc((size_t)n_base * sizeof(uint32_t));
+        if (!L.unit_cp) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (Py_ssize_t k = 0; k < n_base; k++)
+            L.unit_cp[k] = PyUnicode_READ_CHAR(alphabet, k);
+    }
     if (PyObject_TypeCheck(words, &CounterType) && alphabet != Py_None) {
         CounterObject *ctr = (CounterObject *)words;
         if (counts != Py_None || !PyUnicode_Check(alphabet) || PyUnicode_GET_LENGTH(alphabet) != n_base) {

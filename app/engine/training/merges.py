@@ -82,6 +82,7 @@ def learn_merges(
     tie_break: str = "first-seen",
     progress: Callable[[int], None] | None = None,
     copy_words: bool = True,
+    valid: Callable[[Hashable], bool] | None = None,
 ) -> MergeResult:
     """Learn merges over ``words`` (base-symbol ids; ``counts[i]`` is the frequency of ``words[i]``).
 
@@ -95,6 +96,8 @@ def learn_merges(
     pair is left. ``progress(n)`` is called after each merge with the number of merges so far. Raises
     ``ValueError`` for an unknown ``tie_break`` or ``min_frequency < 1``. With ``copy_words=False`` the
     trainer works in place on ``words`` (a list of lists, which it then owns) instead of copying it.
+    ``valid(key)``, when given, is asked once per distinct pair about its merged key; a refused pair is counted
+    like any other but never becomes a candidate (the SentencePiece-style piece rules).
     """
     if tie_break not in TIE_BREAKS:
         raise ValueError(f"tie_break must be one of {TIE_BREAKS}, not {tie_break!r}")
@@ -138,8 +141,19 @@ def learn_merges(
 
     # A pair's count only grows during the merge that creates one of its symbols (or that reuses one), and
     # every growth pushes a fresh entry; so pairs below min_frequency need no entry until they grow.
+    verdicts: dict[int, bool] = {}
+
+    def allowed(p: int) -> bool:
+        """The one gate of ``valid``: may pair ``p`` be a candidate?"""
+        if valid is None:
+            return True
+        v = verdicts.get(p)
+        if v is None:
+            v = verdicts[p] = bool(valid(concat(symbols[p >> _SHIFT], symbols[p & _MASK])))
+        return v
+
     heap: list[tuple[int, object, int]] = [
-        (-cnt, tie_key(p), p) for p, cnt in pair_count.items() if cnt >= min_frequency
+        (-cnt, tie_key(p), p) for p, cnt in pair_count.items() if cnt >= min_frequency and allowed(p)
     ]
     heapq.heapify(heap)
     pop, push = heapq.heappop, heapq.heappush
@@ -284,7 +298,7 @@ def learn_merges(
             dirty.discard(p)
         for q in changed:
             cnt = pair_count.get(q, 0)
-            if cnt >= min_frequency:
+            if cnt >= min_frequency and allowed(q):
                 push(heap, (-cnt, tie_key(q), q))
         if progress is not None:
             progress(len(merges))
