@@ -2022,6 +2022,19 @@ extern PyObject *wordpiece_learn(PyObject *module, PyObject *args);
 extern PyObject *words_char_counts(PyObject *module, PyObject *words);
 extern PyObject *words_split_unknown(PyObject *module, PyObject *args);
 
+static PyObject *mod_sp_scripts(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, 0x110000);
+    if (!out)
+        return NULL;
+    char *b = PyBytes_AS_STRING(out);
+    for (uint32_t c = 0; c < 0x110000; c++)
+        b[c] = (char)sp_script_of(c);
+    return out;
+}
+
 static PyMethodDef module_methods[] = {
     {"char_counts", (PyCFunction)words_char_counts, METH_O,
      "char_counts(words: dict[str, int]) -> dict[str, int]: each character's occurrences, weighted by the counts."},
@@ -2035,12 +2048,16 @@ static PyMethodDef module_methods[] = {
     {"learn", (PyCFunction)(void (*)(void))mod_learn, METH_VARARGS | METH_KEYWORDS,
      "learn(words, counts, n_base, order_units=None, max_symbols=-1, max_merges=-1, min_frequency=2,\n"
      "      lexicographic=False, progress=None, progress_every=256, keep_words=False, consume=False,\n"
-     "      alphabet=None)\n"
+     "      alphabet=None, dummy_prefix=True, collapse=True, rules=None)\n"
      "-> (merges: list[(left, right, result)], n_symbols, stop_reason, words | None)\n\n"
      "The merge learner of app.engine.training.merges.learn_merges over base-symbol ids 0..n_base-1 (words: a\n"
      "list of int sequences with counts, or a PretokenCounter with counts=None and n_base=256, or with alphabet (a\n"
      "str of n_base characters, symbol i = alphabet[i]) a list of str). order_units[i]:\n"
-     "the lexicographic order key of base symbol i without its terminator (lexicographic mode only)."},
+     "the lexicographic order key of base symbol i without its terminator (lexicographic mode only).\n"
+     "rules=(marker, flags, max_len) (PieceRules.native(), needs the alphabet): a pair whose merged piece the\n"
+     "piece rules refuse is never merged (sp_rules.h)."},
+    {"sp_scripts", (PyCFunction)mod_sp_scripts, METH_NOARGS,
+     "sp_scripts() -> bytes: the script id of every code point 0..0x10FFFF in the compiled table (sp_scripts.h)."},
     {NULL, NULL, 0, NULL},
 };
 
