@@ -35,7 +35,7 @@ static inline int sp_rule_step(const SpRules *r, SpScan *st, uint32_t pos, uint3
     if ((int64_t)c == r->marker)
         return pos > 0 && (r->flags & SP_RULE_SPLIT_WHITESPACE) ? -1 : 0;
     if ((r->flags & SP_RULE_FORBIDDEN) &&
-        (c == 0 || c == '\t' || c == ' ' || c == 0x2585 || (c >= 0xD800 && c <= 0xDFFF)))
+        (c == 0 || c == 0x1F || c == ' ' || c == 0x2585 || (c >= 0xD800 && c <= 0xDFFF)))
         return -1;
     int digit = sp_is_decimal(c);
     if (digit && (r->flags & SP_RULE_SPLIT_DIGITS))

@@ -4,7 +4,8 @@ A candidate of two or more characters is refused when (each rule is SentencePiec
 defaults where it has them; :class:`PieceRules` turns them on or off):
 
 * it is longer than ``max_length`` characters;
-* it holds U+0000, a tab, a space, U+2585 (the trainer's unknown stand-in) or a surrogate;
+* it holds U+0000, U+001F (the trainer's boundary mark in ``sentencepiece`` 0.2.3: never a piece, no piece
+  spans it), a space, U+2585 (the trainer's unknown stand-in) or a surrogate;
 * the whitespace marker ``▁`` is not its first character (``split_by_whitespace``), or, without that rule, the
   marker is its last character;
 * with ``split_digits``, it holds a decimal digit (``0``-``9`` and the full-width ``０``-``９``);
@@ -36,7 +37,7 @@ _TO_HAN = {NAMES.index("Hiragana"), NAMES.index("Katakana")}
 #: A script value that matches every script (a digit without ``split_by_number``, or nothing seen yet).
 ANY = -1
 #: Characters no learned piece holds (besides surrogates).
-FORBIDDEN = frozenset("\0\t \u2585")
+FORBIDDEN = frozenset("\0\x1f \u2585")
 
 #: Bits of :meth:`PieceRules.native`'s flags (the compiled learners' ``SP_RULE_*``).
 FLAG_SPLIT_DIGITS = 1

@@ -9,8 +9,8 @@ its pieces are learned from its substrings.
 
 Characters: the most frequent characters covering ``character_coverage`` of the corpus are required (always
 pieces); the rest are left to ``<unk>`` or, with ``byte_fallback``, to the 256 ``<0xNN>`` byte pieces. U+0000 and
-the tab are never one (SentencePiece's trainer skips them, and its loader refuses a piece holding U+0000): they are
-always unknown.
+U+001F are never one (SentencePiece's trainer skips them: its loader refuses a piece holding U+0000, and
+``sentencepiece`` 0.2.3's trainer treats U+001F as a boundary): they are always unknown.
 
 Which pieces may be learned: SentencePiece's trainer's rules with its defaults (:mod:`.piece_rules`), in both
 learners: at most ``max_piece_length`` characters; with ``split_by_unicode_script`` (default on) no piece mixes
@@ -55,7 +55,7 @@ from .word_counter import WordCounter
 
 MODEL_TYPES = ("unigram", "bpe")
 #: Characters that are never pieces (SentencePiece's trainer leaves them out of the required characters).
-NEVER_PIECES = ("\0", "\t")
+NEVER_PIECES = ("\0", "\x1f")
 _F32 = struct.Struct("<f")
 
 

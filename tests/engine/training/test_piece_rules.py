@@ -25,10 +25,11 @@ from .family_corpus import corpus_text, hostile_samples
 
 SPACE = "\u2581"
 needs_native = pytest.mark.skipif(not compiled.available(), reason="compiled trainer not built")
-#: Characters the rules treat specially, beside the test corpus's: combining marks (Latin, Arabic, Thai), kana and
-#: the prolonged sound mark, full-width digits and letters, a script added after Unicode 9.0.0 (Masaram Gondi,
-#: U+11D00: Common for SentencePiece), Hebrew, Arabic, Greek, Cyrillic.
-EXTRA = "\u0301\u0300\u064b\u0e31\u3042\u30a2\u30fc\u6f22\uff11\uff19\uff21\U00011d00\u05d0\u0627\u00e9\u03b1\u0431"
+#: Characters the rules treat specially, beside the test corpus's: the tab and U+001F, combining marks (Latin,
+#: Arabic, Thai), kana and the prolonged sound mark, full-width digits and letters, a script added after Unicode
+#: 9.0.0 (Masaram Gondi, U+11D00: Common for SentencePiece), Hebrew, Arabic, Greek, Cyrillic.
+EXTRA = ("\t\x1f\u0301\u0300\u064b\u0e31\u3042\u30a2\u30fc\u6f22\uff11\uff19\uff21\U00011d00\u05d0\u0627\u00e9"
+         "\u03b1\u0431")
 #: Every rule combination the trainers accept.
 OPTION_SETS = [{}, {"split_by_number": False}, {"split_by_unicode_script": False}, {"split_digits": True},
                {"split_by_whitespace": False}, {"split_by_unicode_script": False, "split_by_whitespace": False},
@@ -73,7 +74,8 @@ SP = PieceRules.sentencepiece()
     ("▁\u0301a", SP, True), ("1\u0301a", SP, False),
     ("\U00011d00,", SP, True), ("\U00011d00a", SP, False),  # a post-9.0 script is Common
     ("a" * 16, SP, True), ("a" * 17, SP, False), ("▁" + "a" * 15, SP, True),
-    ("a\0", SP, False), ("a\tb", SP, False), ("a\u2585", SP, False),  # never in a piece
+    ("a\0", SP, False), (",\x1f", SP, False), ("a\u2585", SP, False),  # never in a piece
+    ("\t,", SP, True), ("a\tb", PieceRules.sentencepiece(split_by_unicode_script=False), True),  # a tab may be
     # split_by_number off: a digit matches any script and the next character starts afresh
     ("a1", PieceRules.sentencepiece(split_by_number=False), True),
     ("a1б", PieceRules.sentencepiece(split_by_number=False), True),
@@ -116,7 +118,7 @@ def _probe_words(chars: list[str]) -> list[str]:
 def test_rules_match_sentencepiece_trainer(options: dict[str, object]) -> None:
     """``sentencepiece``'s BPE trainer learns every valid two- and three-character word of a corpus of such words
     (each seen three times; vocabulary unbounded) and no invalid one: its set of learned words is the rule."""
-    chars = sorted((set(corpus_text()) | set(EXTRA)) - set(" \n\t\r\0" + SPACE))
+    chars = sorted((set(corpus_text()) | set(EXTRA)) - set(" \n\r\0" + SPACE))
     words = _probe_words(chars)
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(
@@ -132,7 +134,7 @@ def test_rules_match_sentencepiece_trainer(options: dict[str, object]) -> None:
 
 
 def _random_words(rng: random.Random, n: int) -> dict[str, int]:
-    alphabet = "ab1２,." + SPACE + "б\u0301ひカー漢\U00011d00\t"
+    alphabet = "ab1２,." + SPACE + "б\u0301ひカー漢\U00011d00\t\x1f"
     words: Counter[str] = Counter()
     for _ in range(n):
         w = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 14)))
@@ -219,3 +221,26 @@ def test_trained_models_equal_across_backends_and_encode_as_sentencepiece(text: 
         ids = sp.encode(s)
         assert list(ours.encode(s)) == ids, s
         assert ours.decode(ids) == sp.decode(ids), s
+
+
+@pytest.mark.parametrize("model_type", ["unigram", "bpe"])
+def test_unit_separator_is_never_a_piece_and_the_tab_is_as_in_sentencepiece(model_type: str) -> None:
+    """``sentencepiece`` 0.2.3's trainer never makes U+001F a piece nor lets a piece span it; a tab is an ordinary
+    (``Common``) character. Both trainers learn the same characters here."""
+    text = ("ab\x1fcd ,\t, ef\tgh\n" * 300 + "ab\x1f\x1f,,\n" * 100)
+    art = train_on(SentencePieceTrainer(model_type=model_type, vocab_size=40, character_coverage=1.0), [text])
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(text.splitlines()), model_writer=model,
+                                   model_type=model_type, vocab_size=40, character_coverage=1.0,
+                                   normalization_rule_name="identity", hard_vocab_limit=False, minloglevel=2)
+    pieces = {}
+    for who, data in (("ours", art.data), ("peer", model.getvalue())):
+        sp = spm.SentencePieceProcessor(model_proto=data)
+        pieces[who] = {sp.id_to_piece(i) for i in range(sp.get_piece_size())}
+    assert not any("\x1f" in p for p in pieces["ours"]) and not any("\x1f" in p for p in pieces["peer"])
+    assert {p for p in pieces["ours"] if len(p) == 1} == {p for p in pieces["peer"] if len(p) == 1}
+    assert "\t" in pieces["ours"] and any("\t" in p and len(p) > 1 for p in pieces["ours"])
+    sp = spm.SentencePieceProcessor(model_proto=art.data)
+    ours = build_pipeline("t", parse_model(art.data, "t.model"), source="t.model")
+    for s in ["ab\x1fcd", "\x1f", ",\t,", text[:200]]:
+        assert list(ours.encode(s)) == sp.encode(s), s
