@@ -93,14 +93,23 @@ class PieceRules:
         """False when no extension of ``piece`` to the right can be learned (the prefix-closed rules fail)."""
         return self._scan(piece) == len(piece)
 
+    def end_ok(self, piece: str) -> bool:
+        """The rule that is not prefix-closed: without ``split_by_whitespace`` no piece ends with the marker."""
+        return not self._bad_end(piece)
+
     def _bad_end(self, piece: str) -> bool:
         return (not self.split_by_whitespace and self.marker is not None and len(piece) > 1
                 and piece[-1] == self.marker)
 
+    def prefix_limit(self, text: str) -> int:
+        """The length of the longest prefix of ``text`` that the prefix-closed rules allow (the length bound
+        included): ``text[:k]`` may be learned, for ``2 <= k <= prefix_limit(text)``, if :meth:`end_ok`."""
+        return self._scan(text)
+
     def _scan(self, piece: str) -> int:
-        """How many leading characters pass the prefix-closed rules."""
+        """How many leading characters pass the prefix-closed rules (at most ``max_length``)."""
         if self.max_length is not None and len(piece) > self.max_length:
-            return self.max_length
+            piece = piece[: self.max_length]
         prev = ANY
         marker = self.marker
         for pos, ch in enumerate(piece):

@@ -224,14 +224,16 @@ def _seed_candidates(items: Sequence[tuple[str, int]], valid: Callable[[str], bo
     for w, f in items:
         n = len(w)
         for i in range(n):
-            for j in range(i + 2, min(n, i + max_len) + 1):
-                s = w[i:j]
-                if rules is not None:
-                    if not rules.extends(s):
-                        break
-                    if rules(s):
+            end = min(n, i + max_len)
+            if rules is not None:  # the prefix-closed rules bound the extensions; the trailing-marker rule skips some
+                end = i + rules.prefix_limit(w[i:end])
+                for j in range(i + 2, end + 1):
+                    s = w[i:j]
+                    if rules.end_ok(s):
                         sub[s] = sub.get(s, 0) + f
-                    continue
+                continue
+            for j in range(i + 2, end + 1):
+                s = w[i:j]
                 if valid is not None and not valid(s):
                     break
                 sub[s] = sub.get(s, 0) + f

@@ -103,6 +103,9 @@ def test_prefix_closed_rules_stop_scans() -> None:
     nows = PieceRules.sentencepiece(split_by_whitespace=False)
     assert not nows("ab▁") and nows.extends("ab▁") and nows("ab▁c")  # the one rule that is not prefix-closed
     assert not SP.extends("aб") and not SP.extends("aбc") and SP.extends("ab")
+    short = PieceRules.sentencepiece(max_length=3)
+    assert [short.prefix_limit(t) for t in ("abcd", "aбcd", "ab", "▁a▁b")] == [3, 1, 2, 2]
+    assert nows.prefix_limit("ab▁c▁") == 5 and not nows.end_ok("ab▁c▁") and nows.end_ok("ab▁c")
 
 
 def _probe_words(chars: list[str]) -> list[str]:
