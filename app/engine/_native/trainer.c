@@ -698,7 +698,8 @@ typedef struct {
     uint32_t wn, wcap;
     uint32_t stamp; /* merge step that last put the pair into `changed` */
     uint8_t dirty;
-    uint8_t banned; /* the piece rules refuse the merged piece: never a candidate (set when the pair is created) */
+    uint8_t banned; /* the piece rules refuse the merged piece (set when the record is made): never counted, so
+                       never a candidate */
 } Pair;
 
 typedef struct {
@@ -942,7 +943,9 @@ static inline Pair *pair_find(const Learner *L, uint64_t key)
     }
 }
 
-/* May the pair's merged piece be learned under the piece rules? (Always, without rules.) */
+/* May the pair's merged piece be learned under the piece rules? (Always, without rules.) The gate of the rules:
+ * asked once per distinct pair, when pair_get makes its record; a refused pair is never counted (pair_gain,
+ * pair_lose and learner_start skip it), so it is never a candidate. */
 static int pair_allowed(const Learner *L, uint64_t key)
 {
     if (!L->unit_cp)
@@ -1061,8 +1064,6 @@ static void heap_down(Learner *L, size_t i)
 
 static int heap_push(Learner *L, int64_t count, uint64_t key, uint32_t pair)
 {
-    if (L->pairs[pair].banned)
-        return 0; /* the one gate of the piece rules: a refused pair never becomes a candidate */
     GROW(L->heap, L->hcap, L->hn + 1, HeapEnt);
     HeapEnt e = {count, key, pair};
     size_t i = L->hn++;
@@ -1125,8 +1126,8 @@ static uint64_t exact_position(Learner *L, Pair *p)
 static void pair_lose(Learner *L, uint64_t q, uint64_t pos, int64_t c)
 {
     Pair *P = pair_find(L, q);
-    if (!P)
-        return; /* unreachable: every pair of a word is in the table */
+    if (!P || P->banned)
+        return; /* (!P is unreachable: every pair of a word is in the table) */
     int64_t cnt = P->count - c;
     if (cnt) {
         P->count = cnt;
@@ -1146,6 +1147,8 @@ static int pair_gain(Learner *L, uint64_t q, uint64_t pos, int32_t wi, int64_t c
     Pair *P = pair_get(L, q);
     if (!P)
         return -1;
+    if (P->banned)
+        return 0;
     if (!P->count) {
         P->count = c;
         P->wn = 0;
@@ -1268,6 +1271,10 @@ static int learner_start(Learner *L)
             Pair *P = pair_get(L, PK(w[j], w[j + 1]));
             if (!P)
                 return -1;
+            if (P->banned) {
+                off += L->slen[w[j]];
+                continue;
+            }
             if (!P->count) {
                 P->count = c;
                 P->first = (uint64_t)wi << 32 | off;

@@ -247,3 +247,17 @@ def test_unit_separator_is_never_a_piece_and_the_tab_is_as_in_sentencepiece(mode
     ours = build_pipeline("t", parse_model(art.data, "t.model"), source="t.model")
     for s in ["ab\x1fcd", "\x1f", ",\t,", text[:200]]:
         assert list(ours.encode(s)) == sp.encode(s), s
+
+
+@needs_native
+def test_refused_pairs_are_never_counted() -> None:
+    """A corpus whose every pair mixes scripts has nothing to merge: no pair is left, in C as in Python."""
+    words = {"aб": 5, "бa": 3, "a1": 4, "漢a": 2}
+    alphabet = sorted({c for w in words for c in w})
+    index = {c: i for i, c in enumerate(alphabet)}
+    opts = dict(base_symbols=alphabet, concat=lambda x, y: x + y, order_key=text_order_key, unit_length=len,
+                max_symbols=100, min_frequency=2, tie_break="first-seen", valid=SP)
+    py = learn_merges([[index[c] for c in w] for w in words], list(words.values()), **opts)  # type: ignore[arg-type]
+    native = compiled.learn_merges_native(list(words), list(words.values()), keep_words=False,
+                                          alphabet="".join(alphabet), **opts)  # type: ignore[arg-type]
+    assert py.merges == native.merges == [] and py.stop_reason == native.stop_reason == "no pairs left"
