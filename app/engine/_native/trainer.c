@@ -36,6 +36,7 @@
 #include "bytes_hash.h"
 #include "pretokenizer.h"
 #include "hash_mix.h"
+#include "sp_rules.h"
 
 /* ------------------------------------------------------------------------------------------------ hashing */
 
@@ -697,6 +698,8 @@ typedef struct {
     uint32_t wn, wcap;
     uint32_t stamp; /* merge step that last put the pair into `changed` */
     uint8_t dirty;
+    uint8_t banned; /* the piece rules refuse the merged piece (set when the record is made): never counted, so
+                       never a candidate */
 } Pair;
 
 typedef struct {
@@ -757,6 +760,9 @@ typedef struct {
     uint32_t *changed;
     size_t nchanged, chcap;
     uint32_t stamp;
+    /* piece rules (sp_rules.h), when given: the code point of each base unit */
+    uint32_t *unit_cp;
+    SpRules rules;
 } Learner;
 
 static void learner_free(Learner *L)
@@ -783,6 +789,7 @@ static void learner_free(Learner *L)
     free(L->scratch);
     free(L->occ);
     free(L->changed);
+    free(L->unit_cp);
     memset(L, 0, sizeof(*L));
 }
 
@@ -936,6 +943,28 @@ static inline Pair *pair_find(const Learner *L, uint64_t key)
     }
 }
 
+/* May the pair's merged piece be learned under the piece rules? (Always, without rules.) The gate of the rules:
+ * asked once per distinct pair, when pair_get makes its record; a refused pair is never counted (pair_gain,
+ * pair_lose and learner_start skip it), so it is never a candidate. */
+static int pair_allowed(const Learner *L, uint64_t key)
+{
+    if (!L->unit_cp)
+        return 1;
+    int32_t ab[2] = {(int32_t)(key >> 32), (int32_t)(uint32_t)key};
+    int64_t len = (int64_t)L->slen[ab[0]] + L->slen[ab[1]];
+    if (L->rules.max_len >= 0 && len > L->rules.max_len)
+        return 0;
+    SpScan st = {-1};
+    uint32_t pos = 0, c = 0;
+    for (int h = 0; h < 2; h++) {
+        const int32_t *u = L->upool + L->soff[ab[h]];
+        for (uint32_t k = 0; k < L->slen[ab[h]]; k++, pos++)
+            if (sp_rule_step(&L->rules, &st, pos, c = L->unit_cp[u[k]]))
+                return 0;
+    }
+    return sp_rule_end_ok(&L->rules, c, len);
+}
+
 /* The record of `key`, created (count 0) if needed. NULL on OOM. */
 static Pair *pair_get(Learner *L, uint64_t key)
 {
@@ -960,6 +989,7 @@ static Pair *pair_get(Learner *L, uint64_t key)
     Pair *p = &L->pairs[L->npairs];
     memset(p, 0, sizeof(*p));
     p->key = key;
+    p->banned = (uint8_t)!pair_allowed(L, key);
     L->npairs++;
     if (L->npairs * 2 > L->pmask + 1) {
         if (pair_rehash(L, (L->pmask + 1) * 2))
@@ -1096,8 +1126,8 @@ static uint64_t exact_position(Learner *L, Pair *p)
 static void pair_lose(Learner *L, uint64_t q, uint64_t pos, int64_t c)
 {
     Pair *P = pair_find(L, q);
-    if (!P)
-        return; /* unreachable: every pair of a word is in the table */
+    if (!P || P->banned)
+        return; /* (!P is unreachable: every pair of a word is in the table) */
     int64_t cnt = P->count - c;
     if (cnt) {
         P->count = cnt;
@@ -1117,6 +1147,8 @@ static int pair_gain(Learner *L, uint64_t q, uint64_t pos, int32_t wi, int64_t c
     Pair *P = pair_get(L, q);
     if (!P)
         return -1;
+    if (P->banned)
+        return 0;
     if (!P->count) {
         P->count = c;
         P->wn = 0;
@@ -1239,6 +1271,10 @@ static int learner_start(Learner *L)
             Pair *P = pair_get(L, PK(w[j], w[j + 1]));
             if (!P)
                 return -1;
+            if (P->banned) {
+                off += L->slen[w[j]];
+                continue;
+            }
             if (!P->count) {
                 P->count = c;
                 P->first = (uint64_t)wi << 32 | off;
@@ -1829,14 +1865,14 @@ static PyObject *mod_learn(PyObject *module, PyObject *args, PyObject *kwds)
     (void)module;
     static char *kwlist[] = {"words",      "counts",   "n_base",         "order_units", "max_symbols",
                              "max_merges", "min_frequency", "lexicographic", "progress",    "progress_every",
-                             "keep_words", "consume",  "alphabet", "dummy_prefix", "collapse", NULL};
-    PyObject *words, *counts, *order_units = Py_None, *progress = Py_None, *alphabet = Py_None;
+                             "keep_words", "consume",  "alphabet", "dummy_prefix", "collapse", "rules", NULL};
+    PyObject *words, *counts, *order_units = Py_None, *progress = Py_None, *alphabet = Py_None, *rules = Py_None;
     Py_ssize_t n_base;
     long long max_symbols = -1, max_merges = -1, min_frequency = 2, progress_every = 256;
     int lexicographic = 0, keep_words = 0, consume = 0, dummy = 1, collapse = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOn|OLLLpOLppOpp", kwlist, &words, &counts, &n_base, &order_units,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOn|OLLLpOLppOppO", kwlist, &words, &counts, &n_base, &order_units,
                                      &max_symbols, &max_merges, &min_frequency, &lexicographic, &progress,
-                                     &progress_every, &keep_words, &consume, &alphabet, &dummy, &collapse))
+                                     &progress_every, &keep_words, &consume, &alphabet, &dummy, &collapse, &rules))
         return NULL;
     if (min_frequency < 1) {
         PyErr_SetString(PyExc_ValueError, "min_frequency must be >= 1");
@@ -1855,6 +1891,21 @@ static PyObject *mod_learn(PyObject *module, PyObject *args, PyObject *kwds)
     PyObject *result = NULL;
     if (learner_base(&L, n_base, order_units))
         goto done;
+    if (rules != Py_None) { /* (marker, flags, max_len): PieceRules.native(); the units are the alphabet's characters */
+        if (!PyUnicode_Check(alphabet) || PyUnicode_GET_LENGTH(alphabet) != n_base) {
+            PyErr_SetString(PyExc_ValueError, "piece rules need the alphabet (one character per base symbol)");
+            goto done;
+        }
+        if (!PyArg_ParseTuple(rules, "LiL", &L.rules.marker, &L.rules.flags, &L.rules.max_len))
+            goto done;
+        L.unit_cp = malloc((size_t)n_base * sizeof(uint32_t));
+        if (!L.unit_cp) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (Py_ssize_t k = 0; k < n_base; k++)
+            L.unit_cp[k] = PyUnicode_READ_CHAR(alphabet, k);
+    }
     if (PyObject_TypeCheck(words, &CounterType) && alphabet != Py_None) {
         CounterObject *ctr = (CounterObject *)words;
         if (counts != Py_None || !PyUnicode_Check(alphabet) || PyUnicode_GET_LENGTH(alphabet) != n_base) {
@@ -1978,6 +2029,19 @@ extern PyObject *wordpiece_learn(PyObject *module, PyObject *args);
 extern PyObject *words_char_counts(PyObject *module, PyObject *words);
 extern PyObject *words_split_unknown(PyObject *module, PyObject *args);
 
+static PyObject *mod_sp_scripts(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, 0x110000);
+    if (!out)
+        return NULL;
+    char *b = PyBytes_AS_STRING(out);
+    for (uint32_t c = 0; c < 0x110000; c++)
+        b[c] = (char)sp_script_of(c);
+    return out;
+}
+
 static PyMethodDef module_methods[] = {
     {"char_counts", (PyCFunction)words_char_counts, METH_O,
      "char_counts(words: dict[str, int]) -> dict[str, int]: each character's occurrences, weighted by the counts."},
@@ -1991,12 +2055,16 @@ static PyMethodDef module_methods[] = {
     {"learn", (PyCFunction)(void (*)(void))mod_learn, METH_VARARGS | METH_KEYWORDS,
      "learn(words, counts, n_base, order_units=None, max_symbols=-1, max_merges=-1, min_frequency=2,\n"
      "      lexicographic=False, progress=None, progress_every=256, keep_words=False, consume=False,\n"
-     "      alphabet=None)\n"
+     "      alphabet=None, dummy_prefix=True, collapse=True, rules=None)\n"
      "-> (merges: list[(left, right, result)], n_symbols, stop_reason, words | None)\n\n"
      "The merge learner of app.engine.training.merges.learn_merges over base-symbol ids 0..n_base-1 (words: a\n"
      "list of int sequences with counts, or a PretokenCounter with counts=None and n_base=256, or with alphabet (a\n"
      "str of n_base characters, symbol i = alphabet[i]) a list of str). order_units[i]:\n"
-     "the lexicographic order key of base symbol i without its terminator (lexicographic mode only)."},
+     "the lexicographic order key of base symbol i without its terminator (lexicographic mode only).\n"
+     "rules=(marker, flags, max_len) (PieceRules.native(), needs the alphabet): a pair whose merged piece the\n"
+     "piece rules refuse is never merged (sp_rules.h)."},
+    {"sp_scripts", (PyCFunction)mod_sp_scripts, METH_NOARGS,
+     "sp_scripts() -> bytes: the script id of every code point 0..0x10FFFF in the compiled table (sp_scripts.h)."},
     {NULL, NULL, 0, NULL},
 };
 
