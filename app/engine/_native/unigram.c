@@ -139,8 +139,7 @@ typedef struct {
     Py_ssize_t done;
 } LabBuf;
 
-static int labs_reserve(LabBuf *b, Py_ssize_t extra) {
-    if (b->cap - b->n >= extra) return 0;
+static int labs_grow(LabBuf *b, Py_ssize_t extra) {
     Py_ssize_t cap = b->cap ? b->cap : 256;
     while (cap - b->n < extra) cap *= 2;
     uint16_t *nv;
@@ -156,13 +155,16 @@ static int labs_reserve(LabBuf *b, Py_ssize_t extra) {
     return 0;
 }
 
+static inline int labs_reserve(LabBuf *b, Py_ssize_t extra) {
+    return b->cap - b->n >= extra ? 0 : labs_grow(b, extra);
+}
+
 static void labs_free(LabBuf *b) {
     if (b->v != b->stack) free(b->v);
 }
 
 /* Labels for the bytes ``out`` has past ``b->done`` (whole UTF-8 characters). */
-static int labs_sync(LabBuf *b, const ByteBuf *out) {
-    if (b->done == out->n) return 0;
+static int labs_decode(LabBuf *b, const ByteBuf *out) {
     if (labs_reserve(b, out->n - b->done + 1) < 0) return E_NOMEM;
     const unsigned char *p = out->v;
     for (Py_ssize_t i = b->done; i < out->n;) {
@@ -184,6 +186,10 @@ static int labs_sync(LabBuf *b, const ByteBuf *out) {
     }
     b->done = out->n;
     return 0;
+}
+
+static inline int labs_sync(LabBuf *b, const ByteBuf *out) {
+    return b->done == out->n ? 0 : labs_decode(b, out);
 }
 
 /* ---- text access -------------------------------------------------------------------------------------------- */
@@ -262,7 +268,8 @@ typedef struct {
     const char *asc_rep[128]; /* NULL: c itself */
     uint64_t asc_cont[128][4];
     uint8_t asc_simple[128]; /* copied as it is when the next character continues no key */
-    uint8_t asc_run[128];    /* taken by the copy loop: asc_simple, or a space the charsmap leaves alone */
+    uint8_t asc_run[128];    /* taken by the copy loop: asc_simple, or asc_space */
+    uint8_t asc_space[128];  /* a space the charsmap leaves alone, or a character it makes one space (newline) */
     int asc_simple_any;
     uint8_t *plain_cp; /* bitmap over code points: no charsmap key and no user-defined piece starts with it */
     /* per BMP character c >= 0x80 that starts a key (and no user-defined piece): the charsmap position after c
@@ -439,6 +446,7 @@ static int normalize(const Normalizer *nz, const Text *t, ByteBuf *out, LabBuf *
             const Labeler *lof = lab ? lab->of : NULL;
             const uint16_t wsl = lab ? labeler_of(lof, nz->escape_whitespaces ? 0x2581 : ' ') : 0;
             const uint8_t *plain = nz->plain_cp;
+            const int32_t *after = nz->bmp_after, *leaf = nz->bmp_leaf;
 #define COPY_RUN(TYPE, LABEL, WSLABEL)                                                                          \
     do {                                                                                                        \
         const TYPE *d = (const TYPE *)t->data;                                                                  \
@@ -446,7 +454,7 @@ static int normalize(const Normalizer *nz, const Text *t, ByteBuf *out, LabBuf *
             Py_UCS4 c = d[i];                                                                                   \
             if (c < 0x80) {                                                                                     \
                 if (!nz->asc_run[c] || asc_continues(nz, c, i + 1 < n ? d[i + 1] : 0)) break;                  \
-                if (c != ' ') {                                                                                 \
+                if (!nz->asc_space[c]) {                                                                        \
                     *w++ = (unsigned char)c;                                                                    \
                     LABEL;                                                                                      \
                     prev_space = 0;                                                                             \
@@ -459,7 +467,12 @@ static int normalize(const Normalizer *nz, const Text *t, ByteBuf *out, LabBuf *
                     prev_space = remove;                                                                        \
                 }                                                                                               \
             } else {                                                                                            \
-                if (c >= 0x110000 || !((plain[c >> 3] >> (c & 7)) & 1)) break;                                 \
+                if (c >= 0x110000 || !((plain[c >> 3] >> (c & 7)) & 1)) {                                      \
+                    /* a key starts with c but c is none and the next character continues none: c */           \
+                    if (c >= 0x10000 || !after || after[c] < 0 || leaf[c] >= 0) break;                          \
+                    uint32_t b0 = i + 1 < n ? first_byte(d[i + 1]) : 0, t2 = (uint32_t)after[c] ^ b0;          \
+                    if (b0 != 0 && (Py_ssize_t)t2 < nz->n_units && (nz->units[t2] & 0x800000FFu) == b0) break; \
+                }                                                                                               \
                 w += utf8_put(w, c);                                                                            \
                 LABEL;                                                                                          \
                 prev_space = 0;                                                                                 \
@@ -757,7 +770,10 @@ static PyObject *Normalizer_new(PyTypeObject *type, PyObject *args, PyObject *kw
     }
     for (int c = 0; c < 128; c++) {
         self->asc_simple[c] = c != 0 && c != ' ' && self->asc_fast[c] && self->asc_rep[c] == NULL;
-        self->asc_run[c] = self->asc_simple[c] || (c == ' ' && self->asc_fast[c] && self->asc_rep[c] == NULL);
+        self->asc_space[c] = c != 0 && self->asc_fast[c] &&
+                             ((c == ' ' && self->asc_rep[c] == NULL) ||
+                              (self->asc_rep[c] != NULL && strcmp(self->asc_rep[c], " ") == 0));
+        self->asc_run[c] = self->asc_simple[c] || self->asc_space[c];
         self->asc_simple_any |= self->asc_simple[c];
     }
     return (PyObject *)self;
