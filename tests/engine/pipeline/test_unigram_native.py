@@ -130,18 +130,20 @@ def test_compiled_equals_sentencepiece_on_xlm_roberta() -> None:
 
 
 def test_normalizer_copy_loop_edges() -> None:
-    """The compiled normalizer's copy loop (spaces, ASCII characters checked against the first byte of the next
-    character, characters that start no key) against the Python reference, for every flag combination on
-    xlm-roberta's charsmap and with user-defined pieces: spaces before and after non-ASCII characters, ASCII
-    characters before combining marks and other key continuations, keys of one non-ASCII character, Latin-1,
-    BMP and astral strings."""
+    """The compiled normalizer's copy loop (spaces and newlines, ASCII characters checked against the first byte of
+    the next character, characters that start no key or start keys without being one) against the Python
+    reference, for every flag combination on xlm-roberta's charsmap and with user-defined pieces: spaces before
+    and after non-ASCII characters, characters before combining marks and other key continuations, keys of one
+    non-ASCII character, Latin-1, BMP and astral strings."""
     from app.engine.pipeline.sp_normalizer import SentencePieceNormalizer
 
     charsmap = xlmr()[0].normalizer.charsmap  # type: ignore[union-attr]
     pool = ["a", "e", "Z", "1", " ", "  ", "   ", "\t", "\n", "\r", "\x00", "\x01", "\x7f", "\u0301", "\u0308",
             "\u0327", "\u0338", "\u00a0", "\u00ad", "\u00e9", "\u00c5", "\u00bd", "\u017f", "\u0436", "\u05b8",
             "\u0915\u093c", "\u1100\u1161", "\u3000", "\uff41", "\ufb01", "\u2460", "\u2581", "\u65e5",
-            "\uac00", "\U0001f642", "\U0001d400", "\u200b", "\ufeff", "=", "<", ">"]
+            "\uac00", "\U0001f642", "\U0001d400", "\u200b", "\ufeff", "=", "<", ">",
+            # letters that start keys without being one (their combining sequences are keys), and their marks
+            "\u0435", "\u0438", "\u0306", "\u0627", "\u0653", "\u03b1", "\u0342", "\u0345", "\n\n", " \n "]
     rng = random.Random(17)
     texts = ["".join(rng.choice(pool) for _ in range(rng.randint(0, 24))) for _ in range(2500)]
     latin1 = [c for c in pool if all(ord(x) < 256 for x in c)]
