@@ -5,9 +5,10 @@
  *
  * - ``Model``: the matchable pieces in a double-array trie over their characters (each character of the pieces is
  *   a label, the most frequent first; base + label, check = parent), built once.  The normalized text (UTF-8) is
- *   turned into labels, then for every start (one character at a time) the trie is walked along the text; every
- *   piece that ends there extends the best path ending at the start, and a start that no single-character piece
- *   covers gets an unknown node (the unknown score).  Ties keep the path found first (a candidate replaces the
+ *   turned into labels (by the normalizer as it writes it, when there is one), then for every start (one
+ *   character at a time) the trie is walked along the text; every piece that ends there extends the best path
+ *   ending at the start, and a start that no single-character piece covers gets an unknown node (the unknown
+ *   score).  Ties keep the path found first (a candidate replaces the
  *   best only when strictly greater).  Two arithmetics: ``float32`` (SentencePiece: scores and sums are 32-bit floats; once the
  *   best score at a start leaves +-100,000 every reached score is re-based by it, as the reference does) and
  *   double (Hugging Face).  Runs of unknown nodes are fused; a run is then the piece spelled by it (double only),
