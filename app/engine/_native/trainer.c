@@ -11,10 +11,12 @@
  *                  into a private table that is then folded in, in its own order, which keeps first-appearance
  *                  order exact.
  *
- * learn()          the incremental merge learner of app/engine/training/merges.py (`learn_merges`), ported to flat
- *                  arrays: words as one int32 array, a pair hash table (count, first position, pair -> words
- *                  index), a binary max-heap with lazy invalidation, both tie-break rules. It produces the same
- *                  merges (the tests compare it with the Python learner on random corpora). Symbols are
+ * learn()          the incremental merge learner of app/engine/training/merges.py (`learn_merges`) on flat arrays:
+ *                  the words as one array of slots (one per base unit, see "learner" below), a pair hash table
+ *                  (count, first position, the slots where the pair occurs), a binary max-heap with lazy
+ *                  invalidation, both tie-break rules. A merge visits only the merged occurrences and their
+ *                  neighbours, not the words that hold them. It produces the same merges and stop reason (the
+ *                  tests compare it with the Python learner on random corpora). Symbols are
  *                  identified by their sequence of base symbols, which is how a merge that produces an existing
  *                  symbol (two splits of the same text) reuses it. The lexicographic rule compares per-symbol
  *                  "order units" (the Python order_key of a base symbol without its terminator), concatenated.
@@ -23,8 +25,8 @@
  * UnigramWords    the Unigram learner's hot loops (train_unigram.c, compiled into this module): substring seeds, the
  *                  E-step (forward-backward) and the pruning (Viterbi, likelihood loss), optionally in threads.
  *
- * Positions (first-seen) are word << 32 | offset: the same order as the Python word << 40 | offset while words are
- * shorter than 2**32 units (checked).
+ * Positions (first-seen) are slot indices: the same order as the Python word << 40 | offset (the words hold fewer
+ * than 2**32 - 2 units and words in all, checked).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -689,14 +691,34 @@ static PyTypeObject CounterType = {
 
 /* ------------------------------------------------------------------------------------------------ learner */
 
+/* The words live in one array of slots, one per base unit, each word followed by one sentinel slot. A symbol sits
+ * in the slot of its first unit; the slots of its other units are interior. So the next symbol of the one at slot
+ * s is at s + slen[sym], the previous one is recorded in `prv`, and a slot index orders occurrences exactly as
+ * the Python learner's positions (word, offset in units) do: the slot is the learner's position. Every slot that
+ * starts a pair knows its pair (`pair`), and every pair keeps the slots where it occurs (a superset: entries go
+ * stale when the occurrence is merged away and are dropped lazily), so a merge visits only the merged
+ * occurrences and their neighbours, never a whole word. */
+
+#define NONE UINT32_MAX
+#define SYM_INTERIOR (-1)
+#define SYM_END (-2) /* the sentinel after each word */
+
+typedef struct {
+    int32_t sym;  /* symbol id at a symbol start; SYM_INTERIOR or SYM_END otherwise */
+    uint32_t prv; /* the previous symbol's slot (NONE at the word's start); kept at symbol starts */
+    uint32_t pair; /* index of the pair (sym, next symbol) starting here, NONE if none (or refused) */
+    uint32_t word; /* word index */
+} Slot;
+
 typedef struct {
     uint64_t key;   /* left << 32 | right */
     int64_t count;  /* 0: absent (the Python learner deletes the pair) */
-    uint64_t first; /* first-seen: word << 32 | offset, exact unless dirty (then a lower bound) */
-    int32_t *w;     /* words that may hold the pair (a superset; possibly unsorted) */
-    uint32_t wn, wcap;
+    size_t off;     /* its occurrence slots: occ[off .. off + n), room for cap */
+    uint32_t n, cap;
+    uint32_t first; /* first-seen: earliest occurrence (slot), exact unless dirty (then a lower bound) */
     uint32_t stamp; /* merge step that last put the pair into `changed` */
     uint8_t dirty;
+    uint8_t refused; /* the validity gate refused the pair: never counted, never a candidate */
 } Pair;
 
 typedef struct {
@@ -706,24 +728,25 @@ typedef struct {
 } HeapEnt;
 
 typedef struct {
-    uint32_t i, k; /* old index, new index */
-    uint64_t off;  /* offset (units) of the occurrence */
-} Occ;
-
-typedef struct {
     uint64_t key;
     uint32_t idx; /* pair index + 1; 0 = empty */
 } PairSlot;
 
 typedef struct {
+    uint32_t stamp, idx; /* pair index, valid while stamp is the current merge's */
+} Recent;
+
+typedef struct {
     int first_seen;
     int64_t min_frequency;
-    /* words */
+    /* words as the loaders give them: units in sym[wstart[i] ..], then (learner_start) as slots */
     int32_t *sym;
-    uint64_t *wstart;
+    uint64_t *wstart; /* after learner_start: the slot of each word's first unit */
     uint32_t *wlen;
     int64_t *wcount;
     size_t nwords;
+    Slot *slots;
+    size_t nslots;
     /* symbols: sequence of base ids (units) and order units */
     size_t nsym, symcap;
     uint32_t *slen;   /* length in units */
@@ -743,20 +766,20 @@ typedef struct {
     PairSlot *pslots;
     size_t pmask;
     int64_t live;
+    uint32_t *occ; /* every pair's occurrence slots */
+    size_t occ_len, occ_cap;
     /* heap */
     HeapEnt *heap;
     size_t hn, hcap;
     /* output */
     int32_t *merges;
     size_t nmerges, mcap;
-    /* scratch */
-    int32_t *scratch;
-    size_t scap;
-    Occ *occ;
-    size_t ocap;
+    /* per merge: pairs that gained, and the pairs (s, new) / (new, s) met so far, by s */
     uint32_t *changed;
     size_t nchanged, chcap;
     uint32_t stamp;
+    Recent *left_of, *right_of;
+    size_t recent_cap;
 } Learner;
 
 static void learner_free(Learner *L)
@@ -765,6 +788,7 @@ static void learner_free(Learner *L)
     free(L->wstart);
     free(L->wlen);
     free(L->wcount);
+    free(L->slots);
     free(L->slen);
     free(L->soff);
     free(L->shash);
@@ -773,16 +797,14 @@ static void learner_free(Learner *L)
     free(L->olen);
     free(L->opool);
     free(L->symslots);
-    if (L->pairs)
-        for (size_t k = 0; k < L->npairs; k++)
-            free(L->pairs[k].w);
     free(L->pairs);
     free(L->pslots);
+    free(L->occ);
     free(L->heap);
     free(L->merges);
-    free(L->scratch);
-    free(L->occ);
     free(L->changed);
+    free(L->left_of);
+    free(L->right_of);
     memset(L, 0, sizeof(*L));
 }
 
@@ -924,74 +946,70 @@ static int pair_rehash(Learner *L, size_t nslots)
     return 0;
 }
 
-static inline Pair *pair_find(const Learner *L, uint64_t key)
+/* May the pair (a, b) become a merge candidate? The one gate for piece-validity rules: asked once per distinct
+ * pair, when pair_get makes its record (for the pairs of the input words and for those a merge creates alike). A
+ * refused pair is never counted, indexed or pushed, so it is never merged. Today every pair is admissible. */
+static inline int pair_admissible(const Learner *L, int32_t a, int32_t b)
 {
-    size_t i = mix64(key) & L->pmask;
-    for (;; i = (i + 1) & L->pmask) {
-        const PairSlot *s = &L->pslots[i];
-        if (!s->idx)
-            return NULL;
-        if (s->key == key)
-            return &L->pairs[s->idx - 1];
-    }
+    (void)L;
+    (void)a;
+    (void)b;
+    return 1;
 }
 
-/* The record of `key`, created (count 0) if needed. NULL on OOM. */
-static Pair *pair_get(Learner *L, uint64_t key)
+/* The index of the record of (a, b) into *idx, made (count 0, gated by pair_admissible) if needed. -1 on OOM. */
+static int pair_get(Learner *L, int32_t a, int32_t b, uint32_t *idx)
 {
+    uint64_t key = PK(a, b);
     size_t i = mix64(key) & L->pmask;
     for (;; i = (i + 1) & L->pmask) {
         PairSlot *s = &L->pslots[i];
         if (!s->idx)
             break;
-        if (s->key == key)
-            return &L->pairs[s->idx - 1];
+        if (s->key == key) {
+            *idx = s->idx - 1;
+            return 0;
+        }
     }
     if (L->npairs == L->paircap) {
         size_t cap = L->paircap ? L->paircap * 2 : 1024;
         Pair *p = realloc(L->pairs, cap * sizeof(Pair));
         if (!p)
-            return NULL;
+            return -1;
         L->pairs = p;
         L->paircap = cap;
     }
-    if (L->npairs >= UINT32_MAX - 1)
-        return NULL;
+    if (L->npairs >= NONE - 1)
+        return -1;
     Pair *p = &L->pairs[L->npairs];
     memset(p, 0, sizeof(*p));
     p->key = key;
-    L->npairs++;
-    if (L->npairs * 2 > L->pmask + 1) {
-        if (pair_rehash(L, (L->pmask + 1) * 2))
-            return NULL;
-    } else {
-        L->pslots[i].key = key;
-        L->pslots[i].idx = (uint32_t)L->npairs;
-    }
-    return p;
-}
-
-static int where_add(Pair *p, int32_t wi)
-{
-    if (p->wn && p->w[p->wn - 1] == wi)
-        return 0; /* the index may list a word more than once; consecutive repeats are pointless */
-    if (p->wn == p->wcap) {
-        uint32_t cap = p->wcap ? p->wcap * 2 : 2;
-        int32_t *w = realloc(p->w, cap * sizeof(int32_t));
-        if (!w)
-            return -1;
-        p->w = w;
-        p->wcap = cap;
-    }
-    p->w[p->wn++] = wi;
+    p->refused = !pair_admissible(L, a, b);
+    *idx = (uint32_t)L->npairs++;
+    if (L->npairs * 2 > L->pmask + 1)
+        return pair_rehash(L, (L->pmask + 1) * 2);
+    L->pslots[i].key = key;
+    L->pslots[i].idx = *idx + 1;
     return 0;
 }
 
-static void where_drop(Pair *p)
+/* Append occurrence slot s to P's list (moved to the end of the arena, twice as large, when full). */
+static int occ_push(Learner *L, Pair *P, uint32_t s)
 {
-    free(p->w);
-    p->w = NULL;
-    p->wn = p->wcap = 0;
+    if (P->n == P->cap) {
+        uint64_t cap = P->cap ? (uint64_t)P->cap * 2 : 4;
+        if (cap > NONE)
+            cap = NONE;
+        size_t at = P->cap && P->off + P->cap == L->occ_len ? P->off : L->occ_len; /* the last list grows in place */
+        GROW(L->occ, L->occ_cap, at + cap, uint32_t);
+        if (at != P->off)
+            memcpy(L->occ + at, L->occ + P->off, P->n * sizeof(uint32_t));
+        P->off = at;
+        P->cap = (uint32_t)cap;
+        L->occ_len = at + cap;
+    }
+    L->occ[P->off + P->n++] = s;
+    return 0;
 }
 
 /* ---- heap: a max-heap in the order (count, tie key, pair) of the Python learner's min-heap of (-count, key, p) */
@@ -1059,45 +1077,34 @@ static void heap_pop(Learner *L)
 
 /* ---- learning */
 
-static int cmp_i32(const void *x, const void *y)
+static int cmp_u32(const void *x, const void *y)
 {
-    int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+    uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
     return (a > b) - (a < b);
 }
 
-/* Earliest current occurrence of pair p (which has a positive count); prunes the index like the Python learner. */
-static uint64_t exact_position(Learner *L, Pair *p)
+/* Earliest current occurrence of pair pi (which has a positive count); drops its stale entries. */
+static uint32_t exact_first(Learner *L, uint32_t pi)
 {
-    int32_t a = (int32_t)(p->key >> 32), b = (int32_t)(uint32_t)p->key;
-    qsort(p->w, p->wn, sizeof(int32_t), cmp_i32);
-    uint32_t u = 0;
-    for (uint32_t k = 0; k < p->wn; k++)
-        if (!u || p->w[u - 1] != p->w[k])
-            p->w[u++] = p->w[k];
-    p->wn = u;
-    for (uint32_t n = 0; n < u; n++) {
-        int32_t wi = p->w[n];
-        const int32_t *w = L->sym + L->wstart[wi];
-        uint32_t len = L->wlen[wi];
-        uint64_t off = 0;
-        for (uint32_t j = 0; j + 1 < len; j++) {
-            if (w[j] == a && w[j + 1] == b) {
-                memmove(p->w, p->w + n, (u - n) * sizeof(int32_t));
-                p->wn = u - n;
-                return (uint64_t)wi << 32 | off;
-            }
-            off += L->slen[w[j]];
+    Pair *P = &L->pairs[pi];
+    uint32_t *o = L->occ + P->off, u = 0, best = NONE;
+    const Slot *S = L->slots;
+    for (uint32_t t = 0; t < P->n; t++) {
+        uint32_t s = o[t];
+        if (S[s].pair == pi) {
+            o[u++] = s;
+            if (s < best)
+                best = s;
         }
     }
-    return UINT64_MAX; /* unreachable for a pair with a positive count */
+    P->n = u;
+    return best;
 }
 
-/* The old pair q at position pos of word wi loses the word's count c. */
-static void pair_lose(Learner *L, uint64_t q, uint64_t pos, int64_t c)
+/* Pair q, at slot pos of a word counted c times, loses that occurrence. */
+static inline void pair_lose(Learner *L, uint32_t q, uint32_t pos, int64_t c)
 {
-    Pair *P = pair_find(L, q);
-    if (!P)
-        return; /* unreachable: every pair of a word is in the table */
+    Pair *P = &L->pairs[q];
     int64_t cnt = P->count - c;
     if (cnt) {
         P->count = cnt;
@@ -1106,20 +1113,18 @@ static void pair_lose(Learner *L, uint64_t q, uint64_t pos, int64_t c)
     } else {
         P->count = 0;
         P->dirty = 0;
-        where_drop(P);
+        P->n = 0; /* every entry is stale */
         L->live--;
     }
 }
 
-/* The new pair q at position pos of word wi gains the word's count c. */
-static int pair_gain(Learner *L, uint64_t q, uint64_t pos, int32_t wi, int64_t c)
+/* Pair q gains an occurrence at slot pos of a word counted c times. */
+static int pair_gain(Learner *L, uint32_t q, uint32_t pos, int64_t c)
 {
-    Pair *P = pair_get(L, q);
-    if (!P)
-        return -1;
+    Pair *P = &L->pairs[q];
     if (!P->count) {
         P->count = c;
-        P->wn = 0;
+        P->n = 0;
         P->first = pos;
         P->dirty = 0;
         L->live++;
@@ -1130,93 +1135,104 @@ static int pair_gain(Learner *L, uint64_t q, uint64_t pos, int32_t wi, int64_t c
             P->dirty = 0;
         }
     }
-    if (where_add(P, wi))
+    if (occ_push(L, P, pos))
         return -1;
     if (P->stamp != L->stamp) {
         P->stamp = L->stamp;
         GROW(L->changed, L->chcap, L->nchanged + 1, uint32_t);
-        L->changed[L->nchanged++] = (uint32_t)(P - L->pairs);
+        L->changed[L->nchanged++] = q;
     }
     return 0;
 }
 
-/* Rewrite word wi (every (a, b) -> nw, left to right) and update the neighbouring pairs. */
-static int rewrite_word(Learner *L, int32_t wi, int32_t a, int32_t b, int32_t nw, uint64_t p)
+/* The pair (s, nw) (left) or (nw, s) of the current merge into *out, NONE if refused: from the merge's cache, else
+ * from the table (made if needed). -1 on OOM. */
+static int merge_pair_of(Learner *L, int32_t s, int32_t nw, int left, uint32_t *out)
 {
-    int32_t *dst = L->sym + L->wstart[wi];
-    uint32_t n = L->wlen[wi], j;
-    for (j = 0; j + 1 < n; j++)
-        if (dst[j] == a && dst[j + 1] == b)
-            break;
-    if (j + 1 >= n)
-        return 0; /* the index is a superset */
-    GROW(L->scratch, L->scap, n, int32_t);
-    GROW(L->occ, L->ocap, n / 2 + 1, Occ);
-    int32_t *w = L->scratch;
-    memcpy(w, dst, n * sizeof(int32_t));
-    const uint32_t *slen = L->slen;
-    uint32_t len_new = slen[nw], len_a = slen[a];
-    uint32_t m = 0, nocc = 0;
-    uint64_t off = 0;
-    for (uint32_t i = 0; i < n;) {
-        int32_t s = w[i];
-        if (s == a && i + 1 < n && w[i + 1] == b) {
-            L->occ[nocc].i = i;
-            L->occ[nocc].k = m;
-            L->occ[nocc].off = off;
-            nocc++;
-            dst[m++] = nw;
-            off += len_new;
-            i += 2;
-        } else {
-            dst[m++] = s;
-            off += slen[s];
-            i++;
-        }
+    Recent *r = (left ? L->left_of : L->right_of) + s;
+    if (r->stamp == L->stamp) {
+        *out = r->idx;
+        return 0;
     }
-    L->wlen[wi] = m;
-    int64_t c = L->wcount[wi];
-    uint64_t base = (uint64_t)wi << 32;
-    /* Old pairs next to an occurrence disappear (each pair position once; the merged pair itself is dropped as a
-     * whole by the caller). */
-    int64_t last = -1;
-    for (uint32_t t = 0; t < nocc; t++) {
-        uint32_t i = L->occ[t].i;
-        uint64_t o = L->occ[t].off;
-        int doL = (int64_t)i - 1 > last, doR = i + 2 < n;
-        if (doL) {
-            uint64_t q = PK(w[i - 1], a);
-            if (q != p) {
-                last = (int64_t)i - 1;
-                pair_lose(L, q, base | (o - slen[w[i - 1]]), c);
-            }
-        }
-        if (doR) {
-            uint64_t q = PK(b, w[i + 2]);
-            if (q != p) {
-                last = (int64_t)i + 1;
-                pair_lose(L, q, base | (o + len_a), c);
-            }
-            last = (int64_t)i + 1;
-        }
+    uint32_t q;
+    if (left ? pair_get(L, s, nw, &q) : pair_get(L, nw, s, &q))
+        return -1;
+    if (L->pairs[q].refused)
+        q = NONE;
+    r->stamp = L->stamp;
+    r->idx = q;
+    *out = q;
+    return 0;
+}
+
+/* Merge pair pi = (a, b) into nw at each of its occurrences (left to right within a word, which matters only when a
+ * == b) and move the counts of the neighbouring pairs: the old pair on each side loses the word's count, the new
+ * one gains it. An occurrence next to another merged one briefly makes a pair that the next merge takes back (the
+ * same counts as rewriting the word at once). */
+static int merge_pair(Learner *L, uint32_t pi, int32_t a, int32_t b, int32_t nw)
+{
+    L->stamp++;
+    L->nchanged = 0;
+    if (L->recent_cap < L->nsym) {
+        size_t cap = L->nsym * 2;
+        Recent *l = realloc(L->left_of, cap * sizeof(Recent));
+        if (!l)
+            return -1;
+        L->left_of = l;
+        Recent *r = realloc(L->right_of, cap * sizeof(Recent));
+        if (!r)
+            return -1;
+        L->right_of = r;
+        memset(l + L->recent_cap, 0, (cap - L->recent_cap) * sizeof(Recent));
+        memset(r + L->recent_cap, 0, (cap - L->recent_cap) * sizeof(Recent));
+        L->recent_cap = cap;
     }
-    /* New pairs around each merged symbol appear (each pair position once). */
-    last = -1;
-    for (uint32_t t = 0; t < nocc; t++) {
-        uint32_t k = L->occ[t].k;
-        uint64_t o = L->occ[t].off;
-        int doL = (int64_t)k - 1 > last, doR = k + 1 < m;
-        if (doL) {
-            last = (int64_t)k - 1;
-            if (pair_gain(L, PK(dst[k - 1], nw), base | (o - slen[dst[k - 1]]), wi, c))
+    Pair *P = &L->pairs[pi];
+    size_t off = P->off;
+    uint32_t n = P->n;
+    if (a == b && n > 1)
+        qsort(L->occ + off, n, sizeof(uint32_t), cmp_u32);
+    const uint32_t la = L->slen[a], lb = L->slen[b];
+    Slot *S = L->slots;
+    for (uint32_t t = 0; t < n; t++) {
+        uint32_t s = L->occ[off + t]; /* (the arena may move when a list grows) */
+        if (S[s].pair != pi)
+            continue; /* stale, or taken by the occurrence to its left (a == b) */
+        uint32_t j = s + la, k = j + lb, h = S[s].prv, q;
+        int64_t c = L->wcount[S[s].word];
+        int right = S[k].sym >= 0;
+        if (h != NONE && (q = S[h].pair) != NONE && q != pi)
+            pair_lose(L, q, h, c);
+        if (right && (q = S[j].pair) != NONE && q != pi)
+            pair_lose(L, q, j, c);
+        S[s].sym = nw;
+        S[j].sym = SYM_INTERIOR;
+        S[j].pair = NONE;
+        if (right)
+            S[k].prv = s;
+        if (h != NONE) {
+            if (merge_pair_of(L, S[h].sym, nw, 1, &q))
+                return -1;
+            S[h].pair = q;
+            if (q != NONE && pair_gain(L, q, h, c))
                 return -1;
         }
-        if (doR) {
-            last = (int64_t)k;
-            if (pair_gain(L, PK(nw, dst[k + 1]), base | o, wi, c))
+        q = NONE;
+        if (right) {
+            if (merge_pair_of(L, S[k].sym, nw, 0, &q))
+                return -1;
+            if (q != NONE && pair_gain(L, q, s, c))
                 return -1;
         }
+        S[s].pair = q;
     }
+    P = &L->pairs[pi]; /* the pair array may have moved */
+    if (P->count) {
+        P->count = 0; /* the merged pair is gone from every word */
+        L->live--;
+    }
+    P->dirty = 0;
+    P->n = 0;
     return 0;
 }
 
@@ -1225,36 +1241,78 @@ static const char *STOP_MERGES = "max merges reached";
 static const char *STOP_MINFREQ = "min frequency reached";
 static const char *STOP_NOPAIRS = "no pairs left";
 
-/* Build the initial pair counts, index and heap from the words. */
+/* Lay the loaded words out as slots (freeing the unit array), then count the pairs, fill their occurrence lists (in
+ * slot order) and build the heap. -1 on OOM, -2 if the words need 2**32 - 2 slots or more. */
 static int learner_start(Learner *L)
 {
-    if (pair_rehash(L, 1 << 16))
+    size_t ns = L->nwords;
+    for (size_t wi = 0; wi < L->nwords; wi++)
+        ns += L->wlen[wi];
+    if (ns >= NONE - 1)
+        return -2;
+    Slot *S = L->slots = malloc((ns ? ns : 1) * sizeof(Slot));
+    if (!S)
         return -1;
+    size_t at = 0;
     for (size_t wi = 0; wi < L->nwords; wi++) {
         const int32_t *w = L->sym + L->wstart[wi];
         uint32_t n = L->wlen[wi];
-        int64_t c = L->wcount[wi];
-        uint64_t off = 0;
-        for (uint32_t j = 0; j + 1 < n; j++) {
-            Pair *P = pair_get(L, PK(w[j], w[j + 1]));
-            if (!P)
-                return -1;
-            if (!P->count) {
-                P->count = c;
-                P->first = (uint64_t)wi << 32 | off;
-                L->live++;
-            } else {
-                P->count += c;
-            }
-            if (where_add(P, (int32_t)wi))
-                return -1;
-            off += L->slen[w[j]];
-        }
+        L->wstart[wi] = at;
+        for (uint32_t j = 0; j < n; j++)
+            S[at + j] = (Slot){w[j], j ? (uint32_t)(at + j - 1) : NONE, NONE, (uint32_t)wi};
+        S[at + n] = (Slot){SYM_END, NONE, NONE, (uint32_t)wi};
+        at += (size_t)n + 1;
     }
-    for (size_t k = 0; k < L->npairs; k++)
-        if (L->pairs[k].count >= L->min_frequency && L->pairs[k].count)
-            if (heap_push(L, L->pairs[k].count, L->pairs[k].first, (uint32_t)k))
-                return -1;
+    free(L->sym);
+    L->sym = NULL;
+    L->nslots = ns;
+    if (pair_rehash(L, 1 << 16))
+        return -1;
+    for (size_t s = 0; s + 1 < ns; s++) {
+        if (S[s].sym < 0 || S[s + 1].sym < 0)
+            continue;
+        uint32_t q;
+        if (pair_get(L, S[s].sym, S[s + 1].sym, &q))
+            return -1;
+        Pair *P = &L->pairs[q];
+        if (P->refused)
+            continue;
+        if (!P->count) {
+            P->first = (uint32_t)s;
+            L->live++;
+        }
+        P->count += L->wcount[S[s].word];
+        P->n++;
+        S[s].pair = q;
+    }
+    size_t total = 0, nheap = 0;
+    for (size_t k = 0; k < L->npairs; k++) {
+        Pair *P = &L->pairs[k];
+        P->off = total;
+        P->cap = P->n;
+        total += P->n;
+        P->n = 0;
+        if (P->count && P->count >= L->min_frequency)
+            nheap++;
+    }
+    L->occ_cap = total + total / 2 + 1024;
+    L->occ = malloc(L->occ_cap * sizeof(uint32_t));
+    if (!L->occ)
+        return -1;
+    L->occ_len = total;
+    for (size_t s = 0; s < ns; s++)
+        if (S[s].pair != NONE) {
+            Pair *P = &L->pairs[S[s].pair];
+            L->occ[P->off + P->n++] = (uint32_t)s;
+        }
+    GROW(L->heap, L->hcap, nheap + 1, HeapEnt);
+    for (size_t k = 0; k < L->npairs; k++) {
+        const Pair *P = &L->pairs[k];
+        if (P->count && P->count >= L->min_frequency)
+            L->heap[L->hn++] = (HeapEnt){P->count, P->first, (uint32_t)k};
+    }
+    for (size_t i = L->hn / 2; i-- > 0;)
+        heap_down(L, i);
     return 0;
 }
 
@@ -1280,14 +1338,6 @@ static int learner_run(Learner *L, int64_t max_symbols, int64_t max_merges, Prog
     int rc = 0;
     *stop = NULL;
     while (L->hn) {
-        if (max_merges >= 0 && (int64_t)L->nmerges >= max_merges) {
-            *stop = STOP_MERGES;
-            break;
-        }
-        if (max_symbols >= 0 && (int64_t)L->nsym >= max_symbols) {
-            *stop = STOP_VOCAB;
-            break;
-        }
         HeapEnt top = L->heap[0];
         Pair *P = &L->pairs[top.pair];
         int64_t cur = P->count;
@@ -1308,7 +1358,7 @@ static int learner_run(Learner *L, int64_t max_symbols, int64_t max_merges, Prog
             if (P->dirty) {
                 heap_pop(L);
                 P->dirty = 0;
-                P->first = exact_position(L, P);
+                P->first = exact_first(L, top.pair);
                 if (heap_push(L, top.count, P->first, top.pair)) {
                     rc = -1;
                     break;
@@ -1320,42 +1370,26 @@ static int learner_run(Learner *L, int64_t max_symbols, int64_t max_merges, Prog
             *stop = STOP_MINFREQ;
             break;
         }
+        /* a limit stops only while a pair could still be merged (as in the Python learner) */
+        if (max_merges >= 0 && (int64_t)L->nmerges >= max_merges) {
+            *stop = STOP_MERGES;
+            break;
+        }
+        if (max_symbols >= 0 && (int64_t)L->nsym >= max_symbols) {
+            *stop = STOP_VOCAB;
+            break;
+        }
         heap_pop(L);
 
         uint64_t p = P->key;
         int32_t a = (int32_t)(p >> 32), b = (int32_t)(uint32_t)p;
         int64_t nw = sym_concat(L, a, b);
-        if (nw < 0) {
+        if (nw < 0 || merge_record(L, a, b, (int32_t)nw) || merge_pair(L, top.pair, a, b, (int32_t)nw)) {
             rc = -1;
             break;
         }
-        if (merge_record(L, a, b, (int32_t)nw)) {
-            rc = -1;
-            break;
-        }
-
-        L->stamp++;
-        L->nchanged = 0;
-        uint32_t pidx = top.pair;
-        /* Detach the merged pair's index: rewriting never adds to it (the new symbol differs from a and b). */
-        int32_t *holders = P->w;
-        uint32_t nh = P->wn;
-        P->w = NULL;
-        P->wn = P->wcap = 0;
-        for (uint32_t h = 0; h < nh && !rc; h++)
-            rc = rewrite_word(L, holders[h], a, b, (int32_t)nw, p);
-        free(holders);
-        if (rc)
-            break;
-        P = &L->pairs[pidx]; /* the pair array may have moved */
-        if (P->count) {
-            P->count = 0; /* the merged pair is gone from every word */
-            L->live--;
-        }
-        P->dirty = 0;
-        where_drop(P);
         for (size_t k = 0; k < L->nchanged; k++) {
-            Pair *Q = &L->pairs[L->changed[k]];
+            const Pair *Q = &L->pairs[L->changed[k]];
             if (Q->count >= L->min_frequency && Q->count)
                 if (heap_push(L, Q->count, Q->first, L->changed[k])) {
                     rc = -1;
@@ -1907,6 +1941,10 @@ static PyObject *mod_learn(PyObject *module, PyObject *args, PyObject *kwds)
     Py_BEGIN_ALLOW_THREADS
     rc = learner_start(&L);
     Py_END_ALLOW_THREADS
+    if (rc == -2) {
+        PyErr_SetString(PyExc_ValueError, "the words hold too many units for the compiled learner (2**32 - 2 or more)");
+        goto done;
+    }
     if (rc) {
         PyErr_NoMemory();
         goto done;
@@ -1941,19 +1979,24 @@ static PyObject *mod_learn(PyObject *module, PyObject *args, PyObject *kwds)
         Py_DECREF(final);
         final = PyList_New((Py_ssize_t)L.nwords);
         for (size_t wi = 0; final && wi < L.nwords; wi++) {
-            PyObject *w = PyList_New((Py_ssize_t)L.wlen[wi]);
+            const Slot *S = L.slots;
+            Py_ssize_t m = 0;
+            for (size_t t = L.wstart[wi]; S[t].sym != SYM_END; t += L.slen[S[t].sym])
+                m++;
+            PyObject *w = PyList_New(m);
             if (!w) {
                 Py_CLEAR(final);
                 break;
             }
-            for (uint32_t j = 0; j < L.wlen[wi]; j++) {
-                PyObject *v = PyLong_FromLong(L.sym[L.wstart[wi] + j]);
+            m = 0;
+            for (size_t t = L.wstart[wi]; S[t].sym != SYM_END; t += L.slen[S[t].sym]) {
+                PyObject *v = PyLong_FromLong(S[t].sym);
                 if (!v) {
                     Py_DECREF(w);
                     Py_CLEAR(final);
                     break;
                 }
-                PyList_SET_ITEM(w, (Py_ssize_t)j, v);
+                PyList_SET_ITEM(w, m++, v);
             }
             if (final)
                 PyList_SET_ITEM(final, (Py_ssize_t)wi, w);
