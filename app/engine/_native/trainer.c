@@ -691,39 +691,45 @@ static PyTypeObject CounterType = {
 
 /* ------------------------------------------------------------------------------------------------ learner */
 
-/* The words live in one array of slots, one per base unit, each word followed by one sentinel slot. A symbol sits
- * in the slot of its first unit; the slots of its other units are interior. So the next symbol of the one at slot
- * s is at s + slen[sym], the previous one is recorded in `prv`, and a slot index orders occurrences exactly as
- * the Python learner's positions (word, offset in units) do: the slot is the learner's position. Every slot that
- * starts a pair knows its pair (`pair`), and every pair keeps the slots where it occurs (a superset: entries go
- * stale when the occurrence is merged away and are dropped lazily), so a merge visits only the merged
- * occurrences and their neighbours, never a whole word. */
+/* The words live in one array of slots, one per base unit, each word followed by an end slot. A symbol sits in the
+ * slot of its first unit; its other units are interior slots, and the last of them records where the symbol
+ * starts. So the symbol after the one at slot s is at s + slen[sym], the one before it is found at s - 1, and a
+ * slot index orders occurrences exactly as the Python learner's positions (word, offset in units) do: the slot is
+ * the learner's position. Every symbol's slot knows the pair it starts, and every pair keeps the slots where it
+ * occurs (a superset: an entry goes stale when its occurrence is merged away and is dropped lazily), so a merge
+ * visits only the merged occurrences and their neighbours, never a whole word. A slot's word (for its count) is
+ * the number of end slots before it, read from a bitmap with a running count per 64 slots. */
 
 #define NONE UINT32_MAX
 #define SYM_INTERIOR (-1)
-#define SYM_END (-2) /* the sentinel after each word */
+#define SYM_END (-2)
+#define STAMP_MAX ((1u << 30) - 1)
+#define PREFETCH 8 /* occurrences ahead whose slots a merge prefetches */
 
 typedef struct {
-    int32_t sym;  /* symbol id at a symbol start; SYM_INTERIOR or SYM_END otherwise */
-    uint32_t prv; /* the previous symbol's slot (NONE at the word's start); kept at symbol starts */
-    uint32_t pair; /* index of the pair (sym, next symbol) starting here, NONE if none (or refused) */
-    uint32_t word; /* word index */
+    int32_t sym;   /* the symbol starting here (>= 0), SYM_INTERIOR (a later unit of one) or SYM_END (after a word) */
+    uint32_t pair; /* at a symbol: the pair it starts with the next symbol, NONE if none (or refused); at the last
+                      interior unit of a symbol: the slot where the symbol starts; unused elsewhere */
 } Slot;
 
 typedef struct {
-    uint64_t key;   /* left << 32 | right */
+    uint64_t bits;   /* which of these 64 slots end a word */
+    uint64_t before; /* end slots before them */
+} EndRank;
+
+typedef struct {
     int64_t count;  /* 0: absent (the Python learner deletes the pair) */
-    size_t off;     /* its occurrence slots: occ[off .. off + n), room for cap */
+    uint64_t off;   /* its occurrence slots: occ[off .. off + n), in a block of cap entries */
     uint32_t n, cap;
     uint32_t first; /* first-seen: earliest occurrence (slot), exact unless dirty (then a lower bound) */
-    uint32_t stamp; /* merge step that last put the pair into `changed` */
-    uint8_t dirty;
-    uint8_t refused; /* the validity gate refused the pair: never counted, never a candidate */
+    uint32_t stamp : 30; /* merge step that last put the pair into `changed` */
+    uint32_t dirty : 1;
+    uint32_t refused : 1; /* the validity gate refused the pair: never counted, never a candidate */
 } Pair;
 
 typedef struct {
     int64_t count;
-    uint64_t key; /* first-seen position at push time (unused for lexicographic) */
+    uint32_t key; /* first-seen position at push time (unused for lexicographic) */
     uint32_t pair;
 } HeapEnt;
 
@@ -746,6 +752,7 @@ typedef struct {
     int64_t *wcount;
     size_t nwords;
     Slot *slots;
+    EndRank *ends;
     size_t nslots;
     /* symbols: sequence of base ids (units) and order units */
     size_t nsym, symcap;
@@ -760,14 +767,19 @@ typedef struct {
     size_t opool_len, opool_cap;
     uint32_t *symslots; /* symbol id + 1 */
     size_t symmask;
-    /* pairs */
+    /* pairs: records, keys (left << 32 | right) and the table key -> index */
     Pair *pairs;
+    uint64_t *pkey;
     size_t npairs, paircap;
     PairSlot *pslots;
     size_t pmask;
+    size_t indexed; /* records 0 .. indexed - 1 are in the table (a merge into a new symbol makes pairs that no
+                       search can ask for until a merge reuses that symbol; they are put in the table then) */
     int64_t live;
-    uint32_t *occ; /* every pair's occurrence slots */
+    /* every pair's occurrence slots, in blocks of 2**c entries; occfree[c]: a free block's offset + 1 */
+    uint32_t *occ;
     size_t occ_len, occ_cap;
+    uint64_t occfree[32];
     /* heap */
     HeapEnt *heap;
     size_t hn, hcap;
@@ -789,6 +801,7 @@ static void learner_free(Learner *L)
     free(L->wlen);
     free(L->wcount);
     free(L->slots);
+    free(L->ends);
     free(L->slen);
     free(L->soff);
     free(L->shash);
@@ -798,6 +811,7 @@ static void learner_free(Learner *L)
     free(L->opool);
     free(L->symslots);
     free(L->pairs);
+    free(L->pkey);
     free(L->pslots);
     free(L->occ);
     free(L->heap);
@@ -923,6 +937,7 @@ static int sym_cmp(const Learner *L, int32_t x, int32_t y)
     return lx == ly ? 0 : (lx < ly ? 1 : -1);
 }
 
+
 /* ---- pairs */
 
 #define PK(a, b) ((uint64_t)(uint32_t)(a) << 32 | (uint32_t)(b))
@@ -933,11 +948,11 @@ static int pair_rehash(Learner *L, size_t nslots)
     if (!slots)
         return -1;
     size_t mask = nslots - 1;
-    for (size_t k = 0; k < L->npairs; k++) {
-        size_t i = mix64(L->pairs[k].key) & mask;
+    for (size_t k = 0; k < L->indexed; k++) {
+        size_t i = mix64(L->pkey[k]) & mask;
         while (slots[i].idx)
             i = (i + 1) & mask;
-        slots[i].key = L->pairs[k].key;
+        slots[i].key = L->pkey[k];
         slots[i].idx = (uint32_t)k + 1;
     }
     free(L->pslots);
@@ -947,7 +962,7 @@ static int pair_rehash(Learner *L, size_t nslots)
 }
 
 /* May the pair (a, b) become a merge candidate? The one gate for piece-validity rules: asked once per distinct
- * pair, when pair_get makes its record (for the pairs of the input words and for those a merge creates alike). A
+ * pair, when pair_record makes its record (for the pairs of the input words and for those a merge creates alike). A
  * refused pair is never counted, indexed or pushed, so it is never merged. Today every pair is admissible. */
 static inline int pair_admissible(const Learner *L, int32_t a, int32_t b)
 {
@@ -957,7 +972,60 @@ static inline int pair_admissible(const Learner *L, int32_t a, int32_t b)
     return 1;
 }
 
-/* The index of the record of (a, b) into *idx, made (count 0, gated by pair_admissible) if needed. -1 on OOM. */
+/* A new record (count 0) for (a, b), not yet in the table, into *idx. -1 on OOM. */
+static int pair_record(Learner *L, int32_t a, int32_t b, uint32_t *idx)
+{
+    if (L->npairs == L->paircap) {
+        size_t cap = L->paircap ? L->paircap * 2 : 1024;
+        Pair *p = realloc(L->pairs, cap * sizeof(Pair));
+        if (!p)
+            return -1;
+        L->pairs = p;
+        uint64_t *k = realloc(L->pkey, cap * sizeof(uint64_t));
+        if (!k)
+            return -1;
+        L->pkey = k;
+        L->paircap = cap;
+    }
+    if (L->npairs >= NONE - 1)
+        return -1;
+    Pair *p = &L->pairs[L->npairs];
+    memset(p, 0, sizeof(*p));
+    p->refused = !pair_admissible(L, a, b);
+    L->pkey[L->npairs] = PK(a, b);
+    *idx = (uint32_t)L->npairs++;
+    return 0;
+}
+
+/* Put the records made since the last call into the table (pair_get needs every record there). -1 on OOM. */
+static int pair_index_all(Learner *L)
+{
+    size_t grow = L->pmask + 1;
+    while (L->npairs * 2 > grow)
+        grow *= 2;
+    if (grow != L->pmask + 1) {
+        L->indexed = L->npairs;
+        return pair_rehash(L, grow);
+    }
+    for (; L->indexed < L->npairs; L->indexed++) {
+        uint64_t key = L->pkey[L->indexed];
+        size_t i = mix64(key) & L->pmask;
+        while (L->pslots[i].idx)
+            i = (i + 1) & L->pmask;
+        L->pslots[i].key = key;
+        L->pslots[i].idx = (uint32_t)L->indexed + 1;
+    }
+    return 0;
+}
+
+/* A hint: the table slot where the search for (a, b) starts will be read soon. */
+static inline void pair_prefetch(const Learner *L, int32_t a, int32_t b)
+{
+    __builtin_prefetch(&L->pslots[mix64(PK(a, b)) & L->pmask]);
+}
+
+/* The index of the record of (a, b) into *idx, made (and put in the table) if needed; every record must be in the
+ * table (pair_index_all). -1 on OOM. */
 static int pair_get(Learner *L, int32_t a, int32_t b, uint32_t *idx)
 {
     uint64_t key = PK(a, b);
@@ -971,21 +1039,9 @@ static int pair_get(Learner *L, int32_t a, int32_t b, uint32_t *idx)
             return 0;
         }
     }
-    if (L->npairs == L->paircap) {
-        size_t cap = L->paircap ? L->paircap * 2 : 1024;
-        Pair *p = realloc(L->pairs, cap * sizeof(Pair));
-        if (!p)
-            return -1;
-        L->pairs = p;
-        L->paircap = cap;
-    }
-    if (L->npairs >= NONE - 1)
+    if (pair_record(L, a, b, idx))
         return -1;
-    Pair *p = &L->pairs[L->npairs];
-    memset(p, 0, sizeof(*p));
-    p->key = key;
-    p->refused = !pair_admissible(L, a, b);
-    *idx = (uint32_t)L->npairs++;
+    L->indexed = L->npairs;
     if (L->npairs * 2 > L->pmask + 1)
         return pair_rehash(L, (L->pmask + 1) * 2);
     L->pslots[i].key = key;
@@ -993,20 +1049,60 @@ static int pair_get(Learner *L, int32_t a, int32_t b, uint32_t *idx)
     return 0;
 }
 
-/* Append occurrence slot s to P's list (moved to the end of the arena, twice as large, when full). */
+/* ---- occurrence lists */
+
+/* A block of 2**c entries into *off: a freed one of that size, else from the end of the arena. -1 on OOM. */
+static int occ_alloc(Learner *L, unsigned c, uint64_t *off)
+{
+    uint64_t head = L->occfree[c];
+    if (head) {
+        *off = head - 1;
+        L->occfree[c] = (uint64_t)L->occ[*off] | (uint64_t)L->occ[*off + 1] << 32;
+        return 0;
+    }
+    size_t need = L->occ_len + ((size_t)1 << c);
+    if (need > L->occ_cap) {
+        size_t cap = L->occ_cap + L->occ_cap / 2 + 1024;
+        if (cap < need)
+            cap = need;
+        uint32_t *o = realloc(L->occ, cap * sizeof(uint32_t));
+        if (!o)
+            return -1;
+        L->occ = o;
+        L->occ_cap = cap;
+    }
+    *off = L->occ_len;
+    L->occ_len = need;
+    return 0;
+}
+
+/* Give back the block of cap entries at off (as the largest 2**c <= cap; its first two entries link the list). */
+static void occ_release(Learner *L, uint64_t off, uint32_t cap)
+{
+    if (cap < 4)
+        return;
+    unsigned c = 31 - (unsigned)__builtin_clz(cap);
+    L->occ[off] = (uint32_t)L->occfree[c];
+    L->occ[off + 1] = (uint32_t)(L->occfree[c] >> 32);
+    L->occfree[c] = off + 1;
+}
+
+/* Append occurrence slot s to P's list (moved to a block twice as large when full). -1 on OOM. */
 static int occ_push(Learner *L, Pair *P, uint32_t s)
 {
     if (P->n == P->cap) {
-        uint64_t cap = P->cap ? (uint64_t)P->cap * 2 : 4;
-        if (cap > NONE)
-            cap = NONE;
-        size_t at = P->cap && P->off + P->cap == L->occ_len ? P->off : L->occ_len; /* the last list grows in place */
-        GROW(L->occ, L->occ_cap, at + cap, uint32_t);
-        if (at != P->off)
-            memcpy(L->occ + at, L->occ + P->off, P->n * sizeof(uint32_t));
-        P->off = at;
-        P->cap = (uint32_t)cap;
-        L->occ_len = at + cap;
+        if (P->n >= 1u << 30)
+            return -1;
+        unsigned c = 2;
+        while ((1u << c) < P->n * 2)
+            c++;
+        uint64_t off;
+        if (occ_alloc(L, c, &off))
+            return -1;
+        memcpy(L->occ + off, L->occ + P->off, P->n * sizeof(uint32_t));
+        occ_release(L, P->off, P->cap);
+        P->off = off;
+        P->cap = 1u << c;
     }
     L->occ[P->off + P->n++] = s;
     return 0;
@@ -1018,18 +1114,18 @@ static inline int heap_better(const Learner *L, const HeapEnt *x, const HeapEnt 
 {
     if (x->count != y->count)
         return x->count > y->count;
-    const Pair *px = &L->pairs[x->pair], *py = &L->pairs[y->pair];
+    uint64_t kx = L->pkey[x->pair], ky = L->pkey[y->pair];
     if (L->first_seen) {
         if (x->key != y->key)
             return x->key < y->key;
     } else {
-        int c = sym_cmp(L, (int32_t)(px->key >> 32), (int32_t)(py->key >> 32));
+        int c = sym_cmp(L, (int32_t)(kx >> 32), (int32_t)(ky >> 32));
         if (!c)
-            c = sym_cmp(L, (int32_t)(uint32_t)px->key, (int32_t)(uint32_t)py->key);
+            c = sym_cmp(L, (int32_t)(uint32_t)kx, (int32_t)(uint32_t)ky);
         if (c)
             return c < 0;
     }
-    return px->key < py->key;
+    return kx < ky;
 }
 
 static void heap_down(Learner *L, size_t i)
@@ -1050,7 +1146,7 @@ static void heap_down(Learner *L, size_t i)
     L->heap[i] = e;
 }
 
-static int heap_push(Learner *L, int64_t count, uint64_t key, uint32_t pair)
+static int heap_push(Learner *L, int64_t count, uint32_t key, uint32_t pair)
 {
     GROW(L->heap, L->hcap, L->hn + 1, HeapEnt);
     HeapEnt e = {count, key, pair};
@@ -1083,6 +1179,22 @@ static int cmp_u32(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
+/* The index of the word that slot s belongs to. */
+static inline size_t word_of(const Learner *L, uint32_t s)
+{
+    const EndRank *e = &L->ends[s >> 6];
+    return (size_t)(e->before + (uint64_t)__builtin_popcountll(e->bits & ((1ull << (s & 63)) - 1)));
+}
+
+/* The slot of the symbol before the one at slot s, NONE at the start of a word. */
+static inline uint32_t prev_of(const Slot *S, uint32_t s)
+{
+    if (!s)
+        return NONE;
+    const Slot *t = &S[s - 1];
+    return t->sym >= 0 ? s - 1 : t->sym == SYM_INTERIOR ? t->pair : NONE;
+}
+
 /* Earliest current occurrence of pair pi (which has a positive count); drops its stale entries. */
 static uint32_t exact_first(Learner *L, uint32_t pi)
 {
@@ -1091,7 +1203,7 @@ static uint32_t exact_first(Learner *L, uint32_t pi)
     const Slot *S = L->slots;
     for (uint32_t t = 0; t < P->n; t++) {
         uint32_t s = o[t];
-        if (S[s].pair == pi) {
+        if (S[s].sym >= 0 && S[s].pair == pi) {
             o[u++] = s;
             if (s < best)
                 best = s;
@@ -1118,7 +1230,7 @@ static inline void pair_lose(Learner *L, uint32_t q, uint32_t pos, int64_t c)
     }
 }
 
-/* Pair q gains an occurrence at slot pos of a word counted c times. */
+/* Pair q gains an occurrence at slot pos of a word counted c times. -1 on OOM. */
 static int pair_gain(Learner *L, uint32_t q, uint32_t pos, int64_t c)
 {
     Pair *P = &L->pairs[q];
@@ -1146,8 +1258,8 @@ static int pair_gain(Learner *L, uint32_t q, uint32_t pos, int64_t c)
 }
 
 /* The pair (s, nw) (left) or (nw, s) of the current merge into *out, NONE if refused: from the merge's cache, else
- * from the table (made if needed). -1 on OOM. */
-static int merge_pair_of(Learner *L, int32_t s, int32_t nw, int left, uint32_t *out)
+ * from the table (made if needed) when nw is a reused symbol, else a new record. -1 on OOM. */
+static int merge_pair_of(Learner *L, int32_t s, int32_t nw, int left, int reused, uint32_t *out)
 {
     Recent *r = (left ? L->left_of : L->right_of) + s;
     if (r->stamp == L->stamp) {
@@ -1155,7 +1267,8 @@ static int merge_pair_of(Learner *L, int32_t s, int32_t nw, int left, uint32_t *
         return 0;
     }
     uint32_t q;
-    if (left ? pair_get(L, s, nw, &q) : pair_get(L, nw, s, &q))
+    int32_t x = left ? s : nw, y = left ? nw : s;
+    if (reused ? pair_get(L, x, y, &q) : pair_record(L, x, y, &q)) /* a new symbol has no pairs yet */
         return -1;
     if (L->pairs[q].refused)
         q = NONE;
@@ -1165,12 +1278,16 @@ static int merge_pair_of(Learner *L, int32_t s, int32_t nw, int left, uint32_t *
     return 0;
 }
 
-/* Merge pair pi = (a, b) into nw at each of its occurrences (left to right within a word, which matters only when a
- * == b) and move the counts of the neighbouring pairs: the old pair on each side loses the word's count, the new
- * one gains it. An occurrence next to another merged one briefly makes a pair that the next merge takes back (the
- * same counts as rewriting the word at once). */
-static int merge_pair(Learner *L, uint32_t pi, int32_t a, int32_t b, int32_t nw)
+/* Start a merge step: a new stamp (every stamp reset when they run out) and room in the caches for every symbol. */
+static int merge_begin(Learner *L)
 {
+    if (L->stamp == STAMP_MAX) {
+        for (size_t k = 0; k < L->npairs; k++)
+            L->pairs[k].stamp = 0;
+        memset(L->left_of, 0, L->recent_cap * sizeof(Recent));
+        memset(L->right_of, 0, L->recent_cap * sizeof(Recent));
+        L->stamp = 0;
+    }
     L->stamp++;
     L->nchanged = 0;
     if (L->recent_cap < L->nsym) {
@@ -1187,19 +1304,47 @@ static int merge_pair(Learner *L, uint32_t pi, int32_t a, int32_t b, int32_t nw)
         memset(r + L->recent_cap, 0, (cap - L->recent_cap) * sizeof(Recent));
         L->recent_cap = cap;
     }
+    return 0;
+}
+
+/* Merge pair pi = (a, b) into nw at each of its occurrences (left to right within a word, which matters only when a
+ * == b) and move the counts of the neighbouring pairs: the old pair on each side loses the word's count, the new
+ * one gains it. An occurrence next to another merged one briefly makes a pair that the next merge takes back (the
+ * same counts as rewriting the word at once). */
+static int merge_pair(Learner *L, uint32_t pi, int32_t a, int32_t b, int32_t nw, int reused)
+{
+    if (merge_begin(L) || (reused && pair_index_all(L)))
+        return -1;
     Pair *P = &L->pairs[pi];
-    size_t off = P->off;
+    uint64_t off = P->off;
     uint32_t n = P->n;
     if (a == b && n > 1)
         qsort(L->occ + off, n, sizeof(uint32_t), cmp_u32);
     const uint32_t la = L->slen[a], lb = L->slen[b];
     Slot *S = L->slots;
     for (uint32_t t = 0; t < n; t++) {
+        /* prefetch: the slots of the occurrence PREFETCH ahead, the neighbouring pairs of the one half as far */
+        if (t + PREFETCH < n) {
+            uint32_t s2 = L->occ[off + t + PREFETCH];
+            __builtin_prefetch(&S[s2]);
+            __builtin_prefetch(&L->ends[s2 >> 6]);
+        }
+        if (t + PREFETCH / 2 < n) {
+            uint32_t s2 = L->occ[off + t + PREFETCH / 2], q2;
+            if (S[s2].sym == a) { /* (a hint only: the state may change before it is used) */
+                if ((q2 = S[s2 + la].pair) != NONE)
+                    __builtin_prefetch(&L->pairs[q2]);
+                uint32_t h2 = prev_of(S, s2);
+                if (h2 != NONE && (q2 = S[h2].pair) != NONE)
+                    __builtin_prefetch(&L->pairs[q2]);
+                __builtin_prefetch(&L->wcount[word_of(L, s2)]);
+            }
+        }
         uint32_t s = L->occ[off + t]; /* (the arena may move when a list grows) */
-        if (S[s].pair != pi)
+        if (S[s].sym != a || S[s].pair != pi)
             continue; /* stale, or taken by the occurrence to its left (a == b) */
-        uint32_t j = s + la, k = j + lb, h = S[s].prv, q;
-        int64_t c = L->wcount[S[s].word];
+        uint32_t j = s + la, k = j + lb, h = prev_of(S, s), q;
+        int64_t c = L->wcount[word_of(L, s)];
         int right = S[k].sym >= 0;
         if (h != NONE && (q = S[h].pair) != NONE && q != pi)
             pair_lose(L, q, h, c);
@@ -1207,11 +1352,9 @@ static int merge_pair(Learner *L, uint32_t pi, int32_t a, int32_t b, int32_t nw)
             pair_lose(L, q, j, c);
         S[s].sym = nw;
         S[j].sym = SYM_INTERIOR;
-        S[j].pair = NONE;
-        if (right)
-            S[k].prv = s;
+        S[k - 1].pair = s; /* the merged symbol's last unit records its start */
         if (h != NONE) {
-            if (merge_pair_of(L, S[h].sym, nw, 1, &q))
+            if (merge_pair_of(L, S[h].sym, nw, 1, reused, &q))
                 return -1;
             S[h].pair = q;
             if (q != NONE && pair_gain(L, q, h, c))
@@ -1219,7 +1362,7 @@ static int merge_pair(Learner *L, uint32_t pi, int32_t a, int32_t b, int32_t nw)
         }
         q = NONE;
         if (right) {
-            if (merge_pair_of(L, S[k].sym, nw, 0, &q))
+            if (merge_pair_of(L, S[k].sym, nw, 0, reused, &q))
                 return -1;
             if (q != NONE && pair_gain(L, q, s, c))
                 return -1;
@@ -1232,7 +1375,9 @@ static int merge_pair(Learner *L, uint32_t pi, int32_t a, int32_t b, int32_t nw)
         L->live--;
     }
     P->dirty = 0;
-    P->n = 0;
+    occ_release(L, P->off, P->cap); /* it never occurs again: its symbols are never next to each other again */
+    P->n = P->cap = 0;
+    P->off = 0;
     return 0;
 }
 
@@ -1251,39 +1396,45 @@ static int learner_start(Learner *L)
     if (ns >= NONE - 1)
         return -2;
     Slot *S = L->slots = malloc((ns ? ns : 1) * sizeof(Slot));
-    if (!S)
+    EndRank *E = L->ends = calloc((ns >> 6) + 1, sizeof(EndRank));
+    if (!S || !E || pair_rehash(L, 1 << 16))
         return -1;
     size_t at = 0;
     for (size_t wi = 0; wi < L->nwords; wi++) {
         const int32_t *w = L->sym + L->wstart[wi];
         uint32_t n = L->wlen[wi];
+        int64_t c = L->wcount[wi];
         L->wstart[wi] = at;
         for (uint32_t j = 0; j < n; j++)
-            S[at + j] = (Slot){w[j], j ? (uint32_t)(at + j - 1) : NONE, NONE, (uint32_t)wi};
-        S[at + n] = (Slot){SYM_END, NONE, NONE, (uint32_t)wi};
+            S[at + j] = (Slot){w[j], NONE};
+        S[at + n] = (Slot){SYM_END, NONE};
+        E[(at + n) >> 6].bits |= 1ull << ((at + n) & 63);
+        for (uint32_t j = 0; j + 1 < n; j++) {
+            uint32_t q;
+            if (j + PREFETCH + 1 < n)
+                pair_prefetch(L, w[j + PREFETCH], w[j + PREFETCH + 1]);
+            if (pair_get(L, w[j], w[j + 1], &q))
+                return -1;
+            Pair *P = &L->pairs[q];
+            if (P->refused)
+                continue;
+            if (!P->count) {
+                P->first = (uint32_t)(at + j);
+                L->live++;
+            }
+            P->count += c;
+            P->n++;
+            S[at + j].pair = q;
+        }
         at += (size_t)n + 1;
     }
     free(L->sym);
     L->sym = NULL;
     L->nslots = ns;
-    if (pair_rehash(L, 1 << 16))
-        return -1;
-    for (size_t s = 0; s + 1 < ns; s++) {
-        if (S[s].sym < 0 || S[s + 1].sym < 0)
-            continue;
-        uint32_t q;
-        if (pair_get(L, S[s].sym, S[s + 1].sym, &q))
-            return -1;
-        Pair *P = &L->pairs[q];
-        if (P->refused)
-            continue;
-        if (!P->count) {
-            P->first = (uint32_t)s;
-            L->live++;
-        }
-        P->count += L->wcount[S[s].word];
-        P->n++;
-        S[s].pair = q;
+    uint64_t before = 0;
+    for (size_t i = 0; i <= (ns >> 6); i++) {
+        E[i].before = before;
+        before += (uint64_t)__builtin_popcountll(E[i].bits);
     }
     size_t total = 0, nheap = 0;
     for (size_t k = 0; k < L->npairs; k++) {
@@ -1295,7 +1446,7 @@ static int learner_start(Learner *L)
         if (P->count && P->count >= L->min_frequency)
             nheap++;
     }
-    L->occ_cap = total + total / 2 + 1024;
+    L->occ_cap = total + total / 4 + 1024;
     L->occ = malloc(L->occ_cap * sizeof(uint32_t));
     if (!L->occ)
         return -1;
@@ -1381,10 +1532,12 @@ static int learner_run(Learner *L, int64_t max_symbols, int64_t max_merges, Prog
         }
         heap_pop(L);
 
-        uint64_t p = P->key;
+        uint64_t p = L->pkey[top.pair];
         int32_t a = (int32_t)(p >> 32), b = (int32_t)(uint32_t)p;
+        size_t known = L->nsym;
         int64_t nw = sym_concat(L, a, b);
-        if (nw < 0 || merge_record(L, a, b, (int32_t)nw) || merge_pair(L, top.pair, a, b, (int32_t)nw)) {
+        if (nw < 0 || merge_record(L, a, b, (int32_t)nw) ||
+            merge_pair(L, top.pair, a, b, (int32_t)nw, (size_t)nw < known)) {
             rc = -1;
             break;
         }
