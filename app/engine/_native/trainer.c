@@ -1114,11 +1114,10 @@ static inline int heap_better(const Learner *L, const HeapEnt *x, const HeapEnt 
 {
     if (x->count != y->count)
         return x->count > y->count;
+    if (L->first_seen && x->key != y->key)
+        return x->key < y->key;
     uint64_t kx = L->pkey[x->pair], ky = L->pkey[y->pair];
-    if (L->first_seen) {
-        if (x->key != y->key)
-            return x->key < y->key;
-    } else {
+    if (!L->first_seen) {
         int c = sym_cmp(L, (int32_t)(kx >> 32), (int32_t)(ky >> 32));
         if (!c)
             c = sym_cmp(L, (int32_t)(uint32_t)kx, (int32_t)(uint32_t)ky);
@@ -1179,11 +1178,19 @@ static int cmp_u32(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
+static inline uint64_t popcount64(uint64_t x) /* (without -mpopcnt the builtin is a library call) */
+{
+    x = x - ((x >> 1) & 0x5555555555555555ull);
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
+    return (x * 0x0101010101010101ull) >> 56;
+}
+
 /* The index of the word that slot s belongs to. */
 static inline size_t word_of(const Learner *L, uint32_t s)
 {
     const EndRank *e = &L->ends[s >> 6];
-    return (size_t)(e->before + (uint64_t)__builtin_popcountll(e->bits & ((1ull << (s & 63)) - 1)));
+    return (size_t)(e->before + popcount64(e->bits & ((1ull << (s & 63)) - 1)));
 }
 
 /* The slot of the symbol before the one at slot s, NONE at the start of a word. */
@@ -1434,7 +1441,7 @@ static int learner_start(Learner *L)
     uint64_t before = 0;
     for (size_t i = 0; i <= (ns >> 6); i++) {
         E[i].before = before;
-        before += (uint64_t)__builtin_popcountll(E[i].bits);
+        before += popcount64(E[i].bits);
     }
     size_t total = 0, nheap = 0;
     for (size_t k = 0; k < L->npairs; k++) {
