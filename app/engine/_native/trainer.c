@@ -102,7 +102,7 @@ static int pt_add(PieceTable *t, const uint8_t *s, uint32_t len, uint64_t h, int
             break;
         if ((sl & 0xFFFFFFFF00000000ULL) == tag) {
             PieceEntry *e = &t->ent[(uint32_t)sl - 1];
-            if (e->len == len && memcmp(t->arena + e->off, s, len) == 0) {
+            if (e->len == len && bytes_eq(t->arena + e->off, s, len)) {
                 e->count += c;
                 return 0;
             }
@@ -278,6 +278,78 @@ static int counter_enter(CounterObject *self)
     }
     self->busy = 1;
     return 0;
+}
+
+/* Whether s[0..n) is well-formed UTF-8 as Python's strict decoder reads it (no overlong forms, surrogates or code
+   points above U+10FFFF) without U+2581 (which the whitespace counters leave to Python). Whole sequences are
+   matched in a little-endian word of four bytes (ASCII four at a time). */
+static int utf8_plain(const uint8_t *s, size_t n)
+{
+    size_t i = 0;
+    while (i + 4 <= n) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        uint32_t w;
+        memcpy(&w, s + i, 4);
+#else
+        uint32_t w = (uint32_t)s[i] | (uint32_t)s[i + 1] << 8 | (uint32_t)s[i + 2] << 16 | (uint32_t)s[i + 3] << 24;
+#endif
+        if (!(w & 0x80808080u)) {
+            i += 4;
+        } else if (!(w & 0x80u)) {
+            i++;
+        } else if ((w & 0xC0E0u) == 0x80C0u) {
+            if (s[i] < 0xC2)
+                return 0; /* overlong */
+            i += 2;
+        } else if ((w & 0xC0C0F0u) == 0x8080E0u) {
+            if ((s[i] == 0xE0 && s[i + 1] < 0xA0) || (s[i] == 0xED && s[i + 1] >= 0xA0) || (w & 0xFFFFFFu) == 0x8196E2u)
+                return 0; /* overlong, a surrogate, or U+2581 */
+            i += 3;
+        } else if ((w & 0xC0C0C0F8u) == 0x808080F0u) {
+            if ((s[i] == 0xF0 && s[i + 1] < 0x90) || s[i] > 0xF4 || (s[i] == 0xF4 && s[i + 1] >= 0x90))
+                return 0; /* overlong, or above U+10FFFF */
+            i += 4;
+        } else {
+            return 0;
+        }
+    }
+    while (i < n) { /* the last one to three bytes: ASCII, or one two- or three-byte sequence */
+        uint8_t c = s[i];
+        if (c < 0x80) {
+            i++;
+        } else if (c >= 0xC2 && c < 0xE0 && i + 1 < n && (s[i + 1] & 0xC0) == 0x80) {
+            i += 2;
+        } else if (c >= 0xE0 && c < 0xF0 && i + 2 < n && (s[i + 1] & 0xC0) == 0x80 && (s[i + 2] & 0xC0) == 0x80 &&
+                   !(c == 0xE0 && s[i + 1] < 0xA0) && !(c == 0xED && s[i + 1] >= 0xA0) &&
+                   !(c == 0xE2 && s[i + 1] == 0x96 && s[i + 2] == 0x81)) {
+            i += 3;
+        } else {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* feed_utf8(data): feed(data.decode()) without decoding, for utf8_plain data; False (nothing counted) otherwise. */
+static PyObject *counter_feed_utf8(CounterObject *self, PyObject *data)
+{
+    if (!PyBytes_Check(data)) {
+        PyErr_Format(PyExc_TypeError, "data must be bytes, not %.100s", Py_TYPE(data)->tp_name);
+        return NULL;
+    }
+    const uint8_t *s = (const uint8_t *)PyBytes_AS_STRING(data);
+    size_t n = (size_t)PyBytes_GET_SIZE(data);
+    if (counter_enter(self))
+        return NULL;
+    int rc = 1;
+    Py_BEGIN_ALLOW_THREADS
+    if (utf8_plain(s, n))
+        rc = pt_count_text(&self->table, self->scan, s, n, &self->pieces);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    if (rc < 0)
+        return PyErr_NoMemory();
+    return PyBool_FromLong(rc == 0);
 }
 
 static PyObject *counter_feed(CounterObject *self, PyObject *text)
@@ -651,6 +723,9 @@ static PyObject *counter_get_scanner(CounterObject *self, void *closure)
 
 static PyMethodDef counter_methods[] = {
     {"feed", (PyCFunction)counter_feed, METH_O, "feed(text: str) -> None: count the pieces of text (GIL released)."},
+    {"feed_utf8", (PyCFunction)counter_feed_utf8, METH_O,
+     "feed_utf8(data: bytes) -> bool: feed(data.decode()) if data is well-formed UTF-8 without U+2581 (then\n"
+     "True), else count nothing and return False (GIL released)."},
     {"feed_many", (PyCFunction)(void (*)(void))counter_feed_many, METH_VARARGS | METH_KEYWORDS,
      "feed_many(texts: list[str], threads: int = 1) -> None: count each text in order; threads=2 counts the second "
      "half concurrently and keeps first-appearance order."},

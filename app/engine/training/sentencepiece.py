@@ -120,6 +120,10 @@ class SentencePieceTrainer:
     def feed(self, text: str) -> None:
         self._words.feed(text)
 
+    def feed_utf8(self, data: bytes) -> None:
+        """:meth:`feed` of ``data.decode("utf-8", errors="replace")`` (decoded only where needed)."""
+        self._words.feed_utf8(data)
+
     def valid(self, piece: str) -> bool:
         """May ``piece`` (two or more characters) be learned?"""
         return PieceRules(split_digits=self.split_digits)(piece)
