@@ -42,8 +42,13 @@ def test_text_inputs(name: int, text: str) -> None:
 
 @pytest.mark.skipif(importlib.util.find_spec("atheris") is None, reason="atheris not installed (pip install atheris)")
 def test_atheris_runs_the_harness(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, str(FUZZ_DIR / "fuzz_engine.py"), "-runs=1500", "-max_len=1024",
-                           str(tmp_path), str(FUZZ_DIR / "corpus")], cwd=REPO_ROOT, env=serve_env(),
+    # libFuzzer's RSS limit (2 GiB) reads the process's peak RSS, and Linux carries the peak of the process that
+    # execs into the new one: run straight from this test process, the fuzzer would start at pytest's own peak.
+    # A shell in between (not exec'ing, hence "; exit") gives it a peak of its own.
+    fuzzer = [sys.executable, str(FUZZ_DIR / "fuzz_engine.py"), "-runs=1500", "-max_len=1024", "-rss_limit_mb=2048",
+              f"-artifact_prefix={tmp_path}/",
+              str(tmp_path), str(FUZZ_DIR / "corpus")]
+    proc = subprocess.run(["sh", "-c", '"$@"; exit $?', "sh", *fuzzer], cwd=REPO_ROOT, env=serve_env(),
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Done 1500 runs" in proc.stderr, proc.stderr[-2000:]
