@@ -2093,6 +2093,31 @@ done:
     return rc;
 }
 
+/* The symbols made by the merges (ids n_base ..) as str: symbol i's units are base ids, unit u is alphabet[u]. */
+static PyObject *symbol_texts(const Learner *L, PyObject *alphabet, Py_ssize_t n_base)
+{
+    int kind = PyUnicode_KIND(alphabet);
+    const void *data = PyUnicode_DATA(alphabet);
+    size_t longest = 1;
+    for (size_t s = (size_t)n_base; s < L->nsym; s++)
+        if (L->slen[s] > longest)
+            longest = L->slen[s];
+    Py_UCS4 *buf = malloc(longest * sizeof(Py_UCS4));
+    PyObject *out = buf ? PyList_New((Py_ssize_t)L->nsym - n_base) : PyErr_NoMemory();
+    for (size_t s = (size_t)n_base; out && s < L->nsym; s++) {
+        const int32_t *u = L->upool + L->soff[s];
+        for (uint32_t j = 0; j < L->slen[s]; j++)
+            buf[j] = PyUnicode_READ(kind, data, u[j]);
+        PyObject *t = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, buf, (Py_ssize_t)L->slen[s]); /* (canonical) */
+        if (!t)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, (Py_ssize_t)(s - (size_t)n_base), t);
+    }
+    free(buf);
+    return out;
+}
+
 static PyObject *mod_learn(PyObject *module, PyObject *args, PyObject *kwds)
 {
     (void)module;
@@ -2241,7 +2266,18 @@ static PyObject *mod_learn(PyObject *module, PyObject *args, PyObject *kwds)
             goto done;
         }
     }
-    result = Py_BuildValue("(NnsN)", merges, (Py_ssize_t)L.nsym, stop, final);
+    PyObject *texts = Py_None; /* with an alphabet: the new symbols as str (their characters, in order) */
+    Py_INCREF(texts);
+    if (PyUnicode_Check(alphabet)) {
+        Py_DECREF(texts);
+        texts = symbol_texts(&L, alphabet, n_base);
+        if (!texts) {
+            Py_DECREF(merges);
+            Py_DECREF(final);
+            goto done;
+        }
+    }
+    result = Py_BuildValue("(NnsNN)", merges, (Py_ssize_t)L.nsym, stop, final, texts);
 done:
     learner_free(&L);
     return result;
@@ -2270,10 +2306,11 @@ static PyMethodDef module_methods[] = {
      "learn(words, counts, n_base, order_units=None, max_symbols=-1, max_merges=-1, min_frequency=2,\n"
      "      lexicographic=False, progress=None, progress_every=256, keep_words=False, consume=False,\n"
      "      alphabet=None)\n"
-     "-> (merges: list[(left, right, result)], n_symbols, stop_reason, words | None)\n\n"
+     "-> (merges: list[(left, right, result)], n_symbols, stop_reason, words | None, texts | None)\n\n"
      "The merge learner of app.engine.training.merges.learn_merges over base-symbol ids 0..n_base-1 (words: a\n"
      "list of int sequences with counts, or a PretokenCounter with counts=None and n_base=256, or with alphabet (a\n"
-     "str of n_base characters, symbol i = alphabet[i]) a list of str). order_units[i]:\n"
+     "str of n_base characters, symbol i = alphabet[i]) a list of str; texts: then the new symbols as str).\n"
+     "order_units[i]:\n"
      "the lexicographic order key of base symbol i without its terminator (lexicographic mode only)."},
     {NULL, NULL, 0, NULL},
 };

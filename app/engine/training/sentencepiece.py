@@ -48,6 +48,8 @@ from .word_counter import WordCounter
 
 MODEL_TYPES = ("unigram", "bpe")
 _F32 = struct.Struct("<f")
+_SHORT_HEAD = [bytes((0x0A, n + 9, 0x0A, n)) for n in range(119)]  # a piece's header: its length fits one byte
+_TYPE_TAIL = [bytes((0x18, k)) for k in range(128)]
 
 
 def sp_words(line: str, *, add_dummy_prefix: bool = True, remove_extra_whitespaces: bool = True) -> list[str]:
@@ -242,15 +244,21 @@ def model_proto_bytes(pieces: Sequence[tuple[str, float, int]], trainer: Sequenc
     deterministic serialization gives for the same message with these fields set (proto2: a set field is written
     even when it holds its default; fields in number order; the tests compare the two), written directly so that
     training does not import ``protobuf``."""
-    out = bytearray()
+    parts: list[bytes] = []
+    add = parts.append
     pack = _F32.pack
     for piece, score, kind in pieces:  # ModelProto.pieces: field 1, length-delimited
         p = piece.encode("utf-8")
-        if len(p) < 119 and 0 <= kind < 128:  # every length and the type fit in one byte (the usual case)
-            out += bytes((0x0A, len(p) + 9, 0x0A, len(p))) + p + b"\x15" + pack(score) + bytes((0x18, kind))
+        n = len(p)
+        if n < 119 and 0 <= kind < 128:  # every length and the type fit in one byte (the usual case)
+            add(_SHORT_HEAD[n])
+            add(p)
+            add(b"\x15" + pack(score))
+            add(_TYPE_TAIL[kind])
         else:
             body = _field(1, p) + b"\x15" + pack(score) + b"\x18" + _varint(kind)
-            out += b"\x0a" + _varint(len(body)) + body
+            add(b"\x0a" + _varint(len(body)) + body)
+    out = bytearray(b"".join(parts))
     out += _field(2, b"".join(_varint(n << 3) + _varint(int(v)) for n, v in trainer))
     out += _field(3, _field(1, normalizer_name.encode("utf-8"))
                   + b"".join(_varint(n << 3) + _varint(int(v)) for n, v in normalizer))
