@@ -194,7 +194,7 @@ class SentencePieceTrainer:
             max_symbols=budget, min_frequency=2, tie_break="first-seen", progress=step,
         )
         if not isinstance(words, Mapping):  # the compiled counter
-            res = learn_merges_native(words, None, keep_words=False, alphabet="".join(required),
+            res = learn_merges_native(words, None, keep_words=False, consume=True, alphabet="".join(required),
                                       word_rules=self._words.word_rules, **options)
         elif resolve_backend(self.backend) == "native":  # the words as str over the alphabet of required characters
             res = learn_merges_native(list(words), list(words.values()), keep_words=False,
