@@ -772,8 +772,14 @@ static PyTypeObject CounterType = {
  * slot index orders occurrences exactly as the Python learner's positions (word, offset in units) do: the slot is
  * the learner's position. Every symbol's slot knows the pair it starts, and every pair keeps the slots where it
  * occurs (a superset: an entry goes stale when its occurrence is merged away and is dropped lazily), so a merge
- * visits only the merged occurrences and their neighbours, never a whole word. A slot's word (for its count) is
- * the number of end slots before it, read from a bitmap with a running count per 64 slots. */
+ * visits only the merged occurrences and their neighbours, never a whole word. An entry is current exactly while
+ * its slot still starts that pair: the symbol at a slot only grows (or the slot becomes interior), so a pair that
+ * left a slot never returns to it, and no slot is listed twice for one pair. A slot's word (for its count) is the
+ * number of end slots before it, read from a bitmap with a running count per 64 slots.
+ *
+ * The choice of each merge is the Python learner's (count, then the tie rule); the bookkeeping that leads to it
+ * (lower-bound positions, the lazy heap) may differ in order from the Python learner's, which is why the limits
+ * are checked only once the heap's top is a pair that can be merged (see learner_run). */
 
 #define NONE UINT32_MAX
 #define SYM_INTERIOR (-1)
