@@ -72,12 +72,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     fam.add_argument("--byte-fallback", dest="byte_fallback", **yes,
                      help="sentencepiece-*: 256 <0xNN> pieces for characters outside the vocabulary")
     fam.add_argument("--split-digits", dest="split_digits", **yes, help="sentencepiece-*: every digit alone")
+    for flag, what in (("unicode-script", "no piece mixes Unicode scripts"),
+                       ("number", "digits are a script of their own (with --split-by-unicode-script)"),
+                       ("whitespace", "cut lines into words before every space; ▁ only at a piece's start")):
+        dest = "split_by_" + flag.replace("-", "_")
+        fam.add_argument(f"--split-by-{flag}", dest=dest, **yes, help=f"sentencepiece-*: {what} (default)")
+        fam.add_argument(f"--no-split-by-{flag}", dest=dest, **no, help=f"sentencepiece-*: turn --split-by-{flag} off")
     fam.add_argument("--no-dummy-prefix", dest="add_dummy_prefix", **no,
                      help="sentencepiece-*: no ▁ in front of the text")
     fam.add_argument("--shrinking-factor", type=float, default=None, metavar="F",
                      help="unigram kinds: share of pieces kept per pruning round (default 0.75)")
     fam.add_argument("--max-piece-length", type=int, default=None, metavar="N",
-                     help="unigram kinds: longest piece in characters (default 16)")
+                     help="unigram kinds, sentencepiece-bpe: longest piece in characters (default 16)")
     fam.add_argument("--seed-size", type=int, default=None, metavar="N",
                      help="unigram kinds: candidate pieces to start from (default 1000000)")
     fam.add_argument("--prune-loss", choices=("sentencepiece", "huggingface"), default=None,
@@ -179,7 +185,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 _FAMILY_OPTIONS = ("lowercase", "strip_accents", "split_cjk", "vocab_txt", "character_coverage", "byte_fallback",
                    "split_digits", "add_dummy_prefix", "shrinking_factor", "max_piece_length", "seed_size",
-                   "prune_loss", "score")
+                   "prune_loss", "score", "split_by_unicode_script", "split_by_number", "split_by_whitespace")
 
 
 def _family_options(args: argparse.Namespace) -> dict[str, object]:

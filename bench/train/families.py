@@ -18,7 +18,8 @@ Pairs (family: ours / peer):
 ``sp-bpe``      ``train --kind sentencepiece-bpe`` / ``sentencepiece`` ``model_type=bpe``
 
 SentencePiece runs with identity normalisation and character coverage 0.9995 (as ours), split by whitespace;
-its own default script and number splitting stay on (ours has neither). ``--threads 2`` gives the peers two
+its default piece rules (split by Unicode script, by number and by whitespace, at most 16 characters) are ours'
+defaults too (``app.engine.training.piece_rules``). ``--threads 2`` gives the peers two
 threads (``RAYON_NUM_THREADS``, ``num_threads``) and ours ``--threads 2`` (used by the Unigram learner; the
 WordPiece and BPE learners are sequential).
 

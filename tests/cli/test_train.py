@@ -133,3 +133,25 @@ def test_family_options_threads_and_backends_give_one_artifact(tmp_path: Path) -
         assert out.returncode == 0, out.stderr
         wp[score] = json.loads(out.stdout)["sha256"]
     assert wp["wordpiece"] != wp["count"]
+
+
+def test_sentencepiece_piece_rule_flags_reach_the_trainer_spec(tmp_path: Path) -> None:
+    from app.engine.pipeline.sentencepiece import _model_proto_class
+
+    files = corpus(tmp_path)
+    specs = {}
+    for name, extra in {"d": [], "off": ["--no-split-by-unicode-script", "--no-split-by-number",
+                                          "--no-split-by-whitespace", "--max-piece-length", "8"]}.items():
+        out = run("train", *files, "--kind", "sentencepiece-bpe", "--vocab-size", "700", "--name", name, "--store",
+                  str(tmp_path), "--json", *extra)
+        assert out.returncode == 0, out.stderr
+        proto = _model_proto_class()()
+        proto.ParseFromString((tmp_path / f"{name}.model").read_bytes())
+        ts = proto.trainer_spec
+        specs[name] = (ts.split_by_unicode_script, ts.split_by_number, ts.split_by_whitespace,
+                       ts.max_sentencepiece_length, max(len(p.piece) for p in proto.pieces if p.type == 1))
+    assert specs["d"][:4] == (True, True, True, 16) and specs["d"][4] <= 16
+    assert specs["off"] == (False, False, False, 8, 8)
+    bad = run("train", *files, "--kind", "unigram", "--vocab-size", "700", "--name", "u", "--store", str(tmp_path),
+              "--no-split-by-number")
+    assert bad.returncode == 2 and bad.stderr.startswith("error:") and len(bad.stderr.splitlines()) == 1

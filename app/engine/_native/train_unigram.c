@@ -4,7 +4,7 @@
  *
  * UnigramWords(words, freqs, max_len) holds the distinct words as code points with their frequencies. On it:
  *
- *   seed(space, split_digits, min_count, limit)   the substring candidates of learn_unigram's step 1
+ *   seed(space, flags, max_len, min_count, limit) the substring candidates of learn_unigram's step 1
  *   set_pieces(pieces)                             the current pieces, as a trie (node, code point) -> node
  *   e_step(scores, threads)                        _em_step: expected counts and the log-likelihood
  *   prune(scores, protected, keep, threads)        _prune: which pieces stay
@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "hash_mix.h"
+#include "sp_rules.h"
 
 #define UW_MAX_THREADS 8
 #define UW_CHUNK_WORDS 2048
@@ -338,13 +339,14 @@ static void sort_keys(Key *keys, size_t n)
     free(tmp);
 }
 
-static inline int is_ascii_digit(uint32_t c) { return c >= '0' && c <= '9'; }
-
 /* The seed candidates, best first: *ents_out (free it) and *sel_out (indices into it, n_out of them; free it).
    No GIL needed; -1 on memory error. */
-static int seed_core(const UWObject *self, long long space, int split_digits, long long min_count, Py_ssize_t limit,
+static int seed_core(const UWObject *self, const SpRules *rules, long long min_count, Py_ssize_t limit,
                      SubEnt **ents_out, uint32_t **sel_out, size_t *n_out)
 {
+    int64_t max_len = self->max_len;
+    if (rules->max_len >= 0 && rules->max_len < max_len)
+        max_len = rules->max_len;
     size_t cap = 1 << 16, n_ents = 0;
     size_t slots = 1 << 17;
     SubEnt *ents = malloc(cap * sizeof *ents);
@@ -361,7 +363,7 @@ static int seed_core(const UWObject *self, long long space, int split_digits, lo
        counted less than twice, so pass 2 never stores it (most substrings of long words occur once). */
     int64_t occurrences = 0;
     for (Py_ssize_t k = 0; k < self->n_words; k++)
-        occurrences += (self->off[k + 1] - self->off[k]) * (self->max_len - 1);
+        occurrences += (self->off[k + 1] - self->off[k]) * (max_len - 1);
     size_t buckets = 1 << 16;
     while (buckets < (size_t)occurrences * 4 && buckets < ((size_t)1 << 28))
         buckets <<= 1;
@@ -376,13 +378,14 @@ static int seed_core(const UWObject *self, long long space, int split_digits, lo
         int64_t n = self->off[k + 1] - self->off[k];
         unsigned add = self->freq[k] >= 2 ? 2 : (unsigned)self->freq[k];
         for (int64_t i = 0; i < n; i++) {
-            if (split_digits && is_ascii_digit(w[i]))
+            SpScan st = {-1};
+            if (sp_rule_step(rules, &st, 0, w[i]))
                 continue;
             uint64_t h = 0x9e3779b97f4a7c15ULL ^ w[i];
-            int64_t end = i + self->max_len < n ? i + self->max_len : n;
+            int64_t end = i + max_len < n ? i + max_len : n;
             for (int64_t j = i + 2; j <= end; j++) {
                 uint32_t c = w[j - 1];
-                if ((int64_t)c == space || (split_digits && is_ascii_digit(c)))
+                if (sp_rule_step(rules, &st, (uint32_t)(j - 1 - i), c))
                     break;
                 h = mix64(h ^ c) + (uint64_t)(j - i);
                 size_t b = (size_t)(h >> 20) & (buckets - 1);
@@ -397,14 +400,15 @@ static int seed_core(const UWObject *self, long long space, int split_digits, lo
         int64_t n = self->off[k + 1] - self->off[k];
         int64_t f = (int64_t)self->freq[k];
         for (int64_t i = 0; i < n && !failed; i++) {
-            if (split_digits && is_ascii_digit(w[i]))
+            SpScan st = {-1};
+            if (sp_rule_step(rules, &st, 0, w[i]))
                 continue;
             uint64_t h = 0x9e3779b97f4a7c15ULL ^ w[i];
-            int64_t end = i + self->max_len < n ? i + self->max_len : n;
+            int64_t end = i + max_len < n ? i + max_len : n;
             uint32_t prev = 0; /* the entry of w[i..j-1) */
             for (int64_t j = i + 2; j <= end; j++) {
                 uint32_t c = w[j - 1];
-                if ((int64_t)c == space || (split_digits && is_ascii_digit(c)))
+                if (sp_rule_step(rules, &st, (uint32_t)(j - 1 - i), c))
                     break;
                 h = mix64(h ^ c) + (uint64_t)(j - i);
                 if (sketch && f < 2) { /* (a substring of a word counted twice or more is counted that often) */
@@ -484,7 +488,7 @@ static int seed_core(const UWObject *self, long long space, int split_digits, lo
         return -1;
     }
     for (size_t e = 0; e < n_ents; e++)
-        if (ents[e].count >= min_count) {
+        if (ents[e].count >= min_count && sp_rule_end_ok(rules, ents[e].last, ents[e].len)) {
             const SubEnt *se = &ents[e];
             /* count * length as a double: exact below 2**53, where the int64 product is too */
             keys[n_sel++] = (Key){(double)(se->count * se->len), chars + self->off[se->word] + se->start, se->len,
@@ -502,14 +506,13 @@ static int seed_core(const UWObject *self, long long space, int split_digits, lo
     return 0;
 }
 
-/* seed(space, split_digits, min_count, limit) -> list[(score, str)] */
+/* seed(space, flags, max_len, min_count, limit) -> list[(score, str)] */
 static PyObject *uw_seed(UWObject *self, PyObject *args)
 {
-    long long space;
-    int split_digits;
+    SpRules rules;
     long long min_count;
     Py_ssize_t limit;
-    if (!PyArg_ParseTuple(args, "Lpnn", &space, &split_digits, &min_count, &limit))
+    if (!PyArg_ParseTuple(args, "LiLnn", &rules.marker, &rules.flags, &rules.max_len, &min_count, &limit))
         return NULL;
     if (self->max_len > 65535) {
         PyErr_SetString(PyExc_ValueError, "max_len too large for the compiled seed counter");
@@ -520,7 +523,7 @@ static PyObject *uw_seed(UWObject *self, PyObject *args)
     size_t n_out;
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = seed_core(self, space, split_digits, min_count, limit, &ents, &sel, &n_out);
+    rc = seed_core(self, &rules, min_count, limit, &ents, &sel, &n_out);
     Py_END_ALLOW_THREADS
     if (rc < 0)
         return PyErr_NoMemory();
@@ -1459,19 +1462,19 @@ static int call_progress(PyObject *progress, long done, long total)
     return 0;
 }
 
-/* learn(required, required_counts, space, split_digits, limit, vocab_size, shrinking_factor, em_iterations,
+/* learn(required, required_counts, space, flags, max_len, limit, vocab_size, shrinking_factor, em_iterations,
          threads, progress, hf_loss=False) -> (pieces, scores, seed_pieces, rounds, log_likelihood): learn_unigram. */
 static PyObject *uw_learn(UWObject *self, PyObject *args)
 {
     PyObject *required, *req_counts, *progress;
-    long long space;
-    int split_digits, em_iterations, threads;
+    SpRules rules;
+    int em_iterations, threads;
     Py_ssize_t limit, vocab_size;
     double shrinking;
     int hf_loss = 0;
-    if (!PyArg_ParseTuple(args, "O!O!LpnndiiO|p", &PyList_Type, &required, &PyList_Type, &req_counts, &space,
-                          &split_digits, &limit, &vocab_size, &shrinking, &em_iterations, &threads, &progress,
-                          &hf_loss))
+    if (!PyArg_ParseTuple(args, "O!O!LiLnndiiO|p", &PyList_Type, &required, &PyList_Type, &req_counts, &rules.marker,
+                          &rules.flags, &rules.max_len, &limit, &vocab_size, &shrinking, &em_iterations, &threads,
+                          &progress, &hf_loss))
         return NULL;
     Py_ssize_t n_req = PyList_GET_SIZE(required);
     if (PyList_GET_SIZE(req_counts) != n_req || threads < 1 || threads > UW_MAX_THREADS || self->max_len > 65535 ||
@@ -1494,7 +1497,7 @@ static PyObject *uw_learn(UWObject *self, PyObject *args)
     size_t n_seed = 0;
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = seed_core(self, space, split_digits, 2, limit, &ents, &sel, &n_seed);
+    rc = seed_core(self, &rules, 2, limit, &ents, &sel, &n_seed);
     Py_END_ALLOW_THREADS
     if (rc < 0)
         return PyErr_NoMemory();
@@ -1711,15 +1714,15 @@ static Py_ssize_t uw_len(UWObject *self) { return self->n_words; }
 
 static PyMethodDef uw_methods[] = {
     {"seed", (PyCFunction)uw_seed, METH_VARARGS,
-     "seed(space, split_digits, min_count, limit) -> list[(count * length, substring)]: every substring of 2..max_len\n"
-     "code points (none holding `space` after its first position, none with an ASCII digit when split_digits),\n"
+     "seed(space, flags, max_len, min_count, limit) -> list[(count * length, substring)]: every substring of 2..max_len\n"
+     "code points that the piece rules (space, flags, max_len) = PieceRules.native() allow (sp_rules.h),\n"
      "counted with the word frequencies; those counted at least min_count times, best first (score, then code\n"
      "points), at most limit."},
     {"set_pieces", (PyCFunction)uw_set_pieces, METH_O, "set_pieces(pieces: list[str]) -> None: the lattice pieces."},
     {"e_step", (PyCFunction)uw_e_step, METH_VARARGS,
      "e_step(scores, threads=1) -> (expected counts per piece, corpus log-likelihood) (GIL released)."},
     {"learn", (PyCFunction)uw_learn, METH_VARARGS,
-     "learn(required, required_counts, space, split_digits, limit, vocab_size, shrinking_factor, em_iterations,\n"
+     "learn(required, required_counts, space, flags, max_len, limit, vocab_size, shrinking_factor, em_iterations,\n"
      "      threads, progress, hf_loss=False) -> (pieces, scores, seed_pieces, rounds, log_likelihood): the whole of\n"
      "learn_unigram (seeds, EM rounds, pruning, the final cut and refit), pieces best first."},
     {"prune", (PyCFunction)uw_prune, METH_VARARGS,

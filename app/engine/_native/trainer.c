@@ -38,6 +38,7 @@
 #include "bytes_hash.h"
 #include "pretokenizer.h"
 #include "hash_mix.h"
+#include "sp_rules.h"
 
 /* ------------------------------------------------------------------------------------------------ hashing */
 
@@ -805,7 +806,8 @@ typedef struct {
     uint32_t first; /* first-seen: earliest occurrence (slot), exact unless dirty (then a lower bound) */
     uint32_t stamp : 30; /* merge step that last put the pair into `changed` */
     uint32_t dirty : 1;
-    uint32_t refused : 1; /* the validity gate refused the pair: never counted, never a candidate */
+    uint32_t refused : 1; /* the gate (pair_admissible: the piece rules) refused the pair: never counted,
+                             so never a candidate */
 } Pair;
 
 typedef struct {
@@ -873,6 +875,9 @@ typedef struct {
     uint32_t stamp;
     Recent *left_of, *right_of;
     size_t recent_cap;
+    /* piece rules (sp_rules.h), when given: the code point of each base unit */
+    uint32_t *unit_cp;
+    SpRules rules;
 } Learner;
 
 static void learner_free(Learner *L)
@@ -900,6 +905,7 @@ static void learner_free(Learner *L)
     free(L->changed);
     free(L->left_of);
     free(L->right_of);
+    free(L->unit_cp);
     memset(L, 0, sizeof(*L));
 }
 
@@ -1042,15 +1048,28 @@ static int pair_rehash(Learner *L, size_t nslots)
     return 0;
 }
 
-/* May the pair (a, b) become a merge candidate? The one gate for piece-validity rules: asked once per distinct
- * pair, when pair_record makes its record (for the pairs of the input words and for those a merge creates alike). A
- * refused pair is never counted, indexed or pushed, so it is never merged. Today every pair is admissible. */
-static inline int pair_admissible(const Learner *L, int32_t a, int32_t b)
+/* May the pair (a, b) become a merge candidate, i.e. may its merged piece be learned under the piece rules
+ * (sp_rules.h; always, without rules)? The one gate of the rules: asked once per distinct pair, when pair_record
+ * makes its record (for the pairs of the input words and for those a merge creates alike). A refused pair is never
+ * counted, listed or pushed (learner_start and merge_pair_of leave its slots without a pair), so it is never
+ * merged. */
+static int pair_admissible(const Learner *L, int32_t a, int32_t b)
 {
-    (void)L;
-    (void)a;
-    (void)b;
-    return 1;
+    if (!L->unit_cp)
+        return 1;
+    int32_t ab[2] = {a, b};
+    int64_t len = (int64_t)L->slen[a] + L->slen[b];
+    if (L->rules.max_len >= 0 && len > L->rules.max_len)
+        return 0;
+    SpScan st = {-1};
+    uint32_t pos = 0, c = 0;
+    for (int h = 0; h < 2; h++) {
+        const int32_t *u = L->upool + L->soff[ab[h]];
+        for (uint32_t k = 0; k < L->slen[ab[h]]; k++, pos++)
+            if (sp_rule_step(&L->rules, &st, pos, c = L->unit_cp[u[k]]))
+                return 0;
+    }
+    return sp_rule_end_ok(&L->rules, c, len);
 }
 
 /* A new record (count 0) for (a, b), not yet in the table, into *idx. -1 on OOM. */
@@ -2129,14 +2148,14 @@ static PyObject *mod_learn(PyObject *module, PyObject *args, PyObject *kwds)
     (void)module;
     static char *kwlist[] = {"words",      "counts",   "n_base",         "order_units", "max_symbols",
                              "max_merges", "min_frequency", "lexicographic", "progress",    "progress_every",
-                             "keep_words", "consume",  "alphabet", "dummy_prefix", "collapse", NULL};
-    PyObject *words, *counts, *order_units = Py_None, *progress = Py_None, *alphabet = Py_None;
+                             "keep_words", "consume",  "alphabet", "dummy_prefix", "collapse", "rules", NULL};
+    PyObject *words, *counts, *order_units = Py_None, *progress = Py_None, *alphabet = Py_None, *rules = Py_None;
     Py_ssize_t n_base;
     long long max_symbols = -1, max_merges = -1, min_frequency = 2, progress_every = 256;
     int lexicographic = 0, keep_words = 0, consume = 0, dummy = 1, collapse = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOn|OLLLpOLppOpp", kwlist, &words, &counts, &n_base, &order_units,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOn|OLLLpOLppOppO", kwlist, &words, &counts, &n_base, &order_units,
                                      &max_symbols, &max_merges, &min_frequency, &lexicographic, &progress,
-                                     &progress_every, &keep_words, &consume, &alphabet, &dummy, &collapse))
+                                     &progress_every, &keep_words, &consume, &alphabet, &dummy, &collapse, &rules))
         return NULL;
     if (min_frequency < 1) {
         PyErr_SetString(PyExc_ValueError, "min_frequency must be >= 1");
@@ -2155,6 +2174,21 @@ static PyObject *mod_learn(PyObject *module, PyObject *args, PyObject *kwds)
     PyObject *result = NULL;
     if (learner_base(&L, n_base, order_units))
         goto done;
+    if (rules != Py_None) { /* (marker, flags, max_len): PieceRules.native(); the units are the alphabet's characters */
+        if (!PyUnicode_Check(alphabet) || PyUnicode_GET_LENGTH(alphabet) != n_base) {
+            PyErr_SetString(PyExc_ValueError, "piece rules need the alphabet (one character per base symbol)");
+            goto done;
+        }
+        if (!PyArg_ParseTuple(rules, "LiL", &L.rules.marker, &L.rules.flags, &L.rules.max_len))
+            goto done;
+        L.unit_cp = malloc((size_t)n_base * sizeof(uint32_t));
+        if (!L.unit_cp) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (Py_ssize_t k = 0; k < n_base; k++)
+            L.unit_cp[k] = PyUnicode_READ_CHAR(alphabet, k);
+    }
     if (PyObject_TypeCheck(words, &CounterType) && alphabet != Py_None) {
         CounterObject *ctr = (CounterObject *)words;
         if (counts != Py_None || !PyUnicode_Check(alphabet) || PyUnicode_GET_LENGTH(alphabet) != n_base) {
@@ -2298,6 +2332,19 @@ extern PyObject *wordpiece_learn(PyObject *module, PyObject *args);
 extern PyObject *words_char_counts(PyObject *module, PyObject *words);
 extern PyObject *words_split_unknown(PyObject *module, PyObject *args);
 
+static PyObject *mod_sp_scripts(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, 0x110000);
+    if (!out)
+        return NULL;
+    char *b = PyBytes_AS_STRING(out);
+    for (uint32_t c = 0; c < 0x110000; c++)
+        b[c] = (char)sp_script_of(c);
+    return out;
+}
+
 static PyMethodDef module_methods[] = {
     {"char_counts", (PyCFunction)words_char_counts, METH_O,
      "char_counts(words: dict[str, int]) -> dict[str, int]: each character's occurrences, weighted by the counts."},
@@ -2311,13 +2358,16 @@ static PyMethodDef module_methods[] = {
     {"learn", (PyCFunction)(void (*)(void))mod_learn, METH_VARARGS | METH_KEYWORDS,
      "learn(words, counts, n_base, order_units=None, max_symbols=-1, max_merges=-1, min_frequency=2,\n"
      "      lexicographic=False, progress=None, progress_every=256, keep_words=False, consume=False,\n"
-     "      alphabet=None)\n"
+     "      alphabet=None, dummy_prefix=True, collapse=True, rules=None)\n"
      "-> (merges: list[(left, right, result)], n_symbols, stop_reason, words | None, texts | None)\n\n"
      "The merge learner of app.engine.training.merges.learn_merges over base-symbol ids 0..n_base-1 (words: a\n"
      "list of int sequences with counts, or a PretokenCounter with counts=None and n_base=256, or with alphabet (a\n"
      "str of n_base characters, symbol i = alphabet[i]) a list of str; texts: then the new symbols as str).\n"
-     "order_units[i]:\n"
-     "the lexicographic order key of base symbol i without its terminator (lexicographic mode only)."},
+     "order_units[i]: the lexicographic order key of base symbol i without its terminator (lexicographic mode\n"
+     "only). rules=(marker, flags, max_len) (PieceRules.native(), needs the alphabet): a pair whose merged piece\n"
+     "the piece rules refuse is never merged (sp_rules.h)."},
+    {"sp_scripts", (PyCFunction)mod_sp_scripts, METH_NOARGS,
+     "sp_scripts() -> bytes: the script id of every code point 0..0x10FFFF in the compiled table (sp_scripts.h)."},
     {NULL, NULL, 0, NULL},
 };
 

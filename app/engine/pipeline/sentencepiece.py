@@ -79,8 +79,10 @@ def _model_proto_class() -> Any:
     fdp.message_type.extend([
         message("TrainerSpec", [
             ("model_type", 3, "int32", "1", False), ("vocab_size", 4, "int32", "8000", False),
-            ("split_by_whitespace", 22, "bool", "true", False),
-            ("treat_whitespace_as_suffix", 24, "bool", "false", False), ("split_digits", 25, "bool", "false", False),
+            ("max_sentencepiece_length", 20, "int32", "16", False),
+            ("split_by_unicode_script", 21, "bool", "true", False), ("split_by_whitespace", 22, "bool", "true", False),
+            ("split_by_number", 23, "bool", "true", False), ("treat_whitespace_as_suffix", 24, "bool", "false", False),
+            ("split_digits", 25, "bool", "false", False),
             ("byte_fallback", 35, "bool", "false", False), ("unk_id", 40, "int32", "0", False),
             ("bos_id", 41, "int32", "1", False), ("eos_id", 42, "int32", "2", False),
             ("pad_id", 43, "int32", "-1", False), ("unk_surface", 44, "string", " \u2047 ", False),

@@ -134,6 +134,7 @@ def learn_merges_native(
     consume: bool = False,
     alphabet: str | None = None,
     word_rules: tuple[bool, bool] = (True, True),
+    valid: Any = None,
 ) -> MergeResult:
     """:func:`.merges.learn_merges` in C: same arguments, same result (``words`` only with ``keep_words``).
 
@@ -149,10 +150,13 @@ def learn_merges_native(
     characters are base symbols (no list of ids per word is built), or a ``PretokenCounter`` of whitespace words
     (``counts=None``): its ``words(*word_rules)`` (``(dummy_prefix, collapse)``) cut around the characters outside
     the alphabet, equal pieces merged in first-appearance order (:func:`.unigram.split_unknown`), built in C.
-    Raises ``RuntimeError`` without the extension.
+    ``valid``: a :class:`.piece_rules.PieceRules` over the alphabet's characters (needs ``alphabet``), applied in C
+    where :func:`.merges.learn_merges` applies it as a predicate. Raises ``RuntimeError`` without the extension.
     """
     if _trainer is None:
         raise RuntimeError(f"compiled trainer not available: {IMPORT_ERROR}")
+    if valid is not None and (alphabet is None or not hasattr(valid, "native")):
+        raise ValueError("the compiled learner takes piece rules (PieceRules) over an alphabet only")
     if tie_break not in TIE_BREAKS:
         raise ValueError(f"tie_break must be one of {TIE_BREAKS}, not {tie_break!r}")
     if min_frequency < 1:
@@ -191,6 +195,7 @@ def learn_merges_native(
         consume,
         alphabet,
         *word_rules,
+        None if valid is None else valid.native(),
     )
     if texts is not None:  # str symbols over the alphabet, made in C; concat must be their concatenation
         symbols.extend(texts)

@@ -29,6 +29,8 @@ from .corpus import CorpusStats, iter_chunks, iter_raw_chunks
 from .publish import NAME_RE, TrainReport, _bar, _progress_enabled, existing_entries, publish_entry, write_artifact
 from .trainer import FAMILY_KINDS, Trainer
 
+#: SentencePiece's piece rules (:mod:`.piece_rules`) and its trainer's defaults, for both sentencepiece-* kinds.
+_SP_PIECE_RULES = {"split_by_unicode_script": True, "split_by_number": True, "split_by_whitespace": True}
 #: Options each kind accepts (besides vocab size, specials, min frequency), with their defaults.
 OPTIONS: dict[str, dict[str, Any]] = {
     "wordpiece": {"lowercase": True, "strip_accents": None, "split_cjk": True, "vocab_txt": False,
@@ -37,9 +39,9 @@ OPTIONS: dict[str, dict[str, Any]] = {
                 "seed_size": 1_000_000, "prune_loss": "huggingface"},
     "sentencepiece-unigram": {"character_coverage": 0.9995, "byte_fallback": False, "split_digits": False,
                               "add_dummy_prefix": True, "max_piece_length": 16, "shrinking_factor": 0.75,
-                              "seed_size": 1_000_000, "prune_loss": "sentencepiece"},
+                              "seed_size": 1_000_000, "prune_loss": "sentencepiece", **_SP_PIECE_RULES},
     "sentencepiece-bpe": {"character_coverage": 0.9995, "byte_fallback": False, "split_digits": False,
-                          "add_dummy_prefix": True},
+                          "add_dummy_prefix": True, "max_piece_length": 16, **_SP_PIECE_RULES},
 }
 
 

@@ -88,6 +88,7 @@ def learn_merges(
     tie_break: str = "first-seen",
     progress: Callable[[int], None] | None = None,
     copy_words: bool = True,
+    valid: Callable[[Hashable], bool] | None = None,
 ) -> MergeResult:
     """Learn merges over ``words`` (base-symbol ids; ``counts[i]`` is the frequency of ``words[i]``).
 
@@ -101,6 +102,8 @@ def learn_merges(
     pair is left. ``progress(n)`` is called after each merge with the number of merges so far. Raises
     ``ValueError`` for an unknown ``tie_break`` or ``min_frequency < 1``. With ``copy_words=False`` the
     trainer works in place on ``words`` (a list of lists, which it then owns) instead of copying it.
+    ``valid(key)``, when given, is asked once per distinct pair about its merged key; a refused pair is never
+    counted, so it never becomes a candidate (the SentencePiece-style piece rules).
     """
     if tie_break not in TIE_BREAKS:
         raise ValueError(f"tie_break must be one of {TIE_BREAKS}, not {tie_break!r}")
@@ -121,20 +124,32 @@ def learn_merges(
     first: dict[int, int] = {}  # first-seen: pair -> position key (exact, or a lower bound if in `dirty`)
     dirty: set[int] = set()
 
+    verdicts: dict[int, bool] = {}
+
+    def allowed(p: int) -> bool:
+        """The one gate of ``valid``: may pair ``p`` be counted (and so become a candidate)?"""
+        if valid is None:
+            return True
+        v = verdicts.get(p)
+        if v is None:
+            v = verdicts[p] = bool(valid(concat(symbols[p >> _SHIFT], symbols[p & _MASK])))
+        return v
+
     for wi, w in enumerate(ws):
         c = wc[wi]
         off = 0
         for j in range(len(w) - 1):
             x = w[j]
             p = x << _SHIFT | w[j + 1]
-            if p in pair_count:
-                pair_count[p] += c
-                where[p].append(wi)
-            else:
-                pair_count[p] = c
-                where[p] = [wi]
-                if first_seen:
-                    first[p] = wi << _POS_SHIFT | off
+            if valid is None or allowed(p):
+                if p in pair_count:
+                    pair_count[p] += c
+                    where[p].append(wi)
+                else:
+                    pair_count[p] = c
+                    where[p] = [wi]
+                    if first_seen:
+                        first[p] = wi << _POS_SHIFT | off
             off += sym_len[x]
 
     def tie_key(p: int) -> object:
@@ -246,7 +261,7 @@ def learn_merges(
                     (w[i - 1] << _SHIFT | a, o - sym_len[w[i - 1]], i - 1) if i - 1 > last else (-1, 0, 0),
                     (b << _SHIFT | w[i + 2], o + len_a, i + 1) if i + 2 < n else (-1, 0, 0),
                 ):
-                    if q < 0 or q == p:
+                    if q < 0 or q == p or (valid is not None and not allowed(q)):
                         continue
                     last = j
                     cnt = pair_count[q] - c
@@ -273,6 +288,8 @@ def learn_merges(
                     if q < 0:
                         continue
                     last = j
+                    if valid is not None and not allowed(q):
+                        continue
                     had = pair_count.get(q)
                     if had is None:
                         pair_count[q] = c

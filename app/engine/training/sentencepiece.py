@@ -8,10 +8,17 @@ The same training therefore works for scripts without spaces — a Japanese or T
 its pieces are learned from its substrings.
 
 Characters: the most frequent characters covering ``character_coverage`` of the corpus are required (always
-pieces); the rest are left to ``<unk>`` or, with ``byte_fallback``, to the 256 ``<0xNN>`` byte pieces. U+0000 is
-never one (SentencePiece's trainer skips it and its loader refuses a piece holding it): it is always unknown. With
-``split_digits`` no piece joins a digit to anything (every digit stands alone). A piece holds ``▁`` only at
-its start.
+pieces); the rest are left to ``<unk>`` or, with ``byte_fallback``, to the 256 ``<0xNN>`` byte pieces. U+0000 and
+U+001F are never one (SentencePiece's trainer skips them: its loader refuses a piece holding U+0000, and
+``sentencepiece`` 0.2.3's trainer treats U+001F as a boundary): they are always unknown.
+
+Which pieces may be learned: SentencePiece's trainer's rules with its defaults (:mod:`.piece_rules`), in both
+learners: at most ``max_piece_length`` characters; with ``split_by_unicode_script`` (default on) no piece mixes
+Unicode scripts (Hiragana and Katakana count as Han); with ``split_by_number`` (default on) digits are a script of
+their own (``Common``, like punctuation); with ``split_by_whitespace`` (default on) ``▁`` only at a piece's start
+and a line is cut into words before every ``▁`` (off: a line is one word, and ``▁`` may sit anywhere in a piece
+but at its end); with ``split_digits`` no piece joins a digit to anything. The options are recorded in the
+``TrainerSpec``.
 
 * ``unigram``: :func:`.unigram.learn_unigram` (EM, pruning); pieces scored by log probability.
 * ``bpe``: the merge learner of the byte-level trainer (:func:`.compiled.learn`, compiled when built) over
@@ -34,10 +41,10 @@ from typing import Any
 from ..pipeline.sp_types import BPE, BYTE, CONTROL, NORMAL, UNIGRAM, UNKNOWN
 from .compiled import learn, learn_merges_native, resolve_backend
 from .merges import text_order_key
+from .piece_rules import PieceRules, is_decimal_digit
 from .trainer import Progress, TrainedArtifact
 from .unigram import (
     SPACE,
-    PieceRules,
     char_counts,
     learn_unigram,
     required_characters,
@@ -47,6 +54,8 @@ from .unigram import (
 from .word_counter import WordCounter
 
 MODEL_TYPES = ("unigram", "bpe")
+#: Characters that are never pieces (SentencePiece's trainer leaves them out of the required characters).
+NEVER_PIECES = ("\0", "\x1f")
 _F32 = struct.Struct("<f")
 _SHORT_HEAD = [bytes((0x0A, n + 9, 0x0A, n)) for n in range(119)]  # a piece's header: its length fits one byte
 _TYPE_TAIL = [bytes((0x18, k)) for k in range(128)]
@@ -61,17 +70,20 @@ def sp_words(line: str, *, add_dummy_prefix: bool = True, remove_extra_whitespac
     return split_before_space((SPACE if add_dummy_prefix else "") + line.replace(" ", SPACE))
 
 
-def is_digit(ch: str) -> bool:
-    return "0" <= ch <= "9"
+def sp_lines(line: str, *, add_dummy_prefix: bool = True, remove_extra_whitespaces: bool = True) -> list[str]:
+    """The one word a line is without ``split_by_whitespace``: :func:`sp_words` joined."""
+    words = sp_words(line, add_dummy_prefix=add_dummy_prefix, remove_extra_whitespaces=remove_extra_whitespaces)
+    return ["".join(words)] if words else []
 
 
 def split_digit_runs(words: Mapping[str, int]) -> dict[str, int]:
-    """Words cut so that every ASCII digit is a word of its own (``split_digits``)."""
+    """Words cut so that every decimal digit (:func:`.piece_rules.is_decimal_digit`) is a word of its own
+    (``split_digits``)."""
     out: dict[str, int] = {}
     for w, f in words.items():
         start = 0
         for i, ch in enumerate(w):
-            if is_digit(ch):
+            if is_decimal_digit(ch):
                 if i > start:
                     out[w[start:i]] = out.get(w[start:i], 0) + f
                 out[ch] = out.get(ch, 0) + f
@@ -89,10 +101,14 @@ class SentencePieceTrainer:
                  character_coverage: float = 0.9995, control_tokens: Sequence[str] = (),
                  max_piece_length: int = 16, shrinking_factor: float = 0.75, seed_size: int = 1_000_000,
                  em_iterations: int = 2, backend: str | None = None, threads: int = 1,
-                 prune_loss: str = "sentencepiece") -> None:
+                 prune_loss: str = "sentencepiece", split_by_unicode_script: bool = True,
+                 split_by_number: bool = True, split_by_whitespace: bool = True) -> None:
         """``vocab_size`` counts every piece (``<unk>``, ``<s>``, ``</s>``, ``control_tokens``, bytes, learned).
         ``backend`` picks the compiled or Python learners (same result); ``threads``: the Unigram learner's
-        (:func:`.unigram.learn_unigram`), like ``prune_loss``."""
+        (:func:`.unigram.learn_unigram`), like ``prune_loss``. ``split_by_*``, ``split_digits`` and
+        ``max_piece_length``: the piece rules of the module docstring (SentencePiece's defaults)."""
+        if not 1 <= max_piece_length <= 512:
+            raise ValueError("max piece length must be in 1..512")
         if model_type not in MODEL_TYPES:
             raise ValueError(f"model type must be one of {MODEL_TYPES}, not {model_type!r}")
         meta = ["<unk>", "<s>", "</s>", *control_tokens]
@@ -102,6 +118,13 @@ class SentencePieceTrainer:
         self.vocab_size = vocab_size
         self.byte_fallback = byte_fallback
         self.split_digits = split_digits
+        self.split_by_unicode_script = split_by_unicode_script
+        self.split_by_number = split_by_number
+        self.split_by_whitespace = split_by_whitespace
+        self.rules = PieceRules.sentencepiece(split_digits=split_digits,
+                                              split_by_unicode_script=split_by_unicode_script,
+                                              split_by_number=split_by_number, split_by_whitespace=split_by_whitespace,
+                                              max_length=max_piece_length)
         self.add_dummy_prefix = add_dummy_prefix
         self.remove_extra_whitespaces = remove_extra_whitespaces
         self.coverage = character_coverage
@@ -111,13 +134,14 @@ class SentencePieceTrainer:
                                     seed_size=seed_size, em_iterations=em_iterations, backend=backend,
                                     threads=threads, prune_loss=prune_loss)
         self.backend = backend
-        # the compiled counter covers SentencePiece's splitting with remove_extra_whitespaces only
+        # the compiled counter covers SentencePiece's splitting with remove_extra_whitespaces and split_by_whitespace
         self._words = WordCounter("sentencepiece", self._split, dummy_prefix=add_dummy_prefix,
-                                  backend=backend if remove_extra_whitespaces else "python")
+                                  backend=backend if remove_extra_whitespaces and split_by_whitespace else "python")
 
     def _split(self, line: str) -> list[str]:
-        return sp_words(line, add_dummy_prefix=self.add_dummy_prefix,
-                        remove_extra_whitespaces=self.remove_extra_whitespaces)
+        split = sp_words if self.split_by_whitespace else sp_lines
+        return split(line, add_dummy_prefix=self.add_dummy_prefix,
+                     remove_extra_whitespaces=self.remove_extra_whitespaces)
 
     def feed(self, text: str) -> None:
         self._words.feed(text)
@@ -128,7 +152,7 @@ class SentencePieceTrainer:
 
     def valid(self, piece: str) -> bool:
         """May ``piece`` (two or more characters) be learned?"""
-        return PieceRules(split_digits=self.split_digits)(piece)
+        return self.rules(piece)
 
     def finish(self, progress: Progress | None = None) -> TrainedArtifact:
         n_fixed = len(self.meta) + (256 if self.byte_fallback else 0)
@@ -137,7 +161,8 @@ class SentencePieceTrainer:
         if self.model_type == "bpe" and counter is not None and not self.split_digits:
             # the compiled path: the words stay in the counter; the learner takes them from it directly
             counts, distinct = counter.char_counts(*self._words.word_rules)
-            counts.pop("\0", None)  # U+0000 is never a piece (as on the other path)
+            for ch in NEVER_PIECES:  # never pieces (as on the other path)
+                counts.pop(ch, None)
             required = required_characters({}, self.coverage, counts=counts)
             self._check_budget(budget, len(required), n_fixed)
             learned: list[tuple[str, float]]
@@ -149,7 +174,8 @@ class SentencePieceTrainer:
         words: dict[str, int] = self._words.words()
         self._words.clear()
         counts = char_counts(words, backend=self.backend)
-        counts.pop("\0", None)  # as in SentencePiece: U+0000 is never a piece (its loader refuses one); unknown
+        for ch in NEVER_PIECES:  # as in SentencePiece: never pieces (its loader refuses U+0000); unknown
+            counts.pop(ch, None)
         required = required_characters(words, self.coverage, counts=counts)
         pieces_words = split_unknown(words, set(required), backend=self.backend)
         if self.split_digits:
@@ -158,7 +184,7 @@ class SentencePieceTrainer:
         summary = {"distinct_words": len(words), "required_characters": len(required)}
         if self.model_type == "unigram":
             learned, info = learn_unigram(pieces_words, vocab_size=budget, required=required,
-                                          valid=PieceRules(split_digits=self.split_digits),
+                                          valid=self.rules,
                                           progress=progress, **self.unigram_options)  # type: ignore[arg-type]
             summary.update(info)
         else:
@@ -191,7 +217,7 @@ class SentencePieceTrainer:
 
         options: dict[str, Any] = dict(
             base_symbols=list(required), concat=lambda x, y: x + y, order_key=text_order_key, unit_length=len,
-            max_symbols=budget, min_frequency=2, tie_break="first-seen", progress=step,
+            max_symbols=budget, min_frequency=2, tie_break="first-seen", progress=step, valid=self.rules,
         )
         if not isinstance(words, Mapping):  # the compiled counter
             res = learn_merges_native(words, None, keep_words=False, consume=True, alphabet="".join(required),
@@ -216,7 +242,9 @@ class SentencePieceTrainer:
             pieces += [(f"<0x{b:02X}>", 0.0, BYTE) for b in range(256)]
         pieces += [(piece, score, NORMAL) for piece, score in learned]
         trainer = [(3, UNIGRAM if self.model_type == "unigram" else BPE), (4, len(pieces)),
-                   (25, self.split_digits), (35, self.byte_fallback), (40, 0), (41, 1), (42, 2), (43, -1)]
+                   (20, self.max_piece_length), (21, self.split_by_unicode_script), (22, self.split_by_whitespace),
+                   (23, self.split_by_number), (25, self.split_digits), (35, self.byte_fallback), (40, 0), (41, 1),
+                   (42, 2), (43, -1)]
         normalizer = [(3, self.add_dummy_prefix), (4, self.remove_extra_whitespaces), (5, True)]
         return model_proto_bytes(pieces, trainer, normalizer)
 

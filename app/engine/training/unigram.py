@@ -49,14 +49,13 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from .compiled import _trainer, resolve_backend
+from .piece_rules import SPACE, PieceRules
 from .trainer import Progress, TrainedArtifact
 from .word_counter import WordCounter
 
-SPACE = "\u2581"
 NEG_INF = float("-inf")
 #: How the pruning loss renormalizes the counts after a removal (see the module docstring).
 PRUNE_LOSSES = ("sentencepiece", "huggingface")
@@ -125,21 +124,6 @@ def likelihood_without(words: Mapping[str, int], probs: Mapping[str, float], pie
     return sum(f * log_likelihood(w, scores) for w, f in words.items())
 
 
-@dataclass(frozen=True)
-class PieceRules:
-    """Which multi-character candidates may be learned (a ``valid`` predicate the compiled seed counter also
-    understands): ``marker`` (the whitespace marker) only as a piece's first character, and with ``split_digits``
-    no ASCII digit at all. Both rules are monotone: a string that breaks one breaks every extension of it."""
-
-    marker: str | None = SPACE
-    split_digits: bool = False
-
-    def __call__(self, piece: str) -> bool:
-        if self.marker is not None and self.marker in piece[1:]:
-            return False
-        return not (self.split_digits and any("0" <= c <= "9" for c in piece))
-
-
 def learn_unigram(
     words: Mapping[str, int],
     *,
@@ -184,10 +168,9 @@ def learn_unigram(
     freq: dict[str, float] = {ch: float(char_count.get(ch, 0)) or 1.0 for ch in req}
     if uw is not None and (valid is None or isinstance(valid, PieceRules)):
         # the whole loop below, compiled
-        marker = valid.marker if valid is not None else None
-        split = bool(valid is not None and valid.split_digits)
+        marker, flags, max_length = (valid or PieceRules(marker=None)).native()
         names, sc, seed, rounds, ll = uw.learn(
-            req, [freq[ch] for ch in req], ord(marker) if marker else -1, split, limit, vocab_size,
+            req, [freq[ch] for ch in req], marker, flags, max_length, limit, vocab_size,
             shrinking_factor, em_iterations, threads, progress, hf_loss)
         return list(zip(names, sc, strict=True)), {"seed_pieces": seed, "rounds": rounds, "log_likelihood": ll,
                                                    "backend": "native"}
@@ -237,10 +220,19 @@ def _seed_candidates(items: Sequence[tuple[str, int]], valid: Callable[[str], bo
     """Substrings of 2..``max_len`` characters counted with the word frequencies; those seen at least twice as
     ``(count * length, substring)``, best first (ties by code point), at most ``limit``."""
     sub: dict[str, int] = {}
+    rules = valid if isinstance(valid, PieceRules) else None
     for w, f in items:
         n = len(w)
         for i in range(n):
-            for j in range(i + 2, min(n, i + max_len) + 1):
+            end = min(n, i + max_len)
+            if rules is not None:  # the prefix-closed rules bound the extensions; the trailing-marker rule skips some
+                end = i + rules.prefix_limit(w[i:end])
+                for j in range(i + 2, end + 1):
+                    s = w[i:j]
+                    if rules.end_ok(s):
+                        sub[s] = sub.get(s, 0) + f
+                continue
+            for j in range(i + 2, end + 1):
                 s = w[i:j]
                 if valid is not None and not valid(s):
                     break

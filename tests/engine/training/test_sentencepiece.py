@@ -92,6 +92,8 @@ def test_bad_options() -> None:
 
 @pytest.mark.parametrize("options", [{}, {"byte_fallback": True, "split_digits": True},
                                      {"add_dummy_prefix": False, "remove_extra_whitespaces": False},
+                                     {"split_by_unicode_script": False, "split_by_number": False,
+                                      "split_by_whitespace": False, "max_piece_length": 8},
                                      {"control_tokens": ["<pad>", "<mask>"]}])
 @pytest.mark.parametrize("model_type", ["unigram", "bpe"])
 def test_model_file_bytes_equal_the_protobuf_serialization(model_type: str, options: dict[str, object]) -> None:
@@ -109,6 +111,10 @@ def test_model_file_bytes_equal_the_protobuf_serialization(model_type: str, opti
     ts = proto.trainer_spec
     ts.model_type = 1 if model_type == "unigram" else 2
     ts.vocab_size = len(proto.pieces)
+    ts.max_sentencepiece_length = trainer.max_piece_length
+    ts.split_by_unicode_script = trainer.split_by_unicode_script
+    ts.split_by_whitespace = trainer.split_by_whitespace
+    ts.split_by_number = trainer.split_by_number
     ts.split_digits = trainer.split_digits
     ts.byte_fallback = trainer.byte_fallback
     ts.unk_id, ts.bos_id, ts.eos_id, ts.pad_id = 0, 1, 2, -1

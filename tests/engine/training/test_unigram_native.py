@@ -48,8 +48,8 @@ def test_seeds_e_step_and_pruning_equal_the_python_reference(seed: int) -> None:
     rules = PieceRules(split_digits=seed % 2 == 0)
     uw = compiled._trainer.UnigramWords([w for w, _ in items], [f for _, f in items], max_len)
     python_seeds = _seed_candidates(items, rules, max_len, 10_000)
-    assert uw.seed(ord(SPACE), rules.split_digits, 2, 10_000) == python_seeds
-    assert uw.seed(ord(SPACE), rules.split_digits, 2, 7) == python_seeds[:7]
+    assert uw.seed(*rules.native(), 2, 10_000) == python_seeds
+    assert uw.seed(*rules.native(), 2, 7) == python_seeds[:7]
     chars = sorted({c for w in words for c in w})
     pieces = chars + [s for _, s in python_seeds[:60]]
     rng.shuffle(pieces)
