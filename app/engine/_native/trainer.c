@@ -786,6 +786,8 @@ static PyTypeObject CounterType = {
 #define SYM_INTERIOR (-1)
 #define SYM_END (-2)
 #define STAMP_MAX ((1u << 30) - 1)
+#define SCAN_UNKNOWN INT32_MIN
+#define SCAN_FAILED (INT32_MIN + 1)
 #define PREFETCH 8 /* occurrences ahead whose slots a merge prefetches */
 
 typedef struct {
@@ -875,9 +877,12 @@ typedef struct {
     uint32_t stamp;
     Recent *left_of, *right_of;
     size_t recent_cap;
-    /* piece rules (sp_rules.h), when given: the code point of each base unit */
+    /* piece rules (sp_rules.h), when given: the code point of each base unit, and by symbol the scan state after
+       its units (SCAN_UNKNOWN until asked, SCAN_FAILED if the rules fail within it) */
     uint32_t *unit_cp;
     SpRules rules;
+    int32_t *scan_end;
+    size_t scan_cap;
 } Learner;
 
 static void learner_free(Learner *L)
@@ -906,6 +911,7 @@ static void learner_free(Learner *L)
     free(L->left_of);
     free(L->right_of);
     free(L->unit_cp);
+    free(L->scan_end);
     memset(L, 0, sizeof(*L));
 }
 
@@ -1053,22 +1059,32 @@ static int pair_rehash(Learner *L, size_t nslots)
  * makes its record (for the pairs of the input words and for those a merge creates alike). A refused pair is never
  * counted, listed or pushed (learner_start and merge_pair_of leave its slots without a pair), so it is never
  * merged. */
-static int pair_admissible(const Learner *L, int32_t a, int32_t b)
+static int pair_admissible(Learner *L, int32_t a, int32_t b)
 {
     if (!L->unit_cp)
         return 1;
-    int32_t ab[2] = {a, b};
     int64_t len = (int64_t)L->slen[a] + L->slen[b];
     if (L->rules.max_len >= 0 && len > L->rules.max_len)
         return 0;
-    SpScan st = {-1};
-    uint32_t pos = 0, c = 0;
-    for (int h = 0; h < 2; h++) {
-        const int32_t *u = L->upool + L->soff[ab[h]];
-        for (uint32_t k = 0; k < L->slen[ab[h]]; k++, pos++)
-            if (sp_rule_step(&L->rules, &st, pos, c = L->unit_cp[u[k]]))
-                return 0;
+    if (L->scan_end[a] == SCAN_UNKNOWN) { /* a's scan from the start depends on a alone: kept per symbol */
+        SpScan st = {-1};
+        const int32_t *u = L->upool + L->soff[a];
+        int32_t end = -1;
+        for (uint32_t k = 0; k < L->slen[a]; k++)
+            if (sp_rule_step(&L->rules, &st, k, L->unit_cp[u[k]])) {
+                end = SCAN_FAILED;
+                break;
+            }
+        L->scan_end[a] = end == SCAN_FAILED ? end : st.prev;
     }
+    if (L->scan_end[a] == SCAN_FAILED)
+        return 0;
+    SpScan st = {L->scan_end[a]};
+    uint32_t pos = L->slen[a], c = 0;
+    const int32_t *u = L->upool + L->soff[b];
+    for (uint32_t k = 0; k < L->slen[b]; k++, pos++)
+        if (sp_rule_step(&L->rules, &st, pos, c = L->unit_cp[u[k]]))
+            return 0;
     return sp_rule_end_ok(&L->rules, c, len);
 }
 
@@ -1089,6 +1105,16 @@ static int pair_record(Learner *L, int32_t a, int32_t b, uint32_t *idx)
     }
     if (L->npairs >= NONE - 1)
         return -1;
+    if (L->unit_cp && L->scan_cap < L->nsym) { /* room for pair_admissible's scan state of every symbol */
+        size_t cap = L->nsym * 2;
+        int32_t *sc = realloc(L->scan_end, cap * sizeof(int32_t));
+        if (!sc)
+            return -1;
+        for (size_t k = L->scan_cap; k < cap; k++)
+            sc[k] = SCAN_UNKNOWN;
+        L->scan_end = sc;
+        L->scan_cap = cap;
+    }
     Pair *p = &L->pairs[L->npairs];
     memset(p, 0, sizeof(*p));
     p->refused = !pair_admissible(L, a, b);
