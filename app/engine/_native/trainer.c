@@ -1528,25 +1528,39 @@ static int learner_start(Learner *L)
         ns += L->wlen[wi];
     if (ns >= NONE - 1)
         return -2;
-    Slot *S = L->slots = malloc((ns ? ns : 1) * sizeof(Slot));
+    /* the slots take the place of the unit array (the loaders lay the words out back to back): it grows in place
+       and is filled from the end; slot k lies at or after unit k, so every unit is read before it is overwritten */
+    int packed = 1;
+    for (size_t wi = 0, u = 0; wi < L->nwords; u += L->wlen[wi++])
+        packed &= L->wstart[wi] == u;
+    Slot *S = L->slots = packed ? realloc(L->sym, (ns ? ns : 1) * sizeof(Slot)) : malloc((ns ? ns : 1) * sizeof(Slot));
+    if (S && packed)
+        L->sym = NULL;
     EndRank *E = L->ends = calloc((ns >> 6) + 1, sizeof(EndRank));
     if (!S || !E || pair_rehash(L, 1 << 16))
         return -1;
-    size_t at = 0;
-    for (size_t wi = 0; wi < L->nwords; wi++) {
-        const int32_t *w = L->sym + L->wstart[wi];
+    const int32_t *units = packed ? (const int32_t *)S : L->sym;
+    for (size_t wi = L->nwords, at = ns; wi-- > 0;) {
         uint32_t n = L->wlen[wi];
-        int64_t c = L->wcount[wi];
-        L->wstart[wi] = at;
-        for (uint32_t j = 0; j < n; j++)
-            S[at + j] = (Slot){w[j], NONE};
+        const int32_t *w = units + L->wstart[wi];
+        at -= (size_t)n + 1;
         S[at + n] = (Slot){SYM_END, NONE};
         E[(at + n) >> 6].bits |= 1ull << ((at + n) & 63);
+        for (uint32_t j = n; j-- > 0;) {
+            int32_t v = w[j];
+            S[at + j] = (Slot){v, NONE};
+        }
+        L->wstart[wi] = at;
+    }
+    for (size_t wi = 0; wi < L->nwords; wi++) {
+        size_t at = L->wstart[wi];
+        uint32_t n = L->wlen[wi];
+        int64_t c = L->wcount[wi];
         for (uint32_t j = 0; j + 1 < n; j++) {
             uint32_t q;
             if (j + PREFETCH + 1 < n)
-                pair_prefetch(L, w[j + PREFETCH], w[j + PREFETCH + 1]);
-            if (pair_get(L, w[j], w[j + 1], &q))
+                pair_prefetch(L, S[at + j + PREFETCH].sym, S[at + j + PREFETCH + 1].sym);
+            if (pair_get(L, S[at + j].sym, S[at + j + 1].sym, &q))
                 return -1;
             Pair *P = &L->pairs[q];
             if (P->refused)
@@ -1559,7 +1573,6 @@ static int learner_start(Learner *L)
             P->n++;
             S[at + j].pair = q;
         }
-        at += (size_t)n + 1;
     }
     free(L->sym);
     L->sym = NULL;
