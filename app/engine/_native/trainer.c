@@ -1298,10 +1298,35 @@ static void heap_pop(Learner *L)
 
 /* ---- learning */
 
-static int cmp_u32(const void *x, const void *y)
+/* Sort slot indices ascending. A list is normally sorted already, and then this is one pass: a pair's entries
+ * come from the one merge that made its newer symbol (or from learner_start), which visits its own occurrences in
+ * slot order. Only a merge into an existing symbol could append a second, earlier batch; that needs a radix sort
+ * of four byte-passes. -1 on OOM. */
+static int sort_slots(uint32_t *v, size_t n)
 {
-    uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
-    return (a > b) - (a < b);
+    size_t i = 1;
+    while (i < n && v[i - 1] <= v[i])
+        i++;
+    if (i == n)
+        return 0;
+    uint32_t *tmp = malloc(n * sizeof(uint32_t));
+    if (!tmp)
+        return -1;
+    uint32_t *src = v, *dst = tmp;
+    for (int shift = 0; shift < 32; shift += 8) {
+        size_t count[257] = {0};
+        for (size_t k = 0; k < n; k++)
+            count[((src[k] >> shift) & 255) + 1]++;
+        for (int d = 0; d < 256; d++)
+            count[d + 1] += count[d];
+        for (size_t k = 0; k < n; k++)
+            dst[count[(src[k] >> shift) & 255]++] = src[k];
+        uint32_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    free(tmp); /* four passes: the sorted values are back in v */
+    return 0;
 }
 
 static inline uint64_t popcount64(uint64_t x) /* (without -mpopcnt the builtin is a library call) */
@@ -1451,8 +1476,8 @@ static int merge_pair(Learner *L, uint32_t pi, int32_t a, int32_t b, int32_t nw,
     Pair *P = &L->pairs[pi];
     uint64_t off = P->off;
     uint32_t n = P->n;
-    if (a == b && n > 1)
-        qsort(L->occ + off, n, sizeof(uint32_t), cmp_u32);
+    if (a == b && n > 1 && sort_slots(L->occ + off, n))
+        return -1;
     const uint32_t la = L->slen[a], lb = L->slen[b];
     Slot *S = L->slots;
     for (uint32_t t = 0; t < n; t++) {
