@@ -11,7 +11,6 @@ from pathlib import Path
 from app.engine import get_encoding
 from app.engine.errors import UnknownTokenizerError
 from app.engine.patterns import PATTERNS
-from app.engine.training.evaluate import evaluate_text
 from app.engine.training.merges import TIE_BREAKS
 from app.engine.training.publish import KINDS, train_to_store
 
@@ -209,6 +208,8 @@ def _lookup(name: str, store: str | None):  # type: ignore[no-untyped-def]
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    from app.engine.training.evaluate import evaluate_text  # (not at start-up: training does not need it)
+
     encodings = [_lookup(name, args.store) for name in args.tokenizer]
     rows = []
     for label, text in read_text_inputs(args.files, args.errors):

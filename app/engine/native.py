@@ -21,7 +21,6 @@ the tests simulate a machine without a compiler.
 from __future__ import annotations
 
 import importlib
-import logging
 import os
 import threading
 from types import ModuleType
@@ -29,7 +28,13 @@ from typing import Any
 
 from . import patterns
 
-log = logging.getLogger("app.engine")
+
+def _warn(message: str, *args: object) -> None:
+    """Log a warning on the ``app.engine`` logger (``logging`` is imported only then: it costs start-up time)."""
+    import logging
+
+    logging.getLogger("app.engine").warning(message, *args)
+
 
 ENGINE_ENV = "TOKENIZER_ENGINE"
 DISABLE_ENV = "TOKENIZER_NATIVE_DISABLE"
@@ -75,7 +80,7 @@ class OptionalExtension:
         with self._lock:
             first, self._warned = not self._warned, True
         if first:
-            log.warning(
+            _warn(
                 "%s%s is not available (%s); using %s (slower). "
                 "Reinstall with a C compiler and Python headers (pip install .) to build it.",
                 "native backend requested but the " if value == "native" else "the ",

@@ -11,10 +11,12 @@
  *                  into a private table that is then folded in, in its own order, which keeps first-appearance
  *                  order exact.
  *
- * learn()          the incremental merge learner of app/engine/training/merges.py (`learn_merges`), ported to flat
- *                  arrays: words as one int32 array, a pair hash table (count, first position, pair -> words
- *                  index), a binary max-heap with lazy invalidation, both tie-break rules. It produces the same
- *                  merges (the tests compare it with the Python learner on random corpora). Symbols are
+ * learn()          the incremental merge learner of app/engine/training/merges.py (`learn_merges`) on flat arrays:
+ *                  the words as one array of slots (one per base unit, see "learner" below), a pair hash table
+ *                  (count, first position, the slots where the pair occurs), a binary max-heap with lazy
+ *                  invalidation, both tie-break rules. A merge visits only the merged occurrences and their
+ *                  neighbours, not the words that hold them. It produces the same merges and stop reason (the
+ *                  tests compare it with the Python learner on random corpora). Symbols are
  *                  identified by their sequence of base symbols, which is how a merge that produces an existing
  *                  symbol (two splits of the same text) reuses it. The lexicographic rule compares per-symbol
  *                  "order units" (the Python order_key of a base symbol without its terminator), concatenated.
@@ -23,8 +25,8 @@
  * UnigramWords    the Unigram learner's hot loops (train_unigram.c, compiled into this module): substring seeds, the
  *                  E-step (forward-backward) and the pruning (Viterbi, likelihood loss), optionally in threads.
  *
- * Positions (first-seen) are word << 32 | offset: the same order as the Python word << 40 | offset while words are
- * shorter than 2**32 units (checked).
+ * Positions (first-seen) are slot indices: the same order as the Python word << 40 | offset (the words hold fewer
+ * than 2**32 - 2 units and words in all, checked).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -101,7 +103,7 @@ static int pt_add(PieceTable *t, const uint8_t *s, uint32_t len, uint64_t h, int
             break;
         if ((sl & 0xFFFFFFFF00000000ULL) == tag) {
             PieceEntry *e = &t->ent[(uint32_t)sl - 1];
-            if (e->len == len && memcmp(t->arena + e->off, s, len) == 0) {
+            if (e->len == len && bytes_eq(t->arena + e->off, s, len)) {
                 e->count += c;
                 return 0;
             }
@@ -277,6 +279,78 @@ static int counter_enter(CounterObject *self)
     }
     self->busy = 1;
     return 0;
+}
+
+/* Whether s[0..n) is well-formed UTF-8 as Python's strict decoder reads it (no overlong forms, surrogates or code
+   points above U+10FFFF) without U+2581 (which the whitespace counters leave to Python). Whole sequences are
+   matched in a little-endian word of four bytes (ASCII four at a time). */
+static int utf8_plain(const uint8_t *s, size_t n)
+{
+    size_t i = 0;
+    while (i + 4 <= n) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        uint32_t w;
+        memcpy(&w, s + i, 4);
+#else
+        uint32_t w = (uint32_t)s[i] | (uint32_t)s[i + 1] << 8 | (uint32_t)s[i + 2] << 16 | (uint32_t)s[i + 3] << 24;
+#endif
+        if (!(w & 0x80808080u)) {
+            i += 4;
+        } else if (!(w & 0x80u)) {
+            i++;
+        } else if ((w & 0xC0E0u) == 0x80C0u) {
+            if (s[i] < 0xC2)
+                return 0; /* overlong */
+            i += 2;
+        } else if ((w & 0xC0C0F0u) == 0x8080E0u) {
+            if ((s[i] == 0xE0 && s[i + 1] < 0xA0) || (s[i] == 0xED && s[i + 1] >= 0xA0) || (w & 0xFFFFFFu) == 0x8196E2u)
+                return 0; /* overlong, a surrogate, or U+2581 */
+            i += 3;
+        } else if ((w & 0xC0C0C0F8u) == 0x808080F0u) {
+            if ((s[i] == 0xF0 && s[i + 1] < 0x90) || s[i] > 0xF4 || (s[i] == 0xF4 && s[i + 1] >= 0x90))
+                return 0; /* overlong, or above U+10FFFF */
+            i += 4;
+        } else {
+            return 0;
+        }
+    }
+    while (i < n) { /* the last one to three bytes: ASCII, or one two- or three-byte sequence */
+        uint8_t c = s[i];
+        if (c < 0x80) {
+            i++;
+        } else if (c >= 0xC2 && c < 0xE0 && i + 1 < n && (s[i + 1] & 0xC0) == 0x80) {
+            i += 2;
+        } else if (c >= 0xE0 && c < 0xF0 && i + 2 < n && (s[i + 1] & 0xC0) == 0x80 && (s[i + 2] & 0xC0) == 0x80 &&
+                   !(c == 0xE0 && s[i + 1] < 0xA0) && !(c == 0xED && s[i + 1] >= 0xA0) &&
+                   !(c == 0xE2 && s[i + 1] == 0x96 && s[i + 2] == 0x81)) {
+            i += 3;
+        } else {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* feed_utf8(data): feed(data.decode()) without decoding, for utf8_plain data; False (nothing counted) otherwise. */
+static PyObject *counter_feed_utf8(CounterObject *self, PyObject *data)
+{
+    if (!PyBytes_Check(data)) {
+        PyErr_Format(PyExc_TypeError, "data must be bytes, not %.100s", Py_TYPE(data)->tp_name);
+        return NULL;
+    }
+    const uint8_t *s = (const uint8_t *)PyBytes_AS_STRING(data);
+    size_t n = (size_t)PyBytes_GET_SIZE(data);
+    if (counter_enter(self))
+        return NULL;
+    int rc = 1;
+    Py_BEGIN_ALLOW_THREADS
+    if (utf8_plain(s, n))
+        rc = pt_count_text(&self->table, self->scan, s, n, &self->pieces);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    if (rc < 0)
+        return PyErr_NoMemory();
+    return PyBool_FromLong(rc == 0);
 }
 
 static PyObject *counter_feed(CounterObject *self, PyObject *text)
@@ -650,6 +724,9 @@ static PyObject *counter_get_scanner(CounterObject *self, void *closure)
 
 static PyMethodDef counter_methods[] = {
     {"feed", (PyCFunction)counter_feed, METH_O, "feed(text: str) -> None: count the pieces of text (GIL released)."},
+    {"feed_utf8", (PyCFunction)counter_feed_utf8, METH_O,
+     "feed_utf8(data: bytes) -> bool: feed(data.decode()) if data is well-formed UTF-8 without U+2581 (then\n"
+     "True), else count nothing and return False (GIL released)."},
     {"feed_many", (PyCFunction)(void (*)(void))counter_feed_many, METH_VARARGS | METH_KEYWORDS,
      "feed_many(texts: list[str], threads: int = 1) -> None: count each text in order; threads=2 counts the second "
      "half concurrently and keeps first-appearance order."},
@@ -690,28 +767,56 @@ static PyTypeObject CounterType = {
 
 /* ------------------------------------------------------------------------------------------------ learner */
 
+/* The words live in one array of slots, one per base unit, each word followed by an end slot. A symbol sits in the
+ * slot of its first unit; its other units are interior slots, and the last of them records where the symbol
+ * starts. So the symbol after the one at slot s is at s + slen[sym], the one before it is found at s - 1, and a
+ * slot index orders occurrences exactly as the Python learner's positions (word, offset in units) do: the slot is
+ * the learner's position. Every symbol's slot knows the pair it starts, and every pair keeps the slots where it
+ * occurs (a superset: an entry goes stale when its occurrence is merged away and is dropped lazily), so a merge
+ * visits only the merged occurrences and their neighbours, never a whole word. An entry is current exactly while
+ * its slot still starts that pair: the symbol at a slot only grows (or the slot becomes interior), so a pair that
+ * left a slot never returns to it, and no slot is listed twice for one pair. A slot's word (for its count) is the
+ * number of end slots before it, read from a bitmap with a running count per 64 slots.
+ *
+ * The choice of each merge is the Python learner's (count, then the tie rule); the bookkeeping that leads to it
+ * (lower-bound positions, the lazy heap) may differ in order from the Python learner's, which is why the limits
+ * are checked only once the heap's top is a pair that can be merged (see learner_run). */
+
+#define NONE UINT32_MAX
+#define SYM_INTERIOR (-1)
+#define SYM_END (-2)
+#define STAMP_MAX ((1u << 30) - 1)
+#define SCAN_UNKNOWN INT32_MIN
+#define SCAN_FAILED (INT32_MIN + 1)
+#define PREFETCH 8 /* occurrences ahead whose slots a merge prefetches */
+
 typedef struct {
-    uint64_t key;   /* left << 32 | right */
+    int32_t sym;   /* the symbol starting here (>= 0), SYM_INTERIOR (a later unit of one) or SYM_END (after a word) */
+    uint32_t pair; /* at a symbol: the pair it starts with the next symbol, NONE if none (or refused); at the last
+                      interior unit of a symbol: the slot where the symbol starts; unused elsewhere */
+} Slot;
+
+typedef struct {
+    uint64_t bits;   /* which of these 64 slots end a word */
+    uint64_t before; /* end slots before them */
+} EndRank;
+
+typedef struct {
     int64_t count;  /* 0: absent (the Python learner deletes the pair) */
-    uint64_t first; /* first-seen: word << 32 | offset, exact unless dirty (then a lower bound) */
-    int32_t *w;     /* words that may hold the pair (a superset; possibly unsorted) */
-    uint32_t wn, wcap;
-    uint32_t stamp; /* merge step that last put the pair into `changed` */
-    uint8_t dirty;
-    uint8_t banned; /* the piece rules refuse the merged piece (set when the record is made): never counted, so
-                       never a candidate */
+    uint64_t off;   /* its occurrence slots: occ[off .. off + n), in a block of cap entries */
+    uint32_t n, cap;
+    uint32_t first; /* first-seen: earliest occurrence (slot), exact unless dirty (then a lower bound) */
+    uint32_t stamp : 30; /* merge step that last put the pair into `changed` */
+    uint32_t dirty : 1;
+    uint32_t refused : 1; /* the gate (pair_admissible: the piece rules) refused the pair: never counted,
+                             so never a candidate */
 } Pair;
 
 typedef struct {
     int64_t count;
-    uint64_t key; /* first-seen position at push time (unused for lexicographic) */
+    uint32_t key; /* first-seen position at push time (unused for lexicographic) */
     uint32_t pair;
 } HeapEnt;
-
-typedef struct {
-    uint32_t i, k; /* old index, new index */
-    uint64_t off;  /* offset (units) of the occurrence */
-} Occ;
 
 typedef struct {
     uint64_t key;
@@ -719,14 +824,21 @@ typedef struct {
 } PairSlot;
 
 typedef struct {
+    uint32_t stamp, idx; /* pair index, valid while stamp is the current merge's */
+} Recent;
+
+typedef struct {
     int first_seen;
     int64_t min_frequency;
-    /* words */
+    /* words as the loaders give them: units in sym[wstart[i] ..], then (learner_start) as slots */
     int32_t *sym;
-    uint64_t *wstart;
+    uint64_t *wstart; /* after learner_start: the slot of each word's first unit */
     uint32_t *wlen;
     int64_t *wcount;
     size_t nwords;
+    Slot *slots;
+    EndRank *ends;
+    size_t nslots;
     /* symbols: sequence of base ids (units) and order units */
     size_t nsym, symcap;
     uint32_t *slen;   /* length in units */
@@ -740,29 +852,37 @@ typedef struct {
     size_t opool_len, opool_cap;
     uint32_t *symslots; /* symbol id + 1 */
     size_t symmask;
-    /* pairs */
+    /* pairs: records, keys (left << 32 | right) and the table key -> index */
     Pair *pairs;
+    uint64_t *pkey;
     size_t npairs, paircap;
     PairSlot *pslots;
     size_t pmask;
+    size_t indexed; /* records 0 .. indexed - 1 are in the table (a merge into a new symbol makes pairs that no
+                       search can ask for until a merge reuses that symbol; they are put in the table then) */
     int64_t live;
+    /* every pair's occurrence slots, in blocks of 2**c entries; occfree[c]: a free block's offset + 1 */
+    uint32_t *occ;
+    size_t occ_len, occ_cap;
+    uint64_t occfree[32];
     /* heap */
     HeapEnt *heap;
     size_t hn, hcap;
     /* output */
     int32_t *merges;
     size_t nmerges, mcap;
-    /* scratch */
-    int32_t *scratch;
-    size_t scap;
-    Occ *occ;
-    size_t ocap;
+    /* per merge: pairs that gained, and the pairs (s, new) / (new, s) met so far, by s */
     uint32_t *changed;
     size_t nchanged, chcap;
     uint32_t stamp;
-    /* piece rules (sp_rules.h), when given: the code point of each base unit */
+    Recent *left_of, *right_of;
+    size_t recent_cap;
+    /* piece rules (sp_rules.h), when given: the code point of each base unit, and by symbol the scan state after
+       its units (SCAN_UNKNOWN until asked, SCAN_FAILED if the rules fail within it) */
     uint32_t *unit_cp;
     SpRules rules;
+    int32_t *scan_end;
+    size_t scan_cap;
 } Learner;
 
 static void learner_free(Learner *L)
@@ -771,6 +891,8 @@ static void learner_free(Learner *L)
     free(L->wstart);
     free(L->wlen);
     free(L->wcount);
+    free(L->slots);
+    free(L->ends);
     free(L->slen);
     free(L->soff);
     free(L->shash);
@@ -779,17 +901,17 @@ static void learner_free(Learner *L)
     free(L->olen);
     free(L->opool);
     free(L->symslots);
-    if (L->pairs)
-        for (size_t k = 0; k < L->npairs; k++)
-            free(L->pairs[k].w);
     free(L->pairs);
+    free(L->pkey);
     free(L->pslots);
+    free(L->occ);
     free(L->heap);
     free(L->merges);
-    free(L->scratch);
-    free(L->occ);
     free(L->changed);
+    free(L->left_of);
+    free(L->right_of);
     free(L->unit_cp);
+    free(L->scan_end);
     memset(L, 0, sizeof(*L));
 }
 
@@ -908,6 +1030,7 @@ static int sym_cmp(const Learner *L, int32_t x, int32_t y)
     return lx == ly ? 0 : (lx < ly ? 1 : -1);
 }
 
+
 /* ---- pairs */
 
 #define PK(a, b) ((uint64_t)(uint32_t)(a) << 32 | (uint32_t)(b))
@@ -918,11 +1041,11 @@ static int pair_rehash(Learner *L, size_t nslots)
     if (!slots)
         return -1;
     size_t mask = nslots - 1;
-    for (size_t k = 0; k < L->npairs; k++) {
-        size_t i = mix64(L->pairs[k].key) & mask;
+    for (size_t k = 0; k < L->indexed; k++) {
+        size_t i = mix64(L->pkey[k]) & mask;
         while (slots[i].idx)
             i = (i + 1) & mask;
-        slots[i].key = L->pairs[k].key;
+        slots[i].key = L->pkey[k];
         slots[i].idx = (uint32_t)k + 1;
     }
     free(L->pslots);
@@ -931,97 +1054,184 @@ static int pair_rehash(Learner *L, size_t nslots)
     return 0;
 }
 
-static inline Pair *pair_find(const Learner *L, uint64_t key)
-{
-    size_t i = mix64(key) & L->pmask;
-    for (;; i = (i + 1) & L->pmask) {
-        const PairSlot *s = &L->pslots[i];
-        if (!s->idx)
-            return NULL;
-        if (s->key == key)
-            return &L->pairs[s->idx - 1];
-    }
-}
-
-/* May the pair's merged piece be learned under the piece rules? (Always, without rules.) The gate of the rules:
- * asked once per distinct pair, when pair_get makes its record; a refused pair is never counted (pair_gain,
- * pair_lose and learner_start skip it), so it is never a candidate. */
-static int pair_allowed(const Learner *L, uint64_t key)
+/* May the pair (a, b) become a merge candidate, i.e. may its merged piece be learned under the piece rules
+ * (sp_rules.h; always, without rules)? The one gate of the rules: asked once per distinct pair, when pair_record
+ * makes its record (for the pairs of the input words and for those a merge creates alike). A refused pair is never
+ * counted, listed or pushed (learner_start and merge_pair_of leave its slots without a pair), so it is never
+ * merged. */
+static int pair_admissible(Learner *L, int32_t a, int32_t b)
 {
     if (!L->unit_cp)
         return 1;
-    int32_t ab[2] = {(int32_t)(key >> 32), (int32_t)(uint32_t)key};
-    int64_t len = (int64_t)L->slen[ab[0]] + L->slen[ab[1]];
+    int64_t len = (int64_t)L->slen[a] + L->slen[b];
     if (L->rules.max_len >= 0 && len > L->rules.max_len)
         return 0;
-    SpScan st = {-1};
-    uint32_t pos = 0, c = 0;
-    for (int h = 0; h < 2; h++) {
-        const int32_t *u = L->upool + L->soff[ab[h]];
-        for (uint32_t k = 0; k < L->slen[ab[h]]; k++, pos++)
-            if (sp_rule_step(&L->rules, &st, pos, c = L->unit_cp[u[k]]))
-                return 0;
+    if (L->scan_end[a] == SCAN_UNKNOWN) { /* a's scan from the start depends on a alone: kept per symbol */
+        SpScan st = {-1};
+        const int32_t *u = L->upool + L->soff[a];
+        int32_t end = -1;
+        for (uint32_t k = 0; k < L->slen[a]; k++)
+            if (sp_rule_step(&L->rules, &st, k, L->unit_cp[u[k]])) {
+                end = SCAN_FAILED;
+                break;
+            }
+        L->scan_end[a] = end == SCAN_FAILED ? end : st.prev;
     }
+    if (L->scan_end[a] == SCAN_FAILED)
+        return 0;
+    SpScan st = {L->scan_end[a]};
+    uint32_t pos = L->slen[a], c = 0;
+    const int32_t *u = L->upool + L->soff[b];
+    for (uint32_t k = 0; k < L->slen[b]; k++, pos++)
+        if (sp_rule_step(&L->rules, &st, pos, c = L->unit_cp[u[k]]))
+            return 0;
     return sp_rule_end_ok(&L->rules, c, len);
 }
 
-/* The record of `key`, created (count 0) if needed. NULL on OOM. */
-static Pair *pair_get(Learner *L, uint64_t key)
+/* A new record (count 0) for (a, b), not yet in the table, into *idx. -1 on OOM. */
+static int pair_record(Learner *L, int32_t a, int32_t b, uint32_t *idx)
 {
+    if (L->npairs == L->paircap) {
+        size_t cap = L->paircap ? L->paircap * 2 : 1024;
+        Pair *p = realloc(L->pairs, cap * sizeof(Pair));
+        if (!p)
+            return -1;
+        L->pairs = p;
+        uint64_t *k = realloc(L->pkey, cap * sizeof(uint64_t));
+        if (!k)
+            return -1;
+        L->pkey = k;
+        L->paircap = cap;
+    }
+    if (L->npairs >= NONE - 1)
+        return -1;
+    if (L->unit_cp && L->scan_cap < L->nsym) { /* room for pair_admissible's scan state of every symbol */
+        size_t cap = L->nsym * 2;
+        int32_t *sc = realloc(L->scan_end, cap * sizeof(int32_t));
+        if (!sc)
+            return -1;
+        for (size_t k = L->scan_cap; k < cap; k++)
+            sc[k] = SCAN_UNKNOWN;
+        L->scan_end = sc;
+        L->scan_cap = cap;
+    }
+    Pair *p = &L->pairs[L->npairs];
+    memset(p, 0, sizeof(*p));
+    p->refused = !pair_admissible(L, a, b);
+    L->pkey[L->npairs] = PK(a, b);
+    *idx = (uint32_t)L->npairs++;
+    return 0;
+}
+
+/* Put the records made since the last call into the table (pair_get needs every record there). -1 on OOM. */
+static int pair_index_all(Learner *L)
+{
+    size_t grow = L->pmask + 1;
+    while (L->npairs * 2 > grow)
+        grow *= 2;
+    if (grow != L->pmask + 1) {
+        L->indexed = L->npairs;
+        return pair_rehash(L, grow);
+    }
+    for (; L->indexed < L->npairs; L->indexed++) {
+        uint64_t key = L->pkey[L->indexed];
+        size_t i = mix64(key) & L->pmask;
+        while (L->pslots[i].idx)
+            i = (i + 1) & L->pmask;
+        L->pslots[i].key = key;
+        L->pslots[i].idx = (uint32_t)L->indexed + 1;
+    }
+    return 0;
+}
+
+/* A hint: the table slot where the search for (a, b) starts will be read soon. */
+static inline void pair_prefetch(const Learner *L, int32_t a, int32_t b)
+{
+    __builtin_prefetch(&L->pslots[mix64(PK(a, b)) & L->pmask]);
+}
+
+/* The index of the record of (a, b) into *idx, made (and put in the table) if needed; every record must be in the
+ * table (pair_index_all). -1 on OOM. */
+static int pair_get(Learner *L, int32_t a, int32_t b, uint32_t *idx)
+{
+    uint64_t key = PK(a, b);
     size_t i = mix64(key) & L->pmask;
     for (;; i = (i + 1) & L->pmask) {
         PairSlot *s = &L->pslots[i];
         if (!s->idx)
             break;
-        if (s->key == key)
-            return &L->pairs[s->idx - 1];
+        if (s->key == key) {
+            *idx = s->idx - 1;
+            return 0;
+        }
     }
-    if (L->npairs == L->paircap) {
-        size_t cap = L->paircap ? L->paircap * 2 : 1024;
-        Pair *p = realloc(L->pairs, cap * sizeof(Pair));
-        if (!p)
-            return NULL;
-        L->pairs = p;
-        L->paircap = cap;
-    }
-    if (L->npairs >= UINT32_MAX - 1)
-        return NULL;
-    Pair *p = &L->pairs[L->npairs];
-    memset(p, 0, sizeof(*p));
-    p->key = key;
-    p->banned = (uint8_t)!pair_allowed(L, key);
-    L->npairs++;
-    if (L->npairs * 2 > L->pmask + 1) {
-        if (pair_rehash(L, (L->pmask + 1) * 2))
-            return NULL;
-    } else {
-        L->pslots[i].key = key;
-        L->pslots[i].idx = (uint32_t)L->npairs;
-    }
-    return p;
-}
-
-static int where_add(Pair *p, int32_t wi)
-{
-    if (p->wn && p->w[p->wn - 1] == wi)
-        return 0; /* the index may list a word more than once; consecutive repeats are pointless */
-    if (p->wn == p->wcap) {
-        uint32_t cap = p->wcap ? p->wcap * 2 : 2;
-        int32_t *w = realloc(p->w, cap * sizeof(int32_t));
-        if (!w)
-            return -1;
-        p->w = w;
-        p->wcap = cap;
-    }
-    p->w[p->wn++] = wi;
+    if (pair_record(L, a, b, idx))
+        return -1;
+    L->indexed = L->npairs;
+    if (L->npairs * 2 > L->pmask + 1)
+        return pair_rehash(L, (L->pmask + 1) * 2);
+    L->pslots[i].key = key;
+    L->pslots[i].idx = *idx + 1;
     return 0;
 }
 
-static void where_drop(Pair *p)
+/* ---- occurrence lists */
+
+/* A block of 2**c entries into *off: a freed one of that size, else from the end of the arena. -1 on OOM. */
+static int occ_alloc(Learner *L, unsigned c, uint64_t *off)
 {
-    free(p->w);
-    p->w = NULL;
-    p->wn = p->wcap = 0;
+    uint64_t head = L->occfree[c];
+    if (head) {
+        *off = head - 1;
+        L->occfree[c] = (uint64_t)L->occ[*off] | (uint64_t)L->occ[*off + 1] << 32;
+        return 0;
+    }
+    size_t need = L->occ_len + ((size_t)1 << c);
+    if (need > L->occ_cap) {
+        size_t cap = L->occ_cap + L->occ_cap / 2 + 1024;
+        if (cap < need)
+            cap = need;
+        uint32_t *o = realloc(L->occ, cap * sizeof(uint32_t));
+        if (!o)
+            return -1;
+        L->occ = o;
+        L->occ_cap = cap;
+    }
+    *off = L->occ_len;
+    L->occ_len = need;
+    return 0;
+}
+
+/* Give back the block of cap entries at off (as the largest 2**c <= cap; its first two entries link the list). */
+static void occ_release(Learner *L, uint64_t off, uint32_t cap)
+{
+    if (cap < 4)
+        return;
+    unsigned c = 31 - (unsigned)__builtin_clz(cap);
+    L->occ[off] = (uint32_t)L->occfree[c];
+    L->occ[off + 1] = (uint32_t)(L->occfree[c] >> 32);
+    L->occfree[c] = off + 1;
+}
+
+/* Append occurrence slot s to P's list (moved to a block twice as large when full). -1 on OOM. */
+static int occ_push(Learner *L, Pair *P, uint32_t s)
+{
+    if (P->n == P->cap) {
+        if (P->n >= 1u << 30)
+            return -1;
+        unsigned c = 2;
+        while ((1u << c) < P->n * 2)
+            c++;
+        uint64_t off;
+        if (occ_alloc(L, c, &off))
+            return -1;
+        memcpy(L->occ + off, L->occ + P->off, P->n * sizeof(uint32_t));
+        occ_release(L, P->off, P->cap);
+        P->off = off;
+        P->cap = 1u << c;
+    }
+    L->occ[P->off + P->n++] = s;
+    return 0;
 }
 
 /* ---- heap: a max-heap in the order (count, tie key, pair) of the Python learner's min-heap of (-count, key, p) */
@@ -1030,18 +1240,17 @@ static inline int heap_better(const Learner *L, const HeapEnt *x, const HeapEnt 
 {
     if (x->count != y->count)
         return x->count > y->count;
-    const Pair *px = &L->pairs[x->pair], *py = &L->pairs[y->pair];
-    if (L->first_seen) {
-        if (x->key != y->key)
-            return x->key < y->key;
-    } else {
-        int c = sym_cmp(L, (int32_t)(px->key >> 32), (int32_t)(py->key >> 32));
+    if (L->first_seen && x->key != y->key)
+        return x->key < y->key;
+    uint64_t kx = L->pkey[x->pair], ky = L->pkey[y->pair];
+    if (!L->first_seen) {
+        int c = sym_cmp(L, (int32_t)(kx >> 32), (int32_t)(ky >> 32));
         if (!c)
-            c = sym_cmp(L, (int32_t)(uint32_t)px->key, (int32_t)(uint32_t)py->key);
+            c = sym_cmp(L, (int32_t)(uint32_t)kx, (int32_t)(uint32_t)ky);
         if (c)
             return c < 0;
     }
-    return px->key < py->key;
+    return kx < ky;
 }
 
 static void heap_down(Learner *L, size_t i)
@@ -1062,7 +1271,7 @@ static void heap_down(Learner *L, size_t i)
     L->heap[i] = e;
 }
 
-static int heap_push(Learner *L, int64_t count, uint64_t key, uint32_t pair)
+static int heap_push(Learner *L, int64_t count, uint32_t key, uint32_t pair)
 {
     GROW(L->heap, L->hcap, L->hn + 1, HeapEnt);
     HeapEnt e = {count, key, pair};
@@ -1089,45 +1298,83 @@ static void heap_pop(Learner *L)
 
 /* ---- learning */
 
-static int cmp_i32(const void *x, const void *y)
+/* Sort slot indices ascending. A list is normally sorted already, and then this is one pass: a pair's entries
+ * come from the one merge that made its newer symbol (or from learner_start), which visits its own occurrences in
+ * slot order. Only a merge into an existing symbol could append a second, earlier batch; that needs a radix sort
+ * of four byte-passes. -1 on OOM. */
+static int sort_slots(uint32_t *v, size_t n)
 {
-    int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
-    return (a > b) - (a < b);
+    size_t i = 1;
+    while (i < n && v[i - 1] <= v[i])
+        i++;
+    if (i == n)
+        return 0;
+    uint32_t *tmp = malloc(n * sizeof(uint32_t));
+    if (!tmp)
+        return -1;
+    uint32_t *src = v, *dst = tmp;
+    for (int shift = 0; shift < 32; shift += 8) {
+        size_t count[257] = {0};
+        for (size_t k = 0; k < n; k++)
+            count[((src[k] >> shift) & 255) + 1]++;
+        for (int d = 0; d < 256; d++)
+            count[d + 1] += count[d];
+        for (size_t k = 0; k < n; k++)
+            dst[count[(src[k] >> shift) & 255]++] = src[k];
+        uint32_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    free(tmp); /* four passes: the sorted values are back in v */
+    return 0;
 }
 
-/* Earliest current occurrence of pair p (which has a positive count); prunes the index like the Python learner. */
-static uint64_t exact_position(Learner *L, Pair *p)
+static inline uint64_t popcount64(uint64_t x) /* (without -mpopcnt the builtin is a library call) */
 {
-    int32_t a = (int32_t)(p->key >> 32), b = (int32_t)(uint32_t)p->key;
-    qsort(p->w, p->wn, sizeof(int32_t), cmp_i32);
-    uint32_t u = 0;
-    for (uint32_t k = 0; k < p->wn; k++)
-        if (!u || p->w[u - 1] != p->w[k])
-            p->w[u++] = p->w[k];
-    p->wn = u;
-    for (uint32_t n = 0; n < u; n++) {
-        int32_t wi = p->w[n];
-        const int32_t *w = L->sym + L->wstart[wi];
-        uint32_t len = L->wlen[wi];
-        uint64_t off = 0;
-        for (uint32_t j = 0; j + 1 < len; j++) {
-            if (w[j] == a && w[j + 1] == b) {
-                memmove(p->w, p->w + n, (u - n) * sizeof(int32_t));
-                p->wn = u - n;
-                return (uint64_t)wi << 32 | off;
-            }
-            off += L->slen[w[j]];
+    x = x - ((x >> 1) & 0x5555555555555555ull);
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
+    return (x * 0x0101010101010101ull) >> 56;
+}
+
+/* The index of the word that slot s belongs to. */
+static inline size_t word_of(const Learner *L, uint32_t s)
+{
+    const EndRank *e = &L->ends[s >> 6];
+    return (size_t)(e->before + popcount64(e->bits & ((1ull << (s & 63)) - 1)));
+}
+
+/* The slot of the symbol before the one at slot s, NONE at the start of a word. */
+static inline uint32_t prev_of(const Slot *S, uint32_t s)
+{
+    if (!s)
+        return NONE;
+    const Slot *t = &S[s - 1];
+    return t->sym >= 0 ? s - 1 : t->sym == SYM_INTERIOR ? t->pair : NONE;
+}
+
+/* Earliest current occurrence of pair pi (which has a positive count); drops its stale entries. */
+static uint32_t exact_first(Learner *L, uint32_t pi)
+{
+    Pair *P = &L->pairs[pi];
+    uint32_t *o = L->occ + P->off, u = 0, best = NONE;
+    const Slot *S = L->slots;
+    for (uint32_t t = 0; t < P->n; t++) {
+        uint32_t s = o[t];
+        if (S[s].sym >= 0 && S[s].pair == pi) {
+            o[u++] = s;
+            if (s < best)
+                best = s;
         }
     }
-    return UINT64_MAX; /* unreachable for a pair with a positive count */
+    P->n = u;
+    return best;
 }
 
-/* The old pair q at position pos of word wi loses the word's count c. */
-static void pair_lose(Learner *L, uint64_t q, uint64_t pos, int64_t c)
+/* Pair q, at slot pos of a word counted c times, loses that occurrence. */
+static inline void pair_lose(Learner *L, uint32_t q, uint32_t pos, int64_t c)
 {
-    Pair *P = pair_find(L, q);
-    if (!P || P->banned)
-        return; /* (!P is unreachable: every pair of a word is in the table) */
+    Pair *P = &L->pairs[q];
     int64_t cnt = P->count - c;
     if (cnt) {
         P->count = cnt;
@@ -1136,22 +1383,18 @@ static void pair_lose(Learner *L, uint64_t q, uint64_t pos, int64_t c)
     } else {
         P->count = 0;
         P->dirty = 0;
-        where_drop(P);
+        P->n = 0; /* every entry is stale */
         L->live--;
     }
 }
 
-/* The new pair q at position pos of word wi gains the word's count c. */
-static int pair_gain(Learner *L, uint64_t q, uint64_t pos, int32_t wi, int64_t c)
+/* Pair q gains an occurrence at slot pos of a word counted c times. -1 on OOM. */
+static int pair_gain(Learner *L, uint32_t q, uint32_t pos, int64_t c)
 {
-    Pair *P = pair_get(L, q);
-    if (!P)
-        return -1;
-    if (P->banned)
-        return 0;
+    Pair *P = &L->pairs[q];
     if (!P->count) {
         P->count = c;
-        P->wn = 0;
+        P->n = 0;
         P->first = pos;
         P->dirty = 0;
         L->live++;
@@ -1162,93 +1405,137 @@ static int pair_gain(Learner *L, uint64_t q, uint64_t pos, int32_t wi, int64_t c
             P->dirty = 0;
         }
     }
-    if (where_add(P, wi))
+    if (occ_push(L, P, pos))
         return -1;
     if (P->stamp != L->stamp) {
         P->stamp = L->stamp;
         GROW(L->changed, L->chcap, L->nchanged + 1, uint32_t);
-        L->changed[L->nchanged++] = (uint32_t)(P - L->pairs);
+        L->changed[L->nchanged++] = q;
     }
     return 0;
 }
 
-/* Rewrite word wi (every (a, b) -> nw, left to right) and update the neighbouring pairs. */
-static int rewrite_word(Learner *L, int32_t wi, int32_t a, int32_t b, int32_t nw, uint64_t p)
+/* The pair (s, nw) (left) or (nw, s) of the current merge into *out, NONE if refused: from the merge's cache, else
+ * from the table (made if needed) when nw is a reused symbol, else a new record. -1 on OOM. */
+static int merge_pair_of(Learner *L, int32_t s, int32_t nw, int left, int reused, uint32_t *out)
 {
-    int32_t *dst = L->sym + L->wstart[wi];
-    uint32_t n = L->wlen[wi], j;
-    for (j = 0; j + 1 < n; j++)
-        if (dst[j] == a && dst[j + 1] == b)
-            break;
-    if (j + 1 >= n)
-        return 0; /* the index is a superset */
-    GROW(L->scratch, L->scap, n, int32_t);
-    GROW(L->occ, L->ocap, n / 2 + 1, Occ);
-    int32_t *w = L->scratch;
-    memcpy(w, dst, n * sizeof(int32_t));
-    const uint32_t *slen = L->slen;
-    uint32_t len_new = slen[nw], len_a = slen[a];
-    uint32_t m = 0, nocc = 0;
-    uint64_t off = 0;
-    for (uint32_t i = 0; i < n;) {
-        int32_t s = w[i];
-        if (s == a && i + 1 < n && w[i + 1] == b) {
-            L->occ[nocc].i = i;
-            L->occ[nocc].k = m;
-            L->occ[nocc].off = off;
-            nocc++;
-            dst[m++] = nw;
-            off += len_new;
-            i += 2;
-        } else {
-            dst[m++] = s;
-            off += slen[s];
-            i++;
-        }
+    Recent *r = (left ? L->left_of : L->right_of) + s;
+    if (r->stamp == L->stamp) {
+        *out = r->idx;
+        return 0;
     }
-    L->wlen[wi] = m;
-    int64_t c = L->wcount[wi];
-    uint64_t base = (uint64_t)wi << 32;
-    /* Old pairs next to an occurrence disappear (each pair position once; the merged pair itself is dropped as a
-     * whole by the caller). */
-    int64_t last = -1;
-    for (uint32_t t = 0; t < nocc; t++) {
-        uint32_t i = L->occ[t].i;
-        uint64_t o = L->occ[t].off;
-        int doL = (int64_t)i - 1 > last, doR = i + 2 < n;
-        if (doL) {
-            uint64_t q = PK(w[i - 1], a);
-            if (q != p) {
-                last = (int64_t)i - 1;
-                pair_lose(L, q, base | (o - slen[w[i - 1]]), c);
+    uint32_t q;
+    int32_t x = left ? s : nw, y = left ? nw : s;
+    if (reused ? pair_get(L, x, y, &q) : pair_record(L, x, y, &q)) /* a new symbol has no pairs yet */
+        return -1;
+    if (L->pairs[q].refused)
+        q = NONE;
+    r->stamp = L->stamp;
+    r->idx = q;
+    *out = q;
+    return 0;
+}
+
+/* Start a merge step: a new stamp (every stamp reset when they run out) and room in the caches for every symbol. */
+static int merge_begin(Learner *L)
+{
+    if (L->stamp == STAMP_MAX) {
+        for (size_t k = 0; k < L->npairs; k++)
+            L->pairs[k].stamp = 0;
+        memset(L->left_of, 0, L->recent_cap * sizeof(Recent));
+        memset(L->right_of, 0, L->recent_cap * sizeof(Recent));
+        L->stamp = 0;
+    }
+    L->stamp++;
+    L->nchanged = 0;
+    if (L->recent_cap < L->nsym) {
+        size_t cap = L->nsym * 2;
+        Recent *l = realloc(L->left_of, cap * sizeof(Recent));
+        if (!l)
+            return -1;
+        L->left_of = l;
+        Recent *r = realloc(L->right_of, cap * sizeof(Recent));
+        if (!r)
+            return -1;
+        L->right_of = r;
+        memset(l + L->recent_cap, 0, (cap - L->recent_cap) * sizeof(Recent));
+        memset(r + L->recent_cap, 0, (cap - L->recent_cap) * sizeof(Recent));
+        L->recent_cap = cap;
+    }
+    return 0;
+}
+
+/* Merge pair pi = (a, b) into nw at each of its occurrences (left to right within a word, which matters only when a
+ * == b) and move the counts of the neighbouring pairs: the old pair on each side loses the word's count, the new
+ * one gains it. An occurrence next to another merged one briefly makes a pair that the next merge takes back (the
+ * same counts as rewriting the word at once). */
+static int merge_pair(Learner *L, uint32_t pi, int32_t a, int32_t b, int32_t nw, int reused)
+{
+    if (merge_begin(L) || (reused && pair_index_all(L)))
+        return -1;
+    Pair *P = &L->pairs[pi];
+    uint64_t off = P->off;
+    uint32_t n = P->n;
+    if (a == b && n > 1 && sort_slots(L->occ + off, n))
+        return -1;
+    const uint32_t la = L->slen[a], lb = L->slen[b];
+    Slot *S = L->slots;
+    for (uint32_t t = 0; t < n; t++) {
+        /* prefetch: the slots of the occurrence PREFETCH ahead, the neighbouring pairs of the one half as far */
+        if (t + PREFETCH < n) {
+            uint32_t s2 = L->occ[off + t + PREFETCH];
+            __builtin_prefetch(&S[s2]);
+            __builtin_prefetch(&L->ends[s2 >> 6]);
+        }
+        if (t + PREFETCH / 2 < n) {
+            uint32_t s2 = L->occ[off + t + PREFETCH / 2], q2;
+            if (S[s2].sym == a) { /* (a hint only: the state may change before it is used) */
+                if ((q2 = S[s2 + la].pair) != NONE)
+                    __builtin_prefetch(&L->pairs[q2]);
+                uint32_t h2 = prev_of(S, s2);
+                if (h2 != NONE && (q2 = S[h2].pair) != NONE)
+                    __builtin_prefetch(&L->pairs[q2]);
+                __builtin_prefetch(&L->wcount[word_of(L, s2)]);
             }
         }
-        if (doR) {
-            uint64_t q = PK(b, w[i + 2]);
-            if (q != p) {
-                last = (int64_t)i + 1;
-                pair_lose(L, q, base | (o + len_a), c);
-            }
-            last = (int64_t)i + 1;
-        }
-    }
-    /* New pairs around each merged symbol appear (each pair position once). */
-    last = -1;
-    for (uint32_t t = 0; t < nocc; t++) {
-        uint32_t k = L->occ[t].k;
-        uint64_t o = L->occ[t].off;
-        int doL = (int64_t)k - 1 > last, doR = k + 1 < m;
-        if (doL) {
-            last = (int64_t)k - 1;
-            if (pair_gain(L, PK(dst[k - 1], nw), base | (o - slen[dst[k - 1]]), wi, c))
+        uint32_t s = L->occ[off + t]; /* (the arena may move when a list grows) */
+        if (S[s].sym != a || S[s].pair != pi)
+            continue; /* stale, or taken by the occurrence to its left (a == b) */
+        uint32_t j = s + la, k = j + lb, h = prev_of(S, s), q;
+        int64_t c = L->wcount[word_of(L, s)];
+        int right = S[k].sym >= 0;
+        if (h != NONE && (q = S[h].pair) != NONE && q != pi)
+            pair_lose(L, q, h, c);
+        if (right && (q = S[j].pair) != NONE && q != pi)
+            pair_lose(L, q, j, c);
+        S[s].sym = nw;
+        S[j].sym = SYM_INTERIOR;
+        S[k - 1].pair = s; /* the merged symbol's last unit records its start */
+        if (h != NONE) {
+            if (merge_pair_of(L, S[h].sym, nw, 1, reused, &q))
+                return -1;
+            S[h].pair = q;
+            if (q != NONE && pair_gain(L, q, h, c))
                 return -1;
         }
-        if (doR) {
-            last = (int64_t)k;
-            if (pair_gain(L, PK(nw, dst[k + 1]), base | o, wi, c))
+        q = NONE;
+        if (right) {
+            if (merge_pair_of(L, S[k].sym, nw, 0, reused, &q))
+                return -1;
+            if (q != NONE && pair_gain(L, q, s, c))
                 return -1;
         }
+        S[s].pair = q;
     }
+    P = &L->pairs[pi]; /* the pair array may have moved */
+    if (P->count) {
+        P->count = 0; /* the merged pair is gone from every word */
+        L->live--;
+    }
+    P->dirty = 0;
+    occ_release(L, P->off, P->cap); /* it never occurs again: its symbols are never next to each other again */
+    P->n = P->cap = 0;
+    P->off = 0;
     return 0;
 }
 
@@ -1257,40 +1544,97 @@ static const char *STOP_MERGES = "max merges reached";
 static const char *STOP_MINFREQ = "min frequency reached";
 static const char *STOP_NOPAIRS = "no pairs left";
 
-/* Build the initial pair counts, index and heap from the words. */
+/* Lay the loaded words out as slots (freeing the unit array), then count the pairs, fill their occurrence lists (in
+ * slot order) and build the heap. -1 on OOM, -2 if the words need 2**32 - 2 slots or more. */
 static int learner_start(Learner *L)
 {
-    if (pair_rehash(L, 1 << 16))
+    size_t ns = L->nwords;
+    for (size_t wi = 0; wi < L->nwords; wi++)
+        ns += L->wlen[wi];
+    if (ns >= NONE - 1)
+        return -2;
+    /* the slots take the place of the unit array (the loaders lay the words out back to back): it grows in place
+       and is filled from the end; slot k lies at or after unit k, so every unit is read before it is overwritten */
+    int packed = 1;
+    for (size_t wi = 0, u = 0; wi < L->nwords; u += L->wlen[wi++])
+        packed &= L->wstart[wi] == u;
+    Slot *S = L->slots = packed ? realloc(L->sym, (ns ? ns : 1) * sizeof(Slot)) : malloc((ns ? ns : 1) * sizeof(Slot));
+    if (S && packed)
+        L->sym = NULL;
+    EndRank *E = L->ends = calloc((ns >> 6) + 1, sizeof(EndRank));
+    if (!S || !E || pair_rehash(L, 1 << 16))
         return -1;
+    const int32_t *units = packed ? (const int32_t *)S : L->sym;
+    for (size_t wi = L->nwords, at = ns; wi-- > 0;) {
+        uint32_t n = L->wlen[wi];
+        const int32_t *w = units + L->wstart[wi];
+        at -= (size_t)n + 1;
+        S[at + n] = (Slot){SYM_END, NONE};
+        E[(at + n) >> 6].bits |= 1ull << ((at + n) & 63);
+        for (uint32_t j = n; j-- > 0;) {
+            int32_t v = w[j];
+            S[at + j] = (Slot){v, NONE};
+        }
+        L->wstart[wi] = at;
+    }
     for (size_t wi = 0; wi < L->nwords; wi++) {
-        const int32_t *w = L->sym + L->wstart[wi];
+        size_t at = L->wstart[wi];
         uint32_t n = L->wlen[wi];
         int64_t c = L->wcount[wi];
-        uint64_t off = 0;
         for (uint32_t j = 0; j + 1 < n; j++) {
-            Pair *P = pair_get(L, PK(w[j], w[j + 1]));
-            if (!P)
+            uint32_t q;
+            if (j + PREFETCH + 1 < n)
+                pair_prefetch(L, S[at + j + PREFETCH].sym, S[at + j + PREFETCH + 1].sym);
+            if (pair_get(L, S[at + j].sym, S[at + j + 1].sym, &q))
                 return -1;
-            if (P->banned) {
-                off += L->slen[w[j]];
+            Pair *P = &L->pairs[q];
+            if (P->refused)
                 continue;
-            }
             if (!P->count) {
-                P->count = c;
-                P->first = (uint64_t)wi << 32 | off;
+                P->first = (uint32_t)(at + j);
                 L->live++;
-            } else {
-                P->count += c;
             }
-            if (where_add(P, (int32_t)wi))
-                return -1;
-            off += L->slen[w[j]];
+            P->count += c;
+            P->n++;
+            S[at + j].pair = q;
         }
     }
-    for (size_t k = 0; k < L->npairs; k++)
-        if (L->pairs[k].count >= L->min_frequency && L->pairs[k].count)
-            if (heap_push(L, L->pairs[k].count, L->pairs[k].first, (uint32_t)k))
-                return -1;
+    free(L->sym);
+    L->sym = NULL;
+    L->nslots = ns;
+    uint64_t before = 0;
+    for (size_t i = 0; i <= (ns >> 6); i++) {
+        E[i].before = before;
+        before += popcount64(E[i].bits);
+    }
+    size_t total = 0, nheap = 0;
+    for (size_t k = 0; k < L->npairs; k++) {
+        Pair *P = &L->pairs[k];
+        P->off = total;
+        P->cap = P->n;
+        total += P->n;
+        P->n = 0;
+        if (P->count && P->count >= L->min_frequency)
+            nheap++;
+    }
+    L->occ_cap = total + total / 4 + 1024;
+    L->occ = malloc(L->occ_cap * sizeof(uint32_t));
+    if (!L->occ)
+        return -1;
+    L->occ_len = total;
+    for (size_t s = 0; s < ns; s++)
+        if (S[s].pair != NONE) {
+            Pair *P = &L->pairs[S[s].pair];
+            L->occ[P->off + P->n++] = (uint32_t)s;
+        }
+    GROW(L->heap, L->hcap, nheap + 1, HeapEnt);
+    for (size_t k = 0; k < L->npairs; k++) {
+        const Pair *P = &L->pairs[k];
+        if (P->count && P->count >= L->min_frequency)
+            L->heap[L->hn++] = (HeapEnt){P->count, P->first, (uint32_t)k};
+    }
+    for (size_t i = L->hn / 2; i-- > 0;)
+        heap_down(L, i);
     return 0;
 }
 
@@ -1316,14 +1660,6 @@ static int learner_run(Learner *L, int64_t max_symbols, int64_t max_merges, Prog
     int rc = 0;
     *stop = NULL;
     while (L->hn) {
-        if (max_merges >= 0 && (int64_t)L->nmerges >= max_merges) {
-            *stop = STOP_MERGES;
-            break;
-        }
-        if (max_symbols >= 0 && (int64_t)L->nsym >= max_symbols) {
-            *stop = STOP_VOCAB;
-            break;
-        }
         HeapEnt top = L->heap[0];
         Pair *P = &L->pairs[top.pair];
         int64_t cur = P->count;
@@ -1344,7 +1680,7 @@ static int learner_run(Learner *L, int64_t max_symbols, int64_t max_merges, Prog
             if (P->dirty) {
                 heap_pop(L);
                 P->dirty = 0;
-                P->first = exact_position(L, P);
+                P->first = exact_first(L, top.pair);
                 if (heap_push(L, top.count, P->first, top.pair)) {
                     rc = -1;
                     break;
@@ -1356,42 +1692,28 @@ static int learner_run(Learner *L, int64_t max_symbols, int64_t max_merges, Prog
             *stop = STOP_MINFREQ;
             break;
         }
+        /* a limit stops only while a pair could still be merged (as in the Python learner) */
+        if (max_merges >= 0 && (int64_t)L->nmerges >= max_merges) {
+            *stop = STOP_MERGES;
+            break;
+        }
+        if (max_symbols >= 0 && (int64_t)L->nsym >= max_symbols) {
+            *stop = STOP_VOCAB;
+            break;
+        }
         heap_pop(L);
 
-        uint64_t p = P->key;
+        uint64_t p = L->pkey[top.pair];
         int32_t a = (int32_t)(p >> 32), b = (int32_t)(uint32_t)p;
+        size_t known = L->nsym;
         int64_t nw = sym_concat(L, a, b);
-        if (nw < 0) {
+        if (nw < 0 || merge_record(L, a, b, (int32_t)nw) ||
+            merge_pair(L, top.pair, a, b, (int32_t)nw, (size_t)nw < known)) {
             rc = -1;
             break;
         }
-        if (merge_record(L, a, b, (int32_t)nw)) {
-            rc = -1;
-            break;
-        }
-
-        L->stamp++;
-        L->nchanged = 0;
-        uint32_t pidx = top.pair;
-        /* Detach the merged pair's index: rewriting never adds to it (the new symbol differs from a and b). */
-        int32_t *holders = P->w;
-        uint32_t nh = P->wn;
-        P->w = NULL;
-        P->wn = P->wcap = 0;
-        for (uint32_t h = 0; h < nh && !rc; h++)
-            rc = rewrite_word(L, holders[h], a, b, (int32_t)nw, p);
-        free(holders);
-        if (rc)
-            break;
-        P = &L->pairs[pidx]; /* the pair array may have moved */
-        if (P->count) {
-            P->count = 0; /* the merged pair is gone from every word */
-            L->live--;
-        }
-        P->dirty = 0;
-        where_drop(P);
         for (size_t k = 0; k < L->nchanged; k++) {
-            Pair *Q = &L->pairs[L->changed[k]];
+            const Pair *Q = &L->pairs[L->changed[k]];
             if (Q->count >= L->min_frequency && Q->count)
                 if (heap_push(L, Q->count, Q->first, L->changed[k])) {
                     rc = -1;
@@ -1860,6 +2182,31 @@ done:
     return rc;
 }
 
+/* The symbols made by the merges (ids n_base ..) as str: symbol i's units are base ids, unit u is alphabet[u]. */
+static PyObject *symbol_texts(const Learner *L, PyObject *alphabet, Py_ssize_t n_base)
+{
+    int kind = PyUnicode_KIND(alphabet);
+    const void *data = PyUnicode_DATA(alphabet);
+    size_t longest = 1;
+    for (size_t s = (size_t)n_base; s < L->nsym; s++)
+        if (L->slen[s] > longest)
+            longest = L->slen[s];
+    Py_UCS4 *buf = malloc(longest * sizeof(Py_UCS4));
+    PyObject *out = buf ? PyList_New((Py_ssize_t)L->nsym - n_base) : PyErr_NoMemory();
+    for (size_t s = (size_t)n_base; out && s < L->nsym; s++) {
+        const int32_t *u = L->upool + L->soff[s];
+        for (uint32_t j = 0; j < L->slen[s]; j++)
+            buf[j] = PyUnicode_READ(kind, data, u[j]);
+        PyObject *t = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, buf, (Py_ssize_t)L->slen[s]); /* (canonical) */
+        if (!t)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, (Py_ssize_t)(s - (size_t)n_base), t);
+    }
+    free(buf);
+    return out;
+}
+
 static PyObject *mod_learn(PyObject *module, PyObject *args, PyObject *kwds)
 {
     (void)module;
@@ -1958,6 +2305,10 @@ static PyObject *mod_learn(PyObject *module, PyObject *args, PyObject *kwds)
     Py_BEGIN_ALLOW_THREADS
     rc = learner_start(&L);
     Py_END_ALLOW_THREADS
+    if (rc == -2) {
+        PyErr_SetString(PyExc_ValueError, "the words hold too many units for the compiled learner (2**32 - 2 or more)");
+        goto done;
+    }
     if (rc) {
         PyErr_NoMemory();
         goto done;
@@ -1992,19 +2343,24 @@ static PyObject *mod_learn(PyObject *module, PyObject *args, PyObject *kwds)
         Py_DECREF(final);
         final = PyList_New((Py_ssize_t)L.nwords);
         for (size_t wi = 0; final && wi < L.nwords; wi++) {
-            PyObject *w = PyList_New((Py_ssize_t)L.wlen[wi]);
+            const Slot *S = L.slots;
+            Py_ssize_t m = 0;
+            for (size_t t = L.wstart[wi]; S[t].sym != SYM_END; t += L.slen[S[t].sym])
+                m++;
+            PyObject *w = PyList_New(m);
             if (!w) {
                 Py_CLEAR(final);
                 break;
             }
-            for (uint32_t j = 0; j < L.wlen[wi]; j++) {
-                PyObject *v = PyLong_FromLong(L.sym[L.wstart[wi] + j]);
+            m = 0;
+            for (size_t t = L.wstart[wi]; S[t].sym != SYM_END; t += L.slen[S[t].sym]) {
+                PyObject *v = PyLong_FromLong(S[t].sym);
                 if (!v) {
                     Py_DECREF(w);
                     Py_CLEAR(final);
                     break;
                 }
-                PyList_SET_ITEM(w, (Py_ssize_t)j, v);
+                PyList_SET_ITEM(w, m++, v);
             }
             if (final)
                 PyList_SET_ITEM(final, (Py_ssize_t)wi, w);
@@ -2014,7 +2370,18 @@ static PyObject *mod_learn(PyObject *module, PyObject *args, PyObject *kwds)
             goto done;
         }
     }
-    result = Py_BuildValue("(NnsN)", merges, (Py_ssize_t)L.nsym, stop, final);
+    PyObject *texts = Py_None; /* with an alphabet: the new symbols as str (their characters, in order) */
+    Py_INCREF(texts);
+    if (PyUnicode_Check(alphabet)) {
+        Py_DECREF(texts);
+        texts = symbol_texts(&L, alphabet, n_base);
+        if (!texts) {
+            Py_DECREF(merges);
+            Py_DECREF(final);
+            goto done;
+        }
+    }
+    result = Py_BuildValue("(NnsNN)", merges, (Py_ssize_t)L.nsym, stop, final, texts);
 done:
     learner_free(&L);
     return result;
@@ -2056,13 +2423,13 @@ static PyMethodDef module_methods[] = {
      "learn(words, counts, n_base, order_units=None, max_symbols=-1, max_merges=-1, min_frequency=2,\n"
      "      lexicographic=False, progress=None, progress_every=256, keep_words=False, consume=False,\n"
      "      alphabet=None, dummy_prefix=True, collapse=True, rules=None)\n"
-     "-> (merges: list[(left, right, result)], n_symbols, stop_reason, words | None)\n\n"
+     "-> (merges: list[(left, right, result)], n_symbols, stop_reason, words | None, texts | None)\n\n"
      "The merge learner of app.engine.training.merges.learn_merges over base-symbol ids 0..n_base-1 (words: a\n"
      "list of int sequences with counts, or a PretokenCounter with counts=None and n_base=256, or with alphabet (a\n"
-     "str of n_base characters, symbol i = alphabet[i]) a list of str). order_units[i]:\n"
-     "the lexicographic order key of base symbol i without its terminator (lexicographic mode only).\n"
-     "rules=(marker, flags, max_len) (PieceRules.native(), needs the alphabet): a pair whose merged piece the\n"
-     "piece rules refuse is never merged (sp_rules.h)."},
+     "str of n_base characters, symbol i = alphabet[i]) a list of str; texts: then the new symbols as str).\n"
+     "order_units[i]: the lexicographic order key of base symbol i without its terminator (lexicographic mode\n"
+     "only). rules=(marker, flags, max_len) (PieceRules.native(), needs the alphabet): a pair whose merged piece\n"
+     "the piece rules refuse is never merged (sp_rules.h)."},
     {"sp_scripts", (PyCFunction)mod_sp_scripts, METH_NOARGS,
      "sp_scripts() -> bytes: the script id of every code point 0..0x10FFFF in the compiled table (sp_scripts.h)."},
     {NULL, NULL, 0, NULL},

@@ -32,6 +32,8 @@ from .merges import TIE_BREAKS, MergeResult, learn_merges
 
 #: The compiled learner calls ``progress`` after every this many merges (and once at the end).
 PROGRESS_EVERY = 256
+#: With an alphabet the compiled learner builds the symbols' text; this many first merges are checked against concat.
+_CHECKED = 64
 #: Characters of text handed to the compiled counter at once when counting in threads.
 BATCH_CHARS = 8 << 20
 
@@ -142,7 +144,8 @@ def learn_merges_native(
     followed by one terminator, the same for all and above every unit (true of :func:`.merges.byte_order_key` and
     :func:`.merges.text_order_key`), so that the key of a concatenation is the concatenation of the units. A merged
     symbol is identified by its sequence of base symbols; the result is checked against ``concat``
-    (``RuntimeError`` if they disagree). ``progress(n)`` is called every :data:`PROGRESS_EVERY` merges and at the
+    (``RuntimeError`` if they disagree; with ``alphabet``, whose symbols are the concatenations of their characters
+    built in C, on the first merges only). ``progress(n)`` is called every :data:`PROGRESS_EVERY` merges and at the
     end. With ``alphabet`` (a str of the base symbols, each one character), ``words`` may be a list of str whose
     characters are base symbols (no list of ids per word is built), or a ``PretokenCounter`` of whitespace words
     (``counts=None``): its ``words(*word_rules)`` (``(dummy_prefix, collapse)``) cut around the characters outside
@@ -177,7 +180,7 @@ def learn_merges_native(
     if is_counter(words) and alphabet is None:
         if counts is not None or symbols != [bytes([b]) for b in range(256)]:
             raise ValueError("a PretokenCounter holds byte words: counts=None and the 256 bytes as base symbols")
-    merges, n_symbols, stop, final = _trainer.learn(
+    merges, n_symbols, stop, final, texts = _trainer.learn(
         words,
         counts,
         len(symbols),
@@ -194,13 +197,19 @@ def learn_merges_native(
         *word_rules,
         None if valid is None else valid.native(),
     )
-    for a, b, r in merges:
-        key = concat(symbols[a], symbols[b])
-        if r == len(symbols) and key not in sym_id:
-            sym_id[key] = r
-            symbols.append(key)
-        elif sym_id.get(key) != r:
-            raise RuntimeError(f"compiled learner: merge ({a}, {b}) -> {r} disagrees with concat")
+    if texts is not None:  # str symbols over the alphabet, made in C; concat must be their concatenation
+        symbols.extend(texts)
+        for a, b, r in merges[:_CHECKED]:
+            if concat(symbols[a], symbols[b]) != symbols[r]:
+                raise RuntimeError(f"compiled learner: merge ({a}, {b}) -> {r} disagrees with concat")
+    else:
+        for a, b, r in merges:
+            key = concat(symbols[a], symbols[b])
+            if r == len(symbols) and key not in sym_id:
+                sym_id[key] = r
+                symbols.append(key)
+            elif sym_id.get(key) != r:
+                raise RuntimeError(f"compiled learner: merge ({a}, {b}) -> {r} disagrees with concat")
     if len(symbols) != n_symbols:
         raise RuntimeError("compiled learner: symbol count disagrees with its merges")
     return MergeResult(

@@ -69,6 +69,28 @@ def iter_chunks(
     ``exact_cuts=False`` cuts after any newline (enough for whitespace splitting). ``on_bytes(n)`` reports
     progress in bytes read. Raises ``OSError`` if a file cannot be read.
     """
+    return _chunks(paths, exact_cuts, stats, on_bytes, block_bytes, max_chunk_chars, False)  # type: ignore[return-value]
+
+
+def iter_raw_chunks(
+    paths: Iterable[str | Path],
+    *,
+    stats: CorpusStats | None = None,
+    on_bytes: Callable[[int], None] | None = None,
+    block_bytes: int = BLOCK_BYTES,
+    max_chunk_chars: int = MAX_CHUNK_CHARS,
+) -> Iterator[str | bytes]:
+    """The chunks of :func:`iter_chunks` with ``exact_cuts=False``, each either as that text or as the raw bytes it
+    was decoded from (``text == raw.decode("utf-8", errors="replace")``), so that a consumer that reads UTF-8
+    itself skips decoding. A chunk comes as bytes whenever it is a run of whole lines of one block (the usual
+    case), as text otherwise (the tail of a line longer than ``4 * max_chunk_chars`` bytes)."""
+    return _chunks(paths, False, stats, on_bytes, block_bytes, max_chunk_chars, True)
+
+
+def _chunks(paths: Iterable[str | Path], exact_cuts: bool, stats: CorpusStats | None,
+            on_bytes: Callable[[int], None] | None, block_bytes: int, max_chunk_chars: int,
+            raw: bool) -> Iterator[str | bytes]:
+    """:func:`iter_chunks`, or with ``raw`` (and not ``exact_cuts``) :func:`iter_raw_chunks`."""
     stats = stats if stats is not None else CorpusStats()
     for path in paths:
         stats.files += 1
@@ -93,6 +115,11 @@ def iter_chunks(
                         pending += text
                     else:
                         continue
+                elif raw and not pending:  # whole lines, nothing held back: the bytes themselves
+                    stats.chunks += 1
+                    yield data[: nl + 1]
+                    tail = data[nl + 1 :]
+                    continue
                 else:
                     searched = max(0, len(pending) - 2)  # cut points before this were looked for already
                     pending += data[: nl + 1].decode("utf-8", errors="replace")
@@ -109,6 +136,11 @@ def iter_chunks(
                     stats.forced_cuts += 1
                     yield pending[:cut]
                     pending = pending[cut:]
+        if raw and not pending:
+            if tail:
+                stats.chunks += 1
+                yield tail
+            continue
         rest = pending + tail.decode("utf-8", errors="replace")
         if rest:
             stats.chunks += 1

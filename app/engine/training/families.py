@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..store import TokenizerSpec
-from .corpus import CorpusStats, iter_chunks
+from .corpus import CorpusStats, iter_chunks, iter_raw_chunks
 from .publish import NAME_RE, TrainReport, _bar, _progress_enabled, existing_entries, publish_entry, write_artifact
 from .trainer import FAMILY_KINDS, Trainer
 
@@ -113,10 +113,18 @@ def train_family_to_store(
     stats = CorpusStats()
     t0 = time.perf_counter()
     bar = _bar(show, sum(os.path.getsize(f) for f in files), "reading", "B")
+    feed_utf8 = getattr(trainer, "feed_utf8", None)  # a trainer that reads UTF-8 itself gets the raw bytes
     try:
-        for chunk in iter_chunks(files, exact_cuts=False, stats=stats,
-                                 on_bytes=bar.update if bar is not None else None):
-            trainer.feed(chunk)
+        if feed_utf8 is None:
+            for chunk in iter_chunks(files, exact_cuts=False, stats=stats,
+                                     on_bytes=bar.update if bar is not None else None):
+                trainer.feed(chunk)
+        else:
+            for raw in iter_raw_chunks(files, stats=stats, on_bytes=bar.update if bar is not None else None):
+                if isinstance(raw, bytes):
+                    feed_utf8(raw)
+                else:
+                    trainer.feed(raw)
     finally:
         if bar is not None:
             bar.close()

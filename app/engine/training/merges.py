@@ -32,11 +32,17 @@ corrected when the stale entry surfaces. In ``first-seen`` mode a pair whose ear
 keeps its old position as a lower bound and is marked dirty; its exact position is recomputed only when it
 reaches the top, which keeps the choice exact (every other entry's key is a lower bound of its true key).
 
+Stopping: the limits (``max_symbols``, ``max_merges``) are checked once the heap's top is a pair that could be
+merged, so the stop reason does not depend on which outdated entries are still in the heap: when the last
+mergeable pair is used up exactly as a limit is reached, the reason is "min frequency reached" or "no pairs left".
+
 Cost: O(total length of the rewritten words) per merge plus heap operations. Memory: the distinct words, the
 pair counts and the index — independent of the corpus size beyond the number of distinct words.
 
-This module is the reference. The same algorithm runs in C (``app/engine/_native/trainer.c``, wrapped by
-:func:`.compiled.learn_merges_native`), which training uses by default; the tests require identical merges.
+This module is the reference. The same merges and stop reason come from C (``app/engine/_native/trainer.c``,
+wrapped by :func:`.compiled.learn_merges_native`), which training uses by default; the tests require them
+identical. The C learner keeps, instead of the word index, every pair's occurrence positions, so that a merge
+visits only the merged occurrences and their neighbours.
 """
 
 from __future__ import annotations
@@ -176,12 +182,6 @@ def learn_merges(
     merges: list[tuple[int, int, int]] = []
     stop = "no pairs left"
     while heap:
-        if max_merges is not None and len(merges) >= max_merges:
-            stop = "max merges reached"
-            break
-        if max_symbols is not None and len(symbols) >= max_symbols:
-            stop = "vocabulary size reached"
-            break
         negc, key, p = heap[0]
         cur = pair_count.get(p, 0)
         if -negc != cur:
@@ -203,6 +203,14 @@ def learn_merges(
                 continue
         if cur < min_frequency:
             stop = "min frequency reached"
+            break
+        # a limit stops the loop only when a pair could still be merged: the reason does not depend on which
+        # outdated entries happen to be left in the heap
+        if max_merges is not None and len(merges) >= max_merges:
+            stop = "max merges reached"
+            break
+        if max_symbols is not None and len(symbols) >= max_symbols:
+            stop = "vocabulary size reached"
             break
         pop(heap)
 

@@ -57,6 +57,8 @@ MODEL_TYPES = ("unigram", "bpe")
 #: Characters that are never pieces (SentencePiece's trainer leaves them out of the required characters).
 NEVER_PIECES = ("\0", "\x1f")
 _F32 = struct.Struct("<f")
+_SHORT_HEAD = [bytes((0x0A, n + 9, 0x0A, n)) for n in range(119)]  # a piece's header: its length fits one byte
+_TYPE_TAIL = [bytes((0x18, k)) for k in range(128)]
 
 
 def sp_words(line: str, *, add_dummy_prefix: bool = True, remove_extra_whitespaces: bool = True) -> list[str]:
@@ -144,6 +146,10 @@ class SentencePieceTrainer:
     def feed(self, text: str) -> None:
         self._words.feed(text)
 
+    def feed_utf8(self, data: bytes) -> None:
+        """:meth:`feed` of ``data.decode("utf-8", errors="replace")`` (decoded only where needed)."""
+        self._words.feed_utf8(data)
+
     def valid(self, piece: str) -> bool:
         """May ``piece`` (two or more characters) be learned?"""
         return self.rules(piece)
@@ -214,7 +220,7 @@ class SentencePieceTrainer:
             max_symbols=budget, min_frequency=2, tie_break="first-seen", progress=step, valid=self.rules,
         )
         if not isinstance(words, Mapping):  # the compiled counter
-            res = learn_merges_native(words, None, keep_words=False, alphabet="".join(required),
+            res = learn_merges_native(words, None, keep_words=False, consume=True, alphabet="".join(required),
                                       word_rules=self._words.word_rules, **options)
         elif resolve_backend(self.backend) == "native":  # the words as str over the alphabet of required characters
             res = learn_merges_native(list(words), list(words.values()), keep_words=False,
@@ -266,15 +272,21 @@ def model_proto_bytes(pieces: Sequence[tuple[str, float, int]], trainer: Sequenc
     deterministic serialization gives for the same message with these fields set (proto2: a set field is written
     even when it holds its default; fields in number order; the tests compare the two), written directly so that
     training does not import ``protobuf``."""
-    out = bytearray()
+    parts: list[bytes] = []
+    add = parts.append
     pack = _F32.pack
     for piece, score, kind in pieces:  # ModelProto.pieces: field 1, length-delimited
         p = piece.encode("utf-8")
-        if len(p) < 119 and 0 <= kind < 128:  # every length and the type fit in one byte (the usual case)
-            out += bytes((0x0A, len(p) + 9, 0x0A, len(p))) + p + b"\x15" + pack(score) + bytes((0x18, kind))
+        n = len(p)
+        if n < 119 and 0 <= kind < 128:  # every length and the type fit in one byte (the usual case)
+            add(_SHORT_HEAD[n])
+            add(p)
+            add(b"\x15" + pack(score))
+            add(_TYPE_TAIL[kind])
         else:
             body = _field(1, p) + b"\x15" + pack(score) + b"\x18" + _varint(kind)
-            out += b"\x0a" + _varint(len(body)) + body
+            add(b"\x0a" + _varint(len(body)) + body)
+    out = bytearray(b"".join(parts))
     out += _field(2, b"".join(_varint(n << 3) + _varint(int(v)) for n, v in trainer))
     out += _field(3, _field(1, normalizer_name.encode("utf-8"))
                   + b"".join(_varint(n << 3) + _varint(int(v)) for n, v in normalizer))

@@ -2,7 +2,9 @@
 
 A :class:`Trainer` is fed the corpus as text chunks that end at line ends (:meth:`Trainer.feed`, called in corpus
 order; memory grows with the distinct words it keeps, not with the corpus) and then builds one artifact
-(:meth:`Trainer.finish`). The artifact is self-describing (its own special tokens, normalizer and
+(:meth:`Trainer.finish`). A trainer that reads UTF-8 itself may also have ``feed_utf8(data: bytes)``, the same as
+``feed(data.decode("utf-8", errors="replace"))``; training then hands it the file's bytes where it can
+(:func:`.corpus.iter_raw_chunks`). The artifact is self-describing (its own special tokens, normalizer and
 pre-tokenizer), so publishing only writes its bytes and a manifest entry with :attr:`TrainedArtifact.format` and
 :attr:`TrainedArtifact.kind`. Trainers are never imported on the serving path.
 

@@ -520,6 +520,10 @@ class UnigramTrainer:
     def feed(self, text: str) -> None:
         self._words.feed(text)
 
+    def feed_utf8(self, data: bytes) -> None:
+        """:meth:`feed` of ``data.decode("utf-8", errors="replace")`` (decoded only where needed)."""
+        self._words.feed_utf8(data)
+
     def finish(self, progress: Progress | None = None) -> TrainedArtifact:
         words = self._words.words()
         self._words.clear()

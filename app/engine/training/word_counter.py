@@ -61,6 +61,13 @@ class WordCounter:
         for line in lines_of(text):
             self._words.update(self.split_line(line))
 
+    def feed_utf8(self, data: bytes) -> None:
+        """:meth:`feed` of ``data.decode("utf-8", errors="replace")``; the compiled counter takes well-formed UTF-8
+        without ``▁`` as it is (no decoding)."""
+        if self._counter is not None and self._counter.feed_utf8(data[:-1] if data.endswith(b"\r") else data):
+            return  # (as feed: without a final "\r")
+        self.feed(data.decode("utf-8", errors="replace"))
+
     @property
     def counter(self) -> Any:
         """The compiled ``PretokenCounter`` while it counts (else ``None``); its words are those of

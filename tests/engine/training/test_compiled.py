@@ -59,6 +59,41 @@ def test_byte_learner_equals_python_on_random_corpora(tie_break: str) -> None:
         _same(py, c)
 
 
+def _hostile_words(rng: random.Random) -> dict[str, int]:
+    """Long words of repeated patterns over tiny alphabets, with a few random edits: runs (merges of a symbol with
+    itself, left to right) and periodic words (merged occurrences next to each other, so a merge briefly makes and
+    takes back pairs)."""
+    corpus: dict[str, int] = {}
+    for _ in range(rng.randint(1, 50)):
+        unit = rng.choice(["a", "ab", "aab", "abc", "abab", "aaab", "abcab", "ba", "aabb"])
+        w = (unit * rng.randint(1, 60))[: rng.randint(1, 150)]
+        for _ in range(rng.choice([0, 0, 1, 3])):
+            i = rng.randrange(len(w))
+            w = w[:i] + rng.choice("abcd") + w[i + 1:]
+        corpus[w] = corpus.get(w, 0) + rng.randint(1, 9)
+    return corpus
+
+
+@pytest.mark.parametrize("tie_break", ["first-seen", "lexicographic"])
+def test_learner_equals_python_on_hostile_words(tie_break: str) -> None:
+    merged = 0
+    for seed in range(120):
+        rng = random.Random(9000 + seed)
+        corpus = _hostile_words(rng)
+        words = [list(w.encode()) for w in corpus]
+        kw = _byte_options(
+            max_symbols=rng.choice([None, 256 + rng.randint(0, 150)]),
+            max_merges=rng.choice([None, None, rng.randint(0, 100)]),
+            min_frequency=rng.choice([1, 1, 2, 5]),
+            tie_break=tie_break,
+        )
+        py = learn_merges(words, list(corpus.values()), **kw)  # type: ignore[arg-type]
+        c = compiled.learn_merges_native(words, list(corpus.values()), **kw)  # type: ignore[arg-type]
+        _same(py, c)
+        merged += len(py.merges)
+    assert merged > 5000  # long runs of merges, not trivial corpora
+
+
 @pytest.mark.parametrize("tie_break", ["first-seen", "lexicographic"])
 def test_char_learner_equals_python_on_random_corpora(tie_break: str) -> None:
     for seed in range(150):

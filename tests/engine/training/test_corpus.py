@@ -9,7 +9,7 @@ import pytest
 import regex
 
 from app.engine.patterns import PATTERNS
-from app.engine.training.corpus import CorpusStats, count_pretokens, count_words, iter_chunks
+from app.engine.training.corpus import CorpusStats, count_pretokens, count_words, iter_chunks, iter_raw_chunks
 
 TRICKY = (
     "Hello world.\nThe end!\n\n\nNext  paragraph\n  indented line\n.\n/path/to\n'll 's\nдругой текст\n"
@@ -84,3 +84,30 @@ def test_random_texts_chunk_exactly(tmp_path: Path, seed: int) -> None:
     for pattern in PATTERNS.values():
         got = count_pretokens([path], pattern, block_bytes=rng.randint(1, 40), max_chunk_chars=10**9)
         assert got == Counter(regex.findall(pattern, text))
+
+
+RAW_FRAGMENTS = [b"\n", b"\r\n", b" ", b"a", b"word", b"\xc3\xa9", b"\xe6\x97\xa5", b"\xf0\x9f\x99\x82", b"\xff",
+                 b"\xe6\x97", b"\xc3", b"\xed\xa0\x80", b"\xc0\xaf", b"\xe2\x96\x81", b"\r", b"\x80"]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_raw_chunks_are_the_chunks_undecoded(tmp_path: Path, seed: int) -> None:
+    """iter_raw_chunks gives iter_chunks(exact_cuts=False)'s chunks (and stats), some as the bytes they decode from:
+    whole lines, invalid UTF-8, split sequences, lines longer than 4 * max_chunk_chars (decoded in pieces)."""
+    import random
+
+    rng = random.Random(seed)
+    files = []
+    for k in range(rng.randint(1, 3)):
+        data = b"".join(rng.choice(RAW_FRAGMENTS) for _ in range(rng.randint(0, 300)))
+        if seed % 3 == 0:  # a line with no newline for long: the text path's forced, decoded cuts
+            data += b"x\xe6\x97\xa5" * rng.randint(5, 40)
+        files.append(tmp_path / f"f{k}.txt")
+        files[-1].write_bytes(data)
+    opts = dict(block_bytes=rng.randint(1, 64), max_chunk_chars=rng.choice([4, 16, 10**9]))
+    s_text, s_raw = CorpusStats(), CorpusStats()
+    want = list(iter_chunks(files, exact_cuts=False, stats=s_text, **opts))  # type: ignore[arg-type]
+    got = list(iter_raw_chunks(files, stats=s_raw, **opts))  # type: ignore[arg-type]
+    assert [c.decode("utf-8", errors="replace") if isinstance(c, bytes) else c for c in got] == want
+    assert s_raw == s_text
+    assert any(isinstance(c, bytes) for c in got) or not any(want)

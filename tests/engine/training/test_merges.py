@@ -189,3 +189,21 @@ def test_bad_options() -> None:
         train_byte_bpe({"ab": 2}, vocab_size=300, min_frequency=0)
     with pytest.raises(ValueError):
         train_char_bpe({"a b": 2}, num_merges=3)
+
+
+@pytest.mark.parametrize("backend", ["python", "native"])
+def test_a_limit_is_the_stop_reason_only_while_a_pair_could_still_be_merged(backend: str) -> None:
+    """"bcb": merging (b, c) then (bc, b) uses up every pair exactly when max_merges=2 is reached: the reason is
+    that no pair is left (the outdated heap entry of (c, b) does not count); one merge earlier it is the limit."""
+    from app.engine.training.compiled import learn
+    from app.engine.training.merges import byte_order_key
+
+    if backend == "native":
+        pytest.importorskip("app.engine._native._trainer")
+    opts = dict(base_symbols=[bytes([b]) for b in range(256)], concat=lambda x, y: x + y, order_key=byte_order_key,
+                unit_length=len, min_frequency=2)
+    for max_merges, merges, reason in ((2, [(98, 99, 256), (256, 98, 257)], "no pairs left"),
+                                       (1, [(98, 99, 256)], "max merges reached")):
+        res = learn([list(b"bcb")], [3], backend=backend, keep_words=False, max_merges=max_merges,
+                    **opts)  # type: ignore[arg-type]
+        assert res.merges == merges and res.stop_reason == reason
