@@ -1051,6 +1051,9 @@ typedef struct {
     uint16_t sp_label;  /* the label of U+2581 (words start there) */
     double smax;        /* the largest |float32 score| of a piece or of the unknown node */
     Labeler labeler;    /* label_bmp and astral, for the normalizer */
+    int finite;         /* float32, and every piece's score and the unknown score below 1e30 in magnitude: every
+                         * candidate is then finite (|base| <= 100,000), so a record's first candidate is the first
+                         * one greater than its initial -inf, and the search needs no "unset" test */
 } Model;
 
 /* One entry of the word cache (see "words" below): a word's labels, its best path and when it may be reused. */
@@ -1270,6 +1273,8 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         if (a > self->smax) self->smax = a;
     }
     if (!(self->smax < 1e30)) words_ok = 0;
+    self->finite = float32 && fabsf(self->unk_f) < 1e30f;
+    for (Py_ssize_t k = 0; k < np && self->finite; k++) self->finite = fabsf(fscore[keys[k].id]) < 1e30f;
     if (words_ok && (!(self->cache = wc_new((size_t)cache_size, sizeof(UWSlot))) ||
                      !(self->seen = (uint8_t *)calloc(SEEN_BYTES, 1))))
         goto nomem;
@@ -1669,10 +1674,10 @@ static inline void word_prefetch(const WordCache *c, uint64_t h) {
 }
 
 /* One Viterbi pass over characters; SCORE is float (with SentencePiece's re-basing) or double. */
-#define VITERBI_BODY(POS, SCORE, UNK, PIECE_SCORE, REBASE, WORD_HOOK)                                                      \
+#define VITERBI_BODY(POS, SCORE, UNK, PIECE_SCORE, REBASE, WORD_HOOK, UNSET)                                                      \
     do {                                                                                                        \
         POS *p = (POS *)mem;                                                                                    \
-        for (Py_ssize_t i = 0; i <= n; i++) p[i].start = -1;                                                    \
+        for (Py_ssize_t i = 0; i <= n; i++) p[i].start = -1, p[i].score = -(SCORE)INFINITY;                     \
         p[0].score = 0;                                                                                         \
         Py_ssize_t frontier = 0;                                                                                \
         for (Py_ssize_t s = 0; s < n; s++) {                                                                    \
@@ -1691,7 +1696,7 @@ static inline void word_prefetch(const WordCache *c, uint64_t h) {
                 if (HIT(at)) {                                                                              \
                     SCORE cand = (SCORE)(PIECE_SCORE) + base;                                               \
                     POS *q = p + e;                                                                         \
-                    if (q->start == -1 || cand > q->score) {                                                \
+                    if (UNSET(q) cand > q->score) {                                                \
                         q->score = cand;                                                                    \
                         q->start = (int32_t)s;                                                              \
                         q->node = at;                                                                       \
@@ -1707,7 +1712,7 @@ static inline void word_prefetch(const WordCache *c, uint64_t h) {
                     if (HIT(at)) {                                                                          \
                         SCORE cand = (SCORE)(PIECE_SCORE) + base;                                           \
                         POS *q = p + e;                                                                     \
-                        if (q->start == -1 || cand > q->score) {                                            \
+                        if (UNSET(q) cand > q->score) {                                            \
                             q->score = cand;                                                                \
                             q->start = (int32_t)s;                                                          \
                             q->node = at;                                                                   \
@@ -1722,7 +1727,7 @@ static inline void word_prefetch(const WordCache *c, uint64_t h) {
                 if (e > frontier) frontier = e;                                                                 \
                 SCORE cand = (UNK) + base;                                                                      \
                 POS *q = p + e;                                                                                 \
-                if (q->start == -1 || cand > q->score) {                                                        \
+                if (UNSET(q) cand > q->score) {                                                        \
                     q->score = cand;                                                                            \
                     q->start = (int32_t)s;                                                                      \
                     q->node = UNK_MARK;                                                                         \
@@ -1764,7 +1769,11 @@ static int viterbi_f(const Model *m, const Chars *ch, Py_ssize_t n, char *mem, I
             }                                                                                                   \
         }                                                                                                       \
     }
-    VITERBI_BODY(PosF, float, unk, u[at].score, 1, WORD_HOOK);
+#define UNSET(q) q->start == -1 ||
+#define NONE(q)
+    if (words) VITERBI_BODY(PosF, float, unk, u[at].score, 1, WORD_HOOK, UNSET);
+    else if (m->finite) VITERBI_BODY(PosF, float, unk, u[at].score, 1, , NONE); /* (see Model.finite) */
+    else VITERBI_BODY(PosF, float, unk, u[at].score, 1, , UNSET);
 #undef WORD_HOOK
 #undef HIT
     return rc;
@@ -1778,7 +1787,9 @@ static int viterbi_d(const Model *m, const Chars *ch, Py_ssize_t n, char *mem, I
     const double *ds = m->dscore;
     int rc;
 #define HIT(at) (id_of[at] >= 0)
-    VITERBI_BODY(PosD, double, unk, ds[id_of[at]], 0, );
+    VITERBI_BODY(PosD, double, unk, ds[id_of[at]], 0, , UNSET);
+#undef UNSET
+#undef NONE
 #undef HIT
     return rc;
 }
