@@ -6,6 +6,7 @@ whole-run lookups, no unknown token), threads, and the ``$TOKENIZER_ENGINE=pytho
 
 from __future__ import annotations
 
+import math
 import random
 from functools import cache
 
@@ -225,6 +226,37 @@ def test_random_sentencepiece_models(monkeypatch: pytest.MonkeyPatch) -> None:
             assert python.encode(text) == expected, (k, text)
             compared += 1
     assert compared == 1800
+
+
+def test_sentencepiece_models_with_huge_or_infinite_scores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Models with a score of 1e30 or more in magnitude, or -inf, take the search's general form (a record's first
+    candidate is found by its unset start, not by beating -inf, which a -inf candidate would not): the same ids as
+    ``sentencepiece`` (which refuses infinite scores) and as the Python reference (which takes them), re-basing at
+    nearly every character included."""
+    rng = random.Random(31)
+    compared = 0
+    for k in range(16):
+        proto = pb.ModelProto()
+        proto.ParseFromString(_sp_model(rng))
+        infinite = k % 2 == 1
+        for p in rng.sample([p for p in proto.pieces if p.type == 1], 4):
+            p.score = rng.choice([-math.inf, -1e31] if infinite else [-1e31, -3e35, 2e30])
+        data = proto.SerializeToString()
+        vocab = parse_model(data, "h.model")
+        native = build_pipeline(f"h{k}", vocab, source="h.model")
+        monkeypatch.setenv("TOKENIZER_ENGINE", "python")
+        python = build_pipeline(f"h{k}", vocab, source="h.model")
+        monkeypatch.delenv("TOKENIZER_ENGINE")
+        assert native.model.native is not None and python.model.native is None  # type: ignore[attr-defined]
+        ref = None if infinite else spm.SentencePieceProcessor(model_proto=data)
+        for _ in range(60):
+            text = _sp_text(rng)
+            expected = python.encode(text)
+            assert native.encode(text) == expected, (k, text)
+            if ref is not None:
+                assert ref.encode(text) == expected, (k, text)
+            compared += 1
+    assert compared == 960
 
 
 def test_random_hugging_face_vocabularies() -> None:
