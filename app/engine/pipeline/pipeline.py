@@ -299,11 +299,15 @@ class Pipeline(TokenizerBase):
 
     def _token_strings(self, ids: Sequence[int], skip_special: bool) -> list[str]:
         out: list[str] = []
+        # what a dropped special token leaves in the chain (None: nothing, as Hugging Face's decode)
+        placeholder: str | None = getattr(self.decoder, "skipped_special", None)
         for index, token_id in enumerate(ids):
             token = self._token_string(token_id) if isinstance(token_id, int) and token_id >= 0 else None
             if token is None:
                 raise InvalidTokenIdError(token_id, self.name, self.n_vocab, index=index)
             if skip_special and self.is_special(token_id):
+                if placeholder is not None:
+                    out.append(placeholder)
                 continue
             out.append(token)
         return out

@@ -214,7 +214,7 @@ def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_s
     decoder = SentencePieceDecoder(
         byte_pieces=[vocab.pieces[i] for i in vocab.ids_of(BYTE)], control=[vocab.pieces[i] for i in special_ids],
         unk_piece=vocab.pieces[unk_id], unk_surface=vocab.unk_surface, add_dummy_prefix=vocab.add_dummy_prefix,
-        treat_whitespace_as_suffix=vocab.treat_whitespace_as_suffix)
+        remove_extra_whitespaces=vocab.remove_extra_whitespaces)
     return Pipeline(name=name, model=model, normalizer=normalizer, pre_tokenizer=split,
                     post_processor=FixedTemplate(Template(prefix, suffix)), decoder=decoder, added_tokens=added,
                     cache_size=cache_size, spec=spec)
