@@ -19,11 +19,11 @@ import glob
 import importlib.util
 import os
 import statistics
-import time
-from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from bench.families.word_cache import cpu_pass
 
 os.environ.setdefault("RAYON_NUM_THREADS", "1")
 os.environ.setdefault("BENCH_CORPORA_OFFLINE", "1")
@@ -39,13 +39,6 @@ def _load_build(directory: Path) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def _pass(encode: Callable[[str], object], texts: list[str]) -> float:
-    started = time.thread_time()
-    for x in texts:
-        encode(x)
-    return time.thread_time() - started
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,12 +81,12 @@ def main(argv: list[str] | None = None) -> int:
         for r in range(args.rounds):
             for i in order if r % 2 == 0 else order[::-1]:
                 for sweeper, after in ((sp.encode, "after sp"), (hf, "after HF")):
-                    _pass(sweeper, texts)
-                    times.setdefault((i, after), []).append(_pass(builds[i].encode, texts))
-                    times.setdefault((i, "warm"), []).append(_pass(builds[i].encode, texts))
-                times.setdefault(("sp", f"after build {i}"), []).append(_pass(sp.encode, texts))
-            _pass(hf, texts)
-            times.setdefault(("sp", "after HF"), []).append(_pass(sp.encode, texts))
+                    cpu_pass(sweeper, texts)
+                    times.setdefault((i, after), []).append(cpu_pass(builds[i].encode, texts))
+                    times.setdefault((i, "warm"), []).append(cpu_pass(builds[i].encode, texts))
+                times.setdefault(("sp", f"after build {i}"), []).append(cpu_pass(sp.encode, texts))
+            cpu_pass(hf, texts)
+            times.setdefault(("sp", "after HF"), []).append(cpu_pass(sp.encode, texts))
         mb = sum(len(x.encode("utf-8")) for x in texts) / 1e6
         rate = {k: mb / statistics.median(v) for k, v in times.items()}
         for i, d in enumerate(args.dirs):

@@ -25,7 +25,8 @@ os.environ.setdefault("RAYON_NUM_THREADS", "1")
 os.environ.setdefault("BENCH_CORPORA_OFFLINE", "1")
 
 
-def _pass(encode: Callable[[str], object], texts: list[str]) -> float:
+def cpu_pass(encode: Callable[[str], object], texts: list[str]) -> float:
+    """This thread's CPU seconds to call ``encode`` on every text once."""
     t = time.thread_time()
     for x in texts:
         encode(x)
@@ -70,17 +71,17 @@ def main(argv: list[str] | None = None) -> int:
                 for x in texts:
                     hf_tok.encode(x, add_special_tokens=False)
                 if which == "sp":
-                    t["sp"].append(_pass(sp.encode, texts))
+                    t["sp"].append(cpu_pass(sp.encode, texts))
                     continue
                 tok = on if which == "on" else off
                 tok.clear_cache()
-                t[which].append(_pass(tok.encode, texts))
-                t[which + "2"].append(_pass(tok.encode, texts))
+                t[which].append(cpu_pass(tok.encode, texts))
+                t[which + "2"].append(cpu_pass(tok.encode, texts))
         for _ in range(3):
-            _pass(on.encode, texts)
+            cpu_pass(on.encode, texts)
         for r in range(args.rounds):
             for which in ("son", "soff") if r % 2 == 0 else ("soff", "son"):
-                t[which].append(_pass((on if which == "son" else off).encode, texts))
+                t[which].append(cpu_pass((on if which == "son" else off).encode, texts))
         m = {k: mb / statistics.median(v) for k, v in t.items()}
         print(f"| {name} | {m['on']:.1f} | {m['off']:.1f} | {m['on'] / m['off']:.2f}x | {m['on2']:.1f} | "
               f"{m['off2']:.1f} | {m['on2'] / m['off2']:.2f}x | {m['son']:.1f} | {m['soff']:.1f} | "
