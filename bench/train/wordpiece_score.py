@@ -24,20 +24,21 @@ import argparse
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from bench.train.families import build_corpus
 
 COMMON = ("the", "and", "of", "to", "is", "für", "и", "что", "для", "किया")
 
 
-def _independent(words: Mapping[str, int], n: int, min_frequency: int) -> list[tuple[str, int, int, int]]:
-    """The first ``n`` merges (new piece, count(ab), count(a), count(b)) by the seed's definition, recounting
-    everything before each merge; ties to the higher pair count, then the smaller strings by code point."""
-    segs = [([w[0]] + ["##" + c for c in w[1:]], f) for w, f in words.items() if w and len(w) <= 100]
-    known = {s for seg, _ in segs for s in seg}
-    out: list[tuple[str, int, int, int]] = []
-    while len(out) < n:
+def recount_merges(words: Mapping[str, int], min_frequency: int,
+                   by_count: bool = False) -> Iterator[tuple[str, int, int, int]]:
+    """Merges by the definition alone, every count recomputed from the segmented words before each one: yields
+    (new piece, count(ab), count(a), count(b)) until no pair reaches ``min_frequency`` (a merge may repeat a piece
+    already known). The seed's score count(ab) / (count(a) * count(b)), or count(ab) with ``by_count``; ties to the
+    higher pair count, then the smaller strings by code point. Shares nothing with the learner but the words."""
+    segs = [([w[0]] + ["##" + c for c in w[1:]], f) for w, f in words.items()]
+    while True:
         sym: Counter[str] = Counter()
         pair: Counter[tuple[str, str]] = Counter()
         for seg, f in segs:
@@ -45,14 +46,13 @@ def _independent(words: Mapping[str, int], n: int, min_frequency: int) -> list[t
                 sym[s] += f
             for p in zip(seg, seg[1:], strict=False):
                 pair[p] += f
-        cands = [(-c / (sym[a] * sym[b]), -c, a, b) for (a, b), c in pair.items() if c >= min_frequency]
+        cands = [(-(c if by_count else c / (sym[a] * sym[b])), -c, a, b) for (a, b), c in pair.items()
+                 if c >= min_frequency]
         if not cands:
-            break
+            return
         _, negc, a, b = min(cands)
         new = a + b[2:] if b.startswith("##") else a + b
-        if new not in known:
-            known.add(new)
-            out.append((new, -negc, sym[a], sym[b]))
+        yield new, -negc, sym[a], sym[b]
         nxt = []
         for seg, f in segs:
             merged, i = [], 0
@@ -65,6 +65,20 @@ def _independent(words: Mapping[str, int], n: int, min_frequency: int) -> list[t
                     i += 1
             nxt.append((merged, f))
         segs = nxt
+
+
+def _independent(words: Mapping[str, int], n: int, min_frequency: int) -> list[tuple[str, int, int, int]]:
+    """The first ``n`` merges that add a piece (:func:`recount_merges` with the seed's score), words of at most
+    100 characters as the trainer keeps them."""
+    kept = {w: f for w, f in words.items() if w and len(w) <= 100}
+    known = {s for w in kept for s in (w[0], *("##" + c for c in w[1:]))}
+    out: list[tuple[str, int, int, int]] = []
+    for merge in recount_merges(kept, min_frequency):
+        if len(out) == n:
+            break
+        if merge[0] not in known:
+            known.add(merge[0])
+            out.append(merge)
     return out
 
 

@@ -15,6 +15,7 @@ from app.engine.pipeline.hf_json import from_hf_json
 from app.engine.training import compiled, train_to_store
 from app.engine.training.trainer import train_on
 from app.engine.training.wordpiece import BERT_SPECIALS, WordPieceTrainer, learn_wordpiece, pair_score
+from bench.train.wordpiece_score import recount_merges
 
 from .family_corpus import corpus_text, hostile_samples
 
@@ -53,37 +54,14 @@ def test_hug_corpus_under_the_hash_convention() -> None:
 
 
 def _naive(words: Mapping[str, int], vocab_size: int, min_frequency: int, by_count: bool = False) -> list[str]:
-    """Full recount per merge, the same score and tie rule: the reference for the incremental learner."""
-    segs = [([w[0], *("##" + c for c in w[1:])], f) for w, f in words.items()]
-    vocab = sorted({s for seg, _ in segs for s in seg})
-    while N_SPECIAL + len(vocab) < vocab_size:
-        sym: dict[str, int] = {}
-        pairs: dict[tuple[str, str], int] = {}
-        for seg, f in segs:
-            for s in seg:
-                sym[s] = sym.get(s, 0) + f
-            for p in zip(seg, seg[1:], strict=False):
-                pairs[p] = pairs.get(p, 0) + f
-        cands = [(c if by_count else c / (sym[a] * sym[b]), c, a, b) for (a, b), c in pairs.items()
-                 if c >= min_frequency]
-        if not cands:
+    """Full recount per merge, the same score and tie rule (:func:`bench.train.wordpiece_score.recount_merges`):
+    the reference for the incremental learner."""
+    vocab = sorted({s for w in words for s in (w[0], *("##" + c for c in w[1:]))})
+    for new, *_ in recount_merges(words, min_frequency, by_count):
+        if N_SPECIAL + len(vocab) >= vocab_size:
             break
-        _, _, a, b = min(cands, key=lambda t: (-t[0], -t[1], t[2], t[3]))
-        new = a + b[2:] if b.startswith("##") else a + b
         if new not in vocab:
             vocab.append(new)
-        out = []
-        for seg, f in segs:
-            merged, i = [], 0
-            while i < len(seg):
-                if i + 1 < len(seg) and seg[i] == a and seg[i + 1] == b:
-                    merged.append(new)
-                    i += 2
-                else:
-                    merged.append(seg[i])
-                    i += 1
-            out.append((merged, f))
-        segs = out
     return vocab
 
 
