@@ -915,16 +915,23 @@ static void learner_free(Learner *L)
     memset(L, 0, sizeof(*L));
 }
 
+/* realloc ptr to n elements of type, or return -1 from the calling function (ptr unchanged). */
+#define RESIZE(ptr, n, type)                                                                                          \
+    do {                                                                                                              \
+        type *p_ = realloc((ptr), (n) * sizeof(type));                                                                \
+        if (!p_)                                                                                                      \
+            return -1;                                                                                                \
+        (ptr) = p_;                                                                                                   \
+    } while (0)
+
+/* Room for need elements in ptr (capacity cap, doubled from 16), or return -1. */
 #define GROW(ptr, cap, need, type)                                                                                    \
     do {                                                                                                              \
         if ((need) > (cap)) {                                                                                         \
             size_t c_ = (cap) ? (cap) : 16;                                                                           \
             while (c_ < (need))                                                                                       \
                 c_ *= 2;                                                                                              \
-            type *p_ = realloc((ptr), c_ * sizeof(type));                                                             \
-            if (!p_)                                                                                                  \
-                return -1;                                                                                            \
-            (ptr) = p_;                                                                                               \
+            RESIZE(ptr, c_, type);                                                                                    \
             (cap) = c_;                                                                                               \
         }                                                                                                             \
     } while (0)
@@ -969,27 +976,12 @@ static int64_t sym_concat(Learner *L, int32_t a, int32_t b)
         return -1;
     if (id == L->symcap) {
         size_t cap = L->symcap * 2;
-        uint32_t *slen = realloc(L->slen, cap * sizeof(uint32_t));
-        if (!slen)
-            return -1;
-        L->slen = slen;
-        uint64_t *soff = realloc(L->soff, cap * sizeof(uint64_t));
-        if (!soff)
-            return -1;
-        L->soff = soff;
-        uint64_t *shash = realloc(L->shash, cap * sizeof(uint64_t));
-        if (!shash)
-            return -1;
-        L->shash = shash;
+        RESIZE(L->slen, cap, uint32_t);
+        RESIZE(L->soff, cap, uint64_t);
+        RESIZE(L->shash, cap, uint64_t);
         if (!L->first_seen) {
-            uint64_t *ooff = realloc(L->ooff, cap * sizeof(uint64_t));
-            if (!ooff)
-                return -1;
-            L->ooff = ooff;
-            uint32_t *olen = realloc(L->olen, cap * sizeof(uint32_t));
-            if (!olen)
-                return -1;
-            L->olen = olen;
+            RESIZE(L->ooff, cap, uint64_t);
+            RESIZE(L->olen, cap, uint32_t);
         }
         L->symcap = cap;
     }
@@ -1093,26 +1085,17 @@ static int pair_record(Learner *L, int32_t a, int32_t b, uint32_t *idx)
 {
     if (L->npairs == L->paircap) {
         size_t cap = L->paircap ? L->paircap * 2 : 1024;
-        Pair *p = realloc(L->pairs, cap * sizeof(Pair));
-        if (!p)
-            return -1;
-        L->pairs = p;
-        uint64_t *k = realloc(L->pkey, cap * sizeof(uint64_t));
-        if (!k)
-            return -1;
-        L->pkey = k;
+        RESIZE(L->pairs, cap, Pair);
+        RESIZE(L->pkey, cap, uint64_t);
         L->paircap = cap;
     }
     if (L->npairs >= NONE - 1)
         return -1;
     if (L->unit_cp && L->scan_cap < L->nsym) { /* room for pair_admissible's scan state of every symbol */
         size_t cap = L->nsym * 2;
-        int32_t *sc = realloc(L->scan_end, cap * sizeof(int32_t));
-        if (!sc)
-            return -1;
+        RESIZE(L->scan_end, cap, int32_t);
         for (size_t k = L->scan_cap; k < cap; k++)
-            sc[k] = SCAN_UNKNOWN;
-        L->scan_end = sc;
+            L->scan_end[k] = SCAN_UNKNOWN;
         L->scan_cap = cap;
     }
     Pair *p = &L->pairs[L->npairs];
@@ -1191,10 +1174,7 @@ static int occ_alloc(Learner *L, unsigned c, uint64_t *off)
         size_t cap = L->occ_cap + L->occ_cap / 2 + 1024;
         if (cap < need)
             cap = need;
-        uint32_t *o = realloc(L->occ, cap * sizeof(uint32_t));
-        if (!o)
-            return -1;
-        L->occ = o;
+        RESIZE(L->occ, cap, uint32_t);
         L->occ_cap = cap;
     }
     *off = L->occ_len;
@@ -1450,16 +1430,10 @@ static int merge_begin(Learner *L)
     L->nchanged = 0;
     if (L->recent_cap < L->nsym) {
         size_t cap = L->nsym * 2;
-        Recent *l = realloc(L->left_of, cap * sizeof(Recent));
-        if (!l)
-            return -1;
-        L->left_of = l;
-        Recent *r = realloc(L->right_of, cap * sizeof(Recent));
-        if (!r)
-            return -1;
-        L->right_of = r;
-        memset(l + L->recent_cap, 0, (cap - L->recent_cap) * sizeof(Recent));
-        memset(r + L->recent_cap, 0, (cap - L->recent_cap) * sizeof(Recent));
+        RESIZE(L->left_of, cap, Recent);
+        RESIZE(L->right_of, cap, Recent);
+        memset(L->left_of + L->recent_cap, 0, (cap - L->recent_cap) * sizeof(Recent));
+        memset(L->right_of + L->recent_cap, 0, (cap - L->recent_cap) * sizeof(Recent));
         L->recent_cap = cap;
     }
     return 0;
