@@ -127,9 +127,9 @@ def learn_merges(
     verdicts: dict[int, bool] = {}
 
     def allowed(p: int) -> bool:
-        """The one gate of ``valid``: may pair ``p`` be counted (and so become a candidate)?"""
-        if valid is None:
-            return True
+        """The one gate of ``valid`` (asked only when there is one): may pair ``p`` be counted (and so become a
+        candidate)?"""
+        assert valid is not None
         v = verdicts.get(p)
         if v is None:
             v = verdicts[p] = bool(valid(concat(symbols[p >> _SHIFT], symbols[p & _MASK])))
