@@ -176,6 +176,20 @@ def long_word(rng: random.Random) -> str:
     return (unit * (n // len(unit) + 1))[:n] if len(unit) < n else unit
 
 
+#: Piece lengths around the engines' size thresholds (parts before the merge heap takes over, the stack buffers,
+#: the pre-token cache's key and piece limits), in characters; with 2-4 byte letters they also cross them in bytes.
+BOUNDARY_LENGTHS = [15, 16, 17, 20, 24, 39, 40, 41, 47, 48, 49, 63, 64, 65, 127, 128, 129, 170, 255, 256, 511, 512, 513]
+
+
+def boundary_word(rng: random.Random) -> str:
+    """One word whose length sits at a size threshold, of 1-, 2- or 3-byte letters, or a long digit/space run."""
+    n = rng.choice(BOUNDARY_LENGTHS)
+    alphabet = rng.choice(["abcdefghijklmnopqrstuvwxyz", "etaoinsh", "ab", "éèçñüöäßøå", "日本語中文字",
+                           "ABCdefGHIjkl", "ก่า", "xyzXYZ\u0301"])
+    word = "".join(rng.choice(alphabet) for _ in range(n))
+    return rng.choice(["", "", " ", "'", "\n"]) + word + rng.choice(["", "", "'s", " ", "\n", "1"])
+
+
 def special_like(rng: random.Random) -> str:
     s = rng.choice(SPECIAL_LIKE)
     r = rng.random()
@@ -193,7 +207,7 @@ def fragment(rng: random.Random) -> str:
 #: The productions and their weights.
 PRODUCTIONS: list[tuple[Callable[[random.Random], str], float]] = [
     (contraction, 8), (digits, 10), (whitespace, 14), (letters, 16), (script, 6), (emoji, 4), (control, 3),
-    (punctuation, 9), (long_word, 0.6), (special_like, 5), (fragment, 10),
+    (punctuation, 9), (long_word, 0.6), (boundary_word, 3), (special_like, 5), (fragment, 10),
 ]  # fmt: skip
 _FUNCS = [p for p, _ in PRODUCTIONS]
 _WEIGHTS = [w for _, w in PRODUCTIONS]
