@@ -2,7 +2,8 @@
 BPE tokenizer (tiktoken files, against tiktoken's ``encode_ordinary``) and every tokenizer.json tokenizer (against
 Hugging Face ``tokenizers`` with special-token matching off), on the compiled and the pure-Python backends.
 
-    python -m tests.engine.exactness.fuzz [--names a,b] [--seconds S] [--seed N] [--batch B] [--report FILE]
+    python -m tests.engine.exactness.fuzz [--names a,b] [--seconds S] [--seed N] [--batch B] [--cache-size C]
+                                          [--report FILE]
 
 Strings come in batches; every target sees every batch (the same strings), until ``--seconds`` have passed. Ids
 and ``count`` are compared. About 5 % of the strings hold lone surrogates: tiktoken scrubs them to U+FFFD itself,
@@ -52,9 +53,10 @@ def reference_encoder(name: str) -> Encode:
     return reference_encoding(name).encode_ordinary
 
 
-def ours_encoder(name: str, backend: str) -> tuple[Encode, Callable[[str], int]]:
-    """Our ``encode`` and ``count`` for ``name`` on ``backend`` (raises if the backend is not the one asked)."""
-    tok = get_encoding(name, backend=backend)
+def ours_encoder(name: str, backend: str, cache_size: int | None = None) -> tuple[Encode, Callable[[str], int]]:
+    """Our ``encode`` and ``count`` for ``name`` on ``backend`` (raises if the backend is not the one asked);
+    ``cache_size`` as :func:`app.engine.get_encoding` takes it (None: the default pre-token cache)."""
+    tok = get_encoding(name, backend=backend, cache_size=cache_size)
     if getattr(tok, "backend", backend) != backend:
         raise RuntimeError(f"asked for the {backend} backend of {name}, got {getattr(tok, 'backend', None)}")
     return tok.encode, tok.count
@@ -124,10 +126,11 @@ def batch(rng: random.Random, size: int) -> list[str]:
     return [grammar.surrogate_text(rng) if rng.random() < SURROGATE_SHARE else grammar.text(rng) for _ in range(size)]
 
 
-def run(names: list[str], seconds: float, seed: int, batch_size: int, *, max_findings: int = 20) -> Campaign:
+def run(names: list[str], seconds: float, seed: int, batch_size: int, *, max_findings: int = 20,
+        cache_size: int | None = None) -> Campaign:
     """Fuzz every (name, backend) on the same batches until ``seconds`` have passed."""
     refs = {n: reference_encoder(n) for n in names}
-    targets = {(n, b): ours_encoder(n, b) for n in names for b in BACKENDS}
+    targets = {(n, b): ours_encoder(n, b, cache_size) for n in names for b in BACKENDS}
     camp = Campaign(seed)
     rng = random.Random(seed)
     deadline = time.monotonic() + seconds
@@ -174,21 +177,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch", type=int, default=200)
+    parser.add_argument("--cache-size", type=int, default=None, help="our pre-token cache size (0: off)")
     parser.add_argument("--report", default="", help="write the tally and findings to this JSON file")
     args = parser.parse_args(argv)
     names = [n for n in args.names.split(",") if n]
     t0 = time.monotonic()
-    camp = run(names, args.seconds, args.seed, args.batch)
+    camp = run(names, args.seconds, args.seed, args.batch, cache_size=args.cache_size)
     elapsed = time.monotonic() - t0
     for key in sorted(camp.compared):
         bad = camp.mismatched.get(key, 0)
         print(f"{key:22s} strings {camp.compared[key]:>8,d}  chars {camp.chars[key]:>11,d}  "
               f"with surrogates {camp.surrogate_strings[key]:>6,d}  mismatches {bad}")
-    print(f"seed {args.seed}, {camp.batches} batches of {args.batch}, {elapsed:.0f} s, "
+    print(f"seed {args.seed}, cache size {args.cache_size}, {camp.batches} batches of {args.batch}, {elapsed:.0f} s, "
           f"{len(camp.findings)} findings")
     if args.report:
         with open(args.report, "w", encoding="utf-8") as fh:
-            json.dump({"seed": args.seed, "seconds": elapsed, "batches": camp.batches, "batch": args.batch,
+            json.dump({"seed": args.seed, "cache_size": args.cache_size, "seconds": elapsed, "batches": camp.batches,
+                       "batch": args.batch,
                        "compared": camp.compared, "mismatched": camp.mismatched, "chars": camp.chars,
                        "surrogate_strings": camp.surrogate_strings, "findings": [f.__dict__ for f in camp.findings]},
                       fh, ensure_ascii=False, indent=1)
