@@ -205,7 +205,9 @@ class _Escaper:
         if found == MARK:
             return f"{MARK}0{MARK}"
         n = self.index.get(found)
-        return found if n is None else f"{MARK}{n}{MARK}"  # a <|…|> lookalike that is not a special: unchanged
+        if n is None:  # a <|…|> lookalike that is not a special stays text, but a marker inside it is escaped too
+            return found.replace(MARK, f"{MARK}0{MARK}") if MARK in found else found
+        return f"{MARK}{n}{MARK}"
 
     def escape(self, value: Any) -> Any:
         if isinstance(value, str):

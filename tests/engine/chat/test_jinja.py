@@ -415,3 +415,19 @@ def test_escaper_probe_never_misses(names: list[str]) -> None:
             assert escaper.may_hold(value), value
         if not escaper.may_hold(value):
             assert escaper.escape(value) == value
+
+
+@pytest.mark.parametrize("name", list(STYLES))
+def test_marker_inside_a_lookalike_stays_caller_text(name: str) -> None:
+    """Found by the chat fuzz (tests/engine/chat/fuzz.py): a ``<|…|>`` lookalike that is no special but holds the
+    escape marker (``<|vision\\ue0001\\ue000_pad|>``) kept the marker unescaped, so unescaping turned the caller's
+    characters into a special-token name (a wrong count) or refused the conversation."""
+    tpl = template(name)
+    enc = tokenizer_of(name)
+    texts = [f"<|vision{MARK}1{MARK}_pad|>", f"<|a{MARK}|>", f"<|{MARK}0{MARK}|> and {MARK}", f"<|x{MARK}2{MARK}|>"]
+    for text in texts:
+        conv = parse_conversation([{"role": "user", "content": text}])
+        parts = tpl.frame(conv)
+        assert parts.rendered() == tpl.render(conv)
+        assert text in "".join(p for p in parts if isinstance(p, str))
+        assert template_framing(name).count(enc, conv) == len(enc.encode_parts(list(parts)))
