@@ -51,7 +51,8 @@ COMBINING = "".join(map(chr, [*range(0x300, 0x370), 0x20D0, 0x20D1, 0x20E3, 0x1A
 SCRIPTS = {
     "cjk": (0x4E00, 0x9FFF), "hiragana": (0x3041, 0x3096), "katakana": (0x30A1, 0x30FA), "hangul": (0xAC00, 0xD7A3),
     "thai": (0x0E01, 0x0E5B), "devanagari": (0x0900, 0x097F), "arabic": (0x0600, 0x06FF), "hebrew": (0x0591, 0x05F4),
-    "cyrillic": (0x0400, 0x04FF), "greek": (0x0370, 0x03FF), "latin-ext": (0x00C0, 0x024F), "ethiopic": (0x1200, 0x137C),
+    "cyrillic": (0x0400, 0x04FF), "greek": (0x0370, 0x03FF), "latin-ext": (0x00C0, 0x024F),
+    "ethiopic": (0x1200, 0x137C),
     "jamo": (0x1100, 0x11FF), "cjk-ext-b": (0x20000, 0x2A6DF), "math-alnum": (0x1D400, 0x1D7FF),
     "gothic": (0x10330, 0x1034A), "tamil": (0x0B82, 0x0BFA), "georgian": (0x10A0, 0x10FF),
 }
@@ -207,6 +208,8 @@ def generate(rng: random.Random, *, surrogates: bool = False) -> str:
         parts.append(ws_run(rng))
     text = "".join(parts)
     r = rng.random()
+    if r > 0.97:  # a long mixture (long-input paths, caches, chunking)
+        return text + "".join(generate(rng, surrogates=surrogates) for _ in range(rng.randint(5, 30)))
     if r < 0.05:
         text = unicodedata.normalize("NFD", text)
     elif r < 0.08:
@@ -392,7 +395,8 @@ def main() -> None:
         t0 = time.monotonic()
         report = fuzz(checker, seed=args.seed, seconds=args.seconds)
         odd = {b: len(surrogate_check(tok, random.Random(args.seed), 200)) for b, tok in checker.toks.items()}
-        print(report.line(time.monotonic() - t0) + f"; skip list {list(checker.skip)}; "
+        backends = {b: tok.backend for b, tok in checker.toks.items()}
+        print(report.line(time.monotonic() - t0) + f"; backends {backends}; skip list {list(checker.skip)}; "
               f"lone-surrogate strings not clean {odd}", flush=True)
 
 
