@@ -4,11 +4,12 @@ and pure-Python backends) against its reference (:data:`~.exactness.REFERENCES`)
 
     python -m tests.engine.families.fuzz [--names a,b] [--seconds S] [--seed N] [--backends native,python]
 
-``--seconds`` is the budget of each tokenizer. Per string it compares the ids of ours and the reference, the decode
-of the reference's ids (ours vs the reference's decode), and that no id of ours is a special token (text is always
-plain text). On a mismatch it shrinks the string by deleting characters (delta debugging) to a minimal string that
-still shows the same kind of mismatch and prints it (``repr``) with both id lists. It ends with one line per
-tokenizer: strings compared, characters, mismatches by kind, the seed.
+``--seconds`` is the budget of each tokenizer. Per string it compares the ids of ours and the reference, our count
+with the number of the reference's ids, the decode of the reference's ids (ours vs the reference's decode), and that
+no id of ours is a special token read from the text (text is always plain text); per batch of 64 strings, our
+``encode_batch``/``count_batch`` on 2 threads. On a mismatch it shrinks the string by deleting characters (delta
+debugging) to a minimal string that still shows the same kind of mismatch and prints it (``repr``) with both id
+lists. It ends with one line per tokenizer: strings compared, characters, mismatches by kind, the seed.
 
 Lone surrogates: only ``mistral-common`` takes them (as tiktoken, it reads them as U+FFFD); ``sentencepiece`` and
 Hugging Face ``tokenizers`` refuse such a ``str``, so the grammar makes them only for tokenizers whose reference
@@ -275,6 +276,9 @@ class Checker:
                 return (f"{b}:crash", repr(exc), ref)
             if ids != ref:
                 return (f"{b}:ids", ids, ref)
+            n = tok.count(text)
+            if n != len(ref):
+                return (f"{b}:count", n, len(ref))
             if _parsed(tok, text, ids):
                 return (f"{b}:special-from-text", ids, ref)
             try:
@@ -283,6 +287,27 @@ class Checker:
                 return (f"{b}:decode-crash", repr(exc), ref_text)
             if got != ref_text:
                 return (f"{b}:decode", got, ref_text)
+        return None
+
+    def check_batch(self, texts: list[str]) -> str | None:
+        """The first of ``texts`` whose ``encode_batch``/``count_batch`` (2 threads) entry differs from the
+        reference (or from the kind ``"<backend>:batch"`` of check), else None."""
+        refs = [self.encode(t) for t in texts]
+        for tok in self.toks.values():
+            ids, counts = tok.encode_batch(texts, num_threads=2), tok.count_batch(texts, num_threads=2)
+            for t, r, i, c in zip(texts, refs, ids, counts, strict=True):
+                if i != r or c != len(r):
+                    return t
+        return None
+
+    def check_batched(self, text: str) -> tuple[str, object, object] | None:
+        """:meth:`check` for a batch of ``text`` in the middle of others (kind ``"<backend>:batch"``)."""
+        texts = ["a", text, " b", text]
+        ref = self.encode(text)
+        for b, tok in self.toks.items():
+            ids, counts = tok.encode_batch(texts, num_threads=2), tok.count_batch(texts, num_threads=2)
+            if ids[1] != ref or ids[3] != ref or counts[1] != len(ref) or counts[3] != len(ref):
+                return (f"{b}:batch", (ids[1], counts[1]), ref)
         return None
 
 
@@ -317,7 +342,7 @@ class Report:
     repros: list[tuple[str, str, object, object]] = field(default_factory=list)
 
     def line(self, seconds: float) -> str:
-        bad = sum(v for k, v in self.kinds.items() if k != "reference-error")
+        bad = sum(v for k, v in self.kinds.items() if k != "reference-error")  # the reference refused: not compared
         return (f"{self.name}: {self.strings} strings, {self.chars} chars, seed {self.seed}, {bad} mismatches "
                 f"{dict(self.kinds)}, {self.skipped} skipped (reference reads a special), {seconds:.0f}s")
 
@@ -331,6 +356,7 @@ def fuzz(checker: Checker, *, seed: int, seconds: float | None = None, count: in
     deadline = time.monotonic() + seconds if seconds is not None else float("inf")
     sur = surrogates_accepted(checker.name)
     seen: set[tuple[str, str]] = set()
+    batch: list[str] = []
     while time.monotonic() < deadline and (count is None or report.strings < count):
         text = generate(rng, surrogates=sur)
         if not checker.usable(text):
@@ -338,25 +364,33 @@ def fuzz(checker: Checker, *, seed: int, seconds: float | None = None, count: in
             continue
         report.strings += 1
         report.chars += len(text)
+        batch.append(text)
         bad = checker.check(text)
+        check = checker.check
+        if bad is None and len(batch) == 64:
+            odd = checker.check_batch(batch)
+            batch = []
+            if odd is not None:
+                text, check = odd, checker.check_batched
+                bad = check(text) or ("batch:unreproduced", None, None)
         if bad is None:
             continue
         kind = bad[0]
         report.kinds[kind] += 1
-        if kind == "reference-error" or len(report.repros) >= max_repros:
+        if kind in ("reference-error", "batch:unreproduced") or len(report.repros) >= max_repros:
             continue
 
-        def same(t: str, kind: str = kind) -> bool:
+        def same(t: str, kind: str = kind, check: Callable[[str], tuple[str, object, object] | None] = check) -> bool:
             if not checker.usable(t):
                 return False
-            r = checker.check(t)
+            r = check(t)
             return r is not None and r[0] == kind
 
         small = shrink(text, same)
         if (kind, small) in seen:
             continue
         seen.add((kind, small))
-        res = checker.check(small) or bad
+        res = check(small) or bad
         report.repros.append((kind, small, res[1], res[2]))
         if verbose:
             print(f"MISMATCH {checker.name} {kind}: {small!r}\n  ours {res[1]!r}\n  ref  {res[2]!r}\n"
