@@ -367,7 +367,7 @@ def fuzz(checker: Checker, *, seed: int, seconds: float | None = None, count: in
         batch.append(text)
         bad = checker.check(text)
         check = checker.check
-        if bad is None and len(batch) == 64:
+        if bad is None and len(batch) >= 64:
             odd = checker.check_batch(batch)
             batch = []
             if odd is not None:
