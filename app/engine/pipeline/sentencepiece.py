@@ -175,7 +175,8 @@ class FixedTemplate:
 def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_size: int | None = None,
                    spec: TokenizerSpec | None = None, backend: str | None = None) -> Pipeline:
     """The pipeline for ``vocab``. Raises :class:`ArtifactError` naming ``source`` for an inconsistent vocabulary
-    (no unknown piece, a malformed charsmap). ``backend``: the BPE model's (see :class:`SentencePieceBPE`)."""
+    (no unknown piece, a malformed charsmap). ``backend``: the model's (see :class:`SentencePieceBPE` and
+    :class:`Unigram`)."""
     types = vocab.types
     unknown = vocab.ids_of(UNKNOWN)
     if vocab.unk_id is not None:
@@ -202,7 +203,7 @@ def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_s
     else:
         excluded = [i for i, t in enumerate(types) if t not in (NORMAL, USER_DEFINED)]
         model = Unigram(pairs, unk_id=unk_id, byte_fallback=vocab.byte_fallback, excluded=excluded,
-                        user_defined=user, float32=True, cache_size=word_cache_size(cache_size))
+                        user_defined=user, float32=True, cache_size=word_cache_size(cache_size), backend=backend)
     normalizer = SentencePieceNormalizer(
         charsmap, add_dummy_prefix=vocab.add_dummy_prefix, remove_extra_whitespaces=vocab.remove_extra_whitespaces,
         escape_whitespaces=vocab.escape_whitespaces, treat_whitespace_as_suffix=vocab.treat_whitespace_as_suffix,

@@ -90,3 +90,19 @@ def test_space_symbol_split_is_exact_and_used() -> None:
     for text in sample(10, 40, seed=13):
         assert tok.encode(text) == model.tokenize(normalize(text))
     assert not splits_exactly(["a\u2581b"]) and splits_exactly(["\u2581\u2581", "\u2581ab"])
+
+
+@pytest.mark.parametrize("name", ["mistral-v1", "llama2", "xlm-roberta"])
+def test_backend_argument_reaches_the_model(name: str) -> None:
+    """``backend=`` picks the model's backend for SentencePiece BPE and Unigram alike (the Unigram builder once
+    dropped it, so ``backend="python"`` still ran the compiled core and the two could not be compared in one
+    process)."""
+    from app.engine.pipeline.compiled import UNIGRAM
+
+    python = get_encoding(name, backend="python")
+    assert python.backend == "python" and python.model.backend == "python"  # type: ignore[attr-defined]
+    if UNIGRAM.module is not None:
+        native = get_encoding(name, backend="native")
+        assert native.backend == "native" and native.model.backend == "native"  # type: ignore[attr-defined]
+        text = "ｆｕｌｌ  wïdth \u2581 日本語 \x00 ﬁ"
+        assert python.encode(text) == native.encode(text) == sentencepiece_reference(name).encode(text)
