@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from app.engine import get_encoding, get_store
 from app.engine.encoding import scrub_surrogates
 
+from ..shrinking import shrink
 from . import grammar
 
 Encode = Callable[[str], list[int]]
@@ -71,33 +72,6 @@ def differs(ours: Encode, count: Callable[[str], int], ref: Encode, text: str) -
         return True
     want = ref(text)
     return got != want or n != len(want)
-
-
-def shrink(text: str, failing: Callable[[str], bool]) -> str:
-    """A short string on which ``failing`` still holds: delta debugging over characters (ddmin), then single
-    character removals until none helps. ``failing(text)`` must be true."""
-    chars = list(text)
-    n = 2
-    while len(chars) >= 2:
-        size = max(1, len(chars) // n)
-        chunks = [chars[i : i + size] for i in range(0, len(chars), size)]
-        for i in range(len(chunks)):
-            rest = [c for j, ch in enumerate(chunks) if j != i for c in ch]
-            if rest and failing("".join(rest)):
-                chars, n = rest, max(n - 1, 2)
-                break
-        else:
-            if n >= len(chars):
-                break
-            n = min(len(chars), n * 2)
-    i = 0
-    while i < len(chars) and len(chars) > 1:
-        trial = chars[:i] + chars[i + 1 :]
-        if failing("".join(trial)):
-            chars = trial
-        else:
-            i += 1
-    return "".join(chars)
 
 
 @dataclass

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from app.engine import get_encoding
 from app.engine.tokenizer import Tokenizer
 
+from ..shrinking import shrink
 from .exactness import REFERENCES, _reference
 from .texts import SPECIAL_STRINGS, _documents
 
@@ -311,26 +312,6 @@ class Checker:
         return None
 
 
-def shrink(text: str, fails: Callable[[str], bool], *, budget: int = 3000) -> str:
-    """A shorter string that still ``fails``: delete chunks of characters (ddmin), halving the chunk size when no
-    chunk can go, until single characters cannot go (or ``budget`` calls are spent)."""
-    chars = list(text)
-    n, calls = 2, 0
-    while len(chars) >= 2 and calls < budget:
-        size = max(1, len(chars) // n)
-        for i in range(0, len(chars), size):
-            cand = chars[:i] + chars[i + size:]
-            calls += 1
-            if fails("".join(cand)):
-                chars, n = cand, max(n - 1, 2)
-                break
-        else:
-            if size == 1:
-                break
-            n = min(n * 2, len(chars))
-    return "".join(chars)
-
-
 @dataclass
 class Report:
     name: str
@@ -386,7 +367,7 @@ def fuzz(checker: Checker, *, seed: int, seconds: float | None = None, count: in
             r = check(t)
             return r is not None and r[0] == kind
 
-        small = shrink(text, same)
+        small = shrink(text, same, budget=3000)
         if (kind, small) in seen:
             continue
         seen.add((kind, small))
