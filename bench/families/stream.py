@@ -1,6 +1,6 @@
 """SentencePiece tokenizers against ``sentencepiece`` in a steady state: each corpus once per round, never repeated.
 
-``python -m bench.families.stream [--tokenizers a,b] [--rounds R] [--kib N] [--json PATH]``
+``python -m bench.families.stream [--tokenizers a,b] [--rounds R] [--kib N] [--json PATH] [--data-dir DIR]``
 
 :mod:`bench.families.run` times one 100 KB sample of every corpus, and its "cold" pass follows a Hugging Face
 pass over the same text. This one times what a sidecar sees: a long run of text that it meets once. For every
@@ -19,16 +19,16 @@ import argparse
 import json
 import os
 import statistics
-import time
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from bench.families.word_cache import cpu_pass
+from bench.pipeline.run import DOC_BYTES
 
 os.environ.setdefault("BENCH_CORPORA_OFFLINE", "1")
 
 #: The bundled tokenizers whose reference is ``sentencepiece``.
 SENTENCEPIECE_NAMES = ("mistral-v1", "mistral-v3", "mistral-v7", "llama2", "phi-3", "xlm-roberta")
-DOC_BYTES = 10_000
 LINE_BYTES = 50
 
 
@@ -41,15 +41,7 @@ def workloads(text: str, kib: int) -> dict[str, list[str]]:
     return {"10 KB docs": docs, "50 B lines": lines}
 
 
-def cpu_seconds(fn: Callable[[str], object], texts: Sequence[str]) -> float:
-    """This thread's CPU time of ``fn`` over ``texts``, once each."""
-    t = time.thread_time()
-    for x in texts:
-        fn(x)
-    return time.thread_time() - t
-
-
-def measure(ours: Any, reference: Any, texts: Sequence[str], rounds: int) -> tuple[float, float]:
+def measure(ours: Any, reference: Any, texts: list[str], rounds: int) -> tuple[float, float]:
     """Median MB/s of ours and of the reference over ``rounds`` alternating rounds."""
     mb = sum(len(x.encode("utf-8")) for x in texts) / 1e6
     times: dict[str, list[float]] = {"ours": [], "reference": []}
@@ -57,9 +49,9 @@ def measure(ours: Any, reference: Any, texts: Sequence[str], rounds: int) -> tup
         for who in ("ours", "reference") if r % 2 == 0 else ("reference", "ours"):
             if who == "ours":
                 ours.clear_cache()
-                times[who].append(cpu_seconds(ours.encode, texts))
+                times[who].append(cpu_pass(ours.encode, texts))
             else:
-                times[who].append(cpu_seconds(reference.encode, texts))
+                times[who].append(cpu_pass(reference.encode, texts))
     return mb / statistics.median(times["ours"]), mb / statistics.median(times["reference"])
 
 
@@ -69,13 +61,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--kib", type=int, default=200, help="KiB of each corpus (default 200)")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    parser.add_argument("--data-dir", type=Path, default=None, help="the corpora (default: bench.corpora's)")
     args = parser.parse_args(argv)
 
     from app.engine.registry import get_store, load_encoding
     from bench.corpora import bench_texts
     from tests.engine.families.references import sentencepiece_reference
 
-    corpora = bench_texts()
+    corpora = bench_texts(args.data_dir)
     names = ["english", *sorted(k for k in corpora if k.startswith("ml-"))]
     rows: list[dict[str, Any]] = []
     print(f"load average at start {os.getloadavg()[0]:.2f}; {args.rounds} rounds, {args.kib} KiB per corpus; "

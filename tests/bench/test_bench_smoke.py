@@ -175,6 +175,23 @@ def test_floor_bench_reports_ours_over_floor(data_dir: Path, tmp_path: Path) -> 
         assert cells[-1] == "0"  # no failed request on either server
 
 
+def test_stream_bench_checks_ids_and_writes_rows(data_dir: Path, tmp_path: Path) -> None:
+    """``bench.families.stream``: ids checked against ``sentencepiece`` first, then one row per corpus and
+    workload with both rates."""
+    out = tmp_path / "stream.json"
+    env = {**os.environ, "BENCH_CORPORA_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-m", "bench.families.stream", "--tokenizers", "phi-3", "--rounds", "1",
+                           "--kib", "4", "--data-dir", str(data_dir), "--json", str(out)],
+                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert {(r["corpus"], r["workload"]) for r in rows} == {
+        (c, w) for c in ["english", *(k for k in corpora.BENCH_CORPORA if k.startswith("ml-"))]
+        for w in ("10 KB docs", "50 B lines")}
+    assert all(r["tokenizer"] == "phi-3" and r["ours_mb_s"] > 0 and r["sentencepiece_mb_s"] > 0 for r in rows)
+    assert "phi-3 10 KB docs: ours / sentencepiece" in proc.stdout
+
+
 def test_client_bench_quick(tmp_path: Path) -> None:
     """``bench.client.run --quick`` starts a server, runs every variant and writes its table (no timing checks)."""
     out = tmp_path / "client.md"
