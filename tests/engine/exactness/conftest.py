@@ -16,11 +16,12 @@ REPORT_ENV = "EXACTNESS_REPORT"
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Print how many strings were compared with tiktoken per tokenizer, and how many differed."""
+    """Print how many strings were compared with the reference per tokenizer, and how many differed (tiktoken for
+    the tiktoken-format tokenizers, Hugging Face ``tokenizers`` for the ``tokenizer.json`` ones)."""
     if not TALLY.compared:
         return
     tr = terminalreporter
-    tr.write_sep("=", "exactness vs tiktoken 0.14: strings compared / mismatches")
+    tr.write_sep("=", "exactness vs tiktoken 0.14 / HF tokenizers (tokenizer.json): strings compared / mismatches")
     order = [f"{t}/{b}" for b in BACKENDS for t in TOKENIZERS]
     names = [n for n in order if n in TALLY.compared] + sorted(set(TALLY.compared) - set(order))
     for name in names:
