@@ -47,35 +47,46 @@
 
 /* ---- growable buffers --------------------------------------------------------------------------------------- */
 
-/* A growable buffer may start in the caller's storage (``stack``: then ``v == stack`` until it outgrows it; the
- * other fields as usual), so a short text needs no allocation. */
+/* A growable buffer (fields ``v``, ``n``, ``cap``, ``stack``) may start in the caller's storage (``stack``: then
+ * ``v == stack`` until it outgrows it), so a short text needs no allocation. */
+
+/* Capacity for at least n + extra items of ``elem`` bytes in *v (capacity *cap, doubled from ``first``); storage
+ * that is still the caller's ``stack`` is copied out, never reallocated.  E_NOMEM leaves the buffer as it was. */
+static int buf_grow(void **v, const void *stack, Py_ssize_t n, Py_ssize_t *cap, Py_ssize_t extra, size_t elem,
+                    Py_ssize_t first) {
+    Py_ssize_t c = *cap ? *cap : first;
+    while (c - n < extra) c *= 2;
+    void *nv;
+    if (*v != NULL && *v == stack) {
+        nv = malloc((size_t)c * elem);
+        if (nv) memcpy(nv, *v, (size_t)n * elem);
+    } else {
+        nv = realloc(*v, (size_t)c * elem);
+    }
+    if (!nv) return E_NOMEM;
+    *v = nv;
+    *cap = c;
+    return 0;
+}
+
+/* Room for ``extra`` more items in buffer b (doubled from ``first``), or E_NOMEM. */
+#define BUF_RESERVE(b, extra, first)                                                                            \
+    ((b)->cap - (b)->n >= (extra) ? 0                                                                           \
+                                  : buf_grow((void **)&(b)->v, (b)->stack, (b)->n, &(b)->cap, (extra),         \
+                                             sizeof *(b)->v, (first)))
+#define BUF_FREE(b)                                                                                             \
+    do {                                                                                                        \
+        if ((b)->v != (b)->stack) free((b)->v);                                                                 \
+    } while (0)
+
 typedef struct {
     int32_t *v;
     Py_ssize_t n, cap;
     int32_t *stack;
 } IdBuf;
 
-/* Room for ``extra`` more ids. */
-static int ids_reserve(IdBuf *b, Py_ssize_t extra) {
-    if (b->cap - b->n >= extra) return 0;
-    Py_ssize_t cap = b->cap ? b->cap : 64;
-    while (cap - b->n < extra) cap *= 2;
-    int32_t *nv;
-    if (b->v != NULL && b->v == b->stack) {
-        nv = (int32_t *)malloc((size_t)cap * sizeof(int32_t));
-        if (nv) memcpy(nv, b->v, (size_t)b->n * sizeof(int32_t));
-    } else {
-        nv = (int32_t *)realloc(b->v, (size_t)cap * sizeof(int32_t));
-    }
-    if (!nv) return E_NOMEM;
-    b->v = nv;
-    b->cap = cap;
-    return 0;
-}
-
-static void ids_free(IdBuf *b) {
-    if (b->v != b->stack) free(b->v);
-}
+static inline int ids_reserve(IdBuf *b, Py_ssize_t extra) { return BUF_RESERVE(b, extra, 64); }
+static void ids_free(IdBuf *b) { BUF_FREE(b); }
 
 static int ids_push(IdBuf *b, int32_t x) {
     if (b->n == b->cap && ids_reserve(b, 1) < 0) return E_NOMEM;
@@ -89,26 +100,8 @@ typedef struct {
     unsigned char *stack;
 } ByteBuf;
 
-static int bytes_reserve(ByteBuf *b, Py_ssize_t extra) {
-    if (b->n + extra <= b->cap) return 0;
-    Py_ssize_t cap = b->cap ? b->cap : 256;
-    while (cap < b->n + extra) cap *= 2;
-    unsigned char *nv;
-    if (b->v != NULL && b->v == b->stack) {
-        nv = (unsigned char *)malloc((size_t)cap);
-        if (nv) memcpy(nv, b->v, (size_t)b->n);
-    } else {
-        nv = (unsigned char *)realloc(b->v, (size_t)cap);
-    }
-    if (!nv) return E_NOMEM;
-    b->v = nv;
-    b->cap = cap;
-    return 0;
-}
-
-static void bytes_free(ByteBuf *b) {
-    if (b->v != b->stack) free(b->v);
-}
+static inline int bytes_reserve(ByteBuf *b, Py_ssize_t extra) { return BUF_RESERVE(b, extra, 256); }
+static void bytes_free(ByteBuf *b) { BUF_FREE(b); }
 
 static inline int utf8_len(unsigned char b) { return b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4; }
 
@@ -140,29 +133,8 @@ typedef struct {
     Py_ssize_t done;
 } LabBuf;
 
-static int labs_grow(LabBuf *b, Py_ssize_t extra) {
-    Py_ssize_t cap = b->cap ? b->cap : 256;
-    while (cap - b->n < extra) cap *= 2;
-    uint16_t *nv;
-    if (b->v != NULL && b->v == b->stack) {
-        nv = (uint16_t *)malloc((size_t)cap * sizeof(uint16_t));
-        if (nv) memcpy(nv, b->v, (size_t)b->n * sizeof(uint16_t));
-    } else {
-        nv = (uint16_t *)realloc(b->v, (size_t)cap * sizeof(uint16_t));
-    }
-    if (!nv) return E_NOMEM;
-    b->v = nv;
-    b->cap = cap;
-    return 0;
-}
-
-static inline int labs_reserve(LabBuf *b, Py_ssize_t extra) {
-    return b->cap - b->n >= extra ? 0 : labs_grow(b, extra);
-}
-
-static void labs_free(LabBuf *b) {
-    if (b->v != b->stack) free(b->v);
-}
+static inline int labs_reserve(LabBuf *b, Py_ssize_t extra) { return BUF_RESERVE(b, extra, 256); }
+static void labs_free(LabBuf *b) { BUF_FREE(b); }
 
 /* Labels for the bytes ``out`` has past ``b->done`` (whole UTF-8 characters). */
 static int labs_decode(LabBuf *b, const ByteBuf *out) {
