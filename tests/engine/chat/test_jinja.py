@@ -56,6 +56,14 @@ def specials_of(name: str) -> list[str]:
     return data[name]
 
 
+def markers_of(name: str) -> set[str]:
+    """The strings whose presence in caller text makes the reference's ids for the conversation its
+    ``split_special_tokens`` ids of our parts: the tokenizer's specials and its other added tokens (transformers may
+    count an added token as special that the tokenizer.json does not; see test_gemma_mask_is_the_files_added_token)."""
+    enc = tokenizer_of(name)
+    return set(specials_of(name)) | set(getattr(enc, "added_tokens", {}))
+
+
 @pytest.mark.parametrize("name", list(STYLES))
 def test_ids_are_compared(name: str) -> None:
     assert tokenizer_of(name) is not None
@@ -113,7 +121,7 @@ def framing_count(name: str, c: dict[str, Any]) -> int:
 
 def compare(name: str, convs: list[dict[str, Any]], ours: list[Any], answers: list[dict[str, Any]]) -> int:
     """Asserts no mismatch; returns how many conversations' ids were compared."""
-    specials = set(specials_of(name))
+    markers = markers_of(name)
     enc = tokenizer_of(name)
     mismatches = []
     compared = 0
@@ -130,7 +138,7 @@ def compare(name: str, convs: list[dict[str, Any]], ours: list[Any], answers: li
             ids = enc.encode_parts(list(parts))
             # with role markers in caller text transformers would turn them into control tokens: the reference
             # for us is its tokenizer on the same parts with special-token parsing off
-            want = ref["parts_ids"] if has_markers(c, specials) else ref["ids"]
+            want = ref["parts_ids"] if has_markers(c, markers) else ref["ids"]
             compared += 1
             if ids != want:
                 mismatches.append((i, "ids"))
@@ -159,7 +167,7 @@ def test_recorded_reference(name: str) -> None:
     data = hf.recorded("jinja_reference")
     convs = conversations(data["seed"], data["n"], STYLES[name]) + invalid(STYLES[name])
     ours, _ = ours_and_items(name, convs)
-    specials = set(specials_of(name))
+    markers = markers_of(name)
     enc = tokenizer_of(name)
     expected = data["templates"][name]
     assert len(expected) == len(ours)
@@ -171,7 +179,7 @@ def test_recorded_reference(name: str) -> None:
         assert hf.digest(rendered) == want[0]
         if enc is not None:
             ids = enc.encode_parts(list(parts))
-            assert hf.digest(ids) == (want[2] if has_markers(c, specials) else want[1])
+            assert hf.digest(ids) == (want[2] if has_markers(c, markers) else want[1])
             assert framing_count(name, c) == len(ids)
 
 
@@ -431,3 +439,28 @@ def test_marker_inside_a_lookalike_stays_caller_text(name: str) -> None:
         assert parts.rendered() == tpl.render(conv)
         assert text in "".join(p for p in parts if isinstance(p, str))
         assert template_framing(name).count(enc, conv) == len(enc.encode_parts(list(parts)))
+
+
+def test_gemma_mask_is_the_files_added_token() -> None:
+    """Gemma 3's tokenizer.json lists ``<mask>`` (id 4) as an added token that is not special, so ``<mask>`` in
+    caller text is that one token: as Hugging Face ``tokenizers`` reads the text, and as transformers' ids of the
+    rendered prompt have it. transformers alone also counts it special (its Gemma tokenizer class defaults
+    ``mask_token`` to ``<mask>``; the file does not name it), so its ``split_special_tokens`` ids split it. The
+    service follows the file. Pinned both ways, so a change in either reference shows here."""
+    from tests.engine.pipeline.reference import reference
+
+    name = "gemma-3-27b-it"
+    enc = tokenizer_of(name)
+    messages = [{"role": "user", "content": "fill <mask> in"}]
+    conv = parse_conversation(messages)
+    parts = template(name).frame(conv, add_generation_prompt=True)
+    ids = enc.encode_parts(list(parts))
+    assert ids.count(4) == 1 and not enc.is_special(4) and enc.added_tokens["<mask>"] == 4
+    text = next(p for p in parts if isinstance(p, str) and "<mask>" in p)
+    assert 4 in reference("gemma3").encode(text, add_special_tokens=False).ids
+    assert template_framing(name).count(enc, conv, add_generation_prompt=True) == len(ids)
+    _, items = ours_and_items(name, [{"messages": messages, "tools": None, "add_generation_prompt": True}])
+    (ref,) = hf.run(name, TEMPLATES[name].text, items)
+    assert ref["rendered"] == parts.rendered()
+    assert ids == ref["ids"]
+    assert 4 not in ref["parts_ids"] and len(ref["parts_ids"]) == len(ids) + 1  # " <", "mask", ">" for " ", 4
