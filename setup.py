@@ -1,13 +1,14 @@
 """Build script for the optional compiled extensions (metadata lives in pyproject.toml).
 
-``app.engine._native._core`` (the encoding hot path, ``tokcore.c``), ``app.engine._native._trainer`` (the
-trainer's counter and learners, ``trainer.c`` with ``train_unigram.c``, ``train_wordpiece.c`` and ``train_words.c``),
-``app.engine._native._mergebpe`` (BPE over a merge list, ``mergebpe.c``), ``app.engine._native._wordpiece``
-(WordPiece and the BERT normalizer, ``wordpiece.c``), ``app.engine._native._spbpe`` (SentencePiece BPE by piece
-score, ``spbpe.c``) and ``app.engine._native._unigram`` (Unigram Viterbi and SentencePiece's normalizer with a
-precompiled charsmap, ``unigram.c``) are C extensions built with the compiler and Python headers of the machine.
-All are ``optional``: without a compiler (or headers) the build prints a warning, the package still installs, and
-the engine and trainer run the pure-Python reference (slower), logging that they do.
+``app.engine._native._core`` (the encoding hot path, ``tokcore.c``, and the ``FastCall`` dispatcher,
+``fast_call.h``), ``app.engine._native._trainer`` (the trainer's counter and learners, ``trainer.c`` with
+``train_unigram.c``, ``train_wordpiece.c`` and ``train_words.c``), ``app.engine._native._mergebpe`` (BPE over a merge
+list, ``mergebpe.c``), ``app.engine._native._wordpiece`` (WordPiece and the BERT normalizer, ``wordpiece.c``),
+``app.engine._native._spbpe`` (SentencePiece BPE by piece score, ``spbpe.c``) and ``app.engine._native._unigram``
+(Unigram Viterbi and SentencePiece's normalizer with a precompiled charsmap, ``unigram.c``) are C extensions built
+with the compiler and Python headers of the machine. All are ``optional``: without a compiler (or headers) the build
+prints a warning, the package still installs, and the engine and trainer run the pure-Python reference (slower),
+logging that they do.
 """
 
 from setuptools import Extension, setup
@@ -15,7 +16,7 @@ from setuptools import Extension, setup
 NATIVE = "app/engine/_native"
 HEADERS = [f"{NATIVE}/bytes_hash.h", f"{NATIVE}/pretokenizer.h", f"{NATIVE}/unicode_tables.h",
            f"{NATIVE}/bert_tables.h", f"{NATIVE}/hash_mix.h", f"{NATIVE}/py_items.h", f"{NATIVE}/word_cache.h",
-           f"{NATIVE}/sp_rules.h", f"{NATIVE}/sp_scripts.h"]
+           f"{NATIVE}/sp_rules.h", f"{NATIVE}/sp_scripts.h", f"{NATIVE}/fast_call.h"]
 
 
 def _extension(module: str, *sources: str) -> Extension:

@@ -145,6 +145,7 @@ class Encoding(TokenizerBase):
             self._cache = PieceCache(self._encode_piece, default_cache_size() if cache_size is None else cache_size)
             self._text_ranks  # noqa: B018 -- built at load, not on the first request
             log.info("encoding %s: python backend (pure-Python reference engine)", name)
+        self._bind_plain_encode()
 
     @cached_property
     def _text_ranks(self) -> dict[str, int]:

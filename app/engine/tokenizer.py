@@ -29,7 +29,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Sequence
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any, Protocol, runtime_checkable
 
 from ._batch import map_in_threads
@@ -130,6 +130,23 @@ class TokenizerBase(SpecialTokensMixin):
 
         return pickle_reference(self)  # type: ignore[arg-type]
 
+    def _bind_plain_encode(self) -> None:
+        """Send ``encode(text)``, the call with one positional argument and no options, straight to
+        ``_encode_text`` (one compiled call when that is a compiled function with its first argument bound), through
+        an instance attribute (``app/engine/_native/fast_call.h``); every other call is :meth:`encode` itself. It
+        saves the Python frame, ~60-120 ns a call. A family calls it once its ``_encode_text`` is final; without
+        the compiled core, or on the pure-Python backend, it does nothing."""
+        from .native import CORE
+
+        if CORE.module is None or self.backend == "python":  # the pure-Python reference stays all Python
+            return
+        fast: Any = self._encode_text
+        method = type(self).encode.__get__(self)
+        if isinstance(fast, partial) and len(fast.args) == 1 and not fast.keywords:
+            self.__dict__["encode"] = CORE.module.FastCall(fast.func, method, fast.args[0])
+        else:
+            self.__dict__["encode"] = CORE.module.FastCall(fast, method)
+
     def encode(self, text: str, *, add_special_tokens: bool = False, prefix: Sequence[str] = (),
                suffix: Sequence[str] = (), sample: Sample | None = None) -> list[int]:
         """Ids of ``text`` (ordinary text), with special tokens named in ``prefix``/``suffix`` around it and, when
@@ -145,6 +162,8 @@ class TokenizerBase(SpecialTokensMixin):
     def count(self, text: str, *, add_special_tokens: bool = False, prefix: Sequence[str] = (),
               suffix: Sequence[str] = (), sample: Sample | None = None) -> int:
         """Number of tokens :meth:`encode` would return."""
+        if not prefix and not suffix and not add_special_tokens and sample is None:
+            return len(self._encode_text(text))
         return len(self.encode(text, add_special_tokens=add_special_tokens, prefix=prefix, suffix=suffix,
                                sample=sample))
 

@@ -66,7 +66,9 @@ def test_distribution_equals_hugging_face(word: str) -> None:
     hf = Counter(tuple(e.ids) for e in hf_with_dropout("qwen3", 0.3).encode_batch([word] * n,
                                                                                   add_special_tokens=False))
     ours = Counter(tuple(tok.encode(word, sample=Sample(seed=s, dropout=0.3))) for s in range(n))
-    assert len(hf) > 10
+    # Hugging Face's dropout is not seeded: of its ~10 outcomes the rarest come out in some runs only, and the
+    # fifth most likely (~0.25 %, ~15 of 6,000 draws) is missed about once in 3 million runs
+    assert len(hf) >= 5
     assert _tv(hf, ours) < 0.05
     other = Counter(tuple(tok.encode(word, sample=Sample(seed=s, dropout=0.5))) for s in range(n))
     assert _tv(hf, other) > 0.15  # the comparison tells dropout 0.3 from 0.5

@@ -405,3 +405,57 @@ def test_utf8_size_is_the_utf8_length_and_refuses_lone_surrogates(text: str) -> 
     else:
         assert native.utf8_size(text) == want
         assert get_encoding("cl100k_base").count(text) == get_encoding("cl100k_base", backend="python").count(text)
+
+
+# ------------------------------------------------------------------------------------- FastCall (fast_call.h)
+
+
+def test_fast_call_sends_only_the_plain_call_to_the_fast_function() -> None:
+    import gc
+    import inspect
+    import weakref
+
+    from app.engine._native._core import FastCall
+
+    calls: list[tuple[object, ...]] = []
+
+    def slow(text: str, *, option: int = 0) -> tuple[str, str, int]:
+        """The general call."""
+        return ("slow", text, option)
+
+    def fast(*args: object) -> tuple[object, ...]:
+        calls.append(args)
+        return ("fast", *args)
+
+    f = FastCall(fast, slow)
+    assert f("x") == ("fast", "x")
+    assert FastCall(fast, slow, 7)("x") == ("fast", 7, "x")  # the bound first argument
+    assert FastCall(fast, slow, None)("x") == ("fast", None, "x")  # None is bound like any value
+    assert f("x", option=2) == ("slow", "x", 2)
+    assert f(text="y") == ("slow", "y", 0)
+    with pytest.raises(TypeError):
+        f()  # slow's own error for a call it cannot take
+    with pytest.raises(TypeError):
+        f("a", "b")
+    assert calls == [("x",), (7, "x"), (None, "x")]
+    assert f.__wrapped__ is slow and f.__doc__ == "The general call."
+    assert str(inspect.signature(f)) == str(inspect.signature(slow))
+
+    def boom(text: str) -> None:
+        raise ValueError(text)
+
+    with pytest.raises(ValueError, match="fast error"):
+        FastCall(boom, slow)("fast error")
+    with pytest.raises(TypeError, match="callable"):
+        FastCall(1, slow)
+
+    class Holder:
+        def method(self, text: str) -> str:
+            return text
+
+    h = Holder()
+    h.call = FastCall(len, h.method)  # type: ignore[attr-defined]  # a cycle through the bound method
+    alive = weakref.ref(h)
+    del h
+    gc.collect()
+    assert alive() is None

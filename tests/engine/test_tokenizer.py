@@ -151,3 +151,39 @@ def test_count_framed_on_chat_tokenizers(name: str) -> None:
     names = sorted(enc.special_tokens, key=len, reverse=True)[:12]
     for text in _hostile_texts(names + ["<think>", "<tool_call>"], seed=5, n=150):
         assert enc.count_framed(text, names) == _framed_reference(enc, text, names), text
+
+
+# ------------------------------------------------------------------------------------- encode(text), the plain call
+
+PLAIN_CALL_TEXTS = ["", "hello", " Hello  world\n", "日本語のテキスト", "<s> [INST] <|endoftext|>", "a\ud800b",
+                    "x" * 3000]
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "mistral-v3", "xlm-roberta", "bge-small-en-v1.5", "qwen3",
+                                  "mistral-nemo", "llama2"])
+@pytest.mark.parametrize("backend", ["native", "python"])
+def test_plain_encode_call_is_the_method(name: str, backend: str) -> None:
+    """``encode(text)`` on a compiled backend is one compiled dispatch (``_bind_plain_encode``); it gives what the
+    method gives for every text, and every other call shape is the method itself. The pure-Python backend keeps
+    the method."""
+    from app.engine import native
+
+    tok = get_encoding(name, backend=backend)
+    method = type(tok).encode.__get__(tok)
+    dispatched = type(tok.encode).__name__ == "FastCall"
+    assert dispatched == (backend == "native" and native.available() and tok.backend == "native")
+    for text in PLAIN_CALL_TEXTS:
+        ids = method(text)
+        assert tok.encode(text) == ids
+        assert tok.encode(text=text) == ids
+        assert tok.count(text) == len(ids)
+        assert tok.encode(text, add_special_tokens=False, prefix=(), suffix=()) == ids
+    specials = list(tok.special_tokens)
+    if specials:
+        assert tok.encode("hi", prefix=[specials[0]]) == [tok.special_tokens[specials[0]], *tok.encode("hi")]
+    raised = []
+    for call in (tok.encode, method):
+        with pytest.raises(Exception) as info:  # noqa: PT011 -- the same exception either way is the point
+            call(b"bytes")
+        raised.append(type(info.value))
+    assert raised[0] is raised[1]

@@ -21,6 +21,7 @@
 #include "bytes_hash.h"
 #include "pretokenizer.h"
 #include "utf8_put.h"
+#include "fast_call.h"
 
 #define NO_RANK UINT32_MAX
 
@@ -1877,7 +1878,7 @@ static struct PyModuleDef moduledef = {
 PyMODINIT_FUNC PyInit__core(void)
 {
     pretok_init();
-    if (PyType_Ready(&CoreType) < 0)
+    if (PyType_Ready(&CoreType) < 0 || PyType_Ready(&FastCallType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (!m)
@@ -1885,6 +1886,12 @@ PyMODINIT_FUNC PyInit__core(void)
     Py_INCREF(&CoreType);
     if (PyModule_AddObject(m, "Core", (PyObject *)&CoreType) < 0) {
         Py_DECREF(&CoreType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&FastCallType);
+    if (PyModule_AddObject(m, "FastCall", (PyObject *)&FastCallType) < 0) {
+        Py_DECREF(&FastCallType);
         Py_DECREF(m);
         return NULL;
     }

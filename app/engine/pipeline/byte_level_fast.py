@@ -227,6 +227,7 @@ class ByteLevelFast(TokenizerBase):
         self._added_tokens = {t.content: t.id for t in added if not t.special}
         self._init_special_tokens(pipeline.special_tokens, lambda _id: False)
         self._template = pipeline.template
+        self._bind_plain_encode()
 
     def __repr__(self) -> str:
         native_core = self.encoding._native

@@ -111,6 +111,7 @@ class Pipeline(TokenizerBase):
         self.text_path: str
         """How :meth:`encode` runs an ordinary text, decided once here: one of :data:`TEXT_PATHS`."""
         self.text_path, self._encode_text = self._choose_text_path(normalizer, pre_tokenizer)
+        self._bind_plain_encode()
 
     # -- encoding -------------------------------------------------------------------------------------------------
 
