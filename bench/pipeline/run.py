@@ -31,10 +31,10 @@ os.environ.setdefault("BENCH_CORPORA_OFFLINE", "1")
 DOC_BYTES = 10_000
 
 
-def _docs(total: int) -> list[str]:
+def _docs(total: int, data_dir: Path | None = None) -> list[str]:
     from bench.corpora import bench_texts
 
-    texts = bench_texts()
+    texts = bench_texts(data_dir)
     order = ["english", *sorted(k for k in texts if k.startswith("ml-"))]
     share = total // len(order)
     docs: list[str] = []

@@ -200,3 +200,18 @@ def test_client_bench_quick(tmp_path: Path) -> None:
     rows = [line for line in out.read_text(encoding="utf-8").splitlines() if line.startswith("| ") and "µs" not in line]
     settings = {row.split("|")[1].strip() for row in rows}
     assert settings == {"work only", "in-process", "loopback"} and len(rows) == 8
+
+
+def test_plain_call_bench_checks_ids_and_prints_rows(data_dir: Path) -> None:
+    """``bench.families.plain_call``: ids checked (dispatched, method, reference) first, then one row per tokenizer
+    with the five rates."""
+    env = {**os.environ, "BENCH_CORPORA_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-m", "bench.families.plain_call", "--tokenizers", "mistral-v3,cl100k_base",
+                           "--rounds", "1", "--bytes", "6000", "--data-dir", str(data_dir)],
+                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith(("| mistral-v3 |", "| cl100k_base |"))]
+    assert len(rows) == 2
+    for row in rows:
+        cells = [c.strip().rstrip("x") for c in row.strip("|").split("|")]
+        assert all(float(c) > 0 for c in cells[1:])

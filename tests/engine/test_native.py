@@ -431,13 +431,17 @@ def test_fast_call_sends_only_the_plain_call_to_the_fast_function() -> None:
     assert f("x") == ("fast", "x")
     assert FastCall(fast, slow, 7)("x") == ("fast", 7, "x")  # the bound first argument
     assert FastCall(fast, slow, None)("x") == ("fast", None, "x")  # None is bound like any value
+    assert FastCall(fast, slow, 7, length=True)("x") == 3  # len(("fast", 7, "x"))
+    assert FastCall(fast, slow, length=True)("x", option=1) == ("slow", "x", 1)  # slow's result as it is
+    with pytest.raises(TypeError):
+        FastCall(lambda x: 5, slow, length=True)("x")  # len() of an int
     assert f("x", option=2) == ("slow", "x", 2)
     assert f(text="y") == ("slow", "y", 0)
     with pytest.raises(TypeError):
         f()  # slow's own error for a call it cannot take
     with pytest.raises(TypeError):
         f("a", "b")
-    assert calls == [("x",), (7, "x"), (None, "x")]
+    assert calls == [("x",), (7, "x"), (None, "x"), (7, "x")]
     assert f.__wrapped__ is slow and f.__doc__ == "The general call."
     assert str(inspect.signature(f)) == str(inspect.signature(slow))
 

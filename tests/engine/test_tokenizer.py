@@ -20,6 +20,7 @@ from app.engine import (
 )
 from app.engine.char_bpe import CharBPEEncoding
 from app.engine.store import FORMATS, write_manifest
+from app.engine.tokenizer import TokenizerBase
 
 
 def test_every_format_has_exactly_one_loader() -> None:
@@ -172,11 +173,12 @@ def test_plain_encode_call_is_the_method(name: str, backend: str) -> None:
     method = type(tok).encode.__get__(tok)
     dispatched = type(tok.encode).__name__ == "FastCall"
     assert dispatched == (backend == "native" and native.available() and tok.backend == "native")
+    assert (type(tok.count).__name__ == "FastCall") == (dispatched and type(tok).count is TokenizerBase.count)
     for text in PLAIN_CALL_TEXTS:
         ids = method(text)
         assert tok.encode(text) == ids
         assert tok.encode(text=text) == ids
-        assert tok.count(text) == len(ids)
+        assert tok.count(text) == len(ids) == tok.count(text=text) == tok.count(text, prefix=())
         assert tok.encode(text, add_special_tokens=False, prefix=(), suffix=()) == ids
     specials = list(tok.special_tokens)
     if specials:

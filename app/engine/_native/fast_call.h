@@ -1,10 +1,10 @@
 /* FastCall: a callable that sends the plain one-argument call straight to a compiled function and every other call
  * to the general one.
  *
- *     FastCall(fast, slow[, bound])
+ *     FastCall(fast, slow[, bound], *, length=False)
  *
- * ``f(x)`` (one positional argument, no keywords) returns ``fast(bound, x)`` (``fast(x)`` without ``bound``);
- * any other call returns ``slow(*args, **kwargs)``. Neither result is looked at. ``__wrapped__`` is ``slow`` (so
+ * ``f(x)`` (one positional argument, no keywords) returns ``fast(bound, x)`` (``fast(x)`` without ``bound``), or
+ * with ``length`` its ``len()``; any other call returns ``slow(*args, **kwargs)``, as it is. ``__wrapped__`` is ``slow`` (so
  * ``inspect.signature`` and ``help`` describe the general call) and ``__doc__`` its docstring.
  *
  * What it is for: a tokenizer's ``encode(text)`` with no options is one compiled call, but a Python method in front
@@ -24,6 +24,7 @@ typedef struct {
     PyObject *fast;
     PyObject *slow;
     PyObject *bound; /* NULL: not given */
+    int length;      /* the plain call returns len(fast(...)) */
     vectorcallfunc vectorcall;
 } FastCall;
 
@@ -31,17 +32,22 @@ static PyObject *FastCall_vectorcall(PyObject *op, PyObject *const *args, size_t
     FastCall *self = (FastCall *)op;
     Py_ssize_t n = PyVectorcall_NARGS(nargsf);
     if (n == 1 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0)) {
-        if (self->bound == NULL) return PyObject_Vectorcall(self->fast, args, 1, NULL);
         PyObject *stack[2] = {self->bound, args[0]};
-        return PyObject_Vectorcall(self->fast, stack, 2, NULL);
+        PyObject *out = self->bound == NULL ? PyObject_Vectorcall(self->fast, args, 1, NULL)
+                                            : PyObject_Vectorcall(self->fast, stack, 2, NULL);
+        if (out == NULL || !self->length) return out;
+        Py_ssize_t len = PyObject_Length(out);
+        Py_DECREF(out);
+        return len < 0 ? NULL : PyLong_FromSsize_t(len);
     }
     return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
 }
 
 static PyObject *FastCall_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     PyObject *fast, *slow, *bound = NULL; /* not given (None is a value like any other) */
-    static char *kwlist[] = {"fast", "slow", "bound", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|O", kwlist, &fast, &slow, &bound)) return NULL;
+    int length = 0;
+    static char *kwlist[] = {"fast", "slow", "bound", "length", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|O$p", kwlist, &fast, &slow, &bound, &length)) return NULL;
     if (!PyCallable_Check(fast) || !PyCallable_Check(slow)) {
         PyErr_SetString(PyExc_TypeError, "fast and slow must be callable");
         return NULL;
@@ -54,6 +60,7 @@ static PyObject *FastCall_new(PyTypeObject *type, PyObject *args, PyObject *kwds
     self->slow = slow;
     Py_XINCREF(bound);
     self->bound = bound;
+    self->length = length;
     self->vectorcall = FastCall_vectorcall;
     return (PyObject *)self;
 }
