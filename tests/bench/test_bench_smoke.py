@@ -204,7 +204,7 @@ def test_client_bench_quick(tmp_path: Path) -> None:
 
 def test_plain_call_bench_checks_ids_and_prints_rows(data_dir: Path) -> None:
     """``bench.families.plain_call``: ids checked (dispatched, method, reference) first, then one row per tokenizer
-    with the five rates."""
+    with the rates (cold and warm), the warm gain and the nanoseconds saved a call."""
     env = {**os.environ, "BENCH_CORPORA_OFFLINE": "1"}
     proc = subprocess.run([sys.executable, "-m", "bench.families.plain_call", "--tokenizers", "mistral-v3,cl100k_base",
                            "--rounds", "1", "--bytes", "6000", "--data-dir", str(data_dir)],
@@ -214,4 +214,5 @@ def test_plain_call_bench_checks_ids_and_prints_rows(data_dir: Path) -> None:
     assert len(rows) == 2
     for row in rows:
         cells = [c.strip().rstrip("x") for c in row.strip("|").split("|")]
-        assert all(float(c) > 0 for c in cells[1:])
+        rates = [float(v) for c in cells[1:] for v in c.split(" / ")]
+        assert len(rates) == 12 and all(v > 0 for i, v in enumerate(rates) if i != 6)  # the 7th: ns saved (+/-)
