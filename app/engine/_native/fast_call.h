@@ -9,10 +9,10 @@
  *
  * What it is for: a tokenizer's ``encode(text)`` with no options is one compiled call, but a Python method in front
  * of it costs up to ~170 ns a call (a frame, the keyword defaults, the option tests, a ``functools.partial``), as
- * much as encoding a few words. An instance attribute holding a FastCall shadows the method for that one call shape; ``slow`` is the
- * method itself, so every other shape behaves exactly as before. Calls through vectorcall, no tuple or dict built
- * on the fast path. Holds its three objects strongly and takes part in garbage collection (``slow`` is usually a
- * bound method of the object the FastCall is stored on: a cycle). */
+ * much as encoding a few words. An instance attribute holding a FastCall shadows the method for that one call
+ * shape; ``slow`` is the method itself, so every other shape behaves exactly as before. Calls through vectorcall,
+ * no tuple or dict built on the fast path. Holds its three objects strongly and takes part in garbage collection
+ * (``slow`` is usually a bound method of the object the FastCall is stored on: a cycle). */
 #ifndef FAST_CALL_H
 #define FAST_CALL_H
 
