@@ -18,10 +18,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from bench.families.word_cache import cpu_pass
 
 os.environ.setdefault("RAYON_NUM_THREADS", "1")
 os.environ.setdefault("BENCH_CORPORA_OFFLINE", "1")
@@ -30,33 +31,24 @@ DEFAULT = "mistral-v3,llama2,xlm-roberta,bge-small-en-v1.5,cl100k_base,qwen3"
 
 
 def _reference(name: str) -> Callable[[str], list[int]]:
+    """The reference ``bench.families.run`` times for ``name`` (``sentencepiece``, else Hugging Face, else
+    ``mistral-common``); tiktoken's ``encode_ordinary`` for a tiktoken file, Hugging Face ``tokenizers`` on the
+    store's own file for a ``tokenizer.json``."""
     from app.engine import get_store
+    from bench.families.run import references
 
-    spec = get_store().spec(name)
-    if spec.format == "sentencepiece" or name in ("llama2", "phi-3", "xlm-roberta"):
-        from tests.engine.families.references import sentencepiece_reference
-
-        sp = sentencepiece_reference(name)
-        return sp.encode  # type: ignore[no-any-return]
-    if spec.format == "tiktoken":
+    refs = references(name)
+    for lib in ("sentencepiece", "hf", "mistral-common"):
+        if lib in refs:
+            return refs[lib]
+    if get_store().spec(name).format == "tiktoken":
         from tests.engine.exactness.reference import reference_encoding
 
         return reference_encoding(name).encode_ordinary  # type: ignore[no-any-return]
-    from bench.families.run import _hf
+    from tests.engine.pipeline.reference import reference
 
-    hf = _hf(name)
-    if hf is None:  # a tokenizer.json of the store
-        from tests.engine.pipeline.reference import reference
-
-        hf = reference(name)
+    hf = reference(name)
     return lambda text: hf.encode(text, add_special_tokens=False).ids  # type: ignore[no-any-return]
-
-
-def _pass(fn: Callable[[str], Any], texts: list[str]) -> float:
-    t = time.thread_time()
-    for x in texts:
-        fn(x)
-    return time.thread_time() - t
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,9 +85,9 @@ def main(argv: list[str] | None = None) -> int:
         reference: list[float] = []
         for r in range(args.rounds):
             for k in ways if r % 2 == 0 else list(ways)[::-1]:
-                reference.append(_pass(ref, texts))
-                cold[k].append(_pass(ways[k], texts))  # right after the reference
-                warm[k].append(_pass(ways[k], texts))  # right after itself
+                reference.append(cpu_pass(ref, texts))
+                cold[k].append(cpu_pass(ways[k], texts))  # right after the reference
+                warm[k].append(cpu_pass(ways[k], texts))  # right after itself
         mb = sum(len(x.encode("utf-8")) for x in texts) / 1e6
         c = {k: mb / statistics.median(v) for k, v in cold.items()}
         w = {k: mb / statistics.median(v) for k, v in warm.items()}
