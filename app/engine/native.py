@@ -96,7 +96,8 @@ class OptionalExtension:
         if m is None:
             return 0
         ids = {patterns.GPT2: m.SCAN_GPT2, patterns.CL100K: m.SCAN_CL100K, patterns.O200K: m.SCAN_O200K,
-               patterns.LLAMA3: m.SCAN_LLAMA3, patterns.QWEN2: m.SCAN_QWEN2}  # fmt: skip
+               patterns.LLAMA3: m.SCAN_LLAMA3, patterns.QWEN2: m.SCAN_QWEN2,
+               patterns.TEKKEN: m.SCAN_TEKKEN}  # fmt: skip
         return int(ids.get(pattern, 0))
 
     def sequence_scanner_id(self, sources: tuple[str, ...]) -> int:

@@ -42,6 +42,20 @@ QWEN2 = (
     r"""\s+(?!\S)|\s+"""
 )
 
+#: Mistral tekken (the ``config.pattern`` of ``mistral-common``'s ``tekken_240718.json`` and ``tekken_240911.json``):
+#: o200k's without the contraction suffixes and with single digits.
+TEKKEN = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*""",
+        r"""\p{N}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+
 #: Pattern id -> regular expression. Manifest entries name a pattern by one of these ids (``"pattern"``) or carry
 #: their own expression (``"pattern_regex"``, for trained tokenizers with a custom pre-tokenizer).
 PATTERNS: dict[str, str] = {
@@ -50,6 +64,7 @@ PATTERNS: dict[str, str] = {
     "o200k": O200K,
     "llama3": LLAMA3,
     "qwen2": QWEN2,
+    "tekken": TEKKEN,
 }
 
 #: DeepSeek-V3: its ``tokenizer.json`` splits three times in turn (Hugging Face ``Split``, ``Isolated``; each regex

@@ -1,5 +1,5 @@
 /*
- * pretokenizer.h: hand-written pre-tokenizers over UTF-8 for the bundled patterns (gpt2, cl100k, o200k, llama3, qwen2) and split
+ * pretokenizer.h: hand-written pre-tokenizers over UTF-8 for the bundled patterns (gpt2, cl100k, o200k, llama3, qwen2, tekken) and split
  * sequences (deepseek_v3),
  * shared by the encoding core (tokcore.c) and the trainer (trainer.c). Header-only (static functions); each
  * including translation unit calls pretok_init() once before scanning.
@@ -18,7 +18,8 @@
 
 #include "unicode_tables.h"
 
-enum { SCAN_NONE = 0, SCAN_GPT2 = 1, SCAN_CL100K = 2, SCAN_O200K = 3, SCAN_LLAMA3 = 4, SCAN_QWEN2 = 5, SCAN_DEEPSEEK_V3 = 6, SCAN_LAST = 6 };
+enum { SCAN_NONE = 0, SCAN_GPT2 = 1, SCAN_CL100K = 2, SCAN_O200K = 3, SCAN_LLAMA3 = 4, SCAN_QWEN2 = 5, SCAN_DEEPSEEK_V3 = 6, SCAN_TEKKEN = 7,
+       SCAN_LAST = 7 };
 
 /* ------------------------------------------------------------------------------------------------ unicode */
 
@@ -310,10 +311,10 @@ static inline size_t o200k_alt1(const uint8_t *s, size_t st, size_t n)
     return 0;
 }
 
-/* Optional case-insensitive contraction suffix of o200k's letter alternatives. */
-static inline size_t o200k_suffix(const uint8_t *s, size_t e, size_t n)
+/* Optional case-insensitive contraction suffix of o200k's letter alternatives (contractions = 0: none, tekken). */
+static inline size_t o200k_suffix(const uint8_t *s, size_t e, size_t n, int contractions)
 {
-    if (e < n && s[e] == '\'') {
+    if (contractions && e < n && s[e] == '\'') {
         size_t c = contraction_ci(s, e, n);
         if (c)
             return c;
@@ -322,28 +323,37 @@ static inline size_t o200k_suffix(const uint8_t *s, size_t e, size_t n)
 }
 
 /* o200k: [^\r\n\p{L}\p{N}]?A*B+C|[^\r\n\p{L}\p{N}]?A+B*C|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|
- *        \s+(?!\S)|\s+      with C = (?i:'s|'t|'re|'ve|'m|'ll|'d)? */
-static size_t scan_o200k(const uint8_t *s, size_t i, size_t n)
+ *        \s+(?!\S)|\s+      with C = (?i:'s|'t|'re|'ve|'m|'ll|'d)?
+ * tekken (Mistral's tekken files, config.pattern) is the same without C (contractions = 0) and with \p{N} for
+ * \p{N}{1,3} (three_digits = 0). Without C an apostrophe after a word is no longer part of it: it starts the next
+ * piece, through alternative 1's prefix when a letter follows it, else as punctuation, which the branches below
+ * already do for any other such character. At a \p{N} character the letter alternatives fail (the prefix excludes
+ * \p{N} and a \p{N} is neither A nor B), so the digit alternative decides alone, as in qwen2. */
+static inline size_t scan_o200k_family(const uint8_t *s, size_t i, size_t n, int contractions, int three_digits)
 {
     size_t l0, l1, e;
     uint16_t f0 = char_at(s, i, &l0);
     int pre = IS_PRE(f0) && i + l0 < n;
     /* Alternative 1: first with the optional prefix, then (the regex backtracks into `?`) without it. */
     if (pre && (e = o200k_alt1(s, i + l0, n)))
-        return o200k_suffix(s, e, n);
+        return o200k_suffix(s, e, n, contractions);
     if ((f0 & (UT_A | UT_B)) && (e = o200k_alt1(s, i, n)))
-        return o200k_suffix(s, e, n);
+        return o200k_suffix(s, e, n, contractions);
     /* Alternative 2: A+ B* (greedy, nothing after them can force a back-off). */
     if (pre && (char_at(s, i + l0, &l1) & UT_A))
-        return o200k_suffix(s, run_any(s, run_any(s, i + l0 + l1, n, UT_A), n, UT_B), n);
+        return o200k_suffix(s, run_any(s, run_any(s, i + l0 + l1, n, UT_A), n, UT_B), n, contractions);
     if (f0 & UT_A)
-        return o200k_suffix(s, run_any(s, run_any(s, i + l0, n, UT_A), n, UT_B), n);
+        return o200k_suffix(s, run_any(s, run_any(s, i + l0, n, UT_A), n, UT_B), n, contractions);
     if (f0 & UT_N)
-        return digits3(s, i, n, l0);
+        return three_digits ? digits3(s, i, n, l0) : i + l0;
     if ((e = punct_piece(s, i, n, f0, l0, 1)))
         return e;
     return space_piece_nl_plus(s, i, n, l0);
 }
+
+static size_t scan_o200k(const uint8_t *s, size_t i, size_t n) { return scan_o200k_family(s, i, n, 1, 1); }
+
+static size_t scan_tekken(const uint8_t *s, size_t i, size_t n) { return scan_o200k_family(s, i, n, 0, 0); }
 
 
 /* deepseek_v3: three Hugging Face Split(Isolated) pre-tokenizers in turn, each on every piece of the previous one
@@ -448,6 +458,8 @@ static scan_fn scanner_of(int id)
         return scan_qwen2;
     case SCAN_DEEPSEEK_V3:
         return scan_deepseek_v3;
+    case SCAN_TEKKEN:
+        return scan_tekken;
     default:
         return NULL;
     }

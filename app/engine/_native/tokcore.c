@@ -1902,7 +1902,8 @@ PyMODINIT_FUNC PyInit__core(void)
         PyModule_AddIntConstant(m, "SCAN_O200K", SCAN_O200K) < 0 ||
         PyModule_AddIntConstant(m, "SCAN_LLAMA3", SCAN_LLAMA3) < 0 ||
         PyModule_AddIntConstant(m, "SCAN_QWEN2", SCAN_QWEN2) < 0 ||
-        PyModule_AddIntConstant(m, "SCAN_DEEPSEEK_V3", SCAN_DEEPSEEK_V3) < 0) {
+        PyModule_AddIntConstant(m, "SCAN_DEEPSEEK_V3", SCAN_DEEPSEEK_V3) < 0 ||
+        PyModule_AddIntConstant(m, "SCAN_TEKKEN", SCAN_TEKKEN) < 0) {
         Py_DECREF(m);
         return NULL;
     }

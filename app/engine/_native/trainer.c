@@ -2444,6 +2444,7 @@ PyMODINIT_FUNC PyInit__trainer(void)
         PyModule_AddIntConstant(m, "SCAN_LLAMA3", SCAN_LLAMA3) < 0 ||
         PyModule_AddIntConstant(m, "SCAN_QWEN2", SCAN_QWEN2) < 0 ||
         PyModule_AddIntConstant(m, "SCAN_DEEPSEEK_V3", SCAN_DEEPSEEK_V3) < 0 ||
+        PyModule_AddIntConstant(m, "SCAN_TEKKEN", SCAN_TEKKEN) < 0 ||
         PyModule_AddIntConstant(m, "SCAN_SP_WORDS", SCAN_SP_WORDS) < 0 ||
         PyModule_AddIntConstant(m, "SCAN_METASPACE_WORDS", SCAN_METASPACE_WORDS) < 0) {
         Py_DECREF(m);

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+import regex
 
-from app.engine import get_encoding
+from app.engine import get_encoding, patterns
 from app.engine.errors import ArtifactError
 from app.engine.tekken import DEFAULT_SPECIALS, parse_tekken
 
@@ -22,6 +23,19 @@ def test_ids_and_decode_equal_mistral_common(backend: str) -> None:
         ids = ref.encode(t, bos=False, eos=False)
         assert tok.decode(ids) == ref.decode(ids)
         assert tok.count(t) == len(ids)
+
+
+def test_native_backend_splits_with_the_compiled_tekken_scanner() -> None:
+    """The file's pattern is :data:`app.engine.patterns.TEKKEN`, so the compiled core splits it (not ``regex``)."""
+    from app.engine import native
+
+    if not native.available():
+        pytest.skip("no compiled core")
+    tok = get_encoding("mistral-nemo", backend="native")
+    assert tok.pattern == patterns.TEKKEN
+    assert tok._native.scanner == native.scanner_id(patterns.TEKKEN) != 0
+    text = "I'M don't 12345 ab'CD ¿Qué? x\n\n  y"
+    assert tok._native.split(text) == regex.findall(patterns.TEKKEN, text)
 
 
 def test_special_tokens_take_the_first_ids() -> None:
