@@ -329,6 +329,9 @@ static inline size_t o200k_suffix(const uint8_t *s, size_t e, size_t n, int cont
  * piece, through alternative 1's prefix when a letter follows it, else as punctuation, which the branches below
  * already do for any other such character. At a \p{N} character the letter alternatives fail (the prefix excludes
  * \p{N} and a \p{N} is neither A nor B), so the digit alternative decides alone, as in qwen2. */
+#if defined(__GNUC__)
+__attribute__((always_inline)) /* one copy per scanner with its switches folded in (GCC keeps one shared copy) */
+#endif
 static inline size_t scan_o200k_family(const uint8_t *s, size_t i, size_t n, int contractions, int three_digits)
 {
     size_t l0, l1, e;
