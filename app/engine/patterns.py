@@ -1,7 +1,8 @@
 """Named pre-tokenizer patterns, exactly as the reference implementations define them.
 
-The strings are the ones tiktoken (``tiktoken_ext/openai_public.py``) and Meta (``llama_models/llama3/tokenizer.py``)
-use; the test suite compares them with the reference sources and sweeps every code point through both. They need
+The strings are the ones tiktoken (``tiktoken_ext/openai_public.py``), Meta (``llama_models/llama3/tokenizer.py``)
+and Mistral's tekken files use; the test suite compares them with the reference sources and sweeps every code
+point through both. They need
 the third-party ``regex`` module (possessive quantifiers, Unicode property classes, Unicode ``\\s``); Python's
 ``re`` would silently give different pieces.
 """

@@ -1,8 +1,8 @@
 /*
- * pretokenizer.h: hand-written pre-tokenizers over UTF-8 for the bundled patterns (gpt2, cl100k, o200k, llama3, qwen2, tekken) and split
- * sequences (deepseek_v3),
- * shared by the encoding core (tokcore.c) and the trainer (trainer.c). Header-only (static functions); each
- * including translation unit calls pretok_init() once before scanning.
+ * pretokenizer.h: hand-written pre-tokenizers over UTF-8 for the bundled patterns (gpt2, cl100k, o200k, llama3,
+ * qwen2, tekken) and split sequences (deepseek_v3), shared by the encoding core (tokcore.c) and the trainer
+ * (trainer.c). Header-only (static functions); each including translation unit calls pretok_init() once before
+ * scanning.
  *
  * Each scanner returns the end (byte offset) of the piece starting at byte offset i, reproducing what the `regex`
  * module's findall yields for the pattern, alternative by alternative, including the consequences of
@@ -18,8 +18,10 @@
 
 #include "unicode_tables.h"
 
-enum { SCAN_NONE = 0, SCAN_GPT2 = 1, SCAN_CL100K = 2, SCAN_O200K = 3, SCAN_LLAMA3 = 4, SCAN_QWEN2 = 5, SCAN_DEEPSEEK_V3 = 6, SCAN_TEKKEN = 7,
-       SCAN_LAST = 7 };
+enum {
+    SCAN_NONE = 0, SCAN_GPT2 = 1, SCAN_CL100K = 2, SCAN_O200K = 3, SCAN_LLAMA3 = 4, SCAN_QWEN2 = 5,
+    SCAN_DEEPSEEK_V3 = 6, SCAN_TEKKEN = 7, SCAN_LAST = 7
+};
 
 /* ------------------------------------------------------------------------------------------------ unicode */
 
