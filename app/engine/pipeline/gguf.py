@@ -10,18 +10,21 @@
 * ``bert`` — WordPiece. The file marks word *starts* with ``▁`` and stores continuations bare; they are turned
   back into BERT's convention (bare starts, ``##`` continuations). Normalization is BERT-uncased's (lowercase,
   accents stripped, CJK isolated, text cleaned), pre-tokenization BERT's, template ``[CLS] $text [SEP]``.
-* ``gpt2`` — byte-level BPE with the stored merges; the split regex and normalizer come from the pre-tokenizer
-  type ``tokenizer.ggml.pre`` (only the types listed in :data:`BYTE_LEVEL_PRE` are accepted).
+* ``gpt2`` — byte-level BPE with the stored merges; the split regex, normalizer, ``ignore_merges`` and whether a
+  BOS comes first by default follow the pre-tokenizer type ``tokenizer.ggml.pre`` (only the types of
+  :data:`BYTE_LEVEL_PRE` are accepted: ``qwen2``, ``llama-bpe``, ``gpt-2``).
 
 Token types: 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte. Control tokens are special (never
 from text). ``add_special_tokens=True`` adds what ``tokenizer.ggml.add_bos_token``/``add_eos_token`` ask (BERT:
-CLS/SEP). Any other model type is refused by name.
+CLS/SEP; byte-level: a BOS only, by default where the pre-tokenizer type has one). Any other model type is refused
+by name.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
+from .. import patterns
 from ..errors import ArtifactError
 from ..store import TokenizerSpec
 from ..tokenizer import Tokenizer
@@ -30,11 +33,24 @@ from .sentencepiece import CONTROL, SentencePieceVocab, build_pipeline
 
 SUPPORTED_MODELS = ("llama", "t5", "bert", "gpt2")
 
-#: ``tokenizer.ggml.pre`` -> (split regex, normalizer) for byte-level vocabularies, as the named model's own
-#: ``tokenizer.json`` defines its pre-tokenizer.
-BYTE_LEVEL_PRE: dict[str, tuple[str, str | None]] = {
-    "qwen2": (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|"""
-              r"""\s+(?!\S)|\s+""", "NFC"),
+class BytePre(NamedTuple):
+    """How a byte-level vocabulary of one ``tokenizer.ggml.pre`` type splits and merges, as the named model's own
+    ``tokenizer.json`` does (and llama.cpp's ``llama-vocab.cpp`` for that type)."""
+
+    regex: str  #: the ``Split`` regex (pieces isolated), then ``ByteLevel``
+    normalizer: str | None  #: a Unicode normal form first, or none
+    ignore_merges: bool  #: a piece that is itself a token is that token (BPE ``ignore_merges``)
+    add_bos: bool  #: ``add_special_tokens=True`` puts the BOS token first when the file does not say
+
+
+#: ``tokenizer.ggml.pre`` -> :class:`BytePre` for byte-level (``gpt2``) vocabularies.
+BYTE_LEVEL_PRE: dict[str, BytePre] = {
+    "qwen2": BytePre(r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"""
+                     r"""\s*[\r\n]+|\s+(?!\S)|\s+""", "NFC", False, False),
+    # Llama 3 / 3.1 / 3.2 / 3.3: Meta's expression, no normalizer, ignore_merges and a BOS as its tokenizer.json.
+    "llama-bpe": BytePre(patterns.LLAMA3, None, True, True),
+    # GPT-2: Hugging Face's ByteLevel(use_regex) expression; tiktoken's possessive form splits the same.
+    "gpt-2": BytePre(patterns.GPT2, None, False, False),
 }
 
 
@@ -93,7 +109,7 @@ def _byte_level_doc(kv: dict[str, Any], source: str) -> dict[str, Any]:
     if pre not in BYTE_LEVEL_PRE:
         raise ArtifactError(source, f"GGUF byte-level pre-tokenizer type {pre!r} is not supported "
                                     f"(supported: {', '.join(sorted(BYTE_LEVEL_PRE))})")
-    regex, normalizer = BYTE_LEVEL_PRE[pre]
+    how = BYTE_LEVEL_PRE[pre]
     tokens: list[str] = _get(kv, "tokens")
     types = _get(kv, "token_type") or [1] * len(tokens)
     merges = _get(kv, "merges")
@@ -105,15 +121,25 @@ def _byte_level_doc(kv: dict[str, Any], source: str) -> dict[str, Any]:
         vocab.setdefault(token, i)
         if kind == CONTROL:
             added.append({"id": i, "content": token, "special": True, "normalized": False})
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
+    post: dict[str, Any] = byte_level
+    bos = _get(kv, "bos_token_id")
+    if bool(_get(kv, "add_bos_token", how.add_bos)) and bos is not None:
+        if not 0 <= int(bos) < len(tokens):
+            raise ArtifactError(source, f"GGUF bos_token_id {bos} is outside the vocabulary")
+        name = tokens[int(bos)]
+        post = {"type": "Sequence", "processors": [byte_level, {
+            "type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": name, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [], "special_tokens": {name: {"id": name, "ids": [int(bos)], "tokens": [name]}}}]}
     return {
         "added_tokens": added,
-        "normalizer": None if normalizer is None else {"type": normalizer},
+        "normalizer": None if how.normalizer is None else {"type": how.normalizer},
         "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": False},
+            {"type": "Split", "pattern": {"Regex": how.regex}, "behavior": "Isolated", "invert": False},
             {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]},
-        "model": {"type": "BPE", "vocab": vocab, "merges": list(merges)},
-        "post_processor": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
-                           "use_regex": False},
+        "model": {"type": "BPE", "vocab": vocab, "merges": list(merges), "ignore_merges": how.ignore_merges},
+        "post_processor": post,
         "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
     }
 

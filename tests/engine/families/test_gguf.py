@@ -5,7 +5,11 @@ and refusal of what is not supported."""
 
 from __future__ import annotations
 
+import hashlib
+import lzma
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,7 +18,7 @@ from app.engine.errors import ArtifactError
 from app.engine.pipeline.gguf import from_gguf
 from app.engine.pipeline.gguf_kv import read_kv
 
-from .references import artifact_bytes, llama_cpp_vectors, sentencepiece_reference
+from .references import DATA, artifact_bytes, llama_cpp_vectors, sentencepiece_reference
 from .texts import SPECIAL_STRINGS, sample
 
 VECTORS = {"llama2": "ggml-vocab-llama-spm.gguf", "phi-3": "ggml-vocab-phi-3.gguf",
@@ -92,6 +96,67 @@ def _gguf_file(tmp_path: Path, model: str) -> bytes:
     writer.write_kv_data_to_file()
     writer.close()
     return path.read_bytes()
+
+
+#: Byte-level GGUF vocabularies of llama.cpp (``data/<stem>.xz``, see ``data/README.md``) -> the bundled
+#: tiktoken-format tokenizer of the same vocabulary.
+BYTE_LEVEL_FILES = {"ggml-vocab-llama-bpe.gguf": "llama3", "ggml-vocab-gpt-2.gguf": "gpt2"}
+#: sha256 of their published bytes.
+BYTE_LEVEL_SHA256 = {
+    "ggml-vocab-llama-bpe.gguf": "97272e430d53bc7688f52d5e0ad8ea8f163ede9f1bbd1694feaa504797d5d96e",
+    "ggml-vocab-gpt-2.gguf": "cedc56ca6e2e89f63e781696d1fd76b4b1d49e6720dee86463e915f6e90016ac",
+}
+
+
+@cache
+def _test_gguf(stem: str, backend: str) -> Any:
+    data = lzma.decompress((DATA / f"{stem}.xz").read_bytes())
+    assert hashlib.sha256(data).hexdigest() == BYTE_LEVEL_SHA256[stem]
+    return from_gguf(data, stem.removesuffix(".gguf"), source=stem, backend=backend)
+
+
+@pytest.mark.parametrize("backend", ["native", "python"])
+@pytest.mark.parametrize("stem", sorted(BYTE_LEVEL_FILES))
+def test_byte_level_pre_types_equal_llama_cpp_and_tiktoken(stem: str, backend: str) -> None:
+    """``llama-bpe`` (Llama 3: ignore_merges, BOS) and ``gpt-2``: llama.cpp's vectors, and the ids of the bundled
+    tiktoken-format tokenizer of the same vocabulary on the families' hostile and multilingual sample."""
+    tok, ref = _test_gguf(stem, backend), get_encoding(BYTE_LEVEL_FILES[stem])
+    cases = llama_cpp_vectors(stem)
+    assert len(cases) >= 40
+    wrong = [(text, expected, tok.encode(text)) for text, expected in cases if tok.encode(text) != expected]
+    assert not wrong, f"{len(wrong)}/{len(cases)} differ; first {wrong[0]!r}"
+    texts = sample(40, 120, seed=17)
+    wrong_texts = [t for t in texts if tok.encode(t) != ref.encode(t)]
+    assert not wrong_texts, f"{len(wrong_texts)}/{len(texts)} differ; first {wrong_texts[0][:80]!r}"
+    for t in texts[:60]:
+        assert tok.decode(ref.encode(t)) == t
+
+
+def test_byte_level_bos_follows_the_pre_type_and_the_file(tmp_path: Path) -> None:
+    """llama.cpp adds a BOS for ``llama-bpe`` unless ``tokenizer.ggml.add_bos_token`` says otherwise; ``gpt-2``
+    and ``qwen2`` add none. Control tokens are special: their text in caller text stays text."""
+    llama, gpt2 = _test_gguf("ggml-vocab-llama-bpe.gguf", "native"), _test_gguf("ggml-vocab-gpt-2.gguf", "native")
+    assert llama.encode("hi", add_special_tokens=True) == [128000, *llama.encode("hi")]
+    assert gpt2.encode("hi", add_special_tokens=True) == gpt2.encode("hi")
+    assert get_encoding("qwen2").encode("hi", add_special_tokens=True) == get_encoding("qwen2").encode("hi")
+    assert llama.encode("<|begin_of_text|>") == get_encoding("llama3").encode("<|begin_of_text|>")
+    assert 128000 not in llama.encode("<|begin_of_text|>")
+
+
+def test_unsupported_pre_tokenizer_type_is_refused_by_name(tmp_path: Path) -> None:
+    from gguf import GGUFWriter
+
+    path = tmp_path / "x.gguf"
+    writer = GGUFWriter(str(path), "llama")
+    writer.add_string("tokenizer.ggml.model", "gpt2")
+    writer.add_string("tokenizer.ggml.pre", "falcon")
+    writer.add_array("tokenizer.ggml.tokens", ["a", "b", "ab"])
+    writer.add_array("tokenizer.ggml.merges", ["a b"])
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.close()
+    with pytest.raises(ArtifactError, match="'falcon' is not supported \\(supported: gpt-2, llama-bpe, qwen2\\)"):
+        from_gguf(path.read_bytes(), "x", source="x.gguf")
 
 
 def test_unsupported_model_type_is_refused_by_name(tmp_path: Path) -> None:
