@@ -35,7 +35,7 @@ SUPPORTED_MODELS = ("llama", "t5", "bert", "gpt2")
 
 class BytePre(NamedTuple):
     """How a byte-level vocabulary of one ``tokenizer.ggml.pre`` type splits and merges, as the named model's own
-    ``tokenizer.json`` does (and llama.cpp's ``llama-vocab.cpp`` for that type)."""
+    ``tokenizer.json`` does (llama.cpp's vectors for the type are made from that file)."""
 
     regex: str  #: the ``Split`` regex (pieces isolated), then ``ByteLevel``
     normalizer: str | None  #: a Unicode normal form first, or none
@@ -45,8 +45,7 @@ class BytePre(NamedTuple):
 
 #: ``tokenizer.ggml.pre`` -> :class:`BytePre` for byte-level (``gpt2``) vocabularies.
 BYTE_LEVEL_PRE: dict[str, BytePre] = {
-    "qwen2": BytePre(r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"""
-                     r"""\s*[\r\n]+|\s+(?!\S)|\s+""", "NFC", False, False),
+    "qwen2": BytePre(patterns.QWEN2, "NFC", False, False),
     # Llama 3 / 3.1 / 3.2 / 3.3: Meta's expression, no normalizer, ignore_merges and a BOS as its tokenizer.json.
     "llama-bpe": BytePre(patterns.LLAMA3, None, True, True),
     # GPT-2: Hugging Face's ByteLevel(use_regex) expression; tiktoken's possessive form splits the same.
@@ -125,13 +124,13 @@ def _byte_level_doc(kv: dict[str, Any], source: str) -> dict[str, Any]:
     post: dict[str, Any] = byte_level
     bos = _get(kv, "bos_token_id")
     if bool(_get(kv, "add_bos_token", how.add_bos)) and bos is not None:
-        if not 0 <= int(bos) < len(tokens):
-            raise ArtifactError(source, f"GGUF bos_token_id {bos} is outside the vocabulary")
-        name = tokens[int(bos)]
+        if not isinstance(bos, int) or isinstance(bos, bool) or not 0 <= bos < len(tokens):
+            raise ArtifactError(source, f"GGUF bos_token_id {bos!r} is not an id of the vocabulary")
+        name = tokens[bos]
         post = {"type": "Sequence", "processors": [byte_level, {
             "type": "TemplateProcessing",
             "single": [{"SpecialToken": {"id": name, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
-            "pair": [], "special_tokens": {name: {"id": name, "ids": [int(bos)], "tokens": [name]}}}]}
+            "pair": [], "special_tokens": {name: {"id": name, "ids": [bos], "tokens": [name]}}}]}
     return {
         "added_tokens": added,
         "normalizer": None if how.normalizer is None else {"type": how.normalizer},

@@ -143,20 +143,31 @@ def test_byte_level_bos_follows_the_pre_type_and_the_file(tmp_path: Path) -> Non
     assert 128000 not in llama.encode("<|begin_of_text|>")
 
 
-def test_unsupported_pre_tokenizer_type_is_refused_by_name(tmp_path: Path) -> None:
+def _byte_level_gguf(tmp_path: Path, pre: str, bos: int | None = None) -> bytes:
     from gguf import GGUFWriter
 
     path = tmp_path / "x.gguf"
     writer = GGUFWriter(str(path), "llama")
     writer.add_string("tokenizer.ggml.model", "gpt2")
-    writer.add_string("tokenizer.ggml.pre", "falcon")
+    writer.add_string("tokenizer.ggml.pre", pre)
     writer.add_array("tokenizer.ggml.tokens", ["a", "b", "ab"])
     writer.add_array("tokenizer.ggml.merges", ["a b"])
+    if bos is not None:
+        writer.add_uint32("tokenizer.ggml.bos_token_id", bos)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.close()
+    return path.read_bytes()
+
+
+def test_unsupported_pre_tokenizer_type_is_refused_by_name(tmp_path: Path) -> None:
     with pytest.raises(ArtifactError, match="'falcon' is not supported \\(supported: gpt-2, llama-bpe, qwen2\\)"):
-        from_gguf(path.read_bytes(), "x", source="x.gguf")
+        from_gguf(_byte_level_gguf(tmp_path, "falcon"), "x", source="x.gguf")
+
+
+def test_bos_outside_the_vocabulary_is_an_artifact_error(tmp_path: Path) -> None:
+    with pytest.raises(ArtifactError, match="bos_token_id 7 is not an id of the vocabulary"):
+        from_gguf(_byte_level_gguf(tmp_path, "llama-bpe", bos=7), "x", source="x.gguf")
 
 
 def test_unsupported_model_type_is_refused_by_name(tmp_path: Path) -> None:
