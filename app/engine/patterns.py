@@ -2,9 +2,8 @@
 
 The strings are the ones tiktoken (``tiktoken_ext/openai_public.py``), Meta (``llama_models/llama3/tokenizer.py``)
 and Mistral's tekken files use; the test suite compares them with the reference sources and sweeps every code
-point through both. They need
-the third-party ``regex`` module (possessive quantifiers, Unicode property classes, Unicode ``\\s``); Python's
-``re`` would silently give different pieces.
+point through both. They need the third-party ``regex`` module (possessive quantifiers, Unicode property classes,
+Unicode ``\\s``); Python's ``re`` would silently give different pieces.
 """
 
 from __future__ import annotations

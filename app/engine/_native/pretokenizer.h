@@ -360,7 +360,6 @@ static size_t scan_o200k(const uint8_t *s, size_t i, size_t n) { return scan_o20
 
 static size_t scan_tekken(const uint8_t *s, size_t i, size_t n) { return scan_o200k_family(s, i, n, 0, 0); }
 
-
 /* deepseek_v3: three Hugging Face Split(Isolated) pre-tokenizers in turn, each on every piece of the previous one
  * (matched and unmatched alike; a piece is the whole subject of the next regex, so its end is end-of-text for
  * \s+(?!\S)), unmatched stretches kept:

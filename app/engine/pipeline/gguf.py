@@ -136,10 +136,10 @@ def _byte_level_doc(kv: dict[str, Any], source: str) -> dict[str, Any]:
         "normalizer": None if how.normalizer is None else {"type": how.normalizer},
         "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
             {"type": "Split", "pattern": {"Regex": how.regex}, "behavior": "Isolated", "invert": False},
-            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]},
+            dict(byte_level)]},
         "model": {"type": "BPE", "vocab": vocab, "merges": list(merges), "ignore_merges": how.ignore_merges},
         "post_processor": post,
-        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+        "decoder": dict(byte_level),
     }
 
 

@@ -85,13 +85,20 @@ def test_header_reader_equals_gguf_package(tmp_path: Path) -> None:
         assert ours[key] == (bytes(theirs) if isinstance(ours[key], bytes) else theirs), key
 
 
-def _gguf_file(tmp_path: Path, model: str) -> bytes:
+def _gguf_file(tmp_path: Path, model: str, *, pre: str | None = None, bos: int | None = None) -> bytes:
+    """A GGUF file holding only a tokenizer: ``model``, tokens ``a b ab`` and the merge ``a b``, optionally a
+    pre-tokenizer type and a BOS id."""
     from gguf import GGUFWriter
 
     path = tmp_path / "x.gguf"
     writer = GGUFWriter(str(path), "llama")
     writer.add_string("tokenizer.ggml.model", model)
-    writer.add_array("tokenizer.ggml.tokens", ["a", "b"])
+    writer.add_array("tokenizer.ggml.tokens", ["a", "b", "ab"])
+    writer.add_array("tokenizer.ggml.merges", ["a b"])
+    if pre is not None:
+        writer.add_string("tokenizer.ggml.pre", pre)
+    if bos is not None:
+        writer.add_uint32("tokenizer.ggml.bos_token_id", bos)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.close()
@@ -132,7 +139,7 @@ def test_byte_level_pre_types_equal_llama_cpp_and_tiktoken(stem: str, backend: s
         assert tok.decode(ref.encode(t)) == t
 
 
-def test_byte_level_bos_follows_the_pre_type_and_the_file(tmp_path: Path) -> None:
+def test_byte_level_bos_follows_the_pre_type_and_the_file() -> None:
     """llama.cpp adds a BOS for ``llama-bpe`` unless ``tokenizer.ggml.add_bos_token`` says otherwise; ``gpt-2``
     and ``qwen2`` add none. Control tokens are special: their text in caller text stays text."""
     llama, gpt2 = _test_gguf("ggml-vocab-llama-bpe.gguf", "native"), _test_gguf("ggml-vocab-gpt-2.gguf", "native")
@@ -143,31 +150,14 @@ def test_byte_level_bos_follows_the_pre_type_and_the_file(tmp_path: Path) -> Non
     assert 128000 not in llama.encode("<|begin_of_text|>")
 
 
-def _byte_level_gguf(tmp_path: Path, pre: str, bos: int | None = None) -> bytes:
-    from gguf import GGUFWriter
-
-    path = tmp_path / "x.gguf"
-    writer = GGUFWriter(str(path), "llama")
-    writer.add_string("tokenizer.ggml.model", "gpt2")
-    writer.add_string("tokenizer.ggml.pre", pre)
-    writer.add_array("tokenizer.ggml.tokens", ["a", "b", "ab"])
-    writer.add_array("tokenizer.ggml.merges", ["a b"])
-    if bos is not None:
-        writer.add_uint32("tokenizer.ggml.bos_token_id", bos)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.close()
-    return path.read_bytes()
-
-
 def test_unsupported_pre_tokenizer_type_is_refused_by_name(tmp_path: Path) -> None:
     with pytest.raises(ArtifactError, match="'falcon' is not supported \\(supported: gpt-2, llama-bpe, qwen2\\)"):
-        from_gguf(_byte_level_gguf(tmp_path, "falcon"), "x", source="x.gguf")
+        from_gguf(_gguf_file(tmp_path, "gpt2", pre="falcon"), "x", source="x.gguf")
 
 
 def test_bos_outside_the_vocabulary_is_an_artifact_error(tmp_path: Path) -> None:
     with pytest.raises(ArtifactError, match="bos_token_id 7 is not an id of the vocabulary"):
-        from_gguf(_byte_level_gguf(tmp_path, "llama-bpe", bos=7), "x", source="x.gguf")
+        from_gguf(_gguf_file(tmp_path, "gpt2", pre="llama-bpe", bos=7), "x", source="x.gguf")
 
 
 def test_unsupported_model_type_is_refused_by_name(tmp_path: Path) -> None:
