@@ -24,7 +24,17 @@ from app.engine.chat import ChatInputError, Conversation, Framing, parse_convers
 from . import metrics
 from .deps import ServiceState
 from .errors import ApiError
-from .ops import OpResult, _check_batch, _check_chars, _dumps, _model_usage, _timed, _token_pieces, utf8_len
+from .ops import (
+    OpResult,
+    _check_batch,
+    _check_chars,
+    _dumps,
+    _model_usage,
+    _timed,
+    _token_pieces,
+    check_detail_count,
+    utf8_len,
+)
 from .schemas import CountRequest, EncodeRequest, Truncate
 
 
@@ -64,7 +74,11 @@ def _conversation(svc: ServiceState, messages: Any, tools: Any) -> tuple[Convers
 
 
 def _chat_error(exc: ChatInputError) -> ApiError:
-    return ApiError(422, "invalid_messages", str(exc), {"field": exc.path})
+    """422 ``invalid_messages`` naming the field (and the limit, when the conversation is over one)."""
+    details: dict[str, Any] = {"field": exc.path}
+    if exc.limit is not None:
+        details["limit_name"], details["limit"] = exc.limit
+    return ApiError(422, "invalid_messages", str(exc), details)
 
 
 class _Counter:
@@ -110,6 +124,7 @@ def chat_op(svc: ServiceState, req: EncodeRequest | CountRequest, labels: Mutabl
         ids = counter.ids(conv)
         out["ids"], out["count"] = ids, len(ids)
         if getattr(req, "return_tokens", False):
+            check_detail_count(svc, len(ids), "return_tokens")
             out["tokens"] = _token_pieces(enc, ids)
     else:
         out["count"] = counter.count(conv)

@@ -2,6 +2,9 @@
 ``POST /detokenize``, and TEI's ``POST /tokenize`` and ``POST /decode`` under ``/tei/{model}/`` (point a TEI client's
 base URL at ``http://host/tei/MODEL``).
 
+Per-token details (vLLM's ``token_strs``, TEI's token objects) are bounded by ``TOKENIZER_MAX_DETAIL_TOKENS`` as on
+``/encode``: a 413 decided before that work.
+
 Same safety rule as everywhere: input text is ordinary text. vLLM and TEI parse special-token strings typed in a
 prompt into control tokens; here they stay text (the tokenizer's own framing is added only by
 ``add_special_tokens``, and chat framing only by ``messages``).
@@ -21,7 +24,18 @@ from . import metrics
 from .chat_ops import chat_conversation, chat_framing, chat_ids
 from .deps import ServiceState
 from .errors import ApiError
-from .ops import OpResult, _check_batch, _check_chars, _dumps, _timed, _token_pieces, parse, utf8_len
+from .ops import (
+    OpResult,
+    _check_batch,
+    _check_chars,
+    _dumps,
+    _timed,
+    _token_pieces,
+    check_detail_count,
+    check_detail_texts,
+    parse,
+    utf8_len,
+)
 from .schemas import DetokenizeRequest, TeiDecodeRequest, TeiTokenizeRequest, TokenizeRequest
 
 
@@ -68,9 +82,15 @@ def tokenize(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -
         prompt = req.prompt or ""
         _check_chars(svc, len(prompt))
         nbytes = utf8_len(prompt, "prompt")
+        if req.return_token_strs:
+            template = enc.template
+            specials = len(template.prefix_ids) + len(template.suffix_ids) if req.add_special_tokens else 0
+            check_detail_texts(svc, enc, [prompt], specials, 0, nbytes, "return_token_strs")
         start = time.perf_counter()
         ids = enc.encode(prompt, add_special_tokens=req.add_special_tokens)
     timings["tokenize"] = time.perf_counter() - start
+    if req.return_token_strs:  # messages: the framed ids are the count (ids alone are not limited)
+        check_detail_count(svc, len(ids), "return_token_strs")
     metrics.sync_cache([enc])
     out: dict[str, Any] = {"count": len(ids), "max_model_len": info.context_window, "tokens": ids}
     if req.return_token_strs:
@@ -139,6 +159,9 @@ def tei_tokenize(svc: ServiceState, name: str, body: bytes, labels: MutableMappi
     _check_batch(svc, len(inputs), "inputs")
     _check_chars(svc, sum(map(len, inputs)))
     nbytes = sum(utf8_len(t, f"inputs[{i}]") for i, t in enumerate(inputs))
+    template = enc.template
+    specials = len(template.prefix_ids) + len(template.suffix_ids) if req.add_special_tokens else 0
+    check_detail_texts(svc, enc, inputs, specials, 0, nbytes, "TEI tokenize")  # every token is a detail object
     start = time.perf_counter()
     out = [_tei_tokens(enc, t, req.add_special_tokens) for t in inputs]
     timings["tokenize"] = time.perf_counter() - start

@@ -25,7 +25,7 @@ from app.engine.errors import EngineError
 
 from . import metrics, ops
 from .deps import ServiceState
-from .errors import ApiError, error_body, from_engine_error
+from .errors import ApiError, error_body, from_engine_error, internal_error
 
 Op = Callable[[ServiceState, bytes, MutableMapping[str, str]], ops.OpResult]
 
@@ -55,7 +55,8 @@ def _error(err: ApiError) -> Answer:
 async def run(svc: ServiceState | None, op: Op, endpoint: str, body: bytes,
               labels: MutableMapping[str, str]) -> Answer:
     """Run ``op`` on ``body`` where it belongs (see the module docstring) and record its metrics. Every client error
-    becomes its JSON error answer (503 while the service is not ready); other exceptions propagate (a 500).
+    becomes its JSON error answer (503 while the service is not ready); any other exception is a bug, logged as one
+    bounded line and answered with a 500 without internals (:func:`app.api.errors.internal_error`).
 
     ``Server-Timing`` of a success lists the operation's phases (``parse``, ``tokenize``, ``serialize``), the wait
     for a thread (``queue``; 0 inline) and where it ran (``pool;desc=inline|threads|bulk``)."""
@@ -83,6 +84,8 @@ async def run(svc: ServiceState | None, op: Op, endpoint: str, body: bytes,
         return _error(exc)
     except EngineError as exc:
         return _error(from_engine_error(exc))
+    except Exception as exc:  # noqa: BLE001 -- the last line of defence (limits are checked before the work)
+        return _error(internal_error(exc, f"POST {endpoint}"))
     metrics.observe_work(endpoint, result.tokenizer, result.timings.get("tokenize", 0.0), result.tokens,
                          result.input_bytes)
     timing = f'{result.server_timing()}, pool;desc="{pool}"'

@@ -26,6 +26,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.types import Send
 
+from app.core.failures import describe
 from app.engine.errors import (
     ArtifactError,
     EngineError,
@@ -104,6 +105,13 @@ def from_engine_error(exc: EngineError) -> ApiError:
     return ApiError(422, "engine_error", str(exc))
 
 
+def internal_error(exc: BaseException, where: str) -> ApiError:
+    """Log ``exc`` (an error no handler expected) as one bounded line (:func:`app.core.failures.describe`: no
+    traceback of a thousand frames) and return the 500 the client gets (no internals)."""
+    log.error("unhandled error serving %s: %s", where[:200], describe(exc))
+    return ApiError(500, "internal_error", "internal error")
+
+
 def validation_details(errors: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Pydantic errors without their ``input`` (which may be megabytes of user text) and URLs."""
     out = []
@@ -135,9 +143,8 @@ def install_handlers(app: FastAPI) -> None:
         return error_response(ApiError(422, "validation_error", "request does not match the schema",
                                        validation_details(errors)))
 
-    async def unexpected(_: Request, exc: Exception) -> Response:
-        log.exception("unhandled error", exc_info=exc)
-        return error_response(ApiError(500, "internal_error", "internal error"))
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        return error_response(internal_error(exc, f"{request.method} {request.url.path}"))
 
     app.add_exception_handler(ApiError, api_error)  # type: ignore[arg-type]
     app.add_exception_handler(EngineError, engine_error)  # type: ignore[arg-type]

@@ -32,7 +32,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.core.config import Settings
 
 from . import dispatch, metrics
-from .errors import send_error
+from .errors import internal_error, send_error
 
 log = logging.getLogger("app.api")
 
@@ -103,10 +103,10 @@ class GatewayMiddleware:
         metrics.in_flight.inc()
         try:
             await self._handle(scope, receive, send_tracking)
-        except Exception:
-            log.exception("unhandled error serving %s %s", scope.get("method"), scope.get("path"))
+        except Exception as exc:  # the last line of defence: one bounded log line, a 500 without internals
+            err = internal_error(exc, f"{scope.get('method')} {scope.get('path')}")
             if not state["status"]:
-                await send_error(send_tracking, 500, "internal_error", "internal error")
+                await send_error(send_tracking, err.status, err.type, err.message)
         finally:
             record()
 

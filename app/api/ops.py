@@ -125,29 +125,48 @@ def _check_chars(svc: ServiceState, n: int) -> None:
 
 
 def _check_detail(svc: ServiceState, t: _Texts) -> None:
-    """413 when a request for tokens or offsets would return more than ``TOKENIZER_MAX_DETAIL_TOKENS`` tokens,
-    decided before any of that work: a text has at most one token per UTF-8 byte, so only texts with more bytes
-    than the limit are counted (the compiled count, which releases the GIL, builds nothing). Sampled requests are
-    checked by :func:`_check_detail_count` after their one encoding instead (sampling the text twice to count it
-    first would double the work; :data:`~app.api.sample_ops.MAX_SAMPLE_BYTES` bounds the ids meanwhile)."""
-    limit = svc.settings.max_detail_tokens
-    specials = len(t.prefix) + len(t.suffix) + sum(1 for p in t.parts or () if p.special is not None)
-    if t.input_bytes + specials * max(1, len(t.texts or ())) <= limit:
-        return
+    """:func:`check_detail_texts` for an /encode request asking for tokens or offsets (its parts or texts, with the
+    prefix/suffix specials it names). Sampled requests are checked by :func:`check_detail_count` after their one
+    encoding instead (sampling the text twice to count it first would double the work;
+    :data:`~app.api.sample_ops.MAX_SAMPLE_BYTES` bounds the ids meanwhile)."""
+    specials = len(t.prefix) + len(t.suffix)
+    if t.add_special:
+        specials += len(t.enc.template.prefix_ids) + len(t.enc.template.suffix_ids)
     if t.parts is not None:
-        n = specials + sum(t.enc.count(p.text) for p in t.parts if p.text is not None)
+        specials += sum(1 for p in t.parts if p.special is not None)
+        check_detail_texts(svc, t.enc, [p.text for p in t.parts if p.text is not None], 0, specials, t.input_bytes,
+                           DETAIL_FIELDS)
     else:
-        n = sum(t.enc.count(text) for text in t.texts or ()) + specials * len(t.texts or ())
-    _check_detail_count(svc, n)
+        check_detail_texts(svc, t.enc, t.texts or [], specials, 0, t.input_bytes, DETAIL_FIELDS)
 
 
-def _check_detail_count(svc: ServiceState, n: int) -> None:
-    """413 when ``n`` tokens are more than ``TOKENIZER_MAX_DETAIL_TOKENS`` (tokens or offsets asked for)."""
+#: The /encode fields that return per-token details.
+DETAIL_FIELDS = "return_tokens/return_offsets"
+
+
+def check_detail_texts(svc: ServiceState, enc: Tokenizer, texts: Sequence[str], specials_each: int,
+                       specials_once: int, input_bytes: int, field: str) -> None:
+    """413 when per-token details (``field``: pieces, offsets, TEI token objects, vLLM ``token_strs``) of ``texts``
+    would cover more than ``TOKENIZER_MAX_DETAIL_TOKENS`` tokens, decided before any of that work. ``specials_each``
+    special tokens are added around every text, ``specials_once`` once; ``input_bytes`` is the texts' UTF-8 size.
+    A text has at most one token per UTF-8 byte, so only inputs with more bytes than the limit are counted (the
+    compiled count, which releases the GIL, builds nothing)."""
+    limit = svc.settings.max_detail_tokens
+    specials = specials_once + specials_each * max(1, len(texts))
+    if input_bytes + specials <= limit:
+        return
+    check_detail_count(svc, sum(enc.count(text) for text in texts) + specials_once + specials_each * len(texts),
+                       field)
+
+
+def check_detail_count(svc: ServiceState, n: int, field: str = DETAIL_FIELDS) -> None:
+    """413 when ``n`` tokens are more than ``TOKENIZER_MAX_DETAIL_TOKENS`` (per-token details of ``field`` asked
+    for)."""
     limit = svc.settings.max_detail_tokens
     if n > limit:
-        raise ApiError(413, "payload_too_large", f"return_tokens/return_offsets are limited to {limit} tokens per "
-                       f"request (TOKENIZER_MAX_DETAIL_TOKENS); this one has {n}: ask for ids only, or split the text",
-                       {"limit": limit, "actual": n, "field": "return_tokens/return_offsets"})
+        raise ApiError(413, "payload_too_large", f"{field} is limited to {limit} tokens per request "
+                       f"(TOKENIZER_MAX_DETAIL_TOKENS); this one has {n}: ask for ids only, or split the text",
+                       {"limit": limit, "actual": n, "field": field})
 
 
 # ---------------------------------------------------------------------------- shared pieces
@@ -295,7 +314,7 @@ def encode(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> 
             if looks is not None:
                 results[-1]["special_lookalikes"] = looks[i]
     if detail and sample is not None:
-        _check_detail_count(svc, sum(len(r["ids"]) for r in results))
+        check_detail_count(svc, sum(len(r["ids"]) for r in results))
         for r in results:
             r["tokens"] = _token_pieces(enc, r["ids"])
     timings["tokenize"] = time.perf_counter() - start

@@ -2,7 +2,8 @@
 
 Each subcommand group lives in its own module exposing ``register(subparsers)``; every handler returns a process
 exit code. Every usage or input error (an engine error, a missing or unreadable file, a directory, a binary file,
-a bad ``TOKENIZER_ENGINE``) is a one-line message on stderr and exit code 2, never a traceback.
+a bad ``TOKENIZER_ENGINE``, input too large or deep for a step) is a one-line message on stderr and exit code 2, and
+any other exception one bounded line and exit code 1 (:func:`app.core.failures.describe`), never a traceback.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from app.core.config import SettingsError
+from app.core.failures import describe
 from app.engine.errors import EngineError
 from app.engine.native import resolve_backend
 
@@ -49,3 +51,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
+    except (RecursionError, OverflowError, MemoryError) as exc:  # input past what a step can take: still one line
+        print(f"error: the input is too large or nested too deeply ({describe(exc)})", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 -- the last line of defence: one bounded line, never a traceback
+        print(f"error: internal error: {describe(exc)}", file=sys.stderr)
+        return 1

@@ -41,8 +41,10 @@ def _read_conversation(path: str) -> tuple[Any, Any, bool]:
     ``messages`` (and optionally ``tools``, ``add_generation_prompt``)."""
     try:
         data = json.loads(read_text_inputs([path])[0][1])
+    except RecursionError:
+        raise CliError(f"{path}: cannot read a JSON conversation: nested too deeply") from None
     except (OSError, ValueError) as exc:
-        raise CliError(f"{path}: cannot read a JSON conversation: {exc}") from None
+        raise CliError(f"{path}: cannot read a JSON conversation: {str(exc)[:200]}") from None
     if isinstance(data, list):
         return data, None, True
     if isinstance(data, dict) and "messages" in data:

@@ -13,6 +13,10 @@
 Decisions: a list ``content`` is its text parts joined with ``"\\n"`` (what vLLM does for templates that take string
 content); ``content: null`` is the empty string. Bad input raises :class:`ChatInputError` whose ``path`` names the
 offending field (``messages[2].content``).
+
+Limits (:mod:`.limits`), checked here before any framing work: no message or tool nests deeper than
+:data:`~.limits.MAX_JSON_DEPTH` (a tool call's ``arguments`` text counted where it stands). Error messages quote at
+most a short prefix of a caller value and are at most :data:`MAX_ERROR_CHARS` long.
 """
 
 from __future__ import annotations
@@ -22,15 +26,28 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .limits import ARGUMENTS_DEPTH, MAX_JSON_DEPTH, depth_exceeds, preview, text_depth_exceeds
+
 ROLES = ("system", "developer", "user", "assistant", "tool")
+#: Longest error message (a longer one is cut): refusals never echo megabytes of caller input.
+MAX_ERROR_CHARS = 500
 
 
 class ChatInputError(ValueError):
-    """A conversation that does not have the accepted shape, or that a framing cannot render."""
+    """A conversation that does not have the accepted shape, or that a framing cannot render. ``limit`` is set
+    (``(name, value)``) when it is over one of the limits of :mod:`.limits`."""
 
-    def __init__(self, message: str, path: str = "messages") -> None:
+    def __init__(self, message: str, path: str = "messages", limit: tuple[str, int] | None = None) -> None:
+        if len(message) > MAX_ERROR_CHARS:
+            message = message[:MAX_ERROR_CHARS - 1] + "…"
         super().__init__(message)
-        self.path = path
+        self.path = path[:200]
+        self.limit = limit
+
+
+def _too_deep(path: str, what: str) -> ChatInputError:
+    return ChatInputError(f"{path}: {what} nests JSON more than {MAX_JSON_DEPTH} deep (the limit on chat JSON "
+                          "nesting, MAX_JSON_DEPTH)", path, ("MAX_JSON_DEPTH", MAX_JSON_DEPTH))
 
 
 @dataclass(frozen=True)
@@ -137,6 +154,8 @@ def _tool_call(value: Any, path: str) -> ToolCall:
         arguments = json.dumps(arguments, ensure_ascii=False)
     arguments = _str(arguments, f"{path}.function.arguments")
     assert name is not None and arguments is not None
+    if text_depth_exceeds(arguments, MAX_JSON_DEPTH - ARGUMENTS_DEPTH):
+        raise _too_deep(f"{path}.function.arguments", "the arguments text")
     if not name:
         raise ChatInputError(f"{path}.function.name must not be empty", f"{path}.function.name")
     return ToolCall(name=name, arguments=arguments, id=_str(value.get("id"), f"{path}.id", optional=True),
@@ -171,10 +190,12 @@ def _message(value: Any, path: str) -> ChatMessage:
             return _plain_message(role, content)
     if not isinstance(value, Mapping):
         raise ChatInputError(f"{path} must be an object", path)
-    extra = sorted(set(value) - _MESSAGE_KEYS)
+    if depth_exceeds(value, MAX_JSON_DEPTH):
+        raise _too_deep(path, "the message")
+    extra = sorted(map(str, set(value) - _MESSAGE_KEYS))
     if extra:
-        raise ChatInputError(f"{path}: unknown field {extra[0]!r} (allowed: {', '.join(sorted(_MESSAGE_KEYS))})",
-                             f"{path}.{extra[0]}")
+        raise ChatInputError(f"{path}: unknown field {preview(extra[0])} (allowed: "
+                             f"{', '.join(sorted(_MESSAGE_KEYS))})", f"{path}.{extra[0][:40]}")
     role = value.get("role")
     if role not in ROLES:
         raise ChatInputError(f"{path}.role must be one of {', '.join(ROLES)}", f"{path}.role")
@@ -202,6 +223,8 @@ def _tool(value: Any, path: str) -> Tool:
             value.get("function"), Mapping):
         raise ChatInputError(f"{path} must be {{\"type\": \"function\", \"function\": {{name, description, "
                              "parameters}}}}", path)
+    if depth_exceeds(value, MAX_JSON_DEPTH):
+        raise _too_deep(path, "the tool")
     fn = value["function"]
     name = _str(fn.get("name"), f"{path}.function.name")
     assert name is not None

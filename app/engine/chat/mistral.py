@@ -8,7 +8,12 @@ Three steps, each matching the reference's semantics:
    is user or system; a longer one does not end with an assistant message), tool calls answered by as many tool
    results before the next assistant message, an assistant message has content or tool calls but not both (v7:
    not checked; the merged message must have one or both), function names ``[a-zA-Z0-9_-]{1,64}``, tool
-   parameters a valid JSON Schema (draft 7), and from v3 on tool-call ids of 9 letters/digits on both sides.
+   parameters a valid JSON Schema (draft 7: ``jsonschema.Draft7Validator.check_schema``, as
+   ``mistral_common/utils/json_utils.py`` calls it, with its format checker, except that a ``regex``-format
+   value — ``pattern``, ``patternProperties`` keys — is checked by :func:`check_regex`: at most
+   :data:`~.limits.MAX_PATTERN_CHARS` characters, compiled without entering Python's process-wide ``re`` cache,
+   and a pattern ``re`` cannot compile for its size or nesting (``OverflowError``, ``RecursionError``, on which the
+   reference itself fails) refused like an invalid one), and from v3 on tool-call ids of 9 letters/digits on both sides.
    Fields the reference cannot take (null content of user/system/tool messages, a tool message without
    ``tool_call_id``, a call without ``arguments``) are refused too. A refusal is a
    :class:`~app.engine.chat.messages.ChatInputError` stating the rule.
@@ -36,10 +41,12 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from re import _compiler as re_compiler  # type: ignore[attr-defined]  # re.compile's compiler, without the cache
 from typing import Any
 
 import jsonschema
 
+from .limits import MAX_PATTERN_CHARS, preview
 from .messages import ChatInputError, ChatMessage, Conversation, Tool, ToolCall
 from .parts import Parts
 
@@ -85,8 +92,42 @@ def _json_value(text: str) -> Any:
         raise _refuse("a JSON value is nested too deeply") from None
 
 
-def _refuse(message: str, path: str = "messages") -> ChatInputError:
-    return ChatInputError(f"the Mistral framing refuses this conversation: {message}", path)
+def _refuse(message: str, path: str = "messages", limit: tuple[str, int] | None = None) -> ChatInputError:
+    return ChatInputError(f"the Mistral framing refuses this conversation: {message}", path, limit)
+
+
+class PatternTooLong(ValueError):
+    """A regex of a tool schema longer than :data:`~.limits.MAX_PATTERN_CHARS` (refused before compiling it)."""
+
+    def __init__(self, length: int) -> None:
+        super().__init__(f"a regex of {length} characters")
+        self.length = length
+
+
+def check_regex(pattern: object) -> bool:
+    """The ``regex`` format check of the tool-schema validation: True for a string ``re.compile`` accepts (non
+    strings pass, as jsonschema's own check). Raises :class:`PatternTooLong` past the size limit and ``re.error``
+    for an invalid pattern, one too large (``OverflowError``) or nested too deeply (``RecursionError``) for ``re``.
+    The pattern is compiled by the function ``re.compile`` calls, so it never enters the process-wide cache."""
+    if not isinstance(pattern, str):
+        return True
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise PatternTooLong(len(pattern))
+    try:
+        re_compiler.compile(pattern, 0)
+    except (OverflowError, RecursionError, MemoryError) as exc:
+        raise re.error(f"cannot be compiled: {type(exc).__name__}") from None
+    return True
+
+
+def _format_checker() -> jsonschema.FormatChecker:
+    """Draft 7's format checker with its ``regex`` check replaced by :func:`check_regex`."""
+    checker = jsonschema.FormatChecker(())
+    checker.checkers = {**jsonschema.Draft7Validator.FORMAT_CHECKER.checkers, "regex": (check_regex, re.error)}
+    return checker
+
+
+_FORMATS = _format_checker()
 
 
 @dataclass(frozen=True)
@@ -141,7 +182,7 @@ def _check_call_id(call_id: str | None, path: str) -> None:
     if call_id is None or call_id == "null":
         raise _refuse("tool call ids must be given (9 letters or digits)", path)
     if not _CALL_ID.match(call_id):
-        raise _refuse(f"tool call id {call_id!r} must be 9 letters or digits", path)
+        raise _refuse(f"tool call id {preview(call_id)} must be 9 letters or digits", path)
 
 
 def _check_content(version: str, messages: Sequence[ChatMessage]) -> None:
@@ -157,28 +198,48 @@ def _check_content(version: str, messages: Sequence[ChatMessage]) -> None:
                 if version != "v1":
                     _check_call_id(call.id, f"{path}.id")
                 if not _NAME.match(call.name):
-                    raise _refuse(f"function name {call.name!r} must be 1-64 of a-z, A-Z, 0-9, _ and -",
+                    raise _refuse(f"function name {preview(call.name)} must be 1-64 of a-z, A-Z, 0-9, _ and -",
                                   f"{path}.function.name")
         elif m.role == "tool":
             if m.name is not None and not _NAME.match(m.name):
-                raise _refuse(f"tool name {m.name!r} must be 1-64 of a-z, A-Z, 0-9, _ and -", f"{where}.name")
+                raise _refuse(f"tool name {preview(m.name)} must be 1-64 of a-z, A-Z, 0-9, _ and -",
+                              f"{where}.name")
             if version != "v1":
                 _check_call_id(m.tool_call_id, f"{where}.tool_call_id")
 
 
 def _check_tools(tools: Sequence[Tool]) -> None:
     for i, tool in enumerate(tools):
+        where = f"tools[{i}].function.parameters"
         try:
-            jsonschema.Draft7Validator.check_schema(dict(tool.parameters or {}))
-        except RecursionError:
-            raise _refuse(f"tools[{i}]: the tool schema is nested too deeply", f"tools[{i}].function.parameters") \
-                from None
+            jsonschema.Draft7Validator.check_schema(dict(tool.parameters or {}), format_checker=_FORMATS)
+        except PatternTooLong as exc:
+            raise _refuse(f"tools[{i}]: {exc} in the tool schema; the limit is {MAX_PATTERN_CHARS} "
+                          "(MAX_PATTERN_CHARS)", where, ("MAX_PATTERN_CHARS", MAX_PATTERN_CHARS)) from None
+        except RecursionError:  # not reached within MAX_JSON_DEPTH (parse_conversation's check): a last resort
+            raise _refuse(f"tools[{i}]: the tool schema is nested too deeply", where) from None
         except jsonschema.exceptions.SchemaError as exc:
-            raise _refuse(f"tools[{i}]: invalid tool schema: {exc.message}", f"tools[{i}].function.parameters") \
-                from None
+            raise _refuse(f"tools[{i}]: invalid tool schema at {_schema_path(exc)}: {_schema_reason(exc)}",
+                          where) from None
         if not _NAME.match(tool.name):
-            raise _refuse(f"function name {tool.name!r} must be 1-64 of a-z, A-Z, 0-9, _ and -",
+            raise _refuse(f"function name {preview(tool.name)} must be 1-64 of a-z, A-Z, 0-9, _ and -",
                           f"tools[{i}].function.name")
+
+
+def _schema_path(exc: jsonschema.exceptions.SchemaError) -> str:
+    return "/" + "/".join(preview(str(p), 20)[1:-1] for p in list(exc.path)[:8]) if exc.path else "the top level"
+
+
+def _schema_reason(exc: jsonschema.exceptions.SchemaError) -> str:
+    """jsonschema's message for ``exc`` with its echo of the offending value cut to a short prefix."""
+    instance = exc.instance
+    if exc.validator == "format":
+        return f"{preview(instance)} is not a valid {exc.validator_value!r}"
+    if exc.validator == "type":
+        return f"{preview(instance)} is not of type {preview(exc.validator_value)}"
+    if exc.validator in ("enum", "const"):
+        return f"{preview(instance)} is not one of the allowed values"
+    return exc.message if len(exc.message) <= 200 else f"{exc.validator!r} check failed on {preview(instance)}"
 
 
 def _normalize(version: str, messages: Sequence[ChatMessage]) -> tuple[list[_Msg], str | None]:
