@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import time
 from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field
@@ -54,16 +55,25 @@ class OpResult:
 # ---------------------------------------------------------------------------- parsing
 
 
+#: 19 digits in a row: where orjson may have turned an integer past 64 bits into a float.
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+
+
 def parse(model: type[M], body: bytes) -> M:
     """Decode and validate a JSON body. 400 for anything that is not JSON, 422 for JSON of the wrong shape.
 
     orjson parses first (the fast path). Whatever it refuses, and any body whose orjson value fails validation, is
     decided by the standard library's parser instead, so every verdict is the one ``json.loads`` gives (orjson turns
-    integers above 64 bits into floats and refuses lone-surrogate escapes, which then get their own 422)."""
+    integers above 64 bits into floats and refuses lone-surrogate escapes, which then get their own 422). A chat
+    body (``messages``, whose values are free JSON) with 19 digits in a row anywhere is read by ``json.loads`` too,
+    so its integers are the exact ones the CLI reads from a file (each framing then prints them as its reference
+    does)."""
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError:
         return _validate(model, _loads_or_400(body))
+    if type(data) is dict and "messages" in data and _LONG_DIGITS.search(body) is not None:
+        data = _loads_or_400(body)
     try:
         return _validate(model, data)
     except ApiError:
