@@ -9,7 +9,11 @@ endpoints in the OpenAPI schema.
 
 Where the work runs: bodies up to ``TOKENIZER_INLINE_BYTES`` on the event loop (tens of microseconds of work, less
 than a thread hop), bigger ones on the worker's thread pool, and bodies from ``TOKENIZER_BULK_BYTES`` on a separate,
-smaller pool, so a 10 MB request never makes small ones wait for a thread.
+smaller pool, so a 10 MB request never makes small ones wait for a thread. A small body whose tokenizer runs an
+artifact's unvetted regex (:mod:`app.engine.artifact_regex`: an imported ``tokenizer.json`` or tekken pattern that
+is not one of the bundled, swept ones) never runs inline: the regex raises ``OffloadRequired`` before matching and
+the request is run again on the thread pool, where that regex runs with the GIL released and a time bound; the
+event loop keeps answering ``/healthz`` and the other tokenizers.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 
 import anyio
 
+from app.engine.artifact_regex import OffloadRequired, on_event_loop
 from app.engine.errors import EngineError
 
 from . import metrics, ops
@@ -64,12 +69,18 @@ async def run(svc: ServiceState | None, op: Op, endpoint: str, body: bytes,
         return _error(ApiError(503, "not_ready", "the service is not ready"))
     settings = svc.settings
     try:
+        result: ops.OpResult | None = None
+        pool = "inline"
         if len(body) <= settings.inline_bytes:
-            pool = "inline"
-            result = op(svc, body, labels)
-            result.timings["queue"] = 0.0
+            try:
+                with on_event_loop():
+                    result = op(svc, body, labels)
+                result.timings["queue"] = 0.0
+            except OffloadRequired:  # an unvetted artifact regex: never on the event loop
+                pool = "threads"
         else:
             pool = "bulk" if len(body) >= settings.bulk_bytes else "threads"
+        if result is None:
             limiter: Any = svc.bulk_limiter if pool == "bulk" else svc.limiter
             submitted = time.perf_counter()
 

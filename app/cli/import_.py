@@ -22,6 +22,8 @@ from app.engine.errors import ArtifactError, EngineError
 from app.engine.loaders import LoadOptions, load_tokenizer
 from app.engine.store import MANIFEST_FILE, Store, TokenizerSpec, default_store_dir, write_manifest
 
+#: Exceptions a malformed file may raise that the loaders' own checks did not name.
+_MALFORMED = (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, RecursionError, MemoryError)
 #: Files above this size are stored xz-compressed.
 COMPRESS_FROM = 1 << 20
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
@@ -71,9 +73,12 @@ def _detect(data: bytes, source: str) -> tuple[str, str]:
             doc = json.loads(data)
         except ValueError:
             raise ArtifactError(source, "not a tokenizer.json (invalid JSON)") from None
+        except RecursionError:
+            raise ArtifactError(source, "not a tokenizer.json (JSON nested too deeply)") from None
         if isinstance(doc, dict) and isinstance(doc.get("config"), dict) and isinstance(doc.get("vocab"), list):
             return "tekken", "bpe"
-        model_type = doc.get("model", {}).get("type") if isinstance(doc, dict) else None
+        model = doc.get("model") if isinstance(doc, dict) else None
+        model_type = model.get("type") if isinstance(model, dict) else None
         kind = _KINDS.get(model_type) if isinstance(model_type, str) else None
         if kind is None:
             raise ArtifactError(source, f"model type {model_type!r} is not supported")
@@ -115,8 +120,13 @@ def import_file(path: Path, name: str, store_dir: Path, *, aliases: tuple[str, .
         data = path.read_bytes()
     except OSError as exc:
         raise ArtifactError(str(path), f"cannot read: {exc.strerror or exc}") from None
-    fmt, kind = _detect(data, str(path))
-    tok = _load_bytes(fmt, data, name, str(path))
+    try:
+        fmt, kind = _detect(data, str(path))
+        tok = _load_bytes(fmt, data, name, str(path))
+    except EngineError:
+        raise
+    except _MALFORMED as exc:  # the last line of defence: one line naming the file, never a traceback
+        raise ArtifactError(str(path), f"cannot load: {type(exc).__name__}: {str(exc)[:200]}") from None
     n_vocab = int(getattr(tok, "n_vocab", 0))
     store_dir = store_dir.expanduser().resolve()
     existing: list[TokenizerSpec] = []

@@ -14,7 +14,9 @@ Order of events:
 4. uvicorn serves (uvloop and httptools when installed; with httptools, request headers have a deadline, see
    :mod:`app.api.protocol`) on ``--host/--port`` or ``--uds``. SIGTERM/SIGINT stop
    accepting connections at once (new ones are refused), let in-flight requests finish (up to
-   ``--graceful-timeout`` seconds), then exit 0 (see :func:`run_uvicorn`).
+   ``--graceful-timeout`` seconds), then exit 0 (see :func:`run_uvicorn`). The graceful timeout is a hard
+   deadline whatever a worker is doing: a worker process still alive when it expires is killed (SIGKILL), and a
+   single-worker server whose threads are still busy exits at once (:func:`arm_deadline`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ import signal
 import socket
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -173,7 +177,25 @@ def run_uvicorn(options: dict[str, Any]) -> int:
     import uvicorn
     from uvicorn.supervisors import Multiprocess
 
+    grace = float(options.get("timeout_graceful_shutdown") or 0) or DEFAULT_DEADLINE
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            arm_deadline(grace)
+            super().handle_exit(sig, frame)
+
     class Supervisor(Multiprocess):
+        def join_all(self) -> None:  # uvicorn's waits for ever: a worker stuck in C code never exits
+            deadline = time.monotonic() + grace
+            for process in self.processes:
+                process.process.join(max(0.0, deadline - time.monotonic()))
+            for process in self.processes:
+                if process.process.is_alive():
+                    print(f"error: worker {process.process.pid} still busy after the graceful timeout "
+                          f"({grace:g} s); killed", file=sys.stderr)
+                    process.kill()
+                    process.process.join()
+
         def _stop_listening(self) -> None:
             for sock in self.sockets:
                 sock.close()
@@ -187,7 +209,7 @@ def run_uvicorn(options: dict[str, Any]) -> int:
             super().handle_int()
 
     config = uvicorn.Config(APP_FACTORY, factory=True, **options)
-    server = uvicorn.Server(config)
+    server = Server(config)
     try:
         if config.workers > 1:
             Supervisor(config, sockets=[config.bind_socket()]).run()
@@ -207,3 +229,27 @@ def run_uvicorn(options: dict[str, Any]) -> int:
 
 def _exit_cleanly(signum: int, frame: object) -> None:
     raise SystemExit(0)
+
+
+#: Deadline after SIGTERM/SIGINT when no graceful timeout is set (uvicorn would wait for ever).
+DEFAULT_DEADLINE = 30.0
+_armed = threading.Event()
+
+
+def arm_deadline(seconds: float) -> None:
+    """Once per process: end it ``seconds`` from now (``os._exit(0)``, after flushing stdio) if it is still
+    running. uvicorn's graceful shutdown stops waiting for connections at the timeout, but the interpreter then
+    joins every non-daemon thread (a thread-pool thread stuck in a request holds it for ever) and shutdown hooks
+    may hang; this daemon thread is the hard stop."""
+    if _armed.is_set():
+        return
+    _armed.set()
+
+    def stop() -> None:
+        time.sleep(seconds)
+        print(f"error: still busy {seconds:g} s after the stop signal (graceful timeout); exiting", file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+    threading.Thread(target=stop, name="serve-deadline", daemon=True).start()

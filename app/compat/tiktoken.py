@@ -35,6 +35,7 @@ import regex
 from app.engine import Encoding as _EngineEncoding
 from app.engine import InvalidTokenIdError, Special, UnknownTokenizerError, get_store
 from app.engine import get_encoding as _engine_encoding
+from app.engine.artifact_regex import PatternRejected
 from app.engine.bpe import byte_pair_encode
 from app.engine.pretokenize import PreTokenizer
 
@@ -120,7 +121,7 @@ class Encoding:
             core = _EngineEncoding(
                 name, pattern=pat_str, mergeable_ranks=mergeable_ranks, special_tokens=special_tokens
             )
-        except regex.error as exc:
+        except (regex.error, PatternRejected) as exc:
             raise ValueError(f"invalid pat_str: {exc}") from exc
         self._setup(name, core, dict(special_tokens))
 

@@ -42,6 +42,7 @@ from functools import cached_property, lru_cache
 from typing import Any
 
 from ._batch import map_in_threads
+from .artifact_limits import MAX_IDS, check_ids
 from .artifacts import parse_tiktoken
 from .bpe import byte_pair_encode, byte_pair_split
 from .cache import MAX_CACHED_PIECE_CHARS, CacheStats, PieceCache, default_cache_size
@@ -109,6 +110,8 @@ class Encoding(TokenizerBase):
         if missing:
             raise ValueError(f"{name}: byte-level vocabulary lacks single bytes {missing[:8]}")
         self.max_token_value = max([*mergeable_ranks.values(), *special_tokens.values()])
+        if not 0 <= self.max_token_value < MAX_IDS:  # the table below is this long
+            raise ValueError(f"{name}: largest id {self.max_token_value} is outside 0..{MAX_IDS - 1}")
         self.n_vocab = self.max_token_value + 1
         # id -> bytes for ordinary tokens; None marks ids that are special or unassigned.
         table: list[bytes | None] = [None] * self.n_vocab
@@ -165,6 +168,7 @@ class Encoding(TokenizerBase):
         or mismatched files, naming the file and both hashes) or ``ValueError`` for an inconsistent manifest."""
         data = spec.read_artifact()
         ranks = parse_tiktoken(data, source=str(spec.artifact_path))
+        check_ids([*ranks.values(), *spec.special_tokens.values()], "token id", len(data), str(spec.artifact_path))
         enc = cls(
             spec.name,
             pattern=spec.pattern,

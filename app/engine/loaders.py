@@ -12,8 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .errors import ArtifactError, EngineError
 from .store import TokenizerSpec
 from .tokenizer import Tokenizer
+
+#: What a loader may raise on a malformed artifact that its own checks did not name (the last line of defence:
+#: every such failure becomes an :class:`ArtifactError`, one line in the CLI, a refusal to start in ``serve``).
+_MALFORMED = (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, RecursionError, MemoryError)
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,12 @@ LOADERS: dict[str, Loader] = {
 
 def load_tokenizer(spec: TokenizerSpec, options: LoadOptions | None = None) -> Tokenizer:
     """Load the tokenizer ``spec`` describes with the loader of its format (not memoised; see
-    :func:`app.engine.get_encoding`). Raises :class:`~app.engine.errors.ArtifactError`."""
-    return LOADERS[spec.format](spec, options or LoadOptions())
+    :func:`app.engine.get_encoding`). Raises :class:`~app.engine.errors.ArtifactError` (also for any unexpected
+    ``ValueError``, ``RecursionError`` … of a malformed file)."""
+    try:
+        return LOADERS[spec.format](spec, options or LoadOptions())
+    except EngineError:
+        raise
+    except _MALFORMED as exc:
+        raise ArtifactError(str(spec.artifact_path), f"cannot load: {type(exc).__name__}: {str(exc)[:200]}") from None
 

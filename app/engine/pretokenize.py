@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from functools import lru_cache
 from typing import Protocol
 
-import regex
+from .artifact_regex import BoundedRegex
 
 #: The ``regex`` release this engine is verified against (:func:`unicode_version_ok`; the test suite's code-point
 #: sweep is the real check).
@@ -19,9 +19,11 @@ VERIFIED_REGEX_VERSION = "2025.9.18"
 
 
 @lru_cache(maxsize=64)
-def compile_pattern(pattern: str) -> regex.Pattern[str]:
-    """Compile (once) a pre-tokenizer pattern. Raises ``regex.error`` for an invalid expression."""
-    return regex.compile(pattern)
+def compile_pattern(pattern: str) -> BoundedRegex:
+    """Compile (once) a pre-tokenizer pattern, checked and bounded in time unless vetted
+    (:mod:`app.engine.artifact_regex`). Raises :class:`~app.engine.artifact_regex.PatternRejected` (a
+    ``ValueError``) for a pattern over the limits or that does not compile."""
+    return BoundedRegex(pattern)
 
 
 class PieceSplitter(Protocol):

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .artifact_limits import MAX_IDS
 from .artifacts import read_verified
 from .errors import ArtifactError, ManifestError, UnknownTokenizerError
 from .patterns import resolve_pattern
@@ -126,6 +127,16 @@ class TokenizerSpec:
             for k, v in specials.items()
         ):
             raise ManifestError(f"manifest entry {name!r}: special_tokens must map non-empty strings to ids >= 0")
+        vocab_size = entry.get("vocab_size", 0)
+        if not isinstance(vocab_size, int) or isinstance(vocab_size, bool) or not 0 <= vocab_size < MAX_IDS:
+            raise ManifestError(f"manifest entry {name!r}: vocab_size must be an integer in 0..{MAX_IDS - 1}, "
+                                f"not {str(vocab_size)[:40]}")
+        if any(v >= MAX_IDS for v in specials.values()):
+            raise ManifestError(f"manifest entry {name!r}: special_tokens ids must be below {MAX_IDS}")
+        for key in ("aliases", "models"):
+            listed = entry.get(key) or []
+            if not isinstance(listed, list) or not all(isinstance(x, str) for x in listed):
+                raise ManifestError(f"manifest entry {name!r}: {key} must be a list of strings")
         regex, pattern_id = "", None  # the classic char_bpe kind splits on whitespace and needs no pattern
         if fmt == "tiktoken" or entry.get("pattern") is not None or entry.get("pattern_regex") is not None:
             try:
@@ -142,7 +153,7 @@ class TokenizerSpec:
             pattern_id=pattern_id,
             aliases=tuple(need("aliases", list)) if "aliases" in entry else (),
             special_tokens=dict(specials),
-            vocab_size=int(entry.get("vocab_size", 0)),
+            vocab_size=vocab_size,
             source=str(entry.get("source", "")),
             license=str(entry.get("license", "")),
             license_file=entry.get("license_file"),

@@ -21,8 +21,11 @@ import binascii
 import json
 from typing import Any
 
+from .artifact_limits import check_id
+from .artifact_regex import PatternRejected
 from .encoding import Encoding
 from .errors import ArtifactError
+from .pretokenize import compile_pattern
 from .store import TokenizerSpec
 
 #: Special tokens of tekken files that do not list their own (ids 0..19, in this order).
@@ -40,7 +43,10 @@ def parse_tekken(data: bytes, source: str) -> tuple[str, dict[bytes, int], dict[
         config = doc["config"]
         pattern = str(config["pattern"])
         n_special = int(config["default_num_special_tokens"])
-        n_ordinary = int(config["default_vocab_size"]) - n_special
+        n_total = int(config["default_vocab_size"])
+        check_id(n_special, "default_num_special_tokens", len(data), source)  # before any list of that size
+        check_id(n_total, "default_vocab_size", len(data), source)
+        n_ordinary = n_total - n_special
         vocab = doc["vocab"]
         if n_ordinary > len(vocab) or n_ordinary < 256 or n_special < 3:
             raise ValueError(f"sizes do not fit: {n_ordinary} ordinary tokens of {len(vocab)}, {n_special} special")
@@ -61,6 +67,12 @@ def parse_tekken(data: bytes, source: str) -> tuple[str, dict[bytes, int], dict[
         names += [f"<SPECIAL_{i}>" for i in range(len(names), n_special)]
     except (KeyError, TypeError, ValueError, binascii.Error) as exc:
         raise ArtifactError(source, f"not a tekken tokenizer file: {exc}") from None
+    except RecursionError:
+        raise ArtifactError(source, "not a tekken tokenizer file: JSON nested too deeply") from None
+    try:
+        compile_pattern(pattern)  # size, counted repeats, compiles (cached: the encoding reuses it)
+    except PatternRejected as exc:
+        raise ArtifactError(source, f"config.pattern: {exc}") from None
     return pattern, ranks, {name: i for i, name in enumerate(names)}
 
 

@@ -33,6 +33,7 @@ from typing import Any
 import regex
 
 from .. import native
+from ..artifact_regex import BoundedRegex
 from ..cache import CacheStats
 from ..encoding import Encoding, scrub_surrogates
 from ..patterns import PATTERNS
@@ -59,7 +60,7 @@ class IsolatedSplits:
 
     def __init__(self, sources: Sequence[str]) -> None:
         self.sources = tuple(sources)
-        self._compiled = [regex.compile(s) for s in self.sources]
+        self._compiled = [BoundedRegex(s) for s in self.sources]  # PatternRejected (a ValueError) at load
 
     def _cut(self, compiled: Any, text: str, start: int, out: list[tuple[str, int]]) -> None:
         pos = 0

@@ -31,6 +31,10 @@ _NUMPY = {GGUFValueType.UINT8: "<u1", GGUFValueType.INT8: "<i1", GGUFValueType.U
           GGUFValueType.INT64: "<i8", GGUFValueType.FLOAT64: "<f8"}
 
 
+#: Deepest nesting of arrays accepted (tokenizer metadata uses flat arrays; 5,000 nested ones overflowed the stack).
+MAX_ARRAY_DEPTH = 8
+
+
 class GGUFFormatError(ValueError):
     """Bytes that are not a well-formed GGUF header."""
 
@@ -56,7 +60,7 @@ def read_kv(data: bytes) -> dict[str, Any]:
                 raise GGUFFormatError("string runs past the end of the file")
             return str(view[at + 8:end], "utf-8"), end
 
-        def value(kind: int, at: int) -> tuple[Any, int]:
+        def value(kind: int, at: int, depth: int = 0) -> tuple[Any, int]:
             if kind == GGUFValueType.STRING:
                 return string(at)
             if kind in _SCALARS:
@@ -65,6 +69,12 @@ def read_kv(data: bytes) -> dict[str, Any]:
             if kind == GGUFValueType.ARRAY:
                 elem, n = struct.unpack_from("<IQ", data, at)
                 at += 12
+                if depth >= MAX_ARRAY_DEPTH:
+                    raise GGUFFormatError(f"arrays nested deeper than {MAX_ARRAY_DEPTH}")
+                # every element takes at least one byte (strings and arrays 8 and 12): a count the rest of the
+                # file cannot hold is refused before anything is allocated
+                if n > len(data) - at:
+                    raise GGUFFormatError(f"array of {n} elements runs past the end of the file")
                 if elem == GGUFValueType.STRING:
                     items = []
                     for _ in range(n):
@@ -81,7 +91,7 @@ def read_kv(data: bytes) -> dict[str, Any]:
                     return arr.tolist(), at + size
                 items = []
                 for _ in range(n):
-                    v, at = value(elem, at)
+                    v, at = value(elem, at, depth + 1)
                     items.append(v)
                 return items, at
             raise GGUFFormatError(f"unknown GGUF value type {kind}")

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..artifact_limits import check_id, check_ids
 from ..errors import ArtifactError
 from ..store import TokenizerSpec
 from ..tokenizer import Tokenizer
@@ -203,6 +204,20 @@ def is_rank_ordered_byte_level_bpe(data: dict[str, Any]) -> bool:
     return True
 
 
+def check_hf_ids(doc: dict[str, Any], size: int | None, source: str) -> None:
+    """Raise :class:`ArtifactError` if an id of the model's vocabulary or of ``added_tokens`` is outside
+    :func:`~app.engine.artifact_limits.id_bound` of the file's ``size`` (before any table is allocated)."""
+    vocab = doc["model"].get("vocab")
+    if isinstance(vocab, dict):
+        check_ids((v for v in vocab.values() if isinstance(v, int)), "model.vocab id", size, source)
+    elif isinstance(vocab, list):
+        check_id(len(vocab), "model.vocab length", size, source)
+    added = doc.get("added_tokens")
+    if isinstance(added, list):
+        check_ids((e["id"] for e in added if isinstance(e, dict) and isinstance(e.get("id"), int)),
+                  "added_tokens id", size, source)
+
+
 def from_hf_json(data: bytes | str | dict[str, Any], name: str, *, source: str = "tokenizer.json",
                  spec: TokenizerSpec | None = None, cache_size: int | None = None,
                  backend: str | None = None) -> Tokenizer:
@@ -212,8 +227,11 @@ def from_hf_json(data: bytes | str | dict[str, Any], name: str, *, source: str =
         doc = data if isinstance(data, dict) else json.loads(data, parse_float=serde_f64)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ArtifactError(source, f"not a tokenizer.json (invalid JSON: {exc})") from None
+    except RecursionError:
+        raise ArtifactError(source, "not a tokenizer.json (JSON nested too deeply)") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict):
         raise ArtifactError(source, "not a tokenizer.json (no 'model' object)")
+    check_hf_ids(doc, None if isinstance(data, dict) else len(data), source)
     try:
         model_config = dict(doc["model"])
         if "type" not in model_config:  # very old files leave the model type implicit

@@ -1,8 +1,8 @@
 """The ``pattern`` of Hugging Face's Split, Replace and their decoders: ``{"String": s}`` or ``{"Regex": r}``.
 
 Hugging Face compiles regexes with Oniguruma; they run here on the ``regex`` module (the bundled files' patterns
-are covered by the differential tests). A string pattern matches literally; an empty string pattern matches
-nothing.
+are covered by the differential tests), checked and bounded in time as every artifact's pattern is
+(:mod:`app.engine.artifact_regex`). A string pattern matches literally; an empty string pattern matches nothing.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 import regex
+
+from ..artifact_regex import BoundedRegex, PatternRejected
 
 
 class PatternError(ValueError):
@@ -26,9 +28,9 @@ class HFPattern:
         self.regex_source = regex_source
         if regex_source is not None:
             try:
-                self._regex: Any = regex.compile(regex_source)
-            except regex.error as exc:
-                raise PatternError(f"regex {regex_source!r} does not compile here: {exc}") from None
+                self._regex: Any = BoundedRegex(regex_source)
+            except PatternRejected as exc:
+                raise PatternError(str(exc)) from None
         else:
             self._regex = regex.compile(regex.escape(string)) if string else None
 
