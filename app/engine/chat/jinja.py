@@ -5,7 +5,10 @@ The environment is jinja2's ``ImmutableSandboxedEnvironment`` with ``trim_blocks
 ``loopcontrols`` extension, plus the helpers templates expect: ``raise_exception(msg)`` (-> :class:`ChatInputError`),
 ``strftime_now(fmt)`` and a ``tojson`` filter equal to ``json.dumps(x, ensure_ascii=False, indent=None,
 separators=None, sort_keys=False)`` (jinja2's own escapes HTML characters). Messages are passed as dicts with
-``content`` as a string (``""`` for null) and tool-call ``arguments`` parsed from JSON into objects (as vLLM does).
+tool-call ``arguments`` parsed from JSON into objects (as vLLM does) and ``content`` as a string (``""`` for null),
+except that content the caller sent as a list of text parts reaches a template that loops over message content
+(decided as vLLM decides it, :mod:`.content_format`) as that list, ``[{"type": "text", "text": ...}, ...]``; a
+template that expects a string gets the parts joined with ``"\\n"``.
 
 Text stays text: before rendering, every string the caller supplied is escaped so that no special-token string
 survives in it (each occurrence becomes a private-use marker group ``\\ue000<n>\\ue000``; a literal ``\\ue000`` is
@@ -36,7 +39,8 @@ from jinja2.runtime import LoopContext, Undefined, new_context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import Namespace
 
-from .messages import ChatInputError, Conversation
+from . import content_format
+from .messages import ChatInputError, ChatMessage, Conversation
 from .parts import Parts, special_part
 from .shapes import ShapeMemo
 
@@ -262,6 +266,9 @@ class ChatTemplate:
             self._template = env.from_string(source)
         except jinja2.TemplateError as exc:
             raise ValueError(f"chat template {name!r} does not compile: {exc}") from None
+        #: :data:`.content_format.OPENAI` when list content reaches the template as parts, else ``STRING``
+        self.content_format = content_format.detect(ast)
+        self._takes_parts = self.content_format == content_format.OPENAI
         self._env = env
         self._globals = dict(self._template.globals)  # flattened once (rendering copies them per call otherwise)
         self._escaper = _Escaper(self.specials)
@@ -290,7 +297,7 @@ class ChatTemplate:
         messages: list[dict[str, Any]] = []
         text = self._escaper.escape if escape and self._escaper.needed(conv) else _same
         for i, m in enumerate(conv.messages):
-            item: dict[str, Any] = {"role": m.role, "content": text(m.content)}
+            item: dict[str, Any] = {"role": m.role, "content": text(self._content(m))}
             if m.name is not None:
                 item["name"] = text(m.name)
             if m.tool_calls:
@@ -306,6 +313,15 @@ class ChatTemplate:
         tools = escape_tools([dict(t.raw) for t in conv.tools]) if conv.tools else None
         return {**self.variables, "messages": messages, "tools": tools, "documents": None,
                 "add_generation_prompt": add_generation_prompt}
+
+    def _content(self, m: ChatMessage) -> str | list[dict[str, str]]:
+        if m.content_parts is None or not self._takes_parts:
+            return m.content
+        return [{"type": "text", "text": t} for t in m.content_parts]
+
+    def takes_parts(self, conv: Conversation) -> bool:
+        """True when some message of ``conv`` reaches the template as a list of parts."""
+        return self._takes_parts and any(m.content_parts is not None for m in conv.messages)
 
     def render(self, conv: Conversation, *, add_generation_prompt: bool = True) -> str:
         """The template's output as one string, exactly as ``apply_chat_template(tokenize=False)`` returns it."""
@@ -333,8 +349,9 @@ class ChatTemplate:
 
     def render_for_count(self, conv: Conversation, *, add_generation_prompt: bool = True) -> str:
         """:meth:`render_escaped`'s output; for a plain conversation whose text needs no escaping (then the two
-        renders are one string) from the shape memo (:mod:`.shapes`) when it has or can learn the shape."""
-        if not self._escaper.needed(conv):
+        renders are one string) from the shape memo (:mod:`.shapes`, string contents only) when it has or can learn
+        the shape."""
+        if not self._escaper.needed(conv) and not self.takes_parts(conv):
             rendered = self.shapes.render(conv, add_generation_prompt)
             if rendered is not None:
                 return rendered

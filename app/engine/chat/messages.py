@@ -10,9 +10,10 @@
                 "tool_call_id": str}]              # tool only
     tools:    [{"type": "function", "function": {"name": str, "description": str, "parameters": {...}}}]
 
-Decisions: a list ``content`` is its text parts joined with ``"\\n"`` (what vLLM does for templates that take string
-content); ``content: null`` is the empty string. Bad input raises :class:`ChatInputError` whose ``path`` names the
-offending field (``messages[2].content``).
+Decisions: a list ``content`` keeps its text parts (``content_parts``) and, as ``content``, their join with ``"\\n"``
+(what vLLM gives templates that take string content); each framing uses the form its reference uses (Jinja
+templates that loop over content and Harmony take the parts). ``content: null`` is the empty string. Bad input
+raises :class:`ChatInputError` whose ``path`` names the offending field (``messages[2].content``).
 
 Limits (:mod:`.limits`), checked here before any framing work: no message or tool nests deeper than
 :data:`~.limits.MAX_JSON_DEPTH` (a tool call's ``arguments`` text counted where it stands). Error messages quote at
@@ -77,8 +78,8 @@ class ChatMessage:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     content_given: bool = True  # False when the caller sent null or left it out (assistant with tool_calls)
-    content_parts: tuple[str, ...] | None = None  # the text parts when content was a list (framings that join
-    # them differently, e.g. Mistral's, use these)
+    content_parts: tuple[str, ...] | None = None  # the text parts when content was a list (framings that take
+    # parts or join them differently -- Jinja templates that loop over content, Harmony, Mistral -- use these)
 
 
 @dataclass(frozen=True)

@@ -139,3 +139,73 @@ def has_markers(conv: dict[str, Any], specials: set[str]) -> bool:
     """True if any caller string of ``conv`` holds one of ``specials``."""
     blob = json.dumps(conv, ensure_ascii=False)
     return any(s in blob for s in specials)
+
+
+#: Part texts with the edges that matter when parts are trimmed, joined or encoded one by one.
+EDGES = ["", " ", "\n", "\n\n", " \n", "\t", "\u00a0", "\u3000", "  x  "]
+
+
+def _part(rng: random.Random, markers: bool) -> str:
+    r = rng.random()
+    if r < 0.15:
+        return ""
+    if r < 0.25:
+        return rng.choice(EDGES)
+    text = _text(rng, markers=markers)
+    if rng.random() < 0.5:
+        text = rng.choice(EDGES) + text
+    if rng.random() < 0.5:
+        text += rng.choice(EDGES)
+    return text
+
+
+def _content(rng: random.Random, markers: bool) -> str | list[dict[str, str]]:
+    """Mostly a list of 1-5 text parts (empty parts, whitespace and newline edges), sometimes a string."""
+    if rng.random() < 0.2:
+        return _part(rng, markers)
+    return [{"type": "text", "text": _part(rng, markers)} for _ in range(rng.randint(1, 5))]
+
+
+NAMES = ["alice", "bob_2", "Zoë", "sys", "helper-1", "x y"]
+
+
+def parts_conversation(rng: random.Random, style: str) -> dict[str, Any]:
+    """A conversation whose contents are lists of parts and whose messages carry names on every role (shaped for
+    ``style`` as :func:`conversation` is)."""
+    markers = rng.random() < 0.3
+    named = rng.random() < 0.8
+
+    def msg(role: str, content: Any, **extra: Any) -> dict[str, Any]:
+        m = {"role": role, "content": content, **extra}
+        if named and rng.random() < 0.7:
+            m["name"] = rng.choice(NAMES)
+        return m
+
+    tools = rng.sample(TOOLS, rng.randint(1, 2)) if style != "gemma" and rng.random() < 0.35 else None
+    messages: list[dict[str, Any]] = []
+    if rng.random() < 0.6:
+        role = "developer" if style == "harmony" and rng.random() < 0.3 else "system"
+        messages.append(msg(role, _content(rng, markers)))
+    call_id = 0
+    turns = rng.randint(1, 4)
+    for turn in range(turns):
+        messages.append(msg("user", _content(rng, markers)))
+        if turn == turns - 1 and rng.random() < 0.6:
+            break
+        if tools and rng.random() < 0.5:
+            call_id += 1
+            fn = rng.choice(tools)["function"]["name"]
+            call = {"id": f"call_{call_id}", "type": "function",
+                    "function": {"name": fn, "arguments": _arguments(rng, markers)}}
+            content = _content(rng, markers) if style in ("qwen", "harmony") and rng.random() < 0.5 else None
+            messages.append(msg("assistant", content, tool_calls=[call]))
+            messages.append(msg("tool", _content(rng, markers), tool_call_id=call["id"]))
+        messages.append(msg("assistant", _content(rng, markers)))
+    if style == "llama" and tools and messages[0]["role"] == "system" and messages[1]["role"] != "user":
+        messages.insert(1, {"role": "user", "content": "hi"})
+    return {"messages": messages, "tools": tools, "add_generation_prompt": rng.random() < 0.85}
+
+
+def parts_conversations(seed: int, n: int, style: str) -> list[dict[str, Any]]:
+    rng = random.Random(f"parts-{seed}-{style}")
+    return [parts_conversation(rng, style) for _ in range(n)]

@@ -44,6 +44,17 @@ def run(template: str, template_text: str, items: list[dict[str, Any]]) -> list[
     return result
 
 
+def version() -> str:
+    """What the reference is, as recorded with its answers (``transformers X apply_chat_template``)."""
+    if not available():
+        pytest.skip(f"transformers reference not built (scripts/chat_reference_env.sh; {reference_dir()})")
+    proc = subprocess.run([str(reference_dir() / "venv" / "bin" / "python"), "-c",
+                           "import transformers, tokenizers; print(transformers.__version__, tokenizers.__version__)"],
+                          capture_output=True, timeout=120, env={**os.environ, "PYTHONPATH": ""}, check=True)
+    transformers, tokenizers = proc.stdout.decode().split()
+    return f"transformers {transformers} apply_chat_template (tokenizers {tokenizers})"
+
+
 def digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, ensure_ascii=False).encode()).hexdigest()[:24]
 

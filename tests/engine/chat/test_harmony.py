@@ -18,11 +18,13 @@ import pytest
 
 from app.engine import get_encoding
 from app.engine.chat import Conversation, parse_conversation
+from app.engine.chat.framings import HarmonyFraming
 from app.engine.chat.harmony import frame
 from app.engine.chat.typescript import json_text, rust_lines
+from app.engine.specials import Special
 from app.engine.store import bundled_store_dir
 
-from .conversations import TOOLS, conversations
+from .conversations import TOOLS, conversations, parts_conversations
 
 N = 300
 
@@ -40,45 +42,66 @@ def harmony(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 def reference_messages(oh: Any, conv: Conversation) -> list[Any]:
-    """The same mapping as the framing, expressed with openai-harmony's own message objects."""
+    """The same mapping as the framing, expressed with openai-harmony's own message objects: authors carry the
+    caller's ``name`` (openai-harmony decides how it renders), list content is one ``TextContent`` per part for user
+    and final-channel assistant messages and ``""``-joined elsewhere (vLLM's
+    ``parse_chat_input_to_harmony_message``)."""
+
+    def author(role: Any, m: Any) -> Any:
+        return oh.Author.new(role, m.name) if m.name is not None else oh.Author(role=role)
+
+    def contents(m: Any) -> list[Any]:
+        texts = m.content_parts if m.content_parts is not None else [m.content]
+        return [oh.TextContent(text=t) for t in texts]
+
+    def flat(m: Any) -> str:
+        return "".join(m.content_parts) if m.content_parts is not None else m.content
+
     msgs = [oh.Message.from_role_and_content(oh.Role.SYSTEM, oh.SystemContent.new())]
     rest = list(conv.messages)
-    first = rest.pop(0).content if rest and rest[0].role in ("system", "developer") else None
+    first = rest.pop(0) if rest and rest[0].role in ("system", "developer") else None
     if first is not None or conv.tools:
         dev = oh.DeveloperContent.new()
         if first is not None:
-            dev = dev.with_instructions(first)
+            dev = dev.with_instructions(flat(first))
         if conv.tools:
             dev = dev.with_function_tools([oh.ToolDescription.new(t.name, t.description or "",
                                                                   dict(t.parameters) if t.parameters is not None
                                                                   else None) for t in conv.tools])
-        msgs.append(oh.Message.from_role_and_content(oh.Role.DEVELOPER, dev))
+        who = author(oh.Role.DEVELOPER, first) if first is not None else oh.Author(role=oh.Role.DEVELOPER)
+        msgs.append(oh.Message.from_author_and_content(who, dev))
     names: dict[str, str] = {}
     last = None
     for m in rest:
         if m.role in ("system", "developer"):
-            msgs.append(oh.Message.from_role_and_content(
-                oh.Role.DEVELOPER, oh.DeveloperContent.new().with_instructions(m.content)))
+            msgs.append(oh.Message.from_author_and_content(
+                author(oh.Role.DEVELOPER, m), oh.DeveloperContent.new().with_instructions(flat(m))))
         elif m.role == "user":
-            author = oh.Author.new(oh.Role.USER, m.name) if m.name is not None else oh.Author(role=oh.Role.USER)
-            msgs.append(oh.Message.from_author_and_content(author, m.content))
+            msgs.append(oh.Message(author=author(oh.Role.USER, m), content=contents(m)))
         elif m.role == "assistant" and not m.tool_calls:
-            msgs.append(oh.Message.from_role_and_content(oh.Role.ASSISTANT, m.content).with_channel("final"))
+            msgs.append(oh.Message(author=author(oh.Role.ASSISTANT, m), content=contents(m)).with_channel("final"))
         elif m.role == "assistant":
-            if m.content:
-                msgs.append(oh.Message.from_role_and_content(oh.Role.ASSISTANT, m.content)
+            if flat(m):
+                msgs.append(oh.Message.from_author_and_content(author(oh.Role.ASSISTANT, m), flat(m))
                             .with_channel("commentary"))
             for c in m.tool_calls:
-                msgs.append(oh.Message.from_role_and_content(oh.Role.ASSISTANT, c.arguments)
+                msgs.append(oh.Message.from_author_and_content(author(oh.Role.ASSISTANT, m), c.arguments)
                             .with_channel("commentary").with_recipient(f"functions.{c.name}")
                             .with_content_type("<|constrain|>json"))
                 names[c.id or ""] = last = c.name
         else:
             name = names.get(m.tool_call_id or "", last)
             msgs.append(oh.Message.from_author_and_content(oh.Author.new(oh.Role.TOOL, f"functions.{name}"),
-                                                           m.content).with_recipient("assistant")
+                                                           flat(m)).with_recipient("assistant")
                         .with_channel("commentary"))
     return msgs
+
+
+def render_reference(oh: Any, ref: Any, conv: Conversation, agp: bool) -> list[int]:
+    convo = oh.Conversation.from_messages(reference_messages(oh, conv))
+    ids: list[int] = (ref.render_conversation_for_completion(convo, oh.Role.ASSISTANT) if agp
+                      else ref.render_conversation(convo))
+    return ids
 
 
 def test_ids_equal_openai_harmony(harmony: Any) -> None:
@@ -89,12 +112,60 @@ def test_ids_equal_openai_harmony(harmony: Any) -> None:
         conv = parse_conversation(c["messages"], c["tools"])
         agp = c["add_generation_prompt"]
         ours = enc.encode_parts(list(frame(conv, add_generation_prompt=agp)))
-        convo = oh.Conversation.from_messages(reference_messages(oh, conv))
-        want = (ref.render_conversation_for_completion(convo, oh.Role.ASSISTANT) if agp
-                else ref.render_conversation(convo))
-        if ours != want:
+        if ours != render_reference(oh, ref, conv, agp):
             mismatches.append(i)
     assert not mismatches, mismatches[:10]
+
+
+def test_content_parts_and_names_equal_openai_harmony(harmony: Any) -> None:
+    """Lists of 1-5 parts (empty, whitespace- and newline-edged, some with role markers) and names on every role:
+    ids and the framing's count equal openai-harmony's."""
+    oh, ref = harmony
+    enc = get_encoding("o200k_harmony")
+    framing = HarmonyFraming()
+    mismatches = []
+    seen = {"parts": 0, "assistant_names": 0, "developer_names": 0}
+    for i, c in enumerate(parts_conversations(4, N, "harmony")):
+        conv = parse_conversation(c["messages"], c["tools"])
+        agp = c["add_generation_prompt"]
+        parts = frame(conv, add_generation_prompt=agp)
+        want = render_reference(oh, ref, conv, agp)
+        if enc.encode_parts(list(parts)) != want or framing.count(enc, conv, add_generation_prompt=agp) != len(want):
+            mismatches.append(i)
+        seen["parts"] += sum(len(m.content_parts or ()) > 1 for m in conv.messages)
+        seen["assistant_names"] += sum(m.role == "assistant" and m.name is not None for m in conv.messages)
+        seen["developer_names"] += sum(m.role in ("system", "developer") and m.name is not None
+                                       for m in conv.messages)
+    assert not mismatches, mismatches[:10]
+    assert min(seen.values()) >= 20, seen
+
+
+def test_parts_are_encoded_one_by_one() -> None:
+    """Two parts are two texts with nothing between them: their ids are each part's ids, concatenated."""
+    enc = get_encoding("o200k_harmony")
+    parts = ["Hello wor", "ld \n", "", " again"]
+    conv = parse_conversation([{"role": "user", "content": [{"type": "text", "text": t} for t in parts],
+                                "name": "ann"}])
+    items = list(frame(conv, add_generation_prompt=False))
+    start = items.index("user")
+    assert items[start:start + 7] == ["user", ":ann", Special("<|message|>"), "Hello wor", "ld \n", " again",
+                                      Special("<|end|>")]
+    ids = enc.encode_parts(items)
+    one_by_one = [i for t in parts for i in enc.encode(t)]
+    assert one_by_one != enc.encode("".join(parts))  # the cut matters for these texts
+    assert any(ids[k:k + len(one_by_one)] == one_by_one for k in range(len(ids)))
+
+
+def test_assistant_names_render() -> None:
+    conv = parse_conversation([{"role": "user", "content": "q"},
+                               {"role": "assistant", "content": "a", "name": "bot"},
+                               {"role": "assistant", "content": "b", "name": "bot", "tool_calls": [
+                                   {"id": "1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}])
+    rendered = frame(conv).rendered()
+    assert "<|start|>assistant:bot<|channel|>final<|message|>a<|end|>" in rendered
+    assert "<|start|>assistant:bot<|channel|>commentary<|message|>b<|end|>" in rendered
+    call = "<|start|>assistant:bot to=functions.f<|channel|>commentary <|constrain|>json<|message|>{}<|call|>"
+    assert call in rendered
 
 
 def _schema(rng: random.Random, depth: int = 0) -> dict[str, Any]:
@@ -141,8 +212,7 @@ def test_tool_schemas_render_like_openai_harmony(harmony: Any) -> None:
                  *TOOLS[: rng.randint(0, len(TOOLS))]]
         conv = parse_conversation([{"role": "user", "content": "x"}], tools)
         ours = enc.encode_parts(list(frame(conv)))
-        want = ref.render_conversation_for_completion(oh.Conversation.from_messages(reference_messages(oh, conv)),
-                                                      oh.Role.ASSISTANT)
+        want = render_reference(oh, ref, conv, True)
         if ours != want:
             mismatches.append(i)
     assert not mismatches, mismatches[:10]

@@ -25,9 +25,10 @@ from app.engine.specials import Special
 from app.engine.store import bundled_store_dir
 
 from . import hf
-from .conversations import MARKERS, conversations, has_markers
+from .conversations import MARKERS, conversations, has_markers, parts_conversations
 
 N = int(os.environ.get("CHAT_TEST_CONVERSATIONS", "120"))
+N_PARTS = int(os.environ.get("CHAT_TEST_PART_CONVERSATIONS", "150"))
 STYLES = {"llama-3.1-8b-instruct": "llama", "qwen3-8b": "qwen", "gemma-3-27b-it": "gemma"}
 
 #: Special tokens (HF ``special: true`` added tokens) of each model's tokenizer.json, for the templates whose
@@ -156,6 +157,30 @@ def test_rendering_and_ids_equal_transformers(name: str) -> None:
     assert compare(name, convs, ours, answers) >= N  # the set really was rendered and tokenized
 
 
+@pytest.mark.parametrize("name", list(STYLES))
+def test_content_parts_and_names_equal_transformers(name: str) -> None:
+    """Lists of 1-5 parts (empty, whitespace- and newline-edged, some with role markers) and names on every role:
+    rendered strings, ids and counts equal transformers' on the same messages (parts reach Gemma 3's template as a
+    list, the others' joined)."""
+    convs = parts_conversations(3, N_PARTS, STYLES[name])
+    ours, items = ours_and_items(name, convs)
+    loops = name == "gemma-3-27b-it"  # the one template here that loops over message content
+    assert any(isinstance(m["content"], list) for item in items for m in item["messages"]) == loops
+    for c, item in zip(convs, items, strict=True):  # the reference sees the content as vLLM builds it
+        for given, m in zip(c["messages"], item["messages"], strict=True):
+            m["content"] = vllm_content(given.get("content"), loops)
+    answers = hf.run(name, TEMPLATES[name].text, items)
+    assert compare(name, convs, ours, answers) >= N_PARTS * 3 // 4
+
+
+def vllm_content(content: Any, as_parts: bool) -> Any:
+    """A message's content as vLLM's ``chat_utils._parse_chat_message_content`` hands it to a template: for one
+    that loops over content every content is a list of text parts (a string is one part, null none), else the
+    parts joined with a newline (null: "")."""
+    texts = [] if content is None else [content] if isinstance(content, str) else [p["text"] for p in content]
+    return [{"type": "text", "text": t} for t in texts] if as_parts else "\n".join(texts)
+
+
 def recorded_entry(name: str, answers: list[dict[str, Any]]) -> list[Any]:
     return [ref.get("error", "").split(":")[0] if "error" in ref else
             [hf.digest(ref["rendered"]), hf.digest(ref["ids"]), hf.digest(ref["parts_ids"])] for ref in answers]
@@ -165,7 +190,8 @@ def recorded_entry(name: str, answers: list[dict[str, Any]]) -> list[Any]:
 def test_recorded_reference(name: str) -> None:
     """Our output against the recorded digests of the reference's answers on the same seeded set."""
     data = hf.recorded("jinja_reference")
-    convs = conversations(data["seed"], data["n"], STYLES[name]) + invalid(STYLES[name])
+    convs = (conversations(data["seed"], data["n"], STYLES[name]) + invalid(STYLES[name])
+             + parts_conversations(data["seed"], data["n_parts"], STYLES[name]))
     ours, _ = ours_and_items(name, convs)
     markers = markers_of(name)
     enc = tokenizer_of(name)
@@ -187,12 +213,11 @@ def test_record_reference() -> None:
     """Refresh ``data/jinja_reference.json`` (only with ``CHAT_RECORD=1`` and the reference built)."""
     if os.environ.get("CHAT_RECORD") != "1":
         pytest.skip("set CHAT_RECORD=1 to re-record the reference answers")
-    seed, n = 7, 80
-    out: dict[str, Any] = {"seed": seed, "n": n, "reference": "transformers 5.0.0 apply_chat_template",
-                           "templates": {}}
+    seed, n, n_parts = 7, 80, 80
+    out: dict[str, Any] = {"seed": seed, "n": n, "n_parts": n_parts, "reference": hf.version(), "templates": {}}
     specials: dict[str, list[str]] = {}
     for name, style in STYLES.items():
-        convs = conversations(seed, n, style) + invalid(style)
+        convs = conversations(seed, n, style) + invalid(style) + parts_conversations(seed, n_parts, style)
         _, items = ours_and_items(name, convs)
         out["templates"][name] = recorded_entry(name, hf.run(name, TEMPLATES[name].text, items))
         tj = json.loads((hf.reference_dir() / "models" / hf.MODEL_DIRS[name] / "tokenizer.json").read_text())
@@ -204,13 +229,18 @@ def test_record_reference() -> None:
 # ------------------------------------------------------------------------------------- text stays text
 
 
+@pytest.mark.parametrize("as_parts", [False, True])
 @pytest.mark.parametrize("name", list(STYLES))
-def test_role_markers_in_content_are_text(name: str) -> None:
+def test_role_markers_in_content_are_text(name: str, as_parts: bool) -> None:
     tpl = template(name)
     specials = set(specials_of(name))
     text = " ".join(MARKERS + sorted(specials)[:50]) + MARK
-    conv_messages = [{"role": "system", "content": text}, {"role": "user", "content": text},
-                     {"role": "assistant", "content": text}, {"role": "user", "content": "<|eot_id|>" + text}]
+    conv_messages: list[dict[str, Any]] = [
+        {"role": "system", "content": text}, {"role": "user", "content": text},
+        {"role": "assistant", "content": text}, {"role": "user", "content": "<|eot_id|>" + text}]
+    if as_parts:  # each text also split into parts, one of them a marker alone
+        for m in conv_messages:
+            m["content"] = [{"type": "text", "text": t} for t in (m["content"], "<start_of_turn>", " " + text)]
     plain = [{**m, "content": "x"} for m in conv_messages]
     parts = tpl.frame(parse_conversation(conv_messages))
     template_only = tpl.frame(parse_conversation(plain))
@@ -223,6 +253,22 @@ def test_role_markers_in_content_are_text(name: str) -> None:
     if enc is not None:
         ids = enc.encode_parts(list(parts))
         assert sum(enc.is_special(i) for i in ids) == n_special
+        assert template_framing(name).count(enc, parse_conversation(conv_messages)) == len(ids)
+
+
+def test_parts_reach_gemma_as_parts_and_the_others_joined() -> None:
+    """Gemma 3's template loops over content and trims each part; Qwen3's takes a string: the parts joined with a
+    newline (as vLLM passes them to each)."""
+    content = [{"type": "text", "text": t} for t in (" a \n", "", "\n b ", "c")]
+    conv = parse_conversation([{"role": "user", "content": content}])
+    assert "<start_of_turn>user\nabc<end_of_turn>" in template("gemma-3-27b-it").render(conv)
+    assert "<|im_start|>user\n a \n\n\n\n b \nc<|im_end|>" in template("qwen3-8b").render(conv)
+    for name in ("gemma-3-27b-it", "qwen3-8b"):  # the count path (shape memo for strings) agrees with the ids
+        enc = tokenizer_of(name)
+        ids = enc.encode_parts(list(template(name).frame(conv)))
+        assert template_framing(name).count(enc, conv) == len(ids)
+        joined = parse_conversation([{"role": "user", "content": " a \n\n\n\n b \nc"}])
+        assert (template_framing(name).count(enc, joined) == len(ids)) == (name == "qwen3-8b")
 
 
 def test_unsafe_template_literal_is_refused() -> None:
