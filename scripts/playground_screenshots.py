@@ -1,4 +1,4 @@
-"""Regenerate the screenshots of the playground and the docs under docs/ (shown in the README).
+"""Regenerate the screenshots of the playground and the docs under docs/ (shown in docs/playground.md).
 
     python scripts/playground_screenshots.py [--out docs]
 

@@ -29,6 +29,7 @@ from .deps import ServiceState
 from .errors import install_handlers
 from .middleware import GatewayMiddleware
 from .openapi import build as build_openapi
+from .route_labels import RouteLabels
 from .routes import api_router, pages
 
 log = logging.getLogger("app.api")
@@ -110,7 +111,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(api_router)
     pages.install(app)
     install_handlers(app)
-    app.gateway = GatewayMiddleware(app.stack, settings)
+    app.gateway = GatewayMiddleware(app.stack, settings, RouteLabels(app.routes))
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

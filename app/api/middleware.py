@@ -2,7 +2,8 @@
 
 In order, for each HTTP request it
 
-1. counts the request in flight and times it (``tokenizer_http_request_duration_seconds``);
+1. counts the request in flight and times it (``tokenizer_http_request_duration_seconds``, labelled with the
+   template of the route that serves the path, or ``other``);
 2. refuses a request that repeats an ambiguous header (``Authorization``, ``Content-Type``, ``Content-Length``,
    ``Host``, ``Transfer-Encoding``: 400), then checks the bearer token, when one is configured (401 for every
    path, unknown ones and the docs included, except /healthz, /readyz, the playground page ``/`` and its static
@@ -33,31 +34,19 @@ from app.core.config import Settings
 
 from . import dispatch, metrics
 from .errors import internal_error, send_error
+from .route_labels import RouteLabels
 
 log = logging.getLogger("app.api")
 
 #: Scope key of the per-request label dict ({"tokenizer": ...}) that handlers fill in.
 LABELS_KEY = "tokenizer_service.labels"
 
-KNOWN_PATHS = frozenset({"/", "/encode", "/count", "/decode", "/tokenizers", "/healthz", "/readyz", "/metrics",
-                         "/docs", "/redoc", "/openapi.json", "/docs/oauth2-redirect"})
 #: Paths served without the bearer token (probes must work without secrets; the playground page holds no data and
 #: asks for the token itself); everything else, docs included, needs it.
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/"})
 #: Prefix of the pages' static files (playground, vendored Swagger UI and ReDoc): open, like the page itself.
 STATIC_PREFIX = "/static/"
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
-
-
-def endpoint_label(path: str) -> str:
-    """The route template for a path (bounded cardinality: unknown paths are ``other``)."""
-    if path in KNOWN_PATHS:
-        return path
-    if path.startswith("/tokenizers/") and path.count("/") == 2:
-        return "/tokenizers/{name}"
-    if path.startswith(STATIC_PREFIX):
-        return "/static/{path}"
-    return "other"
 
 
 def is_json_media_type(value: str) -> bool:
@@ -67,10 +56,12 @@ def is_json_media_type(value: str) -> bool:
 
 
 class GatewayMiddleware:
-    """See the module docstring. ``settings`` fixes the token and the body limit."""
+    """See the module docstring. ``settings`` fixes the token and the body limit; ``labels`` gives each path its
+    metric label (the template of the app's route that serves it, :mod:`app.api.route_labels`)."""
 
-    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+    def __init__(self, app: ASGIApp, settings: Settings, labels: RouteLabels) -> None:
         self.app = app
+        self.route_labels = labels
         self.max_body = settings.max_body_bytes
         self.body_timeout = settings.body_timeout
         self.token = settings.auth_token.encode() if settings.auth_token else None
@@ -90,7 +81,7 @@ class GatewayMiddleware:
                 state["recorded"] = True
                 metrics.in_flight.dec()
                 status = state["status"] or 499  # 499: the client went away before a response started
-                metrics.observe_request(endpoint_label(scope.get("path", "")), labels["tokenizer"], status,
+                metrics.observe_request(self.route_labels.label(scope.get("path", "")), labels["tokenizer"], status,
                                         time.perf_counter() - start)
 
         async def send_tracking(message: Message) -> None:

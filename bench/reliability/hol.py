@@ -4,7 +4,7 @@ an idle server. Reports p50/p99/max of the small requests in both phases and how
     python -m bench.reliability.hol --workers 2 --big-streams 2 --small-concurrency 4 --duration 30 \\
         --out bench/reliability/results/hol.json
 
-The stated bound (RELIABILITY.md): with 1 MB requests continuously in flight, small-request p99 stays under
+The stated bound (docs/reliability.md): with 1 MB requests continuously in flight, small-request p99 stays under
 BOUND_MS. Exit status 1 if it does not, or if any request failed.
 """
 

@@ -1,11 +1,12 @@
-"""Units of app.api.metrics and app.api.middleware: cache-counter syncing and label bounding."""
+"""Units of app.api.metrics and app.api.middleware: cache-counter syncing, JSON media types (route labels:
+test_route_labels.py)."""
 
 from __future__ import annotations
 
 from prometheus_client import REGISTRY
 
 from app.api import metrics
-from app.api.middleware import endpoint_label, is_json_media_type
+from app.api.middleware import is_json_media_type
 from app.engine import CacheStats
 
 
@@ -33,13 +34,6 @@ def test_cache_counters_follow_cache_stats_as_deltas() -> None:
         assert _value("tokenizer_cache_misses_total", enc.name) == misses
         assert _value("tokenizer_cache_entries", enc.name) == stats.size
         assert _value("tokenizer_cache_max_entries", enc.name) == 10
-
-
-def test_endpoint_labels_are_bounded() -> None:
-    assert endpoint_label("/encode") == "/encode"
-    assert endpoint_label("/tokenizers/cl100k_base") == "/tokenizers/{name}"
-    assert endpoint_label("/tokenizers/a/b") == "other"
-    assert endpoint_label("/" + "x" * 1000) == "other"
 
 
 def test_json_media_types() -> None:

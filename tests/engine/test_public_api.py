@@ -8,7 +8,7 @@ import app
 import app.engine
 from tests.conftest import REPO_ROOT
 
-#: Changing this set changes the library's contract: do it on purpose (and say so in the README).
+#: Changing this set changes the library's contract: do it on purpose (and say so in docs/library.md).
 PUBLIC = {
     "get_encoding", "list_encodings", "get_store", "load_tokenizer", "LoadOptions", "Store", "TokenizerSpec",
     "Tokenizer", "Encoding", "Special", "Template", "CacheStats", "Sample",

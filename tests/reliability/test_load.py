@@ -1,6 +1,6 @@
 """Load and head-of-line, short versions (the long soak and the head-of-line figures: ``bench/reliability``).
 
-A real ``serve --workers 2`` on loopback. No latency assertions here: the figures live in RELIABILITY.md."""
+A real ``serve --workers 2`` on loopback. No latency assertions here: the figures live in docs/reliability.md."""
 
 from __future__ import annotations
 

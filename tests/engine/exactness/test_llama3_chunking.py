@@ -2,8 +2,8 @@
 
 Meta's ``Tokenizer.encode`` (llama_models/llama3/tokenizer.py) first cuts the input into 400,000-character chunks
 and then cuts every run of more than 25,000 characters that are all ``str.isspace()`` or all not, and encodes the
-pieces separately. On such input its ids differ from plain tiktoken. Our choice (documented in the README): the ids
-of plain tiktoken over the whole text, so that a token count never depends on where a wrapper cut.
+pieces separately. On such input its ids differ from plain tiktoken. Our choice (documented in docs/exactness.md):
+the ids of plain tiktoken over the whole text, so that a token count never depends on where a wrapper cut.
 
 ``meta_chunks`` is this test's own implementation of that rule, written from its description.
 """

@@ -26,7 +26,8 @@ def corpus_text(max_bytes: int = 200_000, seed: int = 12) -> str:
     400 seeded lines mixing the languages above, digits and punctuation."""
     parts: list[str] = []
     size = 0
-    for f in sorted(REPO.glob("*.md")) + sorted((REPO / "app" / "engine").rglob("*.py")):
+    docs = sorted(REPO.glob("*.md")) + sorted((REPO / "docs").glob("*.md"))
+    for f in docs + sorted((REPO / "app" / "engine").rglob("*.py")):
         text = f.read_text(encoding="utf-8")
         parts.append(text)
         size += len(text.encode("utf-8"))

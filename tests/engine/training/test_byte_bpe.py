@@ -32,7 +32,7 @@ def _fresh_registry() -> Iterator[None]:
 @pytest.fixture(scope="module")
 def corpus_files() -> list[Path]:
     """Real text shipped in the repository: this project's Python sources and docs (about 0.5 MB)."""
-    files = sorted((REPO / "app").rglob("*.py")) + sorted(REPO.glob("*.md"))
+    files = sorted((REPO / "app").rglob("*.py")) + sorted(REPO.glob("*.md")) + sorted((REPO / "docs").glob("*.md"))
     assert sum(f.stat().st_size for f in files) > 50_000
     return files
 
