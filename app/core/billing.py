@@ -19,10 +19,19 @@ from genai_prices import Usage
 from genai_prices.types import ModelInfo as PricedModel
 from genai_prices.types import Provider
 
+from app.core.config import Settings
 from app.core.model_table import ModelInfo
+from app.pricing.data import load_price_data
 from app.pricing.money import money
 from app.pricing.pricer import Pricer, PricingError
 from app.pricing.quote import Quote
+
+
+def load_pricer(settings: Settings | None = None) -> Pricer:
+    """A :class:`Pricer` on ``settings.price_data_file`` (default: the ``TOKENIZER_*`` environment), else the
+    bundled data; :class:`~app.pricing.data.PriceDataError` names a bad file."""
+    settings = settings or Settings.from_env()
+    return Pricer(load_price_data(settings.price_data_file))
 
 
 @dataclass(frozen=True)
@@ -37,10 +46,10 @@ class PriceTarget:
 def price_target(pricer: Pricer | None, info: ModelInfo, provider: str | None = None,
                  requested: str | None = None) -> PriceTarget:
     """The provider and model whose price applies to ``info`` (reached as ``requested``, a dated snapshot name
-    say): the table's ``pricing.model`` if set (with a requested ``provider``, then also the requested and the table
-    name), else the requested name, else the table name, looked up at ``provider`` if the request names one (the model must be priced there: :class:`PricingError` otherwise), else
-    at the table's ``pricing.provider``, else wherever genai-prices' model matching finds it. No price: a target
-    with the reason."""
+    say). Names tried: the table's ``pricing.model`` if set (with a requested ``provider``, then also the requested
+    and the table name), else the requested name, then the table name. Where: ``provider`` if the request names
+    one (the model must be priced there: :class:`PricingError` otherwise), else the table's ``pricing.provider``,
+    else wherever genai-prices' model matching finds it. No price: a target with the reason."""
     if pricer is None:
         return PriceTarget(None, None, "no price data loaded")
     names = (requested, info.name)
