@@ -16,25 +16,14 @@ from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from app.core.billing import add_billing
 from app.core.model_table import ModelInfo
 from app.engine import Tokenizer
 from app.engine.chat import ChatInputError, Conversation, Framing, parse_conversation
 
-from . import metrics
+from . import metrics, pricing_ops
 from .deps import ServiceState
 from .errors import ApiError
-from .ops import (
-    OpResult,
-    _check_batch,
-    _check_chars,
-    _dumps,
-    _model_usage,
-    _timed,
-    _token_pieces,
-    check_detail_count,
-    utf8_len,
-)
+from .ops import OpResult, _check_batch, _check_chars, _dumps, _timed, _token_pieces, check_detail_count, utf8_len
 from .schemas import CountRequest, EncodeRequest, Truncate
 
 
@@ -129,9 +118,7 @@ def chat_op(svc: ServiceState, req: EncodeRequest | CountRequest, labels: Mutabl
     else:
         out["count"] = counter.count(conv)
     timings["tokenize"] = time.perf_counter() - start
-    usage = _model_usage(info, [out["count"]], False)
-    add_billing(usage, info, [out["count"]], req.max_output_tokens)
-    out["model"] = usage
+    out["model"] = pricing_ops.model_block(svc, info, [out["count"]], False, req)
     payload = _timed(timings, "serialize", lambda: _dumps(out))
     metrics.sync_cache([enc])
     return OpResult(payload, enc.name, out["count"], nbytes, timings)
@@ -256,8 +243,9 @@ def truncate_messages(counter: _Counter, conv: Conversation, trunc: Truncate) ->
 
 
 def models_list(svc: ServiceState) -> dict[str, Any]:
-    """Every model of the table: tokenizer, context window, output maximum, prices with source and date, and
-    whether ``messages`` is supported (with which framing and whether ids are public)."""
+    """Every model of the table: tokenizer, context window, output maximum, whether ``messages`` is supported (with
+    which framing and whether ids are public), and its price from the price data in force (rates as exact decimal
+    strings, the provider and model priced), or why it has none; ``price_data`` says which data that is."""
     out = []
     for name in svc.models.names():
         info = svc.models.entries()[name]
@@ -267,12 +255,10 @@ def models_list(svc: ServiceState) -> dict[str, Any]:
             "context_window": info.context_window, "max_output_tokens": info.max_output_tokens,
             "messages": chat is not None, "framing": chat.get("framing") if chat else None,
             "ids_public": chat is not None and chat.get("framing") != "openai-cookbook",
-            "price": {"currency": info.currency, "input_per_million": info.input_per_million,
-                      "cached_input_per_million": info.cached_input_per_million,
-                      "output_per_million": info.output_per_million, "source": info.price_source,
-                      "as_of": info.price_as_of, "note": info.price_note},
+            "price": pricing_ops.model_price(svc.prices, info, name),
         })
-    return {"models": out}
+    data = svc.prices.data.provenance.as_dict() if svc.prices is not None else None
+    return {"models": out, "price_data": data}
 
 
 __all__ = ["chat_conversation", "chat_framing", "chat_models", "chat_op", "chat_ids", "clean_cut", "models_list",

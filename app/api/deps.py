@@ -24,6 +24,9 @@ from app.engine import Store, Tokenizer, get_store, load_all
 from app.engine.chat import ChatFramings, ChatSpecError
 from app.engine.errors import UnknownTokenizerError
 from app.engine.store import bundled_store_dir
+from app.pricing.data import load_price_data
+from app.pricing.openai_models import encoding_for_model
+from app.pricing.pricer import Pricer
 
 from .errors import ApiError
 
@@ -38,6 +41,7 @@ class ServiceState:
     models: ModelTable
     manifest_models: dict[str, str]
     chat: ChatFramings = field(default_factory=lambda: ChatFramings({}))
+    prices: Pricer | None = None
     ready: bool = False
     limiter: anyio.CapacityLimiter | None = None
     bulk_limiter: anyio.CapacityLimiter | None = None
@@ -76,8 +80,9 @@ class ServiceState:
                     chat.check(info.chat, f"{models.path}: model {key!r}")
         except ChatSpecError as exc:
             raise ModelTableError(str(exc)) from None
+        prices = Pricer(load_price_data(settings.price_data_file))  # PriceDataError names the file
         return cls(settings=settings, store=store, encodings=encodings, models=models,
-                   manifest_models=manifest_models, chat=chat)
+                   manifest_models=manifest_models, chat=chat, prices=prices)
 
     # ------------------------------------------------------------------ resolution
 
@@ -97,10 +102,42 @@ class ServiceState:
             return info
         tokenizer = self.manifest_models.get(name)
         if tokenizer is None:
+            derived = self._priced_model(name)
+            if derived is not None:
+                return derived
             known = sorted({*self.models.names(), *self.manifest_models})
             raise ApiError(422, "unknown_model", f"unknown model {name!r}; known models: {', '.join(known)}",
                            {"name": name, "known": known})
         return ModelInfo(name=name, tokenizer=tokenizer)
+
+    def _priced_model(self, name: str) -> ModelInfo | None:
+        """A model the table lacks but the price data knows: an OpenAI model resolves to its tiktoken encoding by
+        tiktoken's prefix rules (:mod:`app.pricing.openai_models`; context window from the price data); any other
+        is a 422 ``no_public_tokenizer`` naming the provider's own counting endpoint. None if it is unknown."""
+        if self.prices is None:
+            return None
+        provider = self.prices.knows(name)
+        if provider is None:
+            return None
+        encoding = encoding_for_model(name) if provider.id in ("openai", "azure") else None
+        if encoding is not None:
+            try:
+                canonical: str | None = self.store.resolve(encoding)
+            except UnknownTokenizerError:
+                canonical = None
+            if canonical not in self.encodings:
+                raise ApiError(422, "unknown_tokenizer", f"model {name!r} uses {encoding} (tiktoken's model "
+                               f"table), which this service does not load", {"name": name, "tokenizer": encoding})
+            _, priced = self.prices.resolve(name, provider.id)
+            return ModelInfo(name=name, tokenizer=encoding, context_window=priced.context_window,
+                             pricing_provider=provider.id)
+        endpoint = self.prices.counting_endpoint(provider)
+        where = f"; count with the provider's own endpoint: {endpoint}" if endpoint else (
+            "; the provider publishes no counting endpoint: read the usage of its response (POST /price prices it)")
+        raise ApiError(422, "no_public_tokenizer", f"model {name!r} ({provider.name}) has no public tokenizer, so "
+                       f"this service cannot count its tokens exactly and will not estimate them with another "
+                       f"model's{where}", {"name": name, "provider": provider.id, "counting_endpoint": endpoint,
+                                           "priced": True})
 
     def models_of(self, canonical: str) -> list[str]:
         """Model names (table and manifest) that resolve to the tokenizer ``canonical``."""

@@ -40,8 +40,9 @@ Llama 3.
 * Text fields are **always ordinary text**: a special token's string inside text is encoded as plain characters.
   Special tokens enter only by name, through `special_tokens.prefix/suffix` or `parts[].special`.
 * Every error has the shape `{"error": {"type", "message", "details"}}`; bad input is always a 4xx.
-* `model` resolves through the model table; responses then carry the context window, whether the text fits, and
-  the estimated input cost (operator-maintained estimates).
+* `model` resolves through the model table (OpenAI models also by tiktoken's model rules); responses then carry
+  the context window, whether the text fits, and the price of the counted prompt from genai-prices, broken down,
+  as exact decimal strings (`POST /price` prices a request from its usage).
 * `messages` (chat conversations) on `/count` and `/encode` are framed as the model frames them (OpenAI's published
   counting rules, Harmony for gpt-oss, the model's own chat template); `GET /models` says which models support it.
   `/tokenize`, `/detokenize` (vLLM) and `/tei/{model}/tokenize`, `/tei/{model}/decode` (TEI) answer in those shapes.
@@ -94,6 +95,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         svc.limiter = anyio.CapacityLimiter(settings.threads)
         svc.bulk_limiter = anyio.CapacityLimiter(settings.bulk_threads)
         metrics.set_info(svc.encodings.values())
+        if svc.prices is not None:
+            prov = svc.prices.data.provenance
+            metrics.set_price_info(prov.as_dict())
+            log.info("prices: %s, sha256 %s, date %s, latest price change %s (%d providers, %d models)",
+                     prov.version, prov.sha256, prov.date or "-", prov.latest_price_change or "-", prov.providers,
+                     prov.models)
         app.state.service = svc
         svc.ready = True
         log.info("ready: %s", ", ".join(f"{name} ({enc.backend})" for name, enc in svc.encodings.items()))

@@ -9,9 +9,13 @@ tokenizer_input_bytes_total                    counter    endpoint, tokenizer   
 tokenizer_cache_hits_total / _misses_total     counter    tokenizer             (pre-token LRU lookups)
 tokenizer_cache_entries / _max_entries         gauge      tokenizer
 tokenizer_info                                 gauge=1    tokenizer, sha256, vocab_size, kind
+tokenizer_price_data_info                      gauge=1    version, source, package_version, sha256, date
+tokenizer_billed_tokens_total                  counter    model, kind           (priced in model blocks)
+tokenizer_estimated_cost_usd_total             counter    model, kind           (kind: input, cached, output)
 
 ``endpoint`` is the route template (``/tokenizers/{name}``; ``other`` for unknown paths) and ``tokenizer`` the
-canonical name, or empty when the request never resolved one, so no label value comes from user input.
+canonical name, or empty when the request never resolved one, so no label value comes from user input; ``model``
+is a model-table name or a price-data model id, never the caller's string.
 
 Several workers: when ``PROMETHEUS_MULTIPROC_DIR`` is set (``serve`` sets it to a fresh directory when
 ``workers > 1``), prometheus-client keeps every value in per-process files and :func:`render` merges them, so a
@@ -37,7 +41,8 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
 from typing import Any
 
 from app.engine import Tokenizer
@@ -119,6 +124,13 @@ CACHE_MAX_ENTRIES = Gauge("tokenizer_cache_max_entries", "Cache capacity in entr
                           multiprocess_mode="livesum")
 INFO = Gauge("tokenizer_info", "A loaded tokenizer and the sha256 of its verified artifact (value 1).",
              ["tokenizer", "sha256", "vocab_size", "kind"], multiprocess_mode="max")
+PRICE_DATA = Gauge("tokenizer_price_data_info", "The price data in force (value 1): genai-prices version, source "
+                   "(bundled or file), sha256 of the data, its date.",
+                   ["version", "source", "package_version", "sha256", "date"], multiprocess_mode="max")
+BILLED_TOKENS = Counter("tokenizer_billed_tokens", "Tokens priced in /count and /encode model blocks, by model and "
+                        "kind (input, cached, output; output is the reserved maximum).", ["model", "kind"])
+ESTIMATED_COST = Counter("tokenizer_estimated_cost_usd", "Estimated cost (USD) of the priced tokens, by model and "
+                         "kind (input, cached, output).", ["model", "kind"])
 
 _sync_lock = threading.Lock()
 _last_seen: dict[str, tuple[int, int, int, int]] = {}
@@ -237,6 +249,22 @@ def set_info(encodings: Iterable[Tokenizer]) -> None:
         spec = enc.spec
         _child(INFO, enc.name, spec.sha256 if spec else "", str(enc.n_vocab), spec.kind if spec else "").set(1)
     sync_cache(encodings)
+
+
+def set_price_info(provenance: Mapping[str, Any]) -> None:
+    """Publish which price data is in force (:meth:`app.pricing.data.Provenance.as_dict`)."""
+    _child(PRICE_DATA, str(provenance["version"]), str(provenance["source"]), str(provenance["package_version"]),
+           str(provenance["sha256"]), str(provenance["date"] or "")).set(1)
+
+
+def observe_billing(model: str, by_kind: Mapping[str, tuple[int, Decimal]]) -> None:
+    """Add a model block's tokens and cost per kind. ``model`` must come from a bounded set (the model table's
+    names or the price data's model ids, never a caller's string)."""
+    for kind, (tokens, cost) in by_kind.items():
+        if tokens:
+            _child(BILLED_TOKENS, model, kind).inc(tokens)
+        if cost:
+            _child(ESTIMATED_COST, model, kind).inc(float(cost))
 
 
 def sync_cache(encodings: Iterable[Tokenizer]) -> None:

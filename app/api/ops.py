@@ -22,14 +22,13 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from app.core.billing import add_billing
 from app.core.model_table import ModelInfo
 from app.engine import Special, Tokenizer
 from app.engine.errors import InvalidTokenIdError
 from app.engine.native import utf8_size
 from app.engine.sampling import Sample
 
-from . import metrics, serialize
+from . import metrics, pricing_ops, serialize
 from .deps import ServiceState
 from .errors import ApiError, validation_details
 from .sample_ops import sample_of
@@ -232,29 +231,6 @@ def _texts(svc: ServiceState, req: EncodeRequest | CountRequest, labels: Mutable
     return _Texts(enc, info, texts, None, batch, prefix, suffix, nbytes, req.add_special_tokens)
 
 
-def _model_usage(info: ModelInfo, counts: Sequence[int], batch: bool) -> dict[str, Any]:
-    window = info.context_window
-    each = [c <= window for c in counts] if window is not None else None
-    usage: dict[str, Any] = {
-        "name": info.name,
-        "context_window": window,
-        "max_output_tokens": info.max_output_tokens,
-        "fits": all(each) if each is not None else None,
-    }
-    if batch:
-        usage["fits_each"] = each
-    usage.update(
-        currency=info.currency,
-        input_price_per_million=info.input_per_million,
-        output_price_per_million=info.output_per_million,
-        estimated_input_cost=info.input_cost(sum(counts)),
-        price_source=info.price_source,
-        price_as_of=info.price_as_of,
-        price_note=info.price_note,
-    )
-    return usage
-
-
 def _lookalikes(svc: ServiceState, enc: Tokenizer, texts: Sequence[str]) -> list[int]:
     counter = svc.lookalike_counter(enc)
     return [counter(t) for t in texts]
@@ -332,8 +308,7 @@ def encode(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> 
     total = sum(counts)
     out: dict[str, Any] = {"tokenizer": enc.name}
     if t.model is not None:
-        out["model"] = _model_usage(t.model, counts, t.batch)
-        add_billing(out["model"], t.model, counts, req.max_output_tokens)
+        out["model"] = pricing_ops.model_block(svc, t.model, counts, t.batch, req)
     if t.batch:
         out["results"] = results
         out["total"] = total
@@ -454,8 +429,7 @@ def count(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> O
     total = sum(counts)
     out: dict[str, Any] = {"tokenizer": enc.name}
     if t.model is not None:
-        out["model"] = _model_usage(t.model, counts, t.batch)
-        add_billing(out["model"], t.model, counts, req.max_output_tokens)
+        out["model"] = pricing_ops.model_block(svc, t.model, counts, t.batch, req)
     if truncated is not None:
         out["truncated"] = truncated
     if t.batch:

@@ -21,6 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler, model_v
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
+from app.pricing.money import ROUNDING_RULE
+
 #: Groups of field names (see ``_Strict.exactly_one``).
 Groups = tuple[tuple[str, ...], ...]
 
@@ -158,6 +160,13 @@ class _TextInput(_Target):
                                         "turn header")
     max_output_tokens: int | None = Field(None, ge=1, description="output tokens to reserve and price (default: "
                                           "the model's maximum)")
+    cached_tokens: int | None = Field(None, ge=0, description="with 'model': tokens of each prompt read from the "
+                                      "provider's prompt cache (priced at the cache-read rate; at most the count)")
+    provider: Name | None = Field(None, description="with 'model': price at this genai-prices provider instead of "
+                                  "the model table's (GET /models says which applies)", examples=["together"])
+    service_tier: Literal["default", "flex", "priority", "fast", "batch"] | None = Field(
+        None, description="with 'model': price at this service tier (batch: the batch API's price); a tier the "
+        "model has no price for is a 422 naming those it has")
     truncate: Truncate | None = Field(None, description="cut to at most max_tokens ('text' or 'messages')")
     sample: SampleOptions | None = Field(None, description="subword regularisation: one sampled segmentation per "
                                          "text instead of the best one (off by default; 'text', 'texts' or 'parts', "
@@ -267,33 +276,39 @@ class TokenPiece(BaseModel):
 
 
 class ModelUsage(BaseModel):
-    """What the model table says about the requested model, applied to the tokens counted."""
+    """What the model table and the price data say about the requested model, applied to the tokens counted.
+
+    Money: exact decimal strings, never rounded (see ``x-rounding``)."""
+
+    model_config = ConfigDict(json_schema_extra={"x-rounding": ROUNDING_RULE})
 
     name: str = Field(description="the model name as requested")
     context_window: int | None = Field(None, description="tokens, input and output together; null if unknown")
     max_output_tokens: int | None = Field(None, description="the most tokens the model writes in one response; "
                                           "null if unknown")
-    fits: bool | None = Field(None, description="the text's tokens are within the context window (for a batch: "
-                              "every text's); null if the window is unknown")
+    fits: bool | None = Field(None, description="prompt + output_tokens_reserved are within the context window (for "
+                              "a batch: every text's); null if the window is unknown")
     fits_each: list[bool] | None = Field(None, description="per text of a batch")
-    currency: str = Field("USD", description="currency of the prices and the cost")
-    input_price_per_million: float | None = Field(None, description="price of one million input tokens; null if "
-                                                  "unknown")
-    output_price_per_million: float | None = Field(None, description="price of one million output tokens; null if "
-                                                   "unknown")
-    estimated_input_cost: float | None = Field(None, description="tokens counted x input price (the whole batch)")
     output_tokens_reserved: int | None = Field(None, description="max_output_tokens of the request, else the "
-                                               "model's maximum; 'fits' reserves them")
-    estimated_output_cost: float | None = Field(None, description="worst case: output_tokens_reserved x output price "
-                                                "(per text of a batch)")
-    estimated_total_cost: float | None = Field(None, description="estimated input cost + estimated output cost")
-    cached_input_price_per_million: float | None = Field(None, description="price of prompt-cache hits, where the "
-                                                         "provider has one")
-    estimated_cached_input_cost: float | None = Field(None, description="the input cost if every input token were "
-                                                      "a prompt-cache hit")
-    price_source: str | None = Field(None, description="where the operator took the price from")
-    price_as_of: str | None = Field(None, description="when the price was taken")
-    price_note: str | None = Field(None, description="the operator's note on the price")
+                                               "model's maximum; 'fits' reserves them and they are priced as output")
+    cached_tokens: int = Field(0, description="the request's cached_tokens (per text), priced as cache reads")
+    currency: str = Field("USD", description="currency of every amount")
+    input_price_per_million: str | None = Field(None, description="input rate applied (exact decimal string); "
+                                                "null without a price")
+    cached_input_price_per_million: str | None = Field(None, description="cache-read rate applied, where the "
+                                                       "provider has one")
+    output_price_per_million: str | None = Field(None, description="output rate applied")
+    estimated_input_cost: str | None = Field(None, description="input, cache-read and cache-write cost of the whole "
+                                             "batch (exact decimal string)")
+    estimated_output_cost: str | None = Field(None, description="output_tokens_reserved priced per text (the worst "
+                                              "case); null if nothing is reserved")
+    estimated_total_cost: str | None = Field(None, description="input + output; null if nothing is reserved")
+    price_source: str | None = Field(None, description="genai-prices provider and model id priced")
+    price_as_of: str | None = Field(None, description="the price data's version (GET /models: price_data)")
+    price: dict[str, Any] | None = Field(None, description="the breakdown: provider, model, tokens, breakdown "
+                                         "{input, cache_read, cache_write[_5m|_1h], output, other}, total, tier "
+                                         "(applied and why; a list per text for a batch), service_tier, data_version")
+    price_unavailable: str | None = Field(None, description="why there is no price (then every amount is null)")
 
 
 class EncodeResult(BaseModel):

@@ -26,11 +26,16 @@ import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from genai_prices import Usage
+
+from app.core.billing import load_pricer, price_target
 from app.core.model_table import MODELS_FILE, ModelInfo, ModelTable
 from app.engine import get_store
+from app.pricing.money import money
 
 from .errors import BulkError, ChunkError
 from .runner import MODES, RESERVED, ChunkResult, ChunkWorker, part_name
@@ -80,6 +85,25 @@ def resolve_model(name: str, store_dir: Path, models_file: str | None) -> ModelI
             return ModelInfo(name=name, tokenizer=spec.name)
     known = sorted({*table.names(), *(m for spec in get_store(store_dir) for m in spec.models)})
     raise BulkError(f"unknown model {name!r}; known models: {', '.join(known)}")
+
+
+def corpus_cost(model: ModelInfo, tokens: int) -> dict[str, Any]:
+    """The corpus's tokens priced as input to ``model`` at its base input rate from genai-prices (a corpus is many
+    requests, each taken to be below the first long-context tier); amounts are exact decimal strings."""
+    pricer = load_pricer()
+    target = price_target(pricer, model)
+    out: dict[str, Any] = {"model": model.name, "currency": "USD", "input_per_million": None, "input_cost": None,
+                           "price_source": None, "price_as_of": pricer.data.provenance.version,
+                           "price_unavailable": target.reason}
+    if target.provider is None or target.model is None:
+        return out
+    rate = pricer.quote(target.provider, target.model, Usage(input_tokens=1)).rate("input_tokens")
+    if rate is None:
+        out["price_unavailable"] = f"{target.provider.id} {target.model.id} has no input-token price"
+        return out
+    out.update(input_per_million=money(rate), input_cost=money(rate * tokens / Decimal(1_000_000)),
+               price_source=f"genai-prices: {target.provider.id} {target.model.id}", price_unavailable=None)
+    return out
 
 
 def _prepare_output(output: Path, overwrite: bool) -> None:
@@ -252,16 +276,7 @@ def _summary(opts: BulkOptions, tokenizer: str, model: ModelInfo | None, files: 
     tokens = sum(r.tokens for r in ordered)
     n_bytes = sum(r.bytes for r in ordered)
     bad = [{"key": k, "error": e} for r in ordered for k, e in r.bad_samples][:MAX_BAD_LISTED]
-    cost = None
-    if model is not None:
-        cost = {
-            "model": model.name,
-            "currency": model.currency,
-            "input_per_million": model.input_per_million,
-            "input_cost": model.input_cost(tokens),
-            "price_as_of": model.price_as_of,
-            "price_source": model.price_source,
-        }
+    cost = corpus_cost(model, tokens) if model is not None else None
     input_bytes = sum(c.size for c in chunks)
     return {
         "command": opts.mode,
@@ -316,10 +331,11 @@ def format_summary(summary: dict[str, Any]) -> str:
     cost = summary["cost"]
     if cost is not None:
         if cost["input_cost"] is None:
-            lines.append(f"cost: no price for {cost['model']} in the model table")
+            lines.append(f"cost: no price for {cost['model']}: {cost['price_unavailable']}")
         else:
-            lines.append(f"cost: {cost['input_cost']:.4f} {cost['currency']} as input to {cost['model']} "
-                         f"({cost['input_per_million']} per million tokens, price as of {cost['price_as_of']})")
+            lines.append(f"cost: {cost['input_cost']} {cost['currency']} as input to {cost['model']} "
+                         f"({cost['input_per_million']} per million tokens; {cost['price_source']}, "
+                         f"{cost['price_as_of']})")
     for item in summary["bad_row_samples"][:10]:
         lines.append(f"bad row {item['key']}: {item['error']}")
     if summary["bad_rows"] > 10:

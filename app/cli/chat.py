@@ -10,10 +10,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from app.core.billing import add_billing
+from app.core.billing import load_pricer, model_block
 from app.core.model_table import MODELS_FILE, ModelInfo, ModelTable, ModelTableError
 from app.engine import get_encoding, get_store
 from app.engine.chat import ChatFramings, ChatInputError, ChatSpecError, parse_conversation
+from app.pricing.data import PriceDataError
+from app.pricing.pricer import PricingError
 
 from ._io import read_text_inputs
 
@@ -59,7 +61,7 @@ def cmd_count_model(args: Any) -> int:
     """``count`` with ``--model`` and/or ``--messages``."""
     try:
         return _run(args)
-    except (CliError, ModelTableError, ChatSpecError) as exc:
+    except (CliError, ModelTableError, ChatSpecError, PricingError, PriceDataError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except ChatInputError as exc:
@@ -95,25 +97,24 @@ def _run(args: Any) -> int:
         counts = [enc.count(text, add_special_tokens=args.add_special_tokens)
                   for _, text in read_text_inputs(args.files, args.errors)]
     total = sum(counts)
-    usage: dict[str, Any] = {"context_window": info.context_window, "max_output_tokens": info.max_output_tokens,
-                             "currency": info.currency, "estimated_input_cost": info.input_cost(total),
-                             "price_source": info.price_source, "price_as_of": info.price_as_of}
-    add_billing(usage, info, [total], args.max_output_tokens)
+    usage = model_block(info, [total], False, load_pricer(), max_output_tokens=args.max_output_tokens,
+                        requested=args.model)
+    usage.pop("name", None)
     out.update(count=total, **usage)
     if args.json:
         print(json.dumps(out))
         return 0
     print(f"{total} tokens ({args.model}, {enc.name}{', ' + out['framing'] if 'framing' in out else ''})")
-    if info.context_window is not None:
+    if usage["context_window"] is not None:
         reserved = usage["output_tokens_reserved"]
         room = f" with {reserved} output tokens reserved" if reserved else ""
-        print(f"context window {info.context_window}: {'fits' if usage['fits'] else 'does NOT fit'}{room}")
+        print(f"context window {usage['context_window']}: {'fits' if usage['fits'] else 'does NOT fit'}{room}")
     if usage["estimated_input_cost"] is not None:
-        line = f"input {usage['estimated_input_cost']:.6f} {info.currency}"
+        line = f"input {usage['estimated_input_cost']} {usage['currency']}"
         if usage["estimated_output_cost"] is not None:
-            line += (f", worst-case output {usage['estimated_output_cost']:.6f}, total "
-                     f"{usage['estimated_total_cost']:.6f}")
-        print(f"{line} (prices as of {info.price_as_of}; {info.price_source})")
+            line += (f", worst-case output {usage['estimated_output_cost']}, total "
+                     f"{usage['estimated_total_cost']}")
+        print(f"{line} ({usage['price_source']}; {usage['price_as_of']})")
+    else:
+        print(f"no price: {usage['price_unavailable']}")
     return 0
-
-

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 
@@ -28,37 +29,45 @@ class TokenPiece:
 
 @dataclass(frozen=True)
 class ModelUsage:
-    """The model table applied to the counted tokens (requests made with ``model=``)."""
+    """The model table and the price data applied to the counted tokens (requests made with ``model=``). Money is
+    :class:`~decimal.Decimal`, parsed from the service's exact decimal strings; ``price`` is the breakdown as sent
+    (amounts as strings)."""
 
     name: str
     context_window: int | None = None
     max_output_tokens: int | None = None
     fits: bool | None = None
     fits_each: list[bool] | None = None
+    output_tokens_reserved: int | None = None
+    cached_tokens: int = 0
     currency: str = "USD"
-    input_price_per_million: float | None = None
-    output_price_per_million: float | None = None
-    estimated_input_cost: float | None = None
+    input_price_per_million: Decimal | None = None
+    cached_input_price_per_million: Decimal | None = None
+    output_price_per_million: Decimal | None = None
+    estimated_input_cost: Decimal | None = None
+    estimated_output_cost: Decimal | None = None
+    estimated_total_cost: Decimal | None = None
     price_source: str | None = None
     price_as_of: str | None = None
-    price_note: str | None = None
-    cached_input_price_per_million: float | None = None
-    estimated_cached_input_cost: float | None = None
-    output_tokens_reserved: int | None = None
-    estimated_output_cost: float | None = None
-    estimated_total_cost: float | None = None
+    price: dict[str, Any] | None = None
+    price_unavailable: str | None = None
 
     @classmethod
     def from_json(cls, obj: dict[str, Any] | None) -> ModelUsage | None:
         if obj is None:
             return None
-        return cls(**{k: obj[k] for k in _MODEL_FIELDS if k in obj})
+        values = {k: obj[k] for k in _MODEL_FIELDS if k in obj}
+        for k in _MONEY_FIELDS:
+            if values.get(k) is not None:
+                values[k] = Decimal(values[k])
+        return cls(**values)
 
 
-_MODEL_FIELDS = ("name", "context_window", "max_output_tokens", "fits", "fits_each", "currency",
-                 "input_price_per_million", "output_price_per_million", "estimated_input_cost", "price_source",
-                 "price_as_of", "price_note", "cached_input_price_per_million", "estimated_cached_input_cost",
-                 "output_tokens_reserved", "estimated_output_cost", "estimated_total_cost")
+_MONEY_FIELDS = ("input_price_per_million", "cached_input_price_per_million", "output_price_per_million",
+                 "estimated_input_cost", "estimated_output_cost", "estimated_total_cost")
+_MODEL_FIELDS = ("name", "context_window", "max_output_tokens", "fits", "fits_each", "output_tokens_reserved",
+                 "cached_tokens", "currency", *_MONEY_FIELDS, "price_source", "price_as_of", "price",
+                 "price_unavailable")
 
 
 @dataclass(frozen=True)

@@ -53,8 +53,16 @@ class Settings:
         default=None,
     )
     models_file: Path | None = _doc(
-        "Model table (model -> tokenizer, context window, prices). Default: `models.json` in the store directory "
-        "if it exists; a store without one resolves models through the manifest's `models` lists only.",
+        "Model table (model -> tokenizer, chat framing, context window, maximum output, whose price applies). "
+        "Default: `models.json` in the store directory if it exists; a store without one resolves models through "
+        "the manifest's `models` lists only.",
+        default=None,
+    )
+    price_data_file: Path | None = _doc(
+        "A newer genai-prices data file (the JSON list of providers genai-prices publishes as "
+        "`prices/data.json`) to use instead of the snapshot bundled in the pinned genai-prices package; validated "
+        "at start-up (a file that does not parse or whose prices do not compute stops the process). Never "
+        "fetched: prices change only when the operator replaces this file. Unset: the bundled snapshot.",
         default=None,
     )
     host: str = _doc("Address `serve` binds to.", default="127.0.0.1")

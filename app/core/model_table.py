@@ -1,9 +1,10 @@
-"""The model table: model name -> tokenizer, context window and prices (``models.json``, operator-editable).
+"""The model table: model name -> tokenizer, chat framing, context window, maximum output (``models.json``,
+operator-editable). Prices are not kept here: they come from genai-prices (:mod:`app.pricing`); an entry may name
+the provider whose price applies.
 
 File schema (``format_version`` 1)::
 
     {"format_version": 1,
-     "currency": "USD",
      "models": {
         "gpt-4o": {"tokenizer": "o200k_base",          # a name or alias in the tokenizer store
                    "aliases": ["chatgpt-4o-latest"],     # optional, other names for the same entry
@@ -11,18 +12,17 @@ File schema (``format_version`` 1)::
                                                          # framed (see app.engine.chat.framings)
                    "context_window": 128000,             # tokens (input + output), or null if unknown
                    "max_output_tokens": 16384,           # or null
-                   "price": {"input_per_million": 2.5,   # currency units per 1,000,000 tokens, or null
-                             "output_per_million": 10.0,
-                             "cached_input_per_million": 1.25,   # optional: prompt-cache hits, or null
-                             "source": "https://…",      # where the price was taken from
-                             "as_of": "2025-06",         # when
-                             "note": "…"}},              # optional
+                   "pricing": {"provider": "together",   # optional: whose price applies (a genai-prices provider
+                               "model": "meta-llama/…"}},   # id) and that provider's model id (default: the name)
         …}}
+
+An entry without ``pricing`` is priced under its own name wherever genai-prices' model-matching rules find it
+(``gpt-4o`` -> OpenAI). A ``price`` block (the old hand-typed prices) is refused with a message saying so.
 
 A name the table lacks resolves to the longest table name it extends with ``-`` (dated snapshots, as tiktoken's
 model-prefix table does: ``gpt-4o-2024-08-06`` -> ``gpt-4o``, ``gpt-3.5-turbo-0301`` -> ``gpt-3.5-turbo``). A model
 the table lacks still resolves if a tokenizer's manifest entry lists it under ``models`` (then context
-window and prices are unknown). Prices are estimates for planning; the operator owns this file.
+window is unknown).
 """
 
 from __future__ import annotations
@@ -43,32 +43,16 @@ class ModelTableError(ValueError):
 
 @dataclass(frozen=True)
 class ModelInfo:
-    """One model: the tokenizer it uses and, when known, its context window and prices per million tokens."""
+    """One model: the tokenizer it uses, its chat framing, context window and maximum output when known, and the
+    genai-prices provider (and that provider's model id) whose price applies, when the table names one."""
 
     name: str
     tokenizer: str
     context_window: int | None = None
     max_output_tokens: int | None = None
-    input_per_million: float | None = None
-    output_per_million: float | None = None
-    cached_input_per_million: float | None = None
-    currency: str = "USD"
-    price_source: str | None = None
-    price_as_of: str | None = None
-    price_note: str | None = None
     chat: Mapping[str, Any] | None = None
-
-    def input_cost(self, tokens: int) -> float | None:
-        """Estimated cost of ``tokens`` input tokens in :attr:`currency`, or None without a price."""
-        if self.input_per_million is None:
-            return None
-        return tokens * self.input_per_million / 1_000_000
-
-    def output_cost(self, tokens: int) -> float | None:
-        """Estimated cost of ``tokens`` output tokens, or None without a price."""
-        if self.output_per_million is None:
-            return None
-        return tokens * self.output_per_million / 1_000_000
+    pricing_provider: str | None = None
+    pricing_model: str | None = None
 
 
 class ModelTable:
@@ -91,13 +75,12 @@ class ModelTable:
             raise ModelTableError(f"{path}: cannot read model table: {exc}") from None
         if not isinstance(raw, dict) or raw.get("format_version") != FORMAT_VERSION:
             raise ModelTableError(f"{path}: expected an object with format_version {FORMAT_VERSION}")
-        currency = raw.get("currency", "USD")
         entries = raw.get("models")
-        if not isinstance(currency, str) or not isinstance(entries, dict):
-            raise ModelTableError(f"{path}: 'models' must be an object and 'currency' a string")
+        if not isinstance(entries, dict):
+            raise ModelTableError(f"{path}: 'models' must be an object")
         models: dict[str, ModelInfo] = {}
         for name, entry in entries.items():
-            info = _parse_entry(path, name, entry, currency)
+            info = _parse_entry(path, name, entry)
             aliases = entry.get("aliases", [])
             if not isinstance(aliases, list) or not all(isinstance(a, str) and a for a in aliases):
                 raise ModelTableError(f"{path}: model {name!r}: 'aliases' must be a list of names")
@@ -136,13 +119,17 @@ class ModelTable:
         return dict(self._models)
 
 
-def _parse_entry(path: Path, name: str, entry: Any, currency: str) -> ModelInfo:
+def _parse_entry(path: Path, name: str, entry: Any) -> ModelInfo:
     where = f"{path}: model {name!r}"
     if not name or not isinstance(entry, dict):
         raise ModelTableError(f"{where}: each model must be an object with a non-empty name")
     tokenizer = entry.get("tokenizer")
     if not isinstance(tokenizer, str) or not tokenizer:
         raise ModelTableError(f"{where}: 'tokenizer' must be a tokenizer name")
+    if "price" in entry:
+        raise ModelTableError(f"{where}: 'price' is no longer read: prices come from genai-prices (docs/pricing.md); "
+                              "remove it, and name the provider whose price applies with 'pricing': "
+                              "{\"provider\": ..., \"model\": ...} if the model's own name is not priced")
 
     def count(key: str) -> int | None:
         value = entry.get(key)
@@ -152,44 +139,21 @@ def _parse_entry(path: Path, name: str, entry: Any, currency: str) -> ModelInfo:
             raise ModelTableError(f"{where}: {key!r} must be a positive integer or null")
         return value
 
-    price = entry.get("price") or {}
-    if not isinstance(price, dict):
-        raise ModelTableError(f"{where}: 'price' must be an object or null")
-
-    def money(key: str) -> float | None:
-        value = price.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
-            raise ModelTableError(f"{where}: price {key!r} must be a number >= 0 or null")
-        return float(value)
-
-    def text(key: str) -> str | None:
-        value = price.get(key)
-        if value is not None and not isinstance(value, str):
-            raise ModelTableError(f"{where}: price {key!r} must be a string")
-        return value
-
+    pricing = entry.get("pricing")
+    if pricing is not None and (not isinstance(pricing, dict) or set(pricing) - {"provider", "model"}
+                                or not all(isinstance(v, str) and v for v in pricing.values())
+                                or "provider" not in pricing):
+        raise ModelTableError(f"{where}: 'pricing' must be {{\"provider\": id, \"model\"?: id}} with non-empty "
+                              "strings, or null")
     chat = entry.get("chat")
     if chat is not None and not isinstance(chat, dict):
         raise ModelTableError(f"{where}: 'chat' must be an object or null")
-
-    info = ModelInfo(
+    return ModelInfo(
         name=name,
         tokenizer=tokenizer,
         context_window=count("context_window"),
         max_output_tokens=count("max_output_tokens"),
-        input_per_million=money("input_per_million"),
-        output_per_million=money("output_per_million"),
-        cached_input_per_million=money("cached_input_per_million"),
-        currency=currency,
-        price_source=text("source"),
-        price_as_of=text("as_of"),
-        price_note=text("note"),
         chat=chat,
+        pricing_provider=pricing["provider"] if pricing else None,
+        pricing_model=pricing.get("model") if pricing else None,
     )
-    if (info.input_per_million is not None or info.output_per_million is not None) and not (
-        info.price_source and info.price_as_of
-    ):
-        raise ModelTableError(f"{where}: a price needs its 'source' and 'as_of'")
-    return info

@@ -123,8 +123,11 @@ def test_models_route(client: TestClient) -> None:
     assert models["gpt-oss-20b"]["framing"] == "harmony" and models["gpt-oss-20b"]["ids_public"]
     assert models["llama-3.1-8b-instruct"]["framing"] == "jinja"
     assert not models["gpt2"]["messages"]
-    assert models["gpt-4o"]["price"]["cached_input_per_million"] == 1.25
-    assert models["gpt-4o"]["price"]["source"] and models["gpt-4o"]["price"]["as_of"]
+    price = models["gpt-4o"]["price"]
+    assert price["available"] and price["provider"] == "openai" and price["model"] == "gpt-4o"
+    assert price["input_per_million"] == "2.5" and price["cache_read_per_million"] == "1.25"
+    assert price["output_per_million"] == "10" and "processing=batch" in price["price_variants"]
+    assert models["gpt2"]["price"]["available"] is False and "no price" in models["gpt2"]["price"]["reason"]
     assert models["chatgpt-4o-latest"]["canonical"] == "gpt-4o"
     assert models["gpt-4"]["tokenizer"] == "cl100k_base" and models["gpt-4"]["context_window"] == 8192
 
@@ -133,10 +136,12 @@ def test_billing_fields(client: TestClient) -> None:
     r = client.post("/count", json={"model": "gpt-4o", "messages": EXAMPLE_MESSAGES, "max_output_tokens": 1000})
     usage = r.json()["model"]
     assert usage["output_tokens_reserved"] == 1000
-    assert usage["estimated_input_cost"] == pytest.approx(124 * 2.5 / 1e6)
-    assert usage["estimated_output_cost"] == pytest.approx(1000 * 10.0 / 1e6)
-    assert usage["estimated_total_cost"] == pytest.approx(124 * 2.5 / 1e6 + 1000 * 10.0 / 1e6)
-    assert usage["estimated_cached_input_cost"] == pytest.approx(124 * 1.25 / 1e6)
+    # exact: 124 x $2.5 / 1M and 1000 x $10 / 1M (genai-prices' gpt-4o)
+    assert usage["estimated_input_cost"] == "0.00031"
+    assert usage["estimated_output_cost"] == "0.01"
+    assert usage["estimated_total_cost"] == "0.01031"
+    assert usage["cached_input_price_per_million"] == "1.25"
+    assert usage["price"]["breakdown"] == {"input": "0.00031", "cache_read": "0", "output": "0.01"}
     assert usage["fits"] is True
     default = client.post("/count", json={"model": "gpt-4o", "text": "hi"}).json()["model"]
     assert default["output_tokens_reserved"] == 16384

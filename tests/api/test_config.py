@@ -53,8 +53,6 @@ def test_bundled_model_table() -> None:
                              "gpt-oss-20b": "o200k_harmony"}.items():
         info = table.get(model)
         assert info is not None and info.tokenizer == tokenizer and info.context_window
-        if info.input_per_million is not None:
-            assert info.price_source and info.price_as_of
     assert table.get("chatgpt-4o-latest") == table.get("gpt-4o")
 
 
@@ -67,8 +65,9 @@ def _write(tmp_path: Path, models: object) -> Path:
 @pytest.mark.parametrize("models,match", [
     ({"m": {}}, "tokenizer"),
     ({"m": {"tokenizer": "gpt2", "context_window": -1}}, "context_window"),
-    ({"m": {"tokenizer": "gpt2", "price": {"input_per_million": 1}}}, "source"),
-    ({"m": {"tokenizer": "gpt2", "price": {"input_per_million": "1", "source": "s", "as_of": "d"}}}, "price"),
+    ({"m": {"tokenizer": "gpt2", "price": {"input_per_million": 1}}}, "genai-prices"),  # hand-typed prices refused
+    ({"m": {"tokenizer": "gpt2", "pricing": {"model": "x"}}}, "pricing"),
+    ({"m": {"tokenizer": "gpt2", "pricing": {"provider": ""}}}, "pricing"),
     ({"m": {"tokenizer": "gpt2"}, "n": {"tokenizer": "gpt2", "aliases": ["m"]}}, "twice"),
     ([], "models"),
 ])
@@ -84,8 +83,13 @@ def test_model_table_with_unknown_tokenizer_stops_start_up(tmp_path: Path) -> No
         ServiceState.load(Settings(models_file=path))
 
 
-def test_model_cost() -> None:
+def test_model_table_keeps_no_prices() -> None:
+    """Prices come from genai-prices: the table names only whose price applies to an open-weight model."""
+    raw = json.loads((bundled_store_dir() / "models.json").read_text())
+    assert all("price" not in entry for entry in raw["models"].values())
     table = ModelTable.load(bundled_store_dir() / "models.json")
-    info = table.get("gpt-4o")
-    assert info is not None and info.input_cost(1_000_000) == info.input_per_million
-    assert table.get("gpt-oss-20b").input_cost(10) is None  # type: ignore[union-attr]
+    llama = table.get("llama-3.1-8b-instruct")
+    assert llama is not None and llama.pricing_provider == "together"
+    assert llama.pricing_model == "meta-llama/Meta-Llama-3.1-8B-Instruct-Turbo"
+    gpt = table.get("gpt-4o")
+    assert gpt is not None and gpt.pricing_provider is None  # priced under its own name

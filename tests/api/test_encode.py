@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import base64
 
 import pytest
@@ -114,11 +116,13 @@ def test_model_block(client: TestClient) -> None:
     assert body["tokenizer"] == "o200k_base" and body["count"] == 2
     m = body["model"]
     assert m["name"] == "gpt-4o" and m["context_window"] == 128000 and m["fits"] is True
-    assert m["estimated_input_cost"] == pytest.approx(2 * m["input_price_per_million"] / 1e6)
-    assert m["price_source"] and m["price_as_of"]
+    # exact decimal strings from genai-prices: gpt-4o input is $2.5 per million tokens
+    assert Decimal(m["estimated_input_cost"]) == 2 * Decimal(m["input_price_per_million"]) / 1_000_000
+    assert m["input_price_per_million"] == "2.5" and m["estimated_input_cost"] == "0.000005"
+    assert m["price_source"] == "genai-prices: openai gpt-4o" and m["price_as_of"].startswith("genai-prices 0.2.3")
     tight = client.post("/count", json={"model": "gpt2", "texts": ["a " * 1100, "b"]}).json()
     assert tight["model"]["fits"] is False and tight["model"]["fits_each"] == [False, True]
-    assert tight["model"]["estimated_input_cost"] is None
+    assert tight["model"]["estimated_input_cost"] is None and "no price" in tight["model"]["price_unavailable"]
     enc = client.post("/encode", json={"model": "llama-3.1-8b-instruct", "text": "x"}).json()
     assert enc["tokenizer"] == "llama3" and enc["model"]["context_window"] == 131072
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from pathlib import Path
 
 from app.engine import get_encoding
@@ -18,7 +19,9 @@ def test_count_with_model_prints_window_and_cost() -> None:
     body = json.loads(out.stdout)
     n = get_encoding("o200k_base").count(text)
     assert body["count"] == n and body["tokenizer"] == "o200k_base" and body["context_window"] == 128000
-    assert body["estimated_input_cost"] == n * 2.5 / 1e6 and body["estimated_output_cost"] == 100 * 10.0 / 1e6
+    # genai-prices matches the snapshot name to gpt-4o: $2.5 / $10 per million tokens, exact decimal strings
+    assert Decimal(body["estimated_input_cost"]) == n * Decimal("2.5") / 1_000_000
+    assert body["estimated_output_cost"] == "0.001" and body["price_source"] == "genai-prices: openai gpt-4o"
     # gpt-4's table entry allows 8,192 output tokens in an 8,192-token window: reserving them never fits
     human = run("count", "--model", "gpt-4", stdin=text)
     assert human.returncode == 0 and human.stdout.startswith(f"{get_encoding('cl100k_base').count(text)} tokens")

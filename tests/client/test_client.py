@@ -7,6 +7,8 @@ Every route, typed results equal to the engine's own output, the service's error
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import asyncio
 import json
 import threading
@@ -361,7 +363,7 @@ def test_models_messages_and_truncation(client: Client, servers: tuple[LiveServe
     counted = client.count_messages(conversation, model="gpt-4o")
     want = raw.post("/count", json={"model": "gpt-4o", "messages": conversation}).json()
     assert counted.count == want["count"] and counted.framing == want["framing"] and counted.model is not None
-    assert counted.model.estimated_total_cost == want["model"]["estimated_total_cost"]
+    assert counted.model.estimated_total_cost == Decimal(want["model"]["estimated_total_cost"])
     encoded = client.encode_messages(conversation, model="gpt-oss-20b", add_generation_prompt=False)
     want = raw.post("/encode", json={"model": "gpt-oss-20b", "messages": conversation,
                                      "add_generation_prompt": False}).json()
