@@ -2,10 +2,11 @@
 
 from fastapi import APIRouter
 
-from . import chat, health, tokenize, tokenizers
+from . import chat, counting, health, tokenize, tokenizers
 
 api_router = APIRouter()
 api_router.include_router(tokenize.router)
 api_router.include_router(tokenizers.router)
 api_router.include_router(chat.router)
+api_router.include_router(counting.router)
 api_router.include_router(health.router)
