@@ -194,7 +194,7 @@ def _responses_item(item: Any, path: str, out: list[dict[str, Any]]) -> None:
         out.append({"role": "tool", "content": content, "tool_call_id": _text(item.get("call_id"),
                                                                                f"{path}.call_id")})
     elif kind == "message":
-        _only(item, {"type", "role", "content", "id", "status"}, path)
+        _only(item, {"type", "role", "content", "id", "status", "phase"}, path)
         role = item.get("role")
         if role not in ("user", "system", "developer", "assistant"):
             raise _bad(f"{path}.role", "must be user, system, developer or assistant")
@@ -225,7 +225,7 @@ def _responses_tools(tools: Sequence[Any]) -> list[dict[str, Any]]:
         if tool.get("defer_loading"):
             raise _bad(f"{path}.defer_loading", "deferred tools are not supported")
         fn: dict[str, Any] = {"name": _text(tool.get("name"), f"{path}.name")}
-        for key in ("description", "parameters"):
+        for key in ("description", "parameters", "strict"):
             if tool.get(key) is not None:
                 fn[key] = tool[key]
         out.append({"type": "function", "function": fn})
