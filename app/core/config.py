@@ -65,6 +65,17 @@ class Settings:
         "fetched: prices change only when the operator replaces this file. Unset: the bundled snapshot.",
         default=None,
     )
+    default_model: str | None = _doc(
+        "The model the compatibility routes (`/tokenize`, `/detokenize`, `/tokenizer_info`, "
+        "`/v1/responses/input_tokens`, `/v1/messages/count_tokens`, llama.cpp's routes) use when a request names "
+        "none, as a sidecar next to one inference server serves one model. Unset: `model` is required.",
+        default=None,
+    )
+    allow_request_chat_template: bool = _doc(
+        "Let vLLM-shaped `/tokenize` requests supply their own `chat_template` (rendered in the same Jinja sandbox "
+        "as the bundled templates). Off: such a request is a 422.",
+        default=False,
+    )
     host: str = _doc("Address `serve` binds to.", default="127.0.0.1")
     port: int = _doc("TCP port `serve` binds to.", default=8000)
     uds: Path | None = _doc(

@@ -45,6 +45,11 @@ from .parts import Parts, special_part
 from .shapes import ShapeMemo
 
 MARK = "\ue000"
+#: What transformers 5's ``render_jinja_template`` appends to the final message for ``continue_final_message``.
+CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
+#: Variables ``apply_chat_template`` sets itself (never taken from ``chat_template_kwargs``).
+RESERVED_VARIABLES = ("messages", "tools", "documents", "add_generation_prompt", "continue_final_message",
+                      "chat_template", "tokenize")
 _GROUP = re.compile(MARK + r"(\d+)" + MARK)
 
 
@@ -356,6 +361,38 @@ class ChatTemplate:
             if rendered is not None:
                 return rendered
         return self.render_escaped(conv, add_generation_prompt=add_generation_prompt)
+
+    def frame_with(self, conv: Conversation, *, add_generation_prompt: bool = True,
+                   continue_final_message: bool = False, variables: Mapping[str, Any] | None = None) -> Parts:
+        """:meth:`frame` with ``apply_chat_template``'s other options: ``variables`` are extra template variables
+        (``chat_template_kwargs``; their strings are caller text, escaped like the messages), and
+        ``continue_final_message`` leaves the last message open as transformers 5 does it (a tag appended to its
+        content, the render cut where the tag starts, trailing whitespace trimmed if the template trimmed the tag's
+        space). Raises :class:`ChatInputError` when the template rejects the conversation, when both
+        ``add_generation_prompt`` and ``continue_final_message`` are set, when a variable would replace one the
+        renderer sets (``messages``, ``tools``, ``bos_token``, ...), or when the final message is not found."""
+        if continue_final_message and add_generation_prompt:
+            raise ChatInputError("continue_final_message and add_generation_prompt are not compatible",
+                                 "continue_final_message")
+        context = self.context(conv, add_generation_prompt, escape=True)
+        if variables:
+            clash = sorted(set(variables) & (set(context) | set(RESERVED_VARIABLES)))
+            if clash:
+                raise ChatInputError(f"chat_template_kwargs: {clash[0]!r} is set by the renderer itself",
+                                     f"chat_template_kwargs.{clash[0]}")
+            context.update(self._escaper.escape(dict(variables)))
+        if not continue_final_message:
+            return self.parts_of(self._render(context))
+        last = context["messages"][-1]
+        final = last["content"]
+        last["content"] = final + CONTINUE_TAG
+        rendered = self._render(context)
+        if final.strip() not in rendered or CONTINUE_TAG.strip() not in rendered:
+            raise ChatInputError("continue_final_message is set but the final message does not appear in the "
+                                 "rendered prompt", "continue_final_message")
+        at = rendered.rindex(CONTINUE_TAG.strip())
+        rendered = rendered[:at] if rendered[at:at + len(CONTINUE_TAG)] == CONTINUE_TAG else rendered[:at].rstrip()
+        return self.parts_of(rendered)
 
     def parts_of(self, rendered: str) -> Parts:
         """:meth:`render_escaped`'s output as parts: the template's special-token strings as specials, the rest

@@ -3,7 +3,7 @@ transformers (see ``scripts/chat_reference_env.sh``; the project's pinned ``rege
 transformers in the service's own environment). Imports nothing from the project.
 
 stdin: ``{"tokenizer_dir", "chat_template", "items": [{"messages", "tools", "add_generation_prompt",
-"parts": [[kind, value], ...] | null}]}`` where ``kind`` is ``"text"`` or ``"special"``.
+"parts": [[kind, value], ...] | null, "kwargs": {...} (optional: more apply_chat_template arguments)}]}`` where ``kind`` is ``"text"`` or ``"special"``.
 stdout: ``[{"rendered", "ids", "parts_ids" | null} | {"error": str}]``: ``ids`` tokenizes the rendered string as
 ``apply_chat_template(tokenize=True)`` does; ``parts_ids`` encodes the given parts with special-token strings in text
 parts not parsed (``split_special_tokens``), for conversations whose caller text holds role markers.
@@ -30,6 +30,7 @@ def main() -> None:
         try:
             kwargs = dict(tools=item["tools"], chat_template=job["chat_template"],
                           add_generation_prompt=item["add_generation_prompt"])
+            kwargs.update(item.get("kwargs") or {})  # chat_template_kwargs, continue_final_message
             rendered = tok.apply_chat_template(item["messages"], tokenize=False, **kwargs)
             ids = tok(rendered, add_special_tokens=False)["input_ids"]
             parts_ids = None
