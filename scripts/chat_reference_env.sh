@@ -3,8 +3,9 @@
 #
 #   scripts/chat_reference_env.sh [DEST]        # default DEST: .cache/chat-reference
 #
-# DEST/venv: a separate Python (the service's interpreter version by default: jinja2's trim/split/strip use
-# Python's own Unicode tables, so a rendered template depends on them) with the newest transformers that installs
+# DEST/venv: a separate Python ($PYTHON, default python3: it must be the service's Python version, since jinja2's
+# trim/split/strip use Python's own Unicode tables and a rendered template depends on them; test_jinja checks the
+# reference's jinja2 and unicodedata versions equal the service's) with the newest transformers that installs
 # here (vLLM's releases need >= 5.5.1 and exclude 5.0-5.4); it needs regex >= 2025.10.22, tokenizers 0.23.x and
 # huggingface-hub 2.x, which the service's environment does not have (its regex is pinned), hence the separate venv.
 # Pins and why:

@@ -38,7 +38,7 @@ from app.engine.chat.harmony import frame as harmony_frame
 from app.engine.store import bundled_store_dir
 from tests.engine.exactness import grammar
 
-from .conversations import MARKERS, conversation, has_markers
+from .conversations import MARKERS, conversation, has_markers, parts_conversation
 
 BACKENDS = ("native", "python")
 FRAMINGS = ("cookbook", "harmony", "jinja")
@@ -56,8 +56,9 @@ def content(rng: random.Random, markers: list[str]) -> str:
 
 def fuzz_conversation(rng: random.Random, style: str, specials: list[str]) -> dict[str, Any]:
     """One conversation of ``style``'s shape whose every caller text (contents, text parts, tool results) is
-    grammar text; tool-call arguments stay JSON."""
-    c = conversation(rng, style)
+    grammar text; tool-call arguments stay JSON. For the framings with ids, half are list-content conversations with
+    names on every role (:func:`.conversations.parts_conversation`)."""
+    c = parts_conversation(rng, style) if style != "openai" and rng.random() < 0.5 else conversation(rng, style)
     pool = MARKERS + specials if rng.random() < 0.35 else []
     for m in c["messages"]:
         if isinstance(m.get("content"), str):

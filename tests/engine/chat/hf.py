@@ -44,15 +44,26 @@ def run(template: str, template_text: str, items: list[dict[str, Any]]) -> list[
     return result
 
 
-def version() -> str:
-    """What the reference is, as recorded with its answers (``transformers X apply_chat_template``)."""
+def _ask(code: str) -> list[str]:
+    """What ``code`` prints in the reference Python, split on whitespace (skips without the reference)."""
     if not available():
         pytest.skip(f"transformers reference not built (scripts/chat_reference_env.sh; {reference_dir()})")
-    proc = subprocess.run([str(reference_dir() / "venv" / "bin" / "python"), "-c",
-                           "import transformers, tokenizers; print(transformers.__version__, tokenizers.__version__)"],
-                          capture_output=True, timeout=120, env={**os.environ, "PYTHONPATH": ""}, check=True)
-    transformers, tokenizers = proc.stdout.decode().split()
+    proc = subprocess.run([str(reference_dir() / "venv" / "bin" / "python"), "-c", code], capture_output=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": ""}, check=True)
+    return proc.stdout.decode().split()
+
+
+def version() -> str:
+    """What the reference is, as recorded with its answers (``transformers X apply_chat_template``)."""
+    transformers, tokenizers = _ask("import transformers, tokenizers; "
+                                    "print(transformers.__version__, tokenizers.__version__)")
     return f"transformers {transformers} apply_chat_template (tokenizers {tokenizers})"
+
+
+def renderer() -> tuple[str, str]:
+    """The reference's jinja2 version and Python Unicode database version (``str.strip``, ``trim``, ``split``)."""
+    jinja, unidata = _ask("import jinja2, unicodedata; print(jinja2.__version__, unicodedata.unidata_version)")
+    return jinja, unidata
 
 
 def digest(value: Any) -> str:

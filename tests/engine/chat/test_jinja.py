@@ -181,6 +181,16 @@ def vllm_content(content: Any, as_parts: bool) -> Any:
     return [{"type": "text", "text": t} for t in texts] if as_parts else "\n".join(texts)
 
 
+def test_reference_renders_with_our_renderer() -> None:
+    """A template's output depends on jinja2 and on Python's Unicode tables (``trim`` strips what ``str.strip``
+    calls whitespace): the reference Python must have the service's, or a difference would be the environment's."""
+    import unicodedata
+
+    import jinja2
+
+    assert hf.renderer() == (jinja2.__version__, unicodedata.unidata_version)
+
+
 def recorded_entry(name: str, answers: list[dict[str, Any]]) -> list[Any]:
     return [ref.get("error", "").split(":")[0] if "error" in ref else
             [hf.digest(ref["rendered"]), hf.digest(ref["ids"]), hf.digest(ref["parts_ids"])] for ref in answers]
