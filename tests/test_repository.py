@@ -25,3 +25,23 @@ def test_sources_do_not_cite_documents_outside_the_repository() -> None:
                 line = text[: text.index(doc)].count("\n") + 1
                 offenders.append(f"{name}:{line}")
     assert not offenders, offenders
+
+
+#: The modules of ``app/`` that read the process environment, and why. Settings: the service's
+#: (``app/core/config.py``) and the library's defaults (``app/engine/defaults.py``). The others touch variables
+#: that belong to other programs, not settings of ours: prometheus_client's multiprocess directory (how ``serve``
+#: hands the metrics files to its workers) and Ray's cluster address; the client's mention is in its docstring.
+ENVIRONMENT_READERS = frozenset({
+    "app/core/config.py", "app/engine/defaults.py", "app/api/metrics.py", "app/cli/serve.py", "app/bulk/job.py",
+    "app/client/__init__.py",
+})
+
+
+def test_only_the_settings_modules_read_the_environment() -> None:
+    files = [p.relative_to(REPO_ROOT).as_posix() for p in (REPO_ROOT / "app").rglob("*.py")]
+    assert len(files) > 50
+    readers = {name for name in files
+               if any(s in (REPO_ROOT / name).read_text(encoding="utf-8") for s in ("os.environ", "getenv"))}
+    assert readers <= ENVIRONMENT_READERS, sorted(readers - ENVIRONMENT_READERS)
+    assert {"app/core/config.py", "app/engine/defaults.py"} <= readers
+
