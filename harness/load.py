@@ -8,7 +8,7 @@ errors happened (for example around a worker being killed).
 Library use: :func:`build_pool` once, then ``asyncio.run(run_load(url, pool, concurrency=8, duration=30))`` ->
 :class:`LoadReport`. Command line (prints a JSON report)::
 
-    python -m bench.reliability.load --url http://127.0.0.1:8000 --concurrency 8 --duration 30   # or python -m harness.load
+    python -m bench.reliability.load --url http://127.0.0.1:8000 --concurrency 8 --duration 30  # or harness.load
 
 Also here: :func:`worker_pids` and :func:`rss_kib`, which read ``/proc`` to find the uvicorn worker processes
 under a ``serve`` process and their resident memory.
