@@ -37,7 +37,6 @@ Command line: ``python -m bench.corpora build [NAME ...] [--force]`` (default: a
 from __future__ import annotations
 
 import argparse
-import base64
 import gzip
 import hashlib
 import json
@@ -52,6 +51,8 @@ import sysconfig
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+
+from harness.texts import HOSTILE_RUNS
 
 __all__ = [
     "BENCH_CORPORA",
@@ -532,25 +533,9 @@ def bench_texts(data_dir: Path | None = None, max_bytes: int | None = None) -> d
 # --------------------------------------------------------------------------- hostile inputs
 
 
-def _cycle(unit: str) -> Callable[[int], str]:
-    return lambda n: (unit * (n // len(unit) + 1))[:n]
-
-
-def _b64(n: int) -> str:
-    rng = random.Random(64)
-    return base64.b64encode(rng.randbytes(n * 3 // 4 + 3)).decode("ascii")[:n]
-
-
-#: Adversarial inputs for doubling tests: name -> (n -> a string of n characters).
-HOSTILE: dict[str, Callable[[int], str]] = {
-    "a_run": lambda n: "a" * n,  # one giant letter run: one pre-token, worst case for BPE
-    "caret_run": lambda n: "^" * n,  # one giant punctuation run
-    "digits": _cycle("1234567890"),
-    "spaces": lambda n: " " * n,
-    "whitespace_mix": _cycle(" \t\n\r\n  "),
-    "base64": _b64,
-    "cjk_run": _cycle("\u4e00\u4e8c\u4e09\u56db\u4e94"),
-}
+#: Adversarial inputs for doubling tests: name -> (n -> a string of n characters) (:data:`harness.texts.HOSTILE_RUNS`,
+#: shared with the tests).
+HOSTILE: dict[str, Callable[[int], str]] = HOSTILE_RUNS
 
 # --------------------------------------------------------------------------- CLI
 

@@ -17,7 +17,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from bench.reliability.server import start  # noqa: E402
+from harness.server import start  # noqa: E402
 from tests.api.browser import launch, watched_page  # noqa: E402
 
 TEXT = ("Tokenizers split text into pieces: common words are one token, rare ones several.\n"

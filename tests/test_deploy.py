@@ -374,7 +374,7 @@ def test_build_context_has_the_package_and_nothing_else() -> None:
     assert not missing, f".dockerignore drops files the package build needs: {missing[:10]}"
     for rel in context:
         top = rel.split("/")[0]
-        assert top not in {".git", "tests", "bench", ".venv", "venv", "build", "dist"}, rel
+        assert top not in {".git", "tests", "bench", "harness", ".venv", "venv", "build", "dist"}, rel
         assert "__pycache__" not in rel and not rel.endswith((".so", ".pyc")), rel
 
 

@@ -51,10 +51,9 @@ class ServiceState:
     @classmethod
     def load(cls, settings: Settings) -> ServiceState:
         """Load and verify every tokenizer of the store and the model table (see the module docstring)."""
-        store_dir = settings.store
-        store = get_store(store_dir)
+        store = get_store(settings.store or bundled_store_dir(), override=settings.store_override)
         encodings = load_all(store.directory, settings.tokenizer_names(), backend=settings.engine,
-                             cache_size=settings.cache_size)
+                             cache_size=settings.cache_size, unigram_word_cache=settings.unigram_word_cache)
         models_path = settings.models_file
         framings_dir = store.directory
         if models_path is None:  # the added store's table, else the bundled one (with the chat templates it names)

@@ -21,19 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import os
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from .errors import error_body
+from app.core.config import Settings
 
-HEADER_TIMEOUT_ENV = "TOKENIZER_HEADER_TIMEOUT"
-DEFAULT_HEADER_TIMEOUT = 10.0
-MAX_HEADER_BYTES_ENV = "TOKENIZER_MAX_HEADER_BYTES"
-MAX_HEADERS_ENV = "TOKENIZER_MAX_HEADERS"
-DEFAULT_MAX_HEADER_BYTES = 32 * 2**10
-DEFAULT_MAX_HEADERS = 100
+from .errors import error_body
 
 
 def _response(status: bytes, type_: str, message: str) -> bytes:
@@ -50,13 +44,11 @@ def _timeout_response() -> bytes:
 
 @functools.cache
 def _limits() -> tuple[float, int, int]:
-    """(header timeout, max header bytes, max headers) from the environment (``serve`` exports its settings)."""
-    def read(name: str, default: float) -> float:
-        raw = os.environ.get(name, "").strip()
-        return float(raw) if raw else default
-
-    return (read(HEADER_TIMEOUT_ENV, DEFAULT_HEADER_TIMEOUT), int(read(MAX_HEADER_BYTES_ENV, DEFAULT_MAX_HEADER_BYTES)),
-            int(read(MAX_HEADERS_ENV, DEFAULT_MAX_HEADERS)))
+    """(header timeout, max header bytes, max headers) of this worker's :class:`Settings`, read once. uvicorn builds
+    the protocol with no way to hand it arguments, so it reads the settings ``serve`` exported to its workers'
+    environment, as the worker's app does (``create_app`` -> :meth:`Settings.from_env`)."""
+    settings = Settings.from_env()
+    return settings.header_timeout, settings.max_header_bytes, settings.max_headers
 
 
 class HeaderTimeoutProtocol(HttpToolsProtocol):

@@ -5,12 +5,12 @@ resolve as in the service."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from app.core.billing import load_pricer, model_block
+from app.core.config import Settings
 from app.core.model_table import MODELS_FILE, ModelInfo, ModelTable, ModelTableError
 from app.engine import get_encoding, get_store
 from app.engine.chat import ChatFramings, ChatInputError, ChatSpecError, parse_conversation
@@ -26,8 +26,7 @@ class CliError(Exception):
 
 def _table(store_dir: str | None) -> tuple[ModelTable, Path]:
     store = get_store(store_dir)
-    env = os.environ.get("TOKENIZER_MODELS_FILE", "").strip()
-    path = Path(env) if env else store.directory / MODELS_FILE
+    path = Settings.from_env().models_file or store.directory / MODELS_FILE
     return (ModelTable.load(path) if path.is_file() else ModelTable.empty()), store.directory
 
 

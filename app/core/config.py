@@ -5,8 +5,11 @@ field name with the prefix: ``max_body_bytes`` is ``TOKENIZER_MAX_BODY_BYTES``. 
 ``1/true/yes/on`` and ``0/false/no/off`` (any case). A malformed value raises :class:`SettingsError` naming the
 variable, so a typo stops the process at start-up instead of being ignored.
 
-``TOKENIZER_STORE``, ``TOKENIZER_ENGINE``, ``TOKENIZER_CACHE_SIZE`` and ``TOKENIZER_UNIGRAM_WORD_CACHE`` are also
-read by the engine itself (:mod:`app.engine`); they are listed here so that one table documents every knob.
+The service reads its settings once (``create_app``, ``serve``; a worker's header limits in :mod:`app.api.protocol`)
+and passes them down as arguments. ``TOKENIZER_STORE``, ``TOKENIZER_STORE_OVERRIDE``, ``TOKENIZER_ENGINE``,
+``TOKENIZER_CACHE_SIZE`` and ``TOKENIZER_UNIGRAM_WORD_CACHE`` are also the library's own defaults when it is used
+without the service (:mod:`app.engine.defaults`, the one engine module that reads the environment); they are listed
+here so that one table documents every knob.
 ``docs/configuration.md`` is generated from :data:`FIELDS_DOC` by :func:`settings_table`.
 """
 

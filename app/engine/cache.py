@@ -7,27 +7,21 @@ Built on :func:`functools.lru_cache` (C implementation, thread-safe, exact LRU).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
-#: Default number of entries per encoding; overridden by ``TOKENIZER_CACHE_SIZE``.
-DEFAULT_CACHE_SIZE = 16_384
-CACHE_SIZE_ENV = "TOKENIZER_CACHE_SIZE"
+from . import defaults
+from .defaults import CACHE_SIZE_ENV, DEFAULT_CACHE_SIZE  # noqa: F401 (names of this module before defaults.py)
+
 #: Longer pieces bypass the cache (they are rare and would make the entry bound meaningless for memory).
 MAX_CACHED_PIECE_CHARS = 64
 
 
 def default_cache_size() -> int:
-    """``$TOKENIZER_CACHE_SIZE`` if set (an integer >= 0), else :data:`DEFAULT_CACHE_SIZE`."""
-    raw = os.environ.get(CACHE_SIZE_ENV, "").strip()
-    if not raw:
-        return DEFAULT_CACHE_SIZE
-    value = int(raw)
-    if value < 0:
-        raise ValueError(f"{CACHE_SIZE_ENV} must be >= 0, not {value}")
-    return value
+    """``$TOKENIZER_CACHE_SIZE`` if set (an integer >= 0), else :data:`DEFAULT_CACHE_SIZE` (see
+    :mod:`app.engine.defaults`). Raises ``ValueError``."""
+    return defaults.cache_size()
 
 
 @dataclass(frozen=True)

@@ -26,10 +26,13 @@ class LoadOptions:
     """Settings a loader needs, passed down from the caller (never re-read from the environment here).
 
     ``cache_size``: pre-token cache entries (None: ``$TOKENIZER_CACHE_SIZE`` or the default);
-    ``backend``: ``"native"``, ``"python"`` or None (see :func:`app.engine.native.resolve_backend`)."""
+    ``backend``: ``"native"``, ``"python"`` or None (see :func:`app.engine.native.resolve_backend`);
+    ``unigram_word_cache``: slots of the compiled word cache of SentencePiece Unigram models (None:
+    ``$TOKENIZER_UNIGRAM_WORD_CACHE`` or 0; other families ignore it). Defaults: :mod:`app.engine.defaults`."""
 
     cache_size: int | None = None
     backend: str | None = None
+    unigram_word_cache: int | None = None
 
 
 Loader = Callable[[TokenizerSpec, LoadOptions], Tokenizer]
@@ -56,13 +59,15 @@ def _hf_json(spec: TokenizerSpec, options: LoadOptions) -> Tokenizer:
 def _sentencepiece(spec: TokenizerSpec, options: LoadOptions) -> Tokenizer:
     from .pipeline.sentencepiece import load_sentencepiece
 
-    return load_sentencepiece(spec, cache_size=options.cache_size, backend=options.backend)
+    return load_sentencepiece(spec, cache_size=options.cache_size, backend=options.backend,
+                              word_cache=options.unigram_word_cache)
 
 
 def _gguf(spec: TokenizerSpec, options: LoadOptions) -> Tokenizer:
     from .pipeline.gguf import load_gguf
 
-    return load_gguf(spec, cache_size=options.cache_size, backend=options.backend)
+    return load_gguf(spec, cache_size=options.cache_size, backend=options.backend,
+                     word_cache=options.unigram_word_cache)
 
 
 def _tekken(spec: TokenizerSpec, options: LoadOptions) -> Tokenizer:

@@ -21,12 +21,12 @@ the tests simulate a machine without a compiler.
 from __future__ import annotations
 
 import importlib
-import os
 import threading
 from types import ModuleType
 from typing import Any
 
-from . import patterns
+from . import defaults, patterns
+from .defaults import DISABLE_ENV, ENGINE_ENV
 
 
 def _warn(message: str, *args: object) -> None:
@@ -36,8 +36,6 @@ def _warn(message: str, *args: object) -> None:
     logging.getLogger("app.engine").warning(message, *args)
 
 
-ENGINE_ENV = "TOKENIZER_ENGINE"
-DISABLE_ENV = "TOKENIZER_NATIVE_DISABLE"
 BACKENDS = ("native", "python")
 
 
@@ -53,7 +51,7 @@ class OptionalExtension:
         self.module: ModuleType | None
         self.error: BaseException | None
         try:
-            if os.environ.get(DISABLE_ENV, "").strip() not in ("", "0"):
+            if defaults.native_disabled():
                 raise ImportError(f"{what} disabled by ${DISABLE_ENV}")
             self.module, self.error = importlib.import_module(name), None
         except ImportError as exc:
@@ -69,7 +67,7 @@ class OptionalExtension:
         machine without the extension resolves to ``"python"`` with a one-time warning.
         """
         explicit = requested is not None
-        value = ((requested if explicit else os.environ.get(ENGINE_ENV, "")) or "").strip().lower()
+        value = (requested or "").strip().lower() if explicit else defaults.engine()
         if value and value not in BACKENDS:
             source = "backend" if explicit else f"${ENGINE_ENV}"
             raise ValueError(f"{source} must be one of {', '.join(BACKENDS)}, not {value!r}")

@@ -20,13 +20,13 @@ from .tokenizer import Tokenizer
 
 _lock = threading.RLock()
 _stores: dict[Path, Store] = {}
-_encodings: dict[tuple[Path, str, str, int], Tokenizer] = {}
+_encodings: dict[tuple[Path, str, str, int, int | None], Tokenizer] = {}
 
 
-def get_store(store_dir: Path | str | None = None) -> Store:
+def get_store(store_dir: Path | str | None = None, *, override: bool | None = None) -> Store:
     """The (memoised) :class:`Store` of ``store_dir``, default :func:`default_store_dir`: any directory other than
-    the bundled store is added to it (:meth:`Store.combine`; ``$TOKENIZER_STORE_OVERRIDE`` lets it replace bundled
-    names)."""
+    the bundled store is added to it (:meth:`Store.combine`; ``override``, default ``$TOKENIZER_STORE_OVERRIDE``,
+    lets it replace bundled names; it applies when the directory is first loaded)."""
     directory = Path(store_dir).expanduser().resolve() if store_dir is not None else default_store_dir()
     bundled = bundled_store_dir()
     with _lock:
@@ -35,27 +35,31 @@ def get_store(store_dir: Path | str | None = None) -> Store:
             own = Store.load(directory)
             if directory != bundled:
                 base = _stores.get(bundled) or _stores.setdefault(bundled, Store.load(bundled))
-                own = Store.combine([base, own], override=override_enabled())
+                own = Store.combine([base, own], override=override_enabled() if override is None else override)
             store = _stores[directory] = own
         return store
 
 
-def load_encoding(spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None) -> Tokenizer:
+def load_encoding(spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None,
+                  unigram_word_cache: int | None = None) -> Tokenizer:
     """Load the tokenizer a spec describes (not memoised), with the loader of its format
     (:data:`app.engine.loaders.LOADERS`). Raises ``ArtifactError``.
 
     ``backend`` (``"native"``, ``"python"`` or None for ``$TOKENIZER_ENGINE``/the default): see
-    :func:`app.engine.native.resolve_backend`; families without a compiled path ignore it."""
-    return load_tokenizer(spec, LoadOptions(cache_size=cache_size, backend=backend))
+    :func:`app.engine.native.resolve_backend`; families without a compiled path ignore it. ``unigram_word_cache``:
+    see :class:`~app.engine.loaders.LoadOptions`."""
+    return load_tokenizer(spec, LoadOptions(cache_size=cache_size, backend=backend,
+                                            unigram_word_cache=unigram_word_cache))
 
 
 def get_encoding(name: str, store_dir: Path | str | None = None, *, backend: str | None = None,
-                 cache_size: int | None = None) -> Tokenizer:
+                 cache_size: int | None = None, unigram_word_cache: int | None = None) -> Tokenizer:
     """The tokenizer called ``name`` (a canonical name or an alias) in the store, memoised per backend and cache
     size. Every family implements :class:`~app.engine.tokenizer.Tokenizer`.
 
     ``backend``: ``"native"`` (the compiled core), ``"python"`` (the pure-Python reference) or None
-    (``$TOKENIZER_ENGINE``, else native when available). Both give identical ids.
+    (``$TOKENIZER_ENGINE``, else native when available). Both give identical ids. ``cache_size`` and
+    ``unigram_word_cache`` default to :mod:`app.engine.defaults` (see :class:`~app.engine.loaders.LoadOptions`).
 
     Raises :class:`~app.engine.errors.UnknownTokenizerError` (listing the known names) for an unknown name and
     :class:`~app.engine.errors.ArtifactError` if its artifact is missing or fails verification, ``ValueError``
@@ -66,14 +70,16 @@ def get_encoding(name: str, store_dir: Path | str | None = None, *, backend: str
     resolved = resolve_backend(backend)
     if cache_size is None:
         cache_size = default_cache_size()
-    key = (store.directory, canonical, resolved, cache_size)
+    # The word cache is read only by the families that have one (None: their default), so it is keyed as given.
+    key = (store.directory, canonical, resolved, cache_size, unigram_word_cache)
     enc = _encodings.get(key)
     if enc is not None:
         return enc
     with _lock:
         enc = _encodings.get(key)
         if enc is None:
-            enc = _encodings[key] = load_encoding(store.spec(canonical), backend=resolved, cache_size=cache_size)
+            enc = _encodings[key] = load_encoding(store.spec(canonical), backend=resolved, cache_size=cache_size,
+                                                  unigram_word_cache=unigram_word_cache)
         return enc
 
 
@@ -83,13 +89,15 @@ def list_encodings(store_dir: Path | str | None = None) -> list[str]:
 
 
 def load_all(store_dir: Path | str | None = None, names: Iterable[str] | None = None, *,
-             backend: str | None = None, cache_size: int | None = None) -> dict[str, Tokenizer]:
+             backend: str | None = None, cache_size: int | None = None,
+             unigram_word_cache: int | None = None) -> dict[str, Tokenizer]:
     """Load and verify the tokenizers of the store — every one, or only ``names`` (names or aliases), keyed by
     canonical name in manifest order; raises on the first failure (``UnknownTokenizerError`` for a name the store
     does not hold)."""
     store = get_store(store_dir)
     wanted = None if names is None else {store.resolve(n) for n in names}
-    return {name: get_encoding(name, store.directory, backend=backend, cache_size=cache_size)
+    return {name: get_encoding(name, store.directory, backend=backend, cache_size=cache_size,
+                               unigram_word_cache=unigram_word_cache)
             for name in store.names() if wanted is None or name in wanted}
 
 

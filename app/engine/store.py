@@ -37,15 +37,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import defaults
 from .artifact_limits import MAX_IDS
 from .artifacts import read_verified
+from .defaults import OVERRIDE_ENV, STORE_ENV
 from .errors import ArtifactError, ManifestError, UnknownTokenizerError
 from .patterns import resolve_pattern
 
 MANIFEST_FILE = "manifest.json"
 FORMAT_VERSION = 1
-STORE_ENV = "TOKENIZER_STORE"
-OVERRIDE_ENV = "TOKENIZER_STORE_OVERRIDE"
 KINDS = ("byte_bpe", "char_bpe", "bpe", "wordpiece", "unigram", "wordlevel")
 #: Artifact formats a store may hold; :data:`app.engine.loaders.LOADERS` has one loader for each.
 FORMATS = ("tiktoken", "char_bpe", "hf_json", "sentencepiece", "gguf", "tekken")
@@ -62,8 +62,7 @@ def bundled_store_dir() -> Path:
 
 def default_store_dir() -> Path:
     """``$TOKENIZER_STORE`` if set and non-empty (added to the bundled store), else the bundled store."""
-    env = os.environ.get(STORE_ENV, "").strip()
-    return Path(env).expanduser().resolve() if env else bundled_store_dir()
+    return defaults.store_dir() or bundled_store_dir()
 
 
 @dataclass(frozen=True)
@@ -297,7 +296,7 @@ class Store:
 
 def override_enabled() -> bool:
     """``$TOKENIZER_STORE_OVERRIDE``: may an added store replace bundled tokenizers of the same name?"""
-    return os.environ.get(OVERRIDE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    return defaults.store_override()
 
 
 def write_manifest(directory: Path, specs: list[TokenizerSpec]) -> Path:

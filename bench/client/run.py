@@ -38,7 +38,7 @@ from typing import Any
 import httpx
 
 from app.client import AsyncClient, Client
-from bench.reliability.server import start
+from harness.server import start
 
 TEXT = "The quick brown fox jumps over the lazy dog. " * 4  # ~180 B, the service's small-request case
 TOKENIZER = "cl100k_base"

@@ -55,7 +55,7 @@ def _tokenizer(name: str) -> Any:
         return get_encoding(name)
     from app.engine.pipeline.gguf import _sentencepiece_vocab
     from app.engine.pipeline.sentencepiece import build_pipeline
-    from tests.engine.families.references import gguf_kv
+    from harness.references import gguf_kv
 
     vocab = _sentencepiece_vocab(gguf_kv("xlm-roberta"), "t5", "xlm-roberta")
     for b in range(256):

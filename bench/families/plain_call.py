@@ -42,10 +42,10 @@ def _reference(name: str) -> Callable[[str], list[int]]:
         if lib in refs:
             return refs[lib]
     if get_store().spec(name).format == "tiktoken":
-        from tests.engine.exactness.reference import reference_encoding
+        from harness.references import reference_encoding
 
         return reference_encoding(name).encode_ordinary  # type: ignore[no-any-return]
-    from tests.engine.pipeline.reference import reference
+    from harness.references import hf_json_reference as reference
 
     hf = reference(name)
     return lambda text: hf.encode(text, add_special_tokens=False).ids  # type: ignore[no-any-return]

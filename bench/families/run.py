@@ -13,7 +13,7 @@ some exact ties otherwise than ``sentencepiece``: it is timed anyway and the tex
 Two workloads from :mod:`bench.corpora` (english plus every multilingual corpus, ``--bytes`` in total): 10 KB
 documents and short chat-sized lines (~50 bytes). Ids are checked identical first (the run stops otherwise); then
 ``R`` interleaved rounds time ours cold (cache cleared), ours warm (same pass again) and each reference. Medians in
-MB/s of UTF-8 input. The reference builders are the test suite's (``tests/engine/families/references.py``), so
+MB/s of UTF-8 input. The reference builders are shared with the test suite (``harness/references.py``), so
 run it from the repository root.
 
 ``--clock cpu`` times the rounds by this thread's CPU time instead of wall time (steadier on a shared machine).
@@ -47,7 +47,7 @@ NAMES = ["mistral-v1", "mistral-v3", "mistral-v7", "llama2", "phi-3", "xlm-rober
 
 def references(name: str) -> dict[str, Callable[[str], list[int]]]:
     """Reference encoders by library for one bundled tokenizer."""
-    from tests.engine.families.references import sentencepiece_reference, tekken_reference
+    from harness.references import sentencepiece_reference, tekken_reference
 
     refs: dict[str, Callable[[str], list[int]]] = {}
     if name in ("mistral-v1", "mistral-v3", "mistral-v7", "llama2", "phi-3", "xlm-roberta"):
@@ -72,7 +72,7 @@ def _hf_sentencepiece_bpe(name: str) -> Any:
     from sentencepiece import sentencepiece_model_pb2 as pb
     from tokenizers import AddedToken, Tokenizer, models, normalizers
 
-    from tests.engine.families.references import sentencepiece_reference
+    from harness.references import sentencepiece_reference
 
     proto = pb.ModelProto()  # type: ignore[attr-defined]
     proto.ParseFromString(sentencepiece_reference(name).serialized_model_proto())
@@ -100,17 +100,17 @@ def _hf(name: str) -> Any:
     if name in SP_BPE:
         return _hf_sentencepiece_bpe(name)
     if name == "xlm-roberta":
-        from tests.engine.families.references import hf_unigram_reference
+        from harness.references import hf_unigram_reference
 
         return hf_unigram_reference(name)
     if name == "bge-small-en-v1.5":
-        from tests.engine.families.test_wordpiece import hf_bert
+        from harness.references import hf_bert
 
         return hf_bert()
     if name == "qwen2":
-        from tests.engine.families.exactness import _hf_qwen2
+        from harness.references import hf_qwen2
 
-        return _hf_qwen2()
+        return hf_qwen2()
     return None
 
 

@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from app.engine.registry import get_store, load_encoding
     from bench.corpora import bench_texts
-    from tests.engine.families.references import sentencepiece_reference
+    from harness.references import sentencepiece_reference
 
     corpora = bench_texts(args.data_dir)
     names = ["english", *sorted(k for k in corpora if k.startswith("ml-"))]

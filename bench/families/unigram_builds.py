@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     from app.engine.registry import get_store, load_encoding
     from bench.families.run import _hf, _lines
     from bench.pipeline.run import _docs
-    from tests.engine.families.references import sentencepiece_reference
+    from harness.references import sentencepiece_reference
 
     spec = get_store().spec("xlm-roberta")
     builds: list[Any] = []

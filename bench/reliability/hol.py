@@ -23,8 +23,8 @@ from pathlib import Path
 
 import httpx
 
-from .load import Item, make_text, run_load
-from .server import start
+from harness.load import Item, make_text, run_load
+from harness.server import start
 
 BOUND_MS = 250.0
 

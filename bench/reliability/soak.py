@@ -19,8 +19,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from .load import build_pool, rss_kib, run_load, summarize
-from .server import start
+from harness.load import build_pool, rss_kib, run_load, summarize
+from harness.server import start
 
 
 def main(argv: Sequence[str] | None = None) -> int:

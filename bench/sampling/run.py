@@ -24,10 +24,10 @@ os.environ.setdefault("RAYON_NUM_THREADS", "1")
 
 
 def _lines(n: int) -> list[str]:
-    from tests.engine.families.texts import SPECIAL_STRINGS, _documents
+    from harness.texts import SPECIAL_STRINGS, real_documents
 
     rng = random.Random(1)
-    docs = _documents()
+    docs = real_documents()
     out: list[str] = []
     while len(out) < n:
         doc = rng.choice(docs)
@@ -40,8 +40,7 @@ def _lines(n: int) -> list[str]:
 
 def _rows() -> list[tuple[str, dict[str, Any], Callable[[str, int], Any] | None, str]]:
     """(tokenizer, Sample options, reference sampler(text, seed) or None, reference name)."""
-    from tests.engine.families.references import sentencepiece_reference
-    from tests.engine.test_dropout import hf_with_dropout
+    from harness.references import hf_with_dropout, sentencepiece_reference
 
     xlmr, mistral = sentencepiece_reference("xlm-roberta"), sentencepiece_reference("mistral-v1")
     qwen = hf_with_dropout("qwen3", 0.1)

@@ -28,7 +28,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.reliability.server import free_port
+from harness.server import free_port
 
 from .loadgen import http_post, run_load
 from .run import REPO, mixed_corpus, slices, stop, wait_ready

@@ -29,7 +29,7 @@ from pathlib import Path
 import httpx
 
 from bench.corpora import bench_texts
-from bench.reliability.server import free_port
+from harness.server import free_port
 
 from .loadgen import LoadResult, http_post, run_load
 

@@ -24,47 +24,12 @@ import argparse
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 
 from bench.train.families import build_corpus
+from harness.references import recount_merges
 
 COMMON = ("the", "and", "of", "to", "is", "für", "и", "что", "для", "किया")
-
-
-def recount_merges(words: Mapping[str, int], min_frequency: int,
-                   by_count: bool = False) -> Iterator[tuple[str, int, int, int]]:
-    """Merges by the definition alone, every count recomputed from the segmented words before each one: yields
-    (new piece, count(ab), count(a), count(b)) until no pair reaches ``min_frequency`` (a merge may repeat a piece
-    already known). The seed's score count(ab) / (count(a) * count(b)), or count(ab) with ``by_count``; ties to the
-    higher pair count, then the smaller strings by code point. Shares nothing with the learner but the words."""
-    segs = [([w[0]] + ["##" + c for c in w[1:]], f) for w, f in words.items()]
-    while True:
-        sym: Counter[str] = Counter()
-        pair: Counter[tuple[str, str]] = Counter()
-        for seg, f in segs:
-            for s in seg:
-                sym[s] += f
-            for p in zip(seg, seg[1:], strict=False):
-                pair[p] += f
-        cands = [(-(c if by_count else c / (sym[a] * sym[b])), -c, a, b) for (a, b), c in pair.items()
-                 if c >= min_frequency]
-        if not cands:
-            return
-        _, negc, a, b = min(cands)
-        new = a + b[2:] if b.startswith("##") else a + b
-        yield new, -negc, sym[a], sym[b]
-        nxt = []
-        for seg, f in segs:
-            merged, i = [], 0
-            while i < len(seg):
-                if i + 1 < len(seg) and seg[i] == a and seg[i + 1] == b:
-                    merged.append(new)
-                    i += 2
-                else:
-                    merged.append(seg[i])
-                    i += 1
-            nxt.append((merged, f))
-        segs = nxt
 
 
 def _independent(words: Mapping[str, int], n: int, min_frequency: int) -> list[tuple[str, int, int, int]]:

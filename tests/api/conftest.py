@@ -11,8 +11,8 @@ from fastapi.testclient import TestClient
 
 from app.api.main import create_app
 from app.core.config import Settings
-from bench.reliability.server import INHERITED, free_port, serve_env, start
-from bench.reliability.server import Server as LiveServer
+from harness.server import INHERITED, free_port, serve_env, start
+from harness.server import Server as LiveServer
 
 __all__ = ["INHERITED", "LiveServer", "free_port", "serve_env", "start_server"]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench.reliability.server import free_port, start
+from harness.server import free_port, start
 
 from ..conftest import REPO_ROOT
 

@@ -43,7 +43,7 @@ from app.client import (
     UnknownTokenizerError,
 )
 from app.engine import Special, get_encoding, get_store
-from bench.reliability.server import DEFAULT_TOKENIZERS
+from harness.server import DEFAULT_TOKENIZERS
 from tests.api.conftest import LiveServer, free_port, start_server
 
 pytestmark = pytest.mark.timeout(300)

@@ -1,7 +1,7 @@
 """``app.compat.tiktoken`` against the real tiktoken 0.14, method by method, on hostile inputs.
 
 The reference side is a ``tiktoken.Encoding`` built from our own artifact files with tiktoken's own pattern and
-special tokens (``tests/engine/exactness/reference.py``: no network). Every comparison covers the result or, when
+special tokens (``harness/references.py``: no network). Every comparison covers the result or, when
 tiktoken raises, the exception type and message.
 """
 
@@ -22,8 +22,8 @@ import tiktoken
 import tiktoken.model
 
 import app.compat.tiktoken as compat
+from harness.references import reference_encoding
 from tests.engine.exactness import corpus
-from tests.engine.exactness.reference import reference_encoding
 
 #: tiktoken's encodings (all seven are in the store) and Llama 3, which the store adds.
 NAMES = ["gpt2", "r50k_base", "p50k_base", "p50k_edit", "cl100k_base", "o200k_base", "o200k_harmony", "llama3"]

@@ -12,9 +12,9 @@ import sys
 import time
 
 from app.engine import Sample, get_encoding
+from harness.texts import SPECIAL_STRINGS, sample
 
 from .families.references import sentencepiece_reference
-from .families.texts import SPECIAL_STRINGS, sample
 from .test_dropout import hf_with_dropout
 
 

@@ -6,8 +6,6 @@ merge-list model and for the same vocabulary as ranks."""
 
 from __future__ import annotations
 
-import functools
-import lzma
 import random
 from collections import Counter
 from collections.abc import Callable
@@ -20,24 +18,8 @@ from app.engine.dropout import merge_with_dropout
 from app.engine.encoding import Encoding
 from app.engine.pipeline.byte_level_fast import ByteLevelFast
 from app.engine.sampling import Sample
-from app.engine.store import Store
-
-from .families.texts import SPECIAL_STRINGS, sample
-
-
-@functools.cache
-def _hf(name: str) -> tokenizers.Tokenizer:
-    """Hugging Face's tokenizer for the bundled ``tokenizer.json`` of ``name`` (this module's own instance)."""
-    tok = tokenizers.Tokenizer.from_str(lzma.decompress(Store.load().spec(name).artifact_path.read_bytes()).decode())
-    tok.encode_special_tokens = True
-    return tok
-
-
-def hf_with_dropout(name: str, dropout: float | None) -> tokenizers.Tokenizer:
-    """That tokenizer with its BPE model's ``dropout`` set (Hugging Face's own option)."""
-    tok = _hf(name)
-    tok.model.dropout = dropout
-    return tok
+from harness.references import hf_with_dropout
+from harness.texts import SPECIAL_STRINGS, sample
 
 
 @pytest.mark.parametrize("name", ["qwen3", "gemma3"])

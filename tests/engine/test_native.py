@@ -331,7 +331,7 @@ def _atomic_pair(name: str) -> tuple[object, object]:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_atomic_characters_never_change_ids(name: str) -> None:
-    from tests.engine.exactness.realtext import documents, strings
+    from harness.realtext import documents, strings
 
     whole, from_bytes = _atomic_pair(name)
     assert whole.atomic_chars > 100 and from_bytes.atomic_chars == 0  # type: ignore[attr-defined]

@@ -1,5 +1,5 @@
 """Fixtures for the reliability suite: real ``python -m app serve`` processes on loopback, and mounts (a tiny tmpfs,
-a read-only bind mount) for the disk-fault tests. Server helpers live in :mod:`bench.reliability.server` so the
+a read-only bind mount) for the disk-fault tests. Server helpers live in :mod:`harness.server` so the
 long documented runs (``bench/reliability``) use exactly the same start-up path."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.reliability.server import Server, start
+from harness.server import Server, start
 
 Serve = Callable[..., Server]
 

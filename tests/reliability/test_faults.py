@@ -19,8 +19,8 @@ import httpx
 import pytest
 
 from app.engine import get_encoding
-from bench.reliability.load import build_pool, run_load
-from bench.reliability.server import REPO_ROOT, free_port, serve_env
+from harness.load import build_pool, run_load
+from harness.server import REPO_ROOT, free_port, serve_env
 
 from .conftest import Serve, fill
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.engine.native import available
-from bench.reliability.server import REPO_ROOT, serve_env
+from harness.server import REPO_ROOT, serve_env
 
 FUZZ_DIR = REPO_ROOT / "fuzz"
 sys.path.insert(0, str(FUZZ_DIR))

@@ -30,7 +30,7 @@ from app.core.config import Settings
 from app.engine import InvalidTokenIdError, get_encoding, list_encodings
 from app.engine.native import available
 from app.engine.pipeline import Pipeline
-from tests.engine.exactness.reference import reference_encoding
+from harness.references import reference_encoding
 from tests.engine.references import family_reference
 
 from .conftest import Serve

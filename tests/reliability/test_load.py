@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from app.engine import get_encoding
-from bench.reliability.load import build_pool, make_text, rss_kib, run_load
+from harness.load import build_pool, make_text, rss_kib, run_load
 
 from .conftest import Serve
 

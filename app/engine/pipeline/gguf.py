@@ -144,9 +144,10 @@ def _byte_level_doc(kv: dict[str, Any], source: str) -> dict[str, Any]:
 
 
 def from_gguf(data: bytes, name: str, *, source: str = "vocab.gguf", spec: TokenizerSpec | None = None,
-              cache_size: int | None = None, backend: str | None = None) -> Tokenizer:
+              cache_size: int | None = None, backend: str | None = None, word_cache: int | None = None) -> Tokenizer:
     """The tokenizer a GGUF file's vocabulary describes. Raises :class:`ArtifactError` naming ``source`` for a
-    malformed file, a missing vocabulary or an unsupported model type."""
+    malformed file, a missing vocabulary or an unsupported model type. ``word_cache``: see
+    :func:`app.engine.pipeline.sentencepiece.build_pipeline`."""
     try:
         kv = read_kv(data)
     except GGUFFormatError as exc:
@@ -159,16 +160,17 @@ def from_gguf(data: bytes, name: str, *, source: str = "vocab.gguf", spec: Token
                                     f"(supported: {', '.join(SUPPORTED_MODELS)})")
     if model in ("llama", "t5"):
         return build_pipeline(name, _sentencepiece_vocab(kv, model, source), source=source, cache_size=cache_size,
-                              spec=spec, backend=backend)
+                              spec=spec, backend=backend, word_cache=word_cache)
     from .hf_json import from_hf_json
 
     doc = _bert_doc(kv, source) if model == "bert" else _byte_level_doc(kv, source)
     return from_hf_json(doc, name, source=source, spec=spec, cache_size=cache_size, backend=backend)
 
 
-def load_gguf(spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None) -> Tokenizer:
+def load_gguf(spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None,
+              word_cache: int | None = None) -> Tokenizer:
     """The loader of manifest format ``gguf``: a verified GGUF file's vocabulary."""
     tok = from_gguf(spec.read_artifact(), spec.name, source=str(spec.artifact_path), spec=spec,
-                    cache_size=cache_size, backend=backend)
+                    cache_size=cache_size, backend=backend, word_cache=word_cache)
     spec.check_vocab_size(tok.n_vocab)
     return tok

@@ -173,10 +173,11 @@ class FixedTemplate:
 
 
 def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_size: int | None = None,
-                   spec: TokenizerSpec | None = None, backend: str | None = None) -> Pipeline:
+                   spec: TokenizerSpec | None = None, backend: str | None = None,
+                   word_cache: int | None = None) -> Pipeline:
     """The pipeline for ``vocab``. Raises :class:`ArtifactError` naming ``source`` for an inconsistent vocabulary
     (no unknown piece, a malformed charsmap). ``backend``: the model's (see :class:`SentencePieceBPE` and
-    :class:`Unigram`)."""
+    :class:`Unigram`); ``word_cache``: a Unigram model's word-cache slots (see :func:`word_cache_size`)."""
     types = vocab.types
     unknown = vocab.ids_of(UNKNOWN)
     if vocab.unk_id is not None:
@@ -203,7 +204,8 @@ def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_s
     else:
         excluded = [i for i, t in enumerate(types) if t not in (NORMAL, USER_DEFINED)]
         model = Unigram(pairs, unk_id=unk_id, byte_fallback=vocab.byte_fallback, excluded=excluded,
-                        user_defined=user, float32=True, cache_size=word_cache_size(cache_size), backend=backend)
+                        user_defined=user, float32=True, cache_size=word_cache_size(cache_size, word_cache),
+                        backend=backend)
     normalizer = SentencePieceNormalizer(
         charsmap, add_dummy_prefix=vocab.add_dummy_prefix, remove_extra_whitespaces=vocab.remove_extra_whitespaces,
         escape_whitespaces=vocab.escape_whitespaces, treat_whitespace_as_suffix=vocab.treat_whitespace_as_suffix,
@@ -221,11 +223,11 @@ def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_s
                     cache_size=cache_size, spec=spec)
 
 
-def load_sentencepiece(spec: TokenizerSpec, *, cache_size: int | None = None,
-                       backend: str | None = None) -> Pipeline:
+def load_sentencepiece(spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None,
+                       word_cache: int | None = None) -> Pipeline:
     """The loader of manifest format ``sentencepiece``: a verified ``.model`` file as a pipeline."""
     source = str(spec.artifact_path)
     pipeline = build_pipeline(spec.name, parse_model(spec.read_artifact(), source), source=source,
-                              cache_size=cache_size, spec=spec, backend=backend)
+                              cache_size=cache_size, spec=spec, backend=backend, word_cache=word_cache)
     spec.check_vocab_size(pipeline.n_vocab)
     return pipeline

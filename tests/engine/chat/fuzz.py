@@ -88,7 +88,7 @@ class Tally:
 
 
 def fuzz_cookbook(rng: random.Random, tally: Tally, n: int) -> None:
-    from tests.engine.exactness.reference import reference_encoding
+    from harness.references import reference_encoding
 
     from .test_cookbook import TOKENIZER, _cookbook_shaped, _TextOnly, cookbook_messages, cookbook_tools
 
@@ -163,7 +163,7 @@ def library_ids(tokenizer: str, parts: Any) -> list[int]:
 
     enc = get_encoding(tokenizer)
     if tokenizer == "llama3":
-        from tests.engine.exactness.reference import reference_encoding
+        from harness.references import reference_encoding
 
         ref = reference_encoding("llama3").encode_ordinary
     else:

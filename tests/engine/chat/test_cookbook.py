@@ -11,7 +11,7 @@ import tiktoken
 from app.engine import get_encoding
 from app.engine.chat import parse_conversation
 from app.engine.chat.cookbook import RULES, count_conversation, count_messages, count_tools
-from tests.engine.exactness.reference import reference_encoding
+from harness.references import reference_encoding
 
 from .conversations import conversations
 

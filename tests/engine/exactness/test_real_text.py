@@ -7,7 +7,8 @@ from functools import cache
 
 import pytest
 
-from . import realtext
+from harness import realtext
+
 from .reference import TALLY, assert_same, ours
 
 #: Scripts the always-available sources must contain (so the test cannot silently shrink to English).

@@ -15,9 +15,10 @@ import time
 from collections.abc import Callable
 
 from app.engine import get_encoding
+from harness.references import hf_qwen2
+from harness.texts import HOSTILE, SPECIAL_STRINGS, real_documents
 
-from .references import gguf_kv, llama_cpp_vectors, sentencepiece_reference, tekken_reference
-from .texts import HOSTILE, SPECIAL_STRINGS, _documents
+from .references import llama_cpp_vectors, sentencepiece_reference, tekken_reference
 
 REFERENCES: dict[str, str] = {
     "mistral-v1": "sentencepiece", "mistral-v3": "sentencepiece", "mistral-v7": "sentencepiece",
@@ -39,23 +40,8 @@ def _reference(name: str) -> tuple[Callable[[str], list[int]], Callable[[list[in
     if name == "bge-small-en-v1.5":
         hf = hf_bert()
     else:
-        hf = _hf_qwen2()
+        hf = hf_qwen2()
     return (lambda t: hf.encode(t, add_special_tokens=False).ids), hf.decode
-
-
-def _hf_qwen2():  # type: ignore[no-untyped-def]
-    import json
-
-    from tokenizers import Tokenizer
-
-    from app.engine.pipeline.gguf import _byte_level_doc
-
-    doc = _byte_level_doc(gguf_kv("qwen2"), "qwen2")
-    for a in doc["added_tokens"]:
-        a.update(single_word=False, lstrip=False, rstrip=False)
-    hf = Tokenizer.from_str(json.dumps({"version": "1.0", "truncation": None, "padding": None, **doc}))
-    hf.encode_special_tokens = True
-    return hf
 
 
 def main() -> None:
@@ -64,7 +50,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--names", default=",".join(REFERENCES))
     args = parser.parse_args()
-    docs = _documents()
+    docs = real_documents()
     rng = random.Random(args.seed)
     slices = []
     for _ in range(args.slices):

@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 
 from app.engine import get_encoding
 from app.engine.tokenizer import Tokenizer
+from harness.texts import SPECIAL_STRINGS, real_documents
 
 from ..shrinking import shrink
 from .exactness import REFERENCES, _reference
-from .texts import SPECIAL_STRINGS, _documents
 
 Gen = Callable[[random.Random], str]
 
@@ -176,7 +176,7 @@ def special(rng: random.Random) -> str:
 
 
 def real_slice(rng: random.Random) -> str:
-    docs = _documents()
+    docs = real_documents()
     d = rng.choice(docs)
     i = rng.randrange(max(1, len(d) - 80))
     return d[i:i + rng.randint(1, 80)]

@@ -16,9 +16,9 @@ import pytest
 from app.engine.pipeline.charsmap import CharsMap, CharsMapError, Precompiled
 from app.engine.pipeline.hf_json import from_hf_json
 from app.engine.pipeline.sp_normalizer import SentencePieceNormalizer
+from harness.texts import SPECIAL_STRINGS, sample
 
 from .references import gguf_kv, sentencepiece_reference
-from .texts import SPECIAL_STRINGS, sample
 
 #: Inputs where SentencePiece (longest match over code points) and Hugging Face (per grapheme, shortest match,
 #: whole-grapheme replacement) normalize differently.

@@ -17,9 +17,9 @@ from app.engine import get_encoding
 from app.engine.errors import ArtifactError
 from app.engine.pipeline.gguf import from_gguf
 from app.engine.pipeline.gguf_kv import read_kv
+from harness.texts import SPECIAL_STRINGS, sample
 
 from .references import DATA, artifact_bytes, llama_cpp_vectors, sentencepiece_reference
-from .texts import SPECIAL_STRINGS, sample
 
 VECTORS = {"llama2": "ggml-vocab-llama-spm.gguf", "phi-3": "ggml-vocab-phi-3.gguf",
            "bge-small-en-v1.5": "ggml-vocab-bert-bge.gguf", "qwen2": "ggml-vocab-qwen2.gguf"}

@@ -13,9 +13,9 @@ import pytest
 from app.engine import Special, get_encoding
 from app.engine.pipeline import Pipeline
 from app.engine.sampling import Sample, SamplingError
+from harness.texts import SPECIAL_STRINGS, sample
 
 from .references import sentencepiece_reference
-from .texts import SPECIAL_STRINGS, sample
 
 TEXTS = ["Tokenization is unbelievably interesting", "Überraschung: 日本語のテキスト, naïve café!"]
 

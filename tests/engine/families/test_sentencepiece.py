@@ -9,9 +9,9 @@ import pytest
 from app.engine import get_encoding
 from app.engine.errors import ArtifactError
 from app.engine.pipeline.sentencepiece import parse_model
+from harness.texts import sample
 
 from .references import artifact_bytes, sentencepiece_reference
-from .texts import sample
 
 NAMES = ["mistral-v1", "mistral-v3", "mistral-v7"]
 

@@ -11,15 +11,15 @@ from sentencepiece import sentencepiece_model_pb2 as pb
 
 from app.engine import get_encoding
 from app.engine.pipeline.sentencepiece import build_pipeline, parse_model
+from harness.texts import SPECIAL_STRINGS, real_documents
 
 from .references import sentencepiece_reference
-from .texts import SPECIAL_STRINGS, _documents
 
 
 def test_long_documents_equal_sentencepiece() -> None:
     """Whole real documents of 50-130k characters: their best-path scores pass -100,000 several times."""
     tok, ref = get_encoding("xlm-roberta"), sentencepiece_reference("xlm-roberta")
-    docs = [d for d in _documents() if 50_000 <= len(d) <= 130_000 and not any(s in d for s in SPECIAL_STRINGS)]
+    docs = [d for d in real_documents() if 50_000 <= len(d) <= 130_000 and not any(s in d for s in SPECIAL_STRINGS)]
     assert len(docs) >= 4
     rebased = 0
     for doc in docs[:6]:

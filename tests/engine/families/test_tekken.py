@@ -8,9 +8,9 @@ import regex
 from app.engine import get_encoding, patterns
 from app.engine.errors import ArtifactError
 from app.engine.tekken import DEFAULT_SPECIALS, parse_tekken
+from harness.texts import sample
 
 from .references import artifact_bytes, tekken_reference
-from .texts import sample
 
 
 @pytest.mark.parametrize("backend", ["native", "python"])

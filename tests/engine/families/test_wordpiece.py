@@ -5,8 +5,6 @@ vocabulary, and BERT's normalizer and pre-tokenizer against Hugging Face's over 
 from __future__ import annotations
 
 import random
-from functools import lru_cache
-from typing import Any
 
 import pytest
 
@@ -15,24 +13,8 @@ from app.engine.pipeline.base import Piece
 from app.engine.pipeline.bert import BertNormalizer, BertPreTokenizer
 from app.engine.pipeline.bert_tables import CONTROL_FLIP, LOWER, MARK_FLIP, NFD, PUNCT_FLIP
 from app.engine.pipeline.models.wordpiece import WordPiece
-
-from .references import gguf_kv
-from .texts import SPECIAL_STRINGS, sample
-
-
-@lru_cache(maxsize=1)
-def hf_bert() -> Any:
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
-
-    kv = gguf_kv("bge-small-en-v1.5")
-    vocab = {}
-    for i, (t, kind) in enumerate(zip(kv["tokenizer.ggml.tokens"], kv["tokenizer.ggml.token_type"], strict=True)):
-        vocab[t if kind == 3 else t[1:] if t.startswith("\u2581") else "##" + t] = i
-    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.decoder = decoders.WordPiece()
-    return tok
+from harness.references import hf_bert
+from harness.texts import SPECIAL_STRINGS, sample
 
 
 def test_ids_and_decode_equal_hf() -> None:

@@ -1,4 +1,5 @@
-"""Hugging Face ``tokenizers`` as the reference for ``tokenizer.json`` pipelines, and the comparison itself.
+"""Hugging Face ``tokenizers`` as the reference for ``tokenizer.json`` pipelines (built in :mod:`harness.references`,
+shared with the benchmarks), and the comparison itself.
 
 The reference is configured as the service's rule demands: special added tokens are never read from text
 (``encode_special_tokens = True``). Offsets from the Python binding are character offsets into the text, as ours.
@@ -7,27 +8,15 @@ The reference is configured as the service's rule demands: special added tokens 
 from __future__ import annotations
 
 import functools
-import lzma
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-import tokenizers
-
 from app.engine import get_encoding
 from app.engine.pipeline import Pipeline
-from app.engine.store import Store
+from harness.references import hf_json_reference as reference
 
 #: The bundled tokenizer.json tokenizers.
 HF_JSON = ("qwen3", "deepseek-v3", "gemma3")
-
-
-@functools.cache
-def reference(name: str) -> tokenizers.Tokenizer:
-    """Hugging Face's tokenizer for the bundled file of ``name``, special-token matching off."""
-    spec = Store.load().spec(name)
-    tok = tokenizers.Tokenizer.from_str(lzma.decompress(spec.artifact_path.read_bytes()).decode("utf-8"))
-    tok.encode_special_tokens = True
-    return tok
 
 
 @functools.cache

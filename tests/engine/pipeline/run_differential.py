@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import time
 
-from tests.engine.exactness import realtext
+from harness import realtext
 
 from .corpus import hostile, long_strings
 from .reference import HF_JSON, compare, ours

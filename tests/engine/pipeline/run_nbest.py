@@ -16,9 +16,9 @@ import sentencepiece as spm
 from app.engine import get_encoding
 from app.engine.pipeline import Pipeline
 from app.engine.pipeline.sentencepiece import build_pipeline, parse_model
+from harness.texts import SPECIAL_STRINGS, real_documents
 
 from ..families.references import sentencepiece_reference
-from ..families.texts import SPECIAL_STRINGS, _documents
 from .test_unigram_nbest import _corpus, _ours, _random_model, trained
 
 
@@ -41,7 +41,7 @@ def main(count: int, seed: int) -> int:
                       spm.SentencePieceProcessor(model_proto=model), texts))
     x = get_encoding("xlm-roberta")
     assert isinstance(x, Pipeline)
-    docs = _documents()
+    docs = real_documents()
     texts = []
     while len(texts) < count:
         doc = rng.choice(docs)

@@ -24,8 +24,9 @@ from app.engine.pipeline.added import AddedMatcher
 from app.engine.pipeline.byte_level_fast import ByteLevelFast, IsolatedSplits, LiteralMatcher, fast_byte_level
 from app.engine.pipeline.hf_json import from_hf_json
 from app.engine.pipeline.pipeline import Pipeline
+from harness import realtext
 
-from ..exactness import corpus, realtext
+from ..exactness import corpus
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="compiled core not built")
 

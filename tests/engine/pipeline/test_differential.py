@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-from tests.engine.exactness import realtext
+from harness import realtext
 from tests.engine.exactness.corpus import long_runs
 
 from .corpus import hostile, long_strings

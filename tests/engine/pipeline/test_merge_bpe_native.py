@@ -21,7 +21,7 @@ from app.engine.pipeline.models import bpe as bpe_module
 from app.engine.pipeline.models.bpe import BPE, BPEError
 from app.engine.pipeline.pipeline import SEGMENT_FROM
 from app.engine.store import Store
-from tests.engine.exactness import realtext
+from harness import realtext
 
 from .corpus import hostile, long_strings
 from .reference import reference

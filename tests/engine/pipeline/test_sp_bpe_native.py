@@ -29,9 +29,9 @@ from app.engine.pipeline.sentencepiece import (
     SentencePieceVocab,
     build_pipeline,
 )
-from tests.engine.exactness import realtext
-from tests.engine.families.references import sentencepiece_reference
-from tests.engine.families.texts import HOSTILE, SPECIAL_STRINGS, sample
+from harness import realtext
+from harness.references import sentencepiece_reference
+from harness.texts import HOSTILE, SPECIAL_STRINGS, sample
 
 from .corpus import hostile, long_strings
 
@@ -243,7 +243,7 @@ def test_memory_of_repeated_long_calls_stays_bounded() -> None:
 
 def test_engine_python_forces_the_reference() -> None:
     code = ("from app.engine import get_encoding\n"
-            "from tests.engine.families.references import sentencepiece_reference\n"
+            "from harness.references import sentencepiece_reference\n"
             "t = get_encoding('mistral-v1')\n"
             "assert t.backend == 'python' and t.model.native is None and t.text_path == 'python', t.backend\n"
             "text = 'hello  world \u2581x'\n"

@@ -19,8 +19,8 @@ from app.engine.pipeline.models import unigram as unigram_module
 from app.engine.pipeline.models.unigram import Unigram
 from app.engine.pipeline.sentencepiece import build_pipeline, parse_model
 from app.engine.registry import get_store
-from tests.engine.families.references import sentencepiece_reference
-from tests.engine.families.texts import HOSTILE, SPECIAL_STRINGS, sample
+from harness.references import sentencepiece_reference
+from harness.texts import HOSTILE, SPECIAL_STRINGS, pieces, sample
 
 from .corpus import hostile, long_strings
 from .test_unigram import _text as tie_text
@@ -59,9 +59,7 @@ def xlmr() -> tuple[Pipeline, Pipeline]:
 
 
 def _multilingual(total: int) -> list[str]:
-    from bench.pipeline.run import _docs
-
-    return _docs(total)
+    return pieces(total)
 
 
 def _texts() -> list[str]:

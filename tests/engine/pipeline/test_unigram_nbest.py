@@ -24,14 +24,14 @@ from app.engine.pipeline.pre_tokenizers import Metaspace
 from app.engine.pipeline.sampling import nbest_encodings
 from app.engine.pipeline.sentencepiece import build_pipeline, parse_model
 from app.engine.sampling import Sample
+from harness.texts import SPECIAL_STRINGS, real_documents
 
 from ..families.references import sentencepiece_reference
-from ..families.texts import SPECIAL_STRINGS, _documents
 
 
 @lru_cache(maxsize=1)
 def _corpus() -> list[str]:
-    return [line for d in _documents()[:200] for line in d.splitlines() if line.strip()][:20000]
+    return [line for d in real_documents()[:200] for line in d.splitlines() if line.strip()][:20000]
 
 
 @lru_cache(maxsize=1)
@@ -116,7 +116,7 @@ def test_xlm_roberta_equals_sentencepiece() -> None:
     tok, ref = get_encoding("xlm-roberta"), sentencepiece_reference("xlm-roberta")
     assert isinstance(tok, Pipeline)
     rng = random.Random(2)
-    docs = _documents()
+    docs = real_documents()
     for _ in range(150):
         doc = rng.choice(docs)
         start = rng.randrange(len(doc))

@@ -22,7 +22,8 @@ from app.engine.pipeline.models.unigram import WORD_CACHE_ENV, Unigram, word_cac
 from app.engine.pipeline.sampling import nbest_encodings
 from app.engine.pipeline.sentencepiece import build_pipeline, parse_model
 from app.engine.registry import get_store
-from tests.engine.families.references import sentencepiece_reference
+from harness.references import sentencepiece_reference
+from harness.texts import pieces
 
 pytestmark = pytest.mark.skipif(unigram_module._EXT.module is None,
                                 reason=f"compiled Unigram not built: {unigram_module._EXT.error}")
@@ -62,9 +63,7 @@ def xlmr() -> tuple[Pipeline, Pipeline, spm.SentencePieceProcessor]:
 
 @cache
 def _words() -> list[str]:
-    from bench.pipeline.run import _docs
-
-    return [w for d in _docs(200_000) for w in d.split()]
+    return [w for d in pieces(200_000) for w in d.split()]
 
 
 def _long_text(rng: random.Random, words: list[str], count: int, extra: list[str] = (), every: int = 0) -> str:

@@ -31,10 +31,10 @@ from app.engine.pipeline.gguf import _bert_doc
 from app.engine.pipeline.hf_json import from_hf_json
 from app.engine.pipeline.models import wordpiece as wordpiece_module
 from app.engine.pipeline.models.wordpiece import WordPiece
-from bench.corpora import HOSTILE as BENCH_HOSTILE
-from tests.engine.families.references import gguf_kv
+from harness.references import gguf_kv
+from harness.texts import HOSTILE_RUNS as BENCH_HOSTILE
+from harness.texts import SPECIAL_STRINGS, sample
 from tests.engine.families.test_wordpiece import hf_bert
-from tests.engine.families.texts import SPECIAL_STRINGS, sample
 
 from .corpus import hostile, long_strings
 

@@ -15,7 +15,7 @@ from app.engine.pipeline.hf_json import from_hf_json
 from app.engine.training import compiled, train_to_store
 from app.engine.training.trainer import train_on
 from app.engine.training.wordpiece import BERT_SPECIALS, WordPieceTrainer, learn_wordpiece, pair_score
-from bench.train.wordpiece_score import recount_merges
+from harness.references import recount_merges
 
 from .family_corpus import corpus_text, hostile_samples
 
@@ -54,7 +54,7 @@ def test_hug_corpus_under_the_hash_convention() -> None:
 
 
 def _naive(words: Mapping[str, int], vocab_size: int, min_frequency: int, by_count: bool = False) -> list[str]:
-    """Full recount per merge, the same score and tie rule (:func:`bench.train.wordpiece_score.recount_merges`):
+    """Full recount per merge, the same score and tie rule (:func:`harness.references.recount_merges`):
     the reference for the incremental learner."""
     vocab = sorted({s for w in words for s in (w[0], *("##" + c for c in w[1:]))})
     for new, *_ in recount_merges(words, min_frequency, by_count):

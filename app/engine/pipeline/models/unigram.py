@@ -33,14 +33,15 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import random
 import struct
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, cast
 
+from ... import defaults
 from ...cache import CacheStats
+from ...defaults import WORD_CACHE_ENV
 from ...encoding import scrub_surrogates
 from ..compiled import UNIGRAM as _EXT
 from ..json_numbers import serde_f64
@@ -52,14 +53,13 @@ _RESET = 100_000.0  # SentencePiece's re-basing threshold for float32 path score
 #: off). Exact either way; off by default because on a cold pass it costs more than it saves (most of a text's
 #: search work is in words met once, and a hit is not much cheaper than searching a short, frequent word), while
 #: one that is never cleared gains 1.1-1.4x on xlm-roberta (``python -m bench.families.word_cache``).
-WORD_CACHE_ENV = "TOKENIZER_UNIGRAM_WORD_CACHE"
 
 
-def word_cache_size(cache_size: int | None = None) -> int:
-    """The word cache slots for a SentencePiece Unigram model: ``$TOKENIZER_UNIGRAM_WORD_CACHE`` (an integer >= 0,
-    default 0), and 0 whenever ``cache_size`` (the tokenizer's cache setting) is 0."""
-    raw = os.environ.get(WORD_CACHE_ENV, "").strip()
-    value = int(raw) if raw else 0
+def word_cache_size(cache_size: int | None = None, slots: int | None = None) -> int:
+    """The word cache slots for a SentencePiece Unigram model: ``slots`` (None: ``$TOKENIZER_UNIGRAM_WORD_CACHE``, an
+    integer >= 0, default 0), and 0 whenever ``cache_size`` (the tokenizer's cache setting) is 0. Raises
+    ``ValueError`` for a negative count."""
+    value = defaults.unigram_word_cache() if slots is None else slots
     if value < 0:
         raise ValueError(f"{WORD_CACHE_ENV} must be >= 0, not {value}")
     return 0 if cache_size == 0 else value

@@ -19,7 +19,7 @@ import httpx
 
 from .load import worker_pids
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def free_port() -> int:
@@ -66,7 +66,7 @@ class Server:
         return self.proc.pid
 
     def workers(self) -> list[int]:
-        """Current worker pids (see :func:`bench.reliability.load.worker_pids`)."""
+        """Current worker pids (see :func:`harness.load.worker_pids`)."""
         return worker_pids(self.proc.pid)
 
     def log(self) -> str:

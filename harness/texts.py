@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import random
+from collections.abc import Callable
 from functools import lru_cache
 
-from tests.engine.exactness.realtext import always_available
+from .realtext import always_available
 
 #: Spacing, ``▁`` itself, NFKC-changing characters, accents and CJK, long words, control characters, scripts
 #: that need byte fallback, emoji sequences.
@@ -29,14 +31,37 @@ SPECIAL_STRINGS = ("<s>", "</s>", "<unk>", "<pad>", "<mask>", "[CLS]", "[SEP]", 
 
 
 @lru_cache(maxsize=1)
-def _documents() -> list[str]:
+def real_documents() -> list[str]:
+    """Every always-available real document (:func:`harness.realtext.always_available`), in its order."""
     return [d.text for d in always_available() if d.text]
+
+
+def pieces(total: int, size: int = 10_000) -> list[str]:
+    """About ``total`` UTF-8 bytes of real text in many languages and forms: consecutive pieces of at most ``size``
+    bytes (cut at character boundaries), taken in turn from every real document, so that even a small ``total``
+    mixes scripts. Deterministic."""
+    cursors = [(d.encode("utf-8"), 0) for d in real_documents()]
+    out: list[str] = []
+    taken = 0
+    while taken < total and cursors:
+        kept = []
+        for raw, at in cursors:
+            if taken >= total:
+                break
+            piece = raw[at:at + size].decode("utf-8", "ignore")
+            if piece:
+                out.append(piece)
+                taken += len(piece.encode("utf-8"))
+            if at + size < len(raw):
+                kept.append((raw, at + size))
+        cursors = kept
+    return out
 
 
 def sample(n_docs: int, n_slices: int, *, seed: int, max_doc: int = 2000) -> list[str]:
     """``n_docs`` real documents (their first ``max_doc`` characters) and ``n_slices`` random slices of up to 300
     characters (seeded), after the hostile strings."""
-    docs = _documents()
+    docs = real_documents()
     rng = random.Random(seed)
     picked = [d[:max_doc] for d in rng.sample(docs, min(n_docs, len(docs)))]
     for _ in range(n_slices):
@@ -44,3 +69,24 @@ def sample(n_docs: int, n_slices: int, *, seed: int, max_doc: int = 2000) -> lis
         i = rng.randrange(max(1, len(d) - 300))
         picked.append(d[i:i + rng.randrange(1, 300)])
     return [*HOSTILE, *picked]
+
+
+def _cycle(unit: str) -> Callable[[int], str]:
+    return lambda n: (unit * (n // len(unit) + 1))[:n]
+
+
+def _b64(n: int) -> str:
+    rng = random.Random(64)
+    return base64.b64encode(rng.randbytes(n * 3 // 4 + 3)).decode("ascii")[:n]
+
+
+#: Adversarial inputs for doubling tests: name -> (n -> a string of n characters).
+HOSTILE_RUNS: dict[str, Callable[[int], str]] = {
+    "a_run": lambda n: "a" * n,  # one giant letter run: one pre-token, worst case for BPE
+    "caret_run": lambda n: "^" * n,  # one giant punctuation run
+    "digits": _cycle("1234567890"),
+    "spaces": lambda n: " " * n,
+    "whitespace_mix": _cycle(" \t\n\r\n  "),
+    "base64": _b64,
+    "cjk_run": _cycle("\u4e00\u4e8c\u4e09\u56db\u4e94"),
+}
