@@ -49,9 +49,14 @@ def price_target(pricer: Pricer | None, info: ModelInfo, provider: str | None = 
     say). Names tried: the table's ``pricing.model`` if set (with a requested ``provider``, then also the requested
     and the table name), else the requested name, then the table name. Where: ``provider`` if the request names
     one (the model must be priced there: :class:`PricingError` otherwise), else the table's ``pricing.provider``,
-    else wherever genai-prices' model matching finds it. No price: a target with the reason."""
+    else wherever genai-prices' model matching finds it; ``provider`` may also be ``"provider:model"`` (that
+    provider's own model id, genai-prices' notation). No price: a target with the reason."""
     if pricer is None:
         return PriceTarget(None, None, "no price data loaded")
+    if provider is not None and ":" in provider:  # "provider:model", genai-prices' own notation
+        provider, _, model_ref = provider.partition(":")
+        p, m = pricer.resolve(model_ref, provider)
+        return PriceTarget(p, m)
     names = (requested, info.name)
     if info.pricing_model and provider is None:
         names = (info.pricing_model,)
