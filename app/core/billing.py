@@ -57,7 +57,7 @@ def price_target(pricer: Pricer | None, info: ModelInfo, provider: str | None = 
         provider, _, model_ref = provider.partition(":")
         p, m = pricer.resolve(model_ref, provider)
         return PriceTarget(p, m)
-    names = (requested, info.name)
+    names: tuple[str | None, ...] = (requested, info.name)
     if info.pricing_model and provider is None:
         names = (info.pricing_model,)
     elif info.pricing_model:
