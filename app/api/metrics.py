@@ -42,7 +42,6 @@ import os
 import sys
 import threading
 from collections.abc import Iterable, Mapping
-from decimal import Decimal
 from typing import Any
 
 from app.engine import Tokenizer
@@ -257,14 +256,14 @@ def set_price_info(provenance: Mapping[str, Any]) -> None:
            str(provenance["sha256"]), str(provenance["date"] or "")).set(1)
 
 
-def observe_billing(model: str, by_kind: Mapping[str, tuple[int, Decimal]]) -> None:
-    """Add a model block's tokens and cost per kind. ``model`` must come from a bounded set (the model table's
+def observe_billing(model: str, by_kind: Iterable[tuple[str, int, float]]) -> None:
+    """Add a model block's tokens and cost (USD) per kind. ``model`` must come from a bounded set (the model table's
     names or the price data's model ids, never a caller's string)."""
-    for kind, (tokens, cost) in by_kind.items():
+    for kind, tokens, cost in by_kind:
         if tokens:
             _child(BILLED_TOKENS, model, kind).inc(tokens)
         if cost:
-            _child(ESTIMATED_COST, model, kind).inc(float(cost))
+            _child(ESTIMATED_COST, model, kind).inc(cost)
 
 
 def sync_cache(encodings: Iterable[Tokenizer]) -> None:
