@@ -44,15 +44,14 @@ def model_block(svc: ServiceState, info: ModelInfo, counts: Sequence[int], batch
         if kinds is None or kinds[0] is not price:
             if len(_KINDS) >= 4096:
                 _KINDS.clear()
-            by_kind = tuple((k, tokens, float(cost)) for k, (tokens, cost) in quotes_by_kind(block).items()
-                            if tokens or cost)
-            kinds = _KINDS[id(price)] = (price, by_kind)
-        metrics.observe_billing(price["model"], kinds[1])
+            by_kind = [(k, tokens, float(cost)) for k, (tokens, cost) in quotes_by_kind(block).items()]
+            kinds = _KINDS[id(price)] = (price, metrics.billing_updates(price["model"], by_kind))
+        metrics.observe_billing(kinds[1])
     return block
 
 
-#: (kind, tokens, cost) of a (memoised) ``price`` dict, kept with the dict to check its identity.
-_KINDS: dict[int, tuple[dict[str, Any], tuple[tuple[str, int, float], ...]]] = {}
+#: The billing counter updates of a (memoised) ``price`` dict, kept with the dict to check its identity.
+_KINDS: dict[int, tuple[dict[str, Any], tuple[tuple[Any, float], ...]]] = {}
 
 
 def model_price(pricer: Pricer | None, info: ModelInfo, name: str) -> dict[str, Any]:
