@@ -8,7 +8,8 @@ Usage (needs the package registries, not run by CI or at run time)::
 
 Writes the artifact files (``tokenizer.json``, SentencePiece, tekken and GGUF files xz-compressed) and
 ``manifest.json``. Every artifact must hash to the published sha256 below; the script refuses to write anything
-otherwise. The model -> tokenizer table with prices lives in ``models.json`` and is edited by hand.
+otherwise. The model -> tokenizer table (chat framing, context window, whose price applies) lives in ``models.json``
+and is edited by hand; prices come from genai-prices (docs/pricing.md).
 """
 
 from __future__ import annotations

@@ -20,12 +20,12 @@ from fastapi import Request
 
 from app.core.config import Settings
 from app.core.model_table import MODELS_FILE, ModelInfo, ModelTable, ModelTableError
+from app.core.priced_models import NoPublicTokenizer, priced_model
 from app.engine import Store, Tokenizer, get_store, load_all
 from app.engine.chat import ChatFramings, ChatSpecError
 from app.engine.errors import UnknownTokenizerError
 from app.engine.store import bundled_store_dir
 from app.pricing.data import load_price_data
-from app.pricing.openai_models import encoding_for_model
 from app.pricing.pricer import Pricer
 
 from .errors import ApiError
@@ -110,33 +110,25 @@ class ServiceState:
         return ModelInfo(name=name, tokenizer=tokenizer)
 
     def _priced_model(self, name: str) -> ModelInfo | None:
-        """A model the table lacks but the price data knows: an OpenAI model resolves to its tiktoken encoding by
-        tiktoken's prefix rules (:mod:`app.pricing.openai_models`; context window from the price data); any other
-        is a 422 ``no_public_tokenizer`` naming the provider's own counting endpoint. None if it is unknown."""
-        if self.prices is None:
+        """A model only the price data knows (:func:`app.core.priced_models.priced_model`): an OpenAI model with
+        its tiktoken encoding; 422 ``no_public_tokenizer`` for another priced model, 422 ``unknown_tokenizer`` for
+        an encoding this process does not load. None if it is unknown."""
+        try:
+            info = priced_model(self.prices, name)
+        except NoPublicTokenizer as exc:
+            raise ApiError(422, "no_public_tokenizer", str(exc), {"name": name, "provider": exc.provider,
+                                                                  "counting_endpoint": exc.endpoint,
+                                                                  "priced": True}) from None
+        if info is None:
             return None
-        provider = self.prices.knows(name)
-        if provider is None:
-            return None
-        encoding = encoding_for_model(name) if provider.id in ("openai", "azure") else None
-        if encoding is not None:
-            try:
-                canonical: str | None = self.store.resolve(encoding)
-            except UnknownTokenizerError:
-                canonical = None
-            if canonical not in self.encodings:
-                raise ApiError(422, "unknown_tokenizer", f"model {name!r} uses {encoding} (tiktoken's model "
-                               f"table), which this service does not load", {"name": name, "tokenizer": encoding})
-            _, priced = self.prices.resolve(name, provider.id)
-            return ModelInfo(name=name, tokenizer=encoding, context_window=priced.context_window,
-                             pricing_provider=provider.id)
-        endpoint = self.prices.counting_endpoint(provider)
-        where = f"; count with the provider's own endpoint: {endpoint}" if endpoint else (
-            "; the provider publishes no counting endpoint: read the usage of its response (POST /price prices it)")
-        raise ApiError(422, "no_public_tokenizer", f"model {name!r} ({provider.name}) has no public tokenizer, so "
-                       f"this service cannot count its tokens exactly and will not estimate them with another "
-                       f"model's{where}", {"name": name, "provider": provider.id, "counting_endpoint": endpoint,
-                                           "priced": True})
+        try:
+            canonical: str | None = self.store.resolve(info.tokenizer)
+        except UnknownTokenizerError:
+            canonical = None
+        if canonical not in self.encodings:
+            raise ApiError(422, "unknown_tokenizer", f"model {name!r} uses {info.tokenizer} (tiktoken's model "
+                           f"table), which this service does not load", {"name": name, "tokenizer": info.tokenizer})
+        return info
 
     def models_of(self, canonical: str) -> list[str]:
         """Model names (table and manifest) that resolve to the tokenizer ``canonical``."""

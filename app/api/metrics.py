@@ -42,7 +42,6 @@ import os
 import sys
 import threading
 from collections.abc import Iterable, Mapping
-from decimal import Decimal
 from typing import Any
 
 from app.engine import Tokenizer
@@ -257,14 +256,24 @@ def set_price_info(provenance: Mapping[str, Any]) -> None:
            str(provenance["sha256"]), str(provenance["date"] or "")).set(1)
 
 
-def observe_billing(model: str, by_kind: Mapping[str, tuple[int, Decimal]]) -> None:
-    """Add a model block's tokens and cost per kind. ``model`` must come from a bounded set (the model table's
-    names or the price data's model ids, never a caller's string)."""
-    for kind, (tokens, cost) in by_kind.items():
+def billing_updates(model: str, by_kind: Iterable[tuple[str, int, float]]) -> tuple[tuple[Any, float], ...]:
+    """The counter updates of a model block's tokens and cost (USD) per kind, as ``(counter, amount)`` pairs to
+    apply with :func:`observe_billing` (a caller may keep them for a block it serves again; a label set dropped for
+    want of disk space in multiprocess mode then stays dropped for that block). ``model`` must come from a bounded
+    set (the model table's names or the price data's model ids, never a caller's string)."""
+    out: list[tuple[Any, float]] = []
+    for kind, tokens, cost in by_kind:
         if tokens:
-            _child(BILLED_TOKENS, model, kind).inc(tokens)
+            out.append((_child(BILLED_TOKENS, model, kind), tokens))
         if cost:
-            _child(ESTIMATED_COST, model, kind).inc(float(cost))
+            out.append((_child(ESTIMATED_COST, model, kind), cost))
+    return tuple(out)
+
+
+def observe_billing(updates: Iterable[tuple[Any, float]]) -> None:
+    """Apply :func:`billing_updates`."""
+    for counter, amount in updates:
+        counter.inc(amount)
 
 
 def sync_cache(encodings: Iterable[Tokenizer]) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from .price_schemas import PriceRequest
@@ -29,7 +30,8 @@ def build(app: FastAPI) -> dict[str, Any]:
         schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
     for item in schema.get("paths", {}).values():
         item.pop("head", None)  # HEAD mirrors GET on the probes (one route for both, for a complete Allow)
-    _, defs = models_json_schema([(m, "validation") for m in (*REQUEST_MODELS, PriceRequest)], ref_template=_REF)
+    models: tuple[type[BaseModel], ...] = (*REQUEST_MODELS, PriceRequest)
+    _, defs = models_json_schema([(m, "validation") for m in models], ref_template=_REF)
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     components.update(defs.get("$defs", {}))
     fastapi_error = _REF.format(model=_FASTAPI_ERRORS[0])

@@ -60,22 +60,23 @@ class PriceResponse(BaseModel):
     model_config = ConfigDict(json_schema_extra={"x-rounding": ROUNDING_RULE})
 
     provider: str = Field(description="genai-prices provider id priced")
-    provider_name: str
+    provider_name: str = Field(description="the provider's display name")
     model: str = Field(description="genai-prices model id matched")
-    model_name: str | None
+    model_name: str | None = Field(description="the model's display name in the price data, if it has one")
     currency: str = Field(description="always USD (genai-prices' currency)")
     total: str = Field(description="the whole request, exact decimal string", examples=["0.00601625"])
     breakdown: dict[str, str] = Field(description="amount per group: input (uncached), cache_read, cache_write "
                                       "(cache_write_5m, cache_write_1h where the provider distinguishes), output "
                                       "(reasoning tokens included), other (requests, tool calls, ...)")
-    input_total: str
-    output_total: str
+    input_total: str = Field(description="every input-direction amount (input, cache reads and writes)")
+    output_total: str = Field(description="every output-direction amount (reasoning included)")
     lines: list[dict[str, Any]] = Field(description="each priced unit: unit, kind, quantity (after "
                                         "decomposition), rate per 'per' units, amount, tier_start")
     tier: dict[str, Any] | None = Field(description="null without tiered prices; else the input_tokens, the "
                                         "thresholds, the one applied and why")
-    service_tier: str | None
-    price_context: dict[str, str]
+    service_tier: str | None = Field(description="the service tier requested, null for the standard prices")
+    price_context: dict[str, str] = Field(description="the genai-prices price context applied, e.g. "
+                                          "{\"processing\": \"batch\"}")
     timestamp: str = Field(description="the time whose prices were used")
     usage: dict[str, Any] = Field(description="the usage priced (as read from 'response' when given)")
     price_data: dict[str, Any] = Field(description="the price data's version and provenance")

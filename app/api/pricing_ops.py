@@ -40,8 +40,18 @@ def model_block(svc: ServiceState, info: ModelInfo, counts: Sequence[int], batch
         raise pricing_error(exc) from None
     price = block.get("price")
     if price:
-        metrics.observe_billing(price["model"], quotes_by_kind(block))
+        kinds = _KINDS.get(id(price))
+        if kinds is None or kinds[0] is not price:
+            if len(_KINDS) >= 4096:
+                _KINDS.clear()
+            by_kind = [(k, tokens, float(cost)) for k, (tokens, cost) in quotes_by_kind(block).items()]
+            kinds = _KINDS[id(price)] = (price, metrics.billing_updates(price["model"], by_kind))
+        metrics.observe_billing(kinds[1])
     return block
+
+
+#: The billing counter updates of a (memoised) ``price`` dict, kept with the dict to check its identity.
+_KINDS: dict[int, tuple[dict[str, Any], tuple[tuple[Any, float], ...]]] = {}
 
 
 def model_price(pricer: Pricer | None, info: ModelInfo, name: str) -> dict[str, Any]:

@@ -163,7 +163,8 @@ class _TextInput(_Target):
     cached_tokens: int | None = Field(None, ge=0, description="with 'model': tokens of each prompt read from the "
                                       "provider's prompt cache (priced at the cache-read rate; at most the count)")
     provider: Name | None = Field(None, description="with 'model': price at this genai-prices provider instead of "
-                                  "the model table's (GET /models says which applies)", examples=["together"])
+                                  "the model table's (GET /models says which applies), or 'provider:model' to name "
+                                  "that provider's own model id", examples=["novita:meta-llama/llama-3.3-70b-instruct"])
     service_tier: Literal["default", "flex", "priority", "fast", "batch"] | None = Field(
         None, description="with 'model': price at this service tier (batch: the batch API's price); a tier the "
         "model has no price for is a 422 naming those it has")

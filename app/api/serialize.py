@@ -32,12 +32,23 @@ def dumps(obj: Any) -> bytes:
         return json.dumps(obj, separators=(",", ":")).encode("ascii")
 
 
+_CONTAINERS = (dict, list, tuple)
+
+
 def _has_long_list(obj: Any) -> bool:
-    """A list longer than :data:`CHUNK` anywhere in ``obj`` (the elements of such a list are not looked into)."""
+    """A list longer than :data:`CHUNK` anywhere in ``obj`` (the elements of such a list are not looked into).
+    Plain loops, and no call for a scalar: this runs on every response, and small bodies are most of them."""
     if isinstance(obj, dict):
-        return any(_has_long_list(v) for v in obj.values())
-    if isinstance(obj, list | tuple):
-        return len(obj) > CHUNK or any(_has_long_list(v) for v in obj if isinstance(v, dict | list | tuple))
+        values: Any = obj.values()
+    elif isinstance(obj, list | tuple):
+        if len(obj) > CHUNK:
+            return True
+        values = obj
+    else:
+        return False
+    for v in values:
+        if isinstance(v, _CONTAINERS) and _has_long_list(v):
+            return True
     return False
 
 

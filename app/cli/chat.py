@@ -12,10 +12,11 @@ from typing import Any
 from app.core.billing import load_pricer, model_block
 from app.core.config import Settings
 from app.core.model_table import MODELS_FILE, ModelInfo, ModelTable, ModelTableError
+from app.core.priced_models import NoPublicTokenizer, priced_model
 from app.engine import get_encoding, get_store
 from app.engine.chat import ChatFramings, ChatInputError, ChatSpecError, parse_conversation
 from app.pricing.data import PriceDataError
-from app.pricing.pricer import PricingError
+from app.pricing.pricer import Pricer, PricingError
 
 from ._io import read_text_inputs
 
@@ -30,8 +31,13 @@ def _table(store_dir: str | None) -> tuple[ModelTable, Path]:
     return (ModelTable.load(path) if path.is_file() else ModelTable.empty()), store.directory
 
 
-def _model(table: ModelTable, name: str) -> ModelInfo:
+def _model(table: ModelTable, name: str, pricer: Pricer) -> ModelInfo:
     info = table.resolve(name)
+    if info is None:
+        try:
+            info = priced_model(pricer, name)  # an OpenAI model of the price data, by tiktoken's rules
+        except NoPublicTokenizer as exc:
+            raise CliError(str(exc)) from None
     if info is None:
         raise CliError(f"unknown model {name!r}; known models: {', '.join(table.names())}")
     return info
@@ -73,7 +79,8 @@ def _run(args: Any) -> int:
     table, store_dir = _table(args.store)
     if args.messages and not args.model:
         raise CliError("--messages needs --model (the model decides the framing)")
-    info = _model(table, args.model)
+    pricer = load_pricer()
+    info = _model(table, args.model, pricer)
     enc = get_encoding(info.tokenizer, args.store)
     out: dict[str, Any] = {"model": args.model, "tokenizer": enc.name}
     if args.messages:
@@ -96,7 +103,7 @@ def _run(args: Any) -> int:
         counts = [enc.count(text, add_special_tokens=args.add_special_tokens)
                   for _, text in read_text_inputs(args.files, args.errors)]
     total = sum(counts)
-    usage = model_block(info, [total], False, load_pricer(), max_output_tokens=args.max_output_tokens,
+    usage = model_block(info, [total], False, pricer, max_output_tokens=args.max_output_tokens,
                         requested=args.model)
     usage.pop("name", None)
     out.update(count=total, **usage)

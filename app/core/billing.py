@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -49,10 +50,15 @@ def price_target(pricer: Pricer | None, info: ModelInfo, provider: str | None = 
     say). Names tried: the table's ``pricing.model`` if set (with a requested ``provider``, then also the requested
     and the table name), else the requested name, then the table name. Where: ``provider`` if the request names
     one (the model must be priced there: :class:`PricingError` otherwise), else the table's ``pricing.provider``,
-    else wherever genai-prices' model matching finds it. No price: a target with the reason."""
+    else wherever genai-prices' model matching finds it; ``provider`` may also be ``"provider:model"`` (that
+    provider's own model id, genai-prices' notation). No price: a target with the reason."""
     if pricer is None:
         return PriceTarget(None, None, "no price data loaded")
-    names = (requested, info.name)
+    if provider is not None and ":" in provider:  # "provider:model", genai-prices' own notation
+        provider, _, model_ref = provider.partition(":")
+        p, m = pricer.resolve(model_ref, provider)
+        return PriceTarget(p, m)
+    names: tuple[str | None, ...] = (requested, info.name)
     if info.pricing_model and provider is None:
         names = (info.pricing_model,)
     elif info.pricing_model:
@@ -89,7 +95,36 @@ def model_block(info: ModelInfo, counts: Sequence[int], batch: bool, pricer: Pri
                 requested: str | None = None) -> dict[str, Any]:
     """The ``model`` block (see the module docstring); ``requested`` is the model name as the caller wrote it.
     Raises :class:`PricingError` for a requested provider or service tier the price data lacks, or
-    ``cached_tokens`` above a text's count (``bad_usage``)."""
+    ``cached_tokens`` above a text's count (``bad_usage``).
+
+    A single text at the standard prices takes a memoised path: the same model, count, cached and reserved tokens
+    give the same fields as long as the model's price set in force is the same object (checked on every call, so
+    a dated price change or a time-of-day price applies from its first second)."""
+    if not batch and service_tier is None and pricer is not None and len(counts) == 1:
+        key = (id(pricer), id(info), provider, requested, counts[0], cached_tokens, max_output_tokens)
+        hit = _SINGLE.get(key)
+        if hit is not None and hit[0] is info and hit[1].get_prices(datetime.now(tz=UTC)) is hit[2]:
+            return dict(hit[3])
+        block = _model_block(info, counts, batch, pricer, max_output_tokens, cached_tokens, provider, service_tier,
+                             requested)
+        target = price_target(pricer, info, provider, requested)
+        if target.model is not None and target.provider is not None and block.get("price") is not None \
+                and any(target.model is x for x in target.provider.models):
+            if len(_SINGLE) >= 4096:
+                _SINGLE.clear()
+            _SINGLE[key] = (info, target.model, target.model.get_prices(datetime.now(tz=UTC)), dict(block))
+        return block
+    return _model_block(info, counts, batch, pricer, max_output_tokens, cached_tokens, provider, service_tier,
+                        requested)
+
+
+#: Memoised single-text blocks (see :func:`model_block`): key -> (info, priced model, its price set, fields).
+_SINGLE: dict[tuple[Any, ...], tuple[ModelInfo, PricedModel, Any, dict[str, Any]]] = {}
+
+
+def _model_block(info: ModelInfo, counts: Sequence[int], batch: bool, pricer: Pricer | None,
+                 max_output_tokens: int | None, cached_tokens: int | None, provider: str | None,
+                 service_tier: str | None, requested: str | None) -> dict[str, Any]:
     target = price_target(pricer, info, provider, requested)
     window = info.context_window
     if window is None and target.model is not None:
@@ -117,8 +152,30 @@ def model_block(info: ModelInfo, counts: Sequence[int], batch: bool, pricer: Pri
     for c in counts:
         if c not in quotes:
             usage = Usage(input_tokens=c, cache_read_tokens=cached, output_tokens=reserved or 0)
-            quotes[c] = pricer.quote(target.provider, target.model, usage, service_tier=service_tier)
-    per_text = [quotes[c] for c in counts]
+            quotes[c] = pricer.quote(target.provider, target.model, usage, service_tier=service_tier, reuse=True)
+    if not batch:
+        key = (quotes[counts[0]], reserved is not None)
+        section = _SECTIONS.get(id(key[0]))
+        if section is None or section[0] is not key[0] or section[1] != key[1]:
+            section = (*key, _priced(pricer, target, counts, [quotes[counts[0]]], cached, reserved, service_tier,
+                                     batch))
+            if len(_SECTIONS) >= 4096:
+                _SECTIONS.clear()
+            _SECTIONS[id(key[0])] = section
+        block.update(section[2])
+        return block
+    block.update(_priced(pricer, target, counts, [quotes[c] for c in counts], cached, reserved, service_tier, batch))
+    return block
+
+
+#: Priced fields of single-text blocks by quote (the quote object is kept to check the identity).
+_SECTIONS: dict[int, tuple[Quote, bool, dict[str, Any]]] = {}
+
+
+def _priced(pricer: Pricer, target: PriceTarget, counts: Sequence[int], per_text: list[Quote], cached: int,
+            reserved: int | None, service_tier: str | None, batch: bool) -> dict[str, Any]:
+    """The priced fields of a block (see :func:`model_block`)."""
+    assert target.provider is not None and target.model is not None
     first = per_text[0]
     breakdown: dict[str, Decimal] = {}
     for q in per_text:
@@ -129,7 +186,7 @@ def model_block(info: ModelInfo, counts: Sequence[int], batch: bool, pricer: Pri
     total = sum((q.total for q in per_text), Decimal(0))
     tiers = [q.tier.as_dict() if q.tier is not None else None for q in per_text]
     version = pricer.data.provenance.version
-    block.update(
+    return dict(
         input_price_per_million=_per_million(first, "input_tokens"),
         cached_input_price_per_million=_per_million(first, "cache_read_tokens"),
         output_price_per_million=_per_million(first, "output_tokens"),
@@ -146,7 +203,6 @@ def model_block(info: ModelInfo, counts: Sequence[int], batch: bool, pricer: Pri
             "tier": tiers if batch else tiers[0], "service_tier": service_tier, "data_version": version,
         },
     )
-    return block
 
 
 def quotes_by_kind(block: dict[str, Any]) -> dict[str, tuple[int, Decimal]]:

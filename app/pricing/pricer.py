@@ -19,7 +19,7 @@ from genai_prices import Usage
 from genai_prices.types import ModelInfo, Provider
 
 from .data import PriceData
-from .quote import USAGE_KEYS, Quote, price_usage
+from .quote import USAGE_KEYS, Quote, price_key, price_usage, resolved_prices
 
 # Each provider's own token-counting endpoint, for the models this service cannot count (no public tokenizer).
 COUNTING_ENDPOINTS: dict[str, str] = {
@@ -37,6 +37,10 @@ SERVICE_TIERS: dict[str, dict[str, str]] = {
     "fast": {"service_tier": "fast"},
     "batch": {"processing": "batch"},
 }
+
+
+#: Most quotes :meth:`Pricer.quote` keeps for reuse (the cache is emptied when full).
+QUOTE_CACHE = 4096
 
 
 class PricingError(ValueError):
@@ -77,6 +81,7 @@ class Pricer:
 
     data: PriceData
     _ids: dict[str, list[str]] = field(default_factory=dict, init=False)
+    _quotes: dict[tuple[Any, ...], Quote] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._ids = {p.id: [m.id for m in p.models] for p in self.data.providers}
@@ -143,21 +148,37 @@ class Pricer:
         return ctx
 
     def quote(self, provider: Provider, model: ModelInfo, usage: Usage, *, timestamp: datetime | None = None,
-              service_tier: str | None = None, price_context: Mapping[str, str] | None = None) -> Quote:
+              service_tier: str | None = None, price_context: Mapping[str, str] | None = None,
+              reuse: bool = False) -> Quote:
         """Price ``usage`` at ``timestamp`` (default now, UTC; naive means UTC). PricingError for bad usage or an
-        unavailable service tier."""
+        unavailable service tier. ``reuse``: return the quote already made for the same model, integer usage,
+        context and price set (its ``timestamp`` is then that quote's; the amounts are the same by construction)."""
         when = timestamp or datetime.now(tz=UTC)
         if when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
         ctx = self.context(provider, model, service_tier, price_context, when)
+        prices = resolved_prices(model, provider, when, ctx)
+        key: tuple[Any, ...] | None = None
+        if reuse:
+            reported = tuple(sorted(vars(usage).items()))
+            if all(type(v) is int for _, v in reported):
+                key = (id(provider), id(model), service_tier, tuple(sorted(ctx.items())), price_key(prices), reported)
+                hit = self._quotes.get(key)
+                if hit is not None:
+                    return hit
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                q = price_usage(model, provider, usage, when, ctx)
+                q = price_usage(model, provider, usage, when, ctx, prices)
         except ValueError as exc:
             raise PricingError("bad_usage", str(exc)) from None
-        return Quote(q.provider, q.model, q.timestamp, q.lines, q.total, q.input_total, q.output_total, q.tier,
-                     service_tier, ctx)
+        q = Quote(q.provider, q.model, q.timestamp, q.lines, q.total, q.input_total, q.output_total, q.tier,
+                  service_tier, ctx)
+        if key is not None:
+            if len(self._quotes) >= QUOTE_CACHE:
+                self._quotes.clear()
+            self._quotes[key] = q
+        return q
 
     def extract(self, response: Any, provider_id: str, api_flavor: str | None = None) -> tuple[str | None, Usage]:
         """(model name or None, usage) from a provider's response or bare usage object, read with genai-prices'

@@ -220,11 +220,18 @@ def _fast_leaves(plan: _Plan, usage: Usage) -> dict[str, Any] | None:
     return leaves
 
 
+def price_key(prices: ModelPrice) -> tuple[tuple[str, int], ...]:
+    """An identity of a resolved price set (its keys and the identities of its values), for caches."""
+    return tuple((k, id(v)) for k, v in vars(prices).items() if v is not None and not k.startswith("_"))
+
+
 def price_usage(model: ModelInfo, provider: Provider, usage: Usage, timestamp: datetime,
-                context: Mapping[str, str] | None = None) -> Quote:
-    """Price ``usage`` (see the module docstring). Raises ValueError for inconsistent usage (a cache read larger
-    than the input, say) or a price set genai-prices refuses."""
-    prices = resolved_prices(model, provider, timestamp, context)
+                context: Mapping[str, str] | None = None, prices: ModelPrice | None = None) -> Quote:
+    """Price ``usage`` (see the module docstring); ``prices``: the set :func:`resolved_prices` gives, if the
+    caller has it. Raises ValueError for inconsistent usage (a cache read larger than the input, say) or a price
+    set genai-prices refuses."""
+    if prices is None:
+        prices = resolved_prices(model, provider, timestamp, context)
     if provider.id == "groq" and model.id in ("whisper-large-v3", "whisper-large-v3-turbo"):
         # genai-prices bills Groq's Whisper for at least 10 seconds (ModelInfo.calc_price)
         usage = copy(usage)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
-
 import base64
+from decimal import Decimal
 
 import pytest
 from fastapi.testclient import TestClient

@@ -192,8 +192,11 @@ def test_switching_tokenizer_and_model(view: Watched, server: LiveServer) -> Non
     context = page.text_content('[data-testid="context-use"]') or ""
     assert context.startswith(f"{usage['count']} / {model['context_window']:,}")
     cost = page.text_content('[data-testid="estimated-cost"]') or ""
-    # the page shows the exact decimal string the service sent
-    assert cost.startswith("$") and cost[1:].split()[0] == model["estimated_input_cost"]
+    # the page shows the exact decimal string the service sent, and the breakdown of the selected model
+    assert cost == "$" + model["estimated_input_cost"]
+    breakdown = page.text_content('[data-testid="price-breakdown"]') or ""
+    assert f"input ${model['price']['breakdown']['input']}" in breakdown
+    assert f"total ${model['price']['total']}" in breakdown
 
 
 def test_compare_view(view: Watched, server: LiveServer) -> None:

@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +82,10 @@ def test_cli_counts_jsonl_and_parquet_exactly(tmp_path: Path, capsys: pytest.Cap
     assert summary["tokens_per_byte"] == pytest.approx(tokens / n_bytes)
     assert summary["chunks"] > 4 and summary["workers"] == 2 and summary["tokenizer"] == info.tokenizer
     assert 0 < summary["worker_cpu_seconds"]
-    assert summary["cost"]["input_cost"] == pytest.approx(info.input_cost(tokens))
+    # genai-prices' gpt-4o input rate, $2.5 per million tokens, as an exact decimal string
+    assert summary["cost"]["input_per_million"] == "2.5"
+    assert summary["cost"]["price_source"] == "genai-prices: openai gpt-4o"
+    assert Decimal(summary["cost"]["input_cost"]) == tokens * Decimal("2.5") / 1_000_000
     bad = {b["key"]: b["error"] for b in summary["bad_row_samples"]}
     assert bad == {k: rows[k]["error"] for k, t in expected.items() if t is None}
     assert bad[f"{data / 'a.jsonl'}:401"] == "column 'text' holds a number, not a string"

@@ -31,6 +31,18 @@ def test_count_with_model_prints_window_and_cost() -> None:
     assert "context window 8192: fits with 100 output tokens reserved" in small.stdout
 
 
+def test_count_with_models_only_the_price_data_knows() -> None:
+    text = "How many tokens is this?"
+    gpt5 = run("count", "--model", "gpt-5", "--max-output-tokens", "10", "--json", stdin=text)
+    assert gpt5.returncode == 0, gpt5.stderr
+    body = json.loads(gpt5.stdout)
+    assert body["tokenizer"] == "o200k_base" and body["count"] == get_encoding("o200k_base").count(text)
+    assert body["price_source"] == "genai-prices: openai gpt-5" and body["context_window"] == 400000
+    claude = run("count", "--model", "claude-sonnet-4-5", stdin=text)
+    assert claude.returncode == 2 and claude.stderr.count("\n") == 1
+    assert "no public tokenizer" in claude.stderr and "/v1/messages/count_tokens" in claude.stderr
+
+
 def test_count_messages(tmp_path: Path) -> None:
     f = tmp_path / "conv.json"
     f.write_text(json.dumps(EXAMPLE_MESSAGES))

@@ -7,13 +7,12 @@ Every route, typed results equal to the engine's own output, the service's error
 
 from __future__ import annotations
 
-from decimal import Decimal
-
 import asyncio
 import json
 import threading
 import time
 from collections.abc import Iterator
+from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any

@@ -51,7 +51,7 @@ def test_service_tiers(pricer: Pricer) -> None:
 
 
 def test_openai_cached_input_rates(pricer: Pricer) -> None:
-    """DESIGN.md section 14: cached input is 10 % of input on gpt-5, 25 % on gpt-4.1, 50 % on gpt-4o."""
+    """OpenAI cached input is 10 % of the input rate on gpt-5, 25 % on gpt-4.1, 50 % on gpt-4o."""
     for name, share in (("gpt-5", Decimal("0.1")), ("gpt-4.1", Decimal("0.25")), ("gpt-4o", Decimal("0.5"))):
         provider, model = pricer.resolve(name, "openai")
         q = pricer.quote(provider, model, Usage(input_tokens=100, cache_read_tokens=50, output_tokens=1))

@@ -162,3 +162,22 @@ def test_breakdown_kinds() -> None:
     assert lines["cache_write_tokens"].quantity == 600 and lines["input_tokens"].quantity == 298_000
     assert lines["output_tokens"].quantity == 100  # reasoning tokens are output
     assert {kind_of(UNITS_BY_PRICE_KEY[line.price_key]) for line in q.lines} <= set(b) | {"other"}
+
+
+def test_non_integer_usage_takes_genai_prices_own_path() -> None:
+    """Float and Decimal usage values (durations, fractional units) skip the integer fast path and still agree."""
+    rng = random.Random(11)
+    providers = bundled().providers
+    checked = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for provider in providers[::3]:
+            for model in provider.models[:10]:
+                base = _usage(rng, model)
+                values = {k: v for k, v in vars(base).items() if not k.startswith("_")}
+                for convert in (float, lambda v: Decimal(v) / 4):
+                    usage = Usage(**{k: convert(v) for k, v in values.items()})
+                    ours, theirs = _ours(provider, model, usage, NOW, None), _theirs(provider, model, usage, NOW, None)
+                    assert ours == theirs, (provider.id, model.id, usage)
+                    checked += 1
+    assert checked >= 100

@@ -18,7 +18,8 @@
   const el = {
     target: $("target"), text: $("text"), tokens: $("tokens"), status: $("status"), tooltip: $("tooltip"),
     count: $("stat-count"), chars: $("stat-chars"), bytes: $("stat-bytes"), bpt: $("stat-bpt"),
-    context: $("stat-context"), cost: $("stat-cost"), bar: $("context-bar"), compareBody: $("compare-body"),
+    context: $("stat-context"), cost: $("stat-cost"), breakdown: $("stat-breakdown"), bar: $("context-bar"),
+    compareBody: $("compare-body"),
     decodeIds: $("decode-ids"), decodeOut: $("decode-out"), auth: $("auth"), authForm: $("auth-form"),
     authToken: $("auth-token"), authMessage: $("auth-message"), forget: $("forget-token"),
   };
@@ -313,15 +314,23 @@
       el.context.textContent = "unknown";
       el.bar.style.width = "0";
     }
-    if (model.estimated_input_cost !== null && model.estimated_input_cost !== undefined) {
-      const cost = model.estimated_input_cost;
-      el.cost.textContent = (model.currency === "USD" ? "$" : model.currency + " ") +
-        (cost === 0 ? "0" : cost < 0.01 ? cost.toPrecision(2) : cost.toFixed(4));
-      el.cost.title = model.input_price_per_million + " " + model.currency + " per million input tokens" +
-        (model.price_as_of ? ", as of " + model.price_as_of : "") + (model.price_note ? "; " + model.price_note : "");
+    // Amounts arrive as exact decimal strings (docs/pricing.md): shown as sent, never through a float.
+    const price = model.price;
+    if (price) {
+      el.cost.textContent = "$" + model.estimated_input_cost;
+      el.cost.title = model.input_price_per_million + " USD per million input tokens (" + model.price_source +
+        "; " + model.price_as_of + ")";
+      const parts = Object.entries(price.breakdown).map(([kind, amount]) => kind.replace(/_/g, " ") + " $" + amount);
+      const reserved = model.output_tokens_reserved;
+      el.breakdown.textContent = parts.join(" · ") + (price.output_priced ? " · total $" + price.total +
+        " (" + numberFmt.format(reserved) + " output tokens reserved)" : " (no output reserved)");
+      el.breakdown.title = price.provider + " " + price.model + ", " + price.data_version +
+        (price.tier ? "; " + price.tier.reason : "");
     } else {
       el.cost.textContent = "no price";
-      el.cost.title = "";
+      el.cost.title = model.price_unavailable || "";
+      el.breakdown.textContent = model.price_unavailable || "–";
+      el.breakdown.title = "";
     }
   }
 

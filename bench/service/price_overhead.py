@@ -1,0 +1,69 @@
+"""What pricing adds to ``/count``: ``{"model": "gpt-4o", ...}`` (count + the priced ``model`` block) against
+``{"tokenizer": "o200k_base", ...}`` (the same count, no block), called through the ASGI interface one request at a
+time, for a ~200 B and a ~4 KB text (issue 26 asks for at most 1.1x).
+
+    python -m bench.service.price_overhead [--requests 2000] [--rounds 7]
+
+Prints microseconds per request (median over interleaved rounds) and the ratio per size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+
+from bench.service.asgi_overhead import call
+
+SENTENCE = "The quick brown fox jumps over the lazy dog. "
+TEXTS = {"200 B": SENTENCE * 4 + "Pack my box.", "4 KB": SENTENCE * 91}
+
+
+def bodies() -> dict[tuple[str, str], bytes]:
+    """(size, variant) -> request body."""
+    out = {}
+    for size, text in TEXTS.items():
+        out[(size, "tokenizer")] = json.dumps({"tokenizer": "o200k_base", "text": text}).encode()
+        out[(size, "model")] = json.dumps({"model": "gpt-4o", "text": text, "max_output_tokens": 100}).encode()
+    return out
+
+
+async def measure(requests: int, rounds: int) -> dict[tuple[str, str], float]:
+    """Median microseconds per request of every (size, variant)."""
+    from app.api.main import create_app
+    from app.core.config import Settings
+
+    app = create_app(Settings(log_level="warning", tokenizers="o200k_base"))
+    timings: dict[tuple[str, str], list[float]] = {}
+    cases = bodies()
+    async with app.router.lifespan_context(app):
+        for body in cases.values():  # warm up every path (caches, first quote of a price set)
+            for _ in range(50):
+                await call(app, "/count", body)
+        for r in range(rounds):
+            order = list(cases) if r % 2 == 0 else list(reversed(cases))
+            for key in order:
+                body = cases[key]
+                start = time.perf_counter()
+                for _ in range(requests):
+                    await call(app, "/count", body)
+                timings.setdefault(key, []).append((time.perf_counter() - start) / requests * 1e6)
+    return {k: statistics.median(v) for k, v in timings.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    result = asyncio.run(measure(args.requests, args.rounds))
+    for size in TEXTS:
+        plain, priced = result[(size, "tokenizer")], result[(size, "model")]
+        print(f"{size:>5}: /count tokenizer {plain:7.1f} us   /count model {priced:7.1f} us   "
+              f"ratio {priced / plain:.3f}")
+
+
+if __name__ == "__main__":
+    main()
