@@ -33,8 +33,15 @@ async def list_models(request: Request) -> dict[str, Any]:
 @router.post("/tokenize", responses=ERRORS, openapi_extra=body_schema("TokenizeRequest"), tags=["compatibility"],
              summary="vLLM-compatible tokenize (prompt or messages)")
 async def tokenize(request: Request) -> Response:
-    """``{count, max_model_len, tokens[, token_strs]}`` as vLLM answers. Unlike vLLM, ``prompt`` is always ordinary
-    text: special-token strings in it are not parsed."""
+    """``{count, max_model_len, tokens[, token_strs]}`` as vLLM answers, with vLLM's options honoured
+    (``chat_template_kwargs``, ``continue_final_message``, ``add_generation_prompt``, ``add_special_tokens``,
+    ``tools``, ``return_token_strs``; ``model`` optional with a default model). A caller's ``chat_template`` is a
+    422 unless the operator allows it; any other field this service cannot honour is a 422 naming it.
+
+    Differences from vLLM: text is always ordinary text. vLLM parses special-token strings in ``prompt`` and turns
+    role-marker look-alikes typed in ``messages`` into control tokens; here they stay text (the chat framing alone
+    adds control tokens). ``token_strs`` are each token's text (base64 of its bytes when not valid UTF-8 on their
+    own), not vocabulary strings such as ``Ġworld``."""
     return await run_op(request, compat_ops.tokenize, "/tokenize")
 
 
