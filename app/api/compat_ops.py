@@ -13,11 +13,13 @@ import time
 from collections.abc import MutableMapping
 from typing import Any
 
+import orjson
+
 from app.core.model_table import ModelInfo
 from app.engine import Tokenizer
 from app.engine.errors import InvalidTokenIdError, UnknownTokenizerError
 
-from . import metrics
+from . import llamacpp_ops, metrics
 from .chat_ops import chat_conversation, chat_framing
 from .chat_options import ChatOptions, framed_ids, refuse, resolve_model
 from .deps import ServiceState
@@ -72,6 +74,18 @@ def _vllm_chat_options(req: TokenizeRequest) -> ChatOptions:
                        variables=req.chat_template_kwargs or None, template_source=req.chat_template)
 
 
+def tokenize_either(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> OpResult:
+    """``POST /tokenize``: llama.cpp's when the body has ``content`` and neither ``prompt`` nor ``messages``
+    (:func:`app.api.llamacpp_ops.tokenize`), else vLLM's (:func:`tokenize`)."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        data = None
+    if isinstance(data, dict) and "content" in data and "prompt" not in data and "messages" not in data:
+        return llamacpp_ops.tokenize(svc, body, labels)
+    return tokenize(svc, body, labels)
+
+
 def tokenize(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> OpResult:
     """vLLM's ``POST /tokenize``: ``{count, max_model_len, tokens[, token_strs]}`` for ``prompt`` or ``messages``,
     with vLLM's options (``vllm/entrypoints/serve/tokenize/protocol.py``); an option this service cannot honour is
@@ -110,7 +124,8 @@ def tokenize(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -
 
 
 def detokenize(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> OpResult:
-    """vLLM's ``POST /detokenize``: ``{"prompt": text}``; 422 naming an id outside the vocabulary."""
+    """``POST /detokenize`` for vLLM and llama.cpp clients alike (both send ``{tokens}``): ``{"prompt": text,
+    "content": text}`` (vLLM reads ``prompt``, llama.cpp ``content``); 422 naming an id outside the vocabulary."""
     timings: dict[str, float] = {}
     req = _timed(timings, "parse", lambda: parse(DetokenizeRequest, body))
     _, enc = _model_tokenizer(svc, resolve_model(svc, req.model), labels)
@@ -118,7 +133,7 @@ def detokenize(svc: ServiceState, body: bytes, labels: MutableMapping[str, str])
     start = time.perf_counter()
     text = _decode(enc, req.tokens, False)
     timings["tokenize"] = time.perf_counter() - start
-    return OpResult(_dumps({"prompt": text}), enc.name, len(req.tokens), 0, timings)
+    return OpResult(_dumps({"prompt": text, "content": text}), enc.name, len(req.tokens), 0, timings)
 
 
 def tokenizer_info(svc: ServiceState, model: str | None) -> dict[str, Any]:
