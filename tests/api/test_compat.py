@@ -34,7 +34,7 @@ def test_vllm_tokenize_and_detokenize(client: TestClient) -> None:
     assert chat.json()["tokens"] == client.post("/encode", json={"model": "gpt-oss-20b", "messages": [
         {"role": "user", "content": "Hi"}]}).json()["ids"]
     d = client.post("/detokenize", json={"model": "llama-3.1-8b-instruct", "tokens": body["tokens"]})
-    assert d.json() == {"prompt": enc.decode(body["tokens"])}
+    assert d.json() == {"prompt": enc.decode(body["tokens"]), "content": enc.decode(body["tokens"])}  # + llama.cpp
     bad = client.post("/detokenize", json={"model": "gpt-4o", "tokens": [10 ** 9]})
     assert bad.status_code == 422 and bad.json()["error"]["type"] == "invalid_token_id"
     assert client.post("/tokenize", json={"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}]}
@@ -150,10 +150,44 @@ def test_vllm_caller_chat_template(client: TestClient) -> None:
         assert evil.status_code == 422
         assert _tokenize(c, prompt="Hi").json()["tokens"] == get_encoding("qwen3").encode("Hi")  # default model
         ids = get_encoding("qwen3").encode("Hi")
-        assert c.post("/detokenize", json={"tokens": ids}).json() == {"prompt": "Hi"}
+        assert c.post("/detokenize", json={"tokens": ids}).json()["prompt"] == "Hi"
         info = c.get("/tokenizer_info").json()
         assert info["eos_token"] == "<|im_end|>" and info["chat_template"] == source
         assert info["model_max_length"] == 32768 and info["added_tokens_decoder"]["151645"]["content"] == "<|im_end|>"
     assert client.get("/tokenizer_info").status_code == 422  # no default model
     assert client.get("/tokenizer_info", params={"model": "llama-3.1-8b-instruct"}).json()["bos_token"] == (
         "<|begin_of_text|>")
+
+
+#: Every field of vLLM's /tokenize (``vllm/entrypoints/serve/tokenize/protocol.py``: TokenizeCompletionRequest |
+#: TokenizeChatRequest) and /detokenize, with what this service does with it.
+VLLM_TOKENIZE = {"model": "honoured", "prompt": "honoured", "messages": "honoured", "add_generation_prompt": "honoured",
+                 "return_token_strs": "honoured", "continue_final_message": "honoured",
+                 "add_special_tokens": "honoured", "chat_template": "refused unless allowed",
+                 "chat_template_kwargs": "honoured", "media_io_kwargs": "refused unless empty",
+                 "mm_processor_kwargs": "refused unless empty", "tools": "honoured"}
+
+
+def test_every_vllm_field_is_honoured_or_refused(client: TestClient) -> None:
+    """Each field changes the answer as vLLM's does, or is refused by name; none is silently ignored."""
+    from app.api.schemas import DetokenizeRequest, TokenizeRequest
+
+    assert set(TokenizeRequest.model_fields) == set(VLLM_TOKENIZE)
+    assert set(DetokenizeRequest.model_fields) == {"model", "tokens"}
+    msgs = [{"role": "user", "content": "Weather in Paris?"}]
+    base = {"model": "llama-3.1-8b-instruct", "messages": msgs}
+    plain = _tokenize(client, **base).json()
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    assert _tokenize(client, **base, tools=tools).json()["count"] > plain["count"]
+    assert _tokenize(client, **base, add_generation_prompt=False).json()["count"] < plain["count"]
+    assert _tokenize(client, **base, add_special_tokens=True).json()["count"] == plain["count"] + 1
+    assert len(_tokenize(client, **base, return_token_strs=True).json()["token_strs"]) == plain["count"]
+    assert "token_strs" not in plain
+    prompt = _tokenize(client, model="llama-3.1-8b-instruct", prompt="Hi").json()["tokens"]
+    assert prompt[0] == 128000 and _tokenize(client, model="llama-3.1-8b-instruct", prompt="Hi",
+                                             add_special_tokens=False).json()["tokens"] == prompt[1:]
+    for field, value in (("chat_template", "{{ messages }}"), ("media_io_kwargs", {"image": {}}),
+                         ("mm_processor_kwargs", {"x": 1})):
+        r = _tokenize(client, **base, **{field: value})
+        assert r.status_code == 422 and r.json()["error"]["details"]["field"] == field
+    # model, prompt, messages, continue_final_message, chat_template_kwargs: the tests above
