@@ -411,3 +411,20 @@ def test_default_model(tmp_path: Path) -> None:
 def test_model_required_without_default(client: TestClient) -> None:
     r = client.post("/v1/responses/input_tokens", json={"input": "Hi"})
     assert r.status_code == 422 and r.json()["error"]["details"]["field"] == "model"
+
+
+HOSTILE_BODIES = [b"[]", b"null", b'"x"', b"{", b'{"input": {"a": 1}}', b'{"messages": "x"}', b'{"content": 5}',
+                  b'{"model": "qwen3-8b", "input": [null, 1, "x"]}', b'{"model": "qwen3-8b", "input": "\\ud800"}',
+                  b'{"model": "qwen3-8b", "messages": [{"role": "user", "content": [{"type": "text"}]}]}',
+                  b'{"model": "qwen3-8b", "messages": [{"role": "assistant", "content": [{"type": "tool_use", '
+                  b'"id": "t", "name": "f", "input": [1]}]}]}',
+                  b'{"model": "qwen3-8b", "tools": [{"name": "f", "input_schema": 3}], "messages": []}',
+                  b'{"model": "qwen3-8b", "prompt": "x", "messages": []}', b'{"content": "x", "model": "nope"}']
+
+
+@pytest.mark.parametrize("path", ["/v1/responses/input_tokens", "/v1/messages/count_tokens", "/tokenize",
+                                  "/apply-template", "/utils/token_counter", "/detokenize"])
+def test_malformed_bodies_are_4xx(client: TestClient, path: str) -> None:
+    for body in HOSTILE_BODIES:
+        r = client.post(path, content=body, headers={"content-type": "application/json"})
+        assert 400 <= r.status_code < 500 and "error" in r.json(), (path, body, r.status_code, r.text)
