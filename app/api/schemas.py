@@ -423,8 +423,8 @@ class ErrorResponse(BaseModel):
 
 
 class _Compat(_Strict):
-    """Request bodies of other servers' shapes: strict types, but fields this service does not use (vLLM's
-    ``chat_template_kwargs``, ``mm_processor_kwargs``, …) are ignored rather than refused, so clients work unchanged."""
+    """Request bodies of other servers' shapes: strict types; unknown fields are ignored (TEI's bodies), unless the
+    model refuses them (vLLM's: ``extra="forbid"``, so no option that changes a count is silently dropped)."""
 
     model_config = ConfigDict(strict=True, extra="ignore")
 
