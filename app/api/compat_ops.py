@@ -6,7 +6,7 @@ Per-token details (vLLM's ``token_strs``, TEI's token objects) are bounded by ``
 ``/encode``: a 413 decided before that work.
 
 Same safety rule as everywhere: input text is ordinary text. vLLM and TEI parse special-token strings typed in a
-prompt into control tokens; here they stay text (the tokenizer's own framing is added only by
+prompt (vLLM also in messages) into control tokens; here they stay text (the tokenizer's own framing is added only by
 ``add_special_tokens``, and chat framing only by ``messages``).
 """
 
@@ -16,12 +16,15 @@ import time
 from collections.abc import MutableMapping
 from typing import Any
 
+import orjson
+
 from app.core.model_table import ModelInfo
 from app.engine import Tokenizer
 from app.engine.errors import InvalidTokenIdError, UnknownTokenizerError
 
-from . import metrics
-from .chat_ops import chat_conversation, chat_framing, chat_ids
+from . import llamacpp_ops, metrics
+from .chat_ops import chat_conversation, chat_framing
+from .chat_options import ChatOptions, framed_ids, refuse, resolve_model
 from .deps import ServiceState
 from .errors import ApiError
 from .ops import (
@@ -65,20 +68,61 @@ def _decode(enc: Tokenizer, ids: list[int], skip_special: bool) -> str:
 # ---------------------------------------------------------------------------- vLLM
 
 
+#: Fields of vLLM's chat form that a ``prompt`` request may not carry (vLLM would ignore them).
+CHAT_ONLY = ("tools", "add_generation_prompt", "continue_final_message", "chat_template", "chat_template_kwargs",
+             "mm_processor_kwargs", "media_io_kwargs")
+
+
+def _vllm_chat_options(req: TokenizeRequest) -> ChatOptions:
+    for name in ("mm_processor_kwargs", "media_io_kwargs"):
+        if getattr(req, name):
+            raise refuse(name, "multimodal inputs are not supported (this service counts text); only null or {}")
+    agp = req.add_generation_prompt
+    if req.continue_final_message:
+        if agp:
+            raise refuse("continue_final_message", "cannot be set together with add_generation_prompt: true (as "
+                         "in vLLM)")
+        agp = False
+    return ChatOptions(add_generation_prompt=True if agp is None else agp,
+                       continue_final_message=req.continue_final_message,
+                       variables=req.chat_template_kwargs or None, template_source=req.chat_template)
+
+
+def tokenize_either(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> OpResult:
+    """``POST /tokenize``: llama.cpp's when the body has ``content`` and neither ``prompt`` nor ``messages``
+    (:func:`app.api.llamacpp_ops.tokenize`), else vLLM's (:func:`tokenize`)."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        data = None
+    if isinstance(data, dict) and "content" in data and "prompt" not in data and "messages" not in data:
+        return llamacpp_ops.tokenize(svc, body, labels)
+    return tokenize(svc, body, labels)
+
+
 def tokenize(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> OpResult:
-    """vLLM's ``POST /tokenize``: ``{count, max_model_len, tokens[, token_strs]}`` for ``prompt`` or ``messages``."""
+    """vLLM's ``POST /tokenize``: ``{count, max_model_len, tokens[, token_strs]}`` for ``prompt`` or ``messages``,
+    with vLLM's options (``vllm/entrypoints/serve/tokenize/protocol.py``); an option this service cannot honour is
+    a 422 naming it."""
     timings: dict[str, float] = {}
     req = _timed(timings, "parse", lambda: parse(TokenizeRequest, body))
+    model = resolve_model(svc, req.model)
     if req.messages is not None:
-        enc, info, framing = chat_framing(svc, req.model, labels)
+        options = _vllm_chat_options(req)
+        enc, info, framing = chat_framing(svc, model, labels)
         if not framing.ids_public:
-            raise ApiError(422, "ids_not_public", f"model {req.model!r} frames messages with tokens that are not "
-                           "public; POST /count gives the billed count", {"model": req.model})
+            raise ApiError(422, "ids_not_public", f"model {model!r} frames messages with tokens that are not "
+                           "public; POST /count gives the billed count", {"model": model})
         conv, nbytes = chat_conversation(svc, req.messages, req.tools)
         start = time.perf_counter()
-        ids = chat_ids(enc, framing, conv, req.add_generation_prompt)
+        ids = framed_ids(svc, enc, framing, conv, options)
+        if req.add_special_tokens:
+            ids = [*enc.template.prefix_ids, *ids, *enc.template.suffix_ids]
     else:
-        info, enc = _model_tokenizer(svc, req.model, labels)
+        given = [name for name in CHAT_ONLY if name in req.model_fields_set]
+        if given:
+            raise refuse(given[0], "belongs to the 'messages' form of /tokenize, not to 'prompt'")
+        info, enc = _model_tokenizer(svc, model, labels)
         prompt = req.prompt or ""
         _check_chars(svc, len(prompt))
         nbytes = utf8_len(prompt, "prompt")
@@ -87,7 +131,7 @@ def tokenize(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -
             specials = len(template.prefix_ids) + len(template.suffix_ids) if req.add_special_tokens else 0
             check_detail_texts(svc, enc, [prompt], specials, 0, nbytes, "return_token_strs")
         start = time.perf_counter()
-        ids = enc.encode(prompt, add_special_tokens=req.add_special_tokens)
+        ids = enc.encode(prompt, add_special_tokens=req.add_special_tokens is not False)
     timings["tokenize"] = time.perf_counter() - start
     if req.return_token_strs:  # messages: the framed ids are the count (ids alone are not limited)
         check_detail_count(svc, len(ids), "return_token_strs")
@@ -100,15 +144,40 @@ def tokenize(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -
 
 
 def detokenize(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> OpResult:
-    """vLLM's ``POST /detokenize``: ``{"prompt": text}``; 422 naming an id outside the vocabulary."""
+    """``POST /detokenize`` for vLLM and llama.cpp clients alike (both send ``{tokens}``): ``{"prompt": text,
+    "content": text}`` (vLLM reads ``prompt``, llama.cpp ``content``); 422 naming an id outside the vocabulary."""
     timings: dict[str, float] = {}
     req = _timed(timings, "parse", lambda: parse(DetokenizeRequest, body))
-    _, enc = _model_tokenizer(svc, req.model, labels)
+    _, enc = _model_tokenizer(svc, resolve_model(svc, req.model), labels)
     _check_ids(svc, len(req.tokens))
     start = time.perf_counter()
     text = _decode(enc, req.tokens, False)
     timings["tokenize"] = time.perf_counter() - start
-    return OpResult(_dumps({"prompt": text}), enc.name, len(req.tokens), 0, timings)
+    return OpResult(_dumps({"prompt": text, "content": text}), enc.name, len(req.tokens), 0, timings)
+
+
+def tokenizer_info(svc: ServiceState, model: str | None) -> dict[str, Any]:
+    """vLLM's ``GET /tokenizer_info``: the model's tokenizer configuration in the keys of a ``tokenizer_config.json``
+    (``vllm/entrypoints/serve/tokenize/serving.py``, ``TokenizerInfo``): ``tokenizer_class``, ``model_max_length``,
+    the special-token strings of its chat template's variables (``bos_token``, ``eos_token``, …), ``chat_template``
+    for a Jinja-framed model, and ``added_tokens_decoder`` (id -> {content, special}). ``tokenizer_class`` names this
+    service's family (``byte_bpe``, ``sentencepiece``, …), not a transformers class."""
+    name = resolve_model(svc, model)
+    info = svc.model(name)
+    enc = svc.encoding(info.tokenizer)
+    spec = enc.spec
+    out: dict[str, Any] = {"tokenizer_class": spec.kind if spec else "byte_bpe", "name_or_path": enc.name,
+                           "model_max_length": info.context_window}
+    chat = info.chat or {}
+    if chat.get("framing") == "jinja":
+        source = svc.chat.templates[chat["template"]]
+        out.update(source.variables)
+        out["chat_template"] = source.text
+    out["added_tokens_decoder"] = {
+        str(i): {"content": t, "special": True} for t, i in sorted(enc.special_tokens.items(), key=lambda x: x[1])}
+    out["added_tokens_decoder"].update({
+        str(i): {"content": t, "special": False} for t, i in sorted(enc.added_tokens.items(), key=lambda x: x[1])})
+    return out
 
 
 # ---------------------------------------------------------------------------- TEI

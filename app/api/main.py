@@ -46,6 +46,10 @@ Llama 3.
 * `messages` (chat conversations) on `/count` and `/encode` are framed as the model frames them (OpenAI's published
   counting rules, Harmony for gpt-oss, the model's own chat template); `GET /models` says which models support it.
   `/tokenize`, `/detokenize` (vLLM) and `/tei/{model}/tokenize`, `/tei/{model}/decode` (TEI) answer in those shapes.
+* Existing clients count unchanged: `/v1/responses/input_tokens` (OpenAI SDK), `/v1/messages/count_tokens`
+  (Anthropic SDK), llama.cpp's `/tokenize` (`content`), `/detokenize`, `/apply-template`, vLLM's `/tokenizer_info`
+  and LiteLLM's `/utils/token_counter`; each route's description states its differences from the original server
+  (docs/compatibility.md has the table).
 """
 
 

@@ -20,6 +20,8 @@ from .price_schemas import PriceRequest
 from .schemas import REQUEST_MODELS
 
 _FASTAPI_ERRORS = ("HTTPValidationError", "ValidationError")
+#: Request models whose ``model`` may be left out when the service has a default model (``TOKENIZER_DEFAULT_MODEL``).
+MODEL_OPTIONAL_WITH_DEFAULT = ("TokenizeRequest", "DetokenizeRequest")
 _REF = "#/components/schemas/{model}"
 
 
@@ -34,6 +36,12 @@ def build(app: FastAPI) -> dict[str, Any]:
     _, defs = models_json_schema([(m, "validation") for m in models], ref_template=_REF)
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     components.update(defs.get("$defs", {}))
+    settings = getattr(app.state, "settings", None)
+    if settings is not None and settings.default_model is None:  # no default model: these requests must name one
+        for name in MODEL_OPTIONAL_WITH_DEFAULT:
+            required = components[name].setdefault("required", [])
+            if "model" not in required:
+                required.insert(0, "model")
     fastapi_error = _REF.format(model=_FASTAPI_ERRORS[0])
     for operations in schema.get("paths", {}).values():
         for operation in operations.values():

@@ -439,32 +439,54 @@ class ErrorResponse(BaseModel):
 
 
 class _Compat(_Strict):
-    """Request bodies of other servers' shapes: strict types, but fields this service does not use (vLLM's
-    ``chat_template_kwargs``, ``mm_processor_kwargs``, …) are ignored rather than refused, so clients work unchanged."""
+    """Request bodies of other servers' shapes: strict types; unknown fields are ignored (TEI's bodies), unless the
+    model refuses them (vLLM's: ``extra="forbid"``, so no option that changes a count is silently dropped)."""
 
     model_config = ConfigDict(strict=True, extra="ignore")
 
 
 class TokenizeRequest(_Compat):
-    """Body of the vLLM-compatible ``POST /tokenize``: exactly one of ``prompt`` or ``messages``.
+    """Body of the vLLM-compatible ``POST /tokenize``: exactly one of ``prompt`` or ``messages``, with vLLM's fields
+    (``vllm/entrypoints/serve/tokenize/protocol.py``: ``TokenizeCompletionRequest`` | ``TokenizeChatRequest``).
 
-    ``add_special_tokens`` applies to ``prompt`` (the tokenizer's own BOS/EOS); with ``messages`` the model's chat
-    framing decides every special token."""
+    Unlike vLLM (which ignores unknown fields), a field this service does not know, or one of the other form's
+    fields (``tools`` with ``prompt``), is a 422 naming it."""
 
     exactly_one: ClassVar[Groups] = (("prompt", "messages"),)
-    model_config = ConfigDict(json_schema_extra={"examples": [
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
         {"model": "llama-3.1-8b-instruct", "prompt": "Hello!", "return_token_strs": True},
         {"model": "gpt-oss-20b", "messages": [{"role": "user", "content": "Hello!"}]},
+        {"model": "qwen3-8b", "messages": [{"role": "user", "content": "Hello!"}],
+         "chat_template_kwargs": {"enable_thinking": False}},
+        {"model": "qwen3-8b", "messages": [{"role": "user", "content": "Write a haiku."},
+                                           {"role": "assistant", "content": "Autumn moon"}],
+         "add_generation_prompt": False, "continue_final_message": True},
     ]})
 
-    model: Name = Field(description="model name (snapshots resolve), see GET /models")
+    model: Name | None = Field(None, description="model name (snapshots resolve), see GET /models; optional when "
+                               "the service has a default model (TOKENIZER_DEFAULT_MODEL)")
     prompt: str | None = Field(None, description="one text (always ordinary text)")
     messages: list[dict[str, Any]] | None = Field(None, description="a chat conversation, framed as the model "
                                                   "frames it")
     tools: list[dict[str, Any]] | None = Field(None, description="OpenAI function tools (with 'messages')")
-    add_generation_prompt: bool = Field(True, description="with 'messages': end with the assistant's turn header")
-    add_special_tokens: bool = Field(True, description="with 'prompt': the tokenizer's own template (BOS for Llama 3)")
-    return_token_strs: bool = Field(False, description="also return each token as text")
+    add_generation_prompt: bool | None = Field(None, description="with 'messages': end with the assistant's turn "
+                                               "header (default true; false when continue_final_message is set)")
+    continue_final_message: bool = Field(False, description="with 'messages': leave the last message open (the "
+                                         "model continues it); Jinja-framed models only")
+    add_special_tokens: bool | None = Field(None, description="the tokenizer's own template (BOS for Llama 3): "
+                                            "default true with 'prompt', false with 'messages' (then added on top "
+                                            "of the chat framing, as vLLM does)")
+    return_token_strs: bool | None = Field(False, description="also return each token as text (base64 of its "
+                                           "bytes when they are not valid UTF-8 on their own)")
+    chat_template: str | None = Field(None, description="a caller's Jinja chat template: refused (422) unless the "
+                                      "operator allows it (TOKENIZER_ALLOW_REQUEST_CHAT_TEMPLATE); rendered in the "
+                                      "sandbox then")
+    chat_template_kwargs: dict[str, Any] | None = Field(None, description="extra chat-template variables, e.g. "
+                                                        "{\"enable_thinking\": false} for Qwen3; Jinja-framed models "
+                                                        "only")
+    mm_processor_kwargs: dict[str, Any] | None = Field(None, description="multimodal options: only null or {} "
+                                                       "(this service counts text)")
+    media_io_kwargs: dict[str, Any] | None = Field(None, description="multimodal options: only null or {}")
 
     @model_validator(mode="after")
     def _input(self) -> Any:
@@ -476,10 +498,11 @@ class TokenizeRequest(_Compat):
 class DetokenizeRequest(_Compat):
     """Body of the vLLM-compatible ``POST /detokenize``."""
 
-    model_config = ConfigDict(json_schema_extra={"examples": [{"model": "llama-3.1-8b-instruct",
-                                                               "tokens": [128000, 9906, 0]}]})
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"model": "llama-3.1-8b-instruct", "tokens": [128000, 9906, 0]}]})
 
-    model: Name = Field(description="model name (snapshots resolve), see GET /models")
+    model: Name | None = Field(None, description="model name (snapshots resolve), see GET /models; optional with a "
+                               "default model")
     tokens: list[int] = Field(description="token ids")
 
 

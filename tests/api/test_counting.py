@@ -411,3 +411,36 @@ def test_default_model(tmp_path: Path) -> None:
 def test_model_required_without_default(client: TestClient) -> None:
     r = client.post("/v1/responses/input_tokens", json={"input": "Hi"})
     assert r.status_code == 422 and r.json()["error"]["details"]["field"] == "model"
+
+
+HOSTILE_BODIES = [b"[]", b"null", b'"x"', b"{", b'{"input": {"a": 1}}', b'{"messages": "x"}', b'{"content": 5}',
+                  b'{"model": "qwen3-8b", "input": [null, 1, "x"]}', b'{"model": "qwen3-8b", "input": "\\ud800"}',
+                  b'{"model": "qwen3-8b", "messages": [{"role": "user", "content": [{"type": "text"}]}]}',
+                  b'{"model": "qwen3-8b", "messages": [{"role": "assistant", "content": [{"type": "tool_use", '
+                  b'"id": "t", "name": "f", "input": [1]}]}]}',
+                  b'{"model": "qwen3-8b", "tools": [{"name": "f", "input_schema": 3}], "messages": []}',
+                  b'{"model": "qwen3-8b", "prompt": "x", "messages": []}', b'{"content": "x", "model": "nope"}']
+
+
+@pytest.mark.parametrize("path", ["/v1/responses/input_tokens", "/v1/messages/count_tokens", "/tokenize",
+                                  "/apply-template", "/utils/token_counter", "/detokenize"])
+def test_malformed_bodies_are_4xx(client: TestClient, path: str) -> None:
+    for body in HOSTILE_BODIES:
+        r = client.post(path, content=body, headers={"content-type": "application/json"})
+        assert 400 <= r.status_code < 500 and "error" in r.json(), (path, body, r.status_code, r.text)
+
+
+def test_sdks_with_auth(live_server: Any) -> None:
+    """With a bearer token on, the OpenAI SDK sends it as its api_key and the Anthropic SDK as its auth_token."""
+    server = live_server(env={"TOKENIZER_TOKENIZERS": "qwen3", "TOKENIZER_AUTH_TOKEN": "s3cret",
+                              "TOKENIZER_DEFAULT_MODEL": "qwen3-8b"})
+    oa = openai.OpenAI(base_url=f"{server.url}/v1", api_key="s3cret", max_retries=0)
+    an = anthropic.Anthropic(base_url=server.url, auth_token="s3cret", max_retries=0)
+    msgs = [{"role": "user", "content": "Hi"}]
+    with server.client(headers={"authorization": "Bearer s3cret"}) as c:
+        want = c.post("/count", json={"model": "qwen3-8b", "messages": msgs}).json()["count"]
+    assert oa.responses.input_tokens.count(input="Hi").input_tokens == want  # the default model
+    assert an.messages.count_tokens(model="qwen3-8b", messages=[_message("user", "Hi")]).input_tokens == want
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=f"{server.url}/v1", api_key="wrong", max_retries=0).responses.input_tokens.count(
+            input="Hi")

@@ -31,17 +31,30 @@ async def list_models(request: Request) -> dict[str, Any]:
 
 
 @router.post("/tokenize", responses=ERRORS, openapi_extra=body_schema("TokenizeRequest"), tags=["compatibility"],
-             summary="vLLM-compatible tokenize (prompt or messages)")
+             summary="vLLM- and llama.cpp-compatible tokenize")
 async def tokenize(request: Request) -> Response:
-    """``{count, max_model_len, tokens[, token_strs]}`` as vLLM answers. Unlike vLLM, ``prompt`` is always ordinary
-    text: special-token strings in it are not parsed."""
-    return await run_op(request, compat_ops.tokenize, "/tokenize")
+    """``{count, max_model_len, tokens[, token_strs]}`` as vLLM answers, with vLLM's options honoured
+    (``chat_template_kwargs``, ``continue_final_message``, ``add_generation_prompt``, ``add_special_tokens``,
+    ``tools``, ``return_token_strs``; ``model`` optional with a default model). A caller's ``chat_template`` is a
+    422 unless the operator allows it; any other field this service cannot honour is a 422 naming it.
+
+    Differences from vLLM: text is always ordinary text. vLLM parses special-token strings in ``prompt`` and turns
+    role-marker look-alikes typed in ``messages`` into control tokens; here they stay text (the chat framing alone
+    adds control tokens). ``token_strs`` are each token's text (base64 of its bytes when not valid UTF-8 on their
+    own), not vocabulary strings such as ``Ġworld``.
+
+    A body with ``content`` (and neither ``prompt`` nor ``messages``) is llama.cpp's ``/tokenize``: ``content``,
+    ``add_special``, ``with_pieces`` answered as llama.cpp answers (``{"tokens": ids | [{id, piece}]}``). Unlike
+    llama.cpp, whose ``parse_special`` defaults to true, special-token strings in ``content`` stay text
+    (``parse_special: true`` is a 422)."""
+    return await run_op(request, compat_ops.tokenize_either, "/tokenize")
 
 
 @router.post("/detokenize", responses=ERRORS, openapi_extra=body_schema("DetokenizeRequest"), tags=["compatibility"],
-             summary="vLLM-compatible detokenize")
+             summary="vLLM- and llama.cpp-compatible detokenize")
 async def detokenize(request: Request) -> Response:
-    """``{"prompt": text}`` of ``tokens``."""
+    """The text of ``tokens`` as ``{"prompt": text, "content": text}``: vLLM clients read ``prompt``, llama.cpp
+    clients ``content`` (both send ``{tokens}``). ``model`` is optional with a default model."""
     return await run_op(request, compat_ops.detokenize, "/detokenize")
 
 

@@ -3,7 +3,8 @@ transformers (see ``scripts/chat_reference_env.sh``; the project's pinned ``rege
 transformers in the service's own environment). Imports nothing from the project.
 
 stdin: ``{"tokenizer_dir", "chat_template", "items": [{"messages", "tools", "add_generation_prompt",
-"parts": [[kind, value], ...] | null, "kwargs": {...} (optional: more apply_chat_template arguments)}]}`` where ``kind`` is ``"text"`` or ``"special"``.
+"parts": [[kind, value], ...] | null, "kwargs": {...}}]}`` where ``kind`` is ``"text"`` or ``"special"`` and the
+optional ``kwargs`` are more ``apply_chat_template`` arguments (``enable_thinking``, ``continue_final_message``).
 stdout: ``[{"rendered", "ids", "parts_ids" | null} | {"error": str}]``: ``ids`` tokenizes the rendered string as
 ``apply_chat_template(tokenize=True)`` does; ``parts_ids`` encodes the given parts with special-token strings in text
 parts not parsed (``split_special_tokens``), for conversations whose caller text holds role markers.
