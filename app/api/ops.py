@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 import time
 from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field
@@ -54,8 +53,24 @@ class OpResult:
 # ---------------------------------------------------------------------------- parsing
 
 
-#: 19 digits in a row: where orjson may have turned an integer past 64 bits into a float.
-_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+#: The smallest magnitude of a float orjson makes of an integer (one past the 64-bit range).
+_BIG = float(2**63)
+
+
+def _holds_big_float(value: Any) -> bool:
+    """True when a float of magnitude at least 2**63 (what orjson makes of an integer past 64 bits, or such a float
+    literal) occurs anywhere in ``value``. Iterative; strings are not looked into, and a list is looked into item by
+    item only when it holds floats or containers (its item types are gathered at C speed)."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        children = list(node.values()) if type(node) is dict else node
+        kinds = set(map(type, children))
+        if float in kinds and any(type(c) is float and not -_BIG < c < _BIG for c in children):
+            return True
+        if dict in kinds or list in kinds:
+            stack.extend(c for c in children if type(c) is dict or type(c) is list)
+    return False
 
 
 def parse(model: type[M], body: bytes) -> M:
@@ -64,14 +79,15 @@ def parse(model: type[M], body: bytes) -> M:
     orjson parses first (the fast path). Whatever it refuses, and any body whose orjson value fails validation, is
     decided by the standard library's parser instead, so every verdict is the one ``json.loads`` gives (orjson turns
     integers above 64 bits into floats and refuses lone-surrogate escapes, which then get their own 422). A chat
-    body (``messages``, whose values are free JSON) with 19 digits in a row anywhere is read by ``json.loads`` too,
-    so its integers are the exact ones the CLI reads from a file (each framing then prints them as its reference
-    does)."""
+    body (``messages`` and ``tools`` hold free JSON) where orjson produced a float of magnitude 2**63 or more is read
+    by ``json.loads`` too, so its integers are the exact ones the CLI reads from a file (each framing then prints
+    them as its reference does)."""
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError:
         return _validate(model, _loads_or_400(body))
-    if type(data) is dict and "messages" in data and _LONG_DIGITS.search(body) is not None:
+    if type(data) is dict and type(data.get("messages")) is list and _holds_big_float(
+            [data["messages"], data.get("tools")]):
         data = _loads_or_400(body)
     try:
         return _validate(model, data)

@@ -102,10 +102,11 @@ class Settings:
     max_decode_ids: int = _doc("Most token ids in one /decode request (all lists together).", default=4 * 2**20)
     max_text_chars: int = _doc("Most characters in one request's texts together (413 above).", default=16 * 2**20)
     max_detail_tokens: int = _doc(
-        "Most tokens in one /encode request that asks for `return_tokens` or `return_offsets` (413 above, decided "
-        "before that work): those add an object and a pair per token (about 36 bytes of JSON each), so this bounds "
-        "the response (about 10 MB at the default) and the longest moment its construction holds the worker's GIL "
-        "(about 0.1 s at the default on a 2-core machine). Ids alone are not limited by it.",
+        "Most tokens in one request that returns per-token details (413 above, decided before that work): /encode "
+        "with `return_tokens` or `return_offsets` (`messages` included), vLLM's /tokenize with `return_token_strs`, "
+        "TEI's /tei/{model}/tokenize. Those add an object and a pair per token (about 36 bytes of JSON each), so "
+        "this bounds the response (about 10 MB at the default) and the longest moment its construction holds the "
+        "worker's GIL (about 0.1 s at the default on a 2-core machine). Ids alone are not limited by it.",
         default=2**18,
     )
     engine: str | None = _doc(

@@ -52,3 +52,18 @@ def test_atheris_runs_the_harness(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Done 1500 runs" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_chat_json_harness_short_run() -> None:
+    """fuzz/fuzz_chat.py's seeded run (a few seconds): hostile chat JSON through every framing is counted or
+    refused with a short ChatInputError, never another exception."""
+    fuzz_chat = pytest.importorskip("fuzz_chat")
+    assert fuzz_chat.run(seed=1, seconds=4.0) >= 20
+
+
+@settings(max_examples=150, deadline=None)
+@given(payload=st.binary(max_size=64))
+def test_chat_json_harness_on_fuzzer_bytes(payload: bytes) -> None:
+    """The harness's atheris entry point on arbitrary bytes (each byte picks one feature of the conversation)."""
+    fuzz_chat = pytest.importorskip("fuzz_chat")
+    fuzz_chat.check(payload)

@@ -345,6 +345,9 @@ class ChatTemplate:
             raise ChatInputError(f"the chat template tried an unsafe operation: {exc}") from None
         except (jinja2.TemplateError, TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
             raise ChatInputError(f"the chat template cannot render this conversation: {exc}") from None
+        except (OverflowError, RecursionError) as exc:  # not reached within the limits of .limits: a last resort
+            raise ChatInputError(f"the chat template cannot render this conversation: {type(exc).__name__}") \
+                from None
 
     def render_escaped(self, conv: Conversation, *, add_generation_prompt: bool = True) -> str:
         """The template's output with caller text escaped (see the module docstring): its only special-token

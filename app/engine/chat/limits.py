@@ -39,7 +39,8 @@ def preview(value: Any, limit: int = PREVIEW_CHARS) -> str:
 
 def depth_exceeds(value: Any, limit: int) -> bool:
     """True when ``value`` (parsed JSON: dicts, lists, scalars) nests containers more than ``limit`` deep, the value
-    itself at depth 1. Iterative (no recursion), stops at the first container past the limit."""
+    itself at depth 1. Iterative (no recursion), stops at the first container past the limit; a container's items
+    are looked at one by one only when it holds containers (their types are gathered at C speed)."""
     if not isinstance(value, Mapping | list | tuple):
         return False
     stack: list[tuple[Any, int]] = [(value, 1)]
@@ -48,11 +49,18 @@ def depth_exceeds(value: Any, limit: int) -> bool:
         node, depth = pop()
         if depth > limit:
             return True
-        children = node.values() if isinstance(node, Mapping) else node
+        children = list(node.values()) if isinstance(node, Mapping) else node
+        kinds = set(map(type, children))
+        if kinds & _SCALARS == kinds:
+            continue
         for child in children:
             if isinstance(child, Mapping | list | tuple):
                 push((child, depth + 1))
     return False
+
+
+#: Types that hold no JSON value.
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def text_depth_exceeds(text: str, limit: int) -> bool:

@@ -165,6 +165,9 @@ def _tool_call(value: Any, path: str) -> ToolCall:
 
 _MESSAGE_KEYS = frozenset({"role", "content", "name", "tool_calls", "tool_call_id"})
 _ROLE_SET = frozenset(ROLES)
+#: Each role name -> the one string object of :data:`ROLES`: a message keeps that, not the caller's copy (memo keys
+#: of role sequences then hold pointers to five shared strings).
+_CANON = {r: r for r in ROLES}
 _PLAIN = {"role", "content"}
 
 
@@ -188,7 +191,7 @@ def _message(value: Any, path: str) -> ChatMessage:
     if type(value) is dict and value.keys() == _PLAIN:  # the common shape: {"role", "content": str}
         role, content = value["role"], value["content"]
         if type(content) is str and type(role) is str and role in _ROLE_SET:
-            return _plain_message(role, content)
+            return _plain_message(_CANON[role], content)
     if not isinstance(value, Mapping):
         raise ChatInputError(f"{path} must be an object", path)
     if depth_exceeds(value, MAX_JSON_DEPTH):
@@ -215,7 +218,7 @@ def _message(value: Any, path: str) -> ChatMessage:
         raise ChatInputError(f"{path}.tool_call_id: only tool messages answer a tool call", f"{path}.tool_call_id")
     if "content" not in value and not calls:
         raise ChatInputError(f"{path}.content is required", f"{path}.content")
-    return ChatMessage(role=role, content=content, name=name, tool_calls=calls, tool_call_id=call_id,
+    return ChatMessage(role=_CANON[role], content=content, name=name, tool_calls=calls, tool_call_id=call_id,
                        content_given=given, content_parts=parts)
 
 
@@ -248,7 +251,7 @@ def parse_conversation(messages: Any, tools: Any = None) -> Conversation:
         if type(value) is dict and value.keys() == _PLAIN:  # the common shape, inline (see _message)
             role, content = value["role"], value["content"]
             if type(content) is str and type(role) is str and role in _ROLE_SET:
-                append(_plain_message(role, content))
+                append(_plain_message(_CANON[role], content))
                 continue
         append(_message(value, f"messages[{i}]"))  # the path is formatted only for the other shapes
     parsed = tuple(out)

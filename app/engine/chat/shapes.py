@@ -29,12 +29,18 @@ the template could inspect (``~``, ``{% set %}…{% endset %}``, macros, call an
 loops, includes) get no memo. Slots are marked in the output with a private-use character, a per-render random
 nonce and an index; output holding that character anywhere else is not memoised. Any exception during a shape
 render means: render normally.
+
+The memo is bounded in bytes, not entries: each learnt entry and each remembered failure is charged its estimated
+size (:func:`deep_size` of its key, literal pieces, slots and observations; a 1,024-message shape is hundreds of
+kilobytes), and once a template's memo holds :data:`MAX_MEMO_BYTES` it learns nothing more (new shapes render
+normally).
 """
 
 from __future__ import annotations
 
 import re
 import secrets
+import sys
 import threading
 import types
 from collections.abc import Callable, Iterable
@@ -57,9 +63,29 @@ REFUSED_NODES = (nodes.Concat, nodes.AssignBlock, nodes.Macro, nodes.CallBlock, 
 #: Tests whose answer for a ``str`` does not depend on which string it is.
 TYPE_TESTS = frozenset({"string", "defined", "undefined", "none", "mapping", "iterable", "sequence", "number",
                         "integer", "float", "boolean", "true", "false", "callable", "escaped"})
-MAX_SHAPES = 2048
+#: Estimated bytes one template's memo may hold (entries and failure records together), per worker process.
+MAX_MEMO_BYTES = 8 * 2**20
 MAX_ENTRIES_PER_SHAPE = 4
 MAX_FAILURES_PER_SHAPE = 8
+#: Bytes charged for one failure record besides its key (the dict slot and the count).
+_FAILURE_BYTES = 120
+
+
+def deep_size(obj: Any) -> int:
+    """Estimated bytes of ``obj`` and what it holds (tuples, lists, strings, numbers; each object once): an upper
+    bound of what keeping it costs (objects shared with others, such as interned role names, are counted too)."""
+    seen: set[int] = set()
+    total = 0
+    stack = [obj]
+    while stack:
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        total += sys.getsizeof(item)
+        if isinstance(item, tuple | list):
+            stack.extend(item)
+    return total
 
 
 class Unsupported(BaseException):  # noqa: N818 -- a control-flow signal, not an error
@@ -313,6 +339,7 @@ class ShapeMemo:
         self._lock = threading.Lock()
         self._entries: dict[tuple[bool, tuple[str, ...]], list[_Entry]] = {}
         self._failures: dict[tuple[bool, tuple[str, ...]], int] = {}
+        self.bytes = 0  # estimated size of what the memo holds (at most MAX_MEMO_BYTES)
         self._template: Any = None
         self.reason = ""
         if any(SLOT in s for s in (*literals, *self.variables.values())):
@@ -358,18 +385,24 @@ class ShapeMemo:
                     return out
             if len(entries) >= MAX_ENTRIES_PER_SHAPE:
                 return None
-        elif len(self._entries) >= MAX_SHAPES:
+        elif self.bytes >= MAX_MEMO_BYTES:
             return None
         if self._failures.get(key, 0) >= MAX_FAILURES_PER_SHAPE:
             return None
         learnt = self._learn(conv, contents, add_generation_prompt)
         if learnt is None:  # a shape the template keeps refusing to the memo stops costing a second render
             with self._lock:
-                if len(self._failures) < MAX_SHAPES:
+                known = key in self._failures
+                cost = 0 if known else deep_size(key) + _FAILURE_BYTES
+                if known or self.bytes + cost <= MAX_MEMO_BYTES:
                     self._failures[key] = self._failures.get(key, 0) + 1
+                    self.bytes += cost
             return None
         with self._lock:
-            self._entries.setdefault(key, []).append(learnt)
+            cost = learnt.size() + (0 if key in self._entries else deep_size(key))
+            if self.bytes + cost <= MAX_MEMO_BYTES:
+                self._entries.setdefault(key, []).append(learnt)
+                self.bytes += cost
         return learnt.apply(contents)
 
     def disable(self) -> None:
@@ -382,6 +415,7 @@ class ShapeMemo:
         with self._lock:
             self._entries.clear()
             self._failures.clear()
+            self.bytes = 0
 
     def _learn(self, conv: Conversation, contents: list[str], add_generation_prompt: bool) -> _Entry | None:
         rec = _Recorder(contents)
@@ -413,6 +447,10 @@ class _Entry:
         self.literals = literals
         self.slots = slots
         self.observed = observed
+
+    def size(self) -> int:
+        """Estimated bytes this entry keeps alive (:func:`deep_size`)."""
+        return sys.getsizeof(self) + deep_size((self.literals, self.slots, self.observed))
 
     def apply(self, contents: list[str]) -> str | None:
         """The output for ``contents``, or None if one of the recorded observations comes out differently."""

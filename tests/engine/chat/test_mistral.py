@@ -258,3 +258,41 @@ def test_the_property_reached_the_framing() -> None:
     AGREED.clear()
     test_arbitrary_json_agrees_with_mistral_common()
     assert sum(AGREED) >= 3 and len(AGREED) >= 20
+
+
+PATTERNS = ["^[a-z]+$", r"\d{3}-\d{4}", "(?P<x>a)(?P=x)", "[", "a{2,1}", "(?<=a+)b", "a{99999999999}", "*",
+            "(" * 200 + ")" * 200, "\\", "x" * 900]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_tool_patterns_agree_with_mistral_common(pattern: str) -> None:
+    """A ``pattern`` (and a ``patternProperties`` key) is accepted where mistral-common accepts it and refused
+    where it refuses (or fails: ``a{99999999999}`` raises OverflowError there)."""
+    import re
+
+    params = {"type": "object", "properties": {"x": {"type": "string", "pattern": pattern}},
+              "patternProperties": {pattern: {"type": "string"}}}
+    c = {"messages": [{"role": "user", "content": "x"}],
+         "tools": [{"type": "function", "function": {"name": "f", "parameters": params}}]}
+    version, make = CASES["mistral-v3"]
+    mt = _REFS.get("mistral-v3") or _REFS.setdefault("mistral-v3", make())
+    want = reference(mt, c)
+    re.purge()  # the reference compiled the pattern into the cache; ours must not
+    got = ours(MistralFraming(version), get_encoding("mistral-v3"), c)
+    assert isinstance(got, ChatInputError) == isinstance(want, Exception), (pattern[:40], want, got)
+    assert got == want or isinstance(got, ChatInputError)
+    assert not any(pattern in key for key in re._cache)  # type: ignore[attr-defined]
+
+
+def test_check_regex_bounds() -> None:
+    import re
+
+    from app.engine.chat.limits import MAX_PATTERN_CHARS
+    from app.engine.chat.mistral import PatternTooLong, check_regex
+
+    assert check_regex("^ok$") and check_regex(3)
+    with pytest.raises(PatternTooLong):
+        check_regex("a" * (MAX_PATTERN_CHARS + 1))
+    for bad in ("[", "a{99999999999}"):
+        with pytest.raises(re.error):
+            check_regex(bad)

@@ -162,3 +162,43 @@ def test_memo_under_threads_gives_the_single_threaded_counts() -> None:
     alone = TemplateFraming(ChatTemplate(name, src.text, src.variables, enc.special_tokens))
     want = [count_parts(enc, alone.frame(c, add_generation_prompt=agp)) for c, agp in convs]
     assert got == want * 3
+
+
+def _long_shape(rng: random.Random, n: int) -> list[dict[str, Any]]:
+    """``n`` messages alternating user/assistant runs of random lengths: a new role sequence each call."""
+    msgs, role = [], "user"
+    while len(msgs) < n:
+        for _ in range(rng.randint(1, 3)):
+            msgs.append({"role": role, "content": f"m{len(msgs)}"})
+        role = "assistant" if role == "user" else "user"
+    return msgs[:n]
+
+
+def test_memo_is_bounded_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Distinct 1,024-message role sequences (hundreds of kilobytes of memo each) stop being learnt once the memo
+    holds its byte budget (lowered to 2 MiB here to keep the test short): what it keeps stays within that budget
+    (measured with tracemalloc), and its answers are still the template's render."""
+    import tracemalloc
+
+    from app.engine.chat import shapes
+
+    name = "llama-3.1-8b-instruct"  # learns any role sequence (Qwen3's declines long ones, Gemma 3's needs turns)
+    budget = 2 * 2**20
+    monkeypatch.setattr(shapes, "MAX_MEMO_BYTES", budget, raising=False)
+    src = TEMPLATES[name]
+    tpl = ChatTemplate(name, src.text, src.variables, specials_of(name))
+    assert tpl.shapes.enabled, tpl.shapes.reason
+    rng = random.Random(5)
+    convs = [parse_conversation(_long_shape(rng, 1024)) for _ in range(14)]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        learnt = [tpl.shapes.render(conv, True) is not None for conv in convs]  # the prompts are not kept
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert learnt[0]  # the first shapes are learnt
+    for conv in (convs[0], convs[-1]):
+        out = tpl.shapes.render(conv, True)
+        assert out is None or out == tpl.render(conv, add_generation_prompt=True)
+    assert kept <= budget * 1.25, f"{kept / 2**20:.1f} MiB kept for a {budget / 2**20:.0f} MiB budget"
