@@ -150,6 +150,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except (EngineError, ModelTableError, OSError) as exc:
         print(f"error: cannot start: {exc}", file=sys.stderr)
         return 1
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError, OverflowError, MemoryError) as exc:
+        # the last line of defence (the loaders name what they check): one line, before any worker starts
+        print(f"error: cannot start: {type(exc).__name__}: {str(exc)[:300]}", file=sys.stderr)
+        return 1
     temp_dir = None
     if settings.workers > 1:
         reset()  # the workers load their own copies; free the parent's
