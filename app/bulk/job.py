@@ -39,7 +39,7 @@ from app.pricing.money import money
 
 from .errors import BulkError, ChunkError
 from .runner import MODES, RESERVED, ChunkResult, ChunkWorker, part_name
-from .sources import Chunk, input_files, plan_chunks
+from .sources import Chunk, check_unchanged, fingerprint, input_files, plan_chunks
 
 SUMMARY_FILE = "_summary.json"
 DEFAULT_CHUNK_BYTES = 32 << 20
@@ -154,8 +154,9 @@ def _start_ray(opts: BulkOptions) -> tuple[Any, bool]:
 
 def run_bulk(opts: BulkOptions) -> dict[str, Any]:
     """Run the job; returns the summary (also written to ``<output>/_summary.json``). Raises :class:`BulkError`
-    for a job that cannot start, the engine's errors for an unknown tokenizer, and Ray's error for a chunk that
-    still fails after ``max_retries`` retries."""
+    for a job that cannot start or whose input files changed (size or modification time) while it ran, the
+    engine's errors for an unknown tokenizer, and Ray's error for a chunk that still fails after ``max_retries``
+    retries."""
     if opts.mode not in MODES:
         raise BulkError(f"mode must be one of {', '.join(MODES)}, not {opts.mode!r}")
     if (opts.tokenizer is None) == (opts.model is None):
@@ -168,6 +169,7 @@ def run_bulk(opts: BulkOptions) -> dict[str, Any]:
     canonical = get_store(store_dir).resolve(model.tokenizer if model else opts.tokenizer or "")
     chat = _chat_spec(opts, model, store_dir)
     files = input_files(opts.inputs)
+    before = fingerprint(files)  # size and mtime: a file changed while the job runs fails it (check_unchanged)
     output = Path(opts.output).expanduser().resolve()
     _prepare_output(output, opts.overwrite)
 
@@ -178,6 +180,7 @@ def run_bulk(opts: BulkOptions) -> dict[str, Any]:
         workers = opts.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
         chunks = chunk_plan(files, workers, opts.chunk_bytes)
         results = _run_chunks(ray, opts, chunks, workers, store_dir, canonical, output, chat)
+        check_unchanged(before)
     finally:
         if started:
             ray.shutdown()

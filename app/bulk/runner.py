@@ -25,6 +25,7 @@ from typing import Any
 
 from app.engine import get_encoding
 from app.engine.encoding import scrub_surrogates
+from app.engine.errors import EngineError
 from app.engine.store import bundled_store_dir
 
 from .errors import ChunkError
@@ -254,11 +255,17 @@ class ChunkWorker:
                 continue
             try:
                 count = self.framing.count(self.encoding, parse_conversation(value))
+                size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace"))
             except ChatInputError as exc:
                 rows.texts[i] = None
                 rows.errors[i] = str(exc) if str(exc).startswith(exc.path) else f"{exc.path}: {exc}"
                 continue
-            size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace"))
+            except (EngineError, RecursionError, OverflowError, ValueError, TypeError, MemoryError) as exc:
+                # a conversation the framing cannot handle (nested too deeply …) is this row's error, never the
+                # job's end
+                rows.texts[i] = None
+                rows.errors[i] = f"conversation cannot be counted: {type(exc).__name__}: {str(exc)[:200]}"
+                continue
             out[i] = (count, size)
         return out
 

@@ -186,6 +186,41 @@ def _jsonl_ranges(path: Path, size_for: Callable[[int], int]) -> Iterator[tuple[
         yield start, pos, line
 
 
+def _read_range(chunk: Chunk) -> bytes:
+    """The bytes of a JSONL chunk; raises :class:`BulkError` when the file no longer holds them (it shrank after
+    the job planned its chunks: silently fewer rows otherwise)."""
+    with open(chunk.path, "rb") as f:
+        f.seek(chunk.start)
+        data = f.read(chunk.end - chunk.start)
+    if len(data) != chunk.end - chunk.start:
+        raise BulkError(f"{chunk.path}: the file changed while the job ran (bytes {chunk.start}..{chunk.end} were "
+                        f"planned, {len(data)} could be read)")
+    return data
+
+
+def fingerprint(files: Sequence[tuple[Path, str]]) -> dict[str, tuple[int, int]]:
+    """``path -> (size, mtime_ns)`` of every input file, taken when the job starts."""
+    out = {}
+    for path, _ in files:
+        st = path.stat()
+        out[str(path)] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def check_unchanged(before: dict[str, tuple[int, int]]) -> None:
+    """Raise :class:`BulkError` naming the first input file whose size or modification time differs from
+    ``before`` (:func:`fingerprint` at the start), or that is gone: its rows would be partly old, partly new."""
+    for path, (size, mtime) in before.items():
+        try:
+            st = Path(path).stat()
+        except OSError as exc:
+            raise BulkError(f"{path}: input file disappeared while the job ran ({exc.strerror or exc})") from None
+        if (st.st_size, st.st_mtime_ns) != (size, mtime):
+            raise BulkError(f"{path}: input file changed while the job ran (size {size} -> {st.st_size} bytes, "
+                            "modification time changed too)" if st.st_size != size else
+                            f"{path}: input file changed while the job ran (same size, new modification time)")
+
+
 def read_chunk(chunk: Chunk, column: str, keep: Sequence[str] | None, *, messages: bool = False) -> Rows:
     """The rows of ``chunk``: text from ``column`` (with ``messages``, a list of chat messages instead: a JSON
     array, or a Parquet list of structs), and the ``keep`` columns (None: every column but ``column``; for JSONL,
@@ -196,9 +231,7 @@ def read_chunk(chunk: Chunk, column: str, keep: Sequence[str] | None, *, message
 
 
 def _read_jsonl(chunk: Chunk, column: str, keep: Sequence[str] | None, messages: bool) -> Rows:
-    with open(chunk.path, "rb") as f:
-        f.seek(chunk.start)
-        data = f.read(chunk.end - chunk.start)
+    data = _read_range(chunk)
     keys: list[str] = []
     texts: list[str | None] = []
     errors: list[str | None] = []
@@ -228,6 +261,8 @@ def _parse_line(raw: bytes, column: str, messages: bool) -> tuple[Any, str | Non
         record = json.loads(line)
     except json.JSONDecodeError as exc:
         return None, f"invalid JSON: {exc.msg} at column {exc.colno}", None
+    except RecursionError:
+        return None, "invalid JSON: nested too deeply", None
     if not isinstance(record, dict):
         return None, f"not a JSON object but {type(record).__name__}", None
     if column not in record:
@@ -253,8 +288,15 @@ def _arrow_column(values: list[Any]) -> Any:
 
     try:
         return pa.array(values)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        return pa.array([None if v is None else json.dumps(v, ensure_ascii=False) for v in values], pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, RecursionError):
+        return pa.array([None if v is None else _json_text(v) for v in values], pa.string())
+
+
+def _json_text(value: Any) -> str | None:
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (RecursionError, ValueError):  # nested too deeply to write back: the kept value is null
+        return None
 
 
 def _read_parquet(chunk: Chunk, column: str, keep: Sequence[str] | None, messages: bool) -> Rows:
@@ -327,9 +369,7 @@ def _good_jsonl(chunk: Chunk, column: str, keep: Sequence[str] | None) -> GoodRo
     import pyarrow.compute as pc
     import pyarrow.json as pj
 
-    with open(chunk.path, "rb") as f:
-        f.seek(chunk.start)
-        data = f.read(chunk.end - chunk.start)
+    data = _read_range(chunk)
     # The reference skips blank lines but numbers every line, and rejects a line that starts with a byte-order
     # mark; Arrow skips both (a mark only at the start of its buffer, which is where a chunk's first line starts).
     if not data or data.startswith(_BOM) or _BLANK_LINE.search(data):
@@ -340,6 +380,8 @@ def _good_jsonl(chunk: Chunk, column: str, keep: Sequence[str] | None) -> GoodRo
     if not first.strip() or not last.strip():
         return None
     n_lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    if max_opens_per_line(data) >= MAX_FAST_OPENS:
+        return None  # Arrow's JSON reader overflows its stack on deep nesting (>= 20,000 crashed a worker)
     try:
         # Arrow's JSON reader checks no UTF-8 (the reference rejects a line with any invalid byte): check the
         # whole chunk, in place, as Python's strict decoder would
@@ -382,6 +424,24 @@ def _good_jsonl(chunk: Chunk, column: str, keep: Sequence[str] | None) -> GoodRo
         kept[name] = values
     keys = _keys(f"{chunk.path}:", chunk.first_line, n)
     return GoodRows(keys, texts, kept)
+
+
+#: A chunk with a line holding this many ``[`` or ``{`` bytes (an upper bound of its nesting depth, strings
+#: included) is read by the reference reader, never by Arrow's.
+MAX_FAST_OPENS = 512
+
+
+def max_opens_per_line(data: bytes) -> int:
+    """An upper bound of the nesting depth of every line of ``data``: the largest number of ``[``/``{`` bytes on
+    one line (vectorised), or their total in ``data`` when that is under :data:`MAX_FAST_OPENS`."""
+    import numpy as np
+
+    arr = np.frombuffer(data, np.uint8)
+    opens = np.flatnonzero((arr == 0x5B) | (arr == 0x7B))
+    if len(opens) < MAX_FAST_OPENS:
+        return int(len(opens))
+    lines = np.searchsorted(np.flatnonzero(arr == 10), opens)
+    return int(np.bincount(lines).max())
 
 
 def _keys(prefix: str, first: int, n: int) -> Any:

@@ -16,7 +16,8 @@ Order of events:
    accepting connections at once (new ones are refused), let in-flight requests finish (up to
    ``--graceful-timeout`` seconds), then exit 0 (see :func:`run_uvicorn`). The graceful timeout is a hard
    deadline whatever a worker is doing: a worker process still alive when it expires is killed (SIGKILL), and a
-   single-worker server whose threads are still busy exits at once (:func:`arm_deadline`).
+   single-worker server still busy then exits (:func:`arm_deadline`). ``--graceful-timeout 0`` keeps its
+   documented meaning: no limit, no deadline.
 """
 
 from __future__ import annotations
@@ -150,6 +151,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except (EngineError, ModelTableError, OSError) as exc:
         print(f"error: cannot start: {exc}", file=sys.stderr)
         return 1
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError, OverflowError, MemoryError) as exc:
+        # the last line of defence (the loaders name what they check): one line, before any worker starts
+        print(f"error: cannot start: {type(exc).__name__}: {str(exc)[:300]}", file=sys.stderr)
+        return 1
     temp_dir = None
     if settings.workers > 1:
         reset()  # the workers load their own copies; free the parent's
@@ -177,15 +182,19 @@ def run_uvicorn(options: dict[str, Any]) -> int:
     import uvicorn
     from uvicorn.supervisors import Multiprocess
 
-    grace = float(options.get("timeout_graceful_shutdown") or 0) or DEFAULT_DEADLINE
+    grace: float | None = options.get("timeout_graceful_shutdown")  # None: 0, no limit (documented)
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
-            arm_deadline(grace)
+            if grace is not None:
+                arm_deadline(grace)
             super().handle_exit(sig, frame)
 
     class Supervisor(Multiprocess):
         def join_all(self) -> None:  # uvicorn's waits for ever: a worker stuck in C code never exits
+            if grace is None:
+                super().join_all()
+                return
             deadline = time.monotonic() + grace
             for process in self.processes:
                 process.process.join(max(0.0, deadline - time.monotonic()))
@@ -231,8 +240,6 @@ def _exit_cleanly(signum: int, frame: object) -> None:
     raise SystemExit(0)
 
 
-#: Deadline after SIGTERM/SIGINT when no graceful timeout is set (uvicorn would wait for ever).
-DEFAULT_DEADLINE = 30.0
 _armed = threading.Event()
 
 

@@ -71,7 +71,7 @@ class ModelTable:
         """Read and validate a table. Raises :class:`ModelTableError` naming the file (and entry) at fault."""
         try:
             raw = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
             raise ModelTableError(f"{path}: cannot read model table: {exc}") from None
         if not isinstance(raw, dict) or raw.get("format_version") != FORMAT_VERSION:
             raise ModelTableError(f"{path}: expected an object with format_version {FORMAT_VERSION}")

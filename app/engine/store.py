@@ -90,6 +90,8 @@ class TokenizerSpec:
     @classmethod
     def from_entry(cls, entry: Mapping[str, Any], store_dir: Path) -> TokenizerSpec:
         """Validate one manifest entry. Raises :class:`ManifestError` naming the entry and the field."""
+        if not isinstance(entry, Mapping):
+            raise ManifestError(f"manifest entry is not an object: {entry!r:.80}")
         name = entry.get("name")
         if not isinstance(name, str) or not name:
             raise ManifestError(f"manifest entry without a valid 'name': {dict(entry)!r:.200}")
@@ -233,7 +235,7 @@ class Store:
             raw = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise ManifestError(f"{path}: no manifest (is {STORE_ENV} pointing at a tokenizer store?)") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
             raise ManifestError(f"{path}: cannot read manifest: {exc}") from None
         if not isinstance(raw, dict) or raw.get("format_version") != FORMAT_VERSION:
             raise ManifestError(f"{path}: expected an object with format_version {FORMAT_VERSION}")

@@ -194,3 +194,42 @@ def test_a_failing_chunk_stops_the_job_with_one_line_naming_it(tmp_path: Path) -
     assert message.startswith(f"{src} from line ") and message.endswith("OSError: corrupt page")
     assert failure_message(ValueError("not Ray's")) is None
 
+
+
+class TruncateOnChunk0(ChunkWorker):
+    """Cuts the input file to half its size while the job runs (as a writer replacing it would)."""
+
+    def process(self, chunk: Chunk) -> ChunkResult:
+        result = super().process(chunk)
+        if chunk.index == 0:
+            with open(chunk.path, "r+b") as f:
+                f.truncate(os.path.getsize(chunk.path) // 2)
+        return result
+
+
+def test_an_input_file_changed_while_the_job_runs_fails_it_naming_the_file(tmp_path: Path) -> None:
+    """Issue 30: a file truncated while the job ran gave status 0 and fewer rows, silently."""
+    from app.bulk.job import failure_message
+
+    src = tmp_path / "in.jsonl"
+    write_jsonl_corpus(src, 200, seed=4)
+    with pytest.raises(Exception) as caught:  # noqa: PT011 -- Ray's error (a chunk read the cut file) or ours
+        run_bulk(BulkOptions(inputs=[str(src)], output=str(tmp_path / "out"), tokenizer=TOKENIZER,
+                             chunk_bytes=2000, progress=False, workers=1, worker_class=TruncateOnChunk0))
+    message = failure_message(caught.value) or str(caught.value)
+    assert "\n" not in message and str(src) in message and "changed while the job ran" in message
+
+
+def test_a_row_nested_20000_deep_is_a_bad_row_not_the_jobs_end(tmp_path: Path) -> None:
+    """Issue 30: Arrow's JSON reader crashed the actor on such a row and the whole job failed."""
+    src = tmp_path / "in.jsonl"
+    expected = write_jsonl_corpus(src, 50, seed=5)
+    with src.open("ab") as f:
+        f.write(b'{"text": "x", "deep": ' + b"[" * 20_000 + b"]" * 20_000 + b"}\n")
+    out = tmp_path / "out"
+    summary = run_bulk(BulkOptions(inputs=[str(src)], output=str(out), tokenizer=TOKENIZER, progress=False))
+    rows = rows_by_key(out)
+    deep_key = f"{src}:{len(src.read_bytes().splitlines())}"
+    assert rows[deep_key]["tokens"] is None and rows[deep_key]["error"] == "invalid JSON: nested too deeply"
+    check_counts({k: v for k, v in rows.items() if k != deep_key}, expected, TOKENIZER)
+    assert summary["rows"] == len(expected) + 1

@@ -194,3 +194,37 @@ def test_count_arrow_equals_count_batch_on_slices_and_both_offset_widths(tokeniz
         array = pa.array(rows, kind)
         assert count_arrow(enc, array) == enc.count_batch(rows)
         assert count_arrow(enc, array.slice(7, 50)) == enc.count_batch(rows[7:57])
+
+
+def test_a_conversation_the_framing_cannot_handle_is_a_bad_row(tmp_path: Path) -> None:
+    """Issue 30: one hostile conversation row (tool-call arguments nested 900 deep: JSON reads it, qwen3's template
+    recursed past the limit) failed the whole job with RecursionError; it is now that row's error, with its key,
+    and the rows around it are counted."""
+    import json
+
+    from app.core.model_table import ModelTable
+    from app.engine import get_store
+
+    nested: object = "x"
+    for _ in range(900):
+        nested = [nested]
+    good = [{"role": "user", "content": "hello"}]
+    hostile = [{"role": "user", "content": "hi"},
+               {"role": "assistant", "content": "", "tool_calls": [
+                   {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": {"a": nested}}}]}]
+    src = tmp_path / "chats.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "messages": c}) + "\n" for i, c in enumerate([good, hostile, good])),
+                   encoding="utf-8")
+    info = ModelTable.load(get_store().directory / "models.json").get("qwen3-8b")
+    assert info is not None
+    out = tmp_path / "out"
+    out.mkdir()
+    worker = ChunkWorker(tokenizer=info.tokenizer, store=None, mode="count", column="messages", keep=["id"],  # type: ignore[attr-defined]
+                         output=str(out), chat=info.chat)
+    [chunk] = plan_chunks(input_files([src]), 1 << 20)
+    result = worker.process(chunk)
+    rows = {r["id"]: r for r in pq.read_table(out).to_pylist()}
+    assert result.rows == 3 and result.good == 2 and result.bad == 1
+    assert rows[0]["tokens"] == rows[2]["tokens"] > 0
+    assert rows[1]["tokens"] is None and rows[1]["row_key"] == f"{src}:2"
+    assert rows[1]["error"].startswith("conversation cannot be counted: RecursionError")

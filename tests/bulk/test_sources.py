@@ -249,3 +249,49 @@ def test_spread_chunks_shrink_towards_the_end_and_still_cover_every_line(tmp_pat
     assert all(a >= b for a, b in zip(sizes[:-2], sizes[1:-1], strict=True))  # then smaller (the last: what is left)
     assert max(sizes[-3:-1]) <= (1 << 20) + len(line) + 1  # the tail is cut to the floor
     assert [c.first_line for c in chunks] == [1 + c.start // (len(line) + 1) for c in chunks]
+
+
+def test_a_line_nested_20000_deep_is_a_bad_row_and_never_reaches_arrow(tmp_path: Path) -> None:
+    """Issue 30: Arrow's JSON reader crashed a worker on a line nested 20,000 deep, and the reference reader raised
+    RecursionError; now the fast path declines the chunk and the reference reads the line as a bad row."""
+    deep = b'{"text": "x", "k": ' + b"[" * 20_000 + b"]" * 20_000 + b"}"
+    src = tmp_path / "in.jsonl"
+    write_jsonl(src, [b'{"text": "a"}', deep, b'{"text": "b"}'])
+    [chunk] = plan_chunks(input_files([src]), 1 << 20)
+    assert read_good_rows(chunk, "text", None) is None
+    rows = read_chunk(chunk, "text", None)
+    assert rows.keys == [f"{src}:1", f"{src}:2", f"{src}:3"]
+    assert rows.texts == ["a", None, "b"]
+    assert rows.errors[1] == "invalid JSON: nested too deeply" and rows.errors[0] is None is rows.errors[2]
+
+
+def test_max_opens_per_line_bounds_the_nesting_of_every_line() -> None:
+    from app.bulk.sources import MAX_FAST_OPENS, max_opens_per_line
+
+    assert max_opens_per_line(b'{"a": [1]}\n{"b": 2}\n') == 3  # under the limit: the total
+    many = b"\n".join(b'{"a": [[1]]}' for _ in range(MAX_FAST_OPENS))  # many brackets, none deep
+    assert max_opens_per_line(many) == 3
+    assert max_opens_per_line(b"{}\n" + b"[" * 600 + b"\n{}") == 600
+
+
+def test_a_file_truncated_after_planning_fails_its_chunk_and_the_fingerprint(tmp_path: Path) -> None:
+    """Issue 30: a file truncated while the job ran gave fewer rows and status 0."""
+    from app.bulk.sources import check_unchanged, fingerprint
+
+    src = tmp_path / "in.jsonl"
+    write_jsonl(src, [json.dumps({"text": f"row {i}"}).encode() for i in range(200)])
+    files = input_files([src])
+    before = fingerprint(files)
+    chunks = plan_chunks(files, 500)
+    check_unchanged(before)
+    with src.open("r+b") as f:
+        f.truncate(src.stat().st_size // 2)
+    with pytest.raises(BulkError, match="changed while the job ran"):
+        check_unchanged(before)
+    with pytest.raises(BulkError, match="changed while the job ran"):
+        read_chunk(chunks[-1], "text", None)
+    with pytest.raises(BulkError, match="changed while the job ran"):
+        read_good_rows(chunks[-1], "text", None)
+    src.unlink()
+    with pytest.raises(BulkError, match="disappeared"):
+        check_unchanged(before)
