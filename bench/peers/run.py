@@ -110,12 +110,19 @@ def timed_pass(encode: Callable[[str], Any], texts: list[str]) -> dict[str, floa
     return {"cpu": cpu, "process": proc, "wall": wall}
 
 
+#: The one short call ``--first-call`` times on a fresh instance before its documents (lazy initialisation).
+FIRST_CALL_TEXT = "Hello, world."
+
+
 def time_engines(engines: dict[str, Callable[[], Callable[[str], Any]]], workloads: dict[str, list[str]],
-                 runs: int) -> dict[str, dict[str, list[dict[str, float]]]]:
+                 runs: int, first_call: bool = False) -> dict[str, dict[str, list[dict[str, float]]]]:
     """``{engine: {"docs_cold"|"docs_warm"|"lines": [pass timings per round]}}``: each round builds a fresh
-    instance of every engine (order rotated per round), times the documents twice, then the lines."""
-    out: dict[str, dict[str, list[dict[str, float]]]] = {e: {"docs_cold": [], "docs_warm": [], "lines": []}
-                                                         for e in engines}
+    instance of every engine (order rotated per round), times the documents twice, then the lines. With
+    ``first_call``, one call on :data:`FIRST_CALL_TEXT` is timed first (``"first_call"``), so the cold pass no longer
+    includes whatever a library builds lazily on its first call."""
+    kinds = ["first_call"] if first_call else []
+    out: dict[str, dict[str, list[dict[str, float]]]] = {
+        e: {k: [] for k in [*kinds, "docs_cold", "docs_warm", "lines"]} for e in engines}
     names = list(engines)
     for r in range(runs):
         k = r % len(names)
@@ -123,6 +130,8 @@ def time_engines(engines: dict[str, Callable[[], Callable[[str], Any]]], workloa
             _log(f"round {r + 1}/{runs}: {e}")
             print(f"PEER {e}", file=sys.stderr, flush=True)
             enc = engines[e]()
+            if first_call:
+                out[e]["first_call"].append(timed_pass(enc, [FIRST_CALL_TEXT]))
             out[e]["docs_cold"].append(timed_pass(enc, workloads["docs"]))
             out[e]["docs_warm"].append(timed_pass(enc, workloads["docs"]))
             out[e]["lines"].append(timed_pass(enc, workloads["lines"]))
@@ -135,7 +144,7 @@ def summarize(samples: dict[str, list[dict[str, float]]], workloads: dict[str, l
     ratio."""
     out: dict[str, Any] = {}
     for kind, passes in samples.items():
-        texts = workloads["lines" if kind == "lines" else "docs"]
+        texts = {"lines": workloads["lines"], "first_call": [FIRST_CALL_TEXT]}.get(kind, workloads["docs"])
         nbytes = sum(len(t.encode("utf-8")) for t in texts)
         cpu = statistics.median(p["cpu"] for p in passes)
         out[kind] = {"mb_s": nbytes / cpu / 1e6 if cpu > 0 else None, "us_per_call": cpu / len(texts) * 1e6,
@@ -198,7 +207,7 @@ def run_child(args: argparse.Namespace) -> dict[str, Any]:
         result["libraries"][peer.library] = row
         if row["exact"]:
             engines[peer.library] = peer.load
-    timings = time_engines(engines, wl, args.runs)
+    timings = time_engines(engines, wl, args.runs, args.first_call)
     for lib, samples in timings.items():
         result["libraries"][lib]["timing"] = summarize(samples, wl)
     return result
@@ -211,6 +220,8 @@ def _child_cmd(args: argparse.Namespace, name: str, out: Path, skip: list[str], 
     cmd = [sys.executable, "-m", "bench.peers.run", "--child", name, "--child-out", str(out), "--cpu", str(cpu),
            "--runs", str(args.runs), "--docs-per-corpus", str(args.docs_per_corpus), "--lines", str(args.lines),
            "--work-dir", str(args.work_dir), "--libraries", ",".join(args.libraries)]
+    if args.first_call:
+        cmd.append("--first-call")
     if args.max_corpora:
         cmd += ["--max-corpora", str(args.max_corpora)]
     if args.data_dir:
@@ -357,6 +368,8 @@ def library_table(results: list[dict[str, Any]]) -> list[str]:
             load = f"{row['load_s']:.2f}" if "load_s" in row else "—"
             if row.get("exact"):
                 note = f"equal on {row['texts']} texts" if row.get("texts") else "the reference"
+                if t and "first_call" in t:
+                    note += f"; first call {t['first_call']['us_per_call'] / 1e3:.2f} ms"
                 if t and max(t[k]["process_over_thread"] for k in t) > OTHER_THREADS_TOLERANCE:
                     note += "; WORK ON OTHER THREADS (process CPU > thread CPU): figures undercount"
             elif "mismatch" in row:
@@ -397,7 +410,9 @@ def render(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     ]
     if meta.get("note"):
         out += [meta["note"], ""]
-    out += ["## 10 KB documents, cold (a fresh instance's first pass), MB/s", "", *peer_table(results, "docs_cold"),
+    cold = ("a fresh instance's first pass over them, after one timed call on a short text"
+            if meta.get("first_call") else "a fresh instance's first pass, its lazy initialisation included")
+    out += [f"## 10 KB documents, cold ({cold}), MB/s", "", *peer_table(results, "docs_cold"),
             "", "## 10 KB documents, warm (the same instance's second pass), MB/s", "",
             *peer_table(results, "docs_warm"), "",
             "## Chat-sized lines (50–200 B), one Python call each, after the documents", "",
@@ -407,6 +422,19 @@ def render(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             "time of one fresh instance during the exactness check.", "", *library_table(results), "",
             "## Loading calls", "", *calls_table(results), ""]
     return "\n".join(out)
+
+
+#: Hand-written sections of RESULTS.md (from ``bench.peers.profile`` and ``perf``) that a new run keeps.
+KEPT_SECTION = "## Where our time goes"
+
+
+def kept_sections(path: Path) -> str:
+    """The part of an existing report from :data:`KEPT_SECTION` to its end ("" if none)."""
+    if not path.exists():
+        return ""
+    text = path.read_text()
+    at = text.find(KEPT_SECTION)
+    return "\n" + text[at:] if at >= 0 else ""
 
 
 # --------------------------------------------------------------------------- CLI
@@ -423,6 +451,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--lines", type=int, default=400, help="chat-sized lines")
     p.add_argument("--max-corpora", type=int, default=None, help="use only the first N corpora")
     p.add_argument("--cpu", type=int, default=None, help="the CPU to pin to (default: the last one allowed)")
+    p.add_argument("--first-call", action="store_true",
+                   help="time one short call on each fresh instance before its cold pass (lazy initialisation)")
     p.add_argument("--jobs", type=int, default=1, help="tokenizers measured at once, each child on its own CPU")
     p.add_argument("--quick", action="store_true", help="smoke test: 1 round, 3 corpora, 1 document each, 20 lines")
     p.add_argument("--out-dir", type=Path, default=None, help=f"where RESULTS.md/results.json go ({DEFAULT_OUT})")
@@ -458,7 +488,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python -m bench.peers.run " + " ".join(shown), "commit": _commit(), "cpu": args.cpu,
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
         "started": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M"), "uptime_before": _uptime(),
-        "runs": args.runs, "jobs": args.jobs, "quick": args.quick, "note": args.note,
+        "runs": args.runs, "jobs": args.jobs, "quick": args.quick, "note": args.note, "first_call": args.first_call,
         "versions": {lib: version(lib) for lib in LIBRARIES},
     }
     names = args.tokenizers.split(",")
@@ -467,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
     meta.update(uptime_after=_uptime(), finished=dt.datetime.now(dt.UTC).strftime("%H:%M"),
                 workloads=results[0]["workloads"] if results else {})
     report = render(results, meta)
-    (out_dir / "RESULTS.md").write_text(report + "\n")
+    (out_dir / "RESULTS.md").write_text(report + "\n" + kept_sections(out_dir / "RESULTS.md"))
     (out_dir / "results.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
     if own_work:
         import shutil

@@ -17,7 +17,7 @@ import pytest
 
 from bench import corpora
 from bench.peers import libraries, workloads
-from bench.peers.run import check, first_mismatch, peer_table, ranked
+from bench.peers.run import KEPT_SECTION, check, first_mismatch, kept_sections, peer_table, ranked
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -82,6 +82,15 @@ def test_workloads_have_the_promised_sizes(tmp_path: Path) -> None:
     assert not [d for d in workloads.documents({"c": b"<|endoftext|>" * 2000}, 1)]
 
 
+def test_a_new_report_keeps_the_hand_written_section(tmp_path: Path) -> None:
+    path = tmp_path / "RESULTS.md"
+    assert kept_sections(path) == ""
+    path.write_text(f"# old tables\n\n{KEPT_SECTION}\n\nperf says 45% in bpe_piece\n")
+    assert kept_sections(path) == f"\n{KEPT_SECTION}\n\nperf says 45% in bpe_piece\n"
+    path.write_text("# old tables only\n")
+    assert kept_sections(path) == ""
+
+
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("bench-data")
@@ -97,8 +106,9 @@ def test_quick_run_checks_every_installed_peer(data_dir: Path, tmp_path: Path) -
     for ref in ("tiktoken", "sentencepiece"):
         pytest.importorskip(ref)
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "bench.peers.run", "--quick", "--tokenizers", "cl100k_base,mistral-v1",
-                           "--out-dir", str(out), "--work-dir", str(tmp_path / "files"), "--data-dir", str(data_dir)],
+    proc = subprocess.run([sys.executable, "-m", "bench.peers.run", "--quick", "--first-call",
+                           "--tokenizers", "cl100k_base,mistral-v1", "--out-dir", str(out),
+                           "--work-dir", str(tmp_path / "files"), "--data-dir", str(data_dir)],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((out / "results.json").read_text())
@@ -107,6 +117,7 @@ def test_quick_run_checks_every_installed_peer(data_dir: Path, tmp_path: Path) -
     for result in summary["results"]:
         name, libs = result["tokenizer"], result["libraries"]
         assert libs["ours"]["exact"] is True and libs["ours"]["timing"]["docs_cold"]["mb_s"] > 0
+        assert libs["ours"]["timing"]["first_call"]["us_per_call"] > 0
         assert libs[result["reference"]]["exact"] is True
         for lib in libraries.LIBRARIES:
             row = libs[lib]
