@@ -73,13 +73,13 @@ class Artifacts:
 
             return self._write(path, hf_bert().to_str().encode())
         if name == "qwen2":
-            from tests.engine.families.exactness import _hf_qwen2
+            from tests.engine.families.exactness import hf_qwen2
 
-            return self._write(path, _hf_qwen2().to_str().encode())
+            return self._write(path, hf_qwen2().to_str().encode())
         if fmt in ("sentencepiece", "gguf"):
-            from bench.families.run import _hf_sentencepiece_bpe
+            from bench.families.run import hf_sentencepiece_bpe
 
-            return self._write(path, _hf_sentencepiece_bpe(name).to_str().encode())
+            return self._write(path, hf_sentencepiece_bpe(name).to_str().encode())
         raise ValueError(f"no tokenizer.json recipe for {name} ({fmt})")
 
     def sentencepiece_model(self, name: str) -> Path:

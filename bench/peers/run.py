@@ -16,6 +16,8 @@ set to one thread (:data:`CHILD_ENV`):
    CPU time (``time.thread_time``, via ``bench.families.word_cache.cpu_pass``), which the other processes on a
    shared machine do not inflate; the whole process's CPU time and wall time of each pass are recorded too, and a
    library whose process CPU time exceeds its thread's (work on another thread) is flagged. Medians over rounds.
+   The cold pass includes whatever a library builds lazily on its first call (fastokens: up to 0.25 s) unless
+   ``--first-call`` times one short call on each fresh instance first, apart.
 
 Writes ``RESULTS.md`` (the issue's peer table, the lines table, every library's version, loading call and
 exactness, load averages before and after) and ``results.json`` into ``--out-dir`` (default ``bench/peers``).

@@ -39,11 +39,11 @@ def _reference(name: str) -> tuple[Callable[[str], list[int]], Callable[[list[in
     if name == "bge-small-en-v1.5":
         hf = hf_bert()
     else:
-        hf = _hf_qwen2()
+        hf = hf_qwen2()
     return (lambda t: hf.encode(t, add_special_tokens=False).ids), hf.decode
 
 
-def _hf_qwen2():  # type: ignore[no-untyped-def]
+def hf_qwen2():  # type: ignore[no-untyped-def]
     import json
 
     from tokenizers import Tokenizer
