@@ -65,7 +65,7 @@ def references(name: str) -> dict[str, Callable[[str], list[int]]]:
 SP_BPE = ("mistral-v1", "mistral-v3", "mistral-v7", "llama2", "phi-3")
 
 
-def _hf_sentencepiece_bpe(name: str) -> Any:
+def hf_sentencepiece_bpe(name: str) -> Any:
     """A Hugging Face ``tokenizers`` BPE equivalent to a SentencePiece BPE model (read through ``sentencepiece``'s
     own message classes): merges ordered by the score of the piece they make, ``▁`` prepended and for spaces,
     byte fallback, fused unknowns, user-defined pieces as added tokens."""
@@ -98,7 +98,7 @@ TOLERATED = {("xlm-roberta", "hf")}
 
 def _hf(name: str) -> Any:
     if name in SP_BPE:
-        return _hf_sentencepiece_bpe(name)
+        return hf_sentencepiece_bpe(name)
     if name == "xlm-roberta":
         from harness.references import hf_unigram_reference
 
