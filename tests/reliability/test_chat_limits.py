@@ -22,7 +22,7 @@ from app.api import dispatch
 from app.api.main import create_app
 from app.core.config import Settings
 from app.engine.chat.limits import MAX_JSON_DEPTH, MAX_PATTERN_CHARS
-from bench.reliability.server import REPO_ROOT, serve_env
+from harness.server import REPO_ROOT, serve_env
 
 TOKENIZERS = "qwen3,llama3,gemma3,o200k_harmony,mistral-v3,mistral-v7,o200k_base"
 JINJA = ["qwen3-8b", "llama-3.1-8b-instruct", "gemma-3-4b-it"]

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from app.cli.import_ import import_file
-from bench.reliability.server import free_port
+from harness.server import free_port
 from tests.conftest import REPO_ROOT
 
 from .conftest import Serve
