@@ -1,4 +1,4 @@
-"""llama.cpp server shapes (``tools/server/README.md`` and ``tools/server/server.cpp`` of ggml-org/llama.cpp):
+"""llama.cpp server shapes (the server README and ``server.cpp`` in ``tools/server`` of ggml-org/llama.cpp):
 ``POST /tokenize`` with ``content``, ``POST /detokenize`` and ``POST /apply-template``.
 
 ``/tokenize`` is shared with vLLM: a body with ``content`` (and neither ``prompt`` nor ``messages``) is llama.cpp's.

@@ -1,7 +1,7 @@
 """llama.cpp server shapes: ``/tokenize`` with ``content`` (told apart from vLLM's body), ``/detokenize``,
-``/apply-template``. Field lists from ggml-org/llama.cpp ``tools/server/README.md`` ("POST /tokenize": ``content``,
-``add_special``, ``parse_special``, ``with_pieces``; "POST /detokenize": ``tokens``; "POST /apply-template":
-``messages``) and ``tools/server/server.cpp``."""
+``/apply-template``. Field lists from the ggml-org/llama.cpp server README (``tools/server``) ("POST /tokenize":
+``content``, ``add_special``, ``parse_special``, ``with_pieces``; "POST /detokenize": ``tokens``;
+"POST /apply-template": ``messages``) and ``tools/server/server.cpp``."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from app.api.main import create_app
 from app.core.config import Settings
 from app.engine import get_encoding
 
-#: llama.cpp's documented /tokenize fields (tools/server/README.md), plus this service's ``model``.
+#: llama.cpp's documented /tokenize fields (the server README in tools/server), plus this service's ``model``.
 LLAMACPP_TOKENIZE = {"content", "add_special", "parse_special", "with_pieces"}
 
 
