@@ -11,13 +11,6 @@ import pytest
 
 from .conftest import REPO_ROOT
 
-#: Pages that other branches of this session write (request and artifact limits). The README and the index already
-#: link to them. The lead removes this allow-list after merging those branches.
-EXPECTED_FROM_ANOTHER_BRANCH = frozenset({"docs/limits.md", "docs/limits-artifacts.md"})
-
-#: Documents of other projects that code docstrings cite as the behaviour they follow (path -> repository).
-EXTERNAL_DOCUMENTS = {"tools/server/README.md": "ggml-org/llama.cpp"}
-
 #: Top-level entries of the repository; a backticked word that starts with one of them is a repository path.
 TOP_DIRS = ("app/", "tests/", "bench/", "deploy/", "scripts/", "fuzz/", "tokenizers_store/", "docs/", ".ci/")
 TOP_FILES = frozenset({"README.md", "Dockerfile", "docker-compose.yml", "pyproject.toml", "setup.py"})
@@ -66,11 +59,9 @@ def _broken_links(doc: str) -> list[str]:
         file_part, _, anchor = target.partition("#")
         dest = (path.parent / file_part).resolve() if file_part else path.resolve()
         try:
-            rel = dest.relative_to(REPO_ROOT.resolve()).as_posix()
+            dest.relative_to(REPO_ROOT.resolve())
         except ValueError:
             broken.append(f"{doc}: {target} (outside the repository)")
-            continue
-        if rel in EXPECTED_FROM_ANOTHER_BRANCH and not dest.exists():
             continue
         if not dest.exists():
             broken.append(f"{doc}: {target}")
@@ -130,8 +121,7 @@ def test_every_repository_path_named_exists(doc: str) -> None:
 
 def test_code_names_only_documents_that_exist() -> None:
     """A ``*.md`` named with a directory in a source file exists: from the repository root, from the file's folder or
-    one above it, or in the store (whose manifest names files relative to itself), unless it is another project's
-    document listed in :data:`EXTERNAL_DOCUMENTS`."""
+    one above it, or in the store (whose manifest names files relative to itself)."""
     pattern = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)+[\w.-]+\.md)\b")
     offenders = []
     for name in _tracked("app/*.py", "tests/*.py", "bench/*.py", "harness/*.py", "scripts/*.py", "fuzz/*.py",
@@ -143,8 +133,7 @@ def test_code_names_only_documents_that_exist() -> None:
             ref = m.group(1)
             folders = (d for d in (REPO_ROOT / name).parents if d.is_relative_to(REPO_ROOT))
             bases = [REPO_ROOT / "tokenizers_store", *folders]
-            if ref in EXPECTED_FROM_ANOTHER_BRANCH or ref in EXTERNAL_DOCUMENTS or any(
-                    (base / ref).exists() for base in bases):
+            if any((base / ref).exists() for base in bases):
                 continue
             offenders.append(f"{name}: {ref}")
     assert not offenders, offenders
