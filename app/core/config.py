@@ -134,7 +134,9 @@ class Settings:
     bulk_bytes: int = _doc("Body size from which a request counts as bulk.", default=256 * 2**10)
     inline_bytes: int = _doc(
         "Bodies up to this size are tokenized on the event loop: a thread hop costs more than their work (at most "
-        "a few hundred microseconds for 16 KiB), which stalls other requests on the worker by no more than that.",
+        "a few hundred microseconds for 16 KiB), which stalls other requests on the worker by no more than that; "
+        "except a tokenizer with an artifact regex that is not one of the bundled named patterns, which always runs "
+        "on the thread pool with a time bound (docs/limits-artifacts.md).",
         default=16 * 2**10,
     )
     header_timeout: float = _doc(
@@ -153,7 +155,9 @@ class Settings:
         default=60.0,
     )
     graceful_timeout: float = _doc(
-        "Seconds `serve` waits for in-flight requests on SIGTERM before closing them (0: no limit).", default=30.0
+        "Seconds `serve` waits for in-flight requests on SIGTERM; at the deadline, workers still busy are killed "
+        "(0: no limit).",
+        default=30.0,
     )
     log_level: str = _doc("Log level: critical, error, warning, info, debug, trace.", default="info")
     access_log: bool = _doc("Log one line per request (uvicorn's access log).", default=True)
