@@ -250,7 +250,7 @@ def test_record_reference() -> None:
         pytest.skip("set CHAT_RECORD=1 to re-record the reference answers")
     answers = _run_reference()
     DATA.parent.mkdir(exist_ok=True)
-    DATA.write_text(json.dumps({"reference": "transformers 5.0.0 apply_chat_template (scripts/chat_reference_env.sh)",
+    DATA.write_text(json.dumps({"reference": f"{hf.version()} apply_chat_template (scripts/chat_reference_env.sh)",
                                 "answers": answers}, indent=0, sort_keys=True) + "\n", encoding="utf-8")
 
 
