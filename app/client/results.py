@@ -189,6 +189,7 @@ class TokenizerInfo:
     license: str = ""
     models: list[str] = field(default_factory=list)
     description: str = ""
+    reference: str = ""
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> TokenizerInfo:
@@ -208,6 +209,7 @@ def _summary(obj: dict[str, Any]) -> dict[str, Any]:
         "license": obj.get("license", ""),
         "models": obj.get("models", []),
         "description": obj.get("description", ""),
+        "reference": obj.get("reference", ""),
     }
 
 

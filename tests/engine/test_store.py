@@ -25,7 +25,7 @@ from app.engine.store import STORE_ENV, bundled_store_dir, default_store_dir
 BUNDLED = {"gpt2", "cl100k_base", "o200k_base", "o200k_harmony", "llama3", "p50k_base", "p50k_edit", "qwen3",
            "deepseek-v3", "gemma3",
            "mistral-v1", "mistral-v3", "mistral-v7", "mistral-nemo", "llama2", "phi-3", "bge-small-en-v1.5",
-           "xlm-roberta", "qwen2"}
+           "xlm-roberta", "xlm-roberta-sentencepiece", "qwen2"}
 PUBLISHED_SHA256 = {
     "gpt2.tiktoken": "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930",
     "cl100k_base.tiktoken": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",

@@ -1998,6 +1998,41 @@ static PyObject *Model_encode_text(Model *self, PyObject *const *args, Py_ssize_
     return ids_list(&out, rc);
 }
 
+PyDoc_STRVAR(encode_split_doc,
+             "encode_split(text) -> list[int]: ids of ``text`` (already normalized and pre-tokenized as one string, no "
+             "lone surrogates) searched piece by piece, a piece starting at every U+2581 (and at the start): as "
+             "``encode`` of the pieces Hugging Face's splitting Metaspace makes, without building them. ValueError "
+             "for a surrogate or an unknown character without an unknown token.");
+
+static PyObject *Model_encode_split(Model *self, PyObject *arg) {
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "text must be str");
+        return NULL;
+    }
+    Text t;
+    text_open(arg, &t);
+    IdBuf out = {NULL, 0, 0};
+    CallStats st = {0, 0, 0};
+    ByteBuf buf = {NULL, 0, 0};
+    int rc;
+    PyThreadState *ts = t.n >= GIL_FROM ? PyEval_SaveThread() : NULL;
+    rc = text_utf8(&t, &buf);
+    /* U+2581 is E2 96 81 in UTF-8; a piece runs from one to the next */
+    Py_ssize_t start = 0;
+    for (Py_ssize_t i = 1; rc == 0 && i + 2 < buf.n; i++) {
+        if (buf.v[i] == 0xE2 && buf.v[i + 1] == 0x96 && buf.v[i + 2] == 0x81) {
+            rc = viterbi(self, buf.v + start, i - start, NULL, &out, &st);
+            start = i;
+            i += 2;
+        }
+    }
+    if (rc == 0 && start < buf.n) rc = viterbi(self, buf.v + start, buf.n - start, NULL, &out, &st);
+    if (ts) PyEval_RestoreThread(ts);
+    free(buf.v);
+    wc_account(self->cache, &st);
+    return ids_list(&out, rc);
+}
+
 static PyObject *Model_n_units(Model *self, void *closure) { return PyLong_FromLong(self->n_units); }
 
 PyDoc_STRVAR(cache_stats_doc, "cache_stats() -> (hits, misses, size, max_size) of the word cache (all 0 without one).");
@@ -2020,6 +2055,7 @@ static PyMethodDef Model_methods[] = {
     {"tokenize", (PyCFunction)Model_tokenize, METH_O, tokenize_doc},
     {"encode", (PyCFunction)(void (*)(void))Model_encode, METH_VARARGS | METH_KEYWORDS, encode_doc},
     {"encode_text", (PyCFunction)(void (*)(void))Model_encode_text, METH_FASTCALL, encode_text_doc},
+    {"encode_split", (PyCFunction)Model_encode_split, METH_O, encode_split_doc},
     {"cache_stats", (PyCFunction)Model_cache_stats, METH_NOARGS, cache_stats_doc},
     {"clear_cache", (PyCFunction)Model_clear_cache, METH_NOARGS, clear_cache_doc},
     {NULL, NULL, 0, NULL},

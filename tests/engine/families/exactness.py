@@ -22,7 +22,8 @@ from .texts import HOSTILE, SPECIAL_STRINGS, _documents
 REFERENCES: dict[str, str] = {
     "mistral-v1": "sentencepiece", "mistral-v3": "sentencepiece", "mistral-v7": "sentencepiece",
     "mistral-nemo": "mistral-common", "llama2": "sentencepiece", "phi-3": "sentencepiece",
-    "xlm-roberta": "sentencepiece", "bge-small-en-v1.5": "tokenizers", "qwen2": "tokenizers",
+    "xlm-roberta-sentencepiece": "sentencepiece", "xlm-roberta": "tokenizers", "bge-small-en-v1.5": "tokenizers",
+    "qwen2": "tokenizers",
 }
 
 
@@ -38,6 +39,10 @@ def _reference(name: str) -> tuple[Callable[[str], list[int]], Callable[[list[in
 
     if name == "bge-small-en-v1.5":
         hf = hf_bert()
+    elif name == "xlm-roberta":
+        from .references import hf_xlm_roberta_reference
+
+        hf = hf_xlm_roberta_reference()
     else:
         hf = _hf_qwen2()
     return (lambda t: hf.encode(t, add_special_tokens=False).ids), hf.decode

@@ -18,7 +18,7 @@ from .texts import SPECIAL_STRINGS, _documents
 
 def test_long_documents_equal_sentencepiece() -> None:
     """Whole real documents of 50-130k characters: their best-path scores pass -100,000 several times."""
-    tok, ref = get_encoding("xlm-roberta"), sentencepiece_reference("xlm-roberta")
+    tok, ref = get_encoding("xlm-roberta-sentencepiece"), sentencepiece_reference("xlm-roberta-sentencepiece")
     docs = [d for d in _documents() if 50_000 <= len(d) <= 130_000 and not any(s in d for s in SPECIAL_STRINGS)]
     assert len(docs) >= 4
     rebased = 0

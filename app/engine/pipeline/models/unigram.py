@@ -369,9 +369,15 @@ class Unigram:
     def fused_encoder(self, normalizer: object, pre_tokenizer: object) -> Callable[[str], list[int]] | None:
         """For the pipelines :meth:`fuse` takes, when the model has an unknown token (so the compiled call never
         refuses a text): one compiled call for a whole raw text (lone surrogates to U+FFFD, normalization,
-        Viterbi), with no list built around it. None otherwise."""
+        Viterbi), with no list built around it; for ``Precompiled`` + ``Metaspace`` files (XLM-R's
+        ``tokenizer.json``), :func:`~app.engine.pipeline.metaspace_fast.metaspace_encoder`. None otherwise."""
         if self.unk_id is None:
             return None
+        from ..metaspace_fast import metaspace_encoder
+
+        metaspace = metaspace_encoder(normalizer, pre_tokenizer, self.native)
+        if metaspace is not None:
+            return metaspace
         compiled = self._compiled_front(normalizer, pre_tokenizer)
         if compiled is None:
             return None
