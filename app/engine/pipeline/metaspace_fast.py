@@ -10,19 +10,25 @@ rule both out:
 * characters that join a grapheme cluster to the one before or after them (grapheme break classes Extend, ZWJ,
   SpacingMark, Prepend, Hangul L/V/T/LV/LVT, Regional_Indicator; every mark; unassigned code points, in case the
   reference knows them as joining). Without them the only cluster of two code points is CR LF, which both
-  semantics map identically when CR and LF are both keys mapped to one space (checked; CR is flagged otherwise);
+  semantics map alike when CR and LF are both keys mapped to one space and runs of spaces are made one afterwards
+  (checked; CR is flagged otherwise);
 * every character of a multi-code-point key that contains no joining character (for ``nmt_nfkc``: the Hangul
   compatibility and half-width jamo that SentencePiece composes), so no such key can match.
 
-Any other text takes the exact Python normalizer (:class:`~app.engine.pipeline.charsmap.Precompiled`). After
-normalization both ways share the same steps, as Hugging Face's ``Metaspace`` does them on one piece of text: spaces
-to the replacement character, the replacement prepended unless the text starts with it, a cut before every
-replacement character; the pieces go to the compiled model in one call (each piece searched on its own, as the
-reference searches each pre-token).
+For XLM-R's normalizer (``Precompiled`` then ``Replace(Regex(" {2,}"), " ")``) a text without flagged characters
+is encoded in one compiled call (``Model.encode_metaspace`` in ``unigram.c``: the check, the charsmap, runs of
+spaces to one, ``Metaspace``, the search). Any other text is cut into stretches around its flagged characters
+(each with the character before and after it, so every cut falls between two unflagged characters, where a
+grapheme cluster always ends): the stretches in which no charsmap key occurs are kept as they are, the others go
+through the exact Python normalizer (:class:`~app.engine.pipeline.charsmap.Precompiled`), the rest through the
+compiled one. After normalization the steps are Hugging Face's ``Metaspace`` on one piece of text: spaces to the
+replacement character, the replacement prepended unless the text starts with it, a cut before every replacement
+character; each piece is searched on its own by the compiled model, as the reference searches each pre-token.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -54,12 +60,13 @@ def _ranges(chars: set[str]) -> str:
     return "".join(out)
 
 
-def flagged_class(charsmap: CharsMap) -> regex.Pattern[str]:
-    """The pattern of one character that sends a text to the exact normalizer for ``charsmap``."""
+def flagged_class(charsmap: CharsMap, collapse: bool) -> regex.Pattern[str]:
+    """The pattern of one character that sends a text to the exact normalizer for ``charsmap``; ``collapse``: runs
+    of spaces become one space afterwards (so CR LF may come out as one space or two)."""
     joining = regex.compile(f"[{_JOINING}]")
     extra = {c for key in charsmap.table if len(key) > 1 and not joining.search(key) for c in key}
     table = charsmap.table
-    if not (table.get("\r") == " " and table.get("\n") == " " and "\r\n" not in table):
+    if not (collapse and table.get("\r") == " " and table.get("\n") == " " and "\r\n" not in table):
         extra.add("\r")
     return regex.compile(f"[{_JOINING}{_ranges(extra)}]")
 
@@ -75,6 +82,24 @@ def _front(normalizer: object, pre_tokenizer: object) -> tuple[Precompiled, list
     return steps[0], list(steps[1:]), pre_tokenizer  # type: ignore[return-value]
 
 
+def _bitmap(pattern: regex.Pattern[str]) -> bytes:
+    """A bitmap over every code point (0x110000 bits, little-endian within a byte): set where ``pattern`` matches
+    the character alone (surrogates left clear: the compiled call refuses them itself)."""
+    bits = bytearray(0x110000 // 8)
+    text = "".join(map(chr, range(0xD800))) + "".join(map(chr, range(0xE000, 0x110000)))
+    for m in regex.finditer(f"(?:{pattern.pattern})+", text):
+        for ch in m.group():
+            c = ord(ch)
+            bits[c >> 3] |= 1 << (c & 7)
+    return bytes(bits)
+
+
+def _collapses_spaces(replaces: list[Replace]) -> bool:
+    """True for exactly ``Replace(Regex(" {2,}"), " ")`` (XLM-R's), which the compiled call does itself."""
+    return (len(replaces) == 1 and replaces[0].pattern.regex_source == " {2,}" and replaces[0].pattern.string is None
+            and replaces[0].content == " ")
+
+
 def metaspace_encoder(normalizer: object, pre_tokenizer: object, native: Any) -> Callable[[str], list[int]] | None:
     """For a pipeline without added tokens matched in text whose normalizer is ``Precompiled`` then ``Replace``
     steps and whose pre-tokenizer is a splitting ``Metaspace`` that prepends (``always``; ``first``, which is the
@@ -86,21 +111,27 @@ def metaspace_encoder(normalizer: object, pre_tokenizer: object, native: Any) ->
         return None
     precompiled, replaces, metaspace = front
     charsmap = precompiled.charsmap
-    flagged = flagged_class(charsmap)
-    first = regex.compile(f"[{_ranges({k[0] for k in charsmap.table})}]")
+    collapse = _collapses_spaces(replaces)
+    flagged = flagged_class(charsmap, collapse)
+    # a stretch holding flagged characters, with the character before and after it (see the module docstring)
     islands = regex.compile(f"(?s).?{flagged.pattern}+(?:.{flagged.pattern}+)*.?").finditer
     compiled = module.Normalizer(charsmap.blob, False, False, False, False, [])
     exact = precompiled.normalize_str
     fast = compiled.normalize
     after = [r.normalize_str for r in replaces]
     rep = metaspace.replacement
-    encode_split = native.encode_split if rep == "\u2581" else None
     words = regex.compile(f"{regex.escape(rep)}[^{regex.escape(rep)}]*").findall
     encode = native.encode
-    search = flagged.search
-    ascii_safe = flagged.search("".join(map(chr, range(128)))) is None  # no ASCII character is flagged
+    split = native.encode_split if rep == "\u2581" else None
+    whole = None
+    if rep == "\u2581" and collapse:
+        whole = functools.partial(native.encode_metaspace, compiled, _bitmap(flagged))
+    # a key mapped to itself would let a stretch come out unchanged though Hugging Face rewrites its grapheme
+    identity_keys = any(k == v for k, v in charsmap.table.items())
 
-    def _by_islands(text: str) -> str:
+    def by_islands(text: str) -> str:
+        """Hugging Face's charsmap on ``text``: stretches around flagged characters the exact way unless no key
+        occurs in them, the rest compiled."""
         parts: list[str] = []
         at = 0
         for m in islands(text):
@@ -108,19 +139,18 @@ def metaspace_encoder(normalizer: object, pre_tokenizer: object, native: Any) ->
             if at < start:
                 parts.append(fast(text[at:start]))
             island = m.group()
-            parts.append(island if first_search(island) is None else exact(island))
+            parts.append(island if not identity_keys and fast(island) == island else exact(island))
             at = end
         if at < len(text):
             parts.append(fast(text[at:]))
         return "".join(parts)
 
-    first_search = first.search
-
     def encoder(text: str) -> list[int]:
-        if (ascii_safe and text.isascii()) or search(text) is None:
-            norm = fast(text)  # the compiled normalizer turns lone surrogates into U+FFFD itself
-        else:
-            norm = _by_islands(scrub_surrogates(text))
+        if whole is not None:
+            ids = whole(text)
+            if ids is not None:
+                return ids  # type: ignore[no-any-return]
+        norm = by_islands(scrub_surrogates(text))
         for step in after:
             norm = step(norm)
         if not norm:
@@ -128,8 +158,6 @@ def metaspace_encoder(normalizer: object, pre_tokenizer: object, native: Any) ->
         norm = norm.replace(" ", rep)
         if norm[0] != rep:
             norm = rep + norm
-        if encode_split is not None:
-            return encode_split(norm)  # type: ignore[no-any-return]
-        return encode(words(norm))  # type: ignore[no-any-return]
+        return split(norm) if split is not None else encode(words(norm))  # type: ignore[no-any-return]
 
     return encoder
