@@ -2034,26 +2034,53 @@ static PyObject *Model_encode_split(Model *self, PyObject *arg) {
 }
 
 PyDoc_STRVAR(encode_metaspace_doc,
-             "encode_metaspace(normalizer, flagged, text) -> list[int] | None: Hugging Face's Precompiled + "
-             "Replace(' {2,}', ' ') + Metaspace (prepend, split) + this model on one text in one call: None when the "
-             "text has a character whose bit is set in ``flagged`` (a bitmap over code points, 0x110000 bits) or a "
-             "surrogate (the caller takes its exact path); else the charsmap of ``normalizer`` (a Normalizer with every "
-             "SentencePiece option off), runs of spaces to one, spaces to U+2581, U+2581 prepended unless the text "
-             "starts with it, and each piece from one U+2581 to the next searched on its own.");
+             "encode_metaspace(normalizer, classes, pairs, text) -> list[int] | None: Hugging Face's Precompiled + "
+             "Replace(' {2,}', ' ') + Metaspace (prepend, split) + this model on one text in one call. None when the "
+             "text has a surrogate or a *risky* position (the caller takes its exact path): by ``classes`` (one byte "
+             "of flags per code point: 1 a key of its own, 2 joins a grapheme cluster, 4 Prepend, 8 first character "
+             "of a key of several), a key followed by a joining character, a Prepend key, or a pair of characters "
+             "that begins a longer key (``pairs``: sorted little-endian uint64 ``first << 21 | second``). Else the "
+             "charsmap of ``normalizer`` (a Normalizer with every SentencePiece option off), runs of spaces to one, "
+             "spaces to U+2581, U+2581 prepended unless the text starts with it, and each piece from one U+2581 to "
+             "the next searched on its own.");
+
+static int pair_known(const uint64_t *pairs, Py_ssize_t n, uint64_t key) {
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (pairs[mid] < key) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n && pairs[lo] == key;
+}
 
 static PyObject *Model_encode_metaspace(Model *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3 || !PyObject_TypeCheck(args[0], &NormalizerType) || !PyBytes_Check(args[1]) ||
-        PyBytes_GET_SIZE(args[1]) != 0x110000 / 8 || !PyUnicode_Check(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "encode_metaspace(normalizer, flagged: bytes of 0x22000, text: str)");
+    if (nargs != 4 || !PyObject_TypeCheck(args[0], &NormalizerType) || !PyBytes_Check(args[1]) ||
+        PyBytes_GET_SIZE(args[1]) != 0x110000 || !PyBytes_Check(args[2]) || PyBytes_GET_SIZE(args[2]) % 8 ||
+        !PyUnicode_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "encode_metaspace(normalizer, classes: bytes of 0x110000, pairs: bytes of "
+                                         "uint64, text: str)");
         return NULL;
     }
     const Normalizer *nz = (const Normalizer *)args[0];
-    const unsigned char *flagged = (const unsigned char *)PyBytes_AS_STRING(args[1]);
+    const unsigned char *cls = (const unsigned char *)PyBytes_AS_STRING(args[1]);
+    const uint64_t *pairs = (const uint64_t *)PyBytes_AS_STRING(args[2]);
+    Py_ssize_t n_pairs = PyBytes_GET_SIZE(args[2]) / 8;
     Text t;
-    text_open(args[2], &t);
+    text_open(args[3], &t);
     for (Py_ssize_t i = 0; i < t.n; i++) {
         Py_UCS4 c = PyUnicode_READ(t.kind, t.data, i);
-        if ((c >= 0xD800 && c <= 0xDFFF) || (flagged[c >> 3] >> (c & 7)) & 1) Py_RETURN_NONE;
+        if (c >= 0xD800 && c <= 0xDFFF) Py_RETURN_NONE;
+        unsigned f = cls[c];
+        if (!(f & 13)) continue; /* no key starts here, not Prepend */
+        if ((f & 5) == 5) Py_RETURN_NONE; /* a Prepend key: its cluster takes the next character */
+        if (i + 1 < t.n) {
+            Py_UCS4 d = PyUnicode_READ(t.kind, t.data, i + 1);
+            if (d >= 0xD800 && d <= 0xDFFF) Py_RETURN_NONE;
+            if (!(cls[d] & 2)) continue;
+            if (f & 1) Py_RETURN_NONE; /* a key whose cluster goes on */
+            if ((f & 8) && pair_known(pairs, n_pairs, ((uint64_t)c << 21) | d)) Py_RETURN_NONE;
+        }
     }
     int32_t id_stack[256];
     IdBuf out = {id_stack, 0, 256, id_stack};

@@ -4,31 +4,36 @@
 Hugging Face applies the charsmap per extended grapheme cluster (:meth:`CharsMap.chunks_hf`); the compiled
 SentencePiece normalizer (``unigram.c``, every SentencePiece option off) applies it by longest match over code
 points. The two give the same text whenever every grapheme of the text is one code point and no key of several
-code points can match. A text is sent the compiled way only when it has none of the *flagged* characters, which
-rule both out:
+code points can match. The *flagged* characters rule both out:
 
 * characters that join a grapheme cluster to the one before or after them (grapheme break classes Extend, ZWJ,
-  SpacingMark, Prepend, Hangul L/V/T/LV/LVT, Regional_Indicator; every mark; unassigned code points, in case the
+  SpacingMark, Prepend, Hangul L/V/T, Regional_Indicator; every mark; unassigned code points, in case the
   reference knows them as joining). Without them the only cluster of two code points is CR LF, which both
   semantics map alike when CR and LF are both keys mapped to one space and runs of spaces are made one afterwards
   (checked; CR is flagged otherwise);
 * every character of a multi-code-point key that contains no joining character (for ``nmt_nfkc``: the Hangul
   compatibility and half-width jamo that SentencePiece composes), so no such key can match.
 
-For XLM-R's normalizer (``Precompiled`` then ``Replace(Regex(" {2,}"), " ")``) a text without flagged characters
-is encoded in one compiled call (``Model.encode_metaspace`` in ``unigram.c``: the check, the charsmap, runs of
-spaces to one, ``Metaspace``, the search). Any other text is cut into stretches around its flagged characters
-(each with the character before and after it, so every cut falls between two unflagged characters, where a
-grapheme cluster always ends): the stretches in which no charsmap key occurs are kept as they are, the others go
-through the exact Python normalizer (:class:`~app.engine.pipeline.charsmap.Precompiled`), the rest through the
-compiled one. After normalization the steps are Hugging Face's ``Metaspace`` on one piece of text: spaces to the
-replacement character, the replacement prepended unless the text starts with it, a cut before every replacement
-character; each piece is searched on its own by the compiled model, as the reference searches each pre-token.
+For XLM-R's normalizer (``Precompiled`` then ``Replace(Regex(" {2,}"), " ")``) most texts are encoded in one
+compiled call (``Model.encode_metaspace`` in ``unigram.c``: a check, the charsmap, runs of spaces to one,
+``Metaspace``, the search). The check is finer than the flagged characters: the two semantics can only part where a
+grapheme cluster of several code points starts with a key (a key followed by a flagged character, or a Prepend
+key, whose cluster takes the next character) or where a key of several code points can match (whose second code
+point is always flagged: checked, by pairs). A text with no such position (nor a surrogate) is normalized alike
+both ways (:func:`risk_tables`). Any other text is cut into stretches around its flagged characters (each with the
+character before and after it, so every cut falls between two unflagged characters, where a grapheme cluster
+always ends): the stretches in which no charsmap key occurs are kept as they are, the others go through the exact
+Python normalizer (:class:`~app.engine.pipeline.charsmap.Precompiled`), the rest through the compiled one. After
+normalization the steps are Hugging Face's ``Metaspace`` on one piece of text: spaces to the replacement
+character, the replacement prepended unless the text starts with it, a cut before every replacement character;
+each piece is searched on its own by the compiled model, as the reference searches each pre-token.
 """
 
 from __future__ import annotations
 
 import functools
+import sys
+from array import array
 from collections.abc import Callable
 from typing import Any
 
@@ -82,16 +87,27 @@ def _front(normalizer: object, pre_tokenizer: object) -> tuple[Precompiled, list
     return steps[0], list(steps[1:]), pre_tokenizer  # type: ignore[return-value]
 
 
-def _bitmap(pattern: regex.Pattern[str]) -> bytes:
-    """A bitmap over every code point (0x110000 bits, little-endian within a byte): set where ``pattern`` matches
-    the character alone (surrogates left clear: the compiled call refuses them itself)."""
-    bits = bytearray(0x110000 // 8)
+def risk_tables(charsmap: CharsMap, flagged: regex.Pattern[str]) -> tuple[bytes, bytes]:
+    """``(classes, pairs)`` for ``Model.encode_metaspace``: one byte of flags per code point (1: a key of its own,
+    2: flagged, 4: Prepend, 8: first character of a key of several characters) and the sorted ``first << 21 |
+    second`` of every key of several characters (little-endian uint64). A text where no key is followed by a
+    flagged character, no Prepend character is a key and no pair begins a longer key is normalized alike both ways
+    (see the module docstring), whatever else it holds. Raises ValueError if some key of several characters has an
+    unflagged second character (then the pairs would not be enough)."""
+    classes = bytearray(0x110000)
     text = "".join(map(chr, range(0xD800))) + "".join(map(chr, range(0xE000, 0x110000)))
-    for m in regex.finditer(f"(?:{pattern.pattern})+", text):
-        for ch in m.group():
-            c = ord(ch)
-            bits[c >> 3] |= 1 << (c & 7)
-    return bytes(bits)
+    for bit, pattern in ((2, f"(?:{flagged.pattern})+"), (4, r"\p{Grapheme_Cluster_Break=Prepend}+")):
+        for m in regex.finditer(pattern, text):
+            for ch in m.group():
+                classes[ord(ch)] |= bit
+    pairs = set()
+    for key in charsmap.table:
+        classes[ord(key[0])] |= 1 if len(key) == 1 else 8
+        if len(key) > 1:
+            if not classes[ord(key[1])] & 2:
+                raise ValueError(f"charsmap key {key!r} has an unflagged second character")
+            pairs.add(ord(key[0]) << 21 | ord(key[1]))
+    return bytes(classes), array("Q", sorted(pairs)).tobytes()
 
 
 def _collapses_spaces(replaces: list[Replace]) -> bool:
@@ -124,8 +140,11 @@ def metaspace_encoder(normalizer: object, pre_tokenizer: object, native: Any) ->
     encode = native.encode
     split = native.encode_split if rep == "\u2581" else None
     whole = None
-    if rep == "\u2581" and collapse:
-        whole = functools.partial(native.encode_metaspace, compiled, _bitmap(flagged))
+    if rep == "\u2581" and collapse and sys.byteorder == "little":
+        try:
+            whole = functools.partial(native.encode_metaspace, compiled, *risk_tables(charsmap, flagged))
+        except ValueError:
+            whole = None
     # a key mapped to itself would let a stretch come out unchanged though Hugging Face rewrites its grapheme
     identity_keys = any(k == v for k, v in charsmap.table.items())
 

@@ -96,3 +96,24 @@ def test_tokenizer_json_needs_a_t5_vocabulary() -> None:
         from_gguf(artifact_bytes("llama2"), "x", tokenizer_json="xlm-roberta")
     with pytest.raises(ArtifactError, match="tokenizer.json"):
         from_gguf(artifact_bytes("xlm-roberta"), "x", tokenizer_json="no-such-model")
+
+
+def test_compiled_call_declines_only_risky_text() -> None:
+    """``encode_metaspace`` answers for text normalized alike both ways and declines (None) where a cluster of
+    several code points starts with a key or a key of several code points can match; the pipeline then takes the
+    exact way, with the same ids as Hugging Face."""
+    from app.engine.pipeline.compiled import UNIGRAM
+    from app.engine.pipeline.metaspace_fast import flagged_class, risk_tables
+
+    tok = get_encoding("xlm-roberta")
+    charsmap = tok.normalizer.normalizers[0].charsmap  # type: ignore[attr-defined]
+    classes, pairs = risk_tables(charsmap, flagged_class(charsmap, True))
+    normalizer = UNIGRAM.module.Normalizer(charsmap.blob, False, False, False, False, [])
+    native = tok.model.native  # type: ignore[attr-defined]
+    ref = hf_xlm_roberta_reference()
+    for text in ["Hello  world\r\n", "สวัสดีครับ ", "नमस्ते", "ｈｅｌｌｏ ½ ﬁ", "e\u0301"[:1]]:
+        assert native.encode_metaspace(normalizer, classes, pairs, text) == ref.encode(text).ids[1:-1], text
+    for text in ["e\u0301", "\uff45\u0301", "\u0930\u093c", "ﾾￜ", "a\ud800"]:
+        assert native.encode_metaspace(normalizer, classes, pairs, text) is None, text
+        assert tok.encode(text) == ref.encode(text.encode("utf-16", "surrogatepass").decode("utf-16", "replace"),
+                                              add_special_tokens=False).ids
