@@ -81,10 +81,12 @@ def _front(normalizer: object, pre_tokenizer: object) -> tuple[Precompiled, list
         return None
     if pre_tokenizer.prepend_scheme not in ("always", "first"):
         return None
-    steps = normalizer.normalizers if type(normalizer) is NormalizerSequence else [normalizer]
-    if not steps or type(steps[0]) is not Precompiled or any(type(s) is not Replace for s in steps[1:]):
+    steps: list[object] = list(normalizer.normalizers) if type(normalizer) is NormalizerSequence else [normalizer]
+    first = steps[0] if steps else None
+    replaces = [s for s in steps[1:] if type(s) is Replace]
+    if type(first) is not Precompiled or len(replaces) != len(steps) - 1:
         return None
-    return steps[0], list(steps[1:]), pre_tokenizer  # type: ignore[return-value]
+    return first, replaces, pre_tokenizer
 
 
 def risk_tables(charsmap: CharsMap, flagged: regex.Pattern[str]) -> tuple[bytes, bytes]:
