@@ -101,7 +101,8 @@ def test_openapi_documents_the_option(client: TestClient) -> None:
 
 @pytest.mark.timeout(300)
 def test_real_server(live_server: Callable[..., LiveServer]) -> None:
-    server = live_server("--workers", "1", env={"TOKENIZER_TOKENIZERS": "cl100k_base,xlm-roberta,bge-small-en-v1.5"})
+    server = live_server("--workers", "1",
+                         env={"TOKENIZER_TOKENIZERS": "cl100k_base,xlm-roberta-sentencepiece,bge-small-en-v1.5"})
     x = get_encoding("xlm-roberta-sentencepiece")
     with server.client(timeout=60) as c:
         body = {"tokenizer": "xlm-roberta-sentencepiece", "text": TEXT,
