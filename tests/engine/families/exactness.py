@@ -39,10 +39,12 @@ def _reference(name: str) -> tuple[Callable[[str], list[int]], Callable[[list[in
 
     if name == "bge-small-en-v1.5":
         hf = hf_bert()
-    elif name == "xlm-roberta":
+    elif name == "xlm-roberta":  # its specials (<unk> among them) decode by name, as ours do
         from .references import hf_xlm_roberta_reference
 
-        hf = hf_xlm_roberta_reference()
+        xlmr = hf_xlm_roberta_reference()
+        return (lambda t: xlmr.encode(t, add_special_tokens=False).ids,
+                lambda ids: xlmr.decode(ids, skip_special_tokens=False))
     else:
         hf = _hf_qwen2()
     return (lambda t: hf.encode(t, add_special_tokens=False).ids), hf.decode

@@ -115,10 +115,10 @@ def hf_xlm_roberta_reference() -> Any:
     fairseq-ordered pieces (unknown id 3; the GGUF's padding after ``<mask>`` left out), normalizer
     ``Sequence[Precompiled(charsmap), Replace(Regex(" {2,}"), " ")]`` (no strip), pre-tokenizer
     ``Metaspace(replacement="▁", add_prefix_space=True)`` (``prepend_scheme="always"``, split), ``<s> <pad> </s>
-    <unk>`` and ``<mask>`` (``lstrip``) special added tokens, template ``<s> $A </s>``. Built with the library's
-    own components (no code shared with the engine); special tokens are never matched in text
-    (``encode_special_tokens``), as the service's rule."""
-    from tokenizers import AddedToken, Regex, Tokenizer, models, normalizers, pre_tokenizers, processors
+    <unk>`` and ``<mask>`` (``lstrip``) special added tokens, template ``<s> $A </s>``, decoder ``Metaspace``.
+    Built with the library's own components (no code shared with the engine); special tokens are never matched in
+    text (``encode_special_tokens``), as the service's rule."""
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
     kv = gguf_kv("xlm-roberta")
     tokens, scores = kv["tokenizer.ggml.tokens"], kv["tokenizer.ggml.scores"]
@@ -128,6 +128,7 @@ def hf_xlm_roberta_reference() -> Any:
         normalizers.Precompiled(bytes(kv["tokenizer.ggml.precompiled_charsmap"])),
         normalizers.Replace(Regex(" {2,}"), " ")])
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always", split=True)
+    tok.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always", split=True)
     tok.post_processor = processors.TemplateProcessing(single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>",
                                                        special_tokens=[("<s>", 0), ("</s>", 2)])
     tok.add_special_tokens([AddedToken(t, normalized=False) for t in ("<s>", "<pad>", "</s>", "<unk>")]

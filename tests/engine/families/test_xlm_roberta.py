@@ -45,6 +45,10 @@ def test_equals_hugging_face_tokenizers() -> None:
     assert len(texts) > 10_000
     wrong = [t for t in texts if tok.encode(t) != ref.encode(t, add_special_tokens=False).ids]
     assert not wrong, f"{len(wrong)}/{len(texts)} differ; first {wrong[0][:60]!r}"
+    # decoding the reference's ids (special tokens, <unk> among them, by name on both sides)
+    undecoded = [t for t in texts[:3000] if tok.decode(ids := ref.encode(t, add_special_tokens=False).ids)
+                 != ref.decode(ids, skip_special_tokens=False)]
+    assert not undecoded, f"{len(undecoded)} decode differently; first {undecoded[0][:60]!r}"
 
 
 def test_trailing_whitespace_is_a_token() -> None:
