@@ -51,7 +51,7 @@ _RESET = 100_000.0  # SentencePiece's re-basing threshold for float32 path score
 #: Slots of the compiled word cache of SentencePiece Unigram models (``$TOKENIZER_UNIGRAM_WORD_CACHE``, default 0:
 #: off). Exact either way; off by default because on a cold pass it costs more than it saves (most of a text's
 #: search work is in words met once, and a hit is not much cheaper than searching a short, frequent word), while
-#: one that is never cleared gains 1.1-1.4x on xlm-roberta (``python -m bench.families.word_cache``).
+#: one that is never cleared gains 1.1-1.4x on xlm-roberta-sentencepiece (``python -m bench.families.word_cache``).
 WORD_CACHE_ENV = "TOKENIZER_UNIGRAM_WORD_CACHE"
 
 
