@@ -236,6 +236,37 @@ def hf_unigram_reference(name: str) -> Any:
     return tok
 
 
+
+@cache
+def hf_xlm_roberta_reference() -> Any:
+    """A Hugging Face ``tokenizers`` tokenizer assembled from the bundled XLM-R vocabulary exactly as the
+    ``tokenizer.json`` published with ``xlm-roberta-base`` defines it, which ``transformers`` 4.x's
+    ``convert_slow_tokenizer.py`` wrote (``XLMRobertaConverter`` over ``SpmConverter``): Unigram over the
+    fairseq-ordered pieces (unknown id 3; the GGUF's padding after ``<mask>`` left out), normalizer
+    ``Sequence[Precompiled(charsmap), Replace(Regex(" {2,}"), " ")]`` (no strip), pre-tokenizer
+    ``Metaspace(replacement="▁", add_prefix_space=True)`` (``prepend_scheme="always"``, split), ``<s> <pad> </s>
+    <unk>`` and ``<mask>`` (``lstrip``) special added tokens, template ``<s> $A </s>``, decoder ``Metaspace``.
+    Built with the library's own components (no code shared with the engine); special tokens are never matched in
+    text (``encode_special_tokens``), as the service's rule."""
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+
+    kv = gguf_kv("xlm-roberta")
+    tokens, scores = kv["tokenizer.ggml.tokens"], kv["tokenizer.ggml.scores"]
+    n = tokens.index("<mask>") + 1
+    tok = Tokenizer(models.Unigram(list(zip(tokens[:n], scores[:n], strict=True)), 3, False))
+    tok.normalizer = normalizers.Sequence([
+        normalizers.Precompiled(bytes(kv["tokenizer.ggml.precompiled_charsmap"])),
+        normalizers.Replace(Regex(" {2,}"), " ")])
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always", split=True)
+    tok.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always", split=True)
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>",
+                                                       special_tokens=[("<s>", 0), ("</s>", 2)])
+    tok.add_special_tokens([AddedToken(t, normalized=False) for t in ("<s>", "<pad>", "</s>", "<unk>")]
+                           + [AddedToken("<mask>", lstrip=True, normalized=False)])
+    tok.encode_special_tokens = True
+    return tok
+
+
 @lru_cache(maxsize=1)
 def hf_bert() -> Any:
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import dataclasses
 import gzip
 import hashlib
 import json
@@ -278,10 +279,16 @@ def family_specs() -> list[TokenizerSpec]:
         spec("bge-small-en-v1.5", "bge-small-en-v1.5.gguf.xz", "wordpiece", "gguf", 30522, **ggml,
              aliases=("bert-base-uncased",), models=("bge-small-en-v1.5", "bge-base-en-v1.5"),
              description="BERT uncased WordPiece (llama.cpp GGUF vocabulary of bge-small-en-v1.5)"),
-        spec("xlm-roberta", "xlm-roberta.gguf.xz", "unigram", "gguf", 250048, **ggml,
+        spec("xlm-roberta", "xlm-roberta.gguf.xz", "unigram", "gguf", 250002, **ggml, tokenizer_json="xlm-roberta",
              models=("xlm-roberta-base", "nomic-embed-text-v2-moe"),
-             description="XLM-RoBERTa SentencePiece Unigram with nmt_nfkc charsmap (llama.cpp GGUF of "
-                         "nomic-embed-text-v2-moe; ids from 250,002 are padding)"),
+             description="XLM-RoBERTa Unigram as its Hugging Face tokenizer.json runs it (precompiled nmt_nfkc "
+                         "charsmap per grapheme, runs of spaces to one, Metaspace; trailing whitespace kept), the ids "
+                         "of text-embeddings-inference, sentence-transformers and vLLM; vocabulary from the llama.cpp "
+                         "GGUF of nomic-embed-text-v2-moe"),
+        spec("xlm-roberta-sentencepiece", "xlm-roberta.gguf.xz", "unigram", "gguf", 250048, **ggml,
+             description="XLM-RoBERTa Unigram with SentencePiece's rules (longest-match charsmap, whitespace "
+                         "stripped and collapsed), as transformers' slow XLMRobertaTokenizer and llama.cpp run it "
+                         "(llama.cpp GGUF of nomic-embed-text-v2-moe; ids from 250,002 are padding)"),
         spec("qwen2", "qwen2.gguf.xz", "bpe", "gguf", 151936, **ggml,
              models=("qwen2-7b-instruct",),
              description="Qwen2 byte-level BPE (llama.cpp GGUF vocabulary, pre-tokenizer qwen2)"),
@@ -313,7 +320,24 @@ def hf_json_specs() -> list[TokenizerSpec]:
     ]
 
 
+#: The library (and version) whose ids each tokenizer's equal, as the exactness tests compare them.
+REFERENCES = {
+    **dict.fromkeys(("gpt2", "cl100k_base", "o200k_base", "o200k_harmony", "llama3", "p50k_base", "p50k_edit"),
+                    "tiktoken 0.14.0"),
+    **dict.fromkeys(("qwen3", "deepseek-v3", "gemma3", "bge-small-en-v1.5", "qwen2", "xlm-roberta"),
+                    "tokenizers 0.23.3"),
+    **dict.fromkeys(("mistral-v1", "mistral-v3", "mistral-v7", "llama2", "phi-3", "xlm-roberta-sentencepiece"),
+                    "sentencepiece 0.2.3"),
+    "mistral-nemo": "mistral-common 1.13.1",
+}
+
+
 def specs() -> list[TokenizerSpec]:
+    """Every bundled tokenizer's manifest entry, with its reference library (:data:`REFERENCES`)."""
+    return [dataclasses.replace(s, reference=REFERENCES[s.name]) for s in _specs()]
+
+
+def _specs() -> list[TokenizerSpec]:
     def spec(
         name: str, artifact: str, pattern: str, specials: dict[str, int], vocab: int, **kw: object
     ) -> TokenizerSpec:

@@ -391,6 +391,9 @@ class TokenizerSummary(BaseModel):
     sha256: str = Field(description="sha256 of its artifact file, verified at start-up")
     source: str = Field(description="where the artifact comes from")
     license: str = Field(description="the artifact's licence")
+    reference: str = Field(description="the library (and version) whose ids this tokenizer's equal, as tested, "
+                           "e.g. `tiktoken 0.14.0`, `tokenizers 0.23.3`, `sentencepiece 0.2.3`; empty when the "
+                           "store does not say")
     models: list[str] = Field(description="model names that resolve to it")
     description: str = Field(description="a short description")
 

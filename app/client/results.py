@@ -198,6 +198,7 @@ class TokenizerInfo:
     license: str = ""
     models: list[str] = field(default_factory=list)
     description: str = ""
+    reference: str = ""
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> TokenizerInfo:
@@ -217,6 +218,7 @@ def _summary(obj: dict[str, Any]) -> dict[str, Any]:
         "license": obj.get("license", ""),
         "models": obj.get("models", []),
         "description": obj.get("description", ""),
+        "reference": obj.get("reference", ""),
     }
 
 

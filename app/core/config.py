@@ -118,11 +118,11 @@ class Settings:
         "Pre-token LRU entries per tokenizer (read by the engine; 0 disables the cache).", default=16384
     )
     unigram_word_cache: int = _doc(
-        "Slots (128 bytes each) of the compiled word cache of SentencePiece Unigram models such as xlm-roberta; 0: "
-        "off (read by the engine; also off when `TOKENIZER_CACHE_SIZE` is 0). Ids are the same either way: a cached "
-        "word's path is reused only where a rounding-error bound proves it is what the float32 search would find. "
-        "It pays only once warm: about 0.85x on a cold pass, 1.1-1.4x on one that is never cleared "
-        "(`python -m bench.families.word_cache`).",
+        "Slots (128 bytes each) of the compiled word cache of SentencePiece Unigram models such as "
+        "xlm-roberta-sentencepiece; 0: off (read by the engine; also off when `TOKENIZER_CACHE_SIZE` is 0). "
+        "Ids are the same either way: a cached word's path is reused only where a rounding-error bound proves "
+        "it is what the float32 search would find. It pays only once warm: about 0.85x on a cold pass, "
+        "1.1-1.4x on one that is never cleared (`python -m bench.families.word_cache`).",
         default=0,
     )
     threads: int = _doc("Threads for tokenization of ordinary requests (per worker).", default=8)

@@ -18,6 +18,10 @@ Manifest schema (``format_version`` 1)::
          "template": {"prefix": [], "suffix": []},   # special names add_special_tokens=True puts around a text
                                            #   (tiktoken format; other formats take it from the artifact)
          "vocab_size": 100277,             # highest id + 1, checked at load
+         "reference": "tiktoken 0.14.0",   # the library (and version) whose ids these equal, as tested
+         "tokenizer_json": null,           # gguf format only: run the vocabulary as this model's Hugging Face
+                                           #   tokenizer.json does (app.engine.pipeline.gguf.TOKENIZER_JSON), not
+                                           #   with SentencePiece's rules as llama.cpp does
          "source": "…", "license": "MIT", "license_file": "licenses/…",
          "models": ["gpt-4", …],           # model names that use this tokenizer
          "description": "…"}]}
@@ -86,6 +90,8 @@ class TokenizerSpec:
     description: str = ""
     compression: str | None = None
     template: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+    reference: str = ""
+    tokenizer_json: str | None = None
 
     @classmethod
     def from_entry(cls, entry: Mapping[str, Any], store_dir: Path) -> TokenizerSpec:
@@ -138,6 +144,12 @@ class TokenizerSpec:
             listed = entry.get(key) or []
             if not isinstance(listed, list) or not all(isinstance(x, str) for x in listed):
                 raise ManifestError(f"manifest entry {name!r}: {key} must be a list of strings")
+        reference = entry.get("reference", "")
+        if not isinstance(reference, str):
+            raise ManifestError(f"manifest entry {name!r}: reference must be a string")
+        tokenizer_json = entry.get("tokenizer_json")
+        if tokenizer_json is not None and (not isinstance(tokenizer_json, str) or fmt != "gguf"):
+            raise ManifestError(f"manifest entry {name!r}: tokenizer_json must be a string, and only for format gguf")
         regex, pattern_id = "", None  # the classic char_bpe kind splits on whitespace and needs no pattern
         if fmt == "tiktoken" or entry.get("pattern") is not None or entry.get("pattern_regex") is not None:
             try:
@@ -162,6 +174,8 @@ class TokenizerSpec:
             description=str(entry.get("description", "")),
             compression=compression,
             template=(tuple(template.get("prefix", ())), tuple(template.get("suffix", ()))),
+            reference=reference,
+            tokenizer_json=tokenizer_json,
         )
 
     def read_artifact(self) -> bytes:
@@ -194,9 +208,12 @@ class TokenizerSpec:
             entry["pattern_regex"] = self.pattern
         if any(self.template):
             entry["template"] = {"prefix": list(self.template[0]), "suffix": list(self.template[1])}
+        if self.tokenizer_json is not None:
+            entry["tokenizer_json"] = self.tokenizer_json
         entry.update(
             special_tokens=dict(self.special_tokens),
             vocab_size=self.vocab_size,
+            reference=self.reference,
             source=self.source,
             license=self.license,
             license_file=self.license_file,

@@ -4,12 +4,13 @@
 [--hostile CHARS]``
 
 References: ``sentencepiece`` (the bundled ``.model``, or a model rebuilt from the GGUF's own pieces), Hugging
-Face ``tokenizers`` (a tokenizer built from the GGUF vocabulary: bge WordPiece, qwen2 byte-level BPE,
-xlm-roberta Unigram; for the SentencePiece BPE models a byte-fallback merge-list BPE built from the sentencepiece
-model as Hugging Face's converter does: every split of a mergeable piece into two pieces is a merge, ranked by the
-piece's score) and ``mistral-common`` (tekken); only references whose ids ours equal are timed, except Hugging
-Face on ``xlm-roberta`` (the Unigram pipeline ``transformers`` would build from the same vocabulary), which breaks
-some exact ties otherwise than ``sentencepiece``: it is timed anyway and the texts where it differs are counted.
+Face ``tokenizers`` (a tokenizer built from the GGUF vocabulary: bge WordPiece, qwen2 byte-level BPE, xlm-roberta
+Unigram as XLM-R's tokenizer.json defines it; for the SentencePiece BPE models a byte-fallback merge-list BPE built
+from the sentencepiece model as Hugging Face's converter does: every split of a mergeable piece into two pieces is a
+merge, ranked by the piece's score) and ``mistral-common`` (tekken); only references whose ids ours equal are timed,
+except Hugging Face on ``xlm-roberta-sentencepiece`` (the Unigram pipeline today's ``transformers`` converter would
+build from the same vocabulary), which breaks some exact ties otherwise than ``sentencepiece``: it is timed anyway
+and the texts where it differs are counted.
 Two workloads from :mod:`bench.corpora` (english plus every multilingual corpus, ``--bytes`` in total): 10 KB
 documents and short chat-sized lines (~50 bytes). Ids are checked identical first (the run stops otherwise); then
 ``R`` interleaved rounds time ours cold (cache cleared), ours warm (same pass again) and each reference. Medians in
@@ -41,8 +42,8 @@ os.environ.setdefault("BENCH_CORPORA_OFFLINE", "1")
 
 from bench.pipeline.run import _commit, _docs  # noqa: E402
 
-NAMES = ["mistral-v1", "mistral-v3", "mistral-v7", "llama2", "phi-3", "xlm-roberta", "bge-small-en-v1.5", "qwen2",
-         "mistral-nemo"]
+NAMES = ["mistral-v1", "mistral-v3", "mistral-v7", "llama2", "phi-3", "xlm-roberta", "xlm-roberta-sentencepiece",
+         "bge-small-en-v1.5", "qwen2", "mistral-nemo"]
 
 
 def references(name: str) -> dict[str, Callable[[str], list[int]]]:
@@ -50,7 +51,7 @@ def references(name: str) -> dict[str, Callable[[str], list[int]]]:
     from harness.references import sentencepiece_reference, tekken_reference
 
     refs: dict[str, Callable[[str], list[int]]] = {}
-    if name in ("mistral-v1", "mistral-v3", "mistral-v7", "llama2", "phi-3", "xlm-roberta"):
+    if name in ("mistral-v1", "mistral-v3", "mistral-v7", "llama2", "phi-3", "xlm-roberta-sentencepiece"):
         sp = sentencepiece_reference(name)
         refs["sentencepiece"] = sp.encode
     if name == "mistral-nemo":
@@ -93,13 +94,17 @@ def hf_sentencepiece_bpe(name: str) -> Any:
 
 
 #: references timed even where their ids differ from ours on some texts (counted in the results)
-TOLERATED = {("xlm-roberta", "hf")}
+TOLERATED = {("xlm-roberta-sentencepiece", "hf")}
 
 
 def _hf(name: str) -> Any:
     if name in SP_BPE:
         return hf_sentencepiece_bpe(name)
-    if name == "xlm-roberta":
+    if name == "xlm-roberta":  # XLM-R's own tokenizer.json: the reference whose ids ours equal
+        from harness.references import hf_xlm_roberta_reference
+
+        return hf_xlm_roberta_reference()
+    if name == "xlm-roberta-sentencepiece":
         from harness.references import hf_unigram_reference
 
         return hf_unigram_reference(name)

@@ -28,7 +28,7 @@ from bench.pipeline.run import DOC_BYTES
 os.environ.setdefault("BENCH_CORPORA_OFFLINE", "1")
 
 #: The bundled tokenizers whose reference is ``sentencepiece``.
-SENTENCEPIECE_NAMES = ("mistral-v1", "mistral-v3", "mistral-v7", "llama2", "phi-3", "xlm-roberta")
+SENTENCEPIECE_NAMES = ("mistral-v1", "mistral-v3", "mistral-v7", "llama2", "phi-3", "xlm-roberta-sentencepiece")
 LINE_BYTES = 50
 
 

@@ -54,13 +54,13 @@ def main(argv: list[str] | None = None) -> int:
     from bench.pipeline.run import _docs
     from harness.references import sentencepiece_reference
 
-    spec = get_store().spec("xlm-roberta")
+    spec = get_store().spec("xlm-roberta-sentencepiece")
     builds: list[Any] = []
     for d in args.dirs:
         UNIGRAM.module = _load_build(d)  # the pipeline built next compiles its model and normalizer with it
         builds.append(load_encoding(spec))
-    sp = sentencepiece_reference("xlm-roberta")
-    hf_tok = _hf("xlm-roberta")
+    sp = sentencepiece_reference("xlm-roberta-sentencepiece")
+    hf_tok = _hf("xlm-roberta-sentencepiece")
     assert hf_tok is not None
 
     def hf(text: str) -> object:

@@ -46,14 +46,14 @@ def main(argv: list[str] | None = None) -> int:
     from bench.pipeline.run import _commit, _docs
     from harness.references import sentencepiece_reference
 
-    spec = get_store().spec("xlm-roberta")
+    spec = get_store().spec("xlm-roberta-sentencepiece")
     os.environ[WORD_CACHE_ENV] = str(args.slots)
     on = load_encoding(spec)
     del os.environ[WORD_CACHE_ENV]
     off = load_encoding(spec)
     assert on.cache_stats().max_size == args.slots and off.cache_stats().max_size == 0
-    sp = sentencepiece_reference("xlm-roberta")
-    hf_tok = _hf("xlm-roberta")
+    sp = sentencepiece_reference("xlm-roberta-sentencepiece")
+    hf_tok = _hf("xlm-roberta-sentencepiece")
     assert hf_tok is not None
     docs = _docs(args.bytes)
     print(f"commit {_commit()}, load average at start {os.getloadavg()[0]:.2f}, {args.rounds} rounds, "

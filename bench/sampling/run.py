@@ -42,12 +42,12 @@ def _rows() -> list[tuple[str, dict[str, Any], Callable[[str, int], Any] | None,
     """(tokenizer, Sample options, reference sampler(text, seed) or None, reference name)."""
     from harness.references import hf_with_dropout, sentencepiece_reference
 
-    xlmr, mistral = sentencepiece_reference("xlm-roberta"), sentencepiece_reference("mistral-v1")
+    xlmr, mistral = sentencepiece_reference("xlm-roberta-sentencepiece"), sentencepiece_reference("mistral-v1")
     qwen = hf_with_dropout("qwen3", 0.1)
     return [
-        ("xlm-roberta", {"alpha": 0.1, "nbest": -1},
+        ("xlm-roberta-sentencepiece", {"alpha": 0.1, "nbest": -1},
          lambda t, _s: xlmr.encode(t, enable_sampling=True, alpha=0.1, nbest_size=-1), "sentencepiece"),
-        ("xlm-roberta", {"alpha": 0.1, "nbest": 8},
+        ("xlm-roberta-sentencepiece", {"alpha": 0.1, "nbest": 8},
          lambda t, _s: xlmr.encode(t, enable_sampling=True, alpha=0.1, nbest_size=8), "sentencepiece"),
         ("mistral-v1", {"dropout": 0.1},
          lambda t, _s: mistral.encode(t, enable_sampling=True, alpha=0.1, nbest_size=-1), "sentencepiece"),

@@ -11,7 +11,7 @@ from app.engine import get_encoding
 from ..cli.test_tokenize import run
 
 NAMES = ["mistral-v1", "mistral-v3", "mistral-v7", "mistral-nemo", "llama2", "phi-3", "bge-small-en-v1.5",
-         "xlm-roberta", "qwen2"]
+         "xlm-roberta", "xlm-roberta-sentencepiece", "qwen2"]
 TEXT = "Tokenizers: naïve café, 日本語 and  spaces\n\t<s>[INST] 12345"
 
 

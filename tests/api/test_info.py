@@ -25,6 +25,12 @@ def test_tokenizers_list(client: TestClient) -> None:
     assert "gpt-4" in cl["models"] and "gpt-4-turbo" in cl["models"]  # manifest and model table
     assert by_name["gpt2"]["aliases"] == ["r50k_base"]
     assert "gpt-oss-20b" in by_name["o200k_harmony"]["models"]
+    # every tokenizer names the library whose ids its ids equal
+    assert {n: t["reference"] for n, t in by_name.items()} == {s.name: s.reference for s in store}
+    assert all(t["reference"] for t in body["tokenizers"])
+    assert cl["reference"].startswith("tiktoken ")
+    assert by_name["xlm-roberta"]["reference"].startswith("tokenizers ")
+    assert by_name["xlm-roberta-sentencepiece"]["reference"].startswith("sentencepiece ")
 
 
 def test_tokenizer_detail(client: TestClient) -> None:
@@ -38,6 +44,9 @@ def test_tokenizer_detail(client: TestClient) -> None:
     qwen = client.get("/tokenizers/qwen3").json()  # a tokenizer.json pipeline: its added tokens and template
     assert qwen["added_tokens"]["<tool_call>"] == 151657 and "<|im_start|>" in qwen["special_tokens"]
     assert client.get("/tokenizers/gemma3").json()["template"] == "<bos> $text"
+    xlmr = client.get("/tokenizers/xlm-roberta").json()
+    assert xlmr["reference"].startswith("tokenizers ") and xlmr["template"] == "<s> $text </s>"
+    assert xlmr["vocab_size"] == 250_002 and xlmr["special_tokens"]["<mask>"] == 250_001
     err = assert_error(client.get("/tokenizers/nope"), 404, "unknown_tokenizer")
     assert "cl100k_base" in err["details"]["known"]
     for path in ("/tokenizers/%FF", "/tokenizers/%00", "/tokenizers/" + "a" * 10_000):

@@ -25,8 +25,8 @@ def _sample(options: dict[str, Any]) -> Sample:
 
 @pytest.mark.parametrize(("name", "options"), [
     ("cl100k_base", {"seed": 3, "dropout": 0.3}), ("qwen3", {"seed": 3, "dropout": 0.3}),
-    ("mistral-v1", {"seed": 3, "dropout": 0.3}), ("xlm-roberta", {"seed": 3, "alpha": 0.2}),
-    ("xlm-roberta", {"seed": 3, "alpha": 0.5, "nbest": 5}),
+    ("mistral-v1", {"seed": 3, "dropout": 0.3}), ("xlm-roberta-sentencepiece", {"seed": 3, "alpha": 0.2}),
+    ("xlm-roberta-sentencepiece", {"seed": 3, "alpha": 0.5, "nbest": 5}),
 ])
 def test_ids_equal_the_engine(client: TestClient, name: str, options: dict[str, Any]) -> None:
     tok, sample = get_encoding(name), _sample(options)
@@ -59,12 +59,12 @@ def test_model_names_resolve_and_bad_requests_are_422(client: TestClient) -> Non
     assert r.status_code == 200 and r.json()["count"] == len(TEXT.encode("utf-8"))  # dropout 1: bytes
     refused = [
         ({"tokenizer": "bge-small-en-v1.5", "text": "hi", "sample": {"seed": 1}}, "invalid_sample"),
-        ({"tokenizer": "xlm-roberta", "text": "hi", "sample": {"dropout": 0.1}}, "invalid_sample"),
+        ({"tokenizer": "xlm-roberta-sentencepiece", "text": "hi", "sample": {"dropout": 0.1}}, "invalid_sample"),
         ({"tokenizer": "cl100k_base", "text": "hi", "sample": {"alpha": 0.1}}, "invalid_sample"),
         ({"tokenizer": "cl100k_base", "text": "hi", "sample": {"nbest": 4}}, "invalid_sample"),
-        ({"tokenizer": "xlm-roberta", "text": "hi", "sample": {"nbest": 0}}, "validation_error"),
-        ({"tokenizer": "xlm-roberta", "text": "hi", "sample": {"nbest": 513}}, "validation_error"),
-        ({"tokenizer": "xlm-roberta", "text": "hi", "sample": {"alpha": -1}}, "validation_error"),
+        ({"tokenizer": "xlm-roberta-sentencepiece", "text": "hi", "sample": {"nbest": 0}}, "validation_error"),
+        ({"tokenizer": "xlm-roberta-sentencepiece", "text": "hi", "sample": {"nbest": 513}}, "validation_error"),
+        ({"tokenizer": "xlm-roberta-sentencepiece", "text": "hi", "sample": {"alpha": -1}}, "validation_error"),
         ({"tokenizer": "cl100k_base", "text": "hi", "sample": {"dropout": 1.01}}, "validation_error"),
         ({"tokenizer": "cl100k_base", "text": "hi", "sample": {"seed": -1}}, "validation_error"),
         ({"tokenizer": "cl100k_base", "text": "hi", "sample": {"seed": "1"}}, "validation_error"),
@@ -82,7 +82,8 @@ def test_model_names_resolve_and_bad_requests_are_422(client: TestClient) -> Non
             assert r.status_code == 422, (path, body, r.text)
             error = r.json()["error"]
             assert error["type"] == kind and error["message"], (path, body)
-    r = client.post("/encode", content=b'{"tokenizer": "xlm-roberta", "text": "hi", "sample": {"alpha": NaN}}',
+    r = client.post("/encode", content=b'{"tokenizer": "xlm-roberta-sentencepiece", "text": "hi", '
+                                      b'"sample": {"alpha": NaN}}',
                     headers={"content-type": "application/json"})
     assert r.status_code == 422 and r.json()["error"]["type"] == "validation_error"
     detail = client.post("/encode", json=refused[0][0]).json()["error"]
@@ -100,10 +101,12 @@ def test_openapi_documents_the_option(client: TestClient) -> None:
 
 @pytest.mark.timeout(300)
 def test_real_server(live_server: Callable[..., LiveServer]) -> None:
-    server = live_server("--workers", "1", env={"TOKENIZER_TOKENIZERS": "cl100k_base,xlm-roberta,bge-small-en-v1.5"})
-    x = get_encoding("xlm-roberta")
+    server = live_server("--workers", "1",
+                         env={"TOKENIZER_TOKENIZERS": "cl100k_base,xlm-roberta-sentencepiece,bge-small-en-v1.5"})
+    x = get_encoding("xlm-roberta-sentencepiece")
     with server.client(timeout=60) as c:
-        body = {"tokenizer": "xlm-roberta", "text": TEXT, "sample": {"seed": 11, "alpha": 0.3, "nbest": 8}}
+        body = {"tokenizer": "xlm-roberta-sentencepiece", "text": TEXT,
+                "sample": {"seed": 11, "alpha": 0.3, "nbest": 8}}
         first, again = c.post("/encode", json=body), c.post("/encode", json=body)
         assert first.status_code == 200, first.text
         assert first.json()["ids"] == again.json()["ids"] == x.encode(TEXT, sample=Sample(seed=11, alpha=0.3, nbest=8))

@@ -92,8 +92,9 @@ def test_sampling_options(tmp_path: Path) -> None:
     from app.engine.sampling import Sample
 
     text = "Subword regularisation is unbelievably useful"
-    x = get_encoding("xlm-roberta")
-    out = run("encode", "-t", "xlm-roberta", "--sample-seed", "4", "--alpha", "0.3", "--nbest", "6", stdin=text)
+    x = get_encoding("xlm-roberta-sentencepiece")
+    out = run("encode", "-t", "xlm-roberta-sentencepiece", "--sample-seed", "4", "--alpha", "0.3", "--nbest", "6",
+              stdin=text)
     assert out.returncode == 0, out.stderr
     assert [int(i) for i in out.stdout.split()] == x.encode(text, sample=Sample(seed=4, alpha=0.3, nbest=6))
     files = [tmp_path / "a.txt", tmp_path / "b.txt"]
@@ -106,8 +107,8 @@ def test_sampling_options(tmp_path: Path) -> None:
     assert run("count", "-t", "cl100k_base", "--dropout", "1", stdin=text).stdout.strip() == str(len(text))
     for args, message in [
         (["encode", "-t", "bge-small-en-v1.5", "--sample-seed", "1"], "cannot sample"),
-        (["encode", "-t", "xlm-roberta", "--dropout", "0.1"], "not 'dropout'"),
-        (["encode", "-t", "xlm-roberta", "--nbest", "0"], "nbest must be"),
+        (["encode", "-t", "xlm-roberta-sentencepiece", "--dropout", "0.1"], "not 'dropout'"),
+        (["encode", "-t", "xlm-roberta-sentencepiece", "--nbest", "0"], "nbest must be"),
         (["count", "-t", "cl100k_base", "--dropout", "2"], "dropout must be"),
         (["count", "--model", "gpt-4o", "--dropout", "0.1"], "not --model"),
     ]:

@@ -17,8 +17,8 @@ from app.engine.training.char_bpe import train_char_bpe
 #: tokenizer.json on the fast path, merge-list BPE with byte fallback, SentencePiece BPE, Unigram (both modes).
 CASES = [("cl100k_base", Sample(seed=5, dropout=0.2)), ("mistral-nemo", Sample(seed=5, dropout=0.2)),
          ("qwen3", Sample(seed=5, dropout=0.2)), ("gemma3", Sample(seed=5, dropout=0.2)),
-         ("mistral-v3", Sample(seed=5, dropout=0.2)), ("xlm-roberta", Sample(seed=5, alpha=0.2)),
-         ("xlm-roberta", Sample(seed=5, alpha=0.5, nbest=6))]
+         ("mistral-v3", Sample(seed=5, dropout=0.2)), ("xlm-roberta-sentencepiece", Sample(seed=5, alpha=0.2)),
+         ("xlm-roberta-sentencepiece", Sample(seed=5, alpha=0.5, nbest=6))]
 TEXTS = ["Tokenization is unbelievably interesting.",
          "naïve café, 日本語 and  spaces\n\t12345 \U0001F9D1\u200d\U0001F4BB", "", "x" * 120, "lone \ud800 surrogate"]
 
@@ -96,4 +96,4 @@ def test_tokenizers_that_cannot_sample() -> None:
     with pytest.raises(SamplingError, match="not 'alpha'"):
         get_encoding("cl100k_base").encode("hi", sample=Sample(nbest=2))
     with pytest.raises(SamplingError, match="not 'dropout'"):
-        get_encoding("xlm-roberta").count("hi", sample=Sample(dropout=0.5))
+        get_encoding("xlm-roberta-sentencepiece").count("hi", sample=Sample(dropout=0.5))

@@ -20,12 +20,12 @@ from app.engine import (
     load_encoding,
     reset,
 )
-from app.engine.store import STORE_ENV, bundled_store_dir, default_store_dir
+from app.engine.store import STORE_ENV, TokenizerSpec, bundled_store_dir, default_store_dir
 
 BUNDLED = {"gpt2", "cl100k_base", "o200k_base", "o200k_harmony", "llama3", "p50k_base", "p50k_edit", "qwen3",
            "deepseek-v3", "gemma3",
            "mistral-v1", "mistral-v3", "mistral-v7", "mistral-nemo", "llama2", "phi-3", "bge-small-en-v1.5",
-           "xlm-roberta", "qwen2"}
+           "xlm-roberta", "xlm-roberta-sentencepiece", "qwen2"}
 PUBLISHED_SHA256 = {
     "gpt2.tiktoken": "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930",
     "cl100k_base.tiktoken": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
@@ -224,3 +224,23 @@ def test_wrong_vocab_size_is_refused(store_copy: Path) -> None:
 def test_manifest_round_trips_through_specs(store_copy: Path) -> None:
     store = Store.load(store_copy)
     assert [s.to_entry(store_copy) for s in store] == _manifest(store_copy)["tokenizers"]
+
+
+def test_every_bundled_tokenizer_names_its_reference_library() -> None:
+    """The library whose ids each bundled tokenizer's equal (what the exactness tests compare against)."""
+    store = Store.load(bundled_store_dir())
+    refs = {spec.name: spec.reference for spec in store}
+    assert all(refs.values()), [n for n, r in refs.items() if not r]
+    assert refs["xlm-roberta"].startswith("tokenizers ") and refs["xlm-roberta-sentencepiece"].startswith(
+        "sentencepiece ")
+    assert refs["cl100k_base"].startswith("tiktoken ") and refs["mistral-nemo"].startswith("mistral-common ")
+    assert store.spec("xlm-roberta").tokenizer_json == "xlm-roberta"
+    assert store.spec("xlm-roberta-sentencepiece").tokenizer_json is None
+
+
+def test_tokenizer_json_only_for_gguf(tmp_path: Path) -> None:
+    entry = {"name": "x", "artifact": "x.tiktoken", "sha256": "0" * 64, "pattern": "gpt2", "tokenizer_json": "a"}
+    with pytest.raises(ManifestError, match="tokenizer_json"):
+        TokenizerSpec.from_entry(entry, tmp_path)
+    with pytest.raises(ManifestError, match="reference"):
+        TokenizerSpec.from_entry({**entry, "tokenizer_json": None, "reference": 3}, tmp_path)

@@ -160,8 +160,8 @@ PLAIN_CALL_TEXTS = ["", "hello", " Hello  world\n", "日本語のテキスト", 
                     "x" * 3000]
 
 
-@pytest.mark.parametrize("name", ["cl100k_base", "mistral-v3", "xlm-roberta", "bge-small-en-v1.5", "qwen3",
-                                  "mistral-nemo", "llama2"])
+@pytest.mark.parametrize("name", ["cl100k_base", "mistral-v3", "xlm-roberta-sentencepiece", "xlm-roberta",
+                                  "bge-small-en-v1.5", "qwen3", "mistral-nemo", "llama2"])
 @pytest.mark.parametrize("backend", ["native", "python"])
 def test_plain_encode_call_is_the_method(name: str, backend: str) -> None:
     """``encode(text)`` on a compiled backend is one compiled dispatch (``_bind_plain_encode``); it gives what the

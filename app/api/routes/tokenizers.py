@@ -27,6 +27,7 @@ def _summary(svc: ServiceState, enc: Tokenizer) -> dict[str, Any]:
         "sha256": spec.sha256 if spec else "",
         "source": spec.source if spec else "",
         "license": spec.license if spec else "",
+        "reference": spec.reference if spec else "",
         "models": svc.models_of(enc.name),
         "description": spec.description if spec else "",
     }

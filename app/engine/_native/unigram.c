@@ -1998,6 +1998,134 @@ static PyObject *Model_encode_text(Model *self, PyObject *const *args, Py_ssize_
     return ids_list(&out, rc);
 }
 
+PyDoc_STRVAR(encode_split_doc,
+             "encode_split(text) -> list[int]: ids of ``text`` (already normalized and pre-tokenized as one string, no "
+             "lone surrogates) searched piece by piece, a piece starting at every U+2581 (and at the start): as "
+             "``encode`` of the pieces Hugging Face's splitting Metaspace makes, without building them. ValueError "
+             "for a surrogate or an unknown character without an unknown token.");
+
+static PyObject *Model_encode_split(Model *self, PyObject *arg) {
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "text must be str");
+        return NULL;
+    }
+    Text t;
+    text_open(arg, &t);
+    IdBuf out = {NULL, 0, 0};
+    CallStats st = {0, 0, 0};
+    ByteBuf buf = {NULL, 0, 0};
+    int rc;
+    PyThreadState *ts = t.n >= GIL_FROM ? PyEval_SaveThread() : NULL;
+    rc = text_utf8(&t, &buf);
+    /* U+2581 is E2 96 81 in UTF-8; a piece runs from one to the next */
+    Py_ssize_t start = 0;
+    for (Py_ssize_t i = 1; rc == 0 && i + 2 < buf.n; i++) {
+        if (buf.v[i] == 0xE2 && buf.v[i + 1] == 0x96 && buf.v[i + 2] == 0x81) {
+            rc = viterbi(self, buf.v + start, i - start, NULL, &out, &st);
+            start = i;
+            i += 2;
+        }
+    }
+    if (rc == 0 && start < buf.n) rc = viterbi(self, buf.v + start, buf.n - start, NULL, &out, &st);
+    if (ts) PyEval_RestoreThread(ts);
+    free(buf.v);
+    wc_account(self->cache, &st);
+    return ids_list(&out, rc);
+}
+
+PyDoc_STRVAR(encode_metaspace_doc,
+             "encode_metaspace(normalizer, classes, pairs, text) -> list[int] | None: Hugging Face's Precompiled + "
+             "Replace(' {2,}', ' ') + Metaspace (prepend, split) + this model on one text in one call. None when the "
+             "text has a surrogate or a *risky* position (the caller takes its exact path): by ``classes`` (one byte "
+             "of flags per code point: 1 a key of its own, 2 joins a grapheme cluster, 4 Prepend, 8 first character "
+             "of a key of several), a key followed by a joining character, a Prepend key, or a pair of characters "
+             "that begins a longer key (``pairs``: sorted little-endian uint64 ``first << 21 | second``). Else the "
+             "charsmap of ``normalizer`` (a Normalizer with every SentencePiece option off), runs of spaces to one, "
+             "spaces to U+2581, U+2581 prepended unless the text starts with it, and each piece from one U+2581 to "
+             "the next searched on its own.");
+
+static int pair_known(const uint64_t *pairs, Py_ssize_t n, uint64_t key) {
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (pairs[mid] < key) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n && pairs[lo] == key;
+}
+
+static PyObject *Model_encode_metaspace(Model *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyObject_TypeCheck(args[0], &NormalizerType) || !PyBytes_Check(args[1]) ||
+        PyBytes_GET_SIZE(args[1]) != 0x110000 || !PyBytes_Check(args[2]) || PyBytes_GET_SIZE(args[2]) % 8 ||
+        !PyUnicode_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "encode_metaspace(normalizer, classes: bytes of 0x110000, pairs: bytes of "
+                                         "uint64, text: str)");
+        return NULL;
+    }
+    const Normalizer *nz = (const Normalizer *)args[0];
+    const unsigned char *cls = (const unsigned char *)PyBytes_AS_STRING(args[1]);
+    const uint64_t *pairs = (const uint64_t *)PyBytes_AS_STRING(args[2]);
+    Py_ssize_t n_pairs = PyBytes_GET_SIZE(args[2]) / 8;
+    Text t;
+    text_open(args[3], &t);
+    for (Py_ssize_t i = 0; i < t.n; i++) {
+        Py_UCS4 c = PyUnicode_READ(t.kind, t.data, i);
+        if (c >= 0xD800 && c <= 0xDFFF) Py_RETURN_NONE;
+        unsigned f = cls[c];
+        if (!(f & 13)) continue; /* no key starts here, not Prepend */
+        if ((f & 5) == 5) Py_RETURN_NONE; /* a Prepend key: its cluster takes the next character */
+        if (i + 1 < t.n) {
+            Py_UCS4 d = PyUnicode_READ(t.kind, t.data, i + 1);
+            if (d >= 0xD800 && d <= 0xDFFF) Py_RETURN_NONE;
+            if (!(cls[d] & 2)) continue;
+            if (f & 1) Py_RETURN_NONE; /* a key whose cluster goes on */
+            if ((f & 8) && pair_known(pairs, n_pairs, ((uint64_t)c << 21) | d)) Py_RETURN_NONE;
+        }
+    }
+    int32_t id_stack[256];
+    IdBuf out = {id_stack, 0, 256, id_stack};
+    unsigned char byte_stack[1024], meta_stack[1536];
+    ByteBuf buf = {byte_stack, 0, sizeof byte_stack, byte_stack};
+    ByteBuf meta = {meta_stack, 0, sizeof meta_stack, meta_stack};
+    CallStats st = {0, 0, 0};
+    PyThreadState *ts = t.n >= GIL_FROM ? PyEval_SaveThread() : NULL;
+    int rc = prepare(nz, &t, &buf, NULL);
+    free(t.scrubbed);
+    if (rc == 0 && buf.n > 0) rc = bytes_reserve(&meta, 3 * buf.n + 3);
+    if (rc == 0 && buf.n > 0) {
+        unsigned char *o = meta.v;
+        const unsigned char *b = buf.v;
+        Py_ssize_t n = buf.n;
+        /* U+2581 first unless the text (spaces already U+2581) starts with it */
+        if (!(b[0] == ' ' || (n >= 3 && b[0] == 0xE2 && b[1] == 0x96 && b[2] == 0x81))) {
+            *o++ = 0xE2, *o++ = 0x96, *o++ = 0x81;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (b[i] == ' ') {
+                *o++ = 0xE2, *o++ = 0x96, *o++ = 0x81;
+                while (i + 1 < n && b[i + 1] == ' ') i++; /* a run of spaces is one */
+            } else {
+                *o++ = b[i];
+            }
+        }
+        meta.n = o - meta.v;
+        Py_ssize_t start = 0;
+        for (Py_ssize_t i = 1; rc == 0 && i + 2 < meta.n; i++) {
+            if (meta.v[i] == 0xE2 && meta.v[i + 1] == 0x96 && meta.v[i + 2] == 0x81) {
+                rc = viterbi(self, meta.v + start, i - start, NULL, &out, &st);
+                start = i;
+                i += 2;
+            }
+        }
+        if (rc == 0 && start < meta.n) rc = viterbi(self, meta.v + start, meta.n - start, NULL, &out, &st);
+    }
+    if (ts) PyEval_RestoreThread(ts);
+    bytes_free(&buf);
+    bytes_free(&meta);
+    wc_account(self->cache, &st);
+    return ids_list(&out, rc);
+}
+
 static PyObject *Model_n_units(Model *self, void *closure) { return PyLong_FromLong(self->n_units); }
 
 PyDoc_STRVAR(cache_stats_doc, "cache_stats() -> (hits, misses, size, max_size) of the word cache (all 0 without one).");
@@ -2020,6 +2148,8 @@ static PyMethodDef Model_methods[] = {
     {"tokenize", (PyCFunction)Model_tokenize, METH_O, tokenize_doc},
     {"encode", (PyCFunction)(void (*)(void))Model_encode, METH_VARARGS | METH_KEYWORDS, encode_doc},
     {"encode_text", (PyCFunction)(void (*)(void))Model_encode_text, METH_FASTCALL, encode_text_doc},
+    {"encode_split", (PyCFunction)Model_encode_split, METH_O, encode_split_doc},
+    {"encode_metaspace", (PyCFunction)(void (*)(void))Model_encode_metaspace, METH_FASTCALL, encode_metaspace_doc},
     {"cache_stats", (PyCFunction)Model_cache_stats, METH_NOARGS, cache_stats_doc},
     {"clear_cache", (PyCFunction)Model_clear_cache, METH_NOARGS, clear_cache_doc},
     {NULL, NULL, 0, NULL},

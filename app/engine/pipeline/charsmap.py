@@ -97,6 +97,8 @@ class CharsMap:
         for text_key in table:
             lengths.setdefault(text_key[0], set()).add(len(text_key))
         self._lengths = {c: sorted(v, reverse=True) for c, v in lengths.items()}
+        #: the keys of one character, as a ``str.translate`` table
+        self._single = {ord(k): v for k, v in table.items() if len(k) == 1}
 
     def __len__(self) -> int:
         return len(self.table)
@@ -146,6 +148,20 @@ class CharsMap:
             pos += g
         return out
 
+    def normalize_hf_str(self, text: str) -> str:
+        """The text of :meth:`chunks_hf` without the spans: a cluster replaced whole, or its characters looked up
+        on their own in one ``str.translate`` (linear in the cluster, however long)."""
+        lengths, single = self._lengths, self._single
+        out: list[str] = []
+        for grapheme in _GRAPHEME.findall(text):
+            if grapheme[0] in lengths and len(grapheme.encode("utf-8")) < 6:
+                rep = self.shortest_at(grapheme)
+                if rep is not None:
+                    out.append(rep)
+                    continue
+            out.append(grapheme.translate(single))
+        return "".join(out)
+
 
 def chunks_to_piece(piece: Piece, chunks: list[tuple[str, int, int]]) -> Piece:
     """A piece from ``(output, start, end)`` chunks over ``piece.text``: every output character takes the original
@@ -188,4 +204,4 @@ class Precompiled:
     def normalize_str(self, text: str) -> str:
         if not text or not len(self.charsmap):
             return text
-        return "".join(c[0] for c in self.charsmap.chunks_hf(text))
+        return self.charsmap.normalize_hf_str(text)

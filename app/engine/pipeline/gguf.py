@@ -22,6 +22,7 @@ by name.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .. import patterns
@@ -29,7 +30,8 @@ from ..errors import ArtifactError
 from ..store import TokenizerSpec
 from ..tokenizer import Tokenizer
 from .gguf_kv import GGUFFormatError, read_kv
-from .sentencepiece import CONTROL, SentencePieceVocab, build_pipeline
+from .sentencepiece import SentencePieceVocab, build_pipeline
+from .sp_types import CONTROL, UNKNOWN, UNUSED
 
 SUPPORTED_MODELS = ("llama", "t5", "bert", "gpt2")
 
@@ -102,6 +104,59 @@ def _bert_doc(kv: dict[str, Any], source: str) -> dict[str, Any]:
     }
 
 
+def _xlm_roberta_doc(kv: dict[str, Any], source: str) -> dict[str, Any]:
+    """The ``tokenizer.json`` published with ``xlm-roberta-base`` (and the XLM-R models made from it) for a GGUF
+    ``t5`` vocabulary converted from it, as ``transformers``' 4.x converter wrote it (``convert_slow_tokenizer.py``:
+    ``XLMRobertaConverter`` over ``SpmConverter``): the Unigram vocabulary with the fairseq ids (``<s> <pad> </s>
+    <unk>`` first, ``<mask>`` last, all scored 0.0; unknown id 3), normalizer ``Precompiled`` (the stored charsmap)
+    then runs of two or more spaces to one space — nothing stripped, so trailing whitespace is a ``▁`` token —,
+    pre-tokenizer ``Metaspace`` (``▁`` for spaces, prepended, split before each ``▁``), template ``<s> $A </s>``.
+    The GGUF's padding entries after the last non-unused piece (llama.cpp pads to the model's embedding count)
+    are not part of that file and are left out. Raises :class:`ArtifactError` for a vocabulary without the
+    unknown, BOS or EOS ids or without a charsmap."""
+    import base64
+
+    tokens: list[str] = _get(kv, "tokens")
+    scores = _get(kv, "scores") or [0.0] * len(tokens)
+    types = _get(kv, "token_type") or [1] * len(tokens)
+    unk, bos, eos = _get(kv, "unknown_token_id"), _get(kv, "bos_token_id"), _get(kv, "eos_token_id")
+    charsmap = _get(kv, "precompiled_charsmap")
+    n = len(tokens)
+    if not all(isinstance(i, int) and 0 <= i < n for i in (unk, bos, eos)) or not charsmap:
+        raise ArtifactError(source, "GGUF t5 vocabulary lacks the unknown, BOS or EOS id or the charsmap that "
+                                    "its tokenizer.json needs")
+    while n and types[n - 1] == UNUSED:
+        n -= 1
+    metaspace = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": True}
+    added = [{"id": i, "content": tokens[i], "single_word": False, "lstrip": tokens[i] == "<mask>", "rstrip": False,
+              "normalized": False, "special": True} for i in range(n) if types[i] in (CONTROL, UNKNOWN)]
+    return {
+        "added_tokens": added,
+        "normalizer": {"type": "Sequence", "normalizers": [
+            {"type": "Precompiled", "precompiled_charsmap": base64.b64encode(bytes(charsmap)).decode()},
+            {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]},
+        "pre_tokenizer": metaspace,
+        "post_processor": {
+            "type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": tokens[bos], "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                       {"SpecialToken": {"id": tokens[eos], "type_id": 0}}],
+            "pair": [{"SpecialToken": {"id": tokens[bos], "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                     {"SpecialToken": {"id": tokens[eos], "type_id": 0}},
+                     {"SpecialToken": {"id": tokens[eos], "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 0}},
+                     {"SpecialToken": {"id": tokens[eos], "type_id": 0}}],
+            "special_tokens": {tokens[i]: {"id": tokens[i], "ids": [i], "tokens": [tokens[i]]} for i in (bos, eos)}},
+        "decoder": dict(metaspace),
+        "model": {"type": "Unigram", "unk_id": unk, "byte_fallback": False,
+                  "vocab": [[tokens[i], float(scores[i])] for i in range(n)]},
+    }
+
+
+#: ``tokenizer_json`` (manifest) -> the builder of the ``tokenizer.json`` document a GGUF ``t5`` vocabulary was
+#: converted from, for vocabularies whose users run that file (text-embeddings-inference, sentence-transformers,
+#: vLLM) rather than llama.cpp.
+TOKENIZER_JSON: dict[str, Callable[[dict[str, Any], str], dict[str, Any]]] = {"xlm-roberta": _xlm_roberta_doc}
+
+
 def _byte_level_doc(kv: dict[str, Any], source: str) -> dict[str, Any]:
     """An equivalent ``tokenizer.json`` document for a GGUF ``gpt2`` vocabulary."""
     pre = _get(kv, "pre", "default")
@@ -144,10 +199,13 @@ def _byte_level_doc(kv: dict[str, Any], source: str) -> dict[str, Any]:
 
 
 def from_gguf(data: bytes, name: str, *, source: str = "vocab.gguf", spec: TokenizerSpec | None = None,
-              cache_size: int | None = None, backend: str | None = None, word_cache: int | None = None) -> Tokenizer:
-    """The tokenizer a GGUF file's vocabulary describes. Raises :class:`ArtifactError` naming ``source`` for a
-    malformed file, a missing vocabulary or an unsupported model type. ``word_cache``: see
-    :func:`app.engine.pipeline.sentencepiece.build_pipeline`."""
+              cache_size: int | None = None, backend: str | None = None, word_cache: int | None = None,
+              tokenizer_json: str | None = None) -> Tokenizer:
+    """The tokenizer a GGUF file's vocabulary describes. ``tokenizer_json``: a key of :data:`TOKENIZER_JSON`, to
+    run a ``t5`` vocabulary as that model's Hugging Face ``tokenizer.json`` does (None: SentencePiece's rules, as
+    llama.cpp runs it). ``word_cache``: see :func:`app.engine.pipeline.sentencepiece.build_pipeline`. Raises
+    :class:`ArtifactError` naming ``source`` for a malformed file, a missing vocabulary, an unsupported model type
+    or a ``tokenizer_json`` that does not fit it."""
     try:
         kv = read_kv(data)
     except GGUFFormatError as exc:
@@ -158,6 +216,15 @@ def from_gguf(data: bytes, name: str, *, source: str = "vocab.gguf", spec: Token
     if model not in SUPPORTED_MODELS:
         raise ArtifactError(source, f"GGUF tokenizer model {model!r} is not supported "
                                     f"(supported: {', '.join(SUPPORTED_MODELS)})")
+    if tokenizer_json is not None:
+        build = TOKENIZER_JSON.get(tokenizer_json)
+        if build is None or model != "t5":
+            raise ArtifactError(source, f"GGUF {model!r} vocabulary cannot be run as the tokenizer.json of "
+                                        f"{tokenizer_json!r} (known: t5 as {', '.join(sorted(TOKENIZER_JSON))})")
+        from .hf_json import from_hf_json
+
+        return from_hf_json(build(kv, source), name, source=source, spec=spec, cache_size=cache_size,
+                            backend=backend)
     if model in ("llama", "t5"):
         return build_pipeline(name, _sentencepiece_vocab(kv, model, source), source=source, cache_size=cache_size,
                               spec=spec, backend=backend, word_cache=word_cache)
@@ -171,6 +238,7 @@ def load_gguf(spec: TokenizerSpec, *, cache_size: int | None = None, backend: st
               word_cache: int | None = None) -> Tokenizer:
     """The loader of manifest format ``gguf``: a verified GGUF file's vocabulary."""
     tok = from_gguf(spec.read_artifact(), spec.name, source=str(spec.artifact_path), spec=spec,
-                    cache_size=cache_size, backend=backend, word_cache=word_cache)
+                    cache_size=cache_size, backend=backend, word_cache=word_cache,
+                    tokenizer_json=spec.tokenizer_json)
     spec.check_vocab_size(tok.n_vocab)
     return tok

@@ -23,7 +23,8 @@ from .references import llama_cpp_vectors, sentencepiece_reference, tekken_refer
 REFERENCES: dict[str, str] = {
     "mistral-v1": "sentencepiece", "mistral-v3": "sentencepiece", "mistral-v7": "sentencepiece",
     "mistral-nemo": "mistral-common", "llama2": "sentencepiece", "phi-3": "sentencepiece",
-    "xlm-roberta": "sentencepiece", "bge-small-en-v1.5": "tokenizers", "qwen2": "tokenizers",
+    "xlm-roberta-sentencepiece": "sentencepiece", "xlm-roberta": "tokenizers", "bge-small-en-v1.5": "tokenizers",
+    "qwen2": "tokenizers",
 }
 
 
@@ -39,6 +40,12 @@ def _reference(name: str) -> tuple[Callable[[str], list[int]], Callable[[list[in
 
     if name == "bge-small-en-v1.5":
         hf = hf_bert()
+    elif name == "xlm-roberta":  # its specials (<unk> among them) decode by name, as ours do
+        from .references import hf_xlm_roberta_reference
+
+        xlmr = hf_xlm_roberta_reference()
+        return (lambda t: xlmr.encode(t, add_special_tokens=False).ids,
+                lambda ids: xlmr.decode(ids, skip_special_tokens=False))
     else:
         hf = hf_qwen2()
     return (lambda t: hf.encode(t, add_special_tokens=False).ids), hf.decode

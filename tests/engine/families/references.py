@@ -6,10 +6,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.references import artifact_bytes, gguf_kv, hf_unigram_reference, sentencepiece_reference, tekken_reference
+from harness.references import (
+    artifact_bytes,
+    gguf_kv,
+    hf_unigram_reference,
+    hf_xlm_roberta_reference,
+    sentencepiece_reference,
+    tekken_reference,
+)
 
-__all__ = ["DATA", "artifact_bytes", "gguf_kv", "hf_unigram_reference", "llama_cpp_vectors", "sentencepiece_reference",
-           "tekken_reference"]
+__all__ = ["DATA", "artifact_bytes", "gguf_kv", "hf_unigram_reference", "hf_xlm_roberta_reference", "llama_cpp_vectors",
+           "sentencepiece_reference", "tekken_reference"]
 
 DATA = Path(__file__).resolve().parent / "data"
 

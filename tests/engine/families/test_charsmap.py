@@ -27,7 +27,7 @@ DIVERGENT = ["\uff45\u0301", "\uff21\u0308", "\u1100\u1161\u11a8", "\u0915\u094d
 
 @lru_cache(maxsize=1)
 def charsmap() -> CharsMap:
-    return CharsMap(gguf_kv("xlm-roberta")["tokenizer.ggml.precompiled_charsmap"])
+    return CharsMap(gguf_kv("xlm-roberta-sentencepiece")["tokenizer.ggml.precompiled_charsmap"])
 
 
 def _code_point_texts(seed: int) -> list[str]:
@@ -38,7 +38,7 @@ def _code_point_texts(seed: int) -> list[str]:
 
 
 def test_sentencepiece_semantics_equal_sentencepiece_normalize() -> None:
-    ref = sentencepiece_reference("xlm-roberta")
+    ref = sentencepiece_reference("xlm-roberta-sentencepiece")
     ours = SentencePieceNormalizer(charsmap(), add_dummy_prefix=True, remove_extra_whitespaces=True)
     texts = [*_code_point_texts(1), *sample(40, 100, seed=2)]
     wrong = [t for t in texts if ours.normalize_str(t) != ref.normalize(t)]
@@ -48,7 +48,7 @@ def test_sentencepiece_semantics_equal_sentencepiece_normalize() -> None:
 def test_hf_semantics_equal_tokenizers_precompiled() -> None:
     from tokenizers import normalizers
 
-    blob = gguf_kv("xlm-roberta")["tokenizer.ggml.precompiled_charsmap"]
+    blob = gguf_kv("xlm-roberta-sentencepiece")["tokenizer.ggml.precompiled_charsmap"]
     ref = normalizers.Precompiled(blob)
     ours = Precompiled.from_hf({"type": "Precompiled", "precompiled_charsmap": base64.b64encode(blob).decode()})
     texts = [*_code_point_texts(3), *sample(40, 100, seed=4)]
@@ -59,7 +59,7 @@ def test_hf_semantics_equal_tokenizers_precompiled() -> None:
 def test_the_two_semantics_really_differ() -> None:
     from tokenizers import normalizers
 
-    blob = gguf_kv("xlm-roberta")["tokenizer.ggml.precompiled_charsmap"]
+    blob = gguf_kv("xlm-roberta-sentencepiece")["tokenizer.ggml.precompiled_charsmap"]
     sp = SentencePieceNormalizer(charsmap(), add_dummy_prefix=False, remove_extra_whitespaces=False,
                                  escape_whitespaces=False)
     hf = normalizers.Precompiled(blob)
@@ -76,7 +76,7 @@ def test_malformed_charsmap() -> None:
 
 @lru_cache(maxsize=1)
 def hf_unigram_doc() -> dict[str, Any]:
-    kv = gguf_kv("xlm-roberta")
+    kv = gguf_kv("xlm-roberta-sentencepiece")
     toks, scores, types = kv["tokenizer.ggml.tokens"], kv["tokenizer.ggml.scores"], kv["tokenizer.ggml.token_type"]
     metaspace = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": True}
     return {

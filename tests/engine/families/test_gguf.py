@@ -34,7 +34,7 @@ def test_llama_cpp_vectors(name: str) -> None:
     assert not wrong, f"{len(wrong)}/{len(cases)} differ; first {wrong[0]!r}"
 
 
-@pytest.mark.parametrize("name", ["llama2", "phi-3", "xlm-roberta"])
+@pytest.mark.parametrize("name", ["llama2", "phi-3", "xlm-roberta-sentencepiece"])
 def test_equal_to_sentencepiece_on_the_same_vocabulary(name: str) -> None:
     ref, tok = sentencepiece_reference(name), get_encoding(name)
     texts = [t for t in sample(50, 100, seed=11) if not any(s in t for s in SPECIAL_STRINGS)]
@@ -48,7 +48,7 @@ def test_equal_to_sentencepiece_on_the_same_vocabulary(name: str) -> None:
 def test_xlm_roberta_controls_and_padding_never_match_text() -> None:
     """Its control pieces score 0.0 (the best score): a search that let them match would turn the text ``<s>``
     into id 0. The padding entries from 250,002 are never produced either."""
-    tok = get_encoding("xlm-roberta")
+    tok = get_encoding("xlm-roberta-sentencepiece")
     ids = tok.encode("<s> <pad> </s> <unk> <mask> [PAD250001]")
     assert not any(tok.is_special(i) for i in ids) and max(ids) < 250002
     assert tok.encode("hi", add_special_tokens=True) == [0, *tok.encode("hi"), 2]

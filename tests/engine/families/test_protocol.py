@@ -10,7 +10,7 @@ from app.engine.errors import InvalidTokenIdError, UnknownSpecialTokenError
 from app.engine.tokenizer import Tokenizer
 
 NAMES = ["mistral-v1", "mistral-v3", "mistral-v7", "mistral-nemo", "llama2", "phi-3", "bge-small-en-v1.5",
-         "xlm-roberta", "qwen2"]
+         "xlm-roberta", "xlm-roberta-sentencepiece", "qwen2"]
 TEXTS = ["Hello, wörld! 日本語", "  two  spaces \n\ttab", "", "x" * 150]
 
 

@@ -20,9 +20,9 @@ from .references import sentencepiece_reference
 TEXTS = ["Tokenization is unbelievably interesting", "Überraschung: 日本語のテキスト, naïve café!"]
 
 
-@pytest.mark.parametrize(("name", "options"), [("xlm-roberta", {"alpha": 0.5}), ("xlm-roberta", {"alpha": 0.5,
-                                                                                                  "nbest": 8}),
-                                                ("mistral-v1", {"dropout": 0.1}), ("llama2", {"dropout": 0.1})])
+@pytest.mark.parametrize(("name", "options"), [("xlm-roberta-sentencepiece", {"alpha": 0.5}),
+                                               ("xlm-roberta-sentencepiece", {"alpha": 0.5, "nbest": 8}),
+                                               ("mistral-v1", {"dropout": 0.1}), ("llama2", {"dropout": 0.1})])
 @pytest.mark.parametrize("text", TEXTS)
 def test_distribution(name: str, options: dict[str, float], text: str) -> None:
     tok = get_encoding(name)
@@ -34,7 +34,7 @@ def test_distribution(name: str, options: dict[str, float], text: str) -> None:
 
 
 def test_small_alpha_spreads_and_large_alpha_concentrates() -> None:
-    tok, text = get_encoding("xlm-roberta"), TEXTS[0]
+    tok, text = get_encoding("xlm-roberta-sentencepiece"), TEXTS[0]
     best = tuple(tok.encode(text))
     for nbest in (-1, 16):
         flat = Counter(tuple(tok.encode(text, sample=Sample(seed=s, alpha=0.0, nbest=nbest))) for s in range(200))
@@ -44,7 +44,7 @@ def test_small_alpha_spreads_and_large_alpha_concentrates() -> None:
 
 
 def test_seeded_and_switchable() -> None:
-    x, m = get_encoding("xlm-roberta"), get_encoding("mistral-v1")
+    x, m = get_encoding("xlm-roberta-sentencepiece"), get_encoding("mistral-v1")
     text = TEXTS[0]
     assert x.encode(text, sample=Sample(seed=7)) == x.encode(text, sample=Sample(seed=7))
     assert len({tuple(x.encode(text, sample=Sample(seed=s, alpha=0.0))) for s in range(20)}) > 1
@@ -70,7 +70,8 @@ def test_bpe_dropout_edges_equal_sentencepiece(name: str) -> None:
 
 
 def test_special_tokens_as_without_sampling() -> None:
-    for name, how in [("xlm-roberta", Sample(seed=3, nbest=4)), ("mistral-v1", Sample(seed=3, dropout=0.3))]:
+    for name, how in [("xlm-roberta-sentencepiece", Sample(seed=3, nbest=4)),
+                      ("mistral-v1", Sample(seed=3, dropout=0.3))]:
         tok = get_encoding(name)
         text = "<s> a [INST] text </s>"
         body = tok.encode(text, sample=how)
@@ -94,6 +95,6 @@ def test_refusals() -> None:
         get_encoding("bge-small-en-v1.5").encode("hi", sample=Sample())
     assert err.value.model == "WordPiece"
     with pytest.raises(SamplingError, match="not 'dropout'"):
-        get_encoding("xlm-roberta").encode("hi", sample=Sample(dropout=0.1))
+        get_encoding("xlm-roberta-sentencepiece").encode("hi", sample=Sample(dropout=0.1))
     with pytest.raises(SamplingError, match="not 'alpha'"):
         get_encoding("mistral-v1").encode("hi", sample=Sample(alpha=0.1))

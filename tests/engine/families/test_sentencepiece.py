@@ -92,7 +92,7 @@ def test_space_symbol_split_is_exact_and_used() -> None:
     assert not splits_exactly(["a\u2581b"]) and splits_exactly(["\u2581\u2581", "\u2581ab"])
 
 
-@pytest.mark.parametrize("name", ["mistral-v1", "llama2", "xlm-roberta"])
+@pytest.mark.parametrize("name", ["mistral-v1", "llama2", "xlm-roberta-sentencepiece"])
 def test_backend_argument_reaches_the_model(name: str) -> None:
     """``backend=`` picks the model's backend for SentencePiece BPE and Unigram alike (the Unigram builder once
     dropped it, so ``backend="python"`` still ran the compiled core and the two could not be compared in one

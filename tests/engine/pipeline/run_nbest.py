@@ -39,7 +39,7 @@ def main(count: int, seed: int) -> int:
                  for _ in range(100)]
         cases.append((f"random{k}", build_pipeline(f"r{k}", parse_model(model, "r.model"), source="r.model"),
                       spm.SentencePieceProcessor(model_proto=model), texts))
-    x = get_encoding("xlm-roberta")
+    x = get_encoding("xlm-roberta-sentencepiece")
     assert isinstance(x, Pipeline)
     docs = real_documents()
     texts = []
@@ -49,7 +49,7 @@ def main(count: int, seed: int) -> int:
         text = doc[start:start + rng.randint(1, 120)]
         if not any(s in text for s in SPECIAL_STRINGS):
             texts.append(text)
-    cases.append(("xlm-roberta", x, sentencepiece_reference("xlm-roberta"), texts))
+    cases.append(("xlm-roberta-sentencepiece", x, sentencepiece_reference("xlm-roberta-sentencepiece"), texts))
     bad = lists = segmentations = 0
     started = time.perf_counter()
     for label, ours, ref, items in cases:

@@ -18,7 +18,7 @@ def _encode(name: str, model: Any, items: list[Any]) -> list[int]:
     return model.encode(items, SEGMENT_FROM) if name == "gemma3" else model.encode(items)
 
 
-@pytest.mark.parametrize("name", ["gemma3", "bge-small-en-v1.5", "xlm-roberta", "mistral-v3"])
+@pytest.mark.parametrize("name", ["gemma3", "bge-small-en-v1.5", "xlm-roberta-sentencepiece", "mistral-v3"])
 def test_items_contract(name: str) -> None:
     model = get_encoding(name, backend="native").model  # type: ignore[attr-defined]
     native = model.native

@@ -51,7 +51,7 @@ def _load(name: str, engine: str) -> Pipeline:
 
 @cache
 def xlmr() -> tuple[Pipeline, Pipeline]:
-    native, python = _load("xlm-roberta", "native"), _load("xlm-roberta", "python")
+    native, python = _load("xlm-roberta-sentencepiece", "native"), _load("xlm-roberta-sentencepiece", "python")
     assert native.model.native is not None  # type: ignore[attr-defined]
     assert native.text_path == "whole-text"  # no matchable added tokens: encode() makes one compiled call
     assert python.model.native is None and python.text_path == "python"  # type: ignore[attr-defined]
@@ -115,7 +115,7 @@ def test_long_runs_and_documents_equal_the_reference() -> None:
 
 def test_compiled_equals_sentencepiece_on_xlm_roberta() -> None:
     native, _ = xlmr()
-    ref = sentencepiece_reference("xlm-roberta")
+    ref = sentencepiece_reference("xlm-roberta-sentencepiece")
     texts = [t for t in [*_texts(), *_multilingual(100_000)] if not any(s in t for s in SPECIAL_STRINGS)]
     for text in texts:
         if any(0xD800 <= ord(c) <= 0xDFFF for c in text):

@@ -113,7 +113,7 @@ def test_random_vocabularies_with_ties_equal_sentencepiece() -> None:
 
 
 def test_xlm_roberta_equals_sentencepiece() -> None:
-    tok, ref = get_encoding("xlm-roberta"), sentencepiece_reference("xlm-roberta")
+    tok, ref = get_encoding("xlm-roberta-sentencepiece"), sentencepiece_reference("xlm-roberta-sentencepiece")
     assert isinstance(tok, Pipeline)
     rng = random.Random(2)
     docs = real_documents()

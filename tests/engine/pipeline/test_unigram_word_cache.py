@@ -43,7 +43,7 @@ def _xlmr(slots: int) -> Pipeline:
     old = os.environ.get(WORD_CACHE_ENV)
     os.environ[WORD_CACHE_ENV] = str(slots)
     try:
-        tok = load_tokenizer(get_store().spec("xlm-roberta"))
+        tok = load_tokenizer(get_store().spec("xlm-roberta-sentencepiece"))
     finally:
         if old is None:
             del os.environ[WORD_CACHE_ENV]
@@ -58,7 +58,7 @@ def xlmr() -> tuple[Pipeline, Pipeline, spm.SentencePieceProcessor]:
     on, off = _xlmr(SLOTS), _xlmr(0)
     assert on.cache_stats().max_size == SLOTS and off.cache_stats().max_size == 0
     assert on.text_path == "whole-text"  # the compiled whole-text call
-    return on, off, sentencepiece_reference("xlm-roberta")
+    return on, off, sentencepiece_reference("xlm-roberta-sentencepiece")
 
 
 @cache

@@ -52,7 +52,7 @@ _RESET = 100_000.0  # SentencePiece's re-basing threshold for float32 path score
 #: Slots of the compiled word cache of SentencePiece Unigram models (``$TOKENIZER_UNIGRAM_WORD_CACHE``, default 0:
 #: off). Exact either way; off by default because on a cold pass it costs more than it saves (most of a text's
 #: search work is in words met once, and a hit is not much cheaper than searching a short, frequent word), while
-#: one that is never cleared gains 1.1-1.4x on xlm-roberta (``python -m bench.families.word_cache``).
+#: one that is never cleared gains 1.1-1.4x on xlm-roberta-sentencepiece (``python -m bench.families.word_cache``).
 
 
 def word_cache_size(cache_size: int | None = None, slots: int | None = None) -> int:
@@ -369,9 +369,15 @@ class Unigram:
     def fused_encoder(self, normalizer: object, pre_tokenizer: object) -> Callable[[str], list[int]] | None:
         """For the pipelines :meth:`fuse` takes, when the model has an unknown token (so the compiled call never
         refuses a text): one compiled call for a whole raw text (lone surrogates to U+FFFD, normalization,
-        Viterbi), with no list built around it. None otherwise."""
+        Viterbi), with no list built around it; for ``Precompiled`` + ``Metaspace`` files (XLM-R's
+        ``tokenizer.json``), :func:`~app.engine.pipeline.metaspace_fast.metaspace_encoder`. None otherwise."""
         if self.unk_id is None:
             return None
+        from ..metaspace_fast import metaspace_encoder
+
+        metaspace = metaspace_encoder(normalizer, pre_tokenizer, self.native)
+        if metaspace is not None:
+            return metaspace
         compiled = self._compiled_front(normalizer, pre_tokenizer)
         if compiled is None:
             return None
