@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from . import defaults
 from .cache import default_cache_size
 from .errors import ArtifactError
 from .loaders import LoadOptions, load_tokenizer
@@ -20,7 +21,7 @@ from .tokenizer import Tokenizer
 
 _lock = threading.RLock()
 _stores: dict[Path, Store] = {}
-_encodings: dict[tuple[Path, str, str, int, int | None], Tokenizer] = {}
+_encodings: dict[tuple[Path, str, str, int, int], Tokenizer] = {}
 
 
 def get_store(store_dir: Path | str | None = None, *, override: bool | None = None) -> Store:
@@ -70,7 +71,8 @@ def get_encoding(name: str, store_dir: Path | str | None = None, *, backend: str
     resolved = resolve_backend(backend)
     if cache_size is None:
         cache_size = default_cache_size()
-    # The word cache is read only by the families that have one (None: their default), so it is keyed as given.
+    if unigram_word_cache is None:  # resolved like the cache size, so the default and its explicit value share one
+        unigram_word_cache = defaults.unigram_word_cache()
     key = (store.directory, canonical, resolved, cache_size, unigram_word_cache)
     enc = _encodings.get(key)
     if enc is not None:

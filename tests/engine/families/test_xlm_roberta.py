@@ -11,9 +11,9 @@ import pytest
 
 from app.engine import Tokenizer, get_encoding
 from app.engine.pipeline.gguf import from_gguf
+from harness.texts import HOSTILE, SPECIAL_STRINGS, real_documents, sample
 
 from .references import artifact_bytes, hf_xlm_roberta_reference, sentencepiece_reference
-from .texts import HOSTILE, SPECIAL_STRINGS, _documents, sample
 
 #: whitespace at the ends and inside, the cases SentencePiece and Hugging Face treat differently
 WHITESPACE = ["abc ", "abc\n", "abc\r\n", " abc", "\nabc", "a  b", "a \n b", "a\t\tb ", " ", "\n", "\t", "  ",
@@ -30,7 +30,7 @@ def python_backend() -> Tokenizer:
 
 
 def _texts(n_docs: int, n_slices: int, seed: int) -> list[str]:
-    docs = _documents()
+    docs = real_documents()
     lines = [line + "\n" for d in docs[:n_docs] for line in d.split("\n")]
     rng = random.Random(seed)
     ends = [t + rng.choice([" ", "\n", "  ", "\t", " \n"]) for t in sample(n_docs, n_slices, seed=seed)]
