@@ -199,7 +199,7 @@ def test_count_arrow_equals_count_batch_on_slices_and_both_offset_widths(tokeniz
 def test_a_conversation_the_framing_cannot_handle_is_a_bad_row(tmp_path: Path) -> None:
     """Issue 30: one hostile conversation row (tool-call arguments nested 900 deep: JSON reads it, qwen3's template
     recursed past the limit) failed the whole job with RecursionError; it is now that row's error, with its key,
-    and the rows around it are counted."""
+    and the rows around it are counted. The chat JSON depth limit now refuses it before the framing runs."""
     import json
 
     from app.core.model_table import ModelTable
@@ -227,4 +227,4 @@ def test_a_conversation_the_framing_cannot_handle_is_a_bad_row(tmp_path: Path) -
     assert result.rows == 3 and result.good == 2 and result.bad == 1
     assert rows[0]["tokens"] == rows[2]["tokens"] > 0
     assert rows[1]["tokens"] is None and rows[1]["row_key"] == f"{src}:2"
-    assert rows[1]["error"].startswith("conversation cannot be counted: RecursionError")
+    assert "MAX_JSON_DEPTH" in rows[1]["error"] and "Traceback" not in rows[1]["error"]
