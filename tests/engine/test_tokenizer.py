@@ -1,4 +1,4 @@
-"""The Tokenizer protocol, the loader table and the rules every family keeps (template, prefix/suffix, parts)."""
+"""The Tokenizer contract, the loader table and the rules every family keeps (template, prefix/suffix, parts)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from app.engine import (
 )
 from app.engine.char_bpe import CharBPEEncoding
 from app.engine.store import FORMATS, write_manifest
-from app.engine.tokenizer import TokenizerBase
 
 
 def test_every_format_has_exactly_one_loader() -> None:
@@ -122,7 +121,6 @@ def test_count_framed_counts_the_parts_the_split_gives() -> None:
     prefixes or sit inside one another (the first listed wins), names with different first bytes and non-ASCII
     ones, halves of names, lone surrogates; on a byte-level Encoding (native and python backends) and a pipeline."""
     from app.engine.encoding import Encoding
-    from app.engine.tokenizer import TokenizerBase
 
     base = get_encoding("cl100k_base")
     assert isinstance(base, Encoding)
@@ -139,7 +137,7 @@ def test_count_framed_counts_the_parts_the_split_gives() -> None:
             want = _framed_reference(encodings[1], text, order)
             for enc in encodings:
                 assert enc.count_framed(text, order) == want, (enc.backend, text, order)
-                assert TokenizerBase.count_framed(enc, text, order) == want
+                assert Tokenizer.count_framed(enc, text, order) == want
             compared += 1
     assert compared > 2000
     with pytest.raises(UnknownSpecialTokenError):
@@ -173,7 +171,7 @@ def test_plain_encode_call_is_the_method(name: str, backend: str) -> None:
     method = type(tok).encode.__get__(tok)
     dispatched = type(tok.encode).__name__ == "FastCall"
     assert dispatched == (backend == "native" and native.available() and tok.backend == "native")
-    assert (type(tok.count).__name__ == "FastCall") == (dispatched and type(tok).count is TokenizerBase.count)
+    assert (type(tok.count).__name__ == "FastCall") == (dispatched and type(tok).count is Tokenizer.count)
     for text in PLAIN_CALL_TEXTS:
         ids = method(text)
         assert tok.encode(text) == ids

@@ -25,7 +25,7 @@ from ..errors import InvalidTokenIdError
 from ..sampling import Sample
 from ..specials import EMPTY_TEMPLATE, Template
 from ..store import TokenizerSpec
-from ..tokenizer import TokenizerBase
+from ..tokenizer import Tokenizer
 from .added import AddedMatcher, AddedToken
 from .base import Decoder, Model, Normalizer, Piece, PostProcessor, PreTokenizer, Span
 from .normalizers import Replace
@@ -59,7 +59,7 @@ def _surrogate_spans(text: str, clean: str) -> list[Span]:
 SEGMENT_FROM = 16
 
 
-class Pipeline(TokenizerBase):
+class Pipeline(Tokenizer):
     """Normalizer -> pre-tokenizer -> model -> post-processor, a decoder back, and an added vocabulary.
 
     Every component but the model is optional. ``added_tokens`` are the file's added tokens (special and not);
