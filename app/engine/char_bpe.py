@@ -273,6 +273,11 @@ class CharBPEEncoding(Tokenizer):
         spec.check_vocab_size(enc.n_vocab)
         return enc
 
+    @property
+    def unk_id(self) -> int:
+        """``<unk>``: what a character outside the vocabulary becomes."""
+        return UNK_ID
+
     def __repr__(self) -> str:
         return f"<CharBPEEncoding {self.name!r}>"
 

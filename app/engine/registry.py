@@ -142,4 +142,4 @@ def reset() -> None:
         _encodings.clear()
 
 
-copyreg.pickle(Tokenizer, pickle_reference)
+copyreg.pickle(Tokenizer, pickle_reference)  # type: ignore[type-abstract]  # found by Tokenizer.__reduce__

@@ -144,6 +144,12 @@ class Tokenizer(ABC):
         """What ``add_special_tokens=True`` puts around a text."""
         return self._template
 
+    @property
+    def unk_id(self) -> int | None:
+        """The id of the unknown token, which stands for text the vocabulary cannot represent (``[UNK]``,
+        ``<unk>``); None when every text is representable (byte-level BPE, byte fallback without one)."""
+        return None
+
     def special_token_id(self, name: str) -> int:
         """The id of a special token by name; raises :class:`~app.engine.errors.UnknownSpecialTokenError` listing
         the allowed ones."""

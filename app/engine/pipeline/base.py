@@ -101,6 +101,12 @@ class Model(Protocol):
         """Highest model id + 1."""
         ...
 
+    @property
+    def unk_id(self) -> int | None:
+        """The id the model gives to what its vocabulary cannot represent (``[UNK]``, ``<unk>``), None when it
+        has none."""
+        ...
+
 
 class PostProcessor(Protocol):
     """Adds the tokenizer's own special tokens around one sequence (``add_special_tokens=True``)."""

@@ -240,6 +240,11 @@ class ByteLevelFast(Tokenizer):
         """Non-special added tokens (content -> id), matched in text before the model runs."""
         return dict(self._added_tokens)
 
+    @property
+    def unk_id(self) -> int | None:
+        """The pipeline's (its model's) unknown id."""
+        return self.pipeline.unk_id
+
     # ------------------------------------------------------------------ text -> stretches
 
     def _plain(self, text: str) -> bool:

@@ -121,6 +121,11 @@ class Pipeline(Tokenizer):
         return {t.content: t.id for t in self._added if not t.special}
 
     @property
+    def unk_id(self) -> int | None:
+        """The model's unknown id (None without one)."""
+        return self.model.unk_id
+
+    @property
     def added_vocabulary(self) -> list[AddedToken]:
         """Every added token of the file (special or not, with its matching options), in file order."""
         return list(self._added)

@@ -141,6 +141,11 @@ class BPE:
     def vocab_size(self) -> int:
         return self._vocab_size
 
+    @property
+    def unk_id(self) -> int | None:
+        """The id of ``unk_token`` (what an unknown character becomes), None without one."""
+        return self._unk_id
+
     def token_to_id(self, token: str) -> int | None:
         return self.vocab.get(token)
 

@@ -24,6 +24,11 @@ class WordLevel:
         return cls(config["vocab"], str(config.get("unk_token", "<unk>")))
 
     @property
+    def unk_id(self) -> int:
+        """The id of every pre-token that is not in the vocabulary."""
+        return self._unk
+
+    @property
     def vocab_size(self) -> int:
         return len(self._id_to_token)
 
