@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.engine import get_encoding
+from app.engine import Tokenizer, get_encoding
 from app.engine.encoding import scrub_surrogates
 from app.engine.errors import EngineError
 from app.engine.store import bundled_store_dir
@@ -85,33 +85,30 @@ def _buffers(texts: Any) -> tuple[Any, Any, bool]:
     return (b"" if data is None else data), view, wide
 
 
-def count_arrow(encoding: Any, texts: Any) -> list[int]:
-    """The engine's count of each text of an Arrow string array without nulls, straight from its buffers (no
-    ``str`` per row; the GIL is released in the compiled core) when the encoding can, else from Python strings."""
-    counter = getattr(encoding, "count_utf8_buffers", None)
-    if counter is None:
-        return encoding.count_batch(texts.to_pylist())  # type: ignore[no-any-return]
+def count_arrow(encoding: Tokenizer, texts: Any) -> list[int]:
+    """The engine's count of each text of an Arrow string array without nulls, straight from its buffers
+    (:meth:`~app.engine.Tokenizer.count_utf8_buffers`: no ``str`` per row and the GIL released where the tokenizer
+    has a compiled core)."""
     data, offsets, wide = _buffers(texts)
-    return counter(data, offsets, wide=wide)  # type: ignore[no-any-return]
+    return encoding.count_utf8_buffers(data, offsets, wide=wide)
 
 
-def encode_arrow(encoding: Any, texts: Any) -> Any:
+def encode_arrow(encoding: Tokenizer, texts: Any) -> Any:
     """The engine's ids of each text of an Arrow string array without nulls, as an Arrow ``list<int32>`` array
-    built from the engine's own buffers (no Python list per row or int per id) when the encoding can."""
+    built from the engine's own buffers (:meth:`~app.engine.Tokenizer.encode_utf8_buffers`: no Python list per row
+    or int per id); through Python lists past 2**31 - 1 ids in one chunk, where int32 offsets do not reach."""
     import pyarrow as pa
 
-    encoder = getattr(encoding, "encode_utf8_buffers", None)
-    if encoder is not None:
-        data, offsets, wide = _buffers(texts)
-        try:
-            ids, bounds = encoder(data, offsets, wide=wide)
-        except OverflowError:  # over 2**31 ids in one chunk: the offsets need not be int32 there
-            pass
-        else:
-            n = len(texts)
-            values = pa.Array.from_buffers(pa.int32(), len(ids) // 4, [None, pa.py_buffer(ids)])
-            starts = pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(bounds)])
-            return pa.ListArray.from_arrays(starts, values)
+    data, offsets, wide = _buffers(texts)
+    try:
+        ids, bounds = encoding.encode_utf8_buffers(data, offsets, wide=wide)
+    except OverflowError:  # over 2**31 ids in one chunk: the offsets need not be int32 there
+        pass
+    else:
+        n = len(texts)
+        values = pa.Array.from_buffers(pa.int32(), len(ids) // 4, [None, pa.py_buffer(ids)])
+        starts = pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(bounds)])
+        return pa.ListArray.from_arrays(starts, values)
     return pa.array(encoding.encode_batch(texts.to_pylist()), pa.list_(pa.int32()))
 
 

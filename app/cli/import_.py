@@ -21,6 +21,7 @@ from pathlib import Path
 from app.engine.errors import ArtifactError, EngineError
 from app.engine.loaders import LoadOptions, load_tokenizer
 from app.engine.store import MANIFEST_FILE, Store, TokenizerSpec, default_store_dir, write_manifest
+from app.engine.tokenizer import Tokenizer
 
 #: Exceptions a malformed file may raise that the loaders' own checks did not name.
 _MALFORMED = (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, RecursionError, MemoryError)
@@ -88,7 +89,7 @@ def _detect(data: bytes, source: str) -> tuple[str, str]:
     return "sentencepiece", parse_model(data, source).model_type
 
 
-def _load_bytes(fmt: str, data: bytes, name: str, source: str) -> object:
+def _load_bytes(fmt: str, data: bytes, name: str, source: str) -> Tokenizer:
     """Build the tokenizer from the file's bytes (refuses anything not loadable exactly); returns it."""
     if fmt == "hf_json":
         from app.engine.pipeline.hf_json import from_hf_json
@@ -127,7 +128,7 @@ def import_file(path: Path, name: str, store_dir: Path, *, aliases: tuple[str, .
         raise
     except _MALFORMED as exc:  # the last line of defence: one line naming the file, never a traceback
         raise ArtifactError(str(path), f"cannot load: {type(exc).__name__}: {str(exc)[:200]}") from None
-    n_vocab = int(getattr(tok, "n_vocab", 0))
+    n_vocab = tok.n_vocab
     store_dir = store_dir.expanduser().resolve()
     existing: list[TokenizerSpec] = []
     if (store_dir / MANIFEST_FILE).exists():

@@ -40,12 +40,13 @@ if TYPE_CHECKING:
     from .tokenizer import Tokenizer
 
 #: Where each name of the package lives. They are imported on first use (PEP 562), so that importing a submodule
-#: (the trainers, the CLI's helpers) does not load the whole engine first.
+#: (the trainers, the CLI's helpers) does not load the whole engine first. ``load_tokenizer`` (defined in
+#: ``loaders``) is taken from ``registry``, which registers how tokenizers pickle.
 _LAZY = {
     "CacheStats": "cache", "Encoding": "encoding",
     "ArtifactError": "errors", "EngineError": "errors", "InvalidTokenIdError": "errors", "ManifestError": "errors",
     "UnknownSpecialTokenError": "errors", "UnknownTokenizerError": "errors",
-    "LOADERS": "loaders", "LoadOptions": "loaders", "load_tokenizer": "loaders",
+    "LOADERS": "loaders", "LoadOptions": "loaders", "load_tokenizer": "registry",
     "get_encoding": "registry", "get_store": "registry", "list_encodings": "registry", "load_all": "registry",
     "load_encoding": "registry", "reset": "registry",
     "Sample": "sampling", "SamplingError": "sampling", "Special": "specials", "Template": "specials",

@@ -42,7 +42,7 @@ from .encoding import scrub_surrogates
 from .errors import ArtifactError, InvalidTokenIdError
 from .sampling import Sample
 from .store import TokenizerSpec
-from .tokenizer import TokenizerBase
+from .tokenizer import Tokenizer
 
 END_OF_WORD = "</w>"
 UNKNOWN = "<unk>"
@@ -231,7 +231,7 @@ class _Merger:
         return [sym[i] for i in range(n) if alive[i]]
 
 
-class CharBPEEncoding(TokenizerBase):
+class CharBPEEncoding(Tokenizer):
     """A classic character BPE tokenizer with the public surface of :class:`~app.engine.encoding.Encoding`.
 
     Text is always ordinary text (special tokens only by name, via ``prefix``/``suffix``/:class:`Special`).
@@ -272,6 +272,11 @@ class CharBPEEncoding(TokenizerBase):
         enc = cls(spec.name, model, special_tokens=spec.special_tokens, cache_size=cache_size, spec=spec)
         spec.check_vocab_size(enc.n_vocab)
         return enc
+
+    @property
+    def unk_id(self) -> int:
+        """``<unk>``: what a character outside the vocabulary becomes."""
+        return UNK_ID
 
     def __repr__(self) -> str:
         return f"<CharBPEEncoding {self.name!r}>"

@@ -53,7 +53,7 @@ from .pretokenize import PieceSplitter, PreTokenizer
 from .sampling import Sample
 from .specials import Special
 from .store import TokenizerSpec
-from .tokenizer import TokenizerBase
+from .tokenizer import Tokenizer
 
 log = logging.getLogger("app.engine")
 
@@ -75,7 +75,7 @@ def scrub_surrogates(text: str) -> str:
     return text
 
 
-class Encoding(TokenizerBase):
+class Encoding(Tokenizer):
     """A byte-level BPE tokenizer: ranks, a pre-tokenizer pattern and named special tokens. Thread-safe."""
 
     def __init__(
@@ -244,7 +244,7 @@ class Encoding(TokenizerBase):
         return n
 
     def count_framed(self, text: str, names: Sequence[str]) -> int:
-        """:meth:`TokenizerBase.count_framed` in one call into the compiled core when there is one (same cuts, same
+        """:meth:`Tokenizer.count_framed` in one call into the compiled core when there is one (same cuts, same
         counts; text with lone surrogates and more than 64 names take the general path)."""
         native = self._native.count_framed if self._native is not None else None
         names = tuple(names)

@@ -7,6 +7,7 @@ names given: a sidecar loads only its model's); the service does this before it 
 
 from __future__ import annotations
 
+import copyreg
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 from . import defaults
 from .cache import default_cache_size
 from .errors import ArtifactError
-from .loaders import LoadOptions, load_tokenizer
+from .loaders import LoadOptions, load_tokenizer  # also app.engine.load_tokenizer: see app/engine/__init__.py
 from .native import resolve_backend
 from .store import MANIFEST_FILE, Store, TokenizerSpec, bundled_store_dir, default_store_dir, override_enabled
 from .tokenizer import Tokenizer
@@ -104,13 +105,15 @@ def load_all(store_dir: Path | str | None = None, names: Iterable[str] | None = 
 
 
 def pickle_reference(enc: Tokenizer) -> tuple[Callable[..., Tokenizer], tuple[str, str | None, str, str | None]]:
-    """``__reduce__`` of a store-loaded encoding: a reference (name, store, sha256, backend), never the ranks.
+    """How a store-loaded tokenizer pickles: a reference (name, store, sha256, backend), never the ranks. Registered
+    for :class:`~app.engine.tokenizer.Tokenizer` with :func:`copyreg.pickle` below, where ``Tokenizer.__reduce__``
+    finds it (the base class imports nothing above it).
 
     Unpickling calls :func:`restore_encoding`, which loads (and verifies) the encoding by name from the same store
     on the other side: the bundled store of *that* installation when it came from a bundled store, else the same
     directory path. Raises ``TypeError`` for an encoding not loaded from a store (nothing to reconstruct it from).
     """
-    spec = getattr(enc, "spec", None)
+    spec = enc.spec
     if spec is None:
         raise TypeError(f"cannot pickle {enc!r}: it was not loaded from a tokenizer store (no name to reload it by)")
     artifact = spec.artifact_path.resolve()
@@ -139,3 +142,6 @@ def reset() -> None:
     with _lock:
         _stores.clear()
         _encodings.clear()
+
+
+copyreg.pickle(Tokenizer, pickle_reference)  # type: ignore[type-abstract]  # found by Tokenizer.__reduce__

@@ -1,10 +1,23 @@
-"""The :class:`Tokenizer` protocol: the one surface every tokenizer family implements.
+"""The :class:`Tokenizer` base class: the one contract every tokenizer family implements.
 
-Families: byte-level BPE over ranks (:class:`~app.engine.encoding.Encoding`, the compiled fast path), the classic
-character BPE (:class:`~app.engine.char_bpe.CharBPEEncoding`), and component pipelines
-(:class:`~app.engine.pipeline.Pipeline`: Hugging Face ``tokenizer.json``, SentencePiece, WordPiece, Unigram …).
+Families (each a subclass): byte-level BPE over ranks (:class:`~app.engine.encoding.Encoding`, the compiled fast
+path), the classic character BPE (:class:`~app.engine.char_bpe.CharBPEEncoding`), component pipelines
+(:class:`~app.engine.pipeline.Pipeline`: Hugging Face ``tokenizer.json``, SentencePiece, WordPiece, Unigram …) and
+the compiled byte-level ``tokenizer.json`` path (:class:`~app.engine.pipeline.byte_level_fast.ByteLevelFast`).
 :func:`app.engine.get_encoding` returns one of these for any name in the store; callers type against
-:class:`Tokenizer` and never ask which family they hold.
+:class:`Tokenizer`, call any of its methods (every family has all of them: framed counting and the Arrow-buffer
+methods included) and never ask which family they hold.
+
+A family provides ``_encode_text(text) -> ids`` (ordinary text only; a method or an attribute set in
+``__init__``), calls :meth:`Tokenizer._init_special_tokens`, and implements the abstract methods
+(:meth:`~Tokenizer.decode_tokens_bytes`, :meth:`~Tokenizer.encode_with_offsets`, :meth:`~Tokenizer.cache_stats`,
+:meth:`~Tokenizer.clear_cache`); everything else is implemented here over those hooks, and a family overrides what
+it does faster (``count`` without building ids, batches in C threads) or differently (``decode`` through a decoder
+pipeline).
+
+Pickling: a tokenizer pickles as a reference to its store, by the reducer :mod:`app.engine.registry` registers
+for :class:`Tokenizer` with :func:`copyreg.pickle` when it is imported (any of ``get_encoding``, ``get_store``,
+``load_tokenizer`` from :mod:`app.engine` imports it). This module imports nothing above it.
 
 Rules every implementation keeps:
 
@@ -26,109 +39,146 @@ Rules every implementation keeps:
 
 from __future__ import annotations
 
+import copyreg
 import random
 import re
-from collections.abc import Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache, partial
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from ._batch import map_in_threads
 from .cache import CacheStats
+from .errors import UnknownSpecialTokenError
 from .sampling import Sample, cannot_sample
-from .specials import Special, SpecialTokensMixin, Template
+from .specials import Special, Template
 from .store import TokenizerSpec
 
 
-@runtime_checkable
-class Tokenizer(Protocol):
-    """A loaded, verified tokenizer. Thread-safe. See the module docstring for the rules."""
+class Tokenizer(ABC):
+    """A loaded, verified tokenizer. Thread-safe. See the module docstring for the rules and the hooks a family
+    provides.
+
+    Special tokens: a special id must not be an ordinary token's id (``ValueError`` at construction); several
+    names may map to one id (o200k_harmony 200018 is ``<|endofprompt|>`` and ``<|reserved_200018|>``): all of them
+    encode to it, and decoding names it by the first name in manifest order, as tiktoken does; an unknown name
+    raises :class:`~app.engine.errors.UnknownSpecialTokenError`, which lists the allowed names. :attr:`template`
+    (what ``add_special_tokens=True`` adds) is built from the names given to :meth:`_init_special_tokens` or set
+    directly by a family whose post-processor defines it."""
 
     name: str
     n_vocab: int  #: highest id + 1 (ordinary, added and special)
-    backend: str  #: ``"native"`` (compiled core) or ``"python"``
-    spec: TokenizerSpec | None  #: the manifest entry it was loaded from (None when built in code)
-    pattern: str  #: the pre-tokenizer regex ("" when the family has none)
+    backend: str = "python"  #: ``"native"`` (compiled core) or ``"python"``
+    spec: TokenizerSpec | None = None  #: the manifest entry it was loaded from (None when built in code)
+    pattern: str = ""  #: the pre-tokenizer regex ("" when the family has none)
+
+    _special_tokens: dict[str, int]
+    _special_by_id: dict[int, str]
+    _template: Template
+    #: ids of ordinary text (no special tokens); a family's method, or an attribute its ``__init__`` sets
+    _encode_text: Callable[[str], list[int]]
+
+    # -- what every family implements -----------------------------------------------------------------------------
+
+    @abstractmethod
+    def decode_tokens_bytes(self, ids: Sequence[int], *, skip_special: bool = False) -> list[bytes]:
+        """Each token's surface bytes: what it stands for in text (byte-level: its bytes; SentencePiece: ``▁`` as a
+        space and ``<0xNN>`` as that byte; WordPiece: without ``##``). Special tokens as their UTF-8 name, or left
+        out with ``skip_special``. Raises :class:`~app.engine.errors.InvalidTokenIdError`."""
+
+    @abstractmethod
+    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        """Ids of ``text`` (ordinary text) and each one's ``(start, end)`` span in characters of ``text``."""
+
+    @abstractmethod
+    def cache_stats(self) -> CacheStats:
+        """Hits, misses and size of the tokenizer's pre-token cache(s)."""
+
+    @abstractmethod
+    def clear_cache(self) -> None:
+        """Empty the pre-token cache(s) (ids unchanged)."""
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """A reference (name, store, sha256, backend), reloaded by name from its store on the other side, by the
+        reducer :mod:`app.engine.registry` registers for :class:`Tokenizer` (:func:`copyreg.pickle`): a worker
+        process never receives the vocabulary, and gets the same verified artifact or an error. ``TypeError`` for a
+        tokenizer not loaded from a store, or when no reducer is registered."""
+        reduce = copyreg.dispatch_table.get(Tokenizer)
+        if reduce is None:
+            raise TypeError(f"cannot pickle {self!r}: tokenizers pickle as a reference to their store, through "
+                            "app.engine.registry, which is not imported")
+        return reduce(self)  # type: ignore[return-value]
+
+    # -- special tokens -------------------------------------------------------------------------------------------
+
+    def _init_special_tokens(self, special_tokens: Mapping[str, int], is_ordinary: Callable[[int], bool],
+                             template_names: tuple[Sequence[str], Sequence[str]] = ((), ())) -> None:
+        """Store the table and the template; raises ``ValueError`` if a special id is also an ordinary token's id
+        or a template name is not a special token."""
+        self._special_tokens = dict(special_tokens)
+        self._special_by_id = {}
+        for special, token_id in self._special_tokens.items():
+            if is_ordinary(token_id):
+                raise ValueError(f"{self.name}: special token {special!r} reuses ordinary id {token_id}")
+            self._special_by_id.setdefault(token_id, special)
+        pre, suf = template_names
+        unknown = [n for n in (*pre, *suf) if n not in self._special_tokens]
+        if unknown:
+            raise ValueError(f"{self.name}: template names unknown special tokens {unknown}")
+        self._template = Template(tuple((n, self._special_tokens[n]) for n in pre),
+                                  tuple((n, self._special_tokens[n]) for n in suf))
 
     @property
     def special_tokens(self) -> dict[str, int]:
         """Special-token name -> id (a copy). These never match text."""
-        ...
+        return dict(self._special_tokens)
 
     @property
     def added_tokens(self) -> dict[str, int]:
-        """Non-special added tokens (string -> id), matched in ordinary text before the model runs."""
-        ...
+        """Non-special added tokens (string -> id), matched in ordinary text before the model runs; none for
+        families without them."""
+        return {}
 
     @property
     def template(self) -> Template:
-        """What ``add_special_tokens=True`` adds."""
-        ...
+        """What ``add_special_tokens=True`` puts around a text."""
+        return self._template
 
-    def special_token_id(self, name: str) -> int: ...
+    @property
+    def unk_id(self) -> int | None:
+        """The id of the unknown token, which stands for text the vocabulary cannot represent (``[UNK]``,
+        ``<unk>``); None when every text is representable (byte-level BPE, byte fallback without one)."""
+        return None
 
-    def is_special(self, token_id: int) -> bool: ...
+    def special_token_id(self, name: str) -> int:
+        """The id of a special token by name; raises :class:`~app.engine.errors.UnknownSpecialTokenError` listing
+        the allowed ones."""
+        try:
+            return self._special_tokens[name]
+        except (KeyError, TypeError):
+            raise UnknownSpecialTokenError(str(name), self.name, self._special_tokens) from None
 
-    def encode(self, text: str, *, add_special_tokens: bool = False, prefix: Sequence[str] = (),
-               suffix: Sequence[str] = (), sample: Sample | None = None) -> list[int]: ...
+    def is_special(self, token_id: int) -> bool:
+        """True if ``token_id`` is a special token's id."""
+        return token_id in self._special_by_id
 
-    def count(self, text: str, *, add_special_tokens: bool = False, prefix: Sequence[str] = (),
-              suffix: Sequence[str] = (), sample: Sample | None = None) -> int: ...
+    def _around(self, prefix: Sequence[str], suffix: Sequence[str],
+                add_special_tokens: bool) -> tuple[list[int], list[int]]:
+        """The ids before and after a text: the template's (when asked) outside the named ``prefix``/``suffix``.
+        Raises :class:`~app.engine.errors.UnknownSpecialTokenError` for an unknown name."""
+        before = [self.special_token_id(n) for n in prefix]
+        after = [self.special_token_id(n) for n in suffix]
+        if add_special_tokens:
+            before = [*self._template.prefix_ids, *before]
+            after = [*after, *self._template.suffix_ids]
+        return before, after
 
-    def encode_batch(self, texts: Sequence[str], *, num_threads: int = 1,
-                     sample: Sample | None = None) -> list[list[int]]: ...
+    def _around_count(self, prefix: Sequence[str], suffix: Sequence[str], add_special_tokens: bool) -> int:
+        """How many ids :meth:`_around` puts around a text (same errors)."""
+        before, after = self._around(prefix, suffix, add_special_tokens)
+        return len(before) + len(after)
 
-    def count_batch(self, texts: Sequence[str], *, num_threads: int = 1, sample: Sample | None = None) -> list[int]: ...
-
-    def encode_parts(self, parts: Sequence[str | Special], *, add_special_tokens: bool = False,
-                     sample: Sample | None = None) -> list[int]: ...
-
-    def check_sample(self, sample: Sample) -> None:
-        """Raise :class:`~app.engine.sampling.SamplingError` if this tokenizer cannot sample as ``sample`` asks."""
-        ...
-
-    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]: ...
-
-    def decode(self, ids: Sequence[int], *, errors: str = "replace", skip_special: bool = False) -> str: ...
-
-    def decode_bytes(self, ids: Sequence[int], *, skip_special: bool = False) -> bytes: ...
-
-    def decode_batch(self, batch: Sequence[Sequence[int]], *, skip_special: bool = False) -> list[str]: ...
-
-    def decode_tokens_bytes(self, ids: Sequence[int], *, skip_special: bool = False) -> list[bytes]:
-        """Each token's surface bytes: what it stands for in text (byte-level: its bytes; SentencePiece: ``▁`` as a
-        space and ``<0xNN>`` as that byte; WordPiece: without ``##``). Special tokens as their UTF-8 name."""
-        ...
-
-    def token_bytes(self, token_id: int) -> bytes: ...
-
-    def cache_stats(self) -> CacheStats: ...
-
-    def clear_cache(self) -> None: ...
-
-
-class TokenizerBase(SpecialTokensMixin):
-    """Shared implementation of the :class:`Tokenizer` surface over two hooks a family provides:
-    ``_encode_text(text) -> ids`` (ordinary text only) and ``decode_tokens_bytes(ids, skip_special=...)``.
-
-    A family overrides what it can do faster (``count`` without building ids, batches in C threads) or differently
-    (``decode`` through a decoder pipeline)."""
-
-    name: str
-    n_vocab: int
-    backend: str = "python"
-    spec: TokenizerSpec | None = None
-    pattern: str = ""
-
-    def decode_tokens_bytes(self, ids: Sequence[int], *, skip_special: bool = False) -> list[bytes]:
-        raise NotImplementedError
-
-    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        """Pickled as a reference (name, store, sha256, backend) and reloaded by name from its store on the other
-        side (:func:`app.engine.registry.pickle_reference`): a worker process never receives the vocabulary, and
-        gets the same verified artifact or an error. ``TypeError`` for a tokenizer not loaded from a store."""
-        from .registry import pickle_reference
-
-        return pickle_reference(self)  # type: ignore[arg-type]
+    # -- encoding and counting ------------------------------------------------------------------------------------
 
     def _bind_plain_encode(self) -> None:
         """Send ``encode(text)``, the call with one positional argument and no options, straight to
@@ -147,7 +197,7 @@ class TokenizerBase(SpecialTokensMixin):
             fast, bound = fast.func, fast.args
         dispatch = CORE.module.FastCall
         self.__dict__["encode"] = dispatch(fast, type(self).encode.__get__(self), *bound)
-        if type(self).count is TokenizerBase.count:
+        if type(self).count is Tokenizer.count:
             self.__dict__["count"] = dispatch(fast, type(self).count.__get__(self), *bound, length=True)
 
     def encode(self, text: str, *, add_special_tokens: bool = False, prefix: Sequence[str] = (),
@@ -228,18 +278,23 @@ class TokenizerBase(SpecialTokensMixin):
 
     def encode_parts(self, parts: Sequence[str | Special], *, add_special_tokens: bool = False,
                      sample: Sample | None = None) -> list[int]:
-        """Ids of an ordered mix of texts and :class:`Special` tokens (see :class:`SpecialTokensMixin`); with
-        ``sample``, the text parts are sampled in order from one generator."""
-        if sample is None:
-            return super().encode_parts(parts, add_special_tokens=add_special_tokens)
-        self.check_sample(sample)
-        rng = sample.rng()
+        """Ids of an ordered mix of texts and :class:`Special` tokens, e.g. ``["sys", Special("<|eot_id|>"), "hi"]``.
+
+        Texts are encoded separately (pre-tokenization does not run across a part boundary); the template wraps the
+        whole sequence when ``add_special_tokens``; with ``sample``, the text parts are sampled in order from one
+        generator. Raises :class:`~app.engine.errors.UnknownSpecialTokenError` for an unknown name and
+        ``TypeError`` for a part of another type.
+        """
+        encode_text: Callable[[str], list[int]] = self._encode_text
+        if sample is not None:
+            self.check_sample(sample)
+            encode_text = partial(self._sample_text, sample=sample, rng=sample.rng())
         out: list[int] = self._template.prefix_ids if add_special_tokens else []
         for part in parts:
             if isinstance(part, Special):
                 out.append(self.special_token_id(part.name))
             elif isinstance(part, str):
-                out.extend(self._sample_text(part, sample, rng))
+                out.extend(encode_text(part))
             else:
                 raise TypeError(f"a part must be str or Special, not {type(part).__name__}")
         if add_special_tokens:
@@ -264,6 +319,8 @@ class TokenizerBase(SpecialTokensMixin):
     def _sampled_batch(self, texts: Sequence[str], sample: Sample) -> list[list[int]]:
         self.check_sample(sample)
         return [self._sample_text(t, sample, sample.rng(i)) for i, t in enumerate(texts)]
+
+    # -- decoding -------------------------------------------------------------------------------------------------
 
     def token_bytes(self, token_id: int) -> bytes:
         """The surface bytes of one token; raises :class:`~app.engine.errors.InvalidTokenIdError`."""

@@ -89,3 +89,35 @@ def test_an_encoding_without_a_store_refuses_to_pickle() -> None:
     enc = Encoding("adhoc", pattern=r"\S+|\s+", mergeable_ranks=ranks, special_tokens={})
     with pytest.raises(TypeError, match="not loaded from a tokenizer store"):
         pickle.dumps(enc)
+
+
+def _run(code: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120, cwd=ROOT)
+
+
+def test_the_public_load_tokenizer_registers_the_reference() -> None:
+    """``app.engine.load_tokenizer`` comes through the registry, which registers how tokenizers pickle: a fresh
+    process that loads through it pickles a reference (a pipeline too), which loads back to the same ids."""
+    code = (
+        "import pickle; from app.engine import get_store, load_tokenizer; "
+        "tok = load_tokenizer(get_store().spec('xlm-roberta')); data = pickle.dumps(tok); "
+        f"print(len(data), pickle.loads(data).encode({TEXT!r}) == tok.encode({TEXT!r}))"
+    )
+    proc = _run(code)
+    assert proc.returncode == 0, proc.stderr.decode()
+    size, same = proc.stdout.decode().split()
+    assert int(size) < 500 and same == "True"
+
+
+def test_without_the_registry_pickling_is_refused_clearly() -> None:
+    """The base class imports nothing above it: without the registry imported there is no reducer, and pickling
+    says so (a ``TypeError``, never the vocabulary pickled by value)."""
+    code = (
+        "import pickle, sys; from app.engine.loaders import load_tokenizer; from app.engine.store import Store, "
+        "bundled_store_dir; tok = load_tokenizer(Store.load(bundled_store_dir()).spec('gpt2')); "
+        "assert 'app.engine.registry' not in sys.modules\n"
+        "try:\n    pickle.dumps(tok)\nexcept TypeError as exc:\n    print(exc)"
+    )
+    proc = _run(code)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert "through app.engine.registry, which is not imported" in proc.stdout.decode()

@@ -1,4 +1,4 @@
-"""The Tokenizer protocol, the loader table and the rules every family keeps (template, prefix/suffix, parts)."""
+"""The Tokenizer contract, the loader table and the rules every family keeps (template, prefix/suffix, parts)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from app.engine import (
 )
 from app.engine.char_bpe import CharBPEEncoding
 from app.engine.store import FORMATS, write_manifest
-from app.engine.tokenizer import TokenizerBase
 
 
 def test_every_format_has_exactly_one_loader() -> None:
@@ -122,7 +121,6 @@ def test_count_framed_counts_the_parts_the_split_gives() -> None:
     prefixes or sit inside one another (the first listed wins), names with different first bytes and non-ASCII
     ones, halves of names, lone surrogates; on a byte-level Encoding (native and python backends) and a pipeline."""
     from app.engine.encoding import Encoding
-    from app.engine.tokenizer import TokenizerBase
 
     base = get_encoding("cl100k_base")
     assert isinstance(base, Encoding)
@@ -139,7 +137,7 @@ def test_count_framed_counts_the_parts_the_split_gives() -> None:
             want = _framed_reference(encodings[1], text, order)
             for enc in encodings:
                 assert enc.count_framed(text, order) == want, (enc.backend, text, order)
-                assert TokenizerBase.count_framed(enc, text, order) == want
+                assert Tokenizer.count_framed(enc, text, order) == want
             compared += 1
     assert compared > 2000
     with pytest.raises(UnknownSpecialTokenError):
@@ -173,7 +171,7 @@ def test_plain_encode_call_is_the_method(name: str, backend: str) -> None:
     method = type(tok).encode.__get__(tok)
     dispatched = type(tok.encode).__name__ == "FastCall"
     assert dispatched == (backend == "native" and native.available() and tok.backend == "native")
-    assert (type(tok.count).__name__ == "FastCall") == (dispatched and type(tok).count is TokenizerBase.count)
+    assert (type(tok.count).__name__ == "FastCall") == (dispatched and type(tok).count is Tokenizer.count)
     for text in PLAIN_CALL_TEXTS:
         ids = method(text)
         assert tok.encode(text) == ids
@@ -189,3 +187,51 @@ def test_plain_encode_call_is_the_method(name: str, backend: str) -> None:
             call(b"bytes")
         raised.append(type(info.value))
     assert raised[0] is raised[1]
+
+
+# ------------------------------------------------------------------------------------- the one contract
+
+
+def test_tokenizer_is_an_abstract_base_every_family_subclasses() -> None:
+    """One contract: ``Tokenizer`` cannot be instantiated, and every tokenizer class of the engine subclasses it and
+    implements its abstract methods (so no caller needs to ask for a concrete class or probe for a method)."""
+    from app.engine.encoding import Encoding
+    from app.engine.pipeline.byte_level_fast import ByteLevelFast
+    from app.engine.pipeline.pipeline import Pipeline
+
+    with pytest.raises(TypeError, match="abstract"):
+        Tokenizer()  # type: ignore[abstract]
+    for cls in (Encoding, CharBPEEncoding, Pipeline, ByteLevelFast):
+        assert issubclass(cls, Tokenizer) and not cls.__abstractmethods__, cls
+    kinds = {type(get_encoding(n)) for n in ("cl100k_base", "qwen3", "xlm-roberta", "bge-small-en-v1.5")}
+    assert kinds == {Encoding, ByteLevelFast, Pipeline}
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "qwen3", "xlm-roberta", "bge-small-en-v1.5"])
+def test_buffer_methods_and_framed_count_are_the_contract(name: str) -> None:
+    """Every family counts and encodes a batch in Arrow's string layout (native or decoded) and counts framed text,
+    with the same results as its plain methods."""
+    import array
+
+    tok = get_encoding(name)
+    texts = ["Hello, wörld", "", "日本語 text", "x" * 40]
+    blob = b"".join(t.encode() for t in texts)
+    bounds = [0]
+    for t in texts:
+        bounds.append(bounds[-1] + len(t.encode()))
+    for wide, code in ((True, "q"), (False, "i")):
+        offsets = array.array(code, bounds)
+        assert tok.count_utf8_buffers(blob, offsets, wide=wide) == tok.count_batch(texts)
+        ids, starts = tok.encode_utf8_buffers(blob, offsets, wide=wide)
+        flat, cuts = array.array("I", ids).tolist(), array.array("i", starts).tolist()
+        assert [flat[a:b] for a, b in zip(cuts, cuts[1:], strict=False)] == tok.encode_batch(texts)
+    special = next(iter(tok.special_tokens))
+    assert tok.count_framed(f"a{special}b", [special]) == len(tok.encode("a")) + 1 + len(tok.encode("b"))
+
+
+def test_unknown_id_is_declared_by_every_family() -> None:
+    assert get_encoding("cl100k_base").unk_id is None
+    bert = get_encoding("bge-small-en-v1.5")
+    assert bert.unk_id == bert.special_token_id("[UNK]")
+    xlmr = get_encoding("xlm-roberta")  # its <unk> is a model piece, not a special token
+    assert xlmr.unk_id == 3 and xlmr.encode("\U0001F9EA")[-1] == 3

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..tokenizer import Tokenizer, TokenizerBase
+from ..tokenizer import Tokenizer
 from . import cookbook, harmony, mistral
 from .jinja import MARK, ChatTemplate
 from .messages import Conversation
@@ -124,11 +124,11 @@ class TemplateFraming(_CountsFramedParts):
 
     def count(self, tok: Tokenizer, conv: Conversation, *, add_generation_prompt: bool = True) -> int:
         """The tokens of :meth:`frame`'s parts. Where no caller text needed escaping, the rendered string is read as
-        those parts directly (:meth:`TokenizerBase.count_framed` on the template's own specials: the same cuts as
+        those parts directly (:meth:`Tokenizer.count_framed` on the template's own specials: the same cuts as
         the split into parts, one call into the compiled core where there is one)."""
         template = self.template
         rendered = template.render_for_count(conv, add_generation_prompt=add_generation_prompt)
-        if MARK not in rendered and isinstance(tok, TokenizerBase):
+        if MARK not in rendered:
             return tok.count_framed(rendered, template.own_specials)
         return count_parts(tok, template.parts_of(rendered), self._memo.setdefault(tok.name, {}))
 

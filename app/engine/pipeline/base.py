@@ -14,9 +14,11 @@ loader (:mod:`app.engine.pipeline.hf_json`) and may be built directly by other l
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
+from ..cache import CacheStats
 from ..specials import Template
 
 #: ``(start, end)`` in characters (code points) of the original text.
@@ -80,9 +82,16 @@ class PreTokenizer(Protocol):
 class Model(Protocol):
     """Turns one pre-tokenized piece into token ids.
 
-    A model may also offer ``segments(text) -> Iterable[(start, end)]``: stretches of a long pre-token that it
-    tokenizes independently with the same result (BPE where no merge crosses the cut); the pipeline then encodes
-    and caches those stretches one by one."""
+    Every model implements the first six members. The optional abilities after them are declared here with the
+    defaults a model without the ability inherits (each model class subclasses :class:`Model`), so the pipeline
+    asks a model, never probes it: ``native`` (a compiled core, which makes the pipeline native and requires
+    :meth:`encode_pieces`), :meth:`segments`, :meth:`fused_encoder`, :meth:`fuse`, :meth:`cache_stats`,
+    :meth:`clear_cache` and :meth:`exclude_from_text`."""
+
+    #: The model's compiled core, or None (pure Python).
+    native: Any = None
+    #: The id the model gives to what its vocabulary cannot represent (``[UNK]``, ``<unk>``), None without one.
+    unk_id: int | None = None
 
     def tokenize(self, text: str) -> list[int]:
         """Ids of ``text`` (one pre-token)."""
@@ -100,6 +109,43 @@ class Model(Protocol):
     def vocab_size(self) -> int:
         """Highest model id + 1."""
         ...
+
+    # -- optional abilities (defaults: the model does not have them) -------------------------------------------
+
+    def segments(self, text: str) -> Iterable[tuple[int, int]]:
+        """``(start, end)`` stretches of a long pre-token that the model tokenizes independently with the same
+        result (BPE where no merge crosses the cut); the pipeline then encodes and caches them one by one. Default:
+        the whole text, one stretch."""
+        return ((0, len(text)),)
+
+    def encode_pieces(self, texts: Sequence[str | int], segment_from: int) -> list[int]:
+        """Ids of pre-tokens (``str``) and already-matched ids (``int``) in one call into :attr:`native`, each
+        pre-token longer than ``segment_from`` cut as :meth:`segments` cuts it. Only a model with a compiled core
+        has it (``NotImplementedError`` otherwise)."""
+        raise NotImplementedError(f"{type(self).__name__} has no compiled core")
+
+    def fused_encoder(self, normalizer: Any, pre_tokenizer: Any) -> Callable[[str], list[int]] | None:
+        """One compiled call for a whole ordinary text (normalizer and pre-tokenizer included) when the model can
+        run them itself; None (the default) when it cannot."""
+        return None
+
+    def fuse(self, normalizer: Any, pre_tokenizer: Any) -> Callable[[list[str | int]], list[int]] | None:
+        """One compiled call for stretches of text and matched added-token ids when the model can run the
+        normalizer and pre-tokenizer itself; None (the default) when it cannot."""
+        return None
+
+    def cache_stats(self) -> CacheStats | None:
+        """Counters of the compiled core's own cache; None (the default) when the model has none."""
+        return None
+
+    def clear_cache(self) -> None:
+        """Empty the model's own cache (the default: it has none)."""
+        return None
+
+    def exclude_from_text(self, ids: Collection[int]) -> None:
+        """Never produce ``ids`` from text (special tokens a model could otherwise match as vocabulary pieces);
+        the default does nothing (a model whose pieces cannot spell a special token's string)."""
+        return None
 
 
 class PostProcessor(Protocol):

@@ -38,7 +38,7 @@ from ..cache import CacheStats
 from ..encoding import Encoding, scrub_surrogates
 from ..patterns import PATTERNS
 from ..sampling import Sample
-from ..tokenizer import Tokenizer, TokenizerBase
+from ..tokenizer import Tokenizer
 from .added import AddedMatcher, AddedToken
 from .byte_level_ranks import NotRankOrdered, ranks_from_hf_model
 from .pipeline import Pipeline
@@ -199,7 +199,7 @@ def fast_byte_level(doc: dict[str, Any], pipeline: Pipeline) -> Tokenizer | None
     return ByteLevelFast(pipeline, built[-1], added, nfc=nfc)
 
 
-class ByteLevelFast(TokenizerBase):
+class ByteLevelFast(Tokenizer):
     """A byte-level BPE ``tokenizer.json`` on the compiled core; ids, offsets and decoding equal ``pipeline``'s.
     Thread-safe."""
 
@@ -239,6 +239,11 @@ class ByteLevelFast(TokenizerBase):
     def added_tokens(self) -> dict[str, int]:
         """Non-special added tokens (content -> id), matched in text before the model runs."""
         return dict(self._added_tokens)
+
+    @property
+    def unk_id(self) -> int | None:
+        """The pipeline's (its model's) unknown id."""
+        return self.pipeline.unk_id
 
     # ------------------------------------------------------------------ text -> stretches
 

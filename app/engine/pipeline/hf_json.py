@@ -240,9 +240,8 @@ def from_hf_json(data: bytes | str | dict[str, Any], name: str, *, source: str =
                  for section in ("normalizer", "pre_tokenizer", "post_processor", "decoder")}
         model = _build("model", model_config, "model", backend)
         added = _added_tokens(doc.get("added_tokens"))
-        exclude = getattr(model, "exclude_from_text", None)
-        if exclude is not None:  # a model that could match a special token's string in text must not
-            exclude({t.id for t in added if t.special})
+        # a model that could match a special token's string in text must not
+        model.exclude_from_text({t.id for t in added if t.special})
         pipeline = Pipeline(name=name, model=model, normalizer=parts["normalizer"],
                             pre_tokenizer=parts["pre_tokenizer"], post_processor=parts["post_processor"],
                             decoder=parts["decoder"], added_tokens=added, cache_size=cache_size, spec=spec)

@@ -25,7 +25,7 @@ from ..errors import InvalidTokenIdError
 from ..sampling import Sample
 from ..specials import EMPTY_TEMPLATE, Template
 from ..store import TokenizerSpec
-from ..tokenizer import TokenizerBase
+from ..tokenizer import Tokenizer
 from .added import AddedMatcher, AddedToken
 from .base import Decoder, Model, Normalizer, Piece, PostProcessor, PreTokenizer, Span
 from .normalizers import Replace
@@ -59,7 +59,7 @@ def _surrogate_spans(text: str, clean: str) -> list[Span]:
 SEGMENT_FROM = 16
 
 
-class Pipeline(TokenizerBase):
+class Pipeline(Tokenizer):
     """Normalizer -> pre-tokenizer -> model -> post-processor, a decoder back, and an added vocabulary.
 
     Every component but the model is optional. ``added_tokens`` are the file's added tokens (special and not);
@@ -73,7 +73,7 @@ class Pipeline(TokenizerBase):
         self.name = name
         self.spec = spec
         # a model with a compiled core (``native`` set) makes the pipeline native
-        self.backend = "native" if getattr(model, "native", None) is not None else backend
+        self.backend = "native" if model.native is not None else backend
         self.model = model
         self.normalizer = normalizer
         self.pre_tokenizer = pre_tokenizer
@@ -106,7 +106,7 @@ class Pipeline(TokenizerBase):
         self._cache = PieceCache(self._tokenize_piece, size)
         self._lookup = self._cache.lookup
         # optional: (start, end) stretches of a long pre-token that the model tokenizes independently (exactly)
-        self._segments: Callable[[str], Iterable[tuple[int, int]]] | None = getattr(model, "segments", None)
+        self._segments: Callable[[str], Iterable[tuple[int, int]]] = model.segments
         self._fused: Callable[[list[str | int]], list[int]] | None = None
         self.text_path: str
         """How :meth:`encode` runs an ordinary text, decided once here: one of :data:`TEXT_PATHS`."""
@@ -119,6 +119,11 @@ class Pipeline(TokenizerBase):
     def added_tokens(self) -> dict[str, int]:
         """Non-special added tokens (content -> id), matched in text before the model runs."""
         return {t.content: t.id for t in self._added if not t.special}
+
+    @property
+    def unk_id(self) -> int | None:
+        """The model's unknown id (None without one)."""
+        return self.model.unk_id
 
     @property
     def added_vocabulary(self) -> list[AddedToken]:
@@ -175,17 +180,15 @@ class Pipeline(TokenizerBase):
         """The first path of :data:`TEXT_PATHS` that the model and this pipeline allow, and its encoder."""
         model = self.model
         no_normalized_added = not self._norm_matcher.has_matchable
-        whole = getattr(model, "fused_encoder", None)
-        if whole is not None and not self._has_added:
-            call = whole(normalizer, pre_tokenizer)
+        if not self._has_added:
+            call = model.fused_encoder(normalizer, pre_tokenizer)
             if call is not None:
                 return "whole-text", call
-        fuse = getattr(model, "fuse", None)
-        if fuse is not None and no_normalized_added:
-            self._fused = fuse(normalizer, pre_tokenizer)
+        if no_normalized_added:
+            self._fused = model.fuse(normalizer, pre_tokenizer)
             if self._fused is not None:
                 return "fused", self._encode_text_fused
-        if getattr(model, "native", None) is not None:
+        if model.native is not None:
             if (no_normalized_added and (normalizer is None or type(normalizer) is Replace)
                     and (pre_tokenizer is None or type(pre_tokenizer) is Split)):
                 return "strings", self._encode_text_str
@@ -202,7 +205,7 @@ class Pipeline(TokenizerBase):
                 ids.append(piece.token_id)
                 continue
             t = piece.text
-            if segments is not None and len(t) > SEGMENT_FROM:
+            if len(t) > SEGMENT_FROM:
                 for start, end in segments(t):
                     ids.extend(lookup(t[start:end]))
             elif t:
@@ -214,7 +217,7 @@ class Pipeline(TokenizerBase):
         the model in one call (cut as ``segments`` cuts them, no piece cache)."""
         items: list[str | int] = [p.text if p.token_id is None else p.token_id
                                   for p in self._pieces(text, False) if p.token_id is not None or p.text]
-        return self.model.encode_pieces(items, SEGMENT_FROM)  # type: ignore[attr-defined, no-any-return]
+        return self.model.encode_pieces(items, SEGMENT_FROM)
 
     def _encode_text_fused(self, text: str) -> list[int]:
         """:meth:`_encode_text` when the model runs the whole path: the stretches between raw added tokens (and
@@ -266,7 +269,7 @@ class Pipeline(TokenizerBase):
             if not piece.text:
                 continue
             t = piece.text
-            stretches = self._segments(t) if self._segments is not None and len(t) > SEGMENT_FROM else [(0, len(t))]
+            stretches = self._segments(t) if len(t) > SEGMENT_FROM else [(0, len(t))]
             for base, stop in stretches:
                 for token_id, start, end in self.model.tokenize_with_spans(t[base:stop]):
                     ids.append(token_id)
@@ -345,17 +348,13 @@ class Pipeline(TokenizerBase):
 
     def cache_stats(self) -> CacheStats:
         """Counters of this pipeline's pre-token cache (the compiled model's own cache when it has one)."""
-        model_stats = getattr(self.model, "cache_stats", None)
-        if model_stats is not None and getattr(self.model, "native", None) is not None:
-            return cast("CacheStats", model_stats())
-        return self._cache.stats()
+        stats = self.model.cache_stats() if self.model.native is not None else None
+        return self._cache.stats() if stats is None else stats
 
     def clear_cache(self) -> None:
         """Empty the pre-token cache (and the compiled model's)."""
         self._cache.clear()
-        model_clear = getattr(self.model, "clear_cache", None)
-        if model_clear is not None:
-            model_clear()
+        self.model.clear_cache()
 
     @property
     def template(self) -> Template:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..sampling import Sample, cannot_sample
 from .models.bpe import BPE
@@ -25,7 +26,9 @@ from .models.sp_bpe import SentencePieceBPE
 from .models.unigram import Unigram
 from .models.unigram_nbest import nbest as _nbest
 from .models.unigram_nbest import sample_nbest
-from .pipeline import Pipeline
+
+if TYPE_CHECKING:  # the pipeline imports this module when it samples
+    from .pipeline import Pipeline
 
 Segmenter = Callable[[str], "list[tuple[int, int, int]]"]
 

@@ -14,6 +14,7 @@ them into a tokenizer store.
 * :mod:`.sentencepiece` — SentencePiece-style Unigram and BPE on raw text, a ``.model``;
 * :mod:`.families` — those four kinds from files into a store;
 * :mod:`.publish` — :func:`train_to_store`: files in, artifact + manifest entry out (every kind);
+* :mod:`.store_entry` — writing the artifact and the manifest entry, :class:`TrainReport`;
 * :mod:`.evaluate` — bytes per token, tokens per word, byte-fallback share.
 """
 
@@ -27,12 +28,13 @@ if TYPE_CHECKING:
     from .byte_bpe import ByteBPEResult, train_byte_bpe
     from .char_bpe import CharBPEEncoding, CharBPEModel, train_char_bpe
     from .merges import TIE_BREAKS, learn_merges
-    from .publish import TrainReport, train_to_store
+    from .publish import train_to_store
+    from .store_entry import TrainReport
 
 #: Where each name of the package lives; imported on first use (PEP 562), so a kind loads only its own trainer.
 _LAZY = {"ByteBPEResult": "byte_bpe", "train_byte_bpe": "byte_bpe", "CharBPEEncoding": "char_bpe",
          "CharBPEModel": "char_bpe", "train_char_bpe": "char_bpe", "TIE_BREAKS": "merges", "learn_merges": "merges",
-         "TrainReport": "publish", "train_to_store": "publish"}
+         "TrainReport": "store_entry", "train_to_store": "publish"}
 
 __getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 

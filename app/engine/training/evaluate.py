@@ -12,7 +12,7 @@ Per text:
     are whole characters and do not count. Always 0 for the classic kind, which has no byte tokens.
 ``unknown_share``
     share of unknown tokens: ``<unk>`` of the classic kind, the model's unknown id (``[UNK]``, ``<unk>``) of the
-    WordPiece, Unigram and SentencePiece-style pipelines; 0 for byte-level tokenizers.
+    pipelines (:attr:`~app.engine.tokenizer.Tokenizer.unk_id`); 0 for byte-level tokenizers.
 ``tokens_per_char``
     tokens / characters (code points): the multilingual fairness figure — the same content in several
     languages, side by side, shows how much more one language costs than another under one tokenizer.
@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .char_bpe import UNK_ID, CharBPEEncoding
+from ..tokenizer import Tokenizer
 
 
 @dataclass(frozen=True)
@@ -72,23 +72,20 @@ class TextMetrics:
         return d
 
 
-def evaluate_text(enc: Any, text: str, *, label: str = "") -> TextMetrics:
-    """Metrics of ``text`` under ``enc`` (an ``Encoding``, a ``CharBPEEncoding`` or a pipeline tokenizer)."""
+def evaluate_text(enc: Tokenizer, text: str, *, label: str = "") -> TextMetrics:
+    """Metrics of ``text`` under ``enc`` (a tokenizer of any family; unknown tokens: its
+    :attr:`~app.engine.tokenizer.Tokenizer.unk_id`)."""
     ids = enc.encode(text)
-    if isinstance(enc, CharBPEEncoding):
-        fallback = 0
-        unknown = sum(1 for t in ids if t == UNK_ID)
-    else:
-        unk_id = getattr(getattr(enc, "model", None), "unk_id", None)
-        unknown = sum(1 for t in ids if t == unk_id) if unk_id is not None else 0
-        fallback = 0
-        single: dict[int, bool] = {}
-        for t in ids:
-            hit = single.get(t)
-            if hit is None:
-                b = enc.token_bytes(t)
-                hit = single[t] = len(b) == 1 and b[0] >= 0x80
-            fallback += hit
+    unk_id = enc.unk_id
+    unknown = sum(1 for t in ids if t == unk_id) if unk_id is not None else 0
+    fallback = 0  # always 0 for the classic kind, whose tokens are whole characters
+    single: dict[int, bool] = {}
+    for t in ids:
+        hit = single.get(t)
+        if hit is None:
+            b = enc.token_bytes(t)
+            hit = single[t] = len(b) == 1 and b[0] >= 0x80
+        fallback += hit
     return TextMetrics(
         label=label,
         tokenizer=enc.name,

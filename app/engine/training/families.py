@@ -26,7 +26,15 @@ from typing import Any
 
 from ..store import TokenizerSpec
 from .corpus import CorpusStats, iter_chunks, iter_raw_chunks
-from .publish import NAME_RE, TrainReport, _bar, _progress_enabled, existing_entries, publish_entry, write_artifact
+from .store_entry import (
+    NAME_RE,
+    TrainReport,
+    existing_entries,
+    progress_bar,
+    progress_enabled,
+    publish_entry,
+    write_artifact,
+)
 from .trainer import FAMILY_KINDS, Trainer
 
 #: SentencePiece's piece rules (:mod:`.piece_rules`) and its trainer's defaults, for both sentencepiece-* kinds.
@@ -109,10 +117,10 @@ def train_family_to_store(
                            options=options, backend=backend, threads=threads)
     store = Path(store_dir).expanduser().resolve()
     existing = existing_entries(store, name)
-    show = _progress_enabled(quiet)
+    show = progress_enabled(quiet)
     stats = CorpusStats()
     t0 = time.perf_counter()
-    bar = _bar(show, sum(os.path.getsize(f) for f in files), "reading", "B")
+    bar = progress_bar(show, sum(os.path.getsize(f) for f in files), "reading", "B")
     feed_utf8 = getattr(trainer, "feed_utf8", None)  # a trainer that reads UTF-8 itself gets the raw bytes
     try:
         if feed_utf8 is None:
@@ -129,7 +137,7 @@ def train_family_to_store(
         if bar is not None:
             bar.close()
     t1 = time.perf_counter()
-    bar = _bar(show, None, "training", " steps")
+    bar = progress_bar(show, None, "training", " steps")
     done = [0]
 
     def progress(n: int, total: int | None) -> None:

@@ -13,43 +13,25 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
-import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ManifestError
-from ..store import MANIFEST_FILE, Store, TokenizerSpec, write_manifest
+from ..store import TokenizerSpec
 from .corpus import CorpusStats
+from .store_entry import (
+    NAME_RE,
+    TrainReport,
+    existing_entries,
+    progress_bar,
+    progress_enabled,
+    publish_entry,
+    write_artifact,
+)
 from .trainer import FAMILY_KINDS
 
 KINDS = ("byte", "char", *FAMILY_KINDS)
-NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
-
-
-@dataclass
-class TrainReport:
-    """What :func:`train_to_store` did: the spec written, corpus figures, merges, timings (seconds), the merge
-    learner's backend and whether pre-tokens were counted by the compiled counter."""
-
-    spec: TokenizerSpec
-    corpus: CorpusStats
-    distinct_pretokens: int
-    merges: int
-    stop_reason: str
-    seconds_counting: float
-    seconds_merging: float
-    manifest: Path
-    extra: dict[str, object] = field(default_factory=dict)
-    backend: str = "python"
-    native_counting: bool = False
-
-
-def _progress_enabled(quiet: bool) -> bool:
-    return not quiet and sys.stderr.isatty()
 
 
 def train_to_store(
@@ -142,11 +124,11 @@ def train_to_store(
     store = Path(store_dir).expanduser().resolve()
     existing = existing_entries(store, name)
 
-    show = _progress_enabled(quiet)
+    show = progress_enabled(quiet)
     stats = CorpusStats()
     total_bytes = sum(os.path.getsize(f) for f in files)
     t0 = time.perf_counter()
-    bar = _bar(show, total_bytes, "reading", "B")
+    bar = progress_bar(show, total_bytes, "reading", "B")
     on_bytes = bar.update if bar is not None else None
     try:
         scanner = scanner_for(regex_text) if kind == "byte" and resolved == "native" else 0
@@ -163,7 +145,7 @@ def train_to_store(
     t1 = time.perf_counter()
     distinct = len(counts)
 
-    bar = _bar(show, vocab_size - 256 if kind == "byte" else None, "merging", " merges")
+    bar = progress_bar(show, vocab_size - 256 if kind == "byte" else None, "merging", " merges")
     done = [0]
 
     def progress(n: int) -> None:
@@ -231,43 +213,3 @@ def train_to_store(
         backend=resolved,
         native_counting=bool(scanner),
     )
-
-
-def existing_entries(store: Path, name: str) -> list[TokenizerSpec]:
-    """The entries of the manifest in ``store`` (none if it has no manifest yet). Raises
-    :class:`ManifestError` if the manifest is invalid or ``name`` is another entry's alias."""
-    if not (store / MANIFEST_FILE).exists():
-        return []
-    old = Store.load(store)
-    if name in old.known_names() and old.resolve(name) != name:
-        raise ManifestError(f"{store / MANIFEST_FILE}: {name!r} is an alias of {old.resolve(name)!r}")
-    return list(old)
-
-
-def publish_entry(store: Path, existing: Sequence[TokenizerSpec], spec: TokenizerSpec) -> Path:
-    """Write the manifest of ``store`` with ``spec`` added, or in place of the entry of the same name; other
-    entries are kept as they are. Returns the manifest path."""
-    specs = [s for s in existing if s.name != spec.name]
-    if len(specs) != len(existing):
-        specs = [spec if s.name == spec.name else s for s in existing]
-    else:
-        specs.append(spec)
-    Store(store, specs)  # validates uniqueness of names and aliases before anything is written
-    return write_manifest(store, specs)
-
-
-def write_artifact(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (a temporary file, then a rename)."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
-def _bar(show: bool, total: int | None, desc: str, unit: str):  # type: ignore[no-untyped-def]
-    if not show:
-        return None
-    from tqdm import tqdm
-
-    scale = unit == "B"
-    return tqdm(total=total, desc=desc, unit=unit, unit_scale=scale, unit_divisor=1024 if scale else 1000,
-                file=sys.stderr, mininterval=0.5)

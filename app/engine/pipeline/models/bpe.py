@@ -21,6 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from ...dropout import merge_with_dropout
+from ..base import Model
 from ..compiled import MERGE_BPE as _EXT
 
 #: Below this many symbols the quadratic scan beats the heap.
@@ -33,7 +34,7 @@ class BPEError(ValueError):
     """A vocabulary or merge list the model cannot be built from (the loader names the file)."""
 
 
-class BPE:
+class BPE(Model):
     """The model. ``merges`` in rank order, each ``(left, right)`` token strings, a ``[left, right]`` list or a
     ``"left right"`` string. ``backend`` (``native``/``python``/None, see :func:`app.engine.native.resolve_backend`):
     native runs :meth:`tokenize` and :meth:`encode_pieces` on the compiled model (identical ids) when the extension
@@ -58,9 +59,9 @@ class BPE:
             if token_id < 0:
                 raise BPEError(f"negative id {token_id} for {token!r}")
             self._id_to_token[token_id] = token
-        self._unk_id: int | None = None
+        self.unk_id: int | None = None
         if unk_token is not None and unk_token in self.vocab:
-            self._unk_id = self.vocab[unk_token]
+            self.unk_id = self.vocab[unk_token]
         self._width = max(top + 1, 1)
         self._raw_merges = merges
         self._ranks: dict[int, tuple[int, int]] = {}
@@ -72,10 +73,10 @@ class BPE:
         #: The compiled model (same ids) when the backend is native and the options are ones it supports.
         self.native: Any = None
         if (_EXT.resolve_backend(backend) == "native" and _EXT.module is not None and self._cuttable
-                and (unk_token is None or self._unk_id is not None) and top < (1 << 31) - 1):
+                and (unk_token is None or self.unk_id is not None) and top < (1 << 31) - 1):
             try:
                 self.native = _EXT.module.Model(self.vocab, merges if type(merges) is list else list(merges),
-                                                byte_fallback, -1 if self._unk_id is None else self._unk_id,
+                                                byte_fallback, -1 if self.unk_id is None else self.unk_id,
                                                 fuse_unk, True)
             except (ValueError, TypeError):
                 self.native = None  # the reference below raises the precise error
@@ -248,7 +249,7 @@ class BPE:
                 return syms, ([(i, i + 1) for i in range(len(text))] if with_spans else None)
             except KeyError:
                 syms = []
-        if not self.prefix and not self.suffix and not self.byte_fallback and self._unk_id is None:
+        if not self.prefix and not self.suffix and not self.byte_fallback and self.unk_id is None:
             # Byte-level files: a character outside the vocabulary is dropped.
             for i, ch in enumerate(text):
                 token_id = vocab.get(ch)
@@ -286,7 +287,7 @@ class BPE:
                             spans.append((i, i + 1))
                     continue
             if self.unk_token is not None:
-                if self._unk_id is None:
+                if self.unk_id is None:
                     raise BPEError(f"unk_token {self.unk_token!r} is not in the vocabulary")
                 if unk is not None and self.fuse_unk:
                     unk[2] = i + 1
@@ -295,7 +296,7 @@ class BPE:
                         syms.append(unk[0])
                         if spans is not None:
                             spans.append((unk[1], unk[2]))
-                    unk = [self._unk_id, i, i + 1]
+                    unk = [self.unk_id, i, i + 1]
         if unk is not None:
             syms.append(unk[0])
             if spans is not None:

@@ -27,12 +27,13 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any, cast
 
 from ...cache import CacheStats
+from ..base import Model
 from ..compiled import SP_BPE as _EXT
 from ..sp_normalizer import SentencePieceNormalizer
 from ..sp_split import SpaceSymbolSplit
 
 
-class SentencePieceBPE:
+class SentencePieceBPE(Model):
     """Score-ordered BPE over a SentencePiece vocabulary. Thread-safe (no mutable state after construction)."""
 
     def __init__(self, vocab: Sequence[tuple[str, float]], *, unk_id: int | None, byte_fallback: bool = False,

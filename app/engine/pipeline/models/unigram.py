@@ -43,6 +43,7 @@ from ... import defaults
 from ...cache import CacheStats
 from ...defaults import WORD_CACHE_ENV
 from ...encoding import scrub_surrogates
+from ..base import Model
 from ..compiled import UNIGRAM as _EXT
 from ..json_numbers import serde_f64
 
@@ -70,7 +71,7 @@ def f32(x: float) -> float:
     return _F32.unpack(_F32.pack(x))[0]  # type: ignore[no-any-return]
 
 
-class Unigram:
+class Unigram(Model):
     """Viterbi segmentation over scored pieces. Thread-safe (no mutable state after construction)."""
 
     def __init__(self, vocab: Sequence[tuple[str, float]], *, unk_id: int | None, byte_fallback: bool = False,

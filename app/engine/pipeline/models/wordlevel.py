@@ -5,14 +5,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..base import Model
 
-class WordLevel:
+
+class WordLevel(Model):
     """The model; ``unk_token`` must be in the vocabulary (so every pre-token has an id)."""
 
     def __init__(self, vocab: Mapping[str, int], unk_token: str) -> None:
         if unk_token not in vocab:
             raise ValueError(f"unk_token {unk_token!r} is not in the vocabulary")
         self.vocab = dict(vocab)
+        self.unk_id: int | None = self.vocab[unk_token]
         self._unk = self.vocab[unk_token]
         top = max(self.vocab.values(), default=-1)
         self._id_to_token: list[str | None] = [None] * (top + 1)

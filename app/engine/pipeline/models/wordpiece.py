@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, cast
 
 from ...native import OptionalExtension
-from ..base import Normalizer, PreTokenizer
+from ..base import Model, Normalizer, PreTokenizer
 from ..bert import BertNormalizer, BertPreTokenizer
 
 _EXT = OptionalExtension("app.engine._native._wordpiece", "compiled WordPiece", "the pure-Python WordPiece")
@@ -40,7 +40,7 @@ def _trie(words: Mapping[str, int]) -> dict[str, Any]:
     return root
 
 
-class WordPiece:
+class WordPiece(Model):
     """Greedy longest-match-first WordPiece. Thread-safe (immutable after construction)."""
 
     def __init__(self, vocab: Mapping[str, int], *, unk_token: str = "[UNK]", continuing_subword_prefix: str = "##",
@@ -54,7 +54,7 @@ class WordPiece:
         if unk_token not in self.vocab:
             raise ValueError(f"WordPiece unknown token {unk_token!r} is not in the vocabulary")
         self.unk_token = unk_token
-        self.unk_id = self.vocab[unk_token]
+        self.unk_id: int = self.vocab[unk_token]
         self.prefix = continuing_subword_prefix
         self.max_chars = max_input_chars_per_word
         self._by_id: dict[int, str] = {}
