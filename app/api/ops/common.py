@@ -198,7 +198,7 @@ def check_decode_ids(svc: ServiceState, n: int) -> None:
                        "(TOKENIZER_MAX_DECODE_IDS)", {"limit": limit, "actual": n})
 
 
-def invalid_token_id(enc: Tokenizer, token_id: Any, where: str, position: int,
+def invalid_token_id(enc: Tokenizer, token_id: Any, where: str, position: int | None,
                      extra: dict[str, Any] | None = None) -> ApiError:
     """The 422 ``invalid_token_id`` of ``token_id`` at ``where`` (a field path such as ``ids[3]``), ``position``
     its index in its list; ``extra`` is added to the details."""
