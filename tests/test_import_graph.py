@@ -175,3 +175,9 @@ def test_no_private_name_is_imported_across_modules_outside_the_engine() -> None
 def test_no_private_name_is_imported_across_modules() -> None:
     offenders = private_imports()
     assert not offenders, offenders
+
+
+def test_the_ops_package_re_exports_nothing() -> None:
+    """``app/api/ops/__init__.py`` is its docstring only: callers import the operation module they use."""
+    body = ast.parse((APP / "api" / "ops" / "__init__.py").read_text(encoding="utf-8")).body
+    assert len(body) == 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)

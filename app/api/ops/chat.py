@@ -83,7 +83,7 @@ def _chat_error(exc: ChatInputError) -> ApiError:
     return ApiError(422, "invalid_messages", str(exc), details)
 
 
-class _Counter:
+class ChatCounter:
     """Counts (or ids) of conversations under one framing, mapping framing errors to 422."""
 
     def __init__(self, enc: Tokenizer, framing: Framing, add_generation_prompt: bool) -> None:
@@ -116,7 +116,7 @@ def chat_op(svc: ServiceState, req: EncodeRequest | CountRequest, labels: Mutabl
         raise ApiError(422, "ids_not_public", f"model {req.model!r} frames messages with tokens that are not "
                        "public; POST /count gives the billed count", {"model": req.model, "framing": framing.kind})
     conv, nbytes = timed(timings, "parse", lambda: _conversation(svc, req.messages, req.tools))
-    counter = _Counter(enc, framing, req.add_generation_prompt)
+    counter = ChatCounter(enc, framing, req.add_generation_prompt)
     start = time.perf_counter()
     out: dict[str, Any] = {"tokenizer": enc.name, "framing": framing.kind}
     if req.truncate is not None:
@@ -153,7 +153,7 @@ def _units(conv: Conversation) -> list[list[int]]:
     return units
 
 
-def truncate_messages(counter: _Counter, conv: Conversation, trunc: Truncate) -> tuple[Conversation, dict[str, Any]]:
+def truncate_messages(counter: ChatCounter, conv: Conversation, trunc: Truncate) -> tuple[Conversation, dict[str, Any]]:
     """Drop (then shorten) the oldest non-system messages until the framed prompt has at most ``max_tokens``."""
     limit = trunc.max_tokens
     original = counter.count(conv)
@@ -237,7 +237,7 @@ def models_list(svc: ServiceState) -> dict[str, Any]:
     return {"models": out, "price_data": data}
 
 
-__all__ = ["chat_conversation", "chat_framing", "chat_ids", "chat_models", "chat_op", "models_list",
+__all__ = ["ChatCounter", "chat_conversation", "chat_framing", "chat_ids", "chat_models", "chat_op", "models_list",
            "truncate_messages"]
 
 
@@ -254,4 +254,4 @@ def chat_conversation(svc: ServiceState, messages: Any, tools: Any) -> tuple[Con
 
 def chat_ids(enc: Tokenizer, framing: Framing, conv: Conversation, add_generation_prompt: bool) -> list[int]:
     """Ids of a framed conversation; 422 if the framing refuses it."""
-    return _Counter(enc, framing, add_generation_prompt).ids(conv)
+    return ChatCounter(enc, framing, add_generation_prompt).ids(conv)
