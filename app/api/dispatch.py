@@ -1,7 +1,7 @@
 """Running a tokenization operation (``/encode``, ``/count``, ``/decode``) on a buffered body, straight from the
 gateway.
 
-These three endpoints are bytes in, bytes out (:mod:`app.api.ops` parses, validates, tokenizes and serializes in
+These three endpoints are bytes in, bytes out (:mod:`app.api.ops.encode` parses, validates, tokenizes and serializes in
 one call), so they need none of the framework's per-request machinery (routing, ``Request``/``Response`` objects,
 exception middleware). The gateway calls :func:`run` for ``POST`` on their paths; the FastAPI routes in
 :mod:`app.api.routes.tokenize` call the same function, so both give the same answer, and the routes document the
@@ -28,14 +28,16 @@ import anyio
 from app.engine.artifact_regex import OffloadRequired, on_event_loop
 from app.engine.errors import EngineError
 
-from . import metrics, ops
+from . import metrics
 from .deps import ServiceState
 from .errors import ApiError, error_body, from_engine_error, internal_error
+from .ops import encode
+from .ops.common import OpResult
 
-Op = Callable[[ServiceState, bytes, MutableMapping[str, str]], ops.OpResult]
+Op = Callable[[ServiceState, bytes, MutableMapping[str, str]], OpResult]
 
 #: Path -> operation, for ``POST``.
-OPS: dict[str, Op] = {"/encode": ops.encode, "/count": ops.count, "/decode": ops.decode}
+OPS: dict[str, Op] = {"/encode": encode.encode, "/count": encode.count, "/decode": encode.decode}
 
 _JSON = (b"content-type", b"application/json")
 
@@ -69,7 +71,7 @@ async def run(svc: ServiceState | None, op: Op, endpoint: str, body: bytes,
         return _error(ApiError(503, "not_ready", "the service is not ready"))
     settings = svc.settings
     try:
-        result: ops.OpResult | None = None
+        result: OpResult | None = None
         pool = "inline"
         if len(body) <= settings.inline_bytes:
             try:
@@ -84,7 +86,7 @@ async def run(svc: ServiceState | None, op: Op, endpoint: str, body: bytes,
             limiter: Any = svc.bulk_limiter if pool == "bulk" else svc.limiter
             submitted = time.perf_counter()
 
-            def work() -> ops.OpResult:
+            def work() -> OpResult:
                 waited = time.perf_counter() - submitted
                 out = op(svc, body, labels)
                 out.timings["queue"] = waited

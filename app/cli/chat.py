@@ -89,9 +89,8 @@ def _run(args: Any) -> int:
         if args.add_special_tokens:
             raise CliError("--add-special-tokens does not apply to --messages (the model's framing decides)")
         if info.chat is None:
-            supported = sorted(n for n, i in table.entries().items() if i.chat is not None)
             raise CliError(f"model {args.model!r} has no chat framing; models that support messages: "
-                           f"{', '.join(supported)}")
+                           f"{', '.join(table.chat_models())}")
         framings = ChatFramings.from_store(store_dir)
         framings.check(info.chat, f"model {args.model!r}")
         messages, tools, agp = _read_conversation(args.messages)

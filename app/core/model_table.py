@@ -118,6 +118,10 @@ class ModelTable:
         """Name or alias -> info (a copy)."""
         return dict(self._models)
 
+    def chat_models(self) -> list[str]:
+        """The names (and aliases) whose entry has a ``chat`` framing (those that take ``messages``), sorted."""
+        return sorted(name for name, info in self._models.items() if info.chat is not None)
+
 
 def _parse_entry(path: Path, name: str, entry: Any) -> ModelInfo:
     where = f"{path}: model {name!r}"

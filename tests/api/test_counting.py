@@ -32,7 +32,7 @@ from openai.types.responses import (
 )
 from openai.types.responses.response_input_param import FunctionCallOutput, Message
 
-from app.api.counting_ops import ANTHROPIC_FIELDS, RESPONSES_FIELDS
+from app.api.ops.counting import ANTHROPIC_FIELDS, RESPONSES_FIELDS
 from app.engine.chat import ChatTemplate, load_templates, parse_conversation
 from app.engine.store import bundled_store_dir
 from tests.engine.chat import hf

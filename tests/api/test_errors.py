@@ -175,7 +175,7 @@ def test_unknown_path_and_method(client: TestClient) -> None:
 
 
 def test_internal_errors_are_json_without_internals(monkeypatch: pytest.MonkeyPatch) -> None:
-    from app.api import ops
+    from app.api.ops import encode as ops
 
     def boom(*_: Any) -> Any:
         raise RuntimeError("secret internal detail")

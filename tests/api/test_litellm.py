@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-from app.api.litellm_ops import TokenCounterRequest
+from app.api.ops.litellm import TokenCounterRequest
 from app.engine import get_encoding
 
 REQUEST = {"model", "prompt", "messages"}

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.llamacpp_ops import TOKENIZE_FIELDS, LlamaCppApplyTemplateRequest, LlamaCppTokenizeRequest
 from app.api.main import create_app
+from app.api.ops.llamacpp import TOKENIZE_FIELDS, LlamaCppApplyTemplateRequest, LlamaCppTokenizeRequest
 from app.core.config import Settings
 from app.engine import get_encoding
 

@@ -1,5 +1,5 @@
 """POST /price, the priced model block of /count and /encode, models without a public tokenizer, provenance in
-/models and /metrics, and no float amount anywhere (app.api.price_ops, app.api.pricing_ops)."""
+/models and /metrics, and no float amount anywhere (app.api.ops.price, app.api.ops.common)."""
 
 from __future__ import annotations
 

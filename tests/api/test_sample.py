@@ -1,4 +1,4 @@
-"""The ``sample`` option of POST /encode and /count (app/api/sample_ops.py, schemas ``SampleOptions``): ids equal
+"""The ``sample`` option of POST /encode and /count (app/api/ops/sample.py, schemas ``SampleOptions``): ids equal
 the engine's ``encode(sample=...)`` for text, batches (item i: seed + i) and parts, counts equal the sampled ids,
 special tokens stay where they are, and every bad request is a 422 in the one error shape — on the in-process app
 and on a real server process (uvicorn on loopback, started by the tests' launcher)."""
@@ -120,7 +120,7 @@ def test_real_server(live_server: Callable[..., LiveServer]) -> None:
 
 
 def test_sampled_text_is_limited(client: TestClient) -> None:
-    from app.api.sample_ops import MAX_SAMPLE_BYTES
+    from app.api.ops.sample import MAX_SAMPLE_BYTES
 
     big = "a" * (MAX_SAMPLE_BYTES + 1)
     r = client.post("/count", json={"tokenizer": "cl100k_base", "text": big, "sample": {"dropout": 0.1}})

@@ -257,7 +257,7 @@ def test_an_unexpected_error_is_a_short_500_and_one_log_line(client: TestClient,
         return recurse(0)
 
     monkeypatch.setitem(dispatch.OPS, "/count", broken)
-    monkeypatch.setattr("app.api.compat_ops.tokenize", broken)
+    monkeypatch.setattr("app.api.ops.compat.tokenize", broken)
     caplog.set_level(logging.INFO, logger="app")
     for route in ("/count", "/tokenize"):
         caplog.clear()

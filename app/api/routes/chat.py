@@ -1,7 +1,7 @@
 """``GET /models``, the vLLM-compatible ``POST /tokenize`` and ``POST /detokenize``, and TEI's ``POST /tokenize``
 and ``POST /decode`` under ``/tei/{model}/``.
 
-``messages`` on ``/count`` and ``/encode`` live with those routes (:mod:`app.api.chat_ops` does the work).
+``messages`` on ``/count`` and ``/encode`` live with those routes (:mod:`app.api.ops.chat` does the work).
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from .. import chat_ops, compat_ops
 from ..deps import ServiceState, get_service
+from ..ops import chat as chat_ops
+from ..ops import compat as compat_ops
 from ..schemas import ErrorResponse
 from .tokenize import ERRORS, body_schema, run_op
 

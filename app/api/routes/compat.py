@@ -1,6 +1,6 @@
 """More inference-server shapes: vLLM's ``GET /tokenizer_info``, llama.cpp's ``POST /apply-template`` and the
-LiteLLM proxy's ``POST /utils/token_counter`` (:mod:`app.api.compat_ops`, :mod:`app.api.llamacpp_ops` and
-:mod:`app.api.litellm_ops` do the work; llama.cpp's ``/tokenize`` and ``/detokenize`` share vLLM's routes)."""
+LiteLLM proxy's ``POST /utils/token_counter`` (:mod:`app.api.ops.compat`, :mod:`app.api.ops.llamacpp` and
+:mod:`app.api.ops.litellm` do the work; llama.cpp's ``/tokenize`` and ``/detokenize`` share vLLM's routes)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from .. import compat_ops, litellm_ops, llamacpp_ops
 from ..deps import get_service
+from ..ops import compat as compat_ops
+from ..ops import litellm as litellm_ops
+from ..ops import llamacpp as llamacpp_ops
 from ..schemas import ErrorResponse
 from .tokenize import ERRORS, run_op
 

@@ -1,5 +1,5 @@
 """The providers' counting calls: OpenAI's ``POST /v1/responses/input_tokens`` and Anthropic's
-``POST /v1/messages/count_tokens`` (:mod:`app.api.counting_ops` does the work).
+``POST /v1/messages/count_tokens`` (:mod:`app.api.ops.counting` does the work).
 
 Point the official SDKs at the service: ``OpenAI(base_url="http://HOST/v1").responses.input_tokens.count(...)``,
 ``Anthropic(base_url="http://HOST").messages.count_tokens(...)`` (with auth on, give the bearer token as the OpenAI
@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from .. import counting_ops
+from ..ops import counting as counting_ops
 from .tokenize import ERRORS, run_op
 
 router = APIRouter(tags=["compatibility"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from .. import price_ops
+from ..ops import price as price_ops
 from ..price_schemas import PriceResponse
 from .tokenize import ERRORS, body_schema, run_op
 

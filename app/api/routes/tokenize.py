@@ -12,8 +12,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from .. import dispatch, ops
+from .. import dispatch
 from ..middleware import LABELS_KEY
+from ..ops import encode as encode_ops
 from ..schemas import (
     CountBatchResponse,
     CountResponse,
@@ -63,14 +64,14 @@ async def encode(request: Request) -> Response:
     Text is always ordinary text: special tokens only via ``special_tokens`` or ``parts[].special``.
     With ``model``, the response has a ``model`` block: context window, whether it fits, estimated input cost.
     """
-    return await run_op(request, ops.encode, "/encode")
+    return await run_op(request, encode_ops.encode, "/encode")
 
 
 @router.post("/count", response_model=CountResponse | CountBatchResponse, responses=ERRORS,
              openapi_extra=body_schema("CountRequest"), summary="Number of tokens")
 async def count(request: Request) -> Response:
     """Like /encode without the ids: ``count`` (or ``counts`` and ``total`` for ``texts``)."""
-    return await run_op(request, ops.count, "/count")
+    return await run_op(request, encode_ops.count, "/count")
 
 
 @router.post("/decode", response_model=DecodeResponse | DecodeBatchResponse, responses=ERRORS,
@@ -78,4 +79,4 @@ async def count(request: Request) -> Response:
 async def decode(request: Request) -> Response:
     """Text of ``ids`` (or ``texts`` of ``batch``); invalid UTF-8 becomes U+FFFD. An id outside the vocabulary
     is a 422 naming the first such id and its position."""
-    return await run_op(request, ops.decode, "/decode")
+    return await run_op(request, encode_ops.decode, "/decode")

@@ -10,8 +10,8 @@ from __future__ import annotations
 from app.engine import Tokenizer
 from app.engine.sampling import Sample
 
-from .errors import ApiError
-from .schemas import SampleOptions
+from ..errors import ApiError
+from ..schemas import SampleOptions
 
 #: The most UTF-8 bytes of text one sampled request may hold.
 MAX_SAMPLE_BYTES = 2**20

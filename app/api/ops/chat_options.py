@@ -19,9 +19,9 @@ from app.engine import Tokenizer
 from app.engine.chat import ChatInputError, ChatTemplate, Conversation, Framing
 from app.engine.chat.framings import TemplateFraming
 
-from .chat_ops import chat_framing
-from .deps import ServiceState
-from .errors import ApiError
+from ..deps import ServiceState
+from ..errors import ApiError
+from .chat import chat_framing
 
 
 @dataclass(frozen=True)

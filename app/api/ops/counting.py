@@ -38,12 +38,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from . import metrics, serialize
-from .chat_ops import chat_conversation
+from .. import metrics, serialize
+from ..deps import ServiceState
+from ..errors import ApiError
+from .chat import chat_conversation
 from .chat_options import ChatOptions, framed_count, open_framing, refuse
-from .deps import ServiceState
-from .errors import ApiError
-from .ops import OpResult, parse
+from .common import OpResult, parse
 
 #: Field -> what this service does with it: ``count`` (changes the count as in the original server), ``accepted``
 #: (validated; the original server's prompt does not depend on it either), ``refused`` (422 naming it unless null).

@@ -15,12 +15,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from . import metrics, serialize
-from .chat_ops import chat_conversation, chat_framing
+from .. import metrics, serialize
+from ..deps import ServiceState
+from ..errors import ApiError
+from .chat import chat_conversation, chat_framing
 from .chat_options import ChatOptions, framed_count
-from .deps import ServiceState
-from .errors import ApiError
-from .ops import OpResult, parse, utf8_len
+from .common import OpResult, parse, utf8_len
 
 #: tiktoken's own encodings: LiteLLM calls them ``openai_tokenizer``.
 OPENAI_ENCODINGS = frozenset({"gpt2", "r50k_base", "p50k_base", "p50k_edit", "cl100k_base", "o200k_base",

@@ -4,195 +4,44 @@ Each operation parses, validates, tokenizes and serializes in one call, so the r
 worker thread and the event loop only moves bytes. They raise :class:`~app.api.errors.ApiError` or an engine error
 (mapped to 4xx by the handlers) for every bad input; anything else is a bug (500).
 
-Decisions: JSON strings with lone surrogates (``"\\ud800"``) are rejected with 422 ``invalid_text`` (the engine would
-silently turn them into U+FFFD; an API should not guess). Offsets are in characters (code points) of the text;
-special tokens get empty spans at their position.
+``messages`` on /encode and /count go to :func:`app.api.ops.chat.chat_op`. Offsets are in characters (code points)
+of the text; special tokens get empty spans at their position.
 """
 
 from __future__ import annotations
 
-import base64
-import json
 import time
-from collections.abc import Callable, MutableMapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
-
-import orjson
-from pydantic import BaseModel, ValidationError
+from collections.abc import MutableMapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from app.core.model_table import ModelInfo
 from app.engine import Special, Tokenizer
-from app.engine.errors import InvalidTokenIdError
-from app.engine.native import utf8_size
 from app.engine.sampling import Sample
 
-from . import metrics, pricing_ops, serialize
-from .deps import ServiceState
-from .errors import ApiError, validation_details
-from .sample_ops import sample_of
-from .schemas import CountRequest, DecodeRequest, EncodeRequest, Part
-
-M = TypeVar("M", bound=BaseModel)
-
-
-@dataclass
-class OpResult:
-    """A finished operation: the response body and what the metrics and ``Server-Timing`` need."""
-
-    body: bytes
-    tokenizer: str
-    tokens: int
-    input_bytes: int
-    timings: dict[str, float] = field(default_factory=dict)  # phase -> seconds
-
-    def server_timing(self) -> str:
-        return ", ".join(f"{k};dur={v * 1000:.3f}" for k, v in self.timings.items())
-
-
-# ---------------------------------------------------------------------------- parsing
-
-
-#: The smallest magnitude of a float orjson makes of an integer (one past the 64-bit range).
-_BIG = float(2**63)
-
-
-def _holds_big_float(value: Any) -> bool:
-    """True when a float of magnitude at least 2**63 (what orjson makes of an integer past 64 bits, or such a float
-    literal) occurs anywhere in ``value``. Iterative; strings are not looked into, and a list is looked into item by
-    item only when it holds floats or containers (its item types are gathered at C speed)."""
-    stack = [value]
-    while stack:
-        node = stack.pop()
-        children = list(node.values()) if type(node) is dict else node
-        kinds = set(map(type, children))
-        if float in kinds and any(type(c) is float and not -_BIG < c < _BIG for c in children):
-            return True
-        if dict in kinds or list in kinds:
-            stack.extend(c for c in children if type(c) is dict or type(c) is list)
-    return False
-
-
-def parse(model: type[M], body: bytes) -> M:
-    """Decode and validate a JSON body. 400 for anything that is not JSON, 422 for JSON of the wrong shape.
-
-    orjson parses first (the fast path). Whatever it refuses, and any body whose orjson value fails validation, is
-    decided by the standard library's parser instead, so every verdict is the one ``json.loads`` gives (orjson turns
-    integers above 64 bits into floats and refuses lone-surrogate escapes, which then get their own 422). A chat
-    body (``messages`` and ``tools`` hold free JSON) where orjson produced a float of magnitude 2**63 or more is read
-    by ``json.loads`` too, so its integers are the exact ones the CLI reads from a file (each framing then prints
-    them as its reference does)."""
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return _validate(model, _loads_or_400(body))
-    if type(data) is dict and type(data.get("messages")) is list and _holds_big_float(
-            [data["messages"], data.get("tools")]):
-        data = _loads_or_400(body)
-    try:
-        return _validate(model, data)
-    except ApiError:
-        return _validate(model, _loads_or_400(body))
-
-
-def _validate(model: type[M], data: Any) -> M:
-    if not isinstance(data, dict):
-        raise ApiError(422, "validation_error", "the request body must be a JSON object",
-                       [{"loc": [], "msg": "expected an object", "type": "model_type"}])
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        errors = exc.errors(include_url=False, include_input=False)
-        raise ApiError(422, "validation_error", "request does not match the schema: "
-                       + "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in errors[:5]),
-                       validation_details(errors)) from None
-    except RecursionError:
-        raise ApiError(400, "invalid_json", "malformed JSON: nested too deeply") from None
-
-
-def _loads_or_400(body: bytes) -> Any:
-    """``json.loads`` with every failure as a 400."""
-    if not body.strip():
-        raise ApiError(400, "invalid_json", "the request body is empty; expected a JSON object")
-    try:
-        return json.loads(body)
-    except RecursionError:
-        raise ApiError(400, "invalid_json", "malformed JSON: nested too deeply") from None
-    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, an integer with too many digits
-        raise ApiError(400, "invalid_json", f"malformed JSON: {str(exc)[:200]}") from None
-
-
-def utf8_len(text: str, where: str) -> int:
-    """UTF-8 length of ``text``; 422 ``invalid_text`` if it holds a lone surrogate (not valid Unicode). The UTF-8
-    copy stays in the str (:func:`app.engine.native.utf8_size`): tokenizing it next does not encode it again."""
-    if text.isascii():
-        return len(text)
-    try:
-        return utf8_size(text)
-    except UnicodeEncodeError as exc:
-        raise ApiError(422, "invalid_text", f"{where} holds a lone surrogate U+{ord(text[exc.start]):04X} at "
-                       f"character {exc.start}; JSON strings must encode valid Unicode (pair \\uD800-\\uDBFF with "
-                       "\\uDC00-\\uDFFF)", {"field": where, "position": exc.start}) from None
-
-
-def _check_batch(svc: ServiceState, n: int, what: str) -> None:
-    limit = svc.settings.max_batch_size
-    if n > limit:
-        raise ApiError(413, "payload_too_large", f"{what} has {n} items; the limit is {limit} "
-                       "(TOKENIZER_MAX_BATCH_SIZE)", {"limit": limit, "actual": n, "field": what})
-
-
-def _check_chars(svc: ServiceState, n: int) -> None:
-    limit = svc.settings.max_text_chars
-    if n > limit:
-        raise ApiError(413, "payload_too_large", f"the texts have {n} characters; the limit is {limit} "
-                       "(TOKENIZER_MAX_TEXT_CHARS)", {"limit": limit, "actual": n})
-
-
-def _check_detail(svc: ServiceState, t: _Texts) -> None:
-    """:func:`check_detail_texts` for an /encode request asking for tokens or offsets (its parts or texts, with the
-    prefix/suffix specials it names). Sampled requests are checked by :func:`check_detail_count` after their one
-    encoding instead (sampling the text twice to count it first would double the work;
-    :data:`~app.api.sample_ops.MAX_SAMPLE_BYTES` bounds the ids meanwhile)."""
-    specials = len(t.prefix) + len(t.suffix)
-    if t.add_special:
-        specials += len(t.enc.template.prefix_ids) + len(t.enc.template.suffix_ids)
-    if t.parts is not None:
-        specials += sum(1 for p in t.parts if p.special is not None)
-        check_detail_texts(svc, t.enc, [p.text for p in t.parts if p.text is not None], 0, specials, t.input_bytes,
-                           DETAIL_FIELDS)
-    else:
-        check_detail_texts(svc, t.enc, t.texts or [], specials, 0, t.input_bytes, DETAIL_FIELDS)
-
-
-#: The /encode fields that return per-token details.
-DETAIL_FIELDS = "return_tokens/return_offsets"
-
-
-def check_detail_texts(svc: ServiceState, enc: Tokenizer, texts: Sequence[str], specials_each: int,
-                       specials_once: int, input_bytes: int, field: str) -> None:
-    """413 when per-token details (``field``: pieces, offsets, TEI token objects, vLLM ``token_strs``) of ``texts``
-    would cover more than ``TOKENIZER_MAX_DETAIL_TOKENS`` tokens, decided before any of that work. ``specials_each``
-    special tokens are added around every text, ``specials_once`` once; ``input_bytes`` is the texts' UTF-8 size.
-    A text has at most one token per UTF-8 byte, so only inputs with more bytes than the limit are counted (the
-    compiled count, which releases the GIL, builds nothing)."""
-    limit = svc.settings.max_detail_tokens
-    specials = specials_once + specials_each * max(1, len(texts))
-    if input_bytes + specials <= limit:
-        return
-    check_detail_count(svc, sum(enc.count(text) for text in texts) + specials_once + specials_each * len(texts),
-                       field)
-
-
-def check_detail_count(svc: ServiceState, n: int, field: str = DETAIL_FIELDS) -> None:
-    """413 when ``n`` tokens are more than ``TOKENIZER_MAX_DETAIL_TOKENS`` (per-token details of ``field`` asked
-    for)."""
-    limit = svc.settings.max_detail_tokens
-    if n > limit:
-        raise ApiError(413, "payload_too_large", f"{field} is limited to {limit} tokens per request "
-                       f"(TOKENIZER_MAX_DETAIL_TOKENS); this one has {n}: ask for ids only, or split the text",
-                       {"limit": limit, "actual": n, "field": field})
-
+from .. import metrics, serialize
+from ..deps import ServiceState
+from ..errors import ApiError
+from ..schemas import CountRequest, DecodeRequest, EncodeRequest, Part
+from .chat import chat_op
+from .common import (
+    DETAIL_FIELDS,
+    OpResult,
+    check_batch,
+    check_chars,
+    check_decode_ids,
+    check_detail_count,
+    check_detail_texts,
+    decode_rows,
+    dumps,
+    model_block,
+    parse,
+    timed,
+    token_pieces,
+    truncate_text,
+    utf8_len,
+)
+from .sample import sample_of
 
 # ---------------------------------------------------------------------------- shared pieces
 
@@ -212,6 +61,22 @@ class _Texts:
     add_special: bool = False  # the tokenizer's template around the input (add_special_tokens)
 
 
+def _check_detail(svc: ServiceState, t: _Texts) -> None:
+    """:func:`check_detail_texts` for an /encode request asking for tokens or offsets (its parts or texts, with the
+    prefix/suffix specials it names). Sampled requests are checked by :func:`check_detail_count` after their one
+    encoding instead (sampling the text twice to count it first would double the work;
+    :data:`~app.api.ops.sample.MAX_SAMPLE_BYTES` bounds the ids meanwhile)."""
+    specials = len(t.prefix) + len(t.suffix)
+    if t.add_special:
+        specials += len(t.enc.template.prefix_ids) + len(t.enc.template.suffix_ids)
+    if t.parts is not None:
+        specials += sum(1 for p in t.parts if p.special is not None)
+        check_detail_texts(svc, t.enc, [p.text for p in t.parts if p.text is not None], 0, specials, t.input_bytes,
+                           DETAIL_FIELDS)
+    else:
+        check_detail_texts(svc, t.enc, t.texts or [], specials, 0, t.input_bytes, DETAIL_FIELDS)
+
+
 def _resolve(svc: ServiceState, req: Any, labels: MutableMapping[str, str]) -> tuple[Tokenizer, ModelInfo | None]:
     info = svc.model(req.model) if req.model is not None else None
     enc = svc.encoding(info.tokenizer if info is not None else req.tokenizer)
@@ -228,8 +93,8 @@ def _texts(svc: ServiceState, req: EncodeRequest | CountRequest, labels: Mutable
         enc.special_token_id(name)  # 422 listing the allowed names, before any work
     nbytes = 0
     if req.parts is not None:
-        _check_batch(svc, len(req.parts), "parts")
-        _check_chars(svc, sum(len(p.text) for p in req.parts if p.text is not None))
+        check_batch(svc, len(req.parts), "parts")
+        check_chars(svc, sum(len(p.text) for p in req.parts if p.text is not None))
         for i, p in enumerate(req.parts):
             if p.special is not None:
                 enc.special_token_id(p.special)
@@ -237,11 +102,11 @@ def _texts(svc: ServiceState, req: EncodeRequest | CountRequest, labels: Mutable
                 nbytes += utf8_len(p.text or "", f"parts[{i}].text")
         return _Texts(enc, info, None, req.parts, False, prefix, suffix, nbytes, req.add_special_tokens)
     if req.texts is not None:
-        _check_batch(svc, len(req.texts), "texts")
+        check_batch(svc, len(req.texts), "texts")
         texts, batch = req.texts, True
     else:
         texts, batch = [req.text or ""], False
-    _check_chars(svc, sum(map(len, texts)))
+    check_chars(svc, sum(map(len, texts)))
     for i, t in enumerate(texts):
         nbytes += utf8_len(t, f"texts[{i}]" if batch else "text")
     return _Texts(enc, info, texts, None, batch, prefix, suffix, nbytes, req.add_special_tokens)
@@ -252,40 +117,16 @@ def _lookalikes(svc: ServiceState, enc: Tokenizer, texts: Sequence[str]) -> list
     return [counter(t) for t in texts]
 
 
-def _token_pieces(enc: Tokenizer, ids: Sequence[int]) -> list[dict[str, str]]:
-    out = []
-    for chunk in enc.decode_tokens_bytes(ids):
-        try:
-            out.append({"text": chunk.decode("utf-8")})
-        except UnicodeDecodeError:
-            out.append({"bytes": base64.b64encode(chunk).decode("ascii")})
-    return out
-
-
-def _dumps(obj: Any) -> bytes:
-    return serialize.dumps(obj)
-
-
-def _timed(timings: dict[str, float], phase: str, fn: Callable[[], Any]) -> Any:
-    start = time.perf_counter()
-    try:
-        return fn()
-    finally:
-        timings[phase] = timings.get(phase, 0.0) + time.perf_counter() - start
-
-
 # ---------------------------------------------------------------------------- operations
 
 
 def encode(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> OpResult:
     """``POST /encode``: ids (and optionally token pieces and offsets) of a text, a batch or parts."""
     timings: dict[str, float] = {}
-    req = _timed(timings, "parse", lambda: parse(EncodeRequest, body))
+    req = timed(timings, "parse", lambda: parse(EncodeRequest, body))
     if req.messages is not None:
-        from .chat_ops import chat_op
-
         return chat_op(svc, req, labels, timings, with_ids=True)
-    t = _timed(timings, "parse", lambda: _texts(svc, req, labels))
+    t = timed(timings, "parse", lambda: _texts(svc, req, labels))
     enc = t.enc
     sample = sample_of(req.sample, enc, t.input_bytes)
     start = time.perf_counter()
@@ -318,19 +159,19 @@ def encode(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> 
     if detail and sample is not None:
         check_detail_count(svc, sum(len(r["ids"]) for r in results))
         for r in results:
-            r["tokens"] = _token_pieces(enc, r["ids"])
+            r["tokens"] = token_pieces(enc, r["ids"])
     timings["tokenize"] = time.perf_counter() - start
     counts = [r["count"] for r in results]
     total = sum(counts)
     out: dict[str, Any] = {"tokenizer": enc.name}
     if t.model is not None:
-        out["model"] = pricing_ops.model_block(svc, t.model, counts, t.batch, req)
+        out["model"] = model_block(svc, t.model, counts, t.batch, req)
     if t.batch:
         out["results"] = results
         out["total"] = total
     else:
         out.update(results[0])
-    payload = _timed(timings, "serialize", lambda: _dumps(out))
+    payload = timed(timings, "serialize", lambda: dumps(out))
     if total > serialize.CHUNK:
         serialize.release(results)
     metrics.sync_cache([enc])
@@ -339,8 +180,6 @@ def encode(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> 
 
 def _truncated(t: _Texts, req: EncodeRequest | CountRequest) -> dict[str, Any]:
     """``truncate`` on one ``text``: the kept ids (and prefix/suffix specials) and what was dropped."""
-    from .chat_ops import truncate_text
-
     if t.texts is None or t.batch or req.truncate is None:
         raise ApiError(422, "validation_error", "'truncate' works on 'text' or 'messages'",
                        [{"loc": ["truncate"], "msg": "use 'text' or 'messages'", "type": "value_error"}])
@@ -355,7 +194,7 @@ def _truncated(t: _Texts, req: EncodeRequest | CountRequest) -> dict[str, Any]:
 def _result(enc: Tokenizer, ids: list[int], spans: list[tuple[int, int]] | None, tokens: bool) -> dict[str, Any]:
     r: dict[str, Any] = {"ids": ids, "count": len(ids)}
     if tokens:
-        r["tokens"] = _token_pieces(enc, ids)
+        r["tokens"] = token_pieces(enc, ids)
     if spans is not None:
         r["offsets"] = spans
     return r
@@ -410,12 +249,10 @@ def _encode_parts(enc: Tokenizer, parts: list[Part], prefix: list[str], suffix: 
 def count(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> OpResult:
     """``POST /count``: the number of tokens of a text, a batch or parts (special tokens included)."""
     timings: dict[str, float] = {}
-    req = _timed(timings, "parse", lambda: parse(CountRequest, body))
+    req = timed(timings, "parse", lambda: parse(CountRequest, body))
     if req.messages is not None:
-        from .chat_ops import chat_op
-
         return chat_op(svc, req, labels, timings, with_ids=False)
-    t = _timed(timings, "parse", lambda: _texts(svc, req, labels))
+    t = timed(timings, "parse", lambda: _texts(svc, req, labels))
     enc = t.enc
     sample = sample_of(req.sample, enc, t.input_bytes)
     start = time.perf_counter()
@@ -445,7 +282,7 @@ def count(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> O
     total = sum(counts)
     out: dict[str, Any] = {"tokenizer": enc.name}
     if t.model is not None:
-        out["model"] = pricing_ops.model_block(svc, t.model, counts, t.batch, req)
+        out["model"] = model_block(svc, t.model, counts, t.batch, req)
     if truncated is not None:
         out["truncated"] = truncated
     if t.batch:
@@ -456,7 +293,7 @@ def count(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> O
         out["count"] = total
         if looks is not None:
             out["special_lookalikes"] = looks[0]
-    payload = _timed(timings, "serialize", lambda: _dumps(out))
+    payload = timed(timings, "serialize", lambda: dumps(out))
     metrics.sync_cache([enc])
     return OpResult(payload, enc.name, total, t.input_bytes, timings)
 
@@ -464,35 +301,22 @@ def count(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> O
 def decode(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> OpResult:
     """``POST /decode``: text of ids or of a batch of id lists; 422 naming the first id not in the vocabulary."""
     timings: dict[str, float] = {}
-    req = _timed(timings, "parse", lambda: parse(DecodeRequest, body))
+    req = timed(timings, "parse", lambda: parse(DecodeRequest, body))
     enc, _ = _resolve(svc, req, labels)
     rows = [req.ids] if req.ids is not None else req.batch
     assert rows is not None
     if req.batch is not None:
-        _check_batch(svc, len(rows), "batch")
+        check_batch(svc, len(rows), "batch")
     n_ids = sum(map(len, rows))
-    if n_ids > svc.settings.max_decode_ids:
-        limit = svc.settings.max_decode_ids
-        raise ApiError(413, "payload_too_large", f"{n_ids} ids to decode; the limit is {limit} "
-                       "(TOKENIZER_MAX_DECODE_IDS)", {"limit": limit, "actual": n_ids})
+    check_decode_ids(svc, n_ids)
     start = time.perf_counter()
-    texts = []
-    for row_index, ids in enumerate(rows):
-        try:
-            texts.append(enc.decode(ids, skip_special=req.skip_special_tokens))
-        except InvalidTokenIdError as exc:
-            details: dict[str, Any] = {"id": exc.token_id, "position": exc.index, "tokenizer": enc.name}
-            where = f"ids[{exc.index}]"
-            if req.batch is not None:
-                details["batch_index"] = row_index
-                where = f"batch[{row_index}][{exc.index}]"
-            raise ApiError(422, "invalid_token_id", f"token id {exc.token_id} at {where} is not in the vocabulary of "
-                           f"{enc.name!r} (valid ids: 0..{enc.n_vocab - 1}, assigned ones only)", details) from None
+    texts = decode_rows(enc, rows, req.skip_special_tokens, "batch" if req.batch is not None else "ids",
+                        req.batch is not None)
     timings["tokenize"] = time.perf_counter() - start
     out: dict[str, Any] = {"tokenizer": enc.name}
     if req.batch is not None:
         out["texts"] = texts
     else:
         out["text"] = texts[0]
-    payload = _timed(timings, "serialize", lambda: _dumps(out))
+    payload = timed(timings, "serialize", lambda: dumps(out))
     return OpResult(payload, enc.name, n_ids, 0, timings)

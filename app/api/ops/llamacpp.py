@@ -23,12 +23,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.engine import Special
 
-from . import metrics, serialize
-from .chat_ops import chat_conversation, chat_framing
+from .. import metrics, serialize
+from ..deps import ServiceState
+from ..errors import ApiError
+from .chat import chat_conversation, chat_framing
 from .chat_options import ChatOptions, framed_ids, refuse, resolve_model
-from .deps import ServiceState
-from .errors import ApiError
-from .ops import OpResult, parse, utf8_len
+from .common import OpResult, invalid_token_id, parse, utf8_len
 
 #: Field -> verdict for llama.cpp's ``/tokenize`` (see the module docstring).
 TOKENIZE_FIELDS = {"content": "count", "add_special": "count", "with_pieces": "count", "model": "count",
@@ -93,8 +93,7 @@ def tokenize(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -
             ids.extend(enc.encode(item))
         else:
             if not 0 <= item < enc.n_vocab:
-                raise ApiError(422, "invalid_token_id", f"content[{i}]: token id {item} is not in the vocabulary",
-                               {"field": f"content[{i}]", "id": item})
+                raise invalid_token_id(enc, item, f"content[{i}]", i, {"field": f"content[{i}]"})
             ids.append(item)
     if req.add_special:
         ids.extend(enc.template.suffix_ids)

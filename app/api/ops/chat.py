@@ -3,16 +3,16 @@
 The model decides the framing (its ``chat`` entry in the model table, see :mod:`app.engine.chat.framings`); a model
 without one is a 422 listing the models that support ``messages``. Caller text stays ordinary text everywhere.
 
-Truncation never cuts inside a character: kept ids always decode (strict UTF-8) to a prefix (``side: right``) or
-suffix (``left``) of the text. For messages, whole messages go first, oldest non-system first (an assistant's tool
-calls leave with their results, and the conversation then starts at a user message); if the newest message alone is
-still too long its text is shortened. The response says what was dropped.
+Truncation never cuts inside a character (:func:`app.api.ops.common.clean_cut`). For messages, whole messages go
+first, oldest non-system first (an assistant's tool calls leave with their results, and the conversation then starts
+at a user message); if the newest message alone is still too long its text is shortened. The response says what was
+dropped.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, MutableMapping, Sequence
+from collections.abc import MutableMapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -20,16 +20,29 @@ from app.core.model_table import ModelInfo
 from app.engine import Tokenizer
 from app.engine.chat import ChatInputError, Conversation, Framing, parse_conversation
 
-from . import metrics, pricing_ops
-from .deps import ServiceState
-from .errors import ApiError
-from .ops import OpResult, _check_batch, _check_chars, _dumps, _timed, _token_pieces, check_detail_count, utf8_len
-from .schemas import CountRequest, EncodeRequest, Truncate
+from .. import metrics
+from ..deps import ServiceState
+from ..errors import ApiError
+from ..schemas import CountRequest, EncodeRequest, Truncate
+from .common import (
+    OpResult,
+    check_batch,
+    check_chars,
+    check_detail_count,
+    clean_cut,
+    dumps,
+    model_block,
+    model_price,
+    prefix_fit,
+    timed,
+    token_pieces,
+    utf8_len,
+)
 
 
 def chat_models(svc: ServiceState) -> list[str]:
     """Model names (and aliases) whose table entry has a ``chat`` framing."""
-    return sorted(name for name, info in svc.models.entries().items() if info.chat is not None)
+    return svc.models.chat_models()
 
 
 def _framing(svc: ServiceState, model: str | None,
@@ -49,15 +62,15 @@ def _framing(svc: ServiceState, model: str | None,
 
 def _conversation(svc: ServiceState, messages: Any, tools: Any) -> tuple[Conversation, int]:
     if isinstance(messages, list):
-        _check_batch(svc, len(messages), "messages")
+        check_batch(svc, len(messages), "messages")
     if isinstance(tools, list):
-        _check_batch(svc, len(tools), "tools")
+        check_batch(svc, len(tools), "tools")
     try:
         conv = parse_conversation(messages, tools)
     except ChatInputError as exc:
         raise _chat_error(exc) from None
     texts = conv.texts()
-    _check_chars(svc, sum(map(len, texts)))
+    check_chars(svc, sum(map(len, texts)))
     nbytes = sum(utf8_len(t, "messages") for t in texts)
     return conv, nbytes
 
@@ -70,7 +83,7 @@ def _chat_error(exc: ChatInputError) -> ApiError:
     return ApiError(422, "invalid_messages", str(exc), details)
 
 
-class _Counter:
+class ChatCounter:
     """Counts (or ids) of conversations under one framing, mapping framing errors to 422."""
 
     def __init__(self, enc: Tokenizer, framing: Framing, add_generation_prompt: bool) -> None:
@@ -102,8 +115,8 @@ def chat_op(svc: ServiceState, req: EncodeRequest | CountRequest, labels: Mutabl
     if with_ids and not framing.ids_public:
         raise ApiError(422, "ids_not_public", f"model {req.model!r} frames messages with tokens that are not "
                        "public; POST /count gives the billed count", {"model": req.model, "framing": framing.kind})
-    conv, nbytes = _timed(timings, "parse", lambda: _conversation(svc, req.messages, req.tools))
-    counter = _Counter(enc, framing, req.add_generation_prompt)
+    conv, nbytes = timed(timings, "parse", lambda: _conversation(svc, req.messages, req.tools))
+    counter = ChatCounter(enc, framing, req.add_generation_prompt)
     start = time.perf_counter()
     out: dict[str, Any] = {"tokenizer": enc.name, "framing": framing.kind}
     if req.truncate is not None:
@@ -114,54 +127,17 @@ def chat_op(svc: ServiceState, req: EncodeRequest | CountRequest, labels: Mutabl
         out["ids"], out["count"] = ids, len(ids)
         if getattr(req, "return_tokens", False):
             check_detail_count(svc, len(ids), "return_tokens")
-            out["tokens"] = _token_pieces(enc, ids)
+            out["tokens"] = token_pieces(enc, ids)
     else:
         out["count"] = counter.count(conv)
     timings["tokenize"] = time.perf_counter() - start
-    out["model"] = pricing_ops.model_block(svc, info, [out["count"]], False, req)
-    payload = _timed(timings, "serialize", lambda: _dumps(out))
+    out["model"] = model_block(svc, info, [out["count"]], False, req)
+    payload = timed(timings, "serialize", lambda: dumps(out))
     metrics.sync_cache([enc])
     return OpResult(payload, enc.name, out["count"], nbytes, timings)
 
 
 # ---------------------------------------------------------------------------- truncation
-
-
-def _prefix_fit(n: int, fits: Callable[[int], bool]) -> int:
-    """The largest k in [0, n] with ``fits(k)`` (``fits`` monotone, ``fits(0)`` assumed), by binary search."""
-    lo, hi = 0, n
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def clean_cut(enc: Tokenizer, ids: Sequence[int], keep: int, side: str) -> tuple[list[int], str]:
-    """At most ``keep`` of ``ids`` from the start (``right``) or end (``left``), fewer if needed so the kept ids
-    decode to whole characters; returns the kept ids and their text."""
-    keep = max(0, min(keep, len(ids)))
-    while keep > 0:
-        kept = list(ids[:keep]) if side == "right" else list(ids[len(ids) - keep:])
-        try:
-            return kept, enc.decode_bytes(kept).decode("utf-8")
-        except UnicodeDecodeError:
-            keep -= 1
-    return [], ""
-
-
-def truncate_text(enc: Tokenizer, text: str, trunc: Truncate, n_specials: int) -> tuple[list[int], dict[str, Any]]:
-    """The ids of ``text`` cut to ``trunc.max_tokens`` minus ``n_specials`` (room for the prefix/suffix specials)."""
-    ids = enc.encode(text)
-    room = trunc.max_tokens - n_specials
-    if room < 0:
-        raise ApiError(422, "cannot_truncate", f"max_tokens {trunc.max_tokens} leaves no room for the "
-                       f"{n_specials} special tokens requested", {"max_tokens": trunc.max_tokens})
-    kept, kept_text = clean_cut(enc, ids, room, trunc.side)
-    return kept, {"max_tokens": trunc.max_tokens, "side": trunc.side, "dropped_tokens": len(ids) - len(kept),
-                  "kept_text": kept_text, "kept_chars": len(kept_text)}
 
 
 def _units(conv: Conversation) -> list[list[int]]:
@@ -177,7 +153,7 @@ def _units(conv: Conversation) -> list[list[int]]:
     return units
 
 
-def truncate_messages(counter: _Counter, conv: Conversation, trunc: Truncate) -> tuple[Conversation, dict[str, Any]]:
+def truncate_messages(counter: ChatCounter, conv: Conversation, trunc: Truncate) -> tuple[Conversation, dict[str, Any]]:
     """Drop (then shorten) the oldest non-system messages until the framed prompt has at most ``max_tokens``."""
     limit = trunc.max_tokens
     original = counter.count(conv)
@@ -211,7 +187,7 @@ def truncate_messages(counter: _Counter, conv: Conversation, trunc: Truncate) ->
     # fewer tokens the more units go: binary search for the fewest (O(log n) framings, not one per message)
     last = max(len(units) - 1, 0)
     if units and counter.count(build(kept_after(last))) <= limit:
-        drop = last - _prefix_fit(last, lambda j: counter.count(build(kept_after(last - j))) <= limit)
+        drop = last - prefix_fit(last, lambda j: counter.count(build(kept_after(last - j))) <= limit)
     else:
         drop = last
     keep = kept_after(drop)
@@ -231,7 +207,7 @@ def truncate_messages(counter: _Counter, conv: Conversation, trunc: Truncate) ->
     if not fits(0):
         raise ApiError(422, "cannot_truncate", f"the conversation needs more than {limit} tokens even with only the "
                        "system messages and an empty last message", {"max_tokens": limit, "count": original})
-    k = _prefix_fit(len(ids), fits)
+    k = prefix_fit(len(ids), fits)
     kept_ids, kept_text = clean_cut(counter.enc, ids, k, side)
     report["shortened_message"] = {"index": target, "side": side, "kept_chars": len(kept_text),
                                    "dropped_chars": len(text) - len(kept_text),
@@ -255,14 +231,14 @@ def models_list(svc: ServiceState) -> dict[str, Any]:
             "context_window": info.context_window, "max_output_tokens": info.max_output_tokens,
             "messages": chat is not None, "framing": chat.get("framing") if chat else None,
             "ids_public": chat is not None and chat.get("framing") != "openai-cookbook",
-            "price": pricing_ops.model_price(svc.prices, info, name),
+            "price": model_price(svc.prices, info, name),
         })
     data = svc.prices.data.provenance.as_dict() if svc.prices is not None else None
     return {"models": out, "price_data": data}
 
 
-__all__ = ["chat_conversation", "chat_framing", "chat_models", "chat_op", "chat_ids", "clean_cut", "models_list",
-           "truncate_messages", "truncate_text"]
+__all__ = ["ChatCounter", "chat_conversation", "chat_framing", "chat_ids", "chat_models", "chat_op", "models_list",
+           "truncate_messages"]
 
 
 def chat_framing(svc: ServiceState, model: str | None,
@@ -278,4 +254,4 @@ def chat_conversation(svc: ServiceState, messages: Any, tools: Any) -> tuple[Con
 
 def chat_ids(enc: Tokenizer, framing: Framing, conv: Conversation, add_generation_prompt: bool) -> list[int]:
     """Ids of a framed conversation; 422 if the framing refuses it."""
-    return _Counter(enc, framing, add_generation_prompt).ids(conv)
+    return ChatCounter(enc, framing, add_generation_prompt).ids(conv)

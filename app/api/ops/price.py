@@ -1,4 +1,5 @@
-"""The work behind ``POST /price``: a request's usage (or the provider's response) in, its price out."""
+"""The work behind ``POST /price``: a request's usage (or the provider's response) in, its price out (the priced
+``model`` block of /count and /encode is :func:`app.api.ops.common.model_block`)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,10 @@ import orjson
 
 from app.pricing.pricer import PricingError, make_usage
 
-from .deps import ServiceState
-from .errors import ApiError
-from .ops import OpResult, parse
-from .price_schemas import PriceRequest
-from .pricing_ops import pricing_error
+from ..deps import ServiceState
+from ..errors import ApiError
+from ..price_schemas import PriceRequest
+from .common import OpResult, parse, pricing_error
 
 
 def price(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> OpResult:

@@ -20,26 +20,29 @@ import orjson
 
 from app.core.model_table import ModelInfo
 from app.engine import Tokenizer
-from app.engine.errors import InvalidTokenIdError, UnknownTokenizerError
+from app.engine.errors import UnknownTokenizerError
 
-from . import llamacpp_ops, metrics
-from .chat_ops import chat_conversation, chat_framing
+from .. import metrics
+from ..deps import ServiceState
+from ..errors import ApiError
+from ..schemas import DetokenizeRequest, TeiDecodeRequest, TeiTokenizeRequest, TokenizeRequest
+from . import llamacpp
+from .chat import chat_conversation, chat_framing
 from .chat_options import ChatOptions, framed_ids, refuse, resolve_model
-from .deps import ServiceState
-from .errors import ApiError
-from .ops import (
+from .common import (
     OpResult,
-    _check_batch,
-    _check_chars,
-    _dumps,
-    _timed,
-    _token_pieces,
+    check_batch,
+    check_chars,
+    check_decode_ids,
     check_detail_count,
     check_detail_texts,
+    decode_rows,
+    dumps,
     parse,
+    timed,
+    token_pieces,
     utf8_len,
 )
-from .schemas import DetokenizeRequest, TeiDecodeRequest, TeiTokenizeRequest, TokenizeRequest
 
 
 def _model_tokenizer(svc: ServiceState, model: str, labels: MutableMapping[str, str]) -> tuple[ModelInfo, Tokenizer]:
@@ -47,22 +50,6 @@ def _model_tokenizer(svc: ServiceState, model: str, labels: MutableMapping[str, 
     enc = svc.encoding(info.tokenizer)
     labels["tokenizer"] = enc.name
     return info, enc
-
-
-def _check_ids(svc: ServiceState, n: int) -> None:
-    limit = svc.settings.max_decode_ids
-    if n > limit:
-        raise ApiError(413, "payload_too_large", f"{n} ids to decode; the limit is {limit} "
-                       "(TOKENIZER_MAX_DECODE_IDS)", {"limit": limit, "actual": n})
-
-
-def _decode(enc: Tokenizer, ids: list[int], skip_special: bool) -> str:
-    try:
-        return enc.decode(ids, skip_special=skip_special)
-    except InvalidTokenIdError as exc:
-        raise ApiError(422, "invalid_token_id", f"token id {exc.token_id} at position {exc.index} is not in the "
-                       f"vocabulary of {enc.name!r}", {"id": exc.token_id, "position": exc.index,
-                                                        "tokenizer": enc.name}) from None
 
 
 # ---------------------------------------------------------------------------- vLLM
@@ -90,13 +77,13 @@ def _vllm_chat_options(req: TokenizeRequest) -> ChatOptions:
 
 def tokenize_either(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> OpResult:
     """``POST /tokenize``: llama.cpp's when the body has ``content`` and neither ``prompt`` nor ``messages``
-    (:func:`app.api.llamacpp_ops.tokenize`), else vLLM's (:func:`tokenize`)."""
+    (:func:`app.api.llamacpp.tokenize`), else vLLM's (:func:`tokenize`)."""
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError:
         data = None
     if isinstance(data, dict) and "content" in data and "prompt" not in data and "messages" not in data:
-        return llamacpp_ops.tokenize(svc, body, labels)
+        return llamacpp.tokenize(svc, body, labels)
     return tokenize(svc, body, labels)
 
 
@@ -105,7 +92,7 @@ def tokenize(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -
     with vLLM's options (``vllm/entrypoints/serve/tokenize/protocol.py``); an option this service cannot honour is
     a 422 naming it."""
     timings: dict[str, float] = {}
-    req = _timed(timings, "parse", lambda: parse(TokenizeRequest, body))
+    req = timed(timings, "parse", lambda: parse(TokenizeRequest, body))
     model = resolve_model(svc, req.model)
     if req.messages is not None:
         options = _vllm_chat_options(req)
@@ -124,7 +111,7 @@ def tokenize(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -
             raise refuse(given[0], "belongs to the 'messages' form of /tokenize, not to 'prompt'")
         info, enc = _model_tokenizer(svc, model, labels)
         prompt = req.prompt or ""
-        _check_chars(svc, len(prompt))
+        check_chars(svc, len(prompt))
         nbytes = utf8_len(prompt, "prompt")
         if req.return_token_strs:
             template = enc.template
@@ -138,8 +125,8 @@ def tokenize(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -
     metrics.sync_cache([enc])
     out: dict[str, Any] = {"count": len(ids), "max_model_len": info.context_window, "tokens": ids}
     if req.return_token_strs:
-        out["token_strs"] = [p.get("text", p.get("bytes")) for p in _token_pieces(enc, ids)]
-    payload = _timed(timings, "serialize", lambda: _dumps(out))
+        out["token_strs"] = [p.get("text", p.get("bytes")) for p in token_pieces(enc, ids)]
+    payload = timed(timings, "serialize", lambda: dumps(out))
     return OpResult(payload, enc.name, len(ids), nbytes, timings)
 
 
@@ -147,13 +134,13 @@ def detokenize(svc: ServiceState, body: bytes, labels: MutableMapping[str, str])
     """``POST /detokenize`` for vLLM and llama.cpp clients alike (both send ``{tokens}``): ``{"prompt": text,
     "content": text}`` (vLLM reads ``prompt``, llama.cpp ``content``); 422 naming an id outside the vocabulary."""
     timings: dict[str, float] = {}
-    req = _timed(timings, "parse", lambda: parse(DetokenizeRequest, body))
+    req = timed(timings, "parse", lambda: parse(DetokenizeRequest, body))
     _, enc = _model_tokenizer(svc, resolve_model(svc, req.model), labels)
-    _check_ids(svc, len(req.tokens))
+    check_decode_ids(svc, len(req.tokens))
     start = time.perf_counter()
-    text = _decode(enc, req.tokens, False)
+    text = decode_rows(enc, [req.tokens], False, "tokens", False)[0]
     timings["tokenize"] = time.perf_counter() - start
-    return OpResult(_dumps({"prompt": text, "content": text}), enc.name, len(req.tokens), 0, timings)
+    return OpResult(dumps({"prompt": text, "content": text}), enc.name, len(req.tokens), 0, timings)
 
 
 def tokenizer_info(svc: ServiceState, model: str | None) -> dict[str, Any]:
@@ -219,14 +206,14 @@ def _tei_tokens(enc: Tokenizer, text: str, add_special: bool) -> list[dict[str, 
 def tei_tokenize(svc: ServiceState, name: str, body: bytes, labels: MutableMapping[str, str]) -> OpResult:
     """TEI's ``POST /tokenize``: ``[[{id, text, special, start, stop}, …], …]`` (byte offsets; one list per input)."""
     timings: dict[str, float] = {}
-    req = _timed(timings, "parse", lambda: parse(TeiTokenizeRequest, body))
+    req = timed(timings, "parse", lambda: parse(TeiTokenizeRequest, body))
     if req.prompt_name is not None:
         raise ApiError(422, "validation_error", "prompt_name: no prompts are configured",
                        [{"loc": ["prompt_name"], "msg": "no prompts are configured", "type": "value_error"}])
     enc = _tei_target(svc, name, labels)
     inputs = [req.inputs] if isinstance(req.inputs, str) else req.inputs
-    _check_batch(svc, len(inputs), "inputs")
-    _check_chars(svc, sum(map(len, inputs)))
+    check_batch(svc, len(inputs), "inputs")
+    check_chars(svc, sum(map(len, inputs)))
     nbytes = sum(utf8_len(t, f"inputs[{i}]") for i, t in enumerate(inputs))
     template = enc.template
     specials = len(template.prefix_ids) + len(template.suffix_ids) if req.add_special_tokens else 0
@@ -235,20 +222,21 @@ def tei_tokenize(svc: ServiceState, name: str, body: bytes, labels: MutableMappi
     out = [_tei_tokens(enc, t, req.add_special_tokens) for t in inputs]
     timings["tokenize"] = time.perf_counter() - start
     metrics.sync_cache([enc])
-    payload = _timed(timings, "serialize", lambda: _dumps(out))
+    payload = timed(timings, "serialize", lambda: dumps(out))
     return OpResult(payload, enc.name, sum(map(len, out)), nbytes, timings)
 
 
 def tei_decode(svc: ServiceState, name: str, body: bytes, labels: MutableMapping[str, str]) -> OpResult:
     """TEI's ``POST /decode``: a list with the text of ``ids`` (or of each id list)."""
     timings: dict[str, float] = {}
-    req = _timed(timings, "parse", lambda: parse(TeiDecodeRequest, body))
+    req = timed(timings, "parse", lambda: parse(TeiDecodeRequest, body))
     enc = _tei_target(svc, name, labels)
-    rows: list[list[int]] = [req.ids] if not req.ids or isinstance(req.ids[0], int) else req.ids  # type: ignore[list-item]
-    _check_batch(svc, len(rows), "ids")
+    batched = bool(req.ids) and not isinstance(req.ids[0], int)
+    rows: list[list[int]] = req.ids if batched else [req.ids]  # type: ignore[assignment,list-item]
+    check_batch(svc, len(rows), "ids")
     n = sum(map(len, rows))
-    _check_ids(svc, n)
+    check_decode_ids(svc, n)
     start = time.perf_counter()
-    texts = [_decode(enc, row, req.skip_special_tokens) for row in rows]
+    texts = decode_rows(enc, rows, req.skip_special_tokens, "ids", batched)
     timings["tokenize"] = time.perf_counter() - start
-    return OpResult(_dumps(texts), enc.name, n, 0, timings)
+    return OpResult(dumps(texts), enc.name, n, 0, timings)
