@@ -6,7 +6,7 @@ the leftmost pair on ties, until no adjacent pair is a token.
 
 Two implementations give identical output:
 
-* :func:`_merge_small` — the textbook loop, O(n²) in the piece length but fastest for the short pieces that
+* :func:`merge_small` — the textbook loop, O(n²) in the piece length but fastest for the short pieces that
   make up almost all real text;
 * :func:`_merge_heap` — a heap of candidate pairs over a linked list of parts, with lazy invalidation:
   O(n log n), used for long pieces so that a 1 MB piece that never splits (``"a" * 10**6``) stays fast.
@@ -31,7 +31,7 @@ def byte_pair_encode(piece: bytes, ranks: Mapping[bytes, int]) -> list[int]:
     """
     if len(piece) == 1:
         return [ranks[piece]]
-    bounds = _merge_heap(piece, ranks) if len(piece) > HEAP_THRESHOLD else _merge_small(piece, ranks)
+    bounds = _merge_heap(piece, ranks) if len(piece) > HEAP_THRESHOLD else merge_small(piece, ranks)
     return [ranks[piece[a:b]] for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
@@ -39,11 +39,11 @@ def byte_pair_split(piece: bytes, ranks: Mapping[bytes, int]) -> list[bytes]:
     """The token byte strings of ``piece`` (the same segmentation as :func:`byte_pair_encode`)."""
     if len(piece) == 1:
         return [piece]
-    bounds = _merge_heap(piece, ranks) if len(piece) > HEAP_THRESHOLD else _merge_small(piece, ranks)
+    bounds = _merge_heap(piece, ranks) if len(piece) > HEAP_THRESHOLD else merge_small(piece, ranks)
     return [piece[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
-def _merge_small(piece: bytes, ranks: Mapping[bytes, int], parts: int = 1) -> list[int]:
+def merge_small(piece: bytes, ranks: Mapping[bytes, int], parts: int = 1) -> list[int]:
     """Part boundaries after merging (``[0, …, len(piece)]``), stopping early once ``parts`` parts remain;
     quadratic, for short pieces."""
     bounds = list(range(len(piece) + 1))

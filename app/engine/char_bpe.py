@@ -54,7 +54,7 @@ _WORD = re.compile(r"\S+")  # Python's \s is str.isspace(), the same whitespace 
 Symbol = tuple[str, bool]  # (text, ends the word)
 
 
-def _display(sym: Symbol) -> str:
+def display_symbol(sym: Symbol) -> str:
     return sym[0] + (END_OF_WORD if sym[1] else "")
 
 
@@ -74,7 +74,7 @@ class CharBPEModel:
     @property
     def vocab(self) -> list[str]:
         """Symbol strings by id, ``<unk>`` first."""
-        return [UNKNOWN, *(_display(s) for s in self.symbols)]
+        return [UNKNOWN, *(display_symbol(s) for s in self.symbols)]
 
     @property
     def merge_strings(self) -> list[tuple[str, str]]:
@@ -158,7 +158,7 @@ class CharBPEModel:
                 merges.append((a, b, r))
             if len(symbols) + 1 != len(vocab):
                 raise ValueError("vocab has symbols that no merge produces")
-            if [_display(s) for s in symbols] != vocab[1:]:
+            if [display_symbol(s) for s in symbols] != vocab[1:]:
                 raise ValueError("vocab strings do not match the merges")
         except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
             raise ArtifactError(source, f"malformed char_bpe artifact: {exc}") from None

@@ -12,7 +12,7 @@ from functools import cache
 import pytest
 
 from app.engine import bpe, get_encoding, get_store
-from app.engine.bpe import HEAP_THRESHOLD, _merge_heap, _merge_small, byte_pair_encode, byte_pair_split
+from app.engine.bpe import HEAP_THRESHOLD, _merge_heap, byte_pair_encode, byte_pair_split, merge_small
 
 from .exactness import corpus
 from .exactness.reference import reference_encoding, reference_ranks
@@ -60,7 +60,7 @@ def test_merge_paths_agree_on_random_tables() -> None:
         alphabet = bytes(rng.sample(range(256), rng.randint(1, 4)))
         ranks = random_table(rng, alphabet)
         piece = bytes(rng.choice(alphabet) for _ in range(rng.randint(2, 300)))
-        small, heap = _merge_small(piece, ranks), _merge_heap(piece, ranks)
+        small, heap = merge_small(piece, ranks), _merge_heap(piece, ranks)
         assert small == heap, (piece, ranks)
         assert parts_of(piece, small) == textbook(piece, ranks), (piece, ranks)
         checked += 1
@@ -77,7 +77,7 @@ def test_merge_paths_agree_on_real_vocabularies(name: str) -> None:
     pieces |= {base64.b64encode(rng.randbytes(rng.randint(2, 150))) for _ in range(300)}
     pieces |= {"".join(rng.choice("abcdefghij") for _ in range(rng.randint(2, 200))).encode() for _ in range(300)}
     for piece in sorted(pieces):
-        small, heap = _merge_small(piece, ranks), _merge_heap(piece, ranks)
+        small, heap = merge_small(piece, ranks), _merge_heap(piece, ranks)
         assert small == heap, piece
         assert parts_of(piece, small) == textbook(piece, ranks), piece
 
@@ -101,12 +101,12 @@ def test_byte_pair_encode_equals_tiktoken_single_piece(name: str) -> None:
 
 def test_ties_go_leftmost() -> None:
     ranks = {b"a": 0, b"aa": 1}
-    for merge in (_merge_small, _merge_heap):
+    for merge in (merge_small, _merge_heap):
         assert parts_of(b"aaa", merge(b"aaa", ranks)) == [b"aa", b"a"]
         assert parts_of(b"aaaaa", merge(b"aaaaa", ranks)) == [b"aa", b"aa", b"a"]
     # Lower rank wins over position; equal ranks of different pairs cannot happen in a table, position decides.
     ranks = {b"a": 0, b"b": 1, b"ab": 5, b"ba": 3}
-    for merge in (_merge_small, _merge_heap):
+    for merge in (merge_small, _merge_heap):
         assert parts_of(b"aba", merge(b"aba", ranks)) == [b"a", b"ba"]
         assert parts_of(b"abab", merge(b"abab", ranks)) == [b"a", b"ba", b"b"]
 
@@ -114,10 +114,10 @@ def test_ties_go_leftmost() -> None:
 def test_merge_uses_rank_of_concatenation_after_merges() -> None:
     """A merged part pairs with its neighbour by the rank of the concatenated bytes (not of the pair of ids)."""
     ranks = {b"a": 0, b"b": 1, b"c": 2, b"ab": 3, b"abc": 4, b"bc": 10}
-    for merge in (_merge_small, _merge_heap):
+    for merge in (merge_small, _merge_heap):
         assert parts_of(b"abc", merge(b"abc", ranks)) == [b"abc"]
     ranks = {b"a": 0, b"b": 1, b"c": 2, b"bc": 3, b"ab": 4}
-    for merge in (_merge_small, _merge_heap):
+    for merge in (merge_small, _merge_heap):
         assert parts_of(b"abc", merge(b"abc", ranks)) == [b"a", b"bc"]
 
 
@@ -146,7 +146,7 @@ def test_single_bytes_and_missing_bytes() -> None:
 
 def test_heap_threshold_routes_long_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
-    real_small, real_heap = bpe._merge_small, bpe._merge_heap
+    real_small, real_heap = bpe.merge_small, bpe._merge_heap
 
     def small(piece: bytes, ranks: dict[bytes, int]) -> list[int]:
         calls.append("small")
@@ -156,7 +156,7 @@ def test_heap_threshold_routes_long_pieces(monkeypatch: pytest.MonkeyPatch) -> N
         calls.append("heap")
         return real_heap(piece, ranks)
 
-    monkeypatch.setattr(bpe, "_merge_small", small)
+    monkeypatch.setattr(bpe, "merge_small", small)
     monkeypatch.setattr(bpe, "_merge_heap", heap)
     ranks = {b"a": 0, b"aa": 1}
     byte_pair_encode(b"a" * HEAP_THRESHOLD, ranks)

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from typing import Any
 
-from ..bpe import _merge_small
+from ..bpe import merge_small
 from .pre_tokenizers import byte_chars
 
 
@@ -89,7 +89,7 @@ def last_merges_py(ranks: Mapping[bytes, int], tokens: Iterable[bytes]) -> list[
     core's ``last_merges``; quadratic."""
     out: list[int] = []
     for token in tokens:
-        bounds = _merge_small(token, ranks, parts=2)
+        bounds = merge_small(token, ranks, parts=2)
         out.append(bounds[1] if len(bounds) == 3 else 0)
     return out
 

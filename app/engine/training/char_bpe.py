@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..char_bpe import UNK_ID, CharBPEEncoding, CharBPEModel, Symbol, _display
+from ..char_bpe import UNK_ID, CharBPEEncoding, CharBPEModel, Symbol, display_symbol
 from .byte_bpe import drain
 from .compiled import learn
 from .merges import text_order_key
@@ -43,7 +43,7 @@ def train_char_bpe(
     options: dict[str, Any] = dict(
         base_symbols=base,
         concat=lambda x, y: (x[0] + y[0], y[1]),
-        order_key=lambda s: text_order_key(_display(s)),
+        order_key=lambda s: text_order_key(display_symbol(s)),
         unit_length=lambda s: len(s[0]) + (1 if s[1] else 0),
         max_symbols=None if vocab_size is None else vocab_size - 1,
         max_merges=num_merges,

@@ -38,13 +38,13 @@ _CHECKED = 64
 BATCH_CHARS = 8 << 20
 
 TRAINER = OptionalExtension("app.engine._native._trainer", "compiled trainer", "the pure-Python trainer")
-_trainer: Any = TRAINER.module
+trainer_module: Any = TRAINER.module
 IMPORT_ERROR = TRAINER.error
 
 
 def available() -> bool:
     """True if the compiled trainer imported."""
-    return _trainer is not None
+    return trainer_module is not None
 
 
 def resolve_backend(requested: str | None = None) -> str:
@@ -59,7 +59,7 @@ def scanner_for(pattern: str) -> int:
 
 def is_counter(obj: object) -> bool:
     """True if ``obj`` is a compiled ``PretokenCounter``."""
-    return _trainer is not None and isinstance(obj, _trainer.PretokenCounter)
+    return trainer_module is not None and isinstance(obj, trainer_module.PretokenCounter)
 
 
 def count_pretokens_native(
@@ -79,9 +79,9 @@ def count_pretokens_native(
     Python path are read (:func:`.corpus.iter_chunks`); ``threads=2`` counts batches of chunks in two threads
     (output unchanged). Raises ``RuntimeError`` without the extension, ``OSError`` for an unreadable file.
     """
-    if _trainer is None:
+    if trainer_module is None:
         raise RuntimeError(f"compiled trainer not available: {IMPORT_ERROR}")
-    counter = _trainer.PretokenCounter(scanner)
+    counter = trainer_module.PretokenCounter(scanner)
     chunks = iter_chunks(
         paths, exact_cuts=True, stats=stats, on_bytes=on_bytes, block_bytes=block_bytes, max_chunk_chars=max_chunk_chars
     )
@@ -153,7 +153,7 @@ def learn_merges_native(
     ``valid``: a :class:`.piece_rules.PieceRules` over the alphabet's characters (needs ``alphabet``), applied in C
     where :func:`.merges.learn_merges` applies it as a predicate. Raises ``RuntimeError`` without the extension.
     """
-    if _trainer is None:
+    if trainer_module is None:
         raise RuntimeError(f"compiled trainer not available: {IMPORT_ERROR}")
     if valid is not None and (alphabet is None or not hasattr(valid, "native")):
         raise ValueError("the compiled learner takes piece rules (PieceRules) over an alphabet only")
@@ -180,7 +180,7 @@ def learn_merges_native(
     if is_counter(words) and alphabet is None:
         if counts is not None or symbols != [bytes([b]) for b in range(256)]:
             raise ValueError("a PretokenCounter holds byte words: counts=None and the 256 bytes as base symbols")
-    merges, n_symbols, stop, final, texts = _trainer.learn(
+    merges, n_symbols, stop, final, texts = trainer_module.learn(
         words,
         counts,
         len(symbols),

@@ -28,7 +28,7 @@ Every ordering uses explicit keys (score, then piece by code point), so results 
 
 Compiled path: with the trainer extension built (``backend`` ``native``, the default when it imports; see
 :func:`.compiled.resolve_backend`), the seed counting, the E-step and the pruning run in C
-(``UnigramWords`` of ``app.engine._native._trainer``) on the same lattice with the same floating-point operations
+(``UnigramWords`` of ``app.engine._native.trainer_module``) on the same lattice with the same floating-point operations
 in the same order, so it learns the same pieces with the same scores, bit for bit (the tests compare the two
 backends' artifacts byte for byte). ``threads`` splits the E-step and the pruning over the words; the E-step's
 per-edge counts are added in corpus order and the pruning sums integers, so the result does not depend on the
@@ -51,7 +51,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .compiled import _trainer, resolve_backend
+from .compiled import resolve_backend, trainer_module
 from .piece_rules import SPACE, PieceRules
 from .trainer import Progress, TrainedArtifact
 from .word_counter import WordCounter
@@ -161,7 +161,7 @@ def learn_unigram(
     uw: Any = None
     if native:
         nonempty = words if "" not in words else {w: f for w, f in words.items() if w}
-        uw = _trainer.UnigramWords(list(nonempty), list(nonempty.values()), max_piece_length)
+        uw = trainer_module.UnigramWords(list(nonempty), list(nonempty.values()), max_piece_length)
     # 1. seed
     limit = max(0, seed_size - len(req))
     char_count = char_counts(words, backend=backend)
@@ -433,7 +433,7 @@ def char_counts(words: Mapping[str, int], *, backend: str | None = None) -> Coun
     """How often each character occurs in ``words`` (``{word: count}``); counted in C when the compiled trainer is
     picked (:func:`.compiled.resolve_backend`) and ``words`` is a ``dict`` (same counts)."""
     if isinstance(words, dict) and resolve_backend(backend) == "native":
-        return Counter(_trainer.char_counts(words))
+        return Counter(trainer_module.char_counts(words))
     by_freq: dict[int, list[str]] = {}
     for w, f in words.items():
         by_freq.setdefault(f, []).append(w)
@@ -459,7 +459,7 @@ def split_unknown(words: Mapping[str, int], required: set[str], *, backend: str 
     bytes), so every remaining word is segmentable; frequencies of equal pieces are summed, order kept. In C
     when the compiled trainer is picked and ``words`` is a ``dict`` (same result)."""
     if isinstance(words, dict) and resolve_backend(backend) == "native":
-        return _trainer.split_unknown(words, required)  # type: ignore[no-any-return]
+        return trainer_module.split_unknown(words, required)  # type: ignore[no-any-return]
     unknown = set("".join(words)) - required
     if not unknown:
         return dict(words)

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from .compiled import _trainer, resolve_backend
+from .compiled import resolve_backend, trainer_module
 from .trainer import lines_of
 
 SPACE = "\u2581"
@@ -41,8 +41,9 @@ class WordCounter:
         self.dummy = dummy_prefix or splitting == "metaspace"
         self._counter: Any = None
         if resolve_backend(backend) == "native":
-            scanner = _trainer.SCAN_SP_WORDS if splitting == "sentencepiece" else _trainer.SCAN_METASPACE_WORDS
-            self._counter = _trainer.PretokenCounter(scanner)
+            scanner = (trainer_module.SCAN_SP_WORDS if splitting == "sentencepiece"
+                       else trainer_module.SCAN_METASPACE_WORDS)
+            self._counter = trainer_module.PretokenCounter(scanner)
         self._words: Counter[str] = Counter()
 
     @property

@@ -36,7 +36,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
 from ..pipeline.bert import WHITESPACE, BertNormalizer, is_punctuation, needs_whole_text
-from .compiled import _trainer, resolve_backend
+from .compiled import resolve_backend, trainer_module
 from .trainer import Progress, TrainedArtifact
 
 BERT_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -147,7 +147,7 @@ def learn_wordpiece(words: Mapping[str, int], *, vocab_size: int, specials: Sequ
     """The vocabulary (tokens by id: specials, alphabet, merged pieces) learned from ``words`` (``{word: count}``),
     the number of merges and why training stopped (``vocab_size``, ``min_frequency`` or ``no pairs``). ``score``:
     one of :data:`SCORES` (see the module docstring). ``backend``: the compiled merge loop (``wordpiece_learn`` of
-    ``app.engine._native._trainer``, same result) or this Python one, as :func:`.compiled.resolve_backend` picks;
+    ``app.engine._native.trainer_module``, same result) or this Python one, as :func:`.compiled.resolve_backend` picks;
     the compiled loop needs every product count(a) * count(b) below 2**53 (symbol occurrences below ~94.9
     million), else the Python loop runs. Raises ``ValueError`` if the specials and the alphabet alone exceed
     ``vocab_size``, or for an unknown ``score``."""
@@ -176,7 +176,7 @@ def learn_wordpiece(words: Mapping[str, int], *, vocab_size: int, specials: Sequ
     occurrences = sum(map(operator.mul, freqs, map(len, kept)))
     if resolve_backend(backend) == "native" and occurrences * occurrences < 1 << 53:
         # the compiled loop splits the words into symbols itself
-        new, merged, stop = _trainer.wordpiece_learn(sym, kept, freqs, base, vocab_size, min_frequency, by_count,
+        new, merged, stop = trainer_module.wordpiece_learn(sym, kept, freqs, base, vocab_size, min_frequency, by_count,
                                                      progress)
         return [*specials, *sym, *new], merged, stop
     for w in kept:

@@ -14,9 +14,9 @@ import pytest
 import regex
 
 from app.engine import native
+from app.engine.char_bpe import display_symbol
 from app.engine.patterns import CL100K, PATTERNS
 from app.engine.training import compiled, train_byte_bpe, train_char_bpe, train_to_store
-from app.engine.training.char_bpe import _display
 from app.engine.training.corpus import count_pretokens, count_words
 from app.engine.training.merges import MergeResult, byte_order_key, learn_merges, text_order_key
 
@@ -108,7 +108,7 @@ def test_char_learner_equals_python_on_random_corpora(tie_break: str) -> None:
         kw: dict[str, object] = dict(
             base_symbols=base,
             concat=lambda x, y: (x[0] + y[0], y[1]),
-            order_key=lambda s: text_order_key(_display(s)),
+            order_key=lambda s: text_order_key(display_symbol(s)),
             unit_length=lambda s: len(s[0]) + (1 if s[1] else 0),
             max_symbols=rng.choice([None, len(base) + rng.randint(0, 50)]),
             max_merges=rng.choice([None, rng.randint(0, 80)]),
@@ -174,13 +174,13 @@ def test_counter_equals_regex_counts(pattern_id: str) -> None:
         expected.update(p.encode() for p in regex.findall(pattern, t))
     scanner = compiled.scanner_for(pattern)
     assert scanner
-    one = compiled._trainer.PretokenCounter(scanner)
+    one = compiled.trainer_module.PretokenCounter(scanner)
     for t in texts:
         one.feed(t)
     assert one.items() == list(expected.items())  # counts and first-appearance order
     assert one.pieces == sum(expected.values()) and len(one) == len(expected)
     for threads in (1, 2):
-        many = compiled._trainer.PretokenCounter(scanner)
+        many = compiled.trainer_module.PretokenCounter(scanner)
         many.feed_many(texts[:7], threads)
         many.feed_many(texts[7:], threads)
         assert many.items() == list(expected.items())
@@ -200,8 +200,8 @@ def test_counting_files_equals_python_path(tmp_path: Path, threads: int, monkeyp
 
 def test_counter_rejects_bad_input() -> None:
     with pytest.raises(ValueError):
-        compiled._trainer.PretokenCounter(99)
-    counter = compiled._trainer.PretokenCounter(compiled._trainer.SCAN_GPT2)
+        compiled.trainer_module.PretokenCounter(99)
+    counter = compiled.trainer_module.PretokenCounter(compiled.trainer_module.SCAN_GPT2)
     with pytest.raises(TypeError):
         counter.feed(b"bytes")
     with pytest.raises(UnicodeEncodeError):

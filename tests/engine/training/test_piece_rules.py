@@ -53,7 +53,7 @@ def test_script_table_is_unicode_9() -> None:
 
 @needs_native
 def test_compiled_table_equals_the_python_table() -> None:
-    table = compiled._trainer.sp_scripts()
+    table = compiled.trainer_module.sp_scripts()
     runs = list(RUN_STARTS) + [0x110000]
     expected = bytearray()
     for k, s in enumerate(RUN_SCRIPTS):
@@ -157,7 +157,7 @@ def test_compiled_seeds_equal_the_python_reference(seed: int, options: dict[str,
     items = list(words.items())
     rules = _rules(options)
     max_len = rng.choice([4, 16])
-    uw = compiled._trainer.UnigramWords([w for w, _ in items], [f for _, f in items], max_len)
+    uw = compiled.trainer_module.UnigramWords([w for w, _ in items], [f for _, f in items], max_len)
     python_seeds = _seed_candidates(items, rules, max_len, 100_000)
     assert uw.seed(*rules.native(), 2, 100_000) == python_seeds
     assert all(rules(s) for _, s in python_seeds)

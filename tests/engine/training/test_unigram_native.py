@@ -46,7 +46,7 @@ def test_seeds_e_step_and_pruning_equal_the_python_reference(seed: int) -> None:
     items = list(words.items())
     max_len = rng.choice([3, 5, 16])
     rules = PieceRules(split_digits=seed % 2 == 0)
-    uw = compiled._trainer.UnigramWords([w for w, _ in items], [f for _, f in items], max_len)
+    uw = compiled.trainer_module.UnigramWords([w for w, _ in items], [f for _, f in items], max_len)
     python_seeds = _seed_candidates(items, rules, max_len, 10_000)
     assert uw.seed(*rules.native(), 2, 10_000) == python_seeds
     assert uw.seed(*rules.native(), 2, 7) == python_seeds[:7]
@@ -96,7 +96,7 @@ def test_sentencepiece_unigram_artifact_is_byte_identical_across_backends() -> N
 
 
 def test_arguments_are_checked() -> None:
-    uw = compiled._trainer.UnigramWords(["ab"], [1], 4)
+    uw = compiled.trainer_module.UnigramWords(["ab"], [1], 4)
     with pytest.raises(RuntimeError):
         uw.e_step([0.0], 1)  # no pieces yet
     uw.set_pieces(["a", "b"])
@@ -107,7 +107,7 @@ def test_arguments_are_checked() -> None:
     counts, ll = uw.e_step([math.log(0.5), math.log(0.5)], 1)
     assert counts == [1.0, 1.0] and ll == pytest.approx(2 * math.log(0.5))
     with pytest.raises(ValueError):
-        compiled._trainer.UnigramWords(["ab"], [1, 2], 4)
+        compiled.trainer_module.UnigramWords(["ab"], [1, 2], 4)
     with pytest.raises(ValueError):
         learn_unigram({"ab": 1}, vocab_size=4, required=["a", "b"], threads=0)
     with pytest.raises(ValueError, match="prune loss"):
