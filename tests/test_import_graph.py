@@ -4,7 +4,10 @@
 The graph is built with :mod:`ast` from the sources (nothing is imported): a module imports ``x.y`` for ``import
 x.y`` and ``from x.y import z``, or ``x.y.z`` instead when ``z`` is a submodule. The parent packages' ``__init__``
 files, which Python runs first, are not counted as edges (every submodule would otherwise "import" its package), so
-a cycle through a package is one whose ``__init__`` imports a submodule that imports the package by name."""
+a cycle through a package is one whose ``__init__`` imports a submodule that imports the package by name. A
+package that exports names lazily (a ``_LAZY`` table of name -> submodule, PEP 562, as ``app.engine`` does) makes
+``from pkg import name`` an edge to that submodule too, since that is what runs. Imports under ``if TYPE_CHECKING:``
+never run and do not count."""
 
 from __future__ import annotations
 
@@ -56,9 +59,20 @@ def _import_nodes(path: Path) -> Iterator[ast.Import | ast.ImportFrom]:
             yield node
 
 
+def _lazy_table(path: Path) -> dict[str, str]:
+    """A package's ``_LAZY = {"Name": "submodule", ...}`` table (empty when it has none)."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_LAZY" for t in node.targets)
+                and isinstance(node.value, ast.Dict)):
+            pairs = zip(node.value.keys, node.value.values, strict=True)
+            return {ast.literal_eval(k): ast.literal_eval(v) for k, v in pairs if k is not None}
+    return {}
+
+
 def import_graph(package: Path = APP) -> dict[str, set[str]]:
     """Module -> the modules of ``package`` it imports (anywhere in the file, functions included)."""
     modules = _modules(package)
+    lazy = {name: _lazy_table(path) for name, path in modules.items() if path.name == "__init__.py"}
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         edges: set[str] = set()
@@ -67,9 +81,10 @@ def import_graph(package: Path = APP) -> dict[str, set[str]]:
                 edges |= {alias.name for alias in node.names}
                 continue
             target = _absolute(name, path, node)
-            for alias in node.names:  # a submodule, else a name of the module ``target``
+            for alias in node.names:  # a submodule, a lazily exported name, else a name of the module ``target``
                 sub = f"{target}.{alias.name}"
-                edges.add(sub if sub in modules else target)
+                lazily = lazy.get(target, {}).get(alias.name)
+                edges.add(sub if sub in modules else f"{target}.{lazily}" if lazily else target)
         graph[name] = {e for e in edges if e in modules and e != name}
     return graph
 
@@ -139,6 +154,8 @@ def test_the_graph_sees_imports_inside_functions(tmp_path: Path) -> None:
     assert len(graph) > 100
     assert "app.api.ops.common" in graph["app.api.ops.encode"]
     assert "app.cli.chat" in graph["app.cli.tokenize"]  # imported inside cmd_count
+    assert "app.engine.native" in graph["app.engine.tokenizer"]  # an import inside a method
+    assert "app.engine.pipeline.pipeline" in graph["app.engine.pipeline.hf_json"]
 
 
 def test_no_import_cycle_in_app() -> None:
