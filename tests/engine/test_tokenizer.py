@@ -204,7 +204,8 @@ def test_tokenizer_is_an_abstract_base_every_family_subclasses() -> None:
     for cls in (Encoding, CharBPEEncoding, Pipeline, ByteLevelFast):
         assert issubclass(cls, Tokenizer) and not cls.__abstractmethods__, cls
     kinds = {type(get_encoding(n)) for n in ("cl100k_base", "qwen3", "xlm-roberta", "bge-small-en-v1.5")}
-    assert kinds == {Encoding, ByteLevelFast, Pipeline}
+    # qwen3 is a ByteLevelFast on the compiled core and a Pipeline otherwise (the suite runs both configurations)
+    assert {Encoding, Pipeline} <= kinds <= {Encoding, ByteLevelFast, Pipeline}
 
 
 @pytest.mark.parametrize("name", ["cl100k_base", "qwen3", "xlm-roberta", "bge-small-en-v1.5"])

@@ -15,6 +15,8 @@ from .exactness import REFERENCES
 
 #: Strings per tokenizer (both backends): 2-8 s each on this 2-core machine.
 STRINGS = 3000
+#: The special-token strings a reference reads as tokens in text, by tokenizer (see the test).
+READS_SPECIALS = {"xlm-roberta": ("</s>", "<mask>", "<pad>", "<s>", "<unk>", "\u2581<s>")}
 
 
 @pytest.mark.parametrize("name", list(REFERENCES))
@@ -23,7 +25,10 @@ def test_grammar_strings_equal_the_reference(name: str) -> None:
     report = fuzz.fuzz(checker, seed=2026, count=STRINGS, verbose=False)
     assert report.strings == STRINGS
     assert not report.kinds, f"{report.line(0)}; minimal repros {report.repros}"
-    assert not checker.skip  # no reference reads a special-token string from text here, so none was left out
+    # Only XLM-R's reference reads special-token strings from text: its Unigram vocabulary holds the control pieces
+    # (score 0) and Hugging Face matches them; strings holding one are left out of the comparison (ours keeps them
+    # as text: tests/reliability/test_injection.py). No other reference reads one, so nothing else was left out.
+    assert checker.skip == READS_SPECIALS.get(name, ())
 
 
 @pytest.mark.parametrize("name", list(REFERENCES))

@@ -97,7 +97,7 @@ def test_feed_utf8_equals_feeding_the_decoded_text(seed: int) -> None:
             python.feed(c.decode("utf-8", errors="replace"))
         assert list(raw.words().items()) == list(python.words().items()), (splitting, chunks)
     for c in chunks:
-        counter = compiled._trainer.PretokenCounter(compiled._trainer.SCAN_SP_WORDS)
+        counter = compiled.trainer_module.PretokenCounter(compiled.trainer_module.SCAN_SP_WORDS)
         try:
             plain = "\u2581" not in c.decode("utf-8")
         except UnicodeDecodeError:
@@ -118,7 +118,7 @@ def test_feed_utf8_validates_every_kind_of_sequence() -> None:
     for seq in seqs:
         for pad in range(4):
             data = b"x" * pad + seq + b"yz"[: pad % 3]
-            counter = compiled._trainer.PretokenCounter(compiled._trainer.SCAN_SP_WORDS)
+            counter = compiled.trainer_module.PretokenCounter(compiled.trainer_module.SCAN_SP_WORDS)
             try:
                 plain = "\u2581" not in data.decode("utf-8")
             except UnicodeDecodeError:
