@@ -7,7 +7,7 @@ files, which Python runs first, are not counted as edges (every submodule would 
 a cycle through a package is one whose ``__init__`` imports a submodule that imports the package by name. A
 package that exports names lazily (a ``_LAZY`` table of name -> submodule, PEP 562, as ``app.engine`` does) makes
 ``from pkg import name`` an edge to that submodule too, since that is what runs. Imports under ``if TYPE_CHECKING:``
-never run and do not count."""
+count as well: a type-only cycle is still a cycle in the plan."""
 
 from __future__ import annotations
 
@@ -41,21 +41,9 @@ def _absolute(module: str, path: Path, node: ast.ImportFrom) -> str:
     return ".".join([*base, node.module] if node.module else base)
 
 
-def _typing_only(tree: ast.Module) -> set[int]:
-    """Ids of the nodes under ``if TYPE_CHECKING:`` (never executed, so no import edge at run time)."""
-    skipped: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name | ast.Attribute) and \
-                ast.unparse(node.test).endswith("TYPE_CHECKING"):
-            skipped |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
-    return skipped
-
-
 def _import_nodes(path: Path) -> Iterator[ast.Import | ast.ImportFrom]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    skipped = _typing_only(tree)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import | ast.ImportFrom) and id(node) not in skipped:
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import | ast.ImportFrom):
             yield node
 
 

@@ -18,17 +18,26 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..sampling import Sample, cannot_sample
+from .base import Model, Piece
 from .models.bpe import BPE
 from .models.sp_bpe import SentencePieceBPE
 from .models.unigram import Unigram
 from .models.unigram_nbest import nbest as _nbest
 from .models.unigram_nbest import sample_nbest
 
-if TYPE_CHECKING:  # the pipeline imports this module when it samples
-    from .pipeline import Pipeline
+
+class Pipeline(Protocol):
+    """What sampling needs of a pipeline tokenizer (:class:`~app.engine.pipeline.pipeline.Pipeline` provides it;
+    typed here so that this module, which the pipeline imports when it samples, imports nothing back)."""
+
+    name: str
+    model: Model
+    _encode_text: Callable[[str], list[int]]
+
+    def pre_token_pieces(self, text: str) -> list[Piece]: ...
 
 Segmenter = Callable[[str], "list[tuple[int, int, int]]"]
 
