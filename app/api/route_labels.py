@@ -47,27 +47,26 @@ class RouteLabels:
     def __init__(self, routes: Sequence[BaseRoute]) -> None:
         self._routes = routes
         self._size = -1
-        self._exact: dict[str, str] = {}
+        self._exact: frozenset[str] = frozenset()
         self._patterns: list[tuple[re.Pattern[str], str]] = []
 
     def _refresh(self) -> None:
         if len(self._routes) == self._size:
             return
-        exact: dict[str, str] = {}
+        exact: set[str] = set()
         patterns: list[tuple[re.Pattern[str], str]] = []
         for template, regex in route_patterns(self._routes):
             if "{" in template:
                 patterns.append((regex, template))
             else:
-                exact.setdefault(template, template)
-        self._exact, self._patterns, self._size = exact, patterns, len(self._routes)
+                exact.add(template)
+        self._exact, self._patterns, self._size = frozenset(exact), patterns, len(self._routes)
 
     def label(self, path: str) -> str:
         """The label of ``path`` (see the class docstring)."""
         self._refresh()
-        found = self._exact.get(path)
-        if found is not None:
-            return found
+        if path in self._exact:
+            return path
         for regex, template in self._patterns:
             if regex.match(path):
                 return template
