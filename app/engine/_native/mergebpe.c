@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "hash_mix.h"
+#include "word_cache.h"
 #include "py_items.h"
 #include "utf8_put.h"
 
@@ -85,28 +86,6 @@ static inline const PairSlot *pair_get(const PairTable *t, uint64_t key) {
     }
 }
 
-/* set of (code point, code point) junctions */
-typedef struct {
-    uint64_t *keys;
-    size_t mask;
-} JunctionSet;
-
-static int junction_put(JunctionSet *s, uint64_t key) {
-    size_t i = (size_t)mix64(key) & s->mask;
-    while (s->keys[i] != UINT64_MAX && s->keys[i] != key) i = (i + 1) & s->mask;
-    s->keys[i] = key;
-    return 0;
-}
-
-static inline int junction_has(const JunctionSet *s, uint64_t key) {
-    size_t i = (size_t)mix64(key) & s->mask;
-    for (;;) {
-        if (s->keys[i] == key) return 1;
-        if (s->keys[i] == UINT64_MAX) return 0;
-        i = (i + 1) & s->mask;
-    }
-}
-
 /* build-time: token UTF-8 -> id */
 typedef struct {
     const char *s;
@@ -154,14 +133,89 @@ typedef struct {
     int fuse_unk;
     int32_t unk_id;       /* -1: no unknown token */
     PairTable pairs;
-    JunctionSet junctions; /* keys NULL: pre-tokens are never cut */
     Py_ssize_t n_merges;
+    /* The compact pair table, when every id is below 2^20 and there are fewer than 2^24 - 1 merges (else NULL and
+     * ``pairs`` above is used): one 8-byte slot per pair, (a << 20 | b) << 24 | rank, UINT64_MAX empty; the
+     * merged id is merge_out[rank]. Half the bytes of a PairSlot: more of the table stays in cache. */
+    uint64_t *pairs8;
+    size_t mask8;
+    int32_t *merge_out;
+    /* junction filters (only with cuttable): class_junctions, 256 x 256 bits over character classes
+     * (char_class), exact; junction_bits, JBITS bits over a hash of two code points, 1 = maybe a junction */
+    uint64_t *class_junctions;
+    uint64_t *junction_bits;
+    Py_ssize_t n_ids; /* highest vocabulary id + 1 */
 } Model;
+
+#define COMPACT_ID_BITS 20
+#define COMPACT_RANK_BITS 24
+#define JBITS (1u << 20)
+#define SPACE_SYMBOL 0x2581
+
+/* A character's class for the 256 x 256 tables: its code point below U+00FF, 0xFF for U+2581 (the metaspace of
+ * SentencePiece-style files), -1 for every other character. */
+static inline int char_class(uint32_t cp) { return cp < 0xFF ? (int)cp : cp == SPACE_SYMBOL ? 0xFF : -1; }
+
+static inline uint32_t junction_bit(uint32_t a, uint32_t b) {
+    return (uint32_t)(mix64(((uint64_t)a << 21) | b) >> 40) & (JBITS - 1);
+}
+
+static void junction_mark(Model *m, uint32_t a, uint32_t b) {
+    int x = char_class(a), y = char_class(b);
+    if (x >= 0 && y >= 0) {
+        unsigned bit = ((unsigned)x << 8) | (unsigned)y;
+        m->class_junctions[bit >> 6] |= 1ULL << (bit & 63);
+    } else {
+        uint32_t bit = junction_bit(a, b);
+        m->junction_bits[bit >> 6] |= 1ULL << (bit & 63);
+    }
+}
+
+/* 0: no merge joins a symbol ending with a to one starting with b (1 may be a false positive: cutting less
+ * changes no id) */
+static inline int junction_maybe(const Model *m, uint32_t a, uint32_t b) {
+    int x = char_class(a), y = char_class(b);
+    if (x >= 0 && y >= 0) {
+        unsigned bit = ((unsigned)x << 8) | (unsigned)y;
+        return (int)((m->class_junctions[bit >> 6] >> (bit & 63)) & 1);
+    }
+    uint32_t bit = junction_bit(a, b);
+    return (int)((m->junction_bits[bit >> 6] >> (bit & 63)) & 1);
+}
+
+/* the merge of the pair (a, b): 1 with its rank and merged id, else 0 */
+typedef struct {
+    int32_t rank, id;
+} Found;
+
+static inline int pair_find(const Model *m, int32_t a, int32_t b, Found *f) {
+    if (m->pairs8) {
+        if ((uint32_t)a >> COMPACT_ID_BITS || (uint32_t)b >> COMPACT_ID_BITS) return 0;
+        uint64_t key = ((uint64_t)(uint32_t)a << COMPACT_ID_BITS) | (uint32_t)b;
+        size_t i = (size_t)mix64(key) & m->mask8;
+        for (;;) {
+            uint64_t v = m->pairs8[i];
+            if ((v >> COMPACT_RANK_BITS) == key) {
+                if (v == UINT64_MAX) return 0;
+                f->rank = (int32_t)(v & ((1u << COMPACT_RANK_BITS) - 1));
+                f->id = m->merge_out[f->rank];
+                return 1;
+            }
+            if (v == UINT64_MAX) return 0;
+            i = (i + 1) & m->mask8;
+        }
+    }
+    const PairSlot *s = pair_get(&m->pairs, pair_key((uint32_t)a, (uint32_t)b));
+    if (!s) return 0;
+    f->rank = s->rank;
+    f->id = s->id;
+    return 1;
+}
 
 static void Model_dealloc(Model *self) {
     free(self->chars);
+    free(self->pairs8), free(self->merge_out), free(self->class_junctions), free(self->junction_bits);
     free(self->pairs.slots);
-    free(self->junctions.keys);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -236,6 +290,7 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
             const char *s = PyUnicode_AsUTF8AndSize(k, &n); /* owned by k, which vocab keeps alive here */
             if (!s) goto fail;
             str_put(&vt, s, n, (int32_t)id);
+            if (id + 1 > self->n_ids) self->n_ids = id + 1;
             if (PyUnicode_GET_LENGTH(k) == 1) self->chars[PyUnicode_READ_CHAR(k, 0)] = (int32_t)id;
             if (n == 6 && s[0] == '<' && s[1] == '0' && s[2] == 'x' && s[5] == '>') {
                 int hi = s[3], lo = s[4];
@@ -250,11 +305,9 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->n_merges = nm;
     if (pair_init(&self->pairs, (size_t)nm) < 0) goto nomem;
     if (cuttable) {
-        size_t jcap = pow2_at_least((size_t)nm * 2 + 1);
-        self->junctions.keys = (uint64_t *)malloc(jcap * sizeof(uint64_t));
-        if (!self->junctions.keys) goto nomem;
-        memset(self->junctions.keys, 0xFF, jcap * sizeof(uint64_t));
-        self->junctions.mask = jcap - 1;
+        self->class_junctions = (uint64_t *)calloc(65536 / 64, sizeof(uint64_t));
+        self->junction_bits = (uint64_t *)calloc(JBITS / 64, sizeof(uint64_t));
+        if (!self->class_junctions || !self->junction_bits) goto nomem;
     }
     for (Py_ssize_t r = 0; r < nm; r++) {
         PyObject *item = PyList_GET_ITEM(merges, r);
@@ -299,8 +352,30 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
             goto fail;
         }
         pair_put(&self->pairs, pair_key((uint32_t)a, (uint32_t)b), (int32_t)r, c);
-        if (cuttable && ln > 0 && rn > 0)
-            junction_put(&self->junctions, ((uint64_t)utf8_last(ls, ln) << 21) | utf8_first(rs));
+        if (cuttable && ln > 0 && rn > 0) junction_mark(self, utf8_last(ls, ln), utf8_first(rs));
+    }
+    if (self->n_ids <= ((Py_ssize_t)1 << COMPACT_ID_BITS) && nm < ((Py_ssize_t)1 << COMPACT_RANK_BITS) - 1) {
+        /* the compact table: the same pairs (each with its last rank), and the merged id of each rank kept */
+        Py_ssize_t n_pairs = 0;
+        for (size_t j = 0; j <= self->pairs.mask; j++) n_pairs += self->pairs.slots[j].key != UINT64_MAX;
+        size_t cap = pow2_at_least((size_t)n_pairs * 2 + 1);
+        self->pairs8 = (uint64_t *)malloc(cap * sizeof(uint64_t));
+        self->merge_out = (int32_t *)malloc(((size_t)nm + 1) * sizeof(int32_t));
+        if (!self->pairs8 || !self->merge_out) goto nomem;
+        memset(self->pairs8, 0xFF, cap * sizeof(uint64_t));
+        self->mask8 = cap - 1;
+        for (size_t j = 0; j <= self->pairs.mask; j++) {
+            const PairSlot *ps = &self->pairs.slots[j];
+            if (ps->key == UINT64_MAX) continue;
+            uint64_t key = ((ps->key >> 32) << COMPACT_ID_BITS) | (ps->key & 0xFFFFFFFFu);
+            size_t i = (size_t)mix64(key) & self->mask8;
+            while (self->pairs8[i] != UINT64_MAX) i = (i + 1) & self->mask8;
+            self->pairs8[i] = (key << COMPACT_RANK_BITS) | (uint64_t)ps->rank;
+            self->merge_out[ps->rank] = ps->id;
+        }
+        free(self->pairs.slots);
+        self->pairs.slots = NULL;
+        self->pairs.mask = 0;
     }
     free(vt.slots);
     free(buf);
@@ -373,9 +448,10 @@ static Py_ssize_t merge_scan(const Model *m, int32_t *syms, Py_ssize_t n) {
     int32_t rank[HEAP_FROM], id[HEAP_FROM];
     Py_ssize_t np = n - 1;
     for (Py_ssize_t i = 0; i < np; i++) {
-        const PairSlot *s = pair_get(&m->pairs, pair_key((uint32_t)syms[i], (uint32_t)syms[i + 1]));
-        rank[i] = s ? s->rank : NO_RANK;
-        id[i] = s ? s->id : -1;
+        Found f;
+        int ok = pair_find(m, syms[i], syms[i + 1], &f);
+        rank[i] = ok ? f.rank : NO_RANK;
+        id[i] = ok ? f.id : -1;
     }
     while (np > 0) {
         Py_ssize_t at = 0;
@@ -390,14 +466,16 @@ static Py_ssize_t merge_scan(const Model *m, int32_t *syms, Py_ssize_t n) {
         memmove(id + at, id + at + 1, (size_t)(np - at - 1) * sizeof(int32_t));
         np--;
         if (at > 0) {
-            const PairSlot *s = pair_get(&m->pairs, pair_key((uint32_t)syms[at - 1], (uint32_t)nw));
-            rank[at - 1] = s ? s->rank : NO_RANK;
-            id[at - 1] = s ? s->id : -1;
+            Found f;
+            int ok = pair_find(m, syms[at - 1], nw, &f);
+            rank[at - 1] = ok ? f.rank : NO_RANK;
+            id[at - 1] = ok ? f.id : -1;
         }
         if (at < np) {
-            const PairSlot *s = pair_get(&m->pairs, pair_key((uint32_t)nw, (uint32_t)syms[at + 1]));
-            rank[at] = s ? s->rank : NO_RANK;
-            id[at] = s ? s->id : -1;
+            Found f;
+            int ok = pair_find(m, nw, syms[at + 1], &f);
+            rank[at] = ok ? f.rank : NO_RANK;
+            id[at] = ok ? f.id : -1;
         }
     }
     return n;
@@ -420,8 +498,8 @@ static Py_ssize_t merge_heap(const Model *m, int32_t *syms, Py_ssize_t n) {
     }
     nxt[n - 1] = -1;
     for (Py_ssize_t i = 0; i + 1 < n; i++) {
-        const PairSlot *s = pair_get(&m->pairs, pair_key((uint32_t)syms[i], (uint32_t)syms[i + 1]));
-        if (s) heap[hn++] = (HeapItem){s->rank, (int32_t)i, s->id};
+        Found f;
+        if (pair_find(m, syms[i], syms[i + 1], &f)) heap[hn++] = (HeapItem){f.rank, (int32_t)i, f.id};
     }
     for (Py_ssize_t i = hn / 2 - 1; i >= 0; i--) heap_down(heap, hn, i);
     while (hn > 0) {
@@ -432,8 +510,8 @@ static Py_ssize_t merge_heap(const Model *m, int32_t *syms, Py_ssize_t n) {
         if (!alive[i]) continue;
         int32_t j = nxt[i];
         if (j < 0) continue;
-        const PairSlot *s = pair_get(&m->pairs, pair_key((uint32_t)syms[i], (uint32_t)syms[j]));
-        if (!s || s->id != top.id) continue;
+        Found cur;
+        if (!pair_find(m, syms[i], syms[j], &cur) || cur.id != top.id) continue;
         int32_t nw = top.id;
         syms[i] = nw;
         alive[j] = 0;
@@ -442,16 +520,17 @@ static Py_ssize_t merge_heap(const Model *m, int32_t *syms, Py_ssize_t n) {
         if (k >= 0) prv[k] = i;
         int32_t p = prv[i];
         for (int side = 0; side < 2; side++) {
-            const PairSlot *f = NULL;
+            Found f;
+            int ok = 0;
             int32_t at = 0;
             if (side == 0 && p >= 0) {
-                f = pair_get(&m->pairs, pair_key((uint32_t)syms[p], (uint32_t)nw));
+                ok = pair_find(m, syms[p], nw, &f);
                 at = p;
             } else if (side == 1 && k >= 0) {
-                f = pair_get(&m->pairs, pair_key((uint32_t)nw, (uint32_t)syms[k]));
+                ok = pair_find(m, nw, syms[k], &f);
                 at = i;
             }
-            if (!f) continue;
+            if (!ok) continue;
             if (hn == hcap) {
                 hcap *= 2;
                 HeapItem *nh = (HeapItem *)realloc(heap, (size_t)hcap * sizeof(HeapItem));
@@ -461,7 +540,7 @@ static Py_ssize_t merge_heap(const Model *m, int32_t *syms, Py_ssize_t n) {
                 }
                 heap = nh;
             }
-            heap[hn] = (HeapItem){f->rank, at, f->id};
+            heap[hn] = (HeapItem){f.rank, at, f.id};
             heap_up(heap, hn++);
         }
     }
@@ -518,7 +597,7 @@ static int tokenize_range(const Model *m, int kind, const void *data, Py_ssize_t
 /* text[start..end), cut where the reference's ``segments`` cuts when longer than segment_from */
 static int encode_range(const Model *m, int kind, const void *data, Py_ssize_t start, Py_ssize_t end,
                         Py_ssize_t segment_from, Buf *out) {
-    if (m->junctions.keys == NULL || end - start <= segment_from || end - start < 2)
+    if (m->class_junctions == NULL || end - start <= segment_from || end - start < 2)
         return tokenize_range(m, kind, data, start, end, out);
     Py_ssize_t seg = start;
     Py_UCS4 prev = PyUnicode_READ(kind, data, start);
@@ -526,7 +605,7 @@ static int encode_range(const Model *m, int kind, const void *data, Py_ssize_t s
     for (Py_ssize_t i = start + 1; i < end; i++) {
         Py_UCS4 ch = PyUnicode_READ(kind, data, i);
         int known = m->chars[ch] >= 0;
-        if (known && known_prev && !junction_has(&m->junctions, ((uint64_t)prev << 21) | ch)) {
+        if (known && known_prev && !junction_maybe(m, prev, ch)) {
             int rc = tokenize_range(m, kind, data, seg, i, out);
             if (rc < 0) return rc;
             seg = i;
@@ -826,12 +905,351 @@ static PyTypeObject MatcherType = {
     .tp_new = Matcher_new,
 };
 
+/* ---- one call per text -------------------------------------------------------------------------------------- */
+
+/* TextEncoder(model, matcher, token_ids, replace_from, replace_to, cache_size): the whole ordinary-text path of a
+ * pipeline whose steps the Python side planned (``app/engine/pipeline/text_plan.py``) in one call, GIL released
+ * for long texts:
+ *
+ * 1. lone surrogates become U+FFFD and surrogate pairs one character (``scrub_surrogates``);
+ * 2. the matcher's leftmost-longest matches are found (``AddedMatcher._find``); a match whose ``token_ids`` entry
+ *    is -1 (a special token) is skipped and its text stays ordinary text, any other is that id;
+ * 3. each stretch between matches has every ``replace_from`` character replaced by ``replace_to`` (a Replace
+ *    normalizer with a one-character pattern; -1: none); the pre-tokenizer is a no-op (the plan checks it);
+ * 4. the stretch is cut where no merge can cross (as ``Model.encode`` cuts: exact) and each segment goes through
+ *    a bounded word cache (segments of at most TC_KEY characters, all in the BMP) to the model.
+ *
+ * Immutable after construction; the cache is lock-free (word_cache.h), so several threads may encode at once. */
+#define TC_KEY 20
+#define TC_IDS 20
+#define TC_RELEASE_FROM 512 /* code points: longer texts are encoded with the GIL released */
+#define TC_STACK 512
+
+typedef struct {
+    WCHead h; /* h.len: code points of the key, h.count: ids */
+    uint16_t key[TC_KEY];
+    int32_t ids[TC_IDS];
+} TCSlot;
+_Static_assert(sizeof(TCSlot) == 128, "a segment cache slot is two cache lines");
+
+typedef struct {
+    PyObject_HEAD
+    Model *model;       /* strong reference */
+    Matcher *matcher;   /* strong reference, NULL: no added token to find */
+    int32_t *token_ids; /* per matcher pattern: its id, -1: skipped (special) */
+    int32_t replace_from;
+    uint32_t *replace_to;
+    Py_ssize_t replace_len;
+    WordCache *cache;
+    PyObject **id_objs; /* id -> its int object, made on first use (GIL held) */
+} TextEncoder;
+
+static void TextEncoder_dealloc(TextEncoder *self) {
+    Py_XDECREF(self->model);
+    Py_XDECREF(self->matcher);
+    free(self->token_ids), free(self->replace_to);
+    if (self->id_objs && self->model) {
+        for (Py_ssize_t i = 0; i < self->model->n_ids; i++) Py_XDECREF(self->id_objs[i]);
+    }
+    free(self->id_objs);
+    wc_free(self->cache);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *TextEncoder_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    PyObject *model, *matcher, *ids, *replace_to;
+    int replace_from;
+    Py_ssize_t cache_size;
+    static char *kwlist[] = {"model", "matcher", "token_ids", "replace_from", "replace_to", "cache_size", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!OO!iUn", kwlist, &ModelType, &model, &matcher, &PyList_Type,
+                                     &ids, &replace_from, &replace_to, &cache_size))
+        return NULL;
+    if (matcher != Py_None && !PyObject_TypeCheck(matcher, &MatcherType)) {
+        PyErr_SetString(PyExc_TypeError, "matcher must be a Matcher or None");
+        return NULL;
+    }
+    Py_ssize_t count = matcher == Py_None ? 0 : ((Matcher *)matcher)->count;
+    if (PyList_GET_SIZE(ids) != count) {
+        PyErr_SetString(PyExc_ValueError, "token_ids must have one entry per matcher pattern");
+        return NULL;
+    }
+    if (cache_size < 0 || cache_size > ((Py_ssize_t)1 << 26)) {
+        PyErr_SetString(PyExc_ValueError, "cache_size must be in 0..2**26");
+        return NULL;
+    }
+    TextEncoder *self = (TextEncoder *)type->tp_alloc(type, 0);
+    if (!self) return NULL;
+    Py_INCREF(model);
+    self->model = (Model *)model;
+    if (matcher != Py_None) {
+        Py_INCREF(matcher);
+        self->matcher = (Matcher *)matcher;
+    }
+    self->replace_from = replace_from;
+    self->replace_len = PyUnicode_GET_LENGTH(replace_to);
+    self->token_ids = (int32_t *)malloc(((size_t)count + 1) * sizeof(int32_t));
+    self->replace_to = (uint32_t *)malloc(((size_t)self->replace_len + 1) * sizeof(uint32_t));
+    self->id_objs = (PyObject **)calloc((size_t)self->model->n_ids + 1, sizeof(PyObject *));
+    if (!self->token_ids || !self->replace_to || !self->id_objs) goto nomem;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        long v = PyLong_AsLong(PyList_GET_ITEM(ids, k));
+        if (v == -1 && PyErr_Occurred()) goto fail;
+        if (v < -1 || v > INT32_MAX) {
+            PyErr_SetString(PyExc_ValueError, "token id out of range");
+            goto fail;
+        }
+        self->token_ids[k] = (int32_t)v;
+    }
+    for (Py_ssize_t k = 0; k < self->replace_len; k++) self->replace_to[k] = PyUnicode_READ_CHAR(replace_to, k);
+    if (cache_size > 0 && !(self->cache = wc_new((size_t)cache_size, sizeof(TCSlot)))) goto nomem;
+    return (PyObject *)self;
+nomem:
+    PyErr_NoMemory();
+fail:
+    Py_DECREF(self);
+    return NULL;
+}
+
+/* one segment t[0..n) through the cache */
+static int tc_segment(const TextEncoder *te, const uint32_t *t, Py_ssize_t n, Buf *out, CallStats *st) {
+    const Model *m = te->model;
+    WordCache *c = te->cache;
+    if (!c || n > TC_KEY) return tokenize_range(m, PyUnicode_4BYTE_KIND, t, 0, n, out);
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (t[i] >= 0x10000) return tokenize_range(m, PyUnicode_4BYTE_KIND, t, 0, n, out);
+        h ^= t[i];
+        h *= 1099511628211ULL;
+    }
+    h = mix64(h ^ (uint64_t)n);
+    uint16_t gen = wc_gen(c);
+    TCSlot *sl = (TCSlot *)wc_slot(c, h);
+    TCSlot copy;
+    if (wc_read(sl, &copy, sizeof copy) && copy.h.len == n && copy.h.gen == gen && copy.h.count <= TC_IDS) {
+        Py_ssize_t i = 0;
+        while (i < n && copy.key[i] == t[i]) i++;
+        if (i == n) {
+            for (int k = 0; k < copy.h.count; k++)
+                if (buf_push(out, copy.ids[k]) < 0) return -1;
+            st->hits++;
+            return 0;
+        }
+    }
+    st->misses++;
+    Py_ssize_t before = out->n;
+    int rc = tokenize_range(m, PyUnicode_4BYTE_KIND, t, 0, n, out);
+    if (rc < 0) return rc;
+    Py_ssize_t nids = out->n - before;
+    uint32_t odd;
+    if (nids <= TC_IDS && (odd = wc_claim(sl)) != 0) {
+        if (!sl->h.len || sl->h.gen != gen) st->filled++;
+        sl->h.gen = gen;
+        sl->h.len = (uint8_t)n;
+        sl->h.count = (uint8_t)nids;
+        for (Py_ssize_t i = 0; i < n; i++) sl->key[i] = (uint16_t)t[i];
+        memcpy(sl->ids, out->syms + before, (size_t)nids * sizeof(int32_t));
+        wc_release(sl, odd);
+    }
+    return 0;
+}
+
+/* one normalized stretch t[0..n): cut where no merge can cross (Model.encode's cut, at every length) */
+static int tc_stretch(const TextEncoder *te, const uint32_t *t, Py_ssize_t n, Buf *out, CallStats *st) {
+    const Model *m = te->model;
+    if (n <= 0) return 0;
+    if (m->class_junctions == NULL) return tokenize_range(m, PyUnicode_4BYTE_KIND, t, 0, n, out);
+    Py_ssize_t seg = 0;
+    int known_prev = m->chars[t[0]] >= 0;
+    for (Py_ssize_t i = 1; i < n; i++) {
+        int known = m->chars[t[i]] >= 0;
+        if (known && known_prev && !junction_maybe(m, t[i - 1], t[i])) {
+            int rc = tc_segment(te, t + seg, i - seg, out, st);
+            if (rc < 0) return rc;
+            seg = i;
+        }
+        known_prev = known;
+    }
+    return tc_segment(te, t + seg, n - seg, out, st);
+}
+
+/* t[s..e) normalized into norm (room for (e - s) * max(1, replace_len)), then tc_stretch */
+static int tc_ordinary(const TextEncoder *te, const uint32_t *t, Py_ssize_t s, Py_ssize_t e, uint32_t *norm,
+                       Buf *out, CallStats *st) {
+    if (te->replace_from < 0) return tc_stretch(te, t + s, e - s, out, st);
+    Py_ssize_t k = 0;
+    uint32_t from = (uint32_t)te->replace_from;
+    for (Py_ssize_t i = s; i < e; i++) {
+        if (t[i] == from) {
+            for (Py_ssize_t q = 0; q < te->replace_len; q++) norm[k++] = te->replace_to[q];
+        } else {
+            norm[k++] = t[i];
+        }
+    }
+    return tc_stretch(te, norm, k, out, st);
+}
+
+/* the whole text t[0..n) (scrubbed) */
+static int tc_text(const TextEncoder *te, const uint32_t *t, Py_ssize_t n, uint32_t *norm, Buf *out,
+                   CallStats *st) {
+    const Matcher *mt = te->matcher;
+    if (!mt) return tc_ordinary(te, t, 0, n, norm, out, st);
+    Py_ssize_t at = 0, taken = 0;
+    while (at < n) {
+        int32_t f = mt->first[t[at]];
+        if (f < 0) {
+            at++;
+            continue;
+        }
+        const Py_ssize_t *ls = mt->lengths + f;
+        Py_ssize_t hit = -1, hit_len = 0;
+        for (Py_ssize_t q = 0; q < ls[0]; q++) {
+            Py_ssize_t len = ls[1 + q];
+            if (at + len > n) continue;
+            Py_ssize_t k = matcher_lookup(mt, PyUnicode_4BYTE_KIND, t, at, len);
+            if (k >= 0) {
+                hit = k;
+                hit_len = len;
+                break;
+            }
+        }
+        if (hit < 0) {
+            at++;
+            continue;
+        }
+        int32_t id = te->token_ids[hit];
+        if (id >= 0) { /* a token: the ordinary text before it, then its id */
+            int rc = tc_ordinary(te, t, taken, at, norm, out, st);
+            if (rc < 0) return rc;
+            if (buf_push(out, id) < 0) return -1;
+            taken = at + hit_len;
+        }
+        at += hit_len;
+    }
+    return tc_ordinary(te, t, taken, n, norm, out, st);
+}
+
+PyDoc_STRVAR(te_encode_doc, "encode(text) -> list[int]: ids of an ordinary text (see the type's docstring).");
+
+static PyObject *TextEncoder_encode(TextEncoder *self, PyObject *arg) {
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "text must be str");
+        return NULL;
+    }
+    int kind = PyUnicode_KIND(arg);
+    const void *data = PyUnicode_DATA(arg);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(arg);
+    Py_ssize_t widen = self->replace_len > 1 ? self->replace_len : 1;
+    if (n > (PY_SSIZE_T_MAX / 4 - 1) / (widen + 1)) return PyErr_NoMemory();
+    uint32_t stack[TC_STACK];
+    Py_ssize_t need = n * (1 + widen) + 2;
+    uint32_t *t = need <= TC_STACK ? stack : (uint32_t *)malloc((size_t)need * sizeof(uint32_t));
+    if (!t) return PyErr_NoMemory();
+    uint32_t *norm = t + n + 1;
+    Py_ssize_t k = 0;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *d = (const Py_UCS1 *)data;
+        for (Py_ssize_t i = 0; i < n; i++) t[k++] = d[i];
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint32_t c = PyUnicode_READ(kind, data, i);
+            if (c >= 0xD800 && c <= 0xDFFF) {
+                if (c <= 0xDBFF && i + 1 < n) {
+                    uint32_t d = PyUnicode_READ(kind, data, i + 1);
+                    if (d >= 0xDC00 && d <= 0xDFFF) {
+                        t[k++] = 0x10000 + ((c - 0xD800) << 10) + (d - 0xDC00);
+                        i++;
+                        continue;
+                    }
+                }
+                c = 0xFFFD;
+            }
+            t[k++] = c;
+        }
+    }
+    Buf b = {NULL, 0, 0};
+    CallStats st = {0, 0, 0};
+    int rc;
+    if (k > TC_RELEASE_FROM) {
+        Py_BEGIN_ALLOW_THREADS rc = tc_text(self, t, k, norm, &b, &st);
+        Py_END_ALLOW_THREADS
+    } else {
+        rc = tc_text(self, t, k, norm, &b, &st);
+    }
+    if (t != stack) free(t);
+    wc_account(self->cache, &st);
+    if (rc < 0) {
+        free(b.syms);
+        if (rc == -2) {
+            PyErr_SetString(PyExc_ValueError, "surrogate code point in text");
+            return NULL;
+        }
+        return PyErr_NoMemory();
+    }
+    PyObject *list = PyList_New(b.n);
+    if (list) {
+        for (Py_ssize_t i = 0; i < b.n; i++) {
+            int32_t id = b.syms[i];
+            PyObject *v;
+            if (id < self->model->n_ids) {
+                v = self->id_objs[id];
+                if (!v && !(v = self->id_objs[id] = PyLong_FromLong(id))) {
+                    Py_DECREF(list);
+                    list = NULL;
+                    break;
+                }
+                Py_INCREF(v);
+            } else if (!(v = PyLong_FromLong(id))) {
+                Py_DECREF(list);
+                list = NULL;
+                break;
+            }
+            PyList_SET_ITEM(list, i, v);
+        }
+    }
+    free(b.syms);
+    return list;
+}
+
+PyDoc_STRVAR(te_cache_stats_doc, "cache_stats() -> (hits, misses, size, max_size) of the segment cache.");
+
+static PyObject *TextEncoder_cache_stats(TextEncoder *self, PyObject *unused) { return wc_stats_tuple(self->cache); }
+
+PyDoc_STRVAR(te_clear_cache_doc, "clear_cache(): drop every entry of the segment cache and reset its counters.");
+
+static PyObject *TextEncoder_clear_cache(TextEncoder *self, PyObject *unused) {
+    if (self->cache) {
+        Py_BEGIN_ALLOW_THREADS wc_clear(self->cache);
+        Py_END_ALLOW_THREADS
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef TextEncoder_methods[] = {
+    {"encode", (PyCFunction)TextEncoder_encode, METH_O, te_encode_doc},
+    {"cache_stats", (PyCFunction)TextEncoder_cache_stats, METH_NOARGS, te_cache_stats_doc},
+    {"clear_cache", (PyCFunction)TextEncoder_clear_cache, METH_NOARGS, te_clear_cache_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject TextEncoderType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "app.engine._native._mergebpe.TextEncoder",
+    .tp_basicsize = sizeof(TextEncoder),
+    .tp_dealloc = (destructor)TextEncoder_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A whole ordinary text in one call: TextEncoder(model, matcher, token_ids, replace_from, replace_to, "
+              "cache_size).",
+    .tp_methods = TextEncoder_methods,
+    .tp_new = TextEncoder_new,
+};
+
+
 static struct PyModuleDef mergebpe_module = {
     PyModuleDef_HEAD_INIT, "_mergebpe", "Compiled BPE over an ordered merge list.", -1, NULL, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__mergebpe(void) {
-    if (PyType_Ready(&ModelType) < 0 || PyType_Ready(&MatcherType) < 0) return NULL;
+    if (PyType_Ready(&ModelType) < 0 || PyType_Ready(&MatcherType) < 0 || PyType_Ready(&TextEncoderType) < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&mergebpe_module);
     if (!m) return NULL;
     Py_INCREF(&ModelType);
@@ -846,6 +1264,13 @@ PyMODINIT_FUNC PyInit__mergebpe(void) {
         Py_DECREF(m);
         return NULL;
     }
+    Py_INCREF(&TextEncoderType);
+    if (PyModule_AddObject(m, "TextEncoder", (PyObject *)&TextEncoderType) < 0) {
+        Py_DECREF(&TextEncoderType);
+        Py_DECREF(m);
+        return NULL;
+    }
     PyModule_AddIntConstant(m, "HEAP_FROM", HEAP_FROM);
+    PyModule_AddIntConstant(m, "COMPACT_ID_BITS", COMPACT_ID_BITS);
     return m;
 }

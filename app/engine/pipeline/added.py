@@ -68,6 +68,10 @@ class AddedMatcher:
         if lengths and MERGE_BPE.module is not None and MERGE_BPE.resolve_backend(None) == "native":
             self._native = MERGE_BPE.module.Matcher(list(self._by_pattern))
 
+    def entries(self) -> list[tuple[str, AddedToken]]:
+        """``(pattern, token)`` per distinct pattern, in the order the matcher prefers them (first listed)."""
+        return list(self._by_pattern.items())
+
     def split(self, text: str) -> list[Split]:
         """``text`` cut into ordinary stretches and matched tokens, covering it in order (no empty stretches,
         except ``[(0, 0, None)]`` for an empty text)."""

@@ -134,6 +134,12 @@ class Model(Protocol):
         normalizer and pre-tokenizer itself; None (the default) when it cannot."""
         return None
 
+    def text_encoder(self, plan: Any, cache_size: int) -> Callable[[str], list[int]] | None:
+        """One compiled call for a whole ordinary text, added tokens included, when the model can run the steps of
+        ``plan`` (:class:`~app.engine.pipeline.text_plan.TextPlan`) itself, with a segment cache of ``cache_size``
+        slots; None (the default) when it cannot."""
+        return None
+
     def cache_stats(self) -> CacheStats | None:
         """Counters of the compiled core's own cache; None (the default) when the model has none."""
         return None

@@ -30,6 +30,7 @@ from .added import AddedMatcher, AddedToken
 from .base import Decoder, Model, Normalizer, Piece, PostProcessor, PreTokenizer, Span
 from .normalizers import Replace
 from .pre_tokenizers import Split
+from .text_plan import TextPlan
 
 #: How a pipeline encodes an ordinary text (``Pipeline.text_path``), in the order they are tried:
 #:
@@ -37,11 +38,14 @@ from .pre_tokenizers import Split
 #:   one compiled call (SentencePiece BPE, Unigram; only without added tokens);
 #: - ``fused``: the model's ``fuse`` does the same for the stretches between raw added tokens (WordPiece behind
 #:   BERT's normalizer, Unigram with added tokens; not with normalized added tokens, which need the pipeline);
+#: - ``text-plan``: the model's ``text_encoder`` runs a :class:`~app.engine.pipeline.text_plan.TextPlan` (raw added
+#:   tokens, a one-character Replace normalizer, a Split that never cuts, the model and a segment cache) on the whole
+#:   text in one compiled call (Gemma-style merge-list BPE files);
 #: - ``strings``: a compiled model behind at most a Replace normalizer and a Split pre-tokenizer (Gemma-style
 #:   files): the pipeline's steps on plain strings, the model in one call;
 #: - ``native-items``: the pipeline's steps (:meth:`Pipeline.pre_token_pieces`), the compiled model in one call;
 #: - ``python``: the pure-Python reference, the model per pre-token through the piece cache.
-TEXT_PATHS = ("whole-text", "fused", "strings", "native-items", "python")
+TEXT_PATHS = ("whole-text", "fused", "text-plan", "strings", "native-items", "python")
 
 
 def _surrogate_spans(text: str, clean: str) -> list[Span]:
@@ -103,6 +107,7 @@ class Pipeline(Tokenizer):
         top = max((t.id for t in added), default=-1)
         self.n_vocab = max(model.vocab_size, top + 1)
         size = default_cache_size() if cache_size is None else cache_size
+        self._cache_size = size
         self._cache = PieceCache(self._tokenize_piece, size)
         self._lookup = self._cache.lookup
         # optional: (start, end) stretches of a long pre-token that the model tokenizes independently (exactly)
@@ -188,6 +193,11 @@ class Pipeline(Tokenizer):
             self._fused = model.fuse(normalizer, pre_tokenizer)
             if self._fused is not None:
                 return "fused", self._encode_text_fused
+        if model.native is not None and no_normalized_added:
+            plan = TextPlan.of(self._raw_matcher.entries(), normalizer, pre_tokenizer)
+            encode_text = model.text_encoder(plan, self._cache_size) if plan is not None else None
+            if encode_text is not None:
+                return "text-plan", encode_text
         if model.native is not None:
             if (no_normalized_added and (normalizer is None or type(normalizer) is Replace)
                     and (pre_tokenizer is None or type(pre_tokenizer) is Split)):

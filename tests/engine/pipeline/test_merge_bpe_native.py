@@ -153,7 +153,7 @@ def gemma3_native() -> Pipeline:
 
 
 def test_gemma3_runs_native() -> None:
-    assert gemma3_native().backend == "native" and gemma3_native().text_path == "strings"
+    assert gemma3_native().backend == "native" and gemma3_native().text_path == "text-plan"
 
 
 def test_gemma3_matches_the_reference_and_hugging_face(gemma3_python: Pipeline) -> None:
@@ -171,3 +171,85 @@ def test_gemma3_matches_the_reference_and_hugging_face(gemma3_python: Pipeline) 
             mismatches.append(text[:80])
     assert len(texts) > 2000
     assert not mismatches, mismatches[:5]
+
+
+# -- the text-plan path: added tokens, normalizer, cut, model and segment cache in one compiled call ----------------
+
+
+def _plan_pipeline(config: dict, added: list[AddedToken], backend: str, *,  # type: ignore[type-arg]
+                   replace: tuple[str, str] | None, split: str | None, cache_size: int = 64) -> Pipeline:
+    from app.engine.pipeline.normalizers import Replace
+    from app.engine.pipeline.pattern import HFPattern
+    from app.engine.pipeline.pre_tokenizers import Split
+
+    normalizer = Replace(HFPattern(string=replace[0]), replace[1]) if replace is not None else None
+    pre_tokenizer = Split(HFPattern(string=split), "MergedWithPrevious") if split is not None else None
+    return Pipeline(name="plan", model=BPE.from_hf(config, backend=backend), normalizer=normalizer,
+                    pre_tokenizer=pre_tokenizer, added_tokens=added, cache_size=cache_size, backend=backend)
+
+
+def _plan_texts(rng: random.Random, added: list[AddedToken]) -> list[str]:
+    contents = [t.content for t in added] or ["x"]
+    pool = [*ALPHABET, *"xyz😀ß\u0301", "\ud800", "\udc00", "\ud83d\ude00"]
+    texts = ["", " ", "▁" * 300, "a" * 700, "".join(contents), "".join(contents) * 3, " " * 50, "\ud800",
+             "ab" * 400 + "".join(contents)]
+    for _ in range(40):
+        parts = [rng.choice(contents) if rng.random() < 0.25 else rng.choice(pool)
+                 for _ in range(rng.choice([1, 3, 10, 40, 200]))]
+        texts.append("".join(parts))
+    return texts
+
+
+def test_text_plan_matches_the_reference_on_random_pipelines() -> None:
+    rng = random.Random(20261204)
+    planned = 0
+    for _ in range(150):
+        config = _random_model(rng)
+        added = [AddedToken("".join(rng.choice("ab<>▁\n 😀") for _ in range(rng.randint(1, 4))), 1000 + i,
+                            special=rng.random() < 0.3) for i in range(rng.choice([0, 1, 5, 12]))]
+        replace = rng.choice([None, (" ", "▁"), (" ", "ab"), ("a", ""), ("▁", " ")])
+        split = " " if replace is not None and replace[0] == " " and rng.random() < 0.5 else None
+        native = _plan_pipeline(config, added, "native", replace=replace, split=split)
+        python = _plan_pipeline(config, added, "python", replace=replace, split=split)
+        assert python.text_path == "python"
+        planned += native.text_path == "text-plan"
+        for text in _plan_texts(rng, added):
+            assert native.encode(text) == python.encode(text), (config, added, replace, text)
+            assert native.count(text) == len(python.encode(text))
+    assert planned == 150  # every configuration above has a plan
+
+
+def test_text_plan_declines_what_it_does_not_run() -> None:
+    config = {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, " ": 3}, "merges": ["a b"]}
+    lstrip = [AddedToken("b", 7, lstrip=True)]
+    assert _plan_pipeline(config, lstrip, "native", replace=None, split=None).text_path != "text-plan"
+    normalized = [AddedToken("b", 7, normalized=True)]
+    assert _plan_pipeline(config, normalized, "native", replace=None, split=None).text_path != "text-plan"
+    # a split that can match after the normalizer cuts text: not a plan
+    assert _plan_pipeline(config, [], "native", replace=None, split=" ").text_path != "text-plan"
+    assert _plan_pipeline(config, [], "native", replace=(" ", "a b"), split=" ").text_path != "text-plan"
+    python = _plan_pipeline(config, [], "python", replace=None, split=" ")
+    native = _plan_pipeline(config, [], "native", replace=None, split=" ")
+    assert native.encode("ab ab  b") == python.encode("ab ab  b")
+
+
+def test_text_plan_cache_counts_and_clears() -> None:
+    config = {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "▁": 3}, "merges": ["a b"]}
+    tok = _plan_pipeline(config, [], "native", replace=(" ", "▁"), split=None, cache_size=32)
+    assert tok.text_path == "text-plan"
+    assert tok.encode("ab ab") == [2, 3, 2]
+    stats = tok.cache_stats()
+    assert stats.max_size == 32 and stats.hits + stats.misses >= 1
+    assert tok.encode("ab ab") == [2, 3, 2]
+    assert tok.cache_stats().hits > stats.hits
+    tok.clear_cache()
+    assert tok.cache_stats().hits == 0 and tok.encode("ab ab") == [2, 3, 2]
+
+
+def test_text_plan_gemma3_hostile_runs(gemma3_python: Pipeline) -> None:
+    native = gemma3_native()
+    tokens = list(native.added_tokens)
+    texts = ["", "<mask>" * 200, "".join(tokens[:300]), "\n" * 5000, "\t" * 999 + "x", "▁" * 5000, " " * 5000,
+             "a" * 50_000, "😀" * 3000, "\ud800" * 100 + "a", "<b>" + "ab" * 5000 + "</b>", "<bos><eos>" * 50]
+    for text in texts:
+        assert native.encode(text) == gemma3_python.encode(text), text[:40]

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import heapq
 import random
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
+from ...cache import CacheStats
 from ...dropout import merge_with_dropout
 from ..base import Model
 from ..compiled import MERGE_BPE as _EXT
+from ..text_plan import TextPlan
 
 #: Below this many symbols the quadratic scan beats the heap.
 _HEAP_FROM = 48
@@ -81,9 +83,34 @@ class BPE(Model):
             except (ValueError, TypeError):
                 self.native = None  # the reference below raises the precise error
         self.backend = "python" if self.native is None else "native"
+        self._text_encoder: Any = None
         self._python_ready = False
         if self.native is None:
             self._prepare_python()
+
+    def text_encoder(self, plan: TextPlan, cache_size: int) -> Callable[[str], list[int]] | None:
+        """The compiled ``TextEncoder`` of ``plan`` (added tokens, normalizer, cut, model and a segment cache of
+        ``cache_size`` slots in one call per text; the same ids as the pipeline's steps), or None without the
+        compiled model or when its pair table is not the compact one (ids of 2**20 and more)."""
+        module = _EXT.module
+        if self.native is None or module is None or self._vocab_size > (1 << module.COMPACT_ID_BITS):
+            return None
+        matcher = module.Matcher(list(plan.patterns)) if plan.patterns else None
+        replace_from = -1 if plan.replace_from is None else ord(plan.replace_from)
+        encoder = module.TextEncoder(self.native, matcher, list(plan.token_ids), replace_from, plan.replace_to,
+                                     cache_size)
+        self._text_encoder = encoder
+        return cast("Callable[[str], list[int]]", encoder.encode)
+
+    def cache_stats(self) -> CacheStats | None:
+        """Counters of the compiled text encoder's segment cache; None without one (the pipeline's own cache)."""
+        encoder = self._text_encoder
+        return None if encoder is None else CacheStats(*encoder.cache_stats())
+
+    def clear_cache(self) -> None:
+        """Empty the compiled text encoder's segment cache."""
+        if self._text_encoder is not None:
+            self._text_encoder.clear_cache()
 
     def use_reference(self) -> None:
         """Drop the compiled model: every call runs the pure-Python reference from now on."""
