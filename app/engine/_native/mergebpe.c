@@ -723,10 +723,45 @@ typedef struct {
     size_t mask;
     int32_t *first;       /* code point -> offset into lengths (-1: starts no pattern) */
     Py_ssize_t *lengths;  /* per first character: n, then n lengths, longest first */
+    /* a trie of the patterns: edges (node << 21 | code point) -> child in an open-addressing table (key
+     * UINT64_MAX empty); per node the pattern that ends there (the first listed), -1 none; node 0 is the root.
+     * A walk from a position finds its longest match in one pass over at most the longest pattern. */
+    uint64_t *edge_keys;
+    int32_t *edge_child;
+    size_t edge_mask;
+    int32_t *ends;
 } Matcher;
+
+static inline int32_t trie_child(const Matcher *m, int32_t node, uint32_t cp) {
+    uint64_t key = ((uint64_t)(uint32_t)node << 21) | cp;
+    size_t i = (size_t)mix64(key) & m->edge_mask;
+    for (;;) {
+        uint64_t k = m->edge_keys[i];
+        if (k == key) return m->edge_child[i];
+        if (k == UINT64_MAX) return -1;
+        i = (i + 1) & m->edge_mask;
+    }
+}
+
+/* the longest pattern that matches t[at..n) at at (index, length in *len), or -1 */
+static inline Py_ssize_t trie_longest(const Matcher *m, const uint32_t *t, Py_ssize_t at, Py_ssize_t n,
+                                      Py_ssize_t *len) {
+    int32_t node = 0;
+    Py_ssize_t hit = -1;
+    for (Py_ssize_t i = at; i < n; i++) {
+        node = trie_child(m, node, t[i]);
+        if (node < 0) break;
+        if (m->ends[node] >= 0) {
+            hit = m->ends[node];
+            *len = i + 1 - at;
+        }
+    }
+    return hit;
+}
 
 static void Matcher_dealloc(Matcher *self) {
     free(self->text), free(self->start), free(self->len), free(self->slots), free(self->first), free(self->lengths);
+    free(self->edge_keys), free(self->edge_child), free(self->ends);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -815,6 +850,33 @@ static PyObject *Matcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             }
         }
         qsort(self->lengths + base + 1, (size_t)self->lengths[base], sizeof(Py_ssize_t), cmp_len_desc);
+    }
+    {
+        size_t ecap = pow2_at_least((size_t)total * 2 + 2);
+        self->edge_keys = (uint64_t *)malloc(ecap * sizeof(uint64_t));
+        self->edge_child = (int32_t *)malloc(ecap * sizeof(int32_t));
+        self->ends = (int32_t *)malloc(((size_t)total + 1) * sizeof(int32_t));
+        if (!self->edge_keys || !self->edge_child || !self->ends) goto nomem;
+        memset(self->edge_keys, 0xFF, ecap * sizeof(uint64_t));
+        self->edge_mask = ecap - 1;
+        self->ends[0] = -1;
+        int32_t nodes = 1;
+        for (Py_ssize_t k = 0; k < n; k++) {
+            int32_t node = 0;
+            for (Py_ssize_t q = 0; q < self->len[k]; q++) {
+                uint64_t key = ((uint64_t)(uint32_t)node << 21) | self->text[self->start[k] + q];
+                size_t i = (size_t)mix64(key) & self->edge_mask;
+                while (self->edge_keys[i] != UINT64_MAX && self->edge_keys[i] != key) i = (i + 1) & self->edge_mask;
+                if (self->edge_keys[i] == UINT64_MAX) {
+                    self->edge_keys[i] = key;
+                    self->edge_child[i] = nodes;
+                    self->ends[nodes] = -1;
+                    nodes++;
+                }
+                node = self->edge_child[i];
+            }
+            if (self->ends[node] < 0) self->ends[node] = (int32_t)k; /* the first listed wins */
+        }
     }
     free(count_by_first);
     return (PyObject *)self;
@@ -1100,18 +1162,7 @@ static int tc_text(const TextEncoder *te, const uint32_t *t, Py_ssize_t n, uint3
             at++;
             continue;
         }
-        const Py_ssize_t *ls = mt->lengths + f;
-        Py_ssize_t hit = -1, hit_len = 0;
-        for (Py_ssize_t q = 0; q < ls[0]; q++) {
-            Py_ssize_t len = ls[1 + q];
-            if (at + len > n) continue;
-            Py_ssize_t k = matcher_lookup(mt, PyUnicode_4BYTE_KIND, t, at, len);
-            if (k >= 0) {
-                hit = k;
-                hit_len = len;
-                break;
-            }
-        }
+        Py_ssize_t hit_len = 0, hit = trie_longest(mt, t, at, n, &hit_len);
         if (hit < 0) {
             at++;
             continue;
