@@ -169,7 +169,23 @@ _PLANS: dict[tuple[tuple[str, int], ...], _Plan] = {}
 _REPORTED = frozenset(USAGE_KEYS)
 
 
+#: The plan of a price set object (kept in the entry, so its id is not reused while the entry lives): price sets
+#: come from :meth:`app.pricing.pricer.Pricer.prices_at`, one object per price period.
+_PLAN_OF: dict[int, tuple[ModelPrice, _Plan]] = {}
+
+
 def _plan(prices: ModelPrice) -> _Plan:
+    hit = _PLAN_OF.get(id(prices))
+    if hit is not None and hit[0] is prices:
+        return hit[1]
+    plan = _plan_of(prices)
+    if len(_PLAN_OF) >= 4096:
+        _PLAN_OF.clear()
+    _PLAN_OF[id(prices)] = (prices, plan)
+    return plan
+
+
+def _plan_of(prices: ModelPrice) -> _Plan:
     items = [(key, value) for key, value in vars(prices).items()
              if not key.startswith("_") and value is not None and key in UNITS_BY_PRICE_KEY]
     key = tuple((k, id(v)) for k, v in items)
