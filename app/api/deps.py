@@ -110,15 +110,14 @@ class ServiceState:
         return ModelInfo(name=name, tokenizer=tokenizer)
 
     def _priced_model(self, name: str) -> ModelInfo | None:
-        """A model only the price data knows (:func:`app.core.priced_models.priced_model`): an OpenAI model with
-        its tiktoken encoding; 422 ``no_public_tokenizer`` for another priced model, 422 ``unknown_tokenizer`` for
-        an encoding this process does not load. None if it is unknown."""
+        """A model the table lacks (:func:`app.core.priced_models.priced_model`): an OpenAI model of the price data
+        with its tiktoken encoding; 422 ``no_public_tokenizer`` (details name the field ``model`` and the provider's
+        counting endpoint) for another priced model or a name with a provider's prefix (Claude, Gemini), 422
+        ``unknown_tokenizer`` for an encoding this process does not load. None if it is unknown."""
         try:
             info = priced_model(self.prices, name)
         except NoPublicTokenizer as exc:
-            raise ApiError(422, "no_public_tokenizer", str(exc), {"name": name, "provider": exc.provider,
-                                                                  "counting_endpoint": exc.endpoint,
-                                                                  "priced": True}) from None
+            raise ApiError(422, "no_public_tokenizer", str(exc), exc.details()) from None
         if info is None:
             return None
         try:

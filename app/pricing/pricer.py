@@ -263,7 +263,3 @@ class Pricer:
                     errors.append(f"{extractor.api_flavor}: {exc}")
         raise PricingError("bad_response", f"cannot read usage from the {provider.id} response: {errors[0]}",
                            {"tried": errors[:6]})
-
-    def counting_endpoint(self, provider: Provider) -> str | None:
-        """The provider's own token-counting endpoint, if it has one this service knows."""
-        return COUNTING_ENDPOINTS.get(provider.id)

@@ -114,9 +114,13 @@ def test_models_without_a_public_tokenizer(client: TestClient) -> None:
         assert r.status_code == 422
         err = r.json()["error"]
         assert err["type"] == "no_public_tokenizer" and endpoint in err["message"] and err["details"]["priced"]
+        assert err["details"]["field"] == "model" and endpoint in err["details"]["counting_endpoint"]
         assert client.post("/price", json={"model": model, "usage": {"input_tokens": 5}}).status_code == 200
     unknown = client.post("/count", json={"model": "no-such-model-x", "text": "hi"}).json()["error"]
     assert unknown["type"] == "unknown_model"
+    newer = client.post("/encode", json={"model": "gemini-9-ultra", "text": "hi"}).json()["error"]  # not in the data
+    assert newer["type"] == "no_public_tokenizer" and newer["details"]["provider"] == "google"
+    assert ":countTokens" in newer["details"]["counting_endpoint"] and newer["details"]["priced"] is False
 
 
 def test_openai_models_of_the_price_data_count(client: TestClient) -> None:
