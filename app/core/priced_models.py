@@ -3,7 +3,8 @@
 One path answers, for every caller that counts (``/count``, ``/encode``, the providers' counting calls, the CLI):
 
 - an OpenAI model of the price data (or Azure's deployment of one) resolves to its tiktoken encoding by tiktoken's
-  rules (:mod:`app.pricing.openai_models`), with the context window from the price data;
+  rules (:mod:`app.pricing.openai_models`), with the context window from the price data (:func:`openai_names`
+  lists them for ``GET /models``);
 - any other model of the price data has no public tokenizer;
 - so has a name the price data lacks that carries a provider's own prefix (:data:`PROVIDER_PREFIXES`: Claude's
   ``claude-``, ``anthropic/``; Gemini's ``gemini-``, ``google/gemini``, …) — a model newer than the data, say.
@@ -18,7 +19,7 @@ from typing import Any
 
 from app.core.model_table import ModelInfo
 from app.pricing.openai_models import encoding_for_model
-from app.pricing.pricer import COUNTING_ENDPOINTS, Pricer
+from app.pricing.pricer import COUNTING_ENDPOINTS, Pricer, PricingError
 
 #: Provider id -> (display name, lower-case name prefixes of its models whose tokenizer is not public). Only
 #: names the model table and the price data both lack are matched here (the price data knows the rest); prefixes
@@ -64,6 +65,11 @@ def priced_model(pricer: Pricer | None, name: str) -> ModelInfo | None:
     (the caller checks that the encoding is loaded); :class:`NoPublicTokenizer` for any other model of the price
     data and for a name with a provider's prefix (:func:`by_prefix`); None if the name is unknown."""
     provider = pricer.knows(name) if pricer is not None else None
+    if provider is None and pricer is not None and encoding_for_model(name) is not None:
+        try:  # genai-prices finds some OpenAI models only at their provider (text-embedding-3-small, davinci-002)
+            provider, _ = pricer.resolve(name, "openai")
+        except PricingError:
+            provider = None
     if provider is None:
         refused = by_prefix(name)
         if refused is not None:
@@ -76,3 +82,23 @@ def priced_model(pricer: Pricer | None, name: str) -> ModelInfo | None:
     _, priced = pricer.resolve(name, provider.id)
     return ModelInfo(name=name, tokenizer=encoding, context_window=priced.context_window,
                      pricing_provider=provider.id)
+
+
+def openai_names(pricer: Pricer | None) -> list[str]:
+    """The OpenAI models of the price data that count here: each model id of the ``openai`` provider that
+    tiktoken's rules map to an encoding and that :func:`priced_model` resolves back to that same model (an id that
+    is only a name pattern, such as ``ft:gpt-4o`` matching ``ft:gpt-4o-2024-…``, is left out), in the data's
+    order."""
+    if pricer is None:
+        return []
+    provider = next((p for p in pricer.data.providers if p.id == "openai"), None)
+    out = []
+    for model in provider.models if provider is not None else []:
+        if encoding_for_model(model.id) is None:
+            continue
+        try:
+            if priced_model(pricer, model.id) is not None and pricer.resolve(model.id, "openai")[1] is model:
+                out.append(model.id)
+        except (NoPublicTokenizer, PricingError):
+            continue
+    return out

@@ -19,6 +19,8 @@ from app.api.deps import ServiceState
 from app.api.main import create_app
 from app.core.config import Settings
 from app.pricing.data import PriceDataError, bundled
+from app.pricing.openai_models import encoding_for_model
+from app.pricing.pricer import Pricer, PricingError
 from tests.pricing.test_data import ACME
 
 MONEY = ("total", "input_total", "output_total", "amount", "rate", "estimated_input_cost", "estimated_output_cost",
@@ -154,19 +156,41 @@ def test_count_and_encode_breakdown(client: TestClient) -> None:
 
 
 def test_every_model_counts_and_prices_or_says_why(client: TestClient) -> None:
+    """Every entry of GET /models (the table's and the price data's OpenAI models) has a price or a plain reason,
+    and counts through /count with its listed tokenizer and the listed price."""
     listing = client.get("/models").json()
     assert listing["price_data"]["package_version"] == "0.2.3"
     priced = 0
     for m in listing["models"]:
         price = m["price"]
-        assert price["available"] or price["reason"], m["name"]
+        assert price["available"] or (isinstance(price["reason"], str) and len(price["reason"]) > 20), m["name"]
         priced += bool(price["available"])
         r = client.post("/count", json={"model": m["name"], "text": "hello", "max_output_tokens": 1})
         assert r.status_code == 200, (m["name"], r.text)
-        block = r.json()["model"]
+        body = r.json()
+        assert body["tokenizer"] == m["tokenizer"], m["name"]
+        block = body["model"]
         assert (block["price"] is not None) == bool(price["available"]), m["name"]
-        assert _floats(r.json()) == []
+        if price["available"]:
+            assert (block["price"]["provider"], block["price"]["model"]) == (price["provider"], price["model"])
+        assert _floats(body) == []
     assert priced >= 45
+    names = [m["name"] for m in listing["models"]]
+    assert len(names) == len(set(names))
+    from_data = {m["name"]: m for m in listing["models"] if m["listed_from"] == "price_data"}
+    assert {"gpt-5", "gpt-5.4-mini", "o1-pro", "gpt-4-32k", "davinci-002"} <= set(from_data)
+    assert all(m["price"]["available"] and m["price"]["source"] == "price_data" for m in from_data.values())
+    # every OpenAI model of the data that tiktoken's rules map is listed, or is only a name pattern
+    pricer = Pricer(bundled())
+    openai = next(p for p in pricer.data.providers if p.id == "openai")
+    for model in openai.models:
+        if encoding_for_model(model.id) is None or model.id in names:
+            continue
+        try:
+            found = pricer.resolve(model.id, "openai")[1]
+        except PricingError:
+            continue
+        assert found is not model, model.id
 
 
 def test_no_float_amount_anywhere(client: TestClient) -> None:

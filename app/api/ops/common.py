@@ -342,10 +342,11 @@ def _billing_updates(block: dict[str, Any]) -> tuple[tuple[Any, float], ...]:
 _SERVED: dict[int, tuple[SingleBlock, orjson.Fragment, tuple[tuple[Any, float], ...]]] = {}
 
 
-def model_price(pricer: Pricer | None, info: ModelInfo, name: str) -> dict[str, Any]:
-    """A table model's price for ``GET /models``: provider and model priced, the current standard rates per
-    million tokens (exact decimal strings; ``tiered`` when a rate changes past a prompt size) and the service tiers
-    the data has for it; or ``{"available": false, "reason": ...}``."""
+def model_price(pricer: Pricer | None, info: ModelInfo, name: str, source: str | None = None) -> dict[str, Any]:
+    """A model's price for ``GET /models``: provider and model priced, the current standard rates per million
+    tokens (exact decimal strings; ``tiered`` when a rate changes past a prompt size) and the service tiers the
+    data has for it; or ``{"available": false, "reason": ...}``. ``source``: how the price was found (default:
+    ``table`` when the model table names the provider, else ``name``)."""
     target = price_target(pricer, info, None, name)
     if target.provider is None or target.model is None:
         return {"available": False, "reason": target.reason}
@@ -364,4 +365,4 @@ def model_price(pricer: Pricer | None, info: ModelInfo, name: str) -> dict[str, 
     tiers = sorted({f"{k}={v}" for pv in variants for k, v in pv.when.items()})
     return {"available": True, "provider": target.provider.id, "model": target.model.id, "currency": "USD",
             **rates, "tiered": tiered, "price_variants": tiers,
-            "source": "table" if info.pricing_provider else "name"}
+            "source": source or ("table" if info.pricing_provider else "name")}
