@@ -202,9 +202,7 @@ class Pricer:
                 if hit is not None:
                     return hit
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                q = price_usage(model, provider, usage, when, ctx, prices)
+            q = price_usage(model, provider, usage, when, ctx, prices)
         except ValueError as exc:
             raise PricingError("bad_usage", str(exc)) from None
         q = Quote(q.provider, q.model, q.timestamp, q.lines, q.total, q.input_total, q.output_total, q.tier,
