@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import anyio
@@ -46,6 +46,7 @@ class ServiceState:
     limiter: anyio.CapacityLimiter | None = None
     bulk_limiter: anyio.CapacityLimiter | None = None
     _lookalikes: dict[str, Callable[[str], int]] = field(default_factory=dict)
+    _manifest_infos: dict[str, ModelInfo] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
@@ -95,7 +96,8 @@ class ServiceState:
         return enc
 
     def model(self, name: str) -> ModelInfo:
-        """The model table's entry, else a bare entry from a manifest ``models`` list; raises ApiError 422."""
+        """The model table's entry, else an entry from a manifest ``models`` list (priced as the price data's OpenAI
+        model of that name where there is one), else a model only the price data knows; raises ApiError 422."""
         info = self.models.resolve(name) if name not in self.manifest_models else self.models.get(name)
         if info is not None:
             return info
@@ -107,18 +109,38 @@ class ServiceState:
             known = sorted({*self.models.names(), *self.manifest_models})
             raise ApiError(422, "unknown_model", f"unknown model {name!r}; known models: {', '.join(known)}",
                            {"name": name, "known": known})
-        return ModelInfo(name=name, tokenizer=tokenizer)
+        return self._manifest_model(name, tokenizer)
+
+    def _manifest_model(self, name: str, tokenizer: str) -> ModelInfo:
+        """A bare entry for a manifest's model name; an OpenAI model of the price data with the same encoding gets
+        its provider and context window from the price data (so it is priced), memoised."""
+        info = self._manifest_infos.get(name)
+        if info is None:
+            info = ModelInfo(name=name, tokenizer=tokenizer)
+            try:
+                derived = priced_model(self.prices, name)
+            except NoPublicTokenizer:
+                derived = None
+            if derived is not None and self._canonical(derived.tokenizer) == self._canonical(tokenizer):
+                info = replace(derived, tokenizer=tokenizer)
+            self._manifest_infos[name] = info
+        return info
+
+    def _canonical(self, name: str) -> str | None:
+        try:
+            return self.store.resolve(name)
+        except UnknownTokenizerError:
+            return None
 
     def _priced_model(self, name: str) -> ModelInfo | None:
-        """A model only the price data knows (:func:`app.core.priced_models.priced_model`): an OpenAI model with
-        its tiktoken encoding; 422 ``no_public_tokenizer`` for another priced model, 422 ``unknown_tokenizer`` for
-        an encoding this process does not load. None if it is unknown."""
+        """A model the table lacks (:func:`app.core.priced_models.priced_model`): an OpenAI model of the price data
+        with its tiktoken encoding; 422 ``no_public_tokenizer`` (details name the field ``model`` and the provider's
+        counting endpoint) for another priced model or a name with a provider's prefix (Claude, Gemini), 422
+        ``unknown_tokenizer`` for an encoding this process does not load. None if it is unknown."""
         try:
             info = priced_model(self.prices, name)
         except NoPublicTokenizer as exc:
-            raise ApiError(422, "no_public_tokenizer", str(exc), {"name": name, "provider": exc.provider,
-                                                                  "counting_endpoint": exc.endpoint,
-                                                                  "priced": True}) from None
+            raise ApiError(422, "no_public_tokenizer", str(exc), exc.details()) from None
         if info is None:
             return None
         try:

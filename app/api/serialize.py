@@ -21,7 +21,8 @@ CHUNK = 65536
 
 
 def dumps(obj: Any) -> bytes:
-    """The JSON bytes of ``obj`` (dicts with string keys, lists, tuples, str, int, float, bool, None)."""
+    """The JSON bytes of ``obj`` (dicts with string keys, lists, tuples, str, int, float, bool, None, and
+    ``orjson.Fragment`` for JSON already serialized)."""
     try:
         if not _has_long_list(obj):
             return orjson.dumps(obj)
@@ -29,7 +30,15 @@ def dumps(obj: Any) -> bytes:
         _emit(obj, out)
         return b"".join(out)
     except TypeError:  # a lone surrogate or a >64-bit integer: never in engine output; stay safe rather than 500
-        return json.dumps(obj, separators=(",", ":")).encode("ascii")
+        return json.dumps(obj, separators=(",", ":"), default=_fragment).encode("ascii")
+
+
+def _fragment(value: Any) -> Any:
+    """The value of an ``orjson.Fragment`` (pre-serialized JSON, such as a memoised ``model`` block) for the
+    ``json`` fallback of :func:`dumps`."""
+    if isinstance(value, orjson.Fragment):
+        return json.loads(orjson.dumps(value))
+    raise TypeError(f"cannot serialize {type(value).__name__}")
 
 
 _CONTAINERS = (dict, list, tuple)

@@ -5,6 +5,7 @@
     with Client("http://127.0.0.1:8000", token=os.environ.get("TOKENIZER_AUTH_TOKEN")) as client:
         client.count("hello world", tokenizer="cl100k_base").count        # 2
         client.encode("hi", model="gpt-4o", suffix=["<|endoftext|>"]).ids
+        client.price("gpt-4o", usage={"input_tokens": 1000, "output_tokens": 100}).total  # Decimal('0.0035')
         enc = RemoteEncoding(client, "cl100k_base")                        # tiktoken-shaped
         enc.encode("hello <|endoftext|>", allowed_special="all")
 
@@ -49,6 +50,8 @@ from .results import (
     Health,
     ModelEntry,
     ModelUsage,
+    PriceLine,
+    PriceResult,
     Ready,
     TokenizerDetail,
     TokenizerInfo,
@@ -78,6 +81,8 @@ __all__ = [
     "MethodNotAllowedError",
     "ModelEntry",
     "ModelUsage",
+    "PriceLine",
+    "PriceResult",
     "NotFoundError",
     "NotReadyError",
     "PayloadTooLargeError",

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import quote
 
@@ -26,6 +27,7 @@ from .results import (
     EncodeResult,
     Health,
     ModelEntry,
+    PriceResult,
     Ready,
     TokenizerDetail,
     TokenizerInfo,
@@ -194,6 +196,17 @@ def encode_messages(body: dict[str, Any], return_tokens: bool) -> Call[EncodeRes
 def models() -> Call[list[ModelEntry]]:
     """``GET /models``."""
     return Call("GET", "/models", None, lambda d: [ModelEntry.from_json(m) for m in d["models"]])
+
+
+def price(model: str | None, usage: Mapping[str, int | float] | None, response: Any, provider: str | None,
+          timestamp: datetime | str | None, service_tier: str | None, price_context: Mapping[str, str] | None,
+          api_flavor: str | None) -> Call[PriceResult]:
+    """``POST /price`` (fields left None are not sent)."""
+    when = timestamp.isoformat() if isinstance(timestamp, datetime) else timestamp
+    body = {"model": model, "provider": provider, "usage": dict(usage) if usage is not None else None,
+            "response": response, "api_flavor": api_flavor, "timestamp": when, "service_tier": service_tier,
+            "price_context": dict(price_context) if price_context is not None else None}
+    return Call("POST", "/price", dumps({k: v for k, v in body.items() if v is not None}), PriceResult.from_json)
 
 
 def _text_body(

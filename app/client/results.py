@@ -260,6 +260,62 @@ class ModelEntry:
 
 
 @dataclass(frozen=True)
+class PriceLine:
+    """One priced unit of a :class:`PriceResult`: ``quantity`` units (after decomposition: input excludes cache
+    reads) x ``rate`` per ``per`` units = ``amount``; ``tier_start`` is the threshold whose rate applied (None:
+    the base rate)."""
+
+    unit: str
+    kind: str
+    quantity: int | Decimal
+    rate: Decimal
+    per: int
+    amount: Decimal
+    tier_start: int | None = None
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> PriceLine:
+        q = obj["quantity"]
+        return cls(obj["unit"], obj["kind"], q if isinstance(q, int) else Decimal(q), Decimal(obj["rate"]),
+                   int(obj["per"]), Decimal(obj["amount"]), obj.get("tier_start"))
+
+
+@dataclass(frozen=True)
+class PriceResult:
+    """``POST /price``: the price of one request's usage at a provider and model, from the service's price data.
+    Money is :class:`~decimal.Decimal` (exact, parsed from the service's decimal strings); ``breakdown`` is the
+    amount per group (``input`` uncached, ``cache_read``, ``cache_write[_5m|_1h]``, ``output`` with reasoning,
+    ``other``); ``tier`` says which long-context tier applied and why (None without tiered prices)."""
+
+    provider: str
+    model: str
+    total: Decimal
+    breakdown: dict[str, Decimal]
+    input_total: Decimal
+    output_total: Decimal
+    lines: list[PriceLine]
+    currency: str = "USD"
+    provider_name: str | None = None
+    model_name: str | None = None
+    tier: dict[str, Any] | None = None
+    service_tier: str | None = None
+    price_context: dict[str, str] = field(default_factory=dict)
+    timestamp: str | None = None
+    usage: dict[str, Any] = field(default_factory=dict)
+    price_data: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> PriceResult:
+        return cls(obj["provider"], obj["model"], Decimal(obj["total"]),
+                   {k: Decimal(v) for k, v in obj.get("breakdown", {}).items()},
+                   Decimal(obj.get("input_total", "0")), Decimal(obj.get("output_total", "0")),
+                   [PriceLine.from_json(line) for line in obj.get("lines", [])], obj.get("currency", "USD"),
+                   obj.get("provider_name"), obj.get("model_name"), obj.get("tier"), obj.get("service_tier"),
+                   obj.get("price_context") or {}, obj.get("timestamp"), obj.get("usage") or {},
+                   obj.get("price_data") or {})
+
+
+@dataclass(frozen=True)
 class Health:
     """``GET /healthz``."""
 

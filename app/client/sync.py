@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -21,6 +22,7 @@ from .results import (
     EncodeResult,
     Health,
     ModelEntry,
+    PriceResult,
     Ready,
     TokenizerDetail,
     TokenizerInfo,
@@ -122,6 +124,19 @@ class Client:
     def metrics(self) -> str:
         """``GET /metrics`` (Prometheus text)."""
         return self._run(calls.metrics())
+
+    def price(self, model: str | None = None, *, usage: Mapping[str, int | float] | None = None,
+              response: Any = None, provider: str | None = None, timestamp: datetime | str | None = None,
+              service_tier: str | None = None, price_context: Mapping[str, str] | None = None,
+              api_flavor: str | None = None) -> PriceResult:
+        """``POST /price``: the price of one request's usage (genai-prices' usage names: ``input_tokens`` (all
+        input, cached included), ``cache_read_tokens``, ``cache_write_tokens``, ``output_tokens``, ...), or of a
+        provider's own ``response`` / usage object (then ``provider`` is required and ``model`` defaults to the
+        response's). ``timestamp`` prices a past request; ``service_tier``: default, flex, priority, fast or batch.
+        Unknown model or provider: :class:`~app.client.errors.UnknownModelError` /
+        :class:`~app.client.errors.RequestValidationError` naming the closest names."""
+        return self._run(calls.price(model, usage, response, provider, timestamp, service_tier, price_context,
+                                      api_flavor))
 
     def models(self) -> list[ModelEntry]:
         """``GET /models``: every model of the table with its tokenizer, limits, chat support and prices."""

@@ -10,12 +10,14 @@ caller's ``cached_tokens`` (at most the count), ``output_tokens`` = ``max_output
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
+import orjson
 from genai_prices import Usage
 from genai_prices.types import ModelInfo as PricedModel
 from genai_prices.types import Provider
@@ -24,6 +26,7 @@ from app.core.config import Settings
 from app.core.model_table import ModelInfo
 from app.pricing.data import load_price_data
 from app.pricing.money import money
+from app.pricing.periods import EARLIEST, LATEST
 from app.pricing.pricer import Pricer, PricingError
 from app.pricing.quote import Quote
 
@@ -86,7 +89,17 @@ def _per_million(quote: Quote, usage_key: str) -> str | None:
     line = next((ln for ln in quote.lines if ln.usage_key == usage_key), None)
     if line is None:
         return None
-    return money(line.rate * Decimal(1_000_000) / Decimal(line.per))
+    hit = _PER_MILLION.get((id(line.rate), line.per))
+    if hit is None or hit[0] is not line.rate:
+        if len(_PER_MILLION) >= 4096:
+            _PER_MILLION.clear()
+        hit = _PER_MILLION[(id(line.rate), line.per)] = (
+            line.rate, money(line.rate * Decimal(1_000_000) / Decimal(line.per)))
+    return hit[1]
+
+
+#: A rate (a Decimal of the price data, kept to check the identity) per its unit -> its price per million, written.
+_PER_MILLION: dict[tuple[int, int], tuple[Decimal, str]] = {}
 
 
 def model_block(info: ModelInfo, counts: Sequence[int], batch: bool, pricer: Pricer | None, *,
@@ -95,37 +108,71 @@ def model_block(info: ModelInfo, counts: Sequence[int], batch: bool, pricer: Pri
                 requested: str | None = None) -> dict[str, Any]:
     """The ``model`` block (see the module docstring); ``requested`` is the model name as the caller wrote it.
     Raises :class:`PricingError` for a requested provider or service tier the price data lacks, or
-    ``cached_tokens`` above a text's count (``bad_usage``).
-
-    A single text at the standard prices takes a memoised path: the same model, count, cached and reserved tokens
-    give the same fields as long as the model's price set in force is the same object (checked on every call, so
-    a dated price change or a time-of-day price applies from its first second)."""
+    ``cached_tokens`` above a text's count (``bad_usage``). A single text at the standard prices is
+    :func:`single_block` (memoised)."""
     if not batch and service_tier is None and pricer is not None and len(counts) == 1:
-        key = (id(pricer), id(info), provider, requested, counts[0], cached_tokens, max_output_tokens)
-        hit = _SINGLE.get(key)
-        if hit is not None and hit[0] is info and hit[1].get_prices(datetime.now(tz=UTC)) is hit[2]:
-            return dict(hit[3])
-        block = _model_block(info, counts, batch, pricer, max_output_tokens, cached_tokens, provider, service_tier,
-                             requested)
-        target = price_target(pricer, info, provider, requested)
-        if target.model is not None and target.provider is not None and block.get("price") is not None \
-                and any(target.model is x for x in target.provider.models):
-            if len(_SINGLE) >= 4096:
-                _SINGLE.clear()
-            _SINGLE[key] = (info, target.model, target.model.get_prices(datetime.now(tz=UTC)), dict(block))
-        return block
+        return dict(single_block(info, counts[0], pricer, max_output_tokens=max_output_tokens,
+                                 cached_tokens=cached_tokens, provider=provider, requested=requested).fields)
     return _model_block(info, counts, batch, pricer, max_output_tokens, cached_tokens, provider, service_tier,
                         requested)
 
 
-#: Memoised single-text blocks (see :func:`model_block`): key -> (info, priced model, its price set, fields).
-_SINGLE: dict[tuple[Any, ...], tuple[ModelInfo, PricedModel, Any, dict[str, Any]]] = {}
+@dataclass(frozen=True)
+class SingleBlock:
+    """A memoised ``model`` block of one text at the standard prices: its ``fields`` (shared: do not modify) and
+    their JSON (``orjson.dumps(fields)``), valid while the clock is in ``[since, until)`` (POSIX seconds: the
+    period of the price set it was computed with; unbounded without a price)."""
+
+    info: ModelInfo
+    pricer: Pricer
+    fields: dict[str, Any]
+    json: bytes
+    since: float
+    until: float
+
+
+#: Memoised single-text blocks (see :func:`single_block`).
+_SINGLE: dict[tuple[Any, ...], SingleBlock] = {}
+#: Most entries of :data:`_SINGLE` (emptied when full).
+SINGLE_CACHE = 4096
+
+
+def _posix(moment: datetime) -> float:
+    return float("-inf") if moment == EARLIEST else float("inf") if moment == LATEST else moment.timestamp()
+
+
+def single_block(info: ModelInfo, count: int, pricer: Pricer, *, max_output_tokens: int | None = None,
+                 cached_tokens: int | None = None, provider: str | None = None,
+                 requested: str | None = None) -> SingleBlock:
+    """The ``model`` block of one text of ``count`` tokens at the model's standard prices (no service tier), as
+    :func:`model_block` computes it, memoised: the same model, names, count, cached and reserved tokens give the
+    same block until the price period it was computed in ends (:meth:`Pricer.prices_at`: a dated or time-of-day
+    price change applies from its first instant). Raises as :func:`model_block` does."""
+    key = (id(pricer), id(info), provider, requested, count, cached_tokens, max_output_tokens)
+    hit = _SINGLE.get(key)
+    if hit is not None and hit.info is info and hit.pricer is pricer and hit.since <= time.time() < hit.until:
+        return hit
+    now = datetime.now(tz=UTC)
+    target = price_target(pricer, info, provider, requested)
+    fields = _model_block(info, [count], False, pricer, max_output_tokens, cached_tokens, provider, None,
+                          requested, now, target)
+    since, until = float("-inf"), float("inf")
+    if target.model is not None and target.provider is not None:
+        period = pricer.prices_at(target.provider, target.model, now)
+        since, until = _posix(period.start), _posix(period.end)
+    block = SingleBlock(info, pricer, fields, orjson.dumps(fields), since, until)
+    if len(_SINGLE) >= SINGLE_CACHE:
+        _SINGLE.clear()
+    _SINGLE[key] = block
+    return block
 
 
 def _model_block(info: ModelInfo, counts: Sequence[int], batch: bool, pricer: Pricer | None,
                  max_output_tokens: int | None, cached_tokens: int | None, provider: str | None,
-                 service_tier: str | None, requested: str | None) -> dict[str, Any]:
-    target = price_target(pricer, info, provider, requested)
+                 service_tier: str | None, requested: str | None, when: datetime | None = None,
+                 target: PriceTarget | None = None) -> dict[str, Any]:
+    if target is None:
+        target = price_target(pricer, info, provider, requested)
     window = info.context_window
     if window is None and target.model is not None:
         window = target.model.context_window
@@ -152,7 +199,8 @@ def _model_block(info: ModelInfo, counts: Sequence[int], batch: bool, pricer: Pr
     for c in counts:
         if c not in quotes:
             usage = Usage(input_tokens=c, cache_read_tokens=cached, output_tokens=reserved or 0)
-            quotes[c] = pricer.quote(target.provider, target.model, usage, service_tier=service_tier, reuse=True)
+            quotes[c] = pricer.quote(target.provider, target.model, usage, timestamp=when,
+                                     service_tier=service_tier, reuse=True)
     if not batch:
         key = (quotes[counts[0]], reserved is not None)
         section = _SECTIONS.get(id(key[0]))

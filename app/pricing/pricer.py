@@ -16,9 +16,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from genai_prices import Usage
-from genai_prices.types import ModelInfo, Provider
+from genai_prices.types import ModelInfo, ModelPrice, Provider
 
 from .data import PriceData
+from .periods import price_period
 from .quote import USAGE_KEYS, Quote, price_key, price_usage, resolved_prices
 
 # Each provider's own token-counting endpoint, for the models this service cannot count (no public tokenizer).
@@ -39,8 +40,22 @@ SERVICE_TIERS: dict[str, dict[str, str]] = {
 }
 
 
-#: Most quotes :meth:`Pricer.quote` keeps for reuse (the cache is emptied when full).
+#: Most quotes :meth:`Pricer.quote` keeps for reuse, and most entries of its other memos (each is emptied when
+#: full).
 QUOTE_CACHE = 4096
+
+
+@dataclass(frozen=True)
+class PricePeriod:
+    """A model's price set (at one provider, with one price context) and the period ``[start, end)`` in which it
+    is the one in force."""
+
+    provider: Provider
+    model: ModelInfo
+    prices: ModelPrice
+    start: datetime
+    end: datetime
+    key: tuple[tuple[str, int], ...] = ()  # :func:`app.pricing.quote.price_key` of ``prices``
 
 
 class PricingError(ValueError):
@@ -82,6 +97,9 @@ class Pricer:
     data: PriceData
     _ids: dict[str, list[str]] = field(default_factory=dict, init=False)
     _quotes: dict[tuple[Any, ...], Quote] = field(default_factory=dict, init=False, repr=False)
+    _periods: dict[tuple[Any, ...], PricePeriod] = field(default_factory=dict, init=False, repr=False)
+    _resolved: dict[tuple[str, str | None], tuple[Provider, ModelInfo] | PricingError] = field(
+        default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._ids = {p.id: [m.id for m in p.models] for p in self.data.providers}
@@ -102,7 +120,23 @@ class Pricer:
 
     def resolve(self, model_ref: str, provider_id: str | None = None) -> tuple[Provider, ModelInfo]:
         """The provider and model genai-prices matches for ``model_ref`` (a model name as sent to the provider);
-        PricingError ``unknown_model`` / ``unknown_provider`` naming the closest matches."""
+        PricingError ``unknown_model`` / ``unknown_provider`` naming the closest matches. Answers (misses too) are
+        memoised: the data does not change under a Pricer."""
+        key = (model_ref, provider_id)
+        hit = self._resolved.get(key)
+        if hit is None:
+            try:
+                hit = self._resolve(model_ref, provider_id)
+            except PricingError as exc:
+                hit = exc
+            if len(self._resolved) >= QUOTE_CACHE:
+                self._resolved.clear()
+            self._resolved[key] = hit
+        if isinstance(hit, PricingError):
+            raise PricingError(hit.kind, str(hit), hit.details)
+        return hit
+
+    def _resolve(self, model_ref: str, provider_id: str | None) -> tuple[Provider, ModelInfo]:
         if provider_id is not None:
             self.provider(provider_id)
         try:
@@ -157,19 +191,18 @@ class Pricer:
         if when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
         ctx = self.context(provider, model, service_tier, price_context, when)
-        prices = resolved_prices(model, provider, when, ctx)
+        period = self.prices_at(provider, model, when, ctx)
+        prices = period.prices
         key: tuple[Any, ...] | None = None
         if reuse:
             reported = tuple(sorted(vars(usage).items()))
             if all(type(v) is int for _, v in reported):
-                key = (id(provider), id(model), service_tier, tuple(sorted(ctx.items())), price_key(prices), reported)
+                key = (id(provider), id(model), service_tier, tuple(sorted(ctx.items())), period.key, reported)
                 hit = self._quotes.get(key)
                 if hit is not None:
                     return hit
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                q = price_usage(model, provider, usage, when, ctx, prices)
+            q = price_usage(model, provider, usage, when, ctx, prices)
         except ValueError as exc:
             raise PricingError("bad_usage", str(exc)) from None
         q = Quote(q.provider, q.model, q.timestamp, q.lines, q.total, q.input_total, q.output_total, q.tier,
@@ -179,6 +212,26 @@ class Pricer:
                 self._quotes.clear()
             self._quotes[key] = q
         return q
+
+    def prices_at(self, provider: Provider, model: ModelInfo, when: datetime,
+                  context: Mapping[str, str] | None = None) -> PricePeriod:
+        """The model's price set at ``when`` (aware) with ``context`` applied
+        (:func:`app.pricing.quote.resolved_prices`), with the period in which it holds
+        (:func:`app.pricing.periods.price_period`). Memoised per provider, model and context until the period
+        ends: the same object is returned for every timestamp inside it, and the answer is the one an uncached
+        lookup gives (tested across every dated price change)."""
+        ctx_key = tuple(sorted(context.items())) if context else ()
+        key = (id(provider), id(model), ctx_key)
+        hit = self._periods.get(key)
+        if hit is not None and hit.model is model and hit.provider is provider and hit.start <= when < hit.end:
+            return hit
+        start, end = price_period(model, when)
+        prices = resolved_prices(model, provider, when, context)
+        period = PricePeriod(provider, model, prices, start, end, price_key(prices))
+        if len(self._periods) >= QUOTE_CACHE:
+            self._periods.clear()
+        self._periods[key] = period
+        return period
 
     def extract(self, response: Any, provider_id: str, api_flavor: str | None = None) -> tuple[str | None, Usage]:
         """(model name or None, usage) from a provider's response or bare usage object, read with genai-prices'
@@ -208,7 +261,3 @@ class Pricer:
                     errors.append(f"{extractor.api_flavor}: {exc}")
         raise PricingError("bad_response", f"cannot read usage from the {provider.id} response: {errors[0]}",
                            {"tried": errors[:6]})
-
-    def counting_endpoint(self, provider: Provider) -> str | None:
-        """The provider's own token-counting endpoint, if it has one this service knows."""
-        return COUNTING_ENDPOINTS.get(provider.id)

@@ -11,6 +11,7 @@ request's timestamp, with the request's price context (service tier, batch) appl
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from copy import copy
 from dataclasses import dataclass, field
@@ -162,6 +163,8 @@ class _Plan:
     descendants: dict[str, tuple[str, ...]]
     tiered: bool
     has_requests: bool
+    # per priced unit, in ``resolved`` order: its price, usage key, price key, breakdown kind, direction, per
+    lines: tuple[tuple[Decimal | TieredPrices, str, str, str, str | None, int], ...] = ()
     inferred: dict[frozenset[str], frozenset[str] | None] = field(default_factory=dict)
 
 
@@ -169,7 +172,23 @@ _PLANS: dict[tuple[tuple[str, int], ...], _Plan] = {}
 _REPORTED = frozenset(USAGE_KEYS)
 
 
+#: The plan of a price set object (kept in the entry, so its id is not reused while the entry lives): price sets
+#: come from :meth:`app.pricing.pricer.Pricer.prices_at`, one object per price period.
+_PLAN_OF: dict[int, tuple[ModelPrice, _Plan]] = {}
+
+
 def _plan(prices: ModelPrice) -> _Plan:
+    hit = _PLAN_OF.get(id(prices))
+    if hit is not None and hit[0] is prices:
+        return hit[1]
+    plan = _plan_of(prices)
+    if len(_PLAN_OF) >= 4096:
+        _PLAN_OF.clear()
+    _PLAN_OF[id(prices)] = (prices, plan)
+    return plan
+
+
+def _plan_of(prices: ModelPrice) -> _Plan:
     items = [(key, value) for key, value in vars(prices).items()
              if not key.startswith("_") and value is not None and key in UNITS_BY_PRICE_KEY]
     key = tuple((k, id(v)) for k, v in items)
@@ -182,7 +201,9 @@ def _plan(prices: ModelPrice) -> _Plan:
         desc = {u.usage_key: tuple(d.usage_key for d in order if d is not u and is_descendant_or_self(u, d))
                 for u in order}
         plan = _Plan(resolved, order, desc, any(isinstance(v, TieredPrices) for _, v in resolved),
-                     any(u.usage_key == "requests" for u, _ in resolved))
+                     any(u.usage_key == "requests" for u, _ in resolved),
+                     tuple((v, u.usage_key, u.price_key, kind_of(u), u.dimensions.get("direction"), u.per)
+                           for u, v in resolved))
         if len(_PLANS) < 100_000:  # bounded by the price data's distinct price sets
             _PLANS[key] = plan
     return plan
@@ -244,18 +265,19 @@ def price_usage(model: ModelInfo, provider: Provider, usage: Usage, timestamp: d
     counts: dict[str, Any] | None = _fast_leaves(plan, usage)
     if counts is None:
         by_usage_key = {unit.usage_key: unit for unit in plan.order}
-        counts = compute_leaf_values(set(by_usage_key), usage, by_usage_key) if by_usage_key else {}
+        with warnings.catch_warnings():  # genai-prices' own path may warn; its answer is what counts
+            warnings.simplefilter("ignore")
+            counts = compute_leaf_values(set(by_usage_key), usage, by_usage_key) if by_usage_key else {}
     if plan.has_requests:
         counts["requests"] = 1
     total_input = usage.input_tokens if plan.tiered else 0
     lines: list[Line] = []
     total = input_total = output_total = Decimal(0)
     thresholds: set[int] = set()
-    for unit, price in plan.resolved:
-        count = counts[unit.usage_key]
-        amount = calc_unit_price(price, count, total_input, unit.per)
+    for price, usage_key, key, kind, direction, per in plan.lines:
+        count = counts[usage_key]
+        amount = calc_unit_price(price, count, total_input, per)
         total += amount
-        direction = unit.dimensions.get("direction")
         if direction == "input":
             input_total += amount
         elif direction == "output":
@@ -266,7 +288,7 @@ def price_usage(model: ModelInfo, provider: Provider, usage: Usage, timestamp: d
             rate, start = (tier.price, tier.start) if tier is not None else (price.base, None)
         else:
             rate, start = price, None
-        lines.append(Line(unit.usage_key, unit.price_key, kind_of(unit), count, rate, unit.per, amount, start))
+        lines.append(Line(usage_key, key, kind, count, rate, per, amount, start))
     choice = None
     if thresholds:
         ordered = tuple(sorted(thresholds))

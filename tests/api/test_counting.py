@@ -444,3 +444,23 @@ def test_sdks_with_auth(live_server: Any) -> None:
     with pytest.raises(openai.AuthenticationError):
         openai.OpenAI(base_url=f"{server.url}/v1", api_key="wrong", max_retries=0).responses.input_tokens.count(
             input="Hi")
+
+
+# ---------------------------------------------------------------------------- models without a public tokenizer
+
+
+@pytest.mark.parametrize("model", ["claude-sonnet-4-5", "claude-zeta-9-20991231", "anthropic/claude-opus-4-1"])
+def test_claude_is_refused_first_as_count_refuses_it(client: TestClient, model: str) -> None:
+    """The Anthropic counting call answers a Claude model (known to the price data or not) with /count's own 422,
+    naming the field and Anthropic's endpoint, before a refused field of the same request."""
+    body = {"model": model, "messages": [{"role": "user", "content": "Hi"}], "speed": "fast"}
+    r = client.post("/v1/messages/count_tokens", json=body)
+    assert r.status_code == 422, r.text
+    err = r.json()["error"]
+    assert err["type"] == "no_public_tokenizer"
+    assert err["details"]["field"] == "model" and err["details"]["provider"] == "anthropic"
+    assert "api.anthropic.com/v1/messages/count_tokens" in err["details"]["counting_endpoint"]
+    same = client.post("/count", json={"model": model, "text": "Hi"}).json()["error"]
+    assert same == err
+    open_weight = client.post("/v1/messages/count_tokens", json={**body, "model": "qwen3-8b"}).json()["error"]
+    assert open_weight["type"] == "unsupported_field" and open_weight["details"]["field"] == "speed"

@@ -19,6 +19,8 @@ from app.api.deps import ServiceState
 from app.api.main import create_app
 from app.core.config import Settings
 from app.pricing.data import PriceDataError, bundled
+from app.pricing.openai_models import encoding_for_model
+from app.pricing.pricer import Pricer, PricingError
 from tests.pricing.test_data import ACME
 
 MONEY = ("total", "input_total", "output_total", "amount", "rate", "estimated_input_cost", "estimated_output_cost",
@@ -114,9 +116,13 @@ def test_models_without_a_public_tokenizer(client: TestClient) -> None:
         assert r.status_code == 422
         err = r.json()["error"]
         assert err["type"] == "no_public_tokenizer" and endpoint in err["message"] and err["details"]["priced"]
+        assert err["details"]["field"] == "model" and endpoint in err["details"]["counting_endpoint"]
         assert client.post("/price", json={"model": model, "usage": {"input_tokens": 5}}).status_code == 200
     unknown = client.post("/count", json={"model": "no-such-model-x", "text": "hi"}).json()["error"]
     assert unknown["type"] == "unknown_model"
+    newer = client.post("/encode", json={"model": "gemini-9-ultra", "text": "hi"}).json()["error"]  # not in the data
+    assert newer["type"] == "no_public_tokenizer" and newer["details"]["provider"] == "google"
+    assert ":countTokens" in newer["details"]["counting_endpoint"] and newer["details"]["priced"] is False
 
 
 def test_openai_models_of_the_price_data_count(client: TestClient) -> None:
@@ -150,19 +156,41 @@ def test_count_and_encode_breakdown(client: TestClient) -> None:
 
 
 def test_every_model_counts_and_prices_or_says_why(client: TestClient) -> None:
+    """Every entry of GET /models (the table's and the price data's OpenAI models) has a price or a plain reason,
+    and counts through /count with its listed tokenizer and the listed price."""
     listing = client.get("/models").json()
     assert listing["price_data"]["package_version"] == "0.2.3"
     priced = 0
     for m in listing["models"]:
         price = m["price"]
-        assert price["available"] or price["reason"], m["name"]
+        assert price["available"] or (isinstance(price["reason"], str) and len(price["reason"]) > 20), m["name"]
         priced += bool(price["available"])
         r = client.post("/count", json={"model": m["name"], "text": "hello", "max_output_tokens": 1})
         assert r.status_code == 200, (m["name"], r.text)
-        block = r.json()["model"]
+        body = r.json()
+        assert body["tokenizer"] == m["tokenizer"], m["name"]
+        block = body["model"]
         assert (block["price"] is not None) == bool(price["available"]), m["name"]
-        assert _floats(r.json()) == []
+        if price["available"]:
+            assert (block["price"]["provider"], block["price"]["model"]) == (price["provider"], price["model"])
+        assert _floats(body) == []
     assert priced >= 45
+    names = [m["name"] for m in listing["models"]]
+    assert len(names) == len(set(names))
+    from_data = {m["name"]: m for m in listing["models"] if m["listed_from"] == "price_data"}
+    assert {"gpt-5", "gpt-5.4-mini", "o1-pro", "gpt-4-32k", "davinci-002"} <= set(from_data)
+    assert all(m["price"]["available"] and m["price"]["source"] == "price_data" for m in from_data.values())
+    # every OpenAI model of the data that tiktoken's rules map is listed, or is only a name pattern
+    pricer = Pricer(bundled())
+    openai = next(p for p in pricer.data.providers if p.id == "openai")
+    for model in openai.models:
+        if encoding_for_model(model.id) is None or model.id in names:
+            continue
+        try:
+            found = pricer.resolve(model.id, "openai")[1]
+        except PricingError:
+            continue
+        assert found is not model, model.id
 
 
 def test_no_float_amount_anywhere(client: TestClient) -> None:

@@ -12,6 +12,8 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -32,6 +34,7 @@ from app.client import (
     NotFoundError,
     NotReadyError,
     PayloadTooLargeError,
+    PriceResult,
     RemoteEncoding,
     RequestTimeoutError,
     RequestValidationError,
@@ -379,4 +382,43 @@ def test_models_messages_and_truncation(client: Client, servers: tuple[LiveServe
     assert cut.ids == full[:3] and cut.truncated is not None and cut.truncated["dropped_tokens"] == len(full) - 3
     assert client.encode(text, truncate=3, truncate_side="left").ids == full[-3:]
     assert client.count(text, truncate=3).count == 3
+    raw.close()
+
+
+def test_price(client: Client, servers: tuple[LiveServer, LiveServer]) -> None:
+    """``price()``: the typed result carries, exactly, what ``POST /price`` answers to the same request; usage,
+    a provider's response, a past timestamp and a service tier; unknown names are typed errors."""
+    import genai_prices
+    from genai_prices import Usage
+
+    assert servers[0].url is not None
+    raw = servers[0].client(headers={"authorization": f"Bearer {SECRET}"})
+    usage = {"input_tokens": 300_000, "cache_read_tokens": 1_000, "cache_write_tokens": 500, "output_tokens": 200}
+    got = client.price("claude-sonnet-4-5", usage=usage, provider="anthropic")
+    want = raw.post("/price", json={"model": "claude-sonnet-4-5", "usage": usage, "provider": "anthropic"}).json()
+    assert isinstance(got, PriceResult) and got.provider == "anthropic" and got.model == want["model"]
+    assert got.total == Decimal(want["total"]) == genai_prices.calc_price(
+        Usage(**usage), "claude-sonnet-4-5", provider_id="anthropic").total_price
+    assert got.breakdown == {k: Decimal(v) for k, v in want["breakdown"].items()}
+    assert sum(line.amount for line in got.lines) == got.total and got.tier == want["tier"]
+    assert got.input_total + got.output_total == got.total and got.price_data == want["price_data"]
+    assert all(isinstance(v, Decimal) for v in (got.total, *got.breakdown.values()))
+    past = client.price("gpt-4o", usage={"input_tokens": 1000}, timestamp=datetime(2024, 6, 1, tzinfo=UTC))
+    assert past.timestamp is not None and past.timestamp.startswith("2024-06-01")
+    batch = client.price("gpt-4o", usage={"input_tokens": 1000}, service_tier="batch")
+    assert batch.service_tier == "batch" and batch.total < client.price("gpt-4o", usage={"input_tokens": 1000}).total
+    response = {"model": "gpt-4o-2024-08-06", "usage": {"prompt_tokens": 12, "completion_tokens": 3,
+                                                        "total_tokens": 15}}
+    read = client.price(response=response, provider="openai")
+    assert read.usage["input_tokens"] == 12 and read.usage["output_tokens"] == 3
+    with pytest.raises(UnknownModelError) as unknown:
+        client.price("claude-sonet-4-5", usage={"input_tokens": 1})
+    assert "claude-sonnet-4-5" in unknown.value.details["closest"]
+
+    async def main() -> None:
+        async with AsyncClient(servers[0].url, token=SECRET) as c:
+            again = await c.price("claude-sonnet-4-5", usage=usage, provider="anthropic")
+            assert replace(again, timestamp=None) == replace(got, timestamp=None)
+
+    asyncio.run(main())
     raw.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.priced_models import NoPublicTokenizer, priced_model
+from app.core.priced_models import NoPublicTokenizer, by_prefix, priced_model
 from app.pricing.data import bundled
 from app.pricing.pricer import Pricer
 
@@ -32,6 +32,25 @@ def test_other_priced_models_have_no_public_tokenizer(pricer: Pricer) -> None:
     with pytest.raises(NoPublicTokenizer) as none:
         priced_model(pricer, "grok-4")
     assert none.value.endpoint is None and "POST /price" in str(none.value)
+
+
+def test_provider_prefixes_for_names_the_data_lacks(pricer: Pricer) -> None:
+    for name, provider in (("claude-zeta-9", "anthropic"), ("Anthropic/claude-x", "anthropic"),
+                           ("anthropic.claude-v9", "anthropic"), ("gemini-9-ultra", "google"),
+                           ("google/gemini-x", "google")):
+        assert pricer.knows(name) is None, name
+        with pytest.raises(NoPublicTokenizer) as err:
+            priced_model(pricer, name)
+        assert err.value.provider == provider and err.value.endpoint and not err.value.priced
+        assert err.value.details()["field"] == "model"
+        assert by_prefix(name) is not None
+    for name in ("google/gemma-3-4b-it-unknown", "no-such-model-anywhere", "claudette"):
+        assert by_prefix(name) is None, name
+    known = by_prefix("claude-sonnet-4-5")  # the data knows it: priced_model says so with priced=True
+    assert known is not None and not known.priced
+    with pytest.raises(NoPublicTokenizer) as err:
+        priced_model(pricer, "claude-sonnet-4-5")
+    assert err.value.priced
 
 
 def test_unknown_models(pricer: Pricer) -> None:

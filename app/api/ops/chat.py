@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from app.core.model_table import ModelInfo
+from app.core.priced_models import openai_names
 from app.engine import Tokenizer
 from app.engine.chat import ChatInputError, Conversation, Framing, parse_conversation
 
@@ -219,9 +220,11 @@ def truncate_messages(counter: ChatCounter, conv: Conversation, trunc: Truncate)
 
 
 def models_list(svc: ServiceState) -> dict[str, Any]:
-    """Every model of the table: tokenizer, context window, output maximum, whether ``messages`` is supported (with
-    which framing and whether ids are public), and its price from the price data in force (rates as exact decimal
-    strings, the provider and model priced), or why it has none; ``price_data`` says which data that is."""
+    """Every model of the table, then every OpenAI model of the price data that resolves to a loaded tiktoken
+    encoding (:func:`app.core.priced_models.openai_names`; ``listed_from`` says which): tokenizer, context window,
+    output maximum, whether ``messages`` is supported (with which framing and whether ids are public), and its
+    price from the price data in force (rates as exact decimal strings, the provider and model priced), or why it
+    has none; ``price_data`` says which data that is."""
     out = []
     for name in svc.models.names():
         info = svc.models.entries()[name]
@@ -231,7 +234,21 @@ def models_list(svc: ServiceState) -> dict[str, Any]:
             "context_window": info.context_window, "max_output_tokens": info.max_output_tokens,
             "messages": chat is not None, "framing": chat.get("framing") if chat else None,
             "ids_public": chat is not None and chat.get("framing") != "openai-cookbook",
-            "price": model_price(svc.prices, info, name),
+            "price": model_price(svc.prices, info, name), "listed_from": "table",
+        })
+    listed = {m["name"] for m in out}
+    for name in openai_names(svc.prices):
+        if name in listed:
+            continue
+        try:
+            info = svc.model(name)
+        except ApiError:  # its encoding is not loaded by this process (TOKENIZER_TOKENIZERS)
+            continue
+        out.append({
+            "name": name, "canonical": info.name, "tokenizer": svc.store.resolve(info.tokenizer),
+            "context_window": info.context_window, "max_output_tokens": info.max_output_tokens,
+            "messages": False, "framing": None, "ids_public": False,
+            "price": model_price(svc.prices, info, name, source="price_data"), "listed_from": "price_data",
         })
     data = svc.prices.data.provenance.as_dict() if svc.prices is not None else None
     return {"models": out, "price_data": data}

@@ -25,8 +25,8 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import BaseModel, ValidationError
 
+from app.core.billing import SingleBlock, price_target, quotes_by_kind, single_block
 from app.core.billing import model_block as build_block
-from app.core.billing import price_target, quotes_by_kind
 from app.core.model_table import ModelInfo
 from app.engine import Tokenizer
 from app.engine.errors import InvalidTokenIdError
@@ -299,36 +299,54 @@ def pricing_error(exc: PricingError) -> ApiError:
     return ApiError(422, exc.kind, str(exc), exc.details or None)
 
 
-def model_block(svc: ServiceState, info: ModelInfo, counts: Sequence[int], batch: bool, req: Any) -> dict[str, Any]:
+def model_block(svc: ServiceState, info: ModelInfo, counts: Sequence[int], batch: bool,
+                req: Any) -> dict[str, Any] | orjson.Fragment:
     """The ``model`` block of a /count or /encode request (``req`` carries model, max_output_tokens, cached_tokens,
-    provider, service_tier); 422 for a provider, service tier or cached_tokens the price data cannot take."""
+    provider, service_tier); 422 for a provider, service tier or cached_tokens the price data cannot take. A single
+    text at the standard prices is served from :func:`app.core.billing.single_block`'s memo as its JSON (an
+    ``orjson.Fragment``: the response body is the same bytes, without walking and serializing the block again)."""
+    service_tier = getattr(req, "service_tier", None)
     try:
+        if not batch and service_tier is None and svc.prices is not None and len(counts) == 1:
+            single = single_block(info, counts[0], svc.prices, max_output_tokens=req.max_output_tokens,
+                                  cached_tokens=getattr(req, "cached_tokens", None),
+                                  provider=getattr(req, "provider", None), requested=req.model)
+            done = _SERVED.get(id(single))
+            if done is None or done[0] is not single:
+                if len(_SERVED) >= 4096:
+                    _SERVED.clear()
+                done = _SERVED[id(single)] = (single, orjson.Fragment(single.json),
+                                              _billing_updates(single.fields))
+            metrics.observe_billing(done[2])
+            return done[1]
         block = build_block(info, counts, batch, svc.prices, max_output_tokens=req.max_output_tokens,
                             cached_tokens=getattr(req, "cached_tokens", None),
-                            provider=getattr(req, "provider", None), service_tier=getattr(req, "service_tier", None),
+                            provider=getattr(req, "provider", None), service_tier=service_tier,
                             requested=req.model)
     except PricingError as exc:
         raise pricing_error(exc) from None
-    price = block.get("price")
-    if price:
-        kinds = _KINDS.get(id(price))
-        if kinds is None or kinds[0] is not price:
-            if len(_KINDS) >= 4096:
-                _KINDS.clear()
-            by_kind = [(k, tokens, float(cost)) for k, (tokens, cost) in quotes_by_kind(block).items()]
-            kinds = _KINDS[id(price)] = (price, metrics.billing_updates(price["model"], by_kind))
-        metrics.observe_billing(kinds[1])
+    metrics.observe_billing(_billing_updates(block))
     return block
 
 
-#: The billing counter updates of a (memoised) ``price`` dict, kept with the dict to check its identity.
-_KINDS: dict[int, tuple[dict[str, Any], tuple[tuple[Any, float], ...]]] = {}
+def _billing_updates(block: dict[str, Any]) -> tuple[tuple[Any, float], ...]:
+    price = block.get("price")
+    if not price:
+        return ()
+    by_kind = [(k, tokens, float(cost)) for k, (tokens, cost) in quotes_by_kind(block).items()]
+    return metrics.billing_updates(price["model"], by_kind)
 
 
-def model_price(pricer: Pricer | None, info: ModelInfo, name: str) -> dict[str, Any]:
-    """A table model's price for ``GET /models``: provider and model priced, the current standard rates per
-    million tokens (exact decimal strings; ``tiered`` when a rate changes past a prompt size) and the service tiers
-    the data has for it; or ``{"available": false, "reason": ...}``."""
+#: What serving a memoised block needs, by the block's id (the block is kept to check the identity): its JSON as a
+#: fragment and its billing counter updates.
+_SERVED: dict[int, tuple[SingleBlock, orjson.Fragment, tuple[tuple[Any, float], ...]]] = {}
+
+
+def model_price(pricer: Pricer | None, info: ModelInfo, name: str, source: str | None = None) -> dict[str, Any]:
+    """A model's price for ``GET /models``: provider and model priced, the current standard rates per million
+    tokens (exact decimal strings; ``tiered`` when a rate changes past a prompt size) and the service tiers the
+    data has for it; or ``{"available": false, "reason": ...}``. ``source``: how the price was found (default:
+    ``table`` when the model table names the provider, else ``name``)."""
     target = price_target(pricer, info, None, name)
     if target.provider is None or target.model is None:
         return {"available": False, "reason": target.reason}
@@ -347,4 +365,4 @@ def model_price(pricer: Pricer | None, info: ModelInfo, name: str) -> dict[str, 
     tiers = sorted({f"{k}={v}" for pv in variants for k, v in pv.when.items()})
     return {"available": True, "provider": target.provider.id, "model": target.model.id, "currency": "USD",
             **rates, "tiered": tiered, "price_variants": tiers,
-            "source": "table" if info.pricing_provider else "name"}
+            "source": source or ("table" if info.pricing_provider else "name")}

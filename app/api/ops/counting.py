@@ -284,7 +284,6 @@ def responses_input_tokens(svc: ServiceState, body: bytes, labels: MutableMappin
 
 # ---------------------------------------------------------------------------- Anthropic Messages
 
-ANTHROPIC_COUNT_URL = "https://api.anthropic.com/v1/messages/count_tokens"
 BILLING_HEADER = "x-anthropic-billing-header"
 _BLOCK_KEYS = {"text": {"type", "text", "cache_control", "citations"},
                "tool_use": {"type", "id", "name", "input", "cache_control"},
@@ -406,20 +405,15 @@ def anthropic_messages(req: AnthropicCountTokensRequest) -> tuple[list[dict[str,
     return messages, _anthropic_tools(req.tools) if req.tools else None
 
 
-def _is_claude(name: str) -> bool:
-    return name.lower().startswith(("claude", "anthropic/claude", "anthropic.claude"))
-
-
 def anthropic_count_tokens(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> OpResult:
-    """``POST /v1/messages/count_tokens``: ``{"input_tokens": N}``; Claude models are a 422 naming Anthropic's own
-    endpoint."""
+    """``POST /v1/messages/count_tokens``: ``{"input_tokens": N}``. The model is checked first: a Claude model (or
+    any without a public tokenizer) is the 422 ``no_public_tokenizer`` of /count, naming the field and Anthropic's
+    own endpoint (:mod:`app.core.priced_models`), before any refused field is reported."""
     timings: dict[str, float] = {}
     start = time.perf_counter()
     req = parse(AnthropicCountTokensRequest, body)
-    if req.model is not None and _is_claude(req.model):
-        raise ApiError(422, "no_public_tokenizer", f"model {req.model!r}: Claude's tokenizer is not public, so this "
-                       f"service cannot count for it; ask Anthropic's own endpoint, POST {ANTHROPIC_COUNT_URL}",
-                       {"field": "model", "endpoint": ANTHROPIC_COUNT_URL})
+    if req.model is not None:
+        svc.model(req.model)  # 422 unknown_model / no_public_tokenizer before the other fields
     _check_refused(req, ANTHROPIC_FIELDS)
     _, enc, _, framing = open_framing(svc, req.model, labels)
     messages, tools = anthropic_messages(req)
