@@ -21,7 +21,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from ...dropout import merge_with_dropout
-from ..base import Model
+from ...sampling import Sample
+from ..base import ItemsSampler, Model, each_pre_token
 from ..compiled import MERGE_BPE as _EXT
 
 #: Below this many symbols the quadratic scan beats the heap.
@@ -180,6 +181,15 @@ class BPE(Model):
         assert spans is not None
         ids = self._merge(syms, spans)
         return [(i, s, e) for i, (s, e) in zip(ids, spans, strict=True)]
+
+    def sampler(self, sample: Sample, name: str) -> ItemsSampler | None:
+        """BPE-dropout (``sample``'s ``dropout``, :meth:`dropout_with_spans` per pre-token); None for ``dropout=0``
+        (the deterministic ids). Raises :class:`~app.engine.sampling.SamplingError` for Unigram options."""
+        p = sample.for_bpe(name)
+        if p <= 0.0:
+            return None
+        dropout = self.dropout_with_spans
+        return each_pre_token(lambda text, rng: dropout(text, rng, p))
 
     def dropout_with_spans(self, text: str, rng: random.Random, p: float) -> list[tuple[int, int, int]]:
         """``(id, start, end)`` of one pre-token under BPE-dropout ``p``, as Hugging Face's BPE with ``dropout``
