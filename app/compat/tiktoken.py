@@ -136,7 +136,7 @@ class Encoding:
         self.name = name
         self._core = core
         self._pat_str = core.pattern
-        self._mergeable_ranks: dict[bytes, int] = core._ranks  # the engine's own table, shared
+        self._mergeable_ranks: dict[bytes, int] = core.ranks  # the engine's own table, shared
         self._special_tokens = special_tokens
         self._special_token_values = set(special_tokens.values())
         self._all_specials = frozenset(special_tokens)

@@ -185,6 +185,17 @@ class Encoding(Tokenizer):
     def __repr__(self) -> str:
         return f"<Encoding {self.name!r} backend={self.backend!r}>"
 
+    @property
+    def ranks(self) -> dict[bytes, int]:
+        """The mergeable ranks (token bytes -> id) this encoding was built from: the engine's own table, shared,
+        not copied (a read-only property; callers must not modify the table)."""
+        return self._ranks
+
+    @property
+    def native_core(self) -> NativeCore | None:
+        """The compiled core running this encoding (None on the python backend)."""
+        return self._native
+
     # ------------------------------------------------------------------ encoding
 
     def _encode_piece(self, piece: str) -> tuple[int, ...]:

@@ -192,9 +192,9 @@ class NativeCore:
             self.encode_batch = self._core.encode_batch
             self.count_batch = self._core.count_batch
             # (data, offsets, wide) -> count of each UTF-8 text data[offsets[i]:offsets[i + 1]] (Arrow's layout)
-            self.count_utf8 = getattr(self._core, "count_utf8", None)
+            self.count_utf8 = self._core.count_utf8
             # (data, offsets, wide) -> (ids as native uint32 bytes, n + 1 int32 offsets as bytes)
-            self.encode_utf8 = getattr(self._core, "encode_utf8", None)
+            self.encode_utf8 = self._core.encode_utf8
             # (text, names: tuple[bytes, ...]) -> tokens with each name occurrence one token and a hard cut
             self.count_framed = self._core.count_framed
         else:

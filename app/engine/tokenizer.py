@@ -2,14 +2,16 @@
 
 Families (each a subclass): byte-level BPE over ranks (:class:`~app.engine.encoding.Encoding`, the compiled fast
 path), the classic character BPE (:class:`~app.engine.char_bpe.CharBPEEncoding`), component pipelines
-(:class:`~app.engine.pipeline.Pipeline`: Hugging Face ``tokenizer.json``, SentencePiece, WordPiece, Unigram …) and
-the compiled byte-level ``tokenizer.json`` path (:class:`~app.engine.pipeline.byte_level_fast.ByteLevelFast`).
+(:class:`~app.engine.pipeline.Pipeline`: Hugging Face ``tokenizer.json``, SentencePiece, WordPiece, Unigram …; the
+compiled byte-level ``tokenizer.json`` path is one of its models,
+:class:`~app.engine.pipeline.models.byte_level_rank.ByteLevelRankBPE`).
 :func:`app.engine.get_encoding` returns one of these for any name in the store; callers type against
 :class:`Tokenizer`, call any of its methods (every family has all of them: framed counting and the Arrow-buffer
 methods included) and never ask which family they hold.
 
 A family provides ``_encode_text(text) -> ids`` (ordinary text only; a method or an attribute set in
-``__init__``), calls :meth:`Tokenizer._init_special_tokens`, and implements the abstract methods
+``__init__``; optionally ``_count_text(text) -> count`` alongside), calls :meth:`Tokenizer._init_special_tokens`,
+and implements the abstract methods
 (:meth:`~Tokenizer.decode_tokens_bytes`, :meth:`~Tokenizer.encode_with_offsets`, :meth:`~Tokenizer.cache_stats`,
 :meth:`~Tokenizer.clear_cache`); everything else is implemented here over those hooks, and a family overrides what
 it does faster (``count`` without building ids, batches in C threads) or differently (``decode`` through a decoder
@@ -77,6 +79,9 @@ class Tokenizer(ABC):
     _template: Template
     #: ids of ordinary text (no special tokens); a family's method, or an attribute its ``__init__`` sets
     _encode_text: Callable[[str], list[int]]
+    #: ``len(_encode_text(text))`` without the list, when the family has such a call (None: :meth:`count` takes the
+    #: length of ``_encode_text``)
+    _count_text: Callable[[str], int] | None = None
 
     # -- what every family implements -----------------------------------------------------------------------------
 
@@ -198,7 +203,10 @@ class Tokenizer(ABC):
         dispatch = CORE.module.FastCall
         self.__dict__["encode"] = dispatch(fast, type(self).encode.__get__(self), *bound)
         if type(self).count is Tokenizer.count:
-            self.__dict__["count"] = dispatch(fast, type(self).count.__get__(self), *bound, length=True)
+            if self._count_text is not None:
+                self.__dict__["count"] = dispatch(self._count_text, type(self).count.__get__(self))
+            else:
+                self.__dict__["count"] = dispatch(fast, type(self).count.__get__(self), *bound, length=True)
 
     def encode(self, text: str, *, add_special_tokens: bool = False, prefix: Sequence[str] = (),
                suffix: Sequence[str] = (), sample: Sample | None = None) -> list[int]:
@@ -216,7 +224,7 @@ class Tokenizer(ABC):
               suffix: Sequence[str] = (), sample: Sample | None = None) -> int:
         """Number of tokens :meth:`encode` would return."""
         if not prefix and not suffix and not add_special_tokens and sample is None:
-            return len(self._encode_text(text))
+            return len(self._encode_text(text)) if self._count_text is None else self._count_text(text)
         return len(self.encode(text, add_special_tokens=add_special_tokens, prefix=prefix, suffix=suffix,
                                sample=sample))
 

@@ -28,9 +28,11 @@ from bench.families.word_cache import cpu_pass
 
 
 def _core(tok: Any) -> Any:
-    """The :class:`app.engine.native.NativeCore` behind a tokenizer (``Encoding`` or the byte-level fast path)."""
-    enc = getattr(tok, "encoding", tok)
-    return enc._native  # noqa: SLF001 - a benchmark looking inside on purpose; the engine is not changed
+    """The :class:`app.engine.native.NativeCore` behind a tokenizer (an ``Encoding``, or a ``Pipeline`` whose model
+    runs on the rank core: the byte-level fast path)."""
+    from app.engine.pipeline.pipeline import Pipeline
+
+    return tok.model.native if isinstance(tok, Pipeline) else tok.native_core
 
 
 def layers(name: str, docs: list[str], rounds: int) -> dict[str, float]:

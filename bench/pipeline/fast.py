@@ -56,10 +56,10 @@ def engines_for(name: str) -> tuple[Engine, Engine]:
     from tokenizers import Tokenizer
 
     from app.engine import get_encoding
-    from app.engine.pipeline.byte_level_fast import ByteLevelFast
+    from app.engine.pipeline.pipeline import Pipeline
 
     ours = get_encoding(name)
-    if not isinstance(ours, ByteLevelFast):
+    if not isinstance(ours, Pipeline) or ours.text_path != "text-encoder":
         raise SystemExit(f"{name} did not load as the byte-level fast path ({type(ours).__name__})")
     assert ours.spec is not None
     hf = Tokenizer.from_str(ours.spec.read_artifact().decode("utf-8"))

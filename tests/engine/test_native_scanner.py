@@ -159,7 +159,7 @@ DEEPSEEK_ALPHABET = [
 
 
 def _deepseek() -> tuple[native.NativeCore, Callable[[str], list[str]]]:
-    from app.engine.pipeline.byte_level_fast import IsolatedSplits
+    from app.engine.pipeline.models.byte_level_rank import IsolatedSplits
 
     scanner = native.sequence_scanner_id(patterns.DEEPSEEK_V3_SPLITS)
     assert scanner != 0

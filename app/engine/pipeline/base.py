@@ -14,12 +14,15 @@ loader (:mod:`app.engine.pipeline.hf_json`) and may be built directly by other l
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..cache import CacheStats
+from ..sampling import Sample, cannot_sample
 from ..specials import Template
+from .added import AddedToken
 
 #: ``(start, end)`` in characters (code points) of the original text.
 Span = tuple[int, int]
@@ -79,14 +82,65 @@ class PreTokenizer(Protocol):
     def pre_tokenize(self, pieces: list[Piece]) -> list[Piece]: ...
 
 
+#: One sampled segmentation of pre-tokens (``str``) and already-matched ids (``int``), in order, drawing from the
+#: generator: what :meth:`Model.sampler` returns.
+ItemsSampler = Callable[[Sequence[str | int], random.Random], list[int]]
+
+
+def each_pre_token(run: Callable[[str, random.Random], list[tuple[int, int, int]]]) -> ItemsSampler:
+    """An :data:`ItemsSampler` that samples each pre-token on its own with ``run`` (``(id, start, end)`` per token,
+    as :meth:`Model.tokenize_with_spans`) and keeps matched ids as they are (the pre-tokens are independent)."""
+
+    def draw(items: Sequence[str | int], rng: random.Random) -> list[int]:
+        ids: list[int] = []
+        for item in items:
+            if isinstance(item, int):
+                ids.append(item)
+            else:
+                ids.extend(i for i, _, _ in run(item, rng))
+        return ids
+
+    return draw
+
+
+class TextEncoder(Protocol):
+    """A model's compiled path for whole ordinary texts (:meth:`Model.text_encoder`): added tokens, normalizer,
+    pre-tokenizer and model in one, with the pipeline's ids. Thread-safe."""
+
+    #: The pre-tokenizer regex it splits with (for introspection; "" when it has none to show).
+    pattern: str
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of ``text`` (ordinary text; lone surrogates count as U+FFFD)."""
+        ...
+
+    def count(self, text: str) -> int:
+        """``len(encode(text))`` without building the list."""
+        ...
+
+    def encode_batch(self, texts: Sequence[str], num_threads: int) -> list[list[int]]:
+        """:meth:`encode` of each text, in order, over up to ``num_threads`` threads."""
+        ...
+
+    def count_batch(self, texts: Sequence[str], num_threads: int) -> list[int]:
+        """:meth:`count` of each text, in order, over up to ``num_threads`` threads."""
+        ...
+
+    def encode_with_offsets(self, text: str) -> tuple[list[int], list[Span]] | None:
+        """Ids of surrogate-free ``text`` and each id's ``(start, end)`` in it, before any post-processor; None when
+        normalization changes the text (the pipeline, which carries alignment through normalization, then
+        computes them)."""
+        ...
+
+
 class Model(Protocol):
     """Turns one pre-tokenized piece into token ids.
 
     Every model implements the first six members. The optional abilities after them are declared here with the
     defaults a model without the ability inherits (each model class subclasses :class:`Model`), so the pipeline
     asks a model, never probes it: ``native`` (a compiled core, which makes the pipeline native and requires
-    :meth:`encode_pieces`), :meth:`segments`, :meth:`fused_encoder`, :meth:`fuse`, :meth:`cache_stats`,
-    :meth:`clear_cache` and :meth:`exclude_from_text`."""
+    :meth:`encode_pieces`), :meth:`segments`, :meth:`text_encoder`, :meth:`plan_encoder`, :meth:`fused_encoder`,
+    :meth:`fuse`, :meth:`sampler`, :meth:`nbest`, :meth:`cache_stats`, :meth:`clear_cache` and :meth:`exclude_from_text`."""
 
     #: The model's compiled core, or None (pure Python).
     native: Any = None
@@ -124,6 +178,13 @@ class Model(Protocol):
         has it (``NotImplementedError`` otherwise)."""
         raise NotImplementedError(f"{type(self).__name__} has no compiled core")
 
+    def text_encoder(self, normalizer: Normalizer | None, pre_tokenizer: PreTokenizer | None,
+                     added: Sequence[AddedToken]) -> TextEncoder | None:
+        """The model's own path for whole ordinary texts of a pipeline with these components and added tokens
+        (the file's, special and not), used for every text when it has one; None (the default) when it has none.
+        A model offering it was built for one file's components and receives those."""
+        return None
+
     def fused_encoder(self, normalizer: Any, pre_tokenizer: Any) -> Callable[[str], list[int]] | None:
         """One compiled call for a whole ordinary text (normalizer and pre-tokenizer included) when the model can
         run them itself; None (the default) when it cannot."""
@@ -134,11 +195,23 @@ class Model(Protocol):
         normalizer and pre-tokenizer itself; None (the default) when it cannot."""
         return None
 
-    def text_encoder(self, plan: Any, cache_size: int) -> Callable[[str], list[int]] | None:
+    def plan_encoder(self, plan: Any, cache_size: int) -> Callable[[str], list[int]] | None:
         """One compiled call for a whole ordinary text, added tokens included, when the model can run the steps of
         ``plan`` (:class:`~app.engine.pipeline.text_plan.TextPlan`) itself, with a segment cache of ``cache_size``
         slots; None (the default) when it cannot."""
         return None
+
+    def sampler(self, sample: Sample, name: str) -> ItemsSampler | None:
+        """How the model draws one segmentation as ``sample`` asks (subword regularisation, see
+        :mod:`app.engine.sampling`): an :data:`ItemsSampler` over the pipeline's pre-tokens, or None when
+        ``sample``'s settings are the deterministic segmentation. Raises :class:`~app.engine.sampling.SamplingError`
+        (naming tokenizer ``name``) when the model cannot sample so; the default: it cannot sample at all."""
+        raise cannot_sample(name, type(self).__name__)
+
+    def nbest(self, items: Sequence[str | int], n: int, name: str) -> list[tuple[list[int], float]]:
+        """The ``n`` best segmentations of pre-tokens and matched ids with their scores, best first (Unigram:
+        SentencePiece's ``NBestEncode``). The default raises :class:`~app.engine.sampling.SamplingError`."""
+        raise cannot_sample(name, type(self).__name__)
 
     def cache_stats(self) -> CacheStats | None:
         """Counters of the compiled core's own cache; None (the default) when the model has none."""
@@ -168,7 +241,12 @@ class PostProcessor(Protocol):
 
 
 class Decoder(Protocol):
-    """Turns token strings back into text, as Hugging Face's ``decode_chain``."""
+    """Turns token strings back into text, as Hugging Face's ``decode_chain``. Decoder classes subclass it (and
+    inherit the default of :attr:`skipped_special`)."""
+
+    #: What a special token dropped by ``skip_special`` leaves in the chain: None (the default) leaves nothing, as
+    #: Hugging Face's ``decode``; a string is decoded in its place.
+    skipped_special: str | None = None
 
     def decode_chain(self, tokens: list[str]) -> list[str]: ...
 

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._hf_unicode import EXCEPTIONS as _HF_UNASSIGNED
-from .base import Piece
+from .base import Decoder, Piece
 from .bert_tables import CONTROL_FLIP, LOWER, MARK_FLIP, NFD, PUNCT_FLIP, REORDERING
 from .charsmap import chunks_to_piece
 
@@ -219,7 +219,7 @@ _CLEANUP = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), ("
             (" do not", " don't"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))
 
 
-class WordPieceDecoder:
+class WordPieceDecoder(Decoder):
     """Hugging Face's ``WordPiece`` decoder: ``##`` pieces join the previous one, others get a space before them
     (not the first); ``cleanup`` undoes the spaces BERT's tokenization put before punctuation and contractions."""
 

@@ -183,3 +183,30 @@ def ranks_from_hf_model(
         raise NotRankOrdered(f"K4: rank BPE of {token!r} (id {ranks[raw]}) {got}, but its merge is "
                              f"{pairs[product_of[token]]!r} ({len(wrong)} tokens differ)")
     return ranks
+
+
+def is_rank_ordered_byte_level_bpe(data: dict[str, Any]) -> bool:
+    """True when ``data`` is plain byte-level BPE whose merge list is in the order of its results' ids: BPE
+    without byte fallback, unknown token, affixes or ``ignore_merges``; a ByteLevel pre-tokenizer last; a
+    ByteLevel decoder. Necessary for a rank-based byte-level core to compute the same merges, not sufficient (a
+    rank-based core also joins pairs the merge list lacks when their concatenation is a token): the fast model
+    (:func:`~app.engine.pipeline.models.byte_level_rank.byte_level_rank_bpe`) checks the rest and declines what
+    it cannot run exactly."""
+    model = data.get("model") or {}
+    if model.get("type") != "BPE" or model.get("byte_fallback") or model.get("unk_token") is not None:
+        return False
+    if model.get("continuing_subword_prefix") or model.get("end_of_word_suffix") or model.get("ignore_merges"):
+        return False
+    pre_tok = data.get("pre_tokenizer") or {}
+    last = (pre_tok.get("pretokenizers") or [{}])[-1] if pre_tok.get("type") == "Sequence" else pre_tok
+    if last.get("type") != "ByteLevel" or (data.get("decoder") or {}).get("type") != "ByteLevel":
+        return False
+    vocab = model.get("vocab") or {}
+    previous = -1
+    for item in model.get("merges") or []:
+        left, right = (item.split(" ", 1) if isinstance(item, str) else item)
+        token_id = vocab.get(left + right)
+        if token_id is None or token_id <= previous:
+            return False
+        previous = token_id
+    return True

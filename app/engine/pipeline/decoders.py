@@ -30,7 +30,7 @@ def _byte_level_bytes(token: str) -> bytes:
         return token.encode("utf-8")
 
 
-class ByteLevelDecoder:
+class ByteLevelDecoder(Decoder):
     """Byte-level characters back to bytes, then UTF-8 (invalid sequences as U+FFFD)."""
 
     @classmethod
@@ -44,7 +44,7 @@ class ByteLevelDecoder:
         return _byte_level_bytes(token)
 
 
-class MetaspaceDecoder:
+class MetaspaceDecoder(Decoder):
     """``replacement`` back to spaces; in the first token it is dropped unless ``prepend_scheme`` is never."""
 
     def __init__(self, replacement: str = "▁", prepend_scheme: str = "always") -> None:
@@ -84,7 +84,7 @@ def _fallback_byte(token: str) -> int | None:
     return None
 
 
-class ByteFallback:
+class ByteFallback(Decoder):
     """Runs of ``<0xNN>`` tokens become their bytes' text (one U+FFFD per token when not valid UTF-8)."""
 
     @classmethod
@@ -118,7 +118,7 @@ class ByteFallback:
         return token if byte is None else bytes([byte])
 
 
-class Fuse:
+class Fuse(Decoder):
     """All tokens joined into one."""
 
     @classmethod
@@ -132,7 +132,7 @@ class Fuse:
         return token
 
 
-class StripDecoder:
+class StripDecoder(Decoder):
     """Up to ``start`` leading and ``stop`` trailing ``content`` characters removed from each token."""
 
     def __init__(self, content: str, start: int, stop: int) -> None:
@@ -165,7 +165,7 @@ class StripDecoder:
         return token  # stripping acts at the edges of a decoded text, not on a token in the middle of one
 
 
-class ReplaceDecoder:
+class ReplaceDecoder(Decoder):
     """Every match of the pattern in each token replaced by ``content``."""
 
     def __init__(self, pattern: HFPattern, content: str) -> None:
@@ -183,7 +183,7 @@ class ReplaceDecoder:
         return self.pattern.replace(token, self.content)
 
 
-class BPEDecoder:
+class BPEDecoder(Decoder):
     """``suffix`` (end of word) becomes a space, except in the last token where it is dropped."""
 
     def __init__(self, suffix: str = "</w>") -> None:
@@ -201,7 +201,7 @@ class BPEDecoder:
         return token.replace(self.suffix, " ")
 
 
-class DecoderSequence:
+class DecoderSequence(Decoder):
     """Decoders applied in order (``Sequence``; the loader builds the members)."""
 
     def __init__(self, members: Sequence[Decoder]) -> None:

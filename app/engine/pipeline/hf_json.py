@@ -8,10 +8,9 @@ approximation of a file. Other modules add their components with :func:`register
 
 ``truncation`` and ``padding`` are shapes of a batch request, not part of tokenization: they are not applied.
 
-Fast paths: :func:`register_fast_path` installs a constructor that is offered every file
-:func:`is_rank_ordered_byte_level_bpe` accepts (byte-level BPE whose merge order is its rank order, so a
-tiktoken-style core computes the same merges); it receives the parsed file and the reference :class:`Pipeline`
-and returns a faster tokenizer or None to decline.
+Fast models: every builder of :data:`FAST_MODELS` is offered the built model (not on the python backend), in
+order; the first that accepts the file replaces the model with a faster one of the same ids (the compiled
+byte-level rank BPE, :mod:`.models.byte_level_rank`). The tokenizer is always a :class:`Pipeline`.
 """
 
 from __future__ import annotations
@@ -32,9 +31,11 @@ from . import normalizers as norm
 from . import pre_tokenizers as pre
 from . import processors as proc
 from .added import AddedToken
+from .base import Model
 from .charsmap import Precompiled
 from .json_numbers import serde_f64
 from .models.bpe import BPE
+from .models.byte_level_rank import byte_level_rank_bpe
 from .models.unigram import Unigram
 from .models.wordlevel import WordLevel
 from .models.wordpiece import WordPiece
@@ -121,14 +122,11 @@ def register(section: str, type_name: str, build: Callable[[dict[str, Any]], Any
     _TABLES[section][type_name] = Builder(build, frozenset(keys))
 
 
-FastConstructor = Callable[[dict[str, Any], Pipeline], "Tokenizer | None"]
-_fast_constructor: FastConstructor | None = None
-
-
-def register_fast_path(constructor: FastConstructor | None) -> None:
-    """Install the constructor offered rank-ordered byte-level BPE files (None removes it)."""
-    global _fast_constructor
-    _fast_constructor = constructor
+#: Builds a faster model of the same ids from a parsed file and the model built from it (tokenizer name and spec
+#: given for its logs and tables), or None to decline.
+FastModel = Callable[[dict[str, Any], Model, str, "TokenizerSpec | None"], "Model | None"]
+#: The fast models offered every file, in order (the loader's explicit table; nothing registers itself).
+FAST_MODELS: list[FastModel] = [byte_level_rank_bpe]
 
 
 class _Refused(Exception):
@@ -178,32 +176,6 @@ def _added_tokens(entries: Any) -> list[AddedToken]:
     return out
 
 
-def is_rank_ordered_byte_level_bpe(data: dict[str, Any]) -> bool:
-    """True when ``data`` is plain byte-level BPE whose merge list is in the order of its results' ids: BPE
-    without byte fallback, unknown token, affixes or ``ignore_merges``; a ByteLevel pre-tokenizer last; a
-    ByteLevel decoder. Necessary for a rank-based byte-level core to compute the same merges, not sufficient (a
-    rank-based core also joins pairs the merge list lacks when their concatenation is a token): the registered
-    constructor checks the rest and declines what it cannot run exactly."""
-    model = data.get("model") or {}
-    if model.get("type") != "BPE" or model.get("byte_fallback") or model.get("unk_token") is not None:
-        return False
-    if model.get("continuing_subword_prefix") or model.get("end_of_word_suffix") or model.get("ignore_merges"):
-        return False
-    pre_tok = data.get("pre_tokenizer") or {}
-    last = (pre_tok.get("pretokenizers") or [{}])[-1] if pre_tok.get("type") == "Sequence" else pre_tok
-    if last.get("type") != "ByteLevel" or (data.get("decoder") or {}).get("type") != "ByteLevel":
-        return False
-    vocab = model.get("vocab") or {}
-    previous = -1
-    for item in model.get("merges") or []:
-        left, right = (item.split(" ", 1) if isinstance(item, str) else item)
-        token_id = vocab.get(left + right)
-        if token_id is None or token_id <= previous:
-            return False
-        previous = token_id
-    return True
-
-
 def check_hf_ids(doc: dict[str, Any], size: int | None, source: str) -> None:
     """Raise :class:`ArtifactError` if an id of the model's vocabulary or of ``added_tokens`` is outside
     :func:`~app.engine.artifact_limits.id_bound` of the file's ``size`` (before any table is allocated)."""
@@ -216,6 +188,15 @@ def check_hf_ids(doc: dict[str, Any], size: int | None, source: str) -> None:
     if isinstance(added, list):
         check_ids((e["id"] for e in added if isinstance(e, dict) and isinstance(e.get("id"), int)),
                   "added_tokens id", size, source)
+
+
+def _fast_model(doc: dict[str, Any], model: Model, name: str, spec: TokenizerSpec | None) -> Model:
+    """The first of :data:`FAST_MODELS` that accepts the file, else ``model``."""
+    for build in FAST_MODELS:
+        fast = build(doc, model, name, spec)
+        if fast is not None:
+            return fast
+    return model
 
 
 def from_hf_json(data: bytes | str | dict[str, Any], name: str, *, source: str = "tokenizer.json",
@@ -242,6 +223,8 @@ def from_hf_json(data: bytes | str | dict[str, Any], name: str, *, source: str =
         added = _added_tokens(doc.get("added_tokens"))
         # a model that could match a special token's string in text must not
         model.exclude_from_text({t.id for t in added if t.special})
+        if backend != "python":
+            model = _fast_model(doc, model, name, spec)
         pipeline = Pipeline(name=name, model=model, normalizer=parts["normalizer"],
                             pre_tokenizer=parts["pre_tokenizer"], post_processor=parts["post_processor"],
                             decoder=parts["decoder"], added_tokens=added, cache_size=cache_size, spec=spec)
@@ -249,10 +232,6 @@ def from_hf_json(data: bytes | str | dict[str, Any], name: str, *, source: str =
         raise ArtifactError(source, f"cannot load exactly: {exc}") from None
     except ValueError as exc:
         raise ArtifactError(source, f"cannot load exactly: {exc}") from None
-    if backend != "python" and _fast_constructor is not None and is_rank_ordered_byte_level_bpe(doc):
-        fast = _fast_constructor(doc, pipeline)
-        if fast is not None:
-            return fast
     return pipeline
 
 
@@ -273,8 +252,3 @@ def load_hf_json_file(path: Path, name: str, *, cache_size: int | None = None) -
         raise ArtifactError(str(path), f"cannot read: {exc.strerror or exc}") from None
     return from_hf_json(data, name, source=str(path), cache_size=cache_size)
 
-
-# The compiled fast path for byte-level BPE files whose merge-list BPE provably equals rank BPE.
-from .byte_level_fast import fast_byte_level  # noqa: E402
-
-register_fast_path(fast_byte_level)

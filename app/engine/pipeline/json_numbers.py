@@ -5,14 +5,23 @@ correctly rounded: the decimal significand is gathered into a 64-bit integer (di
 dropped integer digits raise the exponent), converted to a double, then multiplied or divided by the double nearest
 ``10**|exponent|``. About one score in eight of a typical Unigram vocabulary comes out one unit in the last place
 away from Python's ``float()``, enough to break exact score ties the other way. :func:`serde_f64` reproduces that
-arithmetic; pass it as ``json.loads(..., parse_float=serde_f64)``.
+arithmetic; pass it as ``json.loads(..., parse_float=serde_f64)``. :func:`f32` rounds to float32, as SentencePiece
+keeps its scores.
 """
 
 from __future__ import annotations
 
+import struct
+
 _U64_MAX = (1 << 64) - 1
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
 _POW10 = [float(f"1e{k}") for k in range(309)]
+_F32 = struct.Struct("<f")
+
+
+def f32(x: float) -> float:
+    """``x`` rounded to the nearest 32-bit float (the exact result of a float32 addition of two float32s)."""
+    return _F32.unpack(_F32.pack(x))[0]  # type: ignore[no-any-return]
 
 
 def serde_f64(literal: str) -> float:

@@ -27,25 +27,27 @@ from ..specials import EMPTY_TEMPLATE, Template
 from ..store import TokenizerSpec
 from ..tokenizer import Tokenizer
 from .added import AddedMatcher, AddedToken
-from .base import Decoder, Model, Normalizer, Piece, PostProcessor, PreTokenizer, Span
+from .base import Decoder, Model, Normalizer, Piece, PostProcessor, PreTokenizer, Span, TextEncoder
 from .normalizers import Replace
 from .pre_tokenizers import Split
 from .text_plan import TextPlan
 
 #: How a pipeline encodes an ordinary text (``Pipeline.text_path``), in the order they are tried:
 #:
+#: - ``text-encoder``: the model's ``text_encoder`` runs everything, added tokens included, on the compiled core
+#:   (byte-level rank BPE, :mod:`.models.byte_level_rank`); it also counts, batches and gives offsets;
 #: - ``whole-text``: the model's ``fused_encoder`` runs normalizer, pre-tokenizer and model on the whole text in
 #:   one compiled call (SentencePiece BPE, Unigram; only without added tokens);
 #: - ``fused``: the model's ``fuse`` does the same for the stretches between raw added tokens (WordPiece behind
 #:   BERT's normalizer, Unigram with added tokens; not with normalized added tokens, which need the pipeline);
-#: - ``text-plan``: the model's ``text_encoder`` runs a :class:`~app.engine.pipeline.text_plan.TextPlan` (raw added
+#: - ``text-plan``: the model's ``plan_encoder`` runs a :class:`~app.engine.pipeline.text_plan.TextPlan` (raw added
 #:   tokens, a one-character Replace normalizer, a Split that never cuts, the model and a segment cache) on the whole
 #:   text in one compiled call (Gemma-style merge-list BPE files);
 #: - ``strings``: a compiled model behind at most a Replace normalizer and a Split pre-tokenizer (Gemma-style
 #:   files): the pipeline's steps on plain strings, the model in one call;
 #: - ``native-items``: the pipeline's steps (:meth:`Pipeline.pre_token_pieces`), the compiled model in one call;
 #: - ``python``: the pure-Python reference, the model per pre-token through the piece cache.
-TEXT_PATHS = ("whole-text", "fused", "text-plan", "strings", "native-items", "python")
+TEXT_PATHS = ("text-encoder", "whole-text", "fused", "text-plan", "strings", "native-items", "python")
 
 
 def _surrogate_spans(text: str, clean: str) -> list[Span]:
@@ -115,8 +117,17 @@ class Pipeline(Tokenizer):
         self._fused: Callable[[list[str | int]], list[int]] | None = None
         self.text_path: str
         """How :meth:`encode` runs an ordinary text, decided once here: one of :data:`TEXT_PATHS`."""
-        self.text_path, self._encode_text = self._choose_text_path(normalizer, pre_tokenizer)
+        self._text_encoder: TextEncoder | None = model.text_encoder(normalizer, pre_tokenizer, added)
+        if self._text_encoder is not None:
+            self.text_path, self._encode_text = "text-encoder", self._text_encoder.encode
+            self._count_text = self._text_encoder.count
+            self.pattern = self._text_encoder.pattern
+        else:
+            self.text_path, self._encode_text = self._choose_text_path(normalizer, pre_tokenizer)
         self._bind_plain_encode()
+
+    def __repr__(self) -> str:
+        return f"<Pipeline {self.name!r} ({type(self.model).__name__}, {self.text_path})>"
 
     # -- encoding -------------------------------------------------------------------------------------------------
 
@@ -195,7 +206,7 @@ class Pipeline(Tokenizer):
                 return "fused", self._encode_text_fused
         if model.native is not None and no_normalized_added:
             plan = TextPlan.of(self._raw_matcher.entries(), normalizer, pre_tokenizer)
-            encode_text = model.text_encoder(plan, self._cache_size) if plan is not None else None
+            encode_text = model.plan_encoder(plan, self._cache_size) if plan is not None else None
             if encode_text is not None:
                 return "text-plan", encode_text
         if model.native is not None:
@@ -265,8 +276,30 @@ class Pipeline(Tokenizer):
                 items.append(chunk)
         return encode_pieces(items, SEGMENT_FROM)
 
+    def encode_batch(self, texts: Sequence[str], *, num_threads: int = 1,
+                     sample: Sample | None = None) -> list[list[int]]:
+        """:meth:`encode` of each text, in order (the model's text encoder batches them when it has one)."""
+        if self._text_encoder is None or sample is not None:
+            return super().encode_batch(texts, num_threads=num_threads, sample=sample)
+        return self._text_encoder.encode_batch(texts, num_threads)
+
+    def count_batch(self, texts: Sequence[str], *, num_threads: int = 1, sample: Sample | None = None) -> list[int]:
+        """:meth:`count` of each text, in order (the model's text encoder batches them when it has one)."""
+        if self._text_encoder is None or sample is not None:
+            return super().count_batch(texts, num_threads=num_threads, sample=sample)
+        return self._text_encoder.count_batch(texts, num_threads)
+
     def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
-        """Ids of ``text`` and, per id, its ``(start, end)`` character span in ``text``."""
+        """Ids of ``text`` and, per id, its ``(start, end)`` character span in ``text`` (with the model's text
+        encoder: in ``text`` with lone surrogates replaced, as :class:`~app.engine.encoding.Encoding` counts)."""
+        if self._text_encoder is not None:
+            text = scrub_surrogates(text)
+            found = self._text_encoder.encode_with_offsets(text)
+            if found is not None:
+                if self.post_processor is not None and found[0]:
+                    strings = [self._token_string(i) or "" for i in found[0]]
+                    return found[0], self.post_processor.adjust_offsets(strings, found[1])
+                return found
         ids: list[int] = []
         spans: list[Span] = []
         tokens: list[str] = []
@@ -289,19 +322,26 @@ class Pipeline(Tokenizer):
             spans = self.post_processor.adjust_offsets(tokens, spans)
         return ids, spans
 
-    # -- sampling (:mod:`app.engine.pipeline.sampling`) -------------------------------------------------------------
+    # -- sampling: the model's (:meth:`~app.engine.pipeline.base.Model.sampler`) ----------------------------------
 
     def check_sample(self, sample: Sample) -> None:
         """Raise :class:`~app.engine.sampling.SamplingError` unless the model can sample as ``sample`` asks
         (Unigram: ``alpha``/``nbest``; BPE: ``dropout``)."""
-        from .sampling import check
+        self.model.sampler(sample, self.name)
 
-        check(self, sample)
+    def pre_token_items(self, text: str) -> list[str | int]:
+        """:meth:`pre_token_pieces` as the model takes them: pre-token texts and matched added tokens' ids, in
+        order (empty pre-tokens dropped)."""
+        return [p.token_id if p.token_id is not None else p.text
+                for p in self._pieces(text, False) if p.token_id is not None or p.text]
 
     def _sample_text(self, text: str, sample: Sample, rng: random.Random) -> list[int]:
-        from .sampling import sample_text
-
-        return sample_text(self, text, sample, rng)
+        """The pipeline's own steps unchanged (added tokens, normalizer, pre-tokenizer), then the model's draw
+        over the pre-tokens, always on the pure-Python model (a compiled core serves the deterministic path)."""
+        draw = self.model.sampler(sample, self.name)
+        if draw is None:
+            return self._encode_text(text)
+        return draw(self.pre_token_items(text), rng)
 
     # -- decoding -------------------------------------------------------------------------------------------------
 
@@ -314,7 +354,7 @@ class Pipeline(Tokenizer):
     def _token_strings(self, ids: Sequence[int], skip_special: bool) -> list[str]:
         out: list[str] = []
         # what a dropped special token leaves in the chain (None: nothing, as Hugging Face's decode)
-        placeholder: str | None = getattr(self.decoder, "skipped_special", None)
+        placeholder = self.decoder.skipped_special if self.decoder is not None else None
         for index, token_id in enumerate(ids):
             token = self._token_string(token_id) if isinstance(token_id, int) and token_id >= 0 else None
             if token is None:

@@ -12,18 +12,19 @@ suffix (no trailing ``▁`` is dropped). Control and special tokens reach this d
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import ClassVar
+
+from .base import Decoder
 
 SPACE_SYMBOL = "\u2581"
 
 
-class SentencePieceDecoder:
+class SentencePieceDecoder(Decoder):
     """The inverse of :class:`~app.engine.pipeline.sp_normalizer.SentencePieceNormalizer` plus byte fallback."""
 
     #: What a special token dropped by ``skip_special`` leaves in the chain: ``sentencepiece`` decodes a control
     #: piece as an empty string, which still ends a run of byte pieces (``<0xD1>`` ``</s>`` ``<0xB9>`` is two
     #: invalid sequences, not ``ѹ``).
-    skipped_special: ClassVar[str] = ""
+    skipped_special: str | None = ""
 
     def __init__(self, *, byte_pieces: Collection[str], control: Collection[str] = (), unk_piece: str | None = None,
                  unk_surface: str = " \u2047 ", add_dummy_prefix: bool = True,

@@ -1,4 +1,5 @@
-"""The byte-level fast path (:mod:`app.engine.pipeline.byte_level_fast`) against Hugging Face ``tokenizers`` (special-
+"""The byte-level fast path (:mod:`app.engine.pipeline.models.byte_level_rank`: a :class:`Pipeline` whose model is a
+:class:`ByteLevelRankBPE`) against Hugging Face ``tokenizers`` (special-
 token splitting off: ``encode_special_tokens = True``) and against our pure-Python pipeline, on the bundled Qwen3 and
 DeepSeek-V3 files: hostile strings, real multilingual text, every added and special token alone and glued to words,
 NFC-sensitive text, long runs; ids, counts, batches, offsets and decoding.
@@ -21,8 +22,15 @@ from tokenizers import Tokenizer as HFTokenizer
 from app.engine import get_encoding, get_store, native, patterns
 from app.engine.encoding import scrub_surrogates
 from app.engine.pipeline.added import AddedMatcher
-from app.engine.pipeline.byte_level_fast import ByteLevelFast, IsolatedSplits, LiteralMatcher, fast_byte_level
 from app.engine.pipeline.hf_json import from_hf_json
+from app.engine.pipeline.models.bpe import BPE
+from app.engine.pipeline.models.byte_level_rank import (
+    ByteLevelRankBPE,
+    IsolatedSplits,
+    LiteralMatcher,
+    RankTextEncoder,
+    byte_level_rank_bpe,
+)
 from app.engine.pipeline.pipeline import Pipeline
 from harness import realtext
 
@@ -47,10 +55,21 @@ def hf(name: str) -> HFTokenizer:
     return tok
 
 
-def ours(name: str) -> ByteLevelFast:
+def fast(tok: object) -> bool:
+    """True when ``tok`` runs the byte-level fast path (a pipeline over a :class:`ByteLevelRankBPE`)."""
+    return isinstance(tok, Pipeline) and isinstance(tok.model, ByteLevelRankBPE) and tok.text_path == "text-encoder"
+
+
+def ours(name: str) -> Pipeline:
     tok = get_encoding(name)
-    assert isinstance(tok, ByteLevelFast), type(tok)
+    assert isinstance(tok, Pipeline) and fast(tok), tok
     return tok
+
+
+def model(name: str) -> ByteLevelRankBPE:
+    found = ours(name).model
+    assert isinstance(found, ByteLevelRankBPE)
+    return found
 
 
 def hf_ids(name: str, texts: list[str], add_special_tokens: bool = False) -> list[list[int]]:
@@ -97,7 +116,8 @@ def test_bundled_file_loads_as_the_fast_path(name: str) -> None:
     assert tok.backend == "native" and tok.n_vocab == get_store().spec(name).vocab_size
     assert tok.special_tokens == get_encoding(name, backend="python").special_tokens
     assert tok.added_tokens == get_encoding(name, backend="python").added_tokens
-    assert tok.encoding._native is not None
+    assert model(name).native is not None and isinstance(model(name).reference, BPE)
+    assert tok.pattern == model(name).core.pattern != ""
 
 
 def test_bundled_files_run_native_scanners() -> None:
@@ -105,8 +125,8 @@ def test_bundled_files_run_native_scanners() -> None:
     assert split["pattern"]["Regex"] == patterns.QWEN2
     splits = document("deepseek-v3")["pre_tokenizer"]["pretokenizers"][:3]  # type: ignore[index]
     assert tuple(s["pattern"]["Regex"] for s in splits) == patterns.DEEPSEEK_V3_SPLITS
-    assert ours("qwen3").encoding._native.has_scanner  # type: ignore[union-attr]
-    assert ours("deepseek-v3").encoding._native.has_scanner  # type: ignore[union-attr]  (its split sequence)
+    assert model("qwen3").has_scanner
+    assert model("deepseek-v3").has_scanner  # (its split sequence)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -211,14 +231,16 @@ def test_python_engine_setting_keeps_the_pipeline(monkeypatch: pytest.MonkeyPatc
 def test_files_outside_the_fast_path_keep_the_pipeline() -> None:
     doc = dict(document("qwen3"))
     lower = {**doc, "normalizer": {"type": "Lowercase"}}
-    assert not isinstance(from_hf_json(lower, "lower"), ByteLevelFast)
+    assert not fast(from_hf_json(lower, "lower"))
     swapped = json.loads(json.dumps(doc))
     merges = swapped["model"]["merges"]
     merges[0], merges[1] = merges[1], merges[0]  # merge order no longer rank order
-    assert not isinstance(from_hf_json(swapped, "swapped"), ByteLevelFast)
+    assert not fast(from_hf_json(swapped, "swapped"))
     pipeline = from_hf_json(doc, "qwen3-python", backend="python")
-    assert isinstance(pipeline, Pipeline) and isinstance(fast_byte_level(doc, pipeline), ByteLevelFast)
-    assert not isinstance(get_encoding("gemma3"), ByteLevelFast)
+    assert isinstance(pipeline, Pipeline) and not fast(pipeline) and pipeline.text_path != "text-encoder"
+    assert isinstance(byte_level_rank_bpe(doc, pipeline.model, "qwen3-python", None), ByteLevelRankBPE)
+    assert byte_level_rank_bpe(lower, pipeline.model, "lower", None) is None
+    assert not fast(get_encoding("gemma3"))
 
 
 #: The code-point sweep's contexts (as the tiktoken sweep's) and one for the NFC/added-token interplay.
@@ -274,8 +296,10 @@ def test_literal_matcher_splits_as_the_pipelines_matcher(name: str) -> None:
 
 def test_nfc_windows_equal_whole_text_nfc() -> None:
     tok = ours("qwen3")
+    encoder = model("qwen3").text_encoder(tok.normalizer, tok.pre_tokenizer, tok.added_vocabulary)
+    assert isinstance(encoder, RankTextEncoder)
     rng = random.Random(11)
     alphabet = "ae\u0301\u0323\u0328\u1100\u1161\u11a8가각\u212b\u0344xyz \u0f73\u0f71\u0f72\u095c\u064e\u0651"
     for _ in range(60):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 3000)))
-        assert tok._nfc_windows(text) == unicodedata.normalize("NFC", text)
+        assert encoder.nfc_windows(text) == unicodedata.normalize("NFC", text)

@@ -10,7 +10,10 @@ import pytest
 
 from app.engine.errors import ArtifactError
 from app.engine.pipeline import Pipeline, hf_json
-from app.engine.pipeline.hf_json import from_hf_json, is_rank_ordered_byte_level_bpe
+from app.engine.pipeline.base import Model
+from app.engine.pipeline.byte_level_ranks import is_rank_ordered_byte_level_bpe
+from app.engine.pipeline.hf_json import from_hf_json
+from app.engine.store import TokenizerSpec
 
 from .reference import HF_JSON, ours, reference
 
@@ -81,21 +84,27 @@ def test_rank_ordered_byte_level_bpe_detection() -> None:
     assert not is_rank_ordered_byte_level_bpe(tiny(decoder={"type": "Fuse"}))
 
 
-def test_fast_path_hook_receives_the_reference_pipeline() -> None:
-    seen: list[Pipeline] = []
+def test_fast_models_are_offered_the_built_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every entry of the loader's FAST_MODELS table is offered the file and its model; a declining builder keeps
+    the model, an accepting one replaces it, and the tokenizer is a Pipeline either way."""
+    seen: list[tuple[str, Model]] = []
 
-    def constructor(doc: dict[str, Any], pipeline: Pipeline) -> None:
-        seen.append(pipeline)
-        return None  # decline: the pipeline is used
+    def decline(doc: dict[str, Any], model: Model, name: str, spec: TokenizerSpec | None) -> None:
+        seen.append((name, model))
+        return None
 
-    hf_json.register_fast_path(constructor)
-    try:
-        tok = from_hf_json(json.dumps(tiny()), "tiny")
-        assert isinstance(tok, Pipeline) and seen == [tok]
-        from_hf_json(json.dumps(tiny()), "tiny", backend="python")
-        assert len(seen) == 1  # backend="python" never takes a fast path
-    finally:
-        hf_json.register_fast_path(None)
+    def accept(doc: dict[str, Any], model: Model, name: str, spec: TokenizerSpec | None) -> Model:
+        seen.append((name, model))
+        return model
+
+    monkeypatch.setattr(hf_json, "FAST_MODELS", [decline])
+    tok = from_hf_json(json.dumps(tiny()), "tiny")
+    assert isinstance(tok, Pipeline) and seen == [("tiny", tok.model)]
+    from_hf_json(json.dumps(tiny()), "tiny", backend="python")
+    assert len(seen) == 1  # backend="python" is never offered a fast model
+    monkeypatch.setattr(hf_json, "FAST_MODELS", [decline, accept, decline])
+    tok = from_hf_json(json.dumps(tiny()), "tiny2")
+    assert isinstance(tok, Pipeline) and [n for n, _ in seen] == ["tiny", "tiny2", "tiny2"]  # the first that accepts
 
 
 @pytest.mark.parametrize("name", HF_JSON)

@@ -84,7 +84,7 @@ def test_qwen3_ids_equal_hugging_face(backend: str) -> None:
     hf.encode_special_tokens = True
     tok = get_encoding("qwen3") if backend == "native" else get_encoding("qwen3", backend="python")
     if backend == "native":
-        assert type(tok).__name__ == "ByteLevelFast"
+        assert tok.text_path == "text-encoder"  # type: ignore[attr-defined]  (the compiled byte-level model)
     rng = random.Random(7)
     texts = ["<think>\u07fd\u0301\u07fd", "x\u0301\u0323\u07fdy", "\U00011935\U00011930 o"]
     texts += [ctx.replace("{c}", c) for c in EXCEPTIONS for ctx in CONTEXTS[:7]]

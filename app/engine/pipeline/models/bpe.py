@@ -22,7 +22,8 @@ from typing import Any, cast
 
 from ...cache import CacheStats
 from ...dropout import merge_with_dropout
-from ..base import Model
+from ...sampling import Sample
+from ..base import ItemsSampler, Model, each_pre_token
 from ..compiled import MERGE_BPE as _EXT
 from ..text_plan import TextPlan
 
@@ -83,12 +84,12 @@ class BPE(Model):
             except (ValueError, TypeError):
                 self.native = None  # the reference below raises the precise error
         self.backend = "python" if self.native is None else "native"
-        self._text_encoder: Any = None
+        self._plan_encoder: Any = None
         self._python_ready = False
         if self.native is None:
             self._prepare_python()
 
-    def text_encoder(self, plan: TextPlan, cache_size: int) -> Callable[[str], list[int]] | None:
+    def plan_encoder(self, plan: TextPlan, cache_size: int) -> Callable[[str], list[int]] | None:
         """The compiled ``TextEncoder`` of ``plan`` (added tokens, normalizer, cut, model and a segment cache of
         ``cache_size`` slots in one call per text; the same ids as the pipeline's steps), or None without the
         compiled model or when its pair table is not the compact one (ids of 2**20 and more)."""
@@ -99,18 +100,18 @@ class BPE(Model):
         replace_from = -1 if plan.replace_from is None else ord(plan.replace_from)
         encoder = module.TextEncoder(self.native, matcher, list(plan.token_ids), replace_from, plan.replace_to,
                                      cache_size)
-        self._text_encoder = encoder
+        self._plan_encoder = encoder
         return cast("Callable[[str], list[int]]", encoder.encode)
 
     def cache_stats(self) -> CacheStats | None:
         """Counters of the compiled text encoder's segment cache; None without one (the pipeline's own cache)."""
-        encoder = self._text_encoder
+        encoder = self._plan_encoder
         return None if encoder is None else CacheStats(*encoder.cache_stats())
 
     def clear_cache(self) -> None:
         """Empty the compiled text encoder's segment cache."""
-        if self._text_encoder is not None:
-            self._text_encoder.clear_cache()
+        if self._plan_encoder is not None:
+            self._plan_encoder.clear_cache()
 
     def use_reference(self) -> None:
         """Drop the compiled model: every call runs the pure-Python reference from now on."""
@@ -207,6 +208,15 @@ class BPE(Model):
         assert spans is not None
         ids = self._merge(syms, spans)
         return [(i, s, e) for i, (s, e) in zip(ids, spans, strict=True)]
+
+    def sampler(self, sample: Sample, name: str) -> ItemsSampler | None:
+        """BPE-dropout (``sample``'s ``dropout``, :meth:`dropout_with_spans` per pre-token); None for ``dropout=0``
+        (the deterministic ids). Raises :class:`~app.engine.sampling.SamplingError` for Unigram options."""
+        p = sample.for_bpe(name)
+        if p <= 0.0:
+            return None
+        dropout = self.dropout_with_spans
+        return each_pre_token(lambda text, rng: dropout(text, rng, p))
 
     def dropout_with_spans(self, text: str, rng: random.Random, p: float) -> list[tuple[int, int, int]]:
         """``(id, start, end)`` of one pre-token under BPE-dropout ``p``, as Hugging Face's BPE with ``dropout``

@@ -27,7 +27,8 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any, cast
 
 from ...cache import CacheStats
-from ..base import Model
+from ...sampling import Sample
+from ..base import ItemsSampler, Model, each_pre_token
 from ..compiled import SP_BPE as _EXT
 from ..sp_normalizer import SentencePieceNormalizer
 from ..sp_split import SpaceSymbolSplit
@@ -231,6 +232,15 @@ class SentencePieceBPE(Model):
 
     def tokenize_with_spans(self, text: str) -> list[tuple[int, int, int]]:
         return self._ids(self._merge(text))
+
+    def sampler(self, sample: Sample, name: str) -> ItemsSampler | None:
+        """BPE-dropout (``sample``'s ``dropout``, :meth:`dropout_with_spans` per pre-token); None for ``dropout=0``
+        (the deterministic ids). Raises :class:`~app.engine.sampling.SamplingError` for Unigram options."""
+        p = sample.for_bpe(name)
+        if p <= 0.0:
+            return None
+        dropout = self.dropout_with_spans
+        return each_pre_token(lambda text, rng: dropout(text, rng, p))
 
     def dropout_with_spans(self, text: str, rng: random.Random, p: float) -> list[tuple[int, int, int]]:
         """BPE-dropout (Provilkov et al. 2020): every merge is skipped with probability ``p``. Seeded by ``rng``."""

@@ -34,7 +34,6 @@ from __future__ import annotations
 import functools
 import math
 import random
-import struct
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, cast
@@ -43,11 +42,12 @@ from ... import defaults
 from ...cache import CacheStats
 from ...defaults import WORD_CACHE_ENV
 from ...encoding import scrub_surrogates
-from ..base import Model
+from ...sampling import Sample
+from ..base import ItemsSampler, Model, each_pre_token
 from ..compiled import UNIGRAM as _EXT
-from ..json_numbers import serde_f64
+from ..json_numbers import f32, serde_f64
+from .unigram_nbest import nbest, sample_nbest
 
-_F32 = struct.Struct("<f")
 _RESET = 100_000.0  # SentencePiece's re-basing threshold for float32 path scores
 
 #: Slots of the compiled word cache of SentencePiece Unigram models (``$TOKENIZER_UNIGRAM_WORD_CACHE``, default 0:
@@ -64,11 +64,6 @@ def word_cache_size(cache_size: int | None = None, slots: int | None = None) -> 
     if value < 0:
         raise ValueError(f"{WORD_CACHE_ENV} must be >= 0, not {value}")
     return 0 if cache_size == 0 else value
-
-
-def f32(x: float) -> float:
-    """``x`` rounded to the nearest 32-bit float (the exact result of a float32 addition of two float32s)."""
-    return _F32.unpack(_F32.pack(x))[0]  # type: ignore[no-any-return]
 
 
 class Unigram(Model):
@@ -267,6 +262,24 @@ class Unigram(Model):
 
     def tokenize_with_spans(self, text: str) -> list[tuple[int, int, int]]:
         return self._finish(text, self._viterbi(text)) if text else []
+
+    def sampler(self, sample: Sample, name: str) -> ItemsSampler | None:
+        """Subword sampling as ``sample``'s ``alpha`` and ``nbest`` ask: ``nbest=-1`` each pre-token drawn from its
+        whole lattice (:meth:`sample_with_spans`; the pre-tokens are independent, so this is a draw from the whole
+        text's lattice); ``nbest=1`` the deterministic ids (None); ``nbest=n`` one of the whole text's ``n`` best
+        segmentations (:func:`.unigram_nbest.sample_nbest`). Raises :class:`~app.engine.sampling.SamplingError`
+        for ``dropout``."""
+        alpha, n = sample.for_unigram(name)
+        if n == 1:
+            return None
+        if n > 1:
+            return lambda items, rng: sample_nbest(self, items, n, alpha, rng)
+        draw = self.sample_with_spans
+        return each_pre_token(lambda text, rng: draw(text, rng, alpha))
+
+    def nbest(self, items: Sequence[str | int], n: int, name: str) -> list[tuple[list[int], float]]:
+        """The ``n`` best segmentations with their scores, best first (:func:`.unigram_nbest.nbest`)."""
+        return nbest(self, items, n)
 
     def sample_with_spans(self, text: str, rng: random.Random, alpha: float) -> list[tuple[int, int, int]]:
         """One segmentation drawn from the whole lattice with probability proportional to

@@ -27,9 +27,28 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
-from .unigram import Unigram, f32
+from ..json_numbers import f32
+
+
+class LatticeModel(Protocol):
+    """What the search reads of a :class:`~app.engine.pipeline.models.unigram.Unigram` model (typed here, so that
+    the model, which samples with this module, is not imported back)."""
+
+    float32: bool
+    unk_id: int | None
+    unk_score: float
+    _score: dict[int, float]
+    _user: frozenset[int]
+
+    @property
+    def _nodes(self) -> Mapping[str, int]: ...
+
+    def _finish(self, text: str, path: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]: ...
+
+    def tokenize(self, text: str) -> list[int]: ...
 
 #: SentencePiece's bounds on the search (see the module docstring).
 MAX_AGENDA = 10_000
@@ -116,7 +135,7 @@ class _Agenda:
 class _Lattice:
     """The lattice of a sequence of segments (pre-token texts, or added-token ids)."""
 
-    def __init__(self, model: Unigram, segments: Sequence[str | int]) -> None:
+    def __init__(self, model: LatticeModel, segments: Sequence[str | int]) -> None:
         self.model = model
         self.segments = segments
         rnd = f32 if model.float32 else float
@@ -284,7 +303,7 @@ class _Lattice:
         return out
 
 
-def nbest(model: Unigram, segments: Sequence[str | int], n: int) -> list[tuple[list[int], float]]:
+def nbest(model: LatticeModel, segments: Sequence[str | int], n: int) -> list[tuple[list[int], float]]:
     """The ``n`` best segmentations of ``segments`` (pre-token texts in order, an ``int`` for a matched added
     token) as ``(ids, score)``, best first: SentencePiece's ``NBestEncode`` list for a single normalized text."""
     if n <= 1:  # SentencePiece answers nbest_size <= 1 with its ordinary encoding
@@ -296,7 +315,7 @@ def nbest(model: Unigram, segments: Sequence[str | int], n: int) -> list[tuple[l
     return [(lattice.ids(path), score) for path, score in lattice.nbest(min(n, 1024))]
 
 
-def sample_nbest(model: Unigram, segments: Sequence[str | int], n: int, alpha: float,
+def sample_nbest(model: LatticeModel, segments: Sequence[str | int], n: int, alpha: float,
                  rng: random.Random) -> list[int]:
     """One of the ``n`` best segmentations, drawn with probability proportional to ``exp(alpha * score)``."""
     best = nbest(model, segments, n)

@@ -1,47 +1,49 @@
-"""The compiled fast path for byte-level BPE ``tokenizer.json`` files (Qwen2/2.5/3, DeepSeek-V3 …).
+"""The compiled fast path for byte-level BPE ``tokenizer.json`` files (Qwen2/2.5/3, DeepSeek-V3 …) as a pipeline
+model: :class:`ByteLevelRankBPE`.
 
-:func:`fast_byte_level` is registered with the loader (:func:`app.engine.pipeline.hf_json.register_fast_path`).
-It is offered every byte-level BPE file and accepts one when
+:func:`byte_level_rank_bpe` is listed in the loader's :data:`~app.engine.pipeline.hf_json.FAST_MODELS`. It is
+offered every file's model (not on the python backend) and wraps a byte-level merge-list BPE when
 
-* the file's merge-list BPE provably equals rank BPE (:mod:`.byte_level_ranks`, checked per file at load);
+* the file is plain rank-ordered byte-level BPE (:func:`.byte_level_ranks.is_rank_ordered_byte_level_bpe`) and
+  its merge-list BPE provably equals rank BPE (:mod:`..byte_level_ranks`, checked per file at load);
 * the normalizer is none, NFC, or a sequence of at most NFC;
 * the pre-tokenizer is one or more ``Split`` (regex, ``Isolated``, not inverted) followed by
   ``ByteLevel(add_prefix_space=false, use_regex=false)``;
 * the compiled core is available and ``$TOKENIZER_ENGINE`` does not ask for the python backend.
 
-It then runs as :class:`ByteLevelFast`: added tokens are found in the text exactly as the reference pipeline
-finds them (special ones never match; :class:`LiteralMatcher`, one compiled alternation, gives the pipeline's
-:class:`~app.engine.pipeline.added.AddedMatcher` splits when no token needs word or space checks, else that matcher
-runs), each stretch between them is NFC-normalized by the pipeline's normalizer (skipped for ASCII and when
-``unicodedata.is_normalized`` says it already is; otherwise only the windows that need it), and an
+The :class:`~app.engine.pipeline.pipeline.Pipeline` then encodes every ordinary text with the model's
+:meth:`ByteLevelRankBPE.text_encoder`, a :class:`RankTextEncoder`: added tokens are found in the text exactly as
+the pipeline finds them (special ones never match; :class:`LiteralMatcher`, one compiled alternation, gives the
+pipeline's :class:`~app.engine.pipeline.added.AddedMatcher` splits when no token needs word or space checks, else
+that matcher runs), each stretch between them is NFC-normalized by the pipeline's normalizer (skipped for ASCII and
+when ``unicodedata.is_normalized`` says it already is; otherwise only the windows that need it), and an
 :class:`~app.engine.encoding.Encoding` over the ranks encodes it: the native pre-tokenizer when the split is a
 named pattern with a hand-written scanner (``qwen2``) or a split sequence with one (``deepseek_v3``), else the
-splits in ``regex`` feeding the native BPE. Decoding, the template and the special tokens are the reference
-pipeline's. Offsets of a text that NFC changes come from the reference pipeline (it carries alignment through
-normalization); otherwise from the Encoding, shifted per stretch.
+splits in ``regex`` feeding the native BPE. Everything else (pre-token BPE, offsets of a text that NFC changes,
+BPE-dropout, the vocabulary) is the wrapped merge-list BPE's, so decoding, the template and the special tokens stay
+the pipeline's.
 """
 
 from __future__ import annotations
 
 import logging
-import random
 import re
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import Any
 
 import regex
 
-from .. import native
-from ..artifact_regex import BoundedRegex
-from ..cache import CacheStats
-from ..encoding import Encoding, scrub_surrogates
-from ..patterns import PATTERNS
-from ..sampling import Sample
-from ..tokenizer import Tokenizer
-from .added import AddedMatcher, AddedToken
-from .byte_level_ranks import NotRankOrdered, ranks_from_hf_model
-from .pipeline import Pipeline
+from ... import native
+from ...artifact_regex import BoundedRegex
+from ...cache import CacheStats
+from ...encoding import Encoding, scrub_surrogates
+from ...patterns import PATTERNS
+from ...sampling import Sample
+from ...store import TokenizerSpec
+from ..added import AddedMatcher, AddedToken
+from ..base import ItemsSampler, Model, Normalizer, PreTokenizer, Span
+from ..byte_level_ranks import NotRankOrdered, is_rank_ordered_byte_level_bpe, ranks_from_hf_model
 
 log = logging.getLogger("app.engine")
 
@@ -166,9 +168,12 @@ def _split_sources(config: Any) -> list[str] | None:
     return sources
 
 
-def fast_byte_level(doc: dict[str, Any], pipeline: Pipeline) -> Tokenizer | None:
-    """The fast tokenizer for a parsed ``tokenizer.json`` (``pipeline``: the reference built from it), or None to
-    keep the pipeline (the reason is logged)."""
+
+def byte_level_rank_bpe(doc: dict[str, Any], model: Model, name: str, spec: TokenizerSpec | None) -> Model | None:
+    """``model`` (the merge-list BPE built from the parsed ``tokenizer.json`` ``doc``) wrapped as a
+    :class:`ByteLevelRankBPE` when the file qualifies (module docstring), else None (the reason is logged)."""
+    if not is_rank_ordered_byte_level_bpe(doc):
+        return None
     nfc = _is_nfc_normalizer(doc.get("normalizer"))
     sources = _split_sources(doc.get("pre_tokenizer"))
     why = ("compiled core not available" if not native.available() else
@@ -176,74 +181,128 @@ def fast_byte_level(doc: dict[str, Any], pipeline: Pipeline) -> Tokenizer | None
            "normalizer is not NFC or none" if nfc is None else
            "pre-tokenizer is not Split(Isolated)... + ByteLevel" if sources is None else None)
     if why is not None or sources is None or nfc is None:
-        log.info("%s: no byte-level fast path (%s)", pipeline.name, why)
+        log.info("%s: no byte-level fast path (%s)", name, why)
         return None
-    added = pipeline.added_vocabulary
     built: list[Encoding] = []
     named = len(sources) == 1 and sources[0] in PATTERNS.values() and native.scanner_id(sources[0]) != 0
     sequence = 0 if named else native.sequence_scanner_id(tuple(sources))
 
     def encoding_for(ranks: dict[bytes, int]) -> Any:
-        enc = Encoding(pipeline.name, pattern=sources[0] if named else " + ".join(sources), mergeable_ranks=ranks,
-                       special_tokens={}, spec=pipeline.spec, backend="native",
-                       pre_tokenizer=None if named else IsolatedSplits(sources), scanner=sequence or None)
-        built.append(enc)
-        assert enc._native is not None
-        return enc._native.last_merges
+        core = Encoding(name, pattern=sources[0] if named else " + ".join(sources), mergeable_ranks=ranks,
+                        special_tokens={}, spec=spec, backend="native",
+                        pre_tokenizer=None if named else IsolatedSplits(sources), scanner=sequence or None)
+        built.append(core)
+        assert core.native_core is not None
+        return core.native_core.last_merges
 
+    added = doc.get("added_tokens") or []
     try:
-        ranks_from_hf_model(doc["model"], {t.id: t.content for t in added}, last_merges=encoding_for)
+        ranks_from_hf_model(doc["model"], {t["id"]: t["content"] for t in added}, last_merges=encoding_for)
     except NotRankOrdered as exc:
-        log.info("%s: no byte-level fast path (%s)", pipeline.name, exc)
+        log.info("%s: no byte-level fast path (%s)", name, exc)
         return None
-    return ByteLevelFast(pipeline, built[-1], added, nfc=nfc)
+    return ByteLevelRankBPE(model, built[-1], nfc=nfc)
 
 
-class ByteLevelFast(Tokenizer):
-    """A byte-level BPE ``tokenizer.json`` on the compiled core; ids, offsets and decoding equal ``pipeline``'s.
-    Thread-safe."""
+class ByteLevelRankBPE(Model):
+    """A byte-level merge-list BPE (``reference``) whose merges provably equal rank BPE over ``core``'s ranks
+    (:mod:`..byte_level_ranks`), run on the compiled core: ids, offsets and samples equal ``reference``'s.
+    ``nfc``: the file's normalizer is NFC (else none). Per-pre-token methods, the vocabulary and sampling are
+    ``reference``'s; whole texts go through :meth:`text_encoder`. Thread-safe."""
 
-    backend = "native"
+    def __init__(self, reference: Model, core: Encoding, *, nfc: bool) -> None:
+        self.reference = reference
+        self.core = core
+        self.native = core.native_core
+        self.unk_id = reference.unk_id
+        self.nfc = nfc
 
-    def __init__(self, pipeline: Pipeline, encoding: Encoding, added: Sequence[AddedToken], *, nfc: bool) -> None:
-        self.name = pipeline.name
-        self.spec = pipeline.spec
-        self.pipeline = pipeline
-        self.encoding = encoding
-        self.pattern = encoding.pattern
-        self.n_vocab = pipeline.n_vocab
-        self._nfc = nfc
+    def __repr__(self) -> str:
+        split = "native scanner" if self.has_scanner else "regex splits"
+        return f"<ByteLevelRankBPE {self.core.name!r} ({split}, native BPE)>"
+
+    @property
+    def has_scanner(self) -> bool:
+        """True when a hand-written native pre-tokenizer splits the text (else ``regex`` splits feed the core)."""
+        return self.native is not None and bool(self.native.has_scanner)
+
+    # -- the reference's vocabulary and per-pre-token methods ---------------------------------------------------
+
+    def tokenize(self, text: str) -> list[int]:
+        return self.reference.tokenize(text)
+
+    def tokenize_with_spans(self, text: str) -> list[tuple[int, int, int]]:
+        return self.reference.tokenize_with_spans(text)
+
+    def token_to_id(self, token: str) -> int | None:
+        return self.reference.token_to_id(token)
+
+    def id_to_token(self, token_id: int) -> str | None:
+        return self.reference.id_to_token(token_id)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.reference.vocab_size
+
+    def segments(self, text: str) -> Iterable[tuple[int, int]]:
+        return self.reference.segments(text)
+
+    def encode_pieces(self, texts: Sequence[str | int], segment_from: int) -> list[int]:
+        """Pre-tokens through the rank core (equal to the merge-list BPE on every piece), matched ids as given."""
+        encode = self.core.encode
+        out: list[int] = []
+        for item in texts:
+            if isinstance(item, int):
+                out.append(item)
+            elif item:
+                out.extend(encode(item))
+        return out
+
+    def sampler(self, sample: Sample, name: str) -> ItemsSampler | None:
+        """The merge-list BPE's dropout (Hugging Face's ``dropout``), always on the pure-Python reference."""
+        return self.reference.sampler(sample, name)
+
+    def exclude_from_text(self, ids: Collection[int]) -> None:
+        self.reference.exclude_from_text(ids)
+
+    # -- the compiled whole-text path ---------------------------------------------------------------------------
+
+    def text_encoder(self, normalizer: Normalizer | None, pre_tokenizer: PreTokenizer | None,
+                     added: Sequence[AddedToken]) -> RankTextEncoder:
+        """The compiled path for whole texts, with the file's normalizer (NFC or none) and added tokens; the
+        file's pre-tokenizer is the core's split (checked by :func:`byte_level_rank_bpe`)."""
+        normalize = normalizer.normalize_str if self.nfc and normalizer is not None else None
+        return RankTextEncoder(self.core, added, normalize)
+
+    def cache_stats(self) -> CacheStats:
+        """The compiled core's piece-cache counters."""
+        return self.core.cache_stats()
+
+    def clear_cache(self) -> None:
+        """Empty the compiled core's piece cache (and the reference's)."""
+        self.core.clear_cache()
+        self.reference.clear_cache()
+
+
+class RankTextEncoder:
+    """Whole ordinary texts on the rank core (a :class:`~app.engine.pipeline.base.TextEncoder`): added tokens
+    matched as the pipeline matches them, stretches NFC-normalized with ``normalize`` (None: no normalizer), each
+    stretch encoded by ``core``. Thread-safe."""
+
+    def __init__(self, core: Encoding, added: Sequence[AddedToken], normalize: Callable[[str], str] | None) -> None:
+        self.core = core
+        self.pattern = core.pattern
+        self._nfc = normalize is not None
         self._raw = _matcher([(t.content, t) for t in added if not t.normalized])
         # The pipeline's own normalizer (NFC), so that both normalize alike; the unicodedata check in front is
         # only a shortcut: text that is NFC by the current Unicode tables is left alone by every NFC.
-        normalizer = pipeline.normalizer
-        normalize = normalizer.normalize_str if nfc and normalizer is not None else (lambda s: s)
-        self._normalize = normalize
-        self._normed = _matcher([(normalize(t.content), t) for t in added if t.normalized])
+        self._normalize: Callable[[str], str] = normalize if normalize is not None else (lambda s: s)
+        norm = self._normalize
+        self._normed = _matcher([(norm(t.content), t) for t in added if t.normalized])
         # First characters of the non-special tokens' patterns: a (normalized) text holding none of them matches
         # no added token (special ones only ever block a match).
-        self._first_chars = "".join(sorted({(normalize(t.content) if t.normalized else t.content)[:1]
+        self._first_chars = "".join(sorted({(norm(t.content) if t.normalized else t.content)[:1]
                                             for t in added if not t.special} - {""}))
-        self._added_by_id = {t.id: t.content for t in reversed(added)}
-        self._added_tokens = {t.content: t.id for t in added if not t.special}
-        self._init_special_tokens(pipeline.special_tokens, lambda _id: False)
-        self._template = pipeline.template
-        self._bind_plain_encode()
-
-    def __repr__(self) -> str:
-        native_core = self.encoding._native
-        split = "native scanner" if native_core is not None and native_core.has_scanner else "regex splits"
-        return f"<ByteLevelFast {self.name!r} ({split}, native BPE)>"
-
-    @property
-    def added_tokens(self) -> dict[str, int]:
-        """Non-special added tokens (content -> id), matched in text before the model runs."""
-        return dict(self._added_tokens)
-
-    @property
-    def unk_id(self) -> int | None:
-        """The pipeline's (its model's) unknown id."""
-        return self.pipeline.unk_id
 
     # ------------------------------------------------------------------ text -> stretches
 
@@ -268,7 +327,7 @@ class ByteLevelFast(Tokenizer):
                 continue
             chunk = text[start:end]
             if self._nfc and not chunk.isascii() and not unicodedata.is_normalized("NFC", chunk):
-                chunk = self._nfc_windows(chunk)
+                chunk = self.nfc_windows(chunk)
                 exact = False
             if not self._normed.has_matchable:
                 out.append((start, end, chunk))
@@ -280,7 +339,7 @@ class ByteLevelFast(Tokenizer):
                     out.append((*bounds, token2.id if token2 is not None else chunk[s2:e2]))
         return out, exact
 
-    def _nfc_windows(self, text: str) -> str:
+    def nfc_windows(self, text: str) -> str:
         """The normalizer's NFC of ``text``, computed per window between NFC boundaries and only for windows that
         are not NFC already (a long text with a few non-NFC characters costs a scan, not a full normalization)."""
         n = len(text)
@@ -297,14 +356,15 @@ class ByteLevelFast(Tokenizer):
             start = end
         return "".join(out)
 
-    # ------------------------------------------------------------------ encoding
+    # ------------------------------------------------------------------ the TextEncoder methods
 
-    def _encode_text(self, text: str) -> list[int]:
+    def encode(self, text: str) -> list[int]:
+        """Ids of ``text``."""
         if self._plain(text):  # (the Encoding scrubs lone surrogates itself)
-            return self.encoding.encode(text)
+            return self.core.encode(text)
         text = scrub_surrogates(text)
         ids: list[int] = []
-        encode = self.encoding.encode
+        encode = self.core.encode
         for _, _, part in self._stretches(text)[0]:
             if isinstance(part, int):
                 ids.append(part)
@@ -312,90 +372,44 @@ class ByteLevelFast(Tokenizer):
                 ids.extend(encode(part))
         return ids
 
-    def count(self, text: str, *, add_special_tokens: bool = False, prefix: Sequence[str] = (),
-              suffix: Sequence[str] = (), sample: Sample | None = None) -> int:
-        """Number of tokens :meth:`encode` would return, without building the id list (with ``sample``: the
-        sampled ids' count)."""
-        if sample is not None:
-            return super().count(text, add_special_tokens=add_special_tokens, prefix=prefix, suffix=suffix,
-                                 sample=sample)
-        n = self._around_count(prefix, suffix, add_special_tokens) if prefix or suffix or add_special_tokens else 0
+    def count(self, text: str) -> int:
+        """``len(encode(text))`` without building the list."""
         if self._plain(text):
-            return n + self.encoding.count(text)
+            return self.core.count(text)
         text = scrub_surrogates(text)
-        count = self.encoding.count
+        count = self.core.count
+        n = 0
         for _, _, part in self._stretches(text)[0]:
             n += 1 if isinstance(part, int) else count(part)
         return n
 
-    def encode_batch(self, texts: Sequence[str], *, num_threads: int = 1,
-                     sample: Sample | None = None) -> list[list[int]]:
+    def encode_batch(self, texts: Sequence[str], num_threads: int) -> list[list[int]]:
         """:meth:`encode` of each text, in order; plain texts go to the core's batch (C threads, no GIL)."""
-        if sample is not None:
-            return super().encode_batch(texts, sample=sample)
         plain = [self._plain(t) for t in texts]
-        done = iter(self.encoding.encode_batch([t for t, p in zip(texts, plain, strict=True) if p],
-                                               num_threads=num_threads))
-        return [next(done) if p else self._encode_text(t) for t, p in zip(texts, plain, strict=True)]
+        done = iter(self.core.encode_batch([t for t, p in zip(texts, plain, strict=True) if p],
+                                           num_threads=num_threads))
+        return [next(done) if p else self.encode(t) for t, p in zip(texts, plain, strict=True)]
 
-    def count_batch(self, texts: Sequence[str], *, num_threads: int = 1,
-                    sample: Sample | None = None) -> list[int]:
+    def count_batch(self, texts: Sequence[str], num_threads: int) -> list[int]:
         """:meth:`count` of each text, in order (threads as :meth:`encode_batch`)."""
-        if sample is not None:
-            return super().count_batch(texts, sample=sample)
         plain = [self._plain(t) for t in texts]
-        done = iter(self.encoding.count_batch([t for t, p in zip(texts, plain, strict=True) if p],
-                                              num_threads=num_threads))
+        done = iter(self.core.count_batch([t for t, p in zip(texts, plain, strict=True) if p],
+                                          num_threads=num_threads))
         return [next(done) if p else self.count(t) for t, p in zip(texts, plain, strict=True)]
 
-    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
-        """Ids and per-id ``(start, end)`` character spans in ``text`` (the pipeline's when NFC changes it)."""
-        text = scrub_surrogates(text)
+    def encode_with_offsets(self, text: str) -> tuple[list[int], list[Span]] | None:
+        """Ids and per-id ``(start, end)`` character spans in surrogate-free ``text``; None when NFC changes it."""
         stretches, exact = self._stretches(text)
         if not exact:
-            return self.pipeline.encode_with_offsets(text)
+            return None
         ids: list[int] = []
-        spans: list[tuple[int, int]] = []
+        spans: list[Span] = []
         for start, end, part in stretches:
             if isinstance(part, int):
                 ids.append(part)
                 spans.append((start, end))
                 continue
-            piece_ids, piece_spans = self.encoding.encode_with_offsets(part)
+            piece_ids, piece_spans = self.core.encode_with_offsets(part)
             ids.extend(piece_ids)
             spans.extend((start + a, start + b) for a, b in piece_spans)
-        processor = self.pipeline.post_processor
-        if processor is not None and ids:
-            added, model = self._added_by_id, self.pipeline.model
-            strings = [added[i] if i in added else model.id_to_token(i) or "" for i in ids]
-            spans = processor.adjust_offsets(strings, spans)
         return ids, spans
-
-    # ------------------------------------------------------------------ sampling: the reference pipeline's
-
-    def check_sample(self, sample: Sample) -> None:
-        """BPE-dropout runs on the reference pipeline's merge-list BPE (Hugging Face's ``dropout``)."""
-        self.pipeline.check_sample(sample)
-
-    def _sample_text(self, text: str, sample: Sample, rng: random.Random) -> list[int]:
-        return self.pipeline._sample_text(text, sample, rng)
-
-    # ------------------------------------------------------------------ decoding: the reference pipeline's
-
-    def decode(self, ids: Sequence[int], *, errors: str = "replace", skip_special: bool = False) -> str:
-        """Text of ``ids`` through the file's decoder (as Hugging Face's ``decode``)."""
-        return self.pipeline.decode(ids, errors=errors, skip_special=skip_special)
-
-    def decode_tokens_bytes(self, ids: Sequence[int], *, skip_special: bool = False) -> list[bytes]:
-        """Each token's surface bytes (special tokens as their UTF-8 name)."""
-        return self.pipeline.decode_tokens_bytes(ids, skip_special=skip_special)
-
-    # ------------------------------------------------------------------ introspection
-
-    def cache_stats(self) -> CacheStats:
-        """The compiled core's piece-cache counters."""
-        return self.encoding.cache_stats()
-
-    def clear_cache(self) -> None:
-        """Empty the piece cache."""
-        self.encoding.clear_cache()
