@@ -140,7 +140,8 @@ class Model(Protocol):
     defaults a model without the ability inherits (each model class subclasses :class:`Model`), so the pipeline
     asks a model, never probes it: ``native`` (a compiled core, which makes the pipeline native and requires
     :meth:`encode_pieces`), :meth:`segments`, :meth:`text_encoder`, :meth:`plan_encoder`, :meth:`fused_encoder`,
-    :meth:`fuse`, :meth:`sampler`, :meth:`nbest`, :meth:`cache_stats`, :meth:`clear_cache` and :meth:`exclude_from_text`."""
+    :meth:`fuse`, :meth:`sampler`, :meth:`nbest`, :meth:`cache_stats`, :meth:`clear_cache` and
+    :meth:`exclude_from_text`."""
 
     #: The model's compiled core, or None (pure Python).
     native: Any = None
