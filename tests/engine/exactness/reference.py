@@ -81,8 +81,28 @@ class Tally:
         with self._lock:
             self.notes.append(line)
 
+    def to_json(self) -> dict[str, Any]:
+        """This tally as JSON values (a pytest-xdist worker sends it to the controller this way)."""
+        with self._lock:
+            return {"compared": dict(self.compared), "mismatched": dict(self.mismatched),
+                    "by_source": [[tok, src, n] for (tok, src), n in self.by_source.items()],
+                    "notes": list(self.notes)}
+
+    def merge(self, doc: dict[str, Any]) -> None:
+        """Add a tally written by :meth:`to_json` (another process's) to this one."""
+        with self._lock:
+            for name, n in doc["compared"].items():
+                self.compared[name] = self.compared.get(name, 0) + n
+            for name, n in doc["mismatched"].items():
+                self.mismatched[name] = self.mismatched.get(name, 0) + n
+            for tok, src, n in doc["by_source"]:
+                self.by_source[(tok, src)] = self.by_source.get((tok, src), 0) + n
+            self.notes.extend(line for line in doc["notes"] if line not in self.notes)  # each worker notes its corpus
+
 
 TALLY = Tally()
+#: The key under which a pytest-xdist worker sends its tally to the controller (``workeroutput``).
+TALLY_KEY = "exactness_tally"
 
 
 @dataclass(frozen=True)
