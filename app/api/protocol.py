@@ -2,10 +2,10 @@
 
 uvicorn closes idle keep-alive connections, but a client that opens a connection (or starts a request) and then
 sends its headers a byte at a time, or never finishes them, holds the connection for as long as it likes. This
-protocol starts a timer when a connection opens and when a request begins; if the headers are not complete when it
-fires, the client gets ``408`` in the API's error shape and the connection is closed. The limit is
-``TOKENIZER_HEADER_TIMEOUT`` seconds (0 disables it). The body has its own deadline, enforced by the gateway
-middleware (``TOKENIZER_BODY_TIMEOUT``).
+protocol sets a deadline when a connection opens and when a request begins (one timer per connection carries it,
+re-armed only when it fires early); if the headers are not complete by then, the client gets ``408`` in the API's
+error shape and the connection is closed. The limit is ``TOKENIZER_HEADER_TIMEOUT`` seconds (0 disables it). The
+body has its own deadline, enforced by the gateway middleware (``TOKENIZER_BODY_TIMEOUT``).
 
 Size: the request line and headers together may take ``TOKENIZER_MAX_HEADER_BYTES`` bytes and hold
 ``TOKENIZER_MAX_HEADERS`` headers; above either, the client gets ``431`` in the error shape and the connection is
@@ -58,6 +58,7 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         self.header_timeout, self.max_header_bytes, self.max_headers = _limits()
         self._header_timer: asyncio.TimerHandle | None = None
+        self._header_deadline = 0.0  # loop time by which the current request's headers must be complete
         self._in_headers = True  # between a request's first byte (or the connection's) and its last header
         self._raw_header_bytes = 0  # bytes received while in the header section (a bound on what is buffered)
         self._header_bytes = 0  # request line + headers of the current request, as parsed
@@ -65,14 +66,29 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
         self._refused = False
 
     def _arm_header_timer(self) -> None:
-        self._cancel_header_timer()
-        if self.header_timeout > 0:
-            self._header_timer = self.loop.call_later(self.header_timeout, self._headers_too_slow)
+        """Start this request's header deadline. One timer per connection: it is created only when none is pending;
+        when it fires early (the deadline moved on with a later request) it re-arms itself for the remaining time,
+        and once the headers are complete it lapses, so a keep-alive connection does not create and cancel a timer
+        for every request."""
+        if self.header_timeout <= 0:
+            return
+        self._header_deadline = self.loop.time() + self.header_timeout
+        if self._header_timer is None:
+            self._header_timer = self.loop.call_at(self._header_deadline, self._header_timer_fired)
 
     def _cancel_header_timer(self) -> None:
         if self._header_timer is not None:
             self._header_timer.cancel()
             self._header_timer = None
+
+    def _header_timer_fired(self) -> None:
+        self._header_timer = None
+        if not self._in_headers or self._refused:
+            return  # the headers arrived; the next request arms it again
+        if self.loop.time() < self._header_deadline:  # a later request's deadline
+            self._header_timer = self.loop.call_at(self._header_deadline, self._header_timer_fired)
+            return
+        self._headers_too_slow()
 
     def _headers_too_slow(self) -> None:
         self._header_timer = None
@@ -112,8 +128,7 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
         super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
-        self._cancel_header_timer()
-        self._in_headers = False
+        self._in_headers = False  # the header timer, if pending, lapses when it fires
         self._raw_header_bytes = 0
         if self._refused or self._header_bytes > self.max_header_bytes:
             self._refused = True
