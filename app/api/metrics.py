@@ -315,10 +315,12 @@ class _FastCounter:
 class _FastGauge:
     """A gauge child's ``inc``/``dec``/``set`` straight on its value (livesum/max modes only, no timestamps)."""
 
-    __slots__ = ("_value",)
+    __slots__ = ("_value", "inc_locked", "set_locked")
 
     def __init__(self, child: Any) -> None:
         self._value = _writer(child._value)
+        self.inc_locked = self._value.add  # ``inc`` for a caller holding :data:`_write_lock`
+        self.set_locked = self._value.set  # ``set`` (of a float) for a caller holding :data:`_write_lock`
 
     def inc(self, amount: float = 1) -> None:
         with _write_lock:
@@ -328,17 +330,9 @@ class _FastGauge:
         with _write_lock:
             self._value.add(-amount)
 
-    def inc_locked(self, amount: float = 1) -> None:
-        """``inc`` for a caller holding :data:`_write_lock`."""
-        self._value.add(amount)
-
     def set(self, value: float) -> None:
         with _write_lock:
             self._value.set(float(value))
-
-    def set_locked(self, value: float) -> None:
-        """``set`` for a caller holding :data:`_write_lock`."""
-        self._value.set(float(value))
 
 
 class _Child:
@@ -356,7 +350,7 @@ class _Child:
         self._child.dec(amount)
 
     def set(self, value: float) -> None:
-        self._child.set(value)
+        self._child.set(float(value))
 
     def observe(self, amount: float) -> None:
         self._child.observe(amount)
@@ -440,9 +434,9 @@ def sync_cache(encodings: Iterable[Tokenizer]) -> None:
             if misses:
                 updates.append((_child(CACHE_MISSES, enc.name).inc_locked, misses))
             if last is None or last[2] != stats.size:
-                updates.append((_child(CACHE_ENTRIES, enc.name).set_locked, stats.size))
+                updates.append((_child(CACHE_ENTRIES, enc.name).set_locked, float(stats.size)))
             if last is None or last[3] != stats.max_size:
-                updates.append((_child(CACHE_MAX_ENTRIES, enc.name).set_locked, stats.max_size))
+                updates.append((_child(CACHE_MAX_ENTRIES, enc.name).set_locked, float(stats.max_size)))
             with _write_lock:
                 for update, amount in updates:
                     update(amount)

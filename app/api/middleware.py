@@ -121,7 +121,8 @@ class GatewayMiddleware:
             await self.app(scope, receive, send)
             return
         content_type = headers.get(b"content-type")
-        if content_type and content_type.strip() and not is_json_media_type(content_type.decode("latin-1")):
+        if content_type and content_type != b"application/json" and content_type.strip() and not is_json_media_type(
+                content_type.decode("latin-1")):
             await send_error(send, 415, "unsupported_media_type",
                              f"Content-Type must be application/json, not {content_type.decode('latin-1')[:100]!r}")
             return
