@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from itertools import chain
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -61,8 +62,6 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
         self._header_deadline = 0.0  # loop time by which the current request's headers must be complete
         self._in_headers = True  # between a request's first byte (or the connection's) and its last header
         self._raw_header_bytes = 0  # bytes received while in the header section (a bound on what is buffered)
-        self._header_bytes = 0  # request line + headers of the current request, as parsed
-        self._header_count = 0
         self._refused = False
 
     def _arm_header_timer(self) -> None:
@@ -113,24 +112,18 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
         super().on_message_begin()
         self._arm_header_timer()
         self._in_headers = True
-        self._raw_header_bytes = self._header_bytes = self._header_count = 0
-
-    def on_url(self, url: bytes) -> None:
-        self._header_bytes += len(url) + 16  # with the method and version
-        super().on_url(url)
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self._header_bytes += len(name) + len(value) + 4
-        self._header_count += 1
-        if self._header_bytes > self.max_header_bytes or self._header_count > self.max_headers:
-            self._refused = True
-            return
-        super().on_header(name, value)
+        self._raw_header_bytes = 0
 
     def on_headers_complete(self) -> None:
+        """Refuse (431) a request whose request line and headers, as parsed, exceed the limits; they are measured once
+        here from what uvicorn collected (``self.url``, ``self.headers``: no callback of ours per header), while
+        :meth:`data_received` bounds the raw bytes as they arrive."""
         self._in_headers = False  # the header timer, if pending, lapses when it fires
         self._raw_header_bytes = 0
-        if self._refused or self._header_bytes > self.max_header_bytes:
+        headers = self.headers
+        # 16: the method and version; 4: ": " and CRLF of each header
+        size = len(self.url) + 16 + 4 * len(headers) + sum(map(len, chain.from_iterable(headers)))
+        if self._refused or len(headers) > self.max_headers or size > self.max_header_bytes:
             self._refused = True
             return  # never reaches the app
         super().on_headers_complete()
