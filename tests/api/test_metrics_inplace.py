@@ -120,7 +120,8 @@ def test_in_process_updates_equal_the_librarys() -> None:
     """Without ``PROMETHEUS_MULTIPROC_DIR`` (one worker) the same updates give the same exposition text."""
 
     def exposition(mode: str) -> list[str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENIZER_") and k != "PROMETHEUS_MULTIPROC_DIR"}
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("TOKENIZER_") and k != "PROMETHEUS_MULTIPROC_DIR"}
         env["PYTHONPATH"] = str(REPO)
         out = subprocess.run([sys.executable, "-c", SCRIPT, mode], cwd=REPO, env=env, capture_output=True,
                              text=True, check=True, timeout=120).stdout
