@@ -39,6 +39,7 @@ from __future__ import annotations
 import bisect
 import logging
 import os
+import struct
 import sys
 import threading
 from collections.abc import Iterable, Mapping
@@ -143,6 +144,9 @@ class _Dropped:
     def dec(self, amount: float = 1) -> None: ...
     def set(self, value: float) -> None: ...
     def observe(self, amount: float) -> None: ...
+    def inc_locked(self, amount: float = 1) -> None: ...
+    def set_locked(self, value: float) -> None: ...
+    def observe_locked(self, amount: float) -> None: ...
 
 
 _DROPPED = _Dropped()
@@ -181,6 +185,99 @@ def _child(metric: Any, *labels: str) -> Any:
     return child
 
 
+_pack_value = struct.Struct("dd").pack  # (value, timestamp): prometheus-client's layout of a value in its files
+#: Serialises this module's updates: each public update takes it once for all the values it writes (a request's
+#: updates run on the event loop, the cache sync and billing also in pool threads).
+_write_lock = threading.Lock()
+
+
+class _Value:
+    """An in-process value (prometheus-client's ``MutexValue``) updated directly: callers hold :data:`_write_lock`,
+    so the value's own lock is not needed to serialise writers (a reader takes the float, atomic under the GIL)."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: Any) -> None:
+        self._value = value
+
+    def add(self, amount: float) -> None:
+        self._value._value += amount
+
+    def set(self, new: float) -> None:
+        self._value._value = new
+
+
+class _Library:
+    """A value of a layout this module does not know: updated through the library's own methods."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: Any) -> None:
+        self._value = value
+
+    def add(self, amount: float) -> None:
+        self._value.inc(amount)
+
+    def set(self, new: float) -> None:
+        self._value.set(new)
+
+
+class _Slot:
+    """One of prometheus-client's multiprocess values (``MmapedValue``), written in place: the new value goes straight
+    into its 16 bytes of this process's memory-mapped file (the value, then the timestamp 0.0 that the library writes
+    for every ``inc`` and untimed ``set``, as one slice assignment: the library's own way of writing them), instead
+    of through the library's per-update lock, process-id check and key lookup. The value object's own float is
+    updated too, so it reads back (``get``) what the file holds. Callers hold :data:`_write_lock`.
+
+    The map and offset are looked up on first use and again after a fork (this module's process id changes), after
+    letting the library re-open the new process's files. A file that grows is mapped anew by the library; the old
+    map stays valid for this slot (a shared mapping of the same file, and the slot lies within its length)."""
+
+    __slots__ = ("_map", "_pid", "_value", "_where")
+
+    def __init__(self, value: Any) -> None:
+        self._value = value
+        self._pid = -1
+        self._map: Any = None
+        self._where = slice(0, 0)
+
+    def _bind(self) -> None:
+        self._value.get()  # runs the library's fork check: after a fork it re-opens and re-reads this process's files
+        file = self._value._file
+        pos = file._positions[self._value._key]
+        self._map, self._where, self._pid = file._m, slice(pos, pos + 16), _PID
+
+    def add(self, amount: float) -> None:
+        if self._pid != _PID:
+            self._bind()
+        value = self._value
+        new = value._value = value._value + amount
+        self._map[self._where] = _pack_value(new, 0.0)
+
+    def set(self, new: float) -> None:
+        if self._pid != _PID:
+            self._bind()
+        self._value._value = new
+        self._map[self._where] = _pack_value(new, 0.0)
+
+
+def _writer(value: Any) -> _Value | _Library | _Slot:
+    """How to update ``value`` (one of the library's value objects) with :data:`_write_lock` held."""
+    try:
+        if getattr(value, "_multiprocess", False):
+            file = value._file
+            file._positions[value._key]  # noqa: B018 -- the layout this module relies on
+            file._m  # noqa: B018
+            value._value + 0.0  # noqa: B018
+            return _Slot(value)
+        if hasattr(value, "_lock"):
+            value._value + 0.0  # noqa: B018
+            return _Value(value)
+    except (AttributeError, KeyError, TypeError):
+        pass
+    return _Library(value)
+
+
 class _FastHistogram:
     """A histogram child's ``observe`` straight on its values (the sum and one bucket; the bucket found by bisection
     over the same upper bounds, ``amount <= bound`` as the library does)."""
@@ -188,43 +285,83 @@ class _FastHistogram:
     __slots__ = ("_bounds", "_buckets", "_sum")
 
     def __init__(self, child: Any) -> None:
-        self._bounds, self._buckets, self._sum = list(child._upper_bounds), child._buckets, child._sum
+        self._bounds = list(child._upper_bounds)
+        self._sum = _writer(child._sum)
+        self._buckets = [_writer(b) for b in child._buckets]
 
     def observe(self, amount: float) -> None:
-        self._sum.inc(amount)
-        self._buckets[bisect.bisect_left(self._bounds, amount)].inc(1)
+        with _write_lock:
+            self.observe_locked(amount)
+
+    def observe_locked(self, amount: float) -> None:
+        """``observe`` for a caller holding :data:`_write_lock`."""
+        self._sum.add(amount)
+        self._buckets[bisect.bisect_left(self._bounds, amount)].add(1.0)
 
 
 class _FastCounter:
     """A counter child's ``inc`` straight on its value (callers only add non-negative amounts)."""
 
-    __slots__ = ("inc",)
+    __slots__ = ("inc_locked",)
 
     def __init__(self, child: Any) -> None:
-        self.inc = child._value.inc
+        self.inc_locked = _writer(child._value).add  # ``inc`` for a caller holding :data:`_write_lock`
+
+    def inc(self, amount: float = 1) -> None:
+        with _write_lock:
+            self.inc_locked(amount)
 
 
 class _FastGauge:
     """A gauge child's ``inc``/``dec``/``set`` straight on its value (livesum/max modes only, no timestamps)."""
 
-    __slots__ = ("_value",)
+    __slots__ = ("_value", "inc_locked", "set_locked")
 
     def __init__(self, child: Any) -> None:
-        self._value = child._value
+        self._value = _writer(child._value)
+        self.inc_locked = self._value.add  # ``inc`` for a caller holding :data:`_write_lock`
+        self.set_locked = self._value.set  # ``set`` (of a float) for a caller holding :data:`_write_lock`
 
     def inc(self, amount: float = 1) -> None:
-        self._value.inc(amount)
+        with _write_lock:
+            self._value.add(amount)
 
     def dec(self, amount: float = 1) -> None:
-        self._value.inc(-amount)
+        with _write_lock:
+            self._value.add(-amount)
 
     def set(self, value: float) -> None:
-        self._value.set(float(value))
+        with _write_lock:
+            self._value.set(float(value))
+
+
+class _Child:
+    """A child of a layout this module does not know: its own methods (which lock), also as the ``*_locked`` ones."""
+
+    __slots__ = ("_child",)
+
+    def __init__(self, child: Any) -> None:
+        self._child = child
+
+    def inc(self, amount: float = 1) -> None:
+        self._child.inc(amount)
+
+    def dec(self, amount: float = 1) -> None:
+        self._child.dec(amount)
+
+    def set(self, value: float) -> None:
+        self._child.set(float(value))
+
+    def observe(self, amount: float) -> None:
+        self._child.observe(amount)
+
+    inc_locked, set_locked, observe_locked = inc, set, observe
 
 
 def _fast(child: Any) -> Any:
     """``child`` with its updates skipping the library's per-call checks (a measurable share of a small request);
-    the same values are written. Falls back to ``child`` itself where the library's layout is not the expected one."""
+    the same values are written. Falls back to the library's own methods where its layout is not the expected one.
+    Every update has a ``*_locked`` twin for callers that hold :data:`_write_lock` for several updates at once."""
     try:
         if isinstance(child, Histogram):
             return _FastHistogram(child)
@@ -234,7 +371,7 @@ def _fast(child: Any) -> Any:
             return _FastGauge(child)
     except AttributeError:
         pass
-    return child
+    return _Child(child)
 
 
 def multiprocess_enabled() -> bool:
@@ -291,15 +428,33 @@ def sync_cache(encodings: Iterable[Tokenizer]) -> None:
             last_hits, last_misses = (last[0], last[1]) if last else (0, 0)
             hits = stats.hits - last_hits if stats.hits >= last_hits else stats.hits
             misses = stats.misses - last_misses if stats.misses >= last_misses else stats.misses
+            updates: list[tuple[Any, float]] = []
             if hits:
-                _child(CACHE_HITS, enc.name).inc(hits)
+                updates.append((_child(CACHE_HITS, enc.name).inc_locked, hits))
             if misses:
-                _child(CACHE_MISSES, enc.name).inc(misses)
-            _last_seen[enc.name] = seen
+                updates.append((_child(CACHE_MISSES, enc.name).inc_locked, misses))
             if last is None or last[2] != stats.size:
-                _child(CACHE_ENTRIES, enc.name).set(stats.size)
+                updates.append((_child(CACHE_ENTRIES, enc.name).set_locked, float(stats.size)))
             if last is None or last[3] != stats.max_size:
-                _child(CACHE_MAX_ENTRIES, enc.name).set(stats.max_size)
+                updates.append((_child(CACHE_MAX_ENTRIES, enc.name).set_locked, float(stats.max_size)))
+            with _write_lock:
+                for update, amount in updates:
+                    update(amount)
+            _last_seen[enc.name] = seen
+
+
+def request_started() -> None:
+    """A request is in flight (:data:`IN_FLIGHT`)."""
+    with _write_lock:
+        in_flight.inc_locked(1.0)
+
+
+def request_done(endpoint: str, tokenizer: str, status: int, seconds: float) -> None:
+    """A request started with :func:`request_started` is answered: no longer in flight, and its latency observed."""
+    hist = _child(REQUEST_SECONDS, endpoint, tokenizer, str(status))
+    with _write_lock:
+        in_flight.inc_locked(-1.0)
+        hist.observe_locked(seconds)
 
 
 def observe_request(endpoint: str, tokenizer: str, status: int, seconds: float) -> None:
@@ -307,11 +462,13 @@ def observe_request(endpoint: str, tokenizer: str, status: int, seconds: float) 
 
 
 def observe_work(endpoint: str, tokenizer: str, seconds: float, tokens: int, input_bytes: int) -> None:
-    _child(TOKENIZE_SECONDS, endpoint, tokenizer).observe(seconds)
-    if tokens:
-        _child(TOKENS, endpoint, tokenizer).inc(tokens)
-    if input_bytes:
-        _child(INPUT_BYTES, endpoint, tokenizer).inc(input_bytes)
+    hist = _child(TOKENIZE_SECONDS, endpoint, tokenizer)
+    count = _child(TOKENS, endpoint, tokenizer) if tokens else _DROPPED
+    size = _child(INPUT_BYTES, endpoint, tokenizer) if input_bytes else _DROPPED
+    with _write_lock:
+        hist.observe_locked(seconds)
+        count.inc_locked(tokens)
+        size.inc_locked(input_bytes)
 
 
 def render(encodings: Iterable[Tokenizer]) -> bytes:

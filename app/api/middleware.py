@@ -22,12 +22,12 @@ Every response it sends itself has the API's one error shape.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 import time
 from typing import Any
 
-import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.core.config import Settings
@@ -79,10 +79,9 @@ class GatewayMiddleware:
         def record() -> None:
             if not state["recorded"]:
                 state["recorded"] = True
-                metrics.in_flight.dec()
                 status = state["status"] or 499  # 499: the client went away before a response started
-                metrics.observe_request(self.route_labels.label(scope.get("path", "")), labels["tokenizer"], status,
-                                        time.perf_counter() - start)
+                metrics.request_done(self.route_labels.label(scope.get("path", "")), labels["tokenizer"], status,
+                                     time.perf_counter() - start)
 
         async def send_tracking(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -91,7 +90,7 @@ class GatewayMiddleware:
                 record()  # before the last byte leaves: a client that has its response sees it counted
             await send(message)
 
-        metrics.in_flight.inc()
+        metrics.request_started()
         try:
             await self._handle(scope, receive, send_tracking)
         except Exception as exc:  # the last line of defence: one bounded log line, a 500 without internals
@@ -122,7 +121,8 @@ class GatewayMiddleware:
             await self.app(scope, receive, send)
             return
         content_type = headers.get(b"content-type")
-        if content_type and content_type.strip() and not is_json_media_type(content_type.decode("latin-1")):
+        if content_type and content_type != b"application/json" and content_type.strip() and not is_json_media_type(
+                content_type.decode("latin-1")):
             await send_error(send, 415, "unsupported_media_type",
                              f"Content-Type must be application/json, not {content_type.decode('latin-1')[:100]!r}")
             return
@@ -138,27 +138,16 @@ class GatewayMiddleware:
             if length > self.max_body:
                 await self._too_large(send, length)
                 return
-        chunks: list[bytes] = []
-        total = 0
-        with anyio.move_on_after(self.body_timeout or None) as deadline:
-            while True:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    return
-                chunk = message.get("body", b"")
-                total += len(chunk)
-                if total > self.max_body:
-                    await self._too_large(send, None)
-                    return
-                if chunk:
-                    chunks.append(chunk)
-                if not message.get("more_body", False):
-                    break
-        if deadline.cancelled_caught:
+        body = await self._read_body(receive)
+        if body is None:  # the client went away
+            return
+        if body is _TOO_LARGE:
+            await self._too_large(send, None)
+            return
+        if body is _TIMED_OUT:
             await send_error(send, 408, "request_timeout", f"the request body did not arrive within "
                              f"{self.body_timeout:g} s (TOKENIZER_BODY_TIMEOUT)", headers={"Connection": "close"})
             return
-        body = b"".join(chunks)
         op = dispatch.OPS.get(scope["path"]) if scope["method"] == "POST" else None
         if op is not None:  # the tokenization endpoints: no framework machinery needed (see app.api.dispatch)
             app = scope.get("app")
@@ -178,12 +167,56 @@ class GatewayMiddleware:
 
         await self.app(scope, replay, send)
 
+    async def _read_body(self, receive: Receive) -> bytes | None:
+        """The whole body, or :data:`_TOO_LARGE` once more than the limit arrived, :data:`_TIMED_OUT` if it did not
+        arrive within ``TOKENIZER_BODY_TIMEOUT`` seconds, None if the client disconnected.
+
+        The deadline is one event-loop timer (``loop.call_at``) that cancels this task with :data:`_BODY_DEADLINE`
+        as the message; the cancellation is taken back (``Task.uncancel``) only when nothing else cancelled the task
+        too, so an outside cancellation (shutdown, a dropped connection) still propagates. A body that is already
+        complete when it is asked for never waits, so the timer is cancelled before it can fire."""
+        timer: asyncio.TimerHandle | None = None
+        task: asyncio.Task[Any] | None = None
+        if self.body_timeout:
+            task = asyncio.current_task()
+            if task is not None:
+                loop = task.get_loop()
+                timer = loop.call_at(loop.time() + self.body_timeout, task.cancel, _BODY_DEADLINE)
+        chunks: list[bytes] = []
+        total = 0
+        try:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return None
+                chunk = message.get("body", b"")
+                total += len(chunk)
+                if total > self.max_body:
+                    return _TOO_LARGE
+                if chunk:
+                    chunks.append(chunk)
+                if not message.get("more_body", False):
+                    break
+        except asyncio.CancelledError as exc:
+            if task is not None and exc.args[:1] == (_BODY_DEADLINE,) and task.uncancel() == 0:
+                return _TIMED_OUT
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
     async def _too_large(self, send: Send, declared: int | None) -> None:
         what = f"the body has {declared} bytes" if declared is not None else "the body is larger than that"
         await send_error(send, 413, "payload_too_large",
                          f"request bodies are limited to {self.max_body} bytes (TOKENIZER_MAX_BODY_BYTES); {what}",
                          {"limit": self.max_body, "actual": declared}, headers={"Connection": "close"})
 
+
+#: Sentinels of :meth:`GatewayMiddleware._read_body` (compared by identity), and its deadline's cancel message.
+_TOO_LARGE = b"<too large>"
+_TIMED_OUT = b"<timed out>"
+_BODY_DEADLINE = "tokenizer-service: request body deadline"
 
 #: Headers whose repetition would let two parties read one request differently (the last one silently won before:
 #: a wrong token followed by the right one passed). Other repeated headers are allowed.

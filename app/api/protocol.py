@@ -2,10 +2,10 @@
 
 uvicorn closes idle keep-alive connections, but a client that opens a connection (or starts a request) and then
 sends its headers a byte at a time, or never finishes them, holds the connection for as long as it likes. This
-protocol starts a timer when a connection opens and when a request begins; if the headers are not complete when it
-fires, the client gets ``408`` in the API's error shape and the connection is closed. The limit is
-``TOKENIZER_HEADER_TIMEOUT`` seconds (0 disables it). The body has its own deadline, enforced by the gateway
-middleware (``TOKENIZER_BODY_TIMEOUT``).
+protocol sets a deadline when a connection opens and when a request begins (one timer per connection carries it,
+re-armed only when it fires early); if the headers are not complete by then, the client gets ``408`` in the API's
+error shape and the connection is closed. The limit is ``TOKENIZER_HEADER_TIMEOUT`` seconds (0 disables it). The
+body has its own deadline, enforced by the gateway middleware (``TOKENIZER_BODY_TIMEOUT``).
 
 Size: the request line and headers together may take ``TOKENIZER_MAX_HEADER_BYTES`` bytes and hold
 ``TOKENIZER_MAX_HEADERS`` headers; above either, the client gets ``431`` in the error shape and the connection is
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from itertools import chain
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -58,21 +59,35 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         self.header_timeout, self.max_header_bytes, self.max_headers = _limits()
         self._header_timer: asyncio.TimerHandle | None = None
+        self._header_deadline = 0.0  # loop time by which the current request's headers must be complete
         self._in_headers = True  # between a request's first byte (or the connection's) and its last header
         self._raw_header_bytes = 0  # bytes received while in the header section (a bound on what is buffered)
-        self._header_bytes = 0  # request line + headers of the current request, as parsed
-        self._header_count = 0
         self._refused = False
 
     def _arm_header_timer(self) -> None:
-        self._cancel_header_timer()
-        if self.header_timeout > 0:
-            self._header_timer = self.loop.call_later(self.header_timeout, self._headers_too_slow)
+        """Start this request's header deadline. One timer per connection: it is created only when none is pending;
+        when it fires early (the deadline moved on with a later request) it re-arms itself for the remaining time,
+        and once the headers are complete it lapses, so a keep-alive connection does not create and cancel a timer
+        for every request."""
+        if self.header_timeout <= 0:
+            return
+        self._header_deadline = self.loop.time() + self.header_timeout
+        if self._header_timer is None:
+            self._header_timer = self.loop.call_at(self._header_deadline, self._header_timer_fired)
 
     def _cancel_header_timer(self) -> None:
         if self._header_timer is not None:
             self._header_timer.cancel()
             self._header_timer = None
+
+    def _header_timer_fired(self) -> None:
+        self._header_timer = None
+        if not self._in_headers or self._refused:
+            return  # the headers arrived; the next request arms it again
+        if self.loop.time() < self._header_deadline:  # a later request's deadline
+            self._header_timer = self.loop.call_at(self._header_deadline, self._header_timer_fired)
+            return
+        self._headers_too_slow()
 
     def _headers_too_slow(self) -> None:
         self._header_timer = None
@@ -97,25 +112,18 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
         super().on_message_begin()
         self._arm_header_timer()
         self._in_headers = True
-        self._raw_header_bytes = self._header_bytes = self._header_count = 0
-
-    def on_url(self, url: bytes) -> None:
-        self._header_bytes += len(url) + 16  # with the method and version
-        super().on_url(url)
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self._header_bytes += len(name) + len(value) + 4
-        self._header_count += 1
-        if self._header_bytes > self.max_header_bytes or self._header_count > self.max_headers:
-            self._refused = True
-            return
-        super().on_header(name, value)
+        self._raw_header_bytes = 0
 
     def on_headers_complete(self) -> None:
-        self._cancel_header_timer()
-        self._in_headers = False
+        """Refuse (431) a request whose request line and headers, as parsed, exceed the limits; they are measured once
+        here from what uvicorn collected (``self.url``, ``self.headers``: no callback of ours per header), while
+        :meth:`data_received` bounds the raw bytes as they arrive."""
+        self._in_headers = False  # the header timer, if pending, lapses when it fires
         self._raw_header_bytes = 0
-        if self._refused or self._header_bytes > self.max_header_bytes:
+        headers = self.headers
+        # 16: the method and version; 4: ": " and CRLF of each header
+        size = len(self.url) + 16 + 4 * len(headers) + sum(map(len, chain.from_iterable(headers)))
+        if self._refused or len(headers) > self.max_headers or size > self.max_header_bytes:
             self._refused = True
             return  # never reaches the app
         super().on_headers_complete()

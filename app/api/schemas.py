@@ -182,14 +182,14 @@ class _TextInput(_Target):
 
     @model_validator(mode="after")
     def _input(self) -> Any:
-        given = [k for k in ("text", "texts", "parts", "messages") if getattr(self, k) is not None]
-        if len(given) != 1:
+        texts, parts, messages = self.texts, self.parts, self.messages
+        if (self.text is not None) + (texts is not None) + (parts is not None) + (messages is not None) != 1:
             raise ValueError("give exactly one of 'text', 'texts', 'parts' or 'messages'")
-        if self.messages is None and self.tools is not None:
+        if messages is None and self.tools is not None:
             raise ValueError("'tools' goes with 'messages'")
-        if self.texts is not None and not self.texts:
+        if texts is not None and not texts:
             raise ValueError("'texts' must not be empty")
-        if self.parts is not None and not self.parts:
+        if parts is not None and not parts:
             raise ValueError("'parts' must not be empty")
         if self.sample is not None and (self.messages is not None or self.truncate is not None
                                         or getattr(self, "return_offsets", False)):

@@ -20,11 +20,12 @@ from typing import Any
 BODY = json.dumps({"tokenizer": "cl100k_base", "text": "The quick brown fox jumps over the lazy dog. " * 4}).encode()
 
 
-async def call(app: Any, path: str, body: bytes = BODY) -> None:
-    """One POST through the ASGI interface; raises if the status is not 200."""
+async def call(app: Any, path: str, body: bytes = BODY, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    """One POST through the ASGI interface (``headers`` added to the request's); raises if the status is not 200."""
     scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
              "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
-             "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+             "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                         *(headers or [])],
              "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
     sent = False
 

@@ -1,9 +1,15 @@
-"""The framework's floor: a FastAPI route that reads the body and returns a constant, served exactly like ``serve``.
+"""The framework's floor: a FastAPI route that reads the body and returns a constant.
 
 Nothing of this service runs in it (no gateway, no validation, no tokenization, no metrics), so its requests/s is
-the most any FastAPI app can answer on this machine with the same uvicorn settings; ``bench.service.floor`` reports
-this service as a fraction of it. It is started with the same uvicorn options as ``python -m app serve``
-(:func:`app.cli.serve.uvicorn_options`: uvloop, our httptools protocol, no server header, access log off):
+the most any FastAPI app can answer on this machine; ``bench.service.floor`` reports this service as a fraction of
+it, served two ways. The stock floor (the one a user compares with) is this app on the stock uvicorn CLI, with its
+default protocol classes (uvloop and httptools when installed):
+
+    python -m uvicorn bench.service.floor_app:app --port 8001 --workers 2 --no-access-log
+
+The same-protocol floor is this app started with the same uvicorn options as ``python -m app serve``
+(:func:`app.cli.serve.uvicorn_options`: uvloop, our httptools protocol with its header limits, no server header,
+access log off):
 
     python -m bench.service.floor_app --port 8001 --workers 2
 """
