@@ -72,7 +72,7 @@ def build_pool(mix: Sequence[tuple[str, int, float]] = DEFAULT_MIX, per_class: i
                tokenizers: Sequence[str] = TOKENIZERS) -> list[tuple[Item, float]]:
     """Prepared requests with their weights: ``per_class`` texts per size class, alternating /count and /encode
     and the tokenizers. Expected answers come from the local engine (same store as the server's default)."""
-    from app.engine import get_encoding
+    from app.engine import get_tokenizer
 
     rng = random.Random(seed)
     pool: list[tuple[Item, float]] = []
@@ -80,7 +80,7 @@ def build_pool(mix: Sequence[tuple[str, int, float]] = DEFAULT_MIX, per_class: i
         for k in range(per_class):
             text = make_text(rng, nbytes)
             tokenizer = tokenizers[k % len(tokenizers)]
-            ids = get_encoding(tokenizer).encode(text)
+            ids = get_tokenizer(tokenizer).encode(text)
             endpoint = "/encode" if k % 2 else "/count"
             body = json.dumps({"tokenizer": tokenizer, "text": text}, ensure_ascii=False).encode()
             pool.append((Item(name, endpoint, body, len(ids), tuple(ids) if endpoint == "/encode" else None),

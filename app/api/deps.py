@@ -37,7 +37,7 @@ class ServiceState:
 
     settings: Settings
     store: Store
-    encodings: dict[str, Tokenizer]
+    tokenizers: dict[str, Tokenizer]
     models: ModelTable
     manifest_models: dict[str, str]
     chat: ChatFramings = field(default_factory=lambda: ChatFramings({}))
@@ -53,7 +53,7 @@ class ServiceState:
     def load(cls, settings: Settings) -> ServiceState:
         """Load and verify every tokenizer of the store and the model table (see the module docstring)."""
         store = get_store(settings.store or bundled_store_dir(), override=settings.store_override)
-        encodings = load_all(store.directory, settings.tokenizer_names(), backend=settings.engine,
+        tokenizers = load_all(store.directory, settings.tokenizer_names(), backend=settings.engine,
                              cache_size=settings.cache_size, unigram_word_cache=settings.unigram_word_cache)
         models_path = settings.models_file
         framings_dir = store.directory
@@ -71,8 +71,8 @@ class ServiceState:
                     f"{store.directory} does not hold (known: {', '.join(store.known_names())})"
                 ) from None
         if settings.tokenizers is not None:  # serve only the models of the tokenizers this process loads
-            models = models.only(lambda info: store.resolve(info.tokenizer) in encodings)
-        manifest_models = {m: spec.name for spec in store for m in spec.models if spec.name in encodings}
+            models = models.only(lambda info: store.resolve(info.tokenizer) in tokenizers)
+        manifest_models = {m: spec.name for spec in store for m in spec.models if spec.name in tokenizers}
         try:
             chat = ChatFramings.from_store(framings_dir)
             for key, info in models.entries().items():
@@ -81,19 +81,19 @@ class ServiceState:
         except ChatSpecError as exc:
             raise ModelTableError(str(exc)) from None
         prices = Pricer(load_price_data(settings.price_data_file))  # PriceDataError names the file
-        return cls(settings=settings, store=store, encodings=encodings, models=models,
+        return cls(settings=settings, store=store, tokenizers=tokenizers, models=models,
                    manifest_models=manifest_models, chat=chat, prices=prices)
 
     # ------------------------------------------------------------------ resolution
 
-    def encoding(self, name: str) -> Tokenizer:
+    def tokenizer(self, name: str) -> Tokenizer:
         """The tokenizer for a name or alias; raises :class:`UnknownTokenizerError` (-> 422), also for a tokenizer
         of the store that this process does not load (``TOKENIZER_TOKENIZERS``)."""
         canonical = self.store.resolve(name)
-        enc = self.encodings.get(canonical)
-        if enc is None:
-            raise UnknownTokenizerError(name, sorted(self.encodings))
-        return enc
+        tokenizer = self.tokenizers.get(canonical)
+        if tokenizer is None:
+            raise UnknownTokenizerError(name, sorted(self.tokenizers))
+        return tokenizer
 
     def model(self, name: str) -> ModelInfo:
         """The model table's entry, else an entry from a manifest ``models`` list (priced as the price data's OpenAI
@@ -147,7 +147,7 @@ class ServiceState:
             canonical: str | None = self.store.resolve(info.tokenizer)
         except UnknownTokenizerError:
             canonical = None
-        if canonical not in self.encodings:
+        if canonical not in self.tokenizers:
             raise ApiError(422, "unknown_tokenizer", f"model {name!r} uses {info.tokenizer} (tiktoken's model "
                            f"table), which this service does not load", {"name": name, "tokenizer": info.tokenizer})
         return info
@@ -158,17 +158,17 @@ class ServiceState:
         names |= {m for m, info in self.models.entries().items() if self.store.resolve(info.tokenizer) == canonical}
         return sorted(names)
 
-    def lookalike_counter(self, enc: Tokenizer) -> Callable[[str], int]:
-        """A function counting non-overlapping occurrences of ``enc``'s special-token strings in a text.
+    def lookalike_counter(self, tokenizer: Tokenizer) -> Callable[[str], int]:
+        """A function counting non-overlapping occurrences of ``tokenizer``'s special-token strings in a text.
 
         When every special token looks like ``<|name|>`` (all bundled tokenizers), candidates ``<|...|>`` are found
         with one simple regex and checked against the set of names, which stays fast on texts full of markers;
         otherwise an alternation of the names, longest first.
         """
         with self._lock:
-            counter = self._lookalikes.get(enc.name)
+            counter = self._lookalikes.get(tokenizer.name)
             if counter is None:
-                counter = self._lookalikes[enc.name] = _lookalike_counter(list(enc.special_tokens))
+                counter = self._lookalikes[tokenizer.name] = _lookalike_counter(list(tokenizer.special_tokens))
             return counter
 
 

@@ -98,7 +98,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         gc.freeze()
         svc.limiter = anyio.CapacityLimiter(settings.threads)
         svc.bulk_limiter = anyio.CapacityLimiter(settings.bulk_threads)
-        metrics.set_info(svc.encodings.values())
+        metrics.set_info(svc.tokenizers.values())
         if svc.prices is not None:
             prov = svc.prices.data.provenance
             metrics.set_price_info(prov.as_dict())
@@ -107,7 +107,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                      prov.models)
         app.state.service = svc
         svc.ready = True
-        log.info("ready: %s", ", ".join(f"{name} ({enc.backend})" for name, enc in svc.encodings.items()))
+        log.info("ready: %s", ", ".join(f"{name} ({tokenizer.backend})" for name, tokenizer in svc.tokenizers.items()))
         try:
             yield
         finally:

@@ -23,7 +23,7 @@ scrape answered by any worker reports the whole service. Gauges declare how to m
 requests and cache entries (a worker that exits cleanly removes its files, see :func:`mark_process_dead`), ``max``
 for the info metric. The engine's cache counters live inside each worker, so they are copied into counters as
 deltas after every tokenization and at every scrape (:func:`sync_cache`): in one process this is the same as reading
-``Encoding.cache_stats()`` at scrape time; with several workers it is the only way the other workers' caches reach
+``RankBPETokenizer.cache_stats()`` at scrape time; with several workers it is the only way the other workers' caches reach
 a scrape.
 
 Two hazards of multiprocess mode are handled (:mod:`app.api.metrics_files`): a worker killed without a clean
@@ -379,12 +379,12 @@ def multiprocess_enabled() -> bool:
     return bool(os.environ.get(MULTIPROC_ENV))
 
 
-def set_info(encodings: Iterable[Tokenizer]) -> None:
+def set_info(tokenizers: Iterable[Tokenizer]) -> None:
     """Publish the info metric and the cache gauges for every loaded tokenizer."""
-    for enc in encodings:
-        spec = enc.spec
-        _child(INFO, enc.name, spec.sha256 if spec else "", str(enc.n_vocab), spec.kind if spec else "").set(1)
-    sync_cache(encodings)
+    for tokenizer in tokenizers:
+        spec = tokenizer.spec
+        _child(INFO, tokenizer.name, spec.sha256 if spec else "", str(tokenizer.n_vocab), spec.kind if spec else "").set(1)
+    sync_cache(tokenizers)
 
 
 def set_price_info(provenance: Mapping[str, Any]) -> None:
@@ -413,16 +413,16 @@ def observe_billing(updates: Iterable[tuple[Any, float]]) -> None:
         counter.inc(amount)
 
 
-def sync_cache(encodings: Iterable[Tokenizer]) -> None:
+def sync_cache(tokenizers: Iterable[Tokenizer]) -> None:
     """Copy the engine's cache counters into the metrics (as deltas since the last call; thread-safe).
 
     A counter that went backwards (the cache was cleared) counts from zero again.
     """
     with _sync_lock:
-        for enc in encodings:
-            stats = enc.cache_stats()
+        for tokenizer in tokenizers:
+            stats = tokenizer.cache_stats()
             seen = (stats.hits, stats.misses, stats.size, stats.max_size)
-            last = _last_seen.get(enc.name)
+            last = _last_seen.get(tokenizer.name)
             if seen == last:
                 continue
             last_hits, last_misses = (last[0], last[1]) if last else (0, 0)
@@ -430,17 +430,17 @@ def sync_cache(encodings: Iterable[Tokenizer]) -> None:
             misses = stats.misses - last_misses if stats.misses >= last_misses else stats.misses
             updates: list[tuple[Any, float]] = []
             if hits:
-                updates.append((_child(CACHE_HITS, enc.name).inc_locked, hits))
+                updates.append((_child(CACHE_HITS, tokenizer.name).inc_locked, hits))
             if misses:
-                updates.append((_child(CACHE_MISSES, enc.name).inc_locked, misses))
+                updates.append((_child(CACHE_MISSES, tokenizer.name).inc_locked, misses))
             if last is None or last[2] != stats.size:
-                updates.append((_child(CACHE_ENTRIES, enc.name).set_locked, float(stats.size)))
+                updates.append((_child(CACHE_ENTRIES, tokenizer.name).set_locked, float(stats.size)))
             if last is None or last[3] != stats.max_size:
-                updates.append((_child(CACHE_MAX_ENTRIES, enc.name).set_locked, float(stats.max_size)))
+                updates.append((_child(CACHE_MAX_ENTRIES, tokenizer.name).set_locked, float(stats.max_size)))
             with _write_lock:
                 for update, amount in updates:
                     update(amount)
-            _last_seen[enc.name] = seen
+            _last_seen[tokenizer.name] = seen
 
 
 def request_started() -> None:
@@ -471,9 +471,9 @@ def observe_work(endpoint: str, tokenizer: str, seconds: float, tokens: int, inp
         size.inc_locked(input_bytes)
 
 
-def render(encodings: Iterable[Tokenizer]) -> bytes:
+def render(tokenizers: Iterable[Tokenizer]) -> bytes:
     """The exposition text of every metric (merged over all workers in multiprocess mode)."""
-    sync_cache(encodings)
+    sync_cache(tokenizers)
     if multiprocess_enabled():
         from prometheus_client import multiprocess
 

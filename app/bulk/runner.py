@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.engine import Tokenizer, get_encoding
+from app.engine import Tokenizer, get_tokenizer
 from app.engine.encoding import scrub_surrogates
 from app.engine.errors import EngineError
 from app.engine.store import bundled_store_dir
@@ -124,7 +124,7 @@ class ChunkWorker:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
         store_dir = bundled_store_dir() if store is None else Path(store)
-        self.encoding = get_encoding(tokenizer, store_dir)
+        self.encoding = get_tokenizer(tokenizer, store_dir)
         self.framing = None
         if chat is not None:
             if mode != "count":

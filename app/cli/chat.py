@@ -13,7 +13,7 @@ from app.core.billing import load_pricer, model_block
 from app.core.config import Settings
 from app.core.model_table import MODELS_FILE, ModelInfo, ModelTable, ModelTableError
 from app.core.priced_models import NoPublicTokenizer, priced_model
-from app.engine import get_encoding, get_store
+from app.engine import get_store, get_tokenizer
 from app.engine.chat import ChatFramings, ChatInputError, ChatSpecError, parse_conversation
 from app.pricing.data import PriceDataError
 from app.pricing.pricer import Pricer, PricingError
@@ -81,8 +81,8 @@ def _run(args: Any) -> int:
         raise CliError("--messages needs --model (the model decides the framing)")
     pricer = load_pricer()
     info = _model(table, args.model, pricer)
-    enc = get_encoding(info.tokenizer, args.store)
-    out: dict[str, Any] = {"model": args.model, "tokenizer": enc.name}
+    tokenizer = get_tokenizer(info.tokenizer, args.store)
+    out: dict[str, Any] = {"model": args.model, "tokenizer": tokenizer.name}
     if args.messages:
         if args.files:
             raise CliError("give either --messages FILE.json or text files, not both")
@@ -95,11 +95,11 @@ def _run(args: Any) -> int:
         framings.check(info.chat, f"model {args.model!r}")
         messages, tools, agp = _read_conversation(args.messages)
         conv = parse_conversation(messages, tools)
-        framing = framings.framing(info.chat, enc)
-        counts = [framing.count(enc, conv, add_generation_prompt=agp)]
+        framing = framings.framing(info.chat, tokenizer)
+        counts = [framing.count(tokenizer, conv, add_generation_prompt=agp)]
         out["framing"] = framing.kind
     else:
-        counts = [enc.count(text, add_special_tokens=args.add_special_tokens)
+        counts = [tokenizer.count(text, add_special_tokens=args.add_special_tokens)
                   for _, text in read_text_inputs(args.files, args.errors)]
     total = sum(counts)
     usage = model_block(info, [total], False, pricer, max_output_tokens=args.max_output_tokens,
@@ -109,7 +109,7 @@ def _run(args: Any) -> int:
     if args.json:
         print(json.dumps(out))
         return 0
-    print(f"{total} tokens ({args.model}, {enc.name}{', ' + out['framing'] if 'framing' in out else ''})")
+    print(f"{total} tokens ({args.model}, {tokenizer.name}{', ' + out['framing'] if 'framing' in out else ''})")
     if usage["context_window"] is not None:
         reserved = usage["output_tokens_reserved"]
         room = f" with {reserved} output tokens reserved" if reserved else ""

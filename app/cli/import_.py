@@ -103,11 +103,11 @@ def _load_bytes(fmt: str, data: bytes, name: str, source: str) -> Tokenizer:
         from app.engine.pipeline.sentencepiece import build_pipeline, parse_model
 
         return build_pipeline(name, parse_model(data, source), source=source)
-    from app.engine.encoding import Encoding
+    from app.engine.encoding import RankBPETokenizer
     from app.engine.tekken import parse_tekken
 
     pattern, ranks, specials = parse_tekken(data, source)
-    return Encoding(name, pattern=pattern, mergeable_ranks=ranks, special_tokens=specials, backend="python")
+    return RankBPETokenizer(name, pattern=pattern, mergeable_ranks=ranks, special_tokens=specials, backend="python")
 
 
 def import_file(path: Path, name: str, store_dir: Path, *, aliases: tuple[str, ...] = (), models: tuple[str, ...] = (),

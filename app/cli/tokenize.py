@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from app.engine import get_encoding, get_store, load_encoding
+from app.engine import get_store, get_tokenizer, load_encoding
 from app.engine.errors import ArtifactError
 from app.engine.sampling import Sample
 
@@ -90,15 +90,15 @@ def _sample(args: argparse.Namespace) -> Sample | None:
 
 
 def cmd_encode(args: argparse.Namespace) -> int:
-    enc = get_encoding(args.tokenizer, args.store)
+    tokenizer = get_tokenizer(args.tokenizer, args.store)
     sample = _sample(args)
     if sample is not None:
-        enc.check_sample(sample)
+        tokenizer.check_sample(sample)
     for i, (label, text) in enumerate(read_text_inputs(args.files, args.errors)):
-        ids = enc.encode(text, add_special_tokens=args.add_special_tokens, prefix=args.prefix, suffix=args.suffix,
+        ids = tokenizer.encode(text, add_special_tokens=args.add_special_tokens, prefix=args.prefix, suffix=args.suffix,
                          sample=sample.at(i) if sample else None)
         if args.json:
-            print(json.dumps({"file": label, "tokenizer": enc.name, "ids": ids, "count": len(ids)}))
+            print(json.dumps({"file": label, "tokenizer": tokenizer.name, "ids": ids, "count": len(ids)}))
         else:
             print(" ".join(map(str, ids)))
     return 0
@@ -113,15 +113,15 @@ def cmd_count(args: argparse.Namespace) -> int:
         from .chat import cmd_count_model
 
         return cmd_count_model(args)
-    enc = get_encoding(args.tokenizer, args.store)
+    tokenizer = get_tokenizer(args.tokenizer, args.store)
     if sample is not None:
-        enc.check_sample(sample)
+        tokenizer.check_sample(sample)
     inputs = read_text_inputs(args.files, args.errors)
-    counts = [(label, enc.count(text, add_special_tokens=args.add_special_tokens,
+    counts = [(label, tokenizer.count(text, add_special_tokens=args.add_special_tokens,
                                 sample=sample.at(i) if sample else None)) for i, (label, text) in enumerate(inputs)]
     total = sum(c for _, c in counts)
     if args.json:
-        print(json.dumps({"tokenizer": enc.name, "counts": dict(counts), "total": total}))
+        print(json.dumps({"tokenizer": tokenizer.name, "counts": dict(counts), "total": total}))
     elif len(counts) == 1:
         print(counts[0][1])
     else:
@@ -132,7 +132,7 @@ def cmd_count(args: argparse.Namespace) -> int:
 
 
 def cmd_decode(args: argparse.Namespace) -> int:
-    enc = get_encoding(args.tokenizer, args.store)
+    tokenizer = get_tokenizer(args.tokenizer, args.store)
     for label, text in read_text_inputs(args.files, "replace"):  # ids: a binary file fails on its first field
         fields = [f for f in re.split(r"[\s,\[\]]+", text) if f]
         try:
@@ -141,7 +141,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
             bad = next(f for f in fields if not f.lstrip("-").isdigit())
             print(f"error: {label}: {bad!r} is not a token id", file=sys.stderr)
             return 2
-        sys.stdout.write(enc.decode(ids, skip_special=args.skip_special))
+        sys.stdout.write(tokenizer.decode(ids, skip_special=args.skip_special))
     return 0
 
 

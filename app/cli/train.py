@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from app.engine import get_encoding
+from app.engine import get_tokenizer
 from app.engine.errors import UnknownTokenizerError
 from app.engine.patterns import PATTERNS
 from app.engine.training.merges import TIE_BREAKS
@@ -196,12 +196,12 @@ def _family_options(args: argparse.Namespace) -> dict[str, object]:
 def _lookup(name: str, store: str | None):  # type: ignore[no-untyped-def]
     """A tokenizer from ``store``, or from the default store if ``store`` lacks it (to compare with stock ones)."""
     if store is None:
-        return get_encoding(name)
+        return get_tokenizer(name)
     try:
-        return get_encoding(name, store)
+        return get_tokenizer(name, store)
     except UnknownTokenizerError:
         try:
-            return get_encoding(name)
+            return get_tokenizer(name)
         except UnknownTokenizerError:
             pass
         raise
@@ -210,11 +210,11 @@ def _lookup(name: str, store: str | None):  # type: ignore[no-untyped-def]
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from app.engine.training.evaluate import evaluate_text  # (not at start-up: training does not need it)
 
-    encodings = [_lookup(name, args.store) for name in args.tokenizer]
+    tokenizers = [_lookup(name, args.store) for name in args.tokenizer]
     rows = []
     for label, text in read_text_inputs(args.files, args.errors):
-        for enc in encodings:
-            rows.append(evaluate_text(enc, text, label=label))
+        for tokenizer in tokenizers:
+            rows.append(evaluate_text(tokenizer, text, label=label))
     if args.json:
         print(json.dumps({"results": [r.as_dict() for r in rows]}, indent=2))
         return 0

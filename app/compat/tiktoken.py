@@ -7,7 +7,7 @@
 Every public function, method and attribute of ``tiktoken`` 0.14 is here with tiktoken's contract: the same ids,
 the same results for ``encode_with_unstable``, ``decode_with_offsets`` and ``_encode_bytes``, and the same builtin
 exception types (tiktoken defines no exception classes of its own) for the same bad input. Ids come from
-:class:`app.engine.Encoding` (the compiled core), which the engine's differential suite holds equal to tiktoken.
+:class:`app.engine.RankBPETokenizer` (the compiled core), which the engine's differential suite holds equal to tiktoken.
 
 Special tokens: unlike :mod:`app.engine` (where text is always text), this module keeps tiktoken's rules, because
 it serves code written for them inside the user's own process. ``encode`` raises ``ValueError`` when the text
@@ -32,12 +32,12 @@ from typing import TYPE_CHECKING, Any
 
 import regex
 
-from app.engine import Encoding as _EngineEncoding
 from app.engine import InvalidTokenIdError, Special, UnknownTokenizerError, get_store
-from app.engine import get_encoding as _engine_encoding
+from app.engine import RankBPETokenizer as _EngineEncoding
+from app.engine import get_tokenizer as _engine_encoding
 from app.engine.artifact_regex import PatternRejected
 from app.engine.bpe import byte_pair_encode
-from app.engine.pretokenize import PreTokenizer
+from app.engine.pretokenize import PatternSplitter
 
 from . import special_args
 from .special_args import Allowed, Disallowed, raise_disallowed_special_token
@@ -160,10 +160,10 @@ class Encoding:
                 self._lazy["lengths"] = lengths
             return self._lazy["lengths"]  # type: ignore[no-any-return]
 
-    def _pretokenizer(self) -> PreTokenizer:
+    def _pretokenizer(self) -> PatternSplitter:
         with self._lazy_lock:
             if "pre" not in self._lazy:
-                self._lazy["pre"] = PreTokenizer(self._pat_str)
+                self._lazy["pre"] = PatternSplitter(self._pat_str)
             return self._lazy["pre"]  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:

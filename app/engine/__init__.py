@@ -2,12 +2,12 @@
 
 Public surface (``__all__``; the package ships a ``py.typed`` marker, so type checkers use these hints)::
 
-    from app.engine import get_encoding
-    enc = get_encoding("cl100k_base")          # or an alias: "gpt2" / "r50k_base", …
+    from app.engine import get_tokenizer
+    enc = get_tokenizer("cl100k_base")          # or an alias: "gpt2" / "r50k_base", …
     ids = enc.encode("hello world")            # text is always plain text
     enc.decode(ids) == "hello world"
 
-Every tokenizer ``get_encoding`` returns implements :class:`Tokenizer` (byte-level BPE as :class:`Encoding`, the
+Every tokenizer ``get_tokenizer`` returns implements :class:`Tokenizer` (byte-level BPE as :class:`RankBPETokenizer`, the
 compiled fast path; component pipelines for ``tokenizer.json`` and the other families). This package imports
 nothing from the web layer and can be used as a library.
 
@@ -23,7 +23,7 @@ from ._lazy import lazy_names
 
 if TYPE_CHECKING:
     from .cache import CacheStats
-    from .encoding import Encoding
+    from .encoding import RankBPETokenizer
     from .errors import (
         ArtifactError,
         EngineError,
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
         UnknownTokenizerError,
     )
     from .loaders import LOADERS, LoadOptions, load_tokenizer  # noqa: F401
-    from .registry import get_encoding, get_store, list_encodings, load_all, load_encoding, reset  # noqa: F401
+    from .registry import get_store, get_tokenizer, list_tokenizers, load_all, load_encoding, reset  # noqa: F401
     from .sampling import Sample, SamplingError
     from .specials import Special, Template
     from .store import Store, TokenizerSpec, default_store_dir  # noqa: F401
@@ -43,11 +43,11 @@ if TYPE_CHECKING:
 #: (the trainers, the CLI's helpers) does not load the whole engine first. ``load_tokenizer`` (defined in
 #: ``loaders``) is taken from ``registry``, which registers how tokenizers pickle.
 _LAZY = {
-    "CacheStats": "cache", "Encoding": "encoding",
+    "CacheStats": "cache", "RankBPETokenizer": "encoding",
     "ArtifactError": "errors", "EngineError": "errors", "InvalidTokenIdError": "errors", "ManifestError": "errors",
     "UnknownSpecialTokenError": "errors", "UnknownTokenizerError": "errors",
     "LOADERS": "loaders", "LoadOptions": "loaders", "load_tokenizer": "registry",
-    "get_encoding": "registry", "get_store": "registry", "list_encodings": "registry", "load_all": "registry",
+    "get_tokenizer": "registry", "get_store": "registry", "list_tokenizers": "registry", "load_all": "registry",
     "load_encoding": "registry", "reset": "registry",
     "Sample": "sampling", "SamplingError": "sampling", "Special": "specials", "Template": "specials",
     "Store": "store", "TokenizerSpec": "store", "default_store_dir": "store", "Tokenizer": "tokenizer",
@@ -60,8 +60,8 @@ __getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 #: The public surface (pinned by tests/engine/test_public_api.py): load a tokenizer, use it, catch its errors.
 __all__ = [
     # getting a tokenizer
-    "get_encoding",
-    "list_encodings",
+    "get_tokenizer",
+    "list_tokenizers",
     "get_store",
     "load_tokenizer",
     "LoadOptions",
@@ -69,7 +69,7 @@ __all__ = [
     "TokenizerSpec",
     # using it
     "Tokenizer",
-    "Encoding",
+    "RankBPETokenizer",
     "Special",
     "Template",
     "CacheStats",

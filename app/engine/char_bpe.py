@@ -232,7 +232,7 @@ class _Merger:
 
 
 class CharBPEEncoding(Tokenizer):
-    """A classic character BPE tokenizer with the public surface of :class:`~app.engine.encoding.Encoding`.
+    """A classic character BPE tokenizer with the public surface of :class:`~app.engine.encoding.RankBPETokenizer`.
 
     Text is always ordinary text (special tokens only by name, via ``prefix``/``suffix``/:class:`Special`).
     Thread-safe. Ids: 0 ``<unk>``, 1 ``</w>``, characters, merged symbols, then special tokens.
@@ -269,9 +269,9 @@ class CharBPEEncoding(Tokenizer):
         """Load and verify the artifact of ``spec``; raises :class:`ArtifactError`."""
         data = spec.read_artifact()
         model = CharBPEModel.from_artifact(data, source=str(spec.artifact_path))
-        enc = cls(spec.name, model, special_tokens=spec.special_tokens, cache_size=cache_size, spec=spec)
-        spec.check_vocab_size(enc.n_vocab)
-        return enc
+        tokenizer = cls(spec.name, model, special_tokens=spec.special_tokens, cache_size=cache_size, spec=spec)
+        spec.check_vocab_size(tokenizer.n_vocab)
+        return tokenizer
 
     @property
     def unk_id(self) -> int:

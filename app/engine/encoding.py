@@ -1,12 +1,12 @@
-"""The :class:`Encoding`: one byte-level BPE tokenizer, shaped like ``tiktoken.Encoding``.
+"""The :class:`RankBPETokenizer`: one byte-level BPE tokenizer, shaped like ``tiktoken.Encoding``.
 
 Special-token rules (the one place we deliberately differ from tiktoken's ``encode``):
 
 * Text is always ordinary text. A special token's string inside text (``"<|endoftext|>"``) is encoded as the
   plain characters it consists of, never as the special id, and never raises. This is tiktoken's
   ``encode_ordinary``, and it holds for every text argument of every method here.
-* Special tokens enter only by name, through their own arguments: ``prefix``/``suffix`` of :meth:`Encoding.encode`,
-  or :class:`Special` items in :meth:`Encoding.encode_parts`. An unknown name raises
+* Special tokens enter only by name, through their own arguments: ``prefix``/``suffix`` of :meth:`RankBPETokenizer.encode`,
+  or :class:`Special` items in :meth:`RankBPETokenizer.encode_parts`. An unknown name raises
   :class:`~app.engine.errors.UnknownSpecialTokenError`, which lists the allowed names.
 * Decoding renders a special id as its string (the first string the manifest maps to that id; for o200k_harmony
   200018 that is ``<|endofprompt|>``, as tiktoken decodes it),
@@ -14,19 +14,19 @@ Special-token rules (the one place we deliberately differ from tiktoken's ``enco
 
 Example::
 
-    >>> enc = get_encoding("cl100k_base")
-    >>> enc.encode("hello world")
+    >>> tokenizer = get_tokenizer("cl100k_base")
+    >>> tokenizer.encode("hello world")
     [15339, 1917]
-    >>> enc.encode("<|endoftext|>") == enc.encode("<|endoftext|>", prefix=["<|endoftext|>"])[1:]
+    >>> tokenizer.encode("<|endoftext|>") == tokenizer.encode("<|endoftext|>", prefix=["<|endoftext|>"])[1:]
     True
-    >>> enc.encode("hi", suffix=["<|endoftext|>"])
+    >>> tokenizer.encode("hi", suffix=["<|endoftext|>"])
     [6151, 100257]
 
 Lone surrogates in text (not valid Unicode scalar values) are replaced by U+FFFD before encoding, as tiktoken
 does; offsets then refer to that replaced text, which has the same length unless a high and a low surrogate
 stood next to each other (they become one character).
 
-Backends (``Encoding.backend``): ``"native"`` runs the compiled core (:mod:`app.engine.native`: hand-written
+Backends (``RankBPETokenizer.backend``): ``"native"`` runs the compiled core (:mod:`app.engine.native`: hand-written
 pre-tokenizers for the bundled patterns, BPE in C, GIL released; custom patterns are split by ``regex`` and merged
 in C); ``"python"`` runs the pure-Python reference (``pretokenize.py`` + ``bpe.py`` + the LRU of ``cache.py``).
 Both give identical ids. Each backend has its own bounded pre-token cache (``$TOKENIZER_CACHE_SIZE`` entries); the
@@ -49,7 +49,7 @@ from .cache import MAX_CACHED_PIECE_CHARS, CacheStats, PieceCache, default_cache
 from .dropout import merge_with_dropout
 from .errors import InvalidTokenIdError
 from .native import NativeCore, resolve_backend
-from .pretokenize import PieceSplitter, PreTokenizer
+from .pretokenize import PatternSplitter, PieceSplitter
 from .sampling import Sample
 from .specials import Special
 from .store import TokenizerSpec
@@ -75,7 +75,7 @@ def scrub_surrogates(text: str) -> str:
     return text
 
 
-class Encoding(Tokenizer):
+class RankBPETokenizer(Tokenizer):
     """A byte-level BPE tokenizer: ranks, a pre-tokenizer pattern and named special tokens. Thread-safe."""
 
     def __init__(
@@ -119,7 +119,7 @@ class Encoding(Tokenizer):
             table[rank] = token
         self._init_special_tokens(special_tokens, lambda token_id: table[token_id] is not None, template)
         self._token_bytes = table
-        self._pretokenizer: PieceSplitter = PreTokenizer(pattern) if pre_tokenizer is None else pre_tokenizer
+        self._pretokenizer: PieceSplitter = PatternSplitter(pattern) if pre_tokenizer is None else pre_tokenizer
         self.backend = resolve_backend(backend)
         self._native: NativeCore | None = None
         # text -> ids / count on the native backend (None on the python backend); raise UnicodeEncodeError on
@@ -163,13 +163,13 @@ class Encoding(Tokenizer):
         return text_ranks
 
     @classmethod
-    def from_spec(cls, spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None) -> Encoding:
+    def from_spec(cls, spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None) -> RankBPETokenizer:
         """Load and verify the artifact of ``spec``. Raises :class:`ArtifactError` (missing, corrupted, truncated
         or mismatched files, naming the file and both hashes) or ``ValueError`` for an inconsistent manifest."""
         data = spec.read_artifact()
         ranks = parse_tiktoken(data, source=str(spec.artifact_path))
         check_ids([*ranks.values(), *spec.special_tokens.values()], "token id", len(data), str(spec.artifact_path))
-        enc = cls(
+        tokenizer = cls(
             spec.name,
             pattern=spec.pattern,
             mergeable_ranks=ranks,
@@ -179,11 +179,11 @@ class Encoding(Tokenizer):
             backend=backend,
             template=spec.template,
         )
-        spec.check_vocab_size(enc.n_vocab)
-        return enc
+        spec.check_vocab_size(tokenizer.n_vocab)
+        return tokenizer
 
     def __repr__(self) -> str:
-        return f"<Encoding {self.name!r} backend={self.backend!r}>"
+        return f"<RankBPETokenizer {self.name!r} backend={self.backend!r}>"
 
     @property
     def ranks(self) -> dict[bytes, int]:

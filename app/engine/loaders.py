@@ -39,9 +39,9 @@ Loader = Callable[[TokenizerSpec, LoadOptions], Tokenizer]
 
 
 def _tiktoken(spec: TokenizerSpec, options: LoadOptions) -> Tokenizer:
-    from .encoding import Encoding
+    from .encoding import RankBPETokenizer
 
-    return Encoding.from_spec(spec, cache_size=options.cache_size, backend=options.backend)
+    return RankBPETokenizer.from_spec(spec, cache_size=options.cache_size, backend=options.backend)
 
 
 def _char_bpe(spec: TokenizerSpec, options: LoadOptions) -> Tokenizer:
@@ -89,7 +89,7 @@ LOADERS: dict[str, Loader] = {
 
 def load_tokenizer(spec: TokenizerSpec, options: LoadOptions | None = None) -> Tokenizer:
     """Load the tokenizer ``spec`` describes with the loader of its format (not memoised; see
-    :func:`app.engine.get_encoding`). Raises :class:`~app.engine.errors.ArtifactError` (also for any unexpected
+    :func:`app.engine.get_tokenizer`). Raises :class:`~app.engine.errors.ArtifactError` (also for any unexpected
     ``ValueError``, ``RecursionError`` … of a malformed file)."""
     try:
         return LOADERS[spec.format](spec, options or LoadOptions())

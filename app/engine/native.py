@@ -1,4 +1,4 @@
-"""Glue between :class:`~app.engine.encoding.Encoding` and the compiled core (``app.engine._native._core``).
+"""Glue between :class:`~app.engine.encoding.RankBPETokenizer` and the compiled core (``app.engine._native._core``).
 
 The compiled core holds an encoding's ranks in a C hash table and runs the hand-written pre-tokenizer of a bundled
 pattern plus rank-based BPE with the GIL released. Pieces that are not themselves tokens go through a bounded piece
@@ -9,7 +9,7 @@ ids are identical to the pure-Python reference engine (``pretokenize.py`` + ``bp
 
 Backend selection (:func:`resolve_backend`):
 
-* ``backend=`` argument of ``get_encoding``/``load_encoding``/``Encoding`` when given, else
+* ``backend=`` argument of ``get_tokenizer``/``load_encoding``/``RankBPETokenizer`` when given, else
 * ``$TOKENIZER_ENGINE`` (``native`` or ``python``), else
 * ``native`` when the extension imports, ``python`` otherwise.
 

@@ -27,7 +27,7 @@ def compile_pattern(pattern: str) -> BoundedRegex:
 
 
 class PieceSplitter(Protocol):
-    """What an :class:`~app.engine.encoding.Encoding` splits text with: :class:`PreTokenizer` or another splitter
+    """What a :class:`~app.engine.encoding.RankBPETokenizer` splits text with: :class:`PatternSplitter` or another splitter
     (a ``tokenizer.json``'s sequence of splits). Pieces cover the text in order."""
 
     def pieces(self, text: str) -> list[str]: ...
@@ -35,7 +35,7 @@ class PieceSplitter(Protocol):
     def pieces_with_offsets(self, text: str) -> Iterator[tuple[str, int]]: ...
 
 
-class PreTokenizer:
+class PatternSplitter:
     """Splits text into pieces with one compiled pattern. Thread-safe (compiled patterns are immutable)."""
 
     __slots__ = ("pattern", "_compiled")

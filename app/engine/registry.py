@@ -1,4 +1,4 @@
-"""Process-wide access to tokenizers: ``get_encoding(name)`` loads, verifies and memoises.
+"""Process-wide access to tokenizers: ``get_tokenizer(name)`` loads, verifies and memoises.
 
 Loading is lazy and thread-safe: the first call for a tokenizer reads and verifies its artifact under a lock;
 later calls return the same object. :func:`load_all` loads the tokenizers of a store up front (all of them, or the
@@ -22,7 +22,7 @@ from .tokenizer import Tokenizer
 
 _lock = threading.RLock()
 _stores: dict[Path, Store] = {}
-_encodings: dict[tuple[Path, str, str, int, int], Tokenizer] = {}
+_tokenizers: dict[tuple[Path, str, str, int, int], Tokenizer] = {}
 
 
 def get_store(store_dir: Path | str | None = None, *, override: bool | None = None) -> Store:
@@ -54,7 +54,7 @@ def load_encoding(spec: TokenizerSpec, *, cache_size: int | None = None, backend
                                             unigram_word_cache=unigram_word_cache))
 
 
-def get_encoding(name: str, store_dir: Path | str | None = None, *, backend: str | None = None,
+def get_tokenizer(name: str, store_dir: Path | str | None = None, *, backend: str | None = None,
                  cache_size: int | None = None, unigram_word_cache: int | None = None) -> Tokenizer:
     """The tokenizer called ``name`` (a canonical name or an alias) in the store, memoised per backend and cache
     size. Every family implements :class:`~app.engine.tokenizer.Tokenizer`.
@@ -75,18 +75,18 @@ def get_encoding(name: str, store_dir: Path | str | None = None, *, backend: str
     if unigram_word_cache is None:  # resolved like the cache size, so the default and its explicit value share one
         unigram_word_cache = defaults.unigram_word_cache()
     key = (store.directory, canonical, resolved, cache_size, unigram_word_cache)
-    enc = _encodings.get(key)
-    if enc is not None:
-        return enc
+    tokenizer = _tokenizers.get(key)
+    if tokenizer is not None:
+        return tokenizer
     with _lock:
-        enc = _encodings.get(key)
-        if enc is None:
-            enc = _encodings[key] = load_encoding(store.spec(canonical), backend=resolved, cache_size=cache_size,
+        tokenizer = _tokenizers.get(key)
+        if tokenizer is None:
+            tokenizer = _tokenizers[key] = load_encoding(store.spec(canonical), backend=resolved, cache_size=cache_size,
                                                   unigram_word_cache=unigram_word_cache)
-        return enc
+        return tokenizer
 
 
-def list_encodings(store_dir: Path | str | None = None) -> list[str]:
+def list_tokenizers(store_dir: Path | str | None = None) -> list[str]:
     """Canonical tokenizer names of the store, in manifest order."""
     return get_store(store_dir).names()
 
@@ -99,49 +99,49 @@ def load_all(store_dir: Path | str | None = None, names: Iterable[str] | None = 
     does not hold)."""
     store = get_store(store_dir)
     wanted = None if names is None else {store.resolve(n) for n in names}
-    return {name: get_encoding(name, store.directory, backend=backend, cache_size=cache_size,
+    return {name: get_tokenizer(name, store.directory, backend=backend, cache_size=cache_size,
                                unigram_word_cache=unigram_word_cache)
             for name in store.names() if wanted is None or name in wanted}
 
 
-def pickle_reference(enc: Tokenizer) -> tuple[Callable[..., Tokenizer], tuple[str, str | None, str, str | None]]:
+def pickle_reference(tokenizer: Tokenizer) -> tuple[Callable[..., Tokenizer], tuple[str, str | None, str, str | None]]:
     """How a store-loaded tokenizer pickles: a reference (name, store, sha256, backend), never the ranks. Registered
     for :class:`~app.engine.tokenizer.Tokenizer` with :func:`copyreg.pickle` below, where ``Tokenizer.__reduce__``
     finds it (the base class imports nothing above it).
 
-    Unpickling calls :func:`restore_encoding`, which loads (and verifies) the encoding by name from the same store
+    Unpickling calls :func:`restore_tokenizer`, which loads (and verifies) the encoding by name from the same store
     on the other side: the bundled store of *that* installation when it came from a bundled store, else the same
     directory path. Raises ``TypeError`` for an encoding not loaded from a store (nothing to reconstruct it from).
     """
-    spec = enc.spec
+    spec = tokenizer.spec
     if spec is None:
-        raise TypeError(f"cannot pickle {enc!r}: it was not loaded from a tokenizer store (no name to reload it by)")
+        raise TypeError(f"cannot pickle {tokenizer!r}: it was not loaded from a tokenizer store (no name to reload it by)")
     artifact = spec.artifact_path.resolve()
     bundled = bundled_store_dir()
     if artifact.is_relative_to(bundled):
         store: str | None = None
     else:
         store = str(next((p for p in artifact.parents if (p / MANIFEST_FILE).is_file()), artifact.parent))
-    backend = enc.backend if enc.backend == "native" or spec.kind == "byte_bpe" else None
-    return restore_encoding, (spec.name, store, spec.sha256, backend)
+    backend = tokenizer.backend if tokenizer.backend == "native" or spec.kind == "byte_bpe" else None
+    return restore_tokenizer, (spec.name, store, spec.sha256, backend)
 
 
-def restore_encoding(name: str, store_dir: str | None, sha256: str, backend: str | None) -> Tokenizer:
-    """The unpickled encoding: ``name`` from ``store_dir`` (None: the bundled store), through :func:`get_encoding`
+def restore_tokenizer(name: str, store_dir: str | None, sha256: str, backend: str | None) -> Tokenizer:
+    """The unpickled encoding: ``name`` from ``store_dir`` (None: the bundled store), through :func:`get_tokenizer`
     (loaded once per process, sha256-verified). Raises :class:`ArtifactError` when that store's artifact for
     ``name`` is not the one that was pickled (another sha256), rather than silently tokenizing differently."""
-    enc = get_encoding(name, bundled_store_dir() if store_dir is None else store_dir, backend=backend)
-    if enc.spec is not None and enc.spec.sha256 != sha256:
-        raise ArtifactError(str(enc.spec.artifact_path), f"the pickled encoding {name!r} was built from another "
-                            "artifact", expected=sha256, actual=enc.spec.sha256)
-    return enc
+    tokenizer = get_tokenizer(name, bundled_store_dir() if store_dir is None else store_dir, backend=backend)
+    if tokenizer.spec is not None and tokenizer.spec.sha256 != sha256:
+        raise ArtifactError(str(tokenizer.spec.artifact_path), f"the pickled encoding {name!r} was built from another "
+                            "artifact", expected=sha256, actual=tokenizer.spec.sha256)
+    return tokenizer
 
 
 def reset() -> None:
     """Forget every memoised store and encoding (for tests and for reloading a changed store)."""
     with _lock:
         _stores.clear()
-        _encodings.clear()
+        _tokenizers.clear()
 
 
 copyreg.pickle(Tokenizer, pickle_reference)  # type: ignore[type-abstract]  # found by Tokenizer.__reduce__

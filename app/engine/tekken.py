@@ -1,4 +1,4 @@
-"""Mistral's tekken tokenizer files (``tekken_*.json``) as byte-level :class:`~app.engine.encoding.Encoding`\\ s.
+"""Mistral's tekken tokenizer files (``tekken_*.json``) as byte-level :class:`~app.engine.encoding.RankBPETokenizer`\\ s.
 
 A tekken file holds a byte-level BPE vocabulary in rank order (``vocab``: base64 ``token_bytes`` by ``rank``), its
 split pattern and sizes (``config``), and optionally its special tokens. As ``mistral-common`` reads it:
@@ -10,7 +10,7 @@ split pattern and sizes (``config``), and optionally its special tokens. As ``mi
 * an ordinary token's id is its rank plus the number of special tokens.
 
 Ranks and ids differ by a constant, so rank order is id order and the tokenizer is exactly a byte-level
-``Encoding`` over ``{bytes: rank + offset}`` — the compiled core's fast path. ``add_special_tokens=True`` adds
+``RankBPETokenizer`` over ``{bytes: rank + offset}`` — the compiled core's fast path. ``add_special_tokens=True`` adds
 ``<s>`` (BOS) before the text, as ``mistral-common``'s ``encode(text, bos=True, eos=False)`` does.
 """
 
@@ -23,7 +23,7 @@ from typing import Any
 
 from .artifact_limits import check_id
 from .artifact_regex import PatternRejected
-from .encoding import Encoding
+from .encoding import RankBPETokenizer
 from .errors import ArtifactError
 from .pretokenize import compile_pattern
 from .store import TokenizerSpec
@@ -76,10 +76,10 @@ def parse_tekken(data: bytes, source: str) -> tuple[str, dict[bytes, int], dict[
     return pattern, ranks, {name: i for i, name in enumerate(names)}
 
 
-def load_tekken(spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None) -> Encoding:
-    """The loader of manifest format ``tekken``: a verified tekken file as an :class:`Encoding`."""
+def load_tekken(spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None) -> RankBPETokenizer:
+    """The loader of manifest format ``tekken``: a verified tekken file as a :class:`RankBPETokenizer`."""
     pattern, ranks, specials = parse_tekken(spec.read_artifact(), str(spec.artifact_path))
-    enc = Encoding(spec.name, pattern=pattern, mergeable_ranks=ranks, special_tokens=specials, cache_size=cache_size,
+    tokenizer = RankBPETokenizer(spec.name, pattern=pattern, mergeable_ranks=ranks, special_tokens=specials, cache_size=cache_size,
                    spec=spec, backend=backend, template=(["<s>"], []))
-    spec.check_vocab_size(enc.n_vocab)
-    return enc
+    spec.check_vocab_size(tokenizer.n_vocab)
+    return tokenizer

@@ -1,11 +1,11 @@
 """The :class:`Tokenizer` base class: the one contract every tokenizer family implements.
 
-Families (each a subclass): byte-level BPE over ranks (:class:`~app.engine.encoding.Encoding`, the compiled fast
+Families (each a subclass): byte-level BPE over ranks (:class:`~app.engine.encoding.RankBPETokenizer`, the compiled fast
 path), the classic character BPE (:class:`~app.engine.char_bpe.CharBPEEncoding`), component pipelines
 (:class:`~app.engine.pipeline.Pipeline`: Hugging Face ``tokenizer.json``, SentencePiece, WordPiece, Unigram …; the
 compiled byte-level ``tokenizer.json`` path is one of its models,
 :class:`~app.engine.pipeline.models.byte_level_rank.ByteLevelRankBPE`).
-:func:`app.engine.get_encoding` returns one of these for any name in the store; callers type against
+:func:`app.engine.get_tokenizer` returns one of these for any name in the store; callers type against
 :class:`Tokenizer`, call any of its methods (every family has all of them: framed counting and the Arrow-buffer
 methods included) and never ask which family they hold.
 
@@ -18,7 +18,7 @@ it does faster (``count`` without building ids, batches in C threads) or differe
 pipeline).
 
 Pickling: a tokenizer pickles as a reference to its store, by the reducer :mod:`app.engine.registry` registers
-for :class:`Tokenizer` with :func:`copyreg.pickle` when it is imported (any of ``get_encoding``, ``get_store``,
+for :class:`Tokenizer` with :func:`copyreg.pickle` when it is imported (any of ``get_tokenizer``, ``get_store``,
 ``load_tokenizer`` from :mod:`app.engine` imports it). This module imports nothing above it.
 
 Rules every implementation keeps:

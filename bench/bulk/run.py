@@ -93,12 +93,12 @@ def rate(rows: int, n_bytes: int, seconds: float) -> dict[str, float]:
 
 
 def bench_engine(rows: list[str]) -> tuple[int, float]:
-    from app.engine import get_encoding
+    from app.engine import get_tokenizer
 
-    enc = get_encoding(TOKENIZER)
-    enc.count_batch(rows[:100])
+    tokenizer = get_tokenizer(TOKENIZER)
+    tokenizer.count_batch(rows[:100])
     t0 = time.perf_counter()
-    tokens = sum(enc.count_batch(rows))
+    tokens = sum(tokenizer.count_batch(rows))
     return tokens, time.perf_counter() - t0
 
 
@@ -123,9 +123,9 @@ def stage_breakdown(path: Path, mb: float) -> dict[str, float]:
     import pyarrow.parquet as pq
 
     from app.bulk.sources import input_files, plan_chunks, read_chunk
-    from app.engine import get_encoding
+    from app.engine import get_tokenizer
 
-    enc = get_encoding(TOKENIZER)
+    tokenizer = get_tokenizer(TOKENIZER)
     out = DATA / "out-stages"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir()
@@ -137,7 +137,7 @@ def stage_breakdown(path: Path, mb: float) -> dict[str, float]:
         rows = read_chunk(chunk, "text", [])
         texts = [t for t in rows.texts if t is not None]
         t1 = time.perf_counter()
-        counts = enc.count_batch(texts)
+        counts = tokenizer.count_batch(texts)
         t2 = time.perf_counter()
         table = pa.table({"row_key": rows.keys, "tokens": pa.array(counts, pa.int64()), "error": rows.errors})
         pq.write_table(table, out / f"part-{chunk.index:06d}.parquet")
@@ -266,9 +266,9 @@ def main(argv: list[str] | None = None) -> int:
         hf_bytes += len(row.encode("utf-8"))
     _, hf_parquet = write_inputs(hf_rows, "hf-rows")
     results["hf_rows"], results["hf_text_bytes"] = len(hf_rows), hf_bytes
-    from app.engine import get_encoding
+    from app.engine import get_tokenizer
 
-    hf_expected = sum(get_encoding(TOKENIZER).count_batch(hf_rows))
+    hf_expected = sum(get_tokenizer(TOKENIZER).count_batch(hf_rows))
     for num_proc in () if args.skip_hf else (1,) if args.quick else (1, 2):
         t, s, load_s = bench_hf(hf_parquet, num_proc)
         results.setdefault("hf_tokens_equal", []).append(t == hf_expected)

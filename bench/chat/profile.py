@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from app.engine import get_encoding, get_store
+from app.engine import get_store, get_tokenizer
 from app.engine.chat import ChatFramings, parse_conversation
 from bench.chat.run import MODELS, build
 
@@ -39,7 +39,7 @@ def fresh(text: str) -> str:
 
 def profile(tokenizer: str, spec: dict[str, Any], convs: list[list[dict[str, Any]]], framings: ChatFramings,
             r: int) -> dict[str, float]:
-    enc: Any = get_encoding(tokenizer)
+    enc: Any = get_tokenizer(tokenizer)
     framing: Any = framings.framing(spec, enc)
     tpl = framing.template
     parsed = [parse_conversation(m) for m in convs]

@@ -26,7 +26,7 @@ import subprocess
 import time
 from typing import Any
 
-from app.engine import get_encoding, get_store
+from app.engine import get_store, get_tokenizer
 from app.engine.chat import ChatFramings, parse_conversation
 from bench.corpora import ensure
 
@@ -73,7 +73,7 @@ def main() -> None:
     for model, tokenizer, spec in MODELS:
         if wanted and model not in wanted:
             continue
-        enc = get_encoding(tokenizer)
+        enc = get_tokenizer(tokenizer)
         framing = framings.framing(spec, enc)
         if args.no_shape_memo and hasattr(framing, "template"):
             framing.template.shapes.disable()

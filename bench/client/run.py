@@ -112,9 +112,9 @@ def measure(sync: dict[str, Sync], aio: dict[str, Async], calls: int, rounds: in
 
 def canned_transport(asynchronous: bool) -> httpx.MockTransport:
     """Answers every request as the service would for :data:`TEXT` (same JSON shape and size)."""
-    from app.engine import get_encoding
+    from app.engine import get_tokenizer
 
-    ids = get_encoding(TOKENIZER).encode(TEXT)
+    ids = get_tokenizer(TOKENIZER).encode(TEXT)
     bodies = {
         "/count": json.dumps({"tokenizer": TOKENIZER, "count": len(ids)}).encode(),
         "/encode": json.dumps({"tokenizer": TOKENIZER, "ids": ids, "count": len(ids)}).encode(),

@@ -38,7 +38,7 @@ def main(argv: list[str]) -> int:
         if backend is None:
             keep = engine.load_all()
         else:
-            keep = {n: engine.get_encoding(n, backend=backend) for n in engine.list_encodings()}  # type: ignore[call-arg]
+            keep = {n: engine.get_tokenizer(n, backend=backend) for n in engine.list_tokenizers()}  # type: ignore[call-arg]
         names = list(keep)  # type: ignore[call-overload]
     elif kind == "tiktoken":
         import tiktoken

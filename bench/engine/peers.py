@@ -67,30 +67,30 @@ def _version(dist: str) -> str:
 
 
 def our_backends() -> list[str | None]:
-    """Backends to benchmark: both ``"native"`` and ``"python"`` when ``app.engine.get_encoding`` takes a
+    """Backends to benchmark: both ``"native"`` and ``"python"`` when ``app.engine.get_tokenizer`` takes a
     ``backend=`` keyword, else ``[None]`` (the default engine)."""
-    from app.engine import get_encoding
+    from app.engine import get_tokenizer
 
-    if "backend" in inspect.signature(get_encoding).parameters:
+    if "backend" in inspect.signature(get_tokenizer).parameters:
         return ["native", "python"]
     return [None]
 
 
 def ours(encoding: str, backend: str | None) -> Engine | Unavailable:
-    """Our engine for ``encoding``; ``backend`` is passed to ``get_encoding`` when not None."""
-    from app.engine import get_encoding
+    """Our engine for ``encoding``; ``backend`` is passed to ``get_tokenizer`` when not None."""
+    from app.engine import get_tokenizer
 
     label = "ours" if backend is None else f"ours-{backend}"
     try:
-        enc = get_encoding(encoding) if backend is None else get_encoding(encoding, backend=backend)  # type: ignore[call-arg]
+        tokenizer = get_tokenizer(encoding) if backend is None else get_tokenizer(encoding, backend=backend)  # type: ignore[call-arg]
     except Exception as e:  # noqa: BLE001 - a backend that cannot load is reported, not fatal
         return Unavailable(label, encoding, f"{type(e).__name__}: {e}")
 
     def batch(texts: Sequence[str], n: int) -> list[list[int]]:
-        return enc.encode_batch(texts, num_threads=n)
+        return tokenizer.encode_batch(texts, num_threads=n)
 
-    return Engine(label, encoding, _version("tokenizer-service") or "work tree", enc.encode, enc.count, batch,
-                  enc.clear_cache, note=type(enc).__module__, is_ours=True)
+    return Engine(label, encoding, _version("tokenizer-service") or "work tree", tokenizer.encode, tokenizer.count, batch,
+                  tokenizer.clear_cache, note=type(tokenizer).__module__, is_ours=True)
 
 
 # --------------------------------------------------------------------------- tiktoken
@@ -122,13 +122,13 @@ def tiktoken_engine(encoding: str) -> Engine | Unavailable:
     except ImportError as e:
         return Unavailable("tiktoken", encoding, f"not installed ({e})")
     s = local_spec(encoding)
-    enc = tiktoken.Encoding(s.name, pat_str=s.pattern, mergeable_ranks=load_tiktoken_bpe(str(s.artifact)),
+    tokenizer = tiktoken.Encoding(s.name, pat_str=s.pattern, mergeable_ranks=load_tiktoken_bpe(str(s.artifact)),
                             special_tokens=s.special_tokens)
 
     def batch(texts: Sequence[str], n: int) -> list[list[int]]:
-        return enc.encode_ordinary_batch(list(texts), num_threads=n)
+        return tokenizer.encode_ordinary_batch(list(texts), num_threads=n)
 
-    return Engine("tiktoken", encoding, _version("tiktoken"), enc.encode_ordinary, None, batch,
+    return Engine("tiktoken", encoding, _version("tiktoken"), tokenizer.encode_ordinary, None, batch,
                   note="encode_ordinary; built from our artifact")
 
 
@@ -224,7 +224,7 @@ def hf_engine(encoding: str, cache_dir: Path) -> Engine | Unavailable:
         return [e.ids for e in tok.encode_batch(list(texts), add_special_tokens=False)]
 
     return Engine("hf-tokenizers", encoding, _version("tokenizers"), encode, None, None,
-                  note="tokenizer.json from our ranks; Encoding object built per call")
+                  note="tokenizer.json from our ranks; RankBPETokenizer object built per call")
 
 
 # --------------------------------------------------------------------------- bpe-openai
@@ -268,20 +268,20 @@ def quicktok_engine(encoding: str) -> Engine | Unavailable:
     except ImportError as e:
         return Unavailable("quicktok", encoding, f"not installed ({e}); pip install quicktok-v1")
     version = _version("quicktok-v1") or _version("quicktok")
-    if not hasattr(quicktok, "get_encoding"):
+    if not hasattr(quicktok, "get_tokenizer"):
         api = sorted(n for n in dir(quicktok) if not n.startswith("_") and n != "quicktok")
         return Unavailable("quicktok", encoding,
                            f"the installed 'quicktok' {version} is not quicktok-v1 (public API: {api}); it has no "
                            f"{encoding} data or pre-tokenizer. Install quicktok-v1", version)
     try:
-        enc = quicktok.get_encoding(encoding)
+        tokenizer = quicktok.get_encoding(encoding)
     except Exception as e:  # noqa: BLE001
         return Unavailable("quicktok", encoding, f"quicktok.get_encoding({encoding!r}) failed: {e}", version)
 
     def batch(texts: Sequence[str], n: int) -> Any:
-        return enc.encode_batch(list(texts), n)
+        return tokenizer.encode_batch(list(texts), n)
 
-    return Engine("quicktok", encoding, version, enc.encode_ordinary, enc.count, batch,
+    return Engine("quicktok", encoding, version, tokenizer.encode_ordinary, tokenizer.count, batch,
                   note="quicktok-v1 encode_ordinary (its wheel's own data)")
 
 

@@ -174,12 +174,12 @@ def bench_chat(engines: list[Engine], msgs: list[str], ident: dict[str, dict[str
                     e.clear_cache()
                 cpu: list[float] = []
                 wall: list[float] = []
-                enc = e.encode
+                tokenizer = e.encode
                 gc.disable()
                 try:
                     for m in msgs:
                         c0, w0 = cpu_ns(), wall_ns()
-                        enc(m)
+                        tokenizer(m)
                         w1, c1 = wall_ns(), cpu_ns()
                         cpu.append((c1 - c0) / 1000)
                         wall.append((w1 - w0) / 1000)
@@ -354,12 +354,12 @@ def render(summary: dict[str, Any]) -> str:
         for u in m["unavailable"]:
             lines.append(f"- **{u['name']}** ({u['encoding']}): {u['reason']}")
         lines.append("")
-    for enc_name, enc in summary["encodings"].items():
-        engines: list[str] = enc["engines"]
+    for enc_name, tokenizer in summary["encodings"].items():
+        engines: list[str] = tokenizer["engines"]
         ours_names = [e for e in engines if e.startswith("ours")]
         peer_names = [e for e in engines if not e.startswith("ours")]
         lines += [f"## {enc_name}", ""]
-        tp = enc.get("throughput")
+        tp = tokenizer.get("throughput")
         if tp:
             variants: list[tuple[str, str]] = []
             for o in ours_names:
@@ -380,7 +380,7 @@ def render(summary: dict[str, Any]) -> str:
                             cells.append(_f(row[key] * scale, 2 if key == "tok_s" else 1))
                             meds.setdefault(v, []).append(row[key] * scale)
                         else:
-                            cells.append(_ident_cell(enc, v.split("|")[0], corpus))
+                            cells.append(_ident_cell(tokenizer, v.split("|")[0], corpus))
                     lines.append(f"| {corpus} | {c['bytes'] / 1024:.0f} | {c['tokens']} | " + " | ".join(cells) + " |")
                 lines.append("| **median** | | | " + " | ".join(
                     f"**{_f(_median(meds.get(v, [])), 2 if key == 'tok_s' else 1)}**" for v, _ in variants) + " |")
@@ -403,7 +403,7 @@ def render(summary: dict[str, Any]) -> str:
                             ratio_meds.setdefault(p, []).append(cold / pm)
                             ratio_meds.setdefault(p + "|w", []).append(warm / pm)
                         else:
-                            cells.append(_ident_cell(enc, p, corpus))
+                            cells.append(_ident_cell(tokenizer, p, corpus))
                     cw = e.get(f"{o}|count-warm", {}).get("mb_s")
                     cells.append(_r(cw, warm))
                     lines.append(f"| {corpus} | " + " | ".join(cells) + " |")
@@ -411,7 +411,7 @@ def render(summary: dict[str, Any]) -> str:
                     f"**{_f(_median(ratio_meds.get(p, [])), 2)} → {_f(_median(ratio_meds.get(p + '|w', [])), 2)}**"
                     for p in peer_names) + " | |")
                 lines.append("")
-        chat = enc.get("chat")
+        chat = tokenizer.get("chat")
         if chat:
             lines += [f"### Chat messages: per-call latency ({chat['messages']} messages, "
                       f"{chat['bytes'] / chat['messages']:.0f} B mean; µs, median of runs)", "",
@@ -429,11 +429,11 @@ def render(summary: dict[str, Any]) -> str:
                 ratios = " | ".join(_r(v["p50_us"], bases[o]) for o in ours_names)
                 lines.append(f"| {k.replace('|', ' ')} | {_f(v['p50_us'])} | {_f(v['p99_us'])} | {_f(v['mean_us'])} "
                              f"| {_f(v['wall_p50_us'])} | {_f(v['wall_p99_us'])} | {ratios} |")
-            for name, verdict in enc["identity"].items():
+            for name, verdict in tokenizer["identity"].items():
                 if verdict.get("chat", "ok") != "ok":
                     lines.append(f"| {name} | not timed: {verdict['chat']} |" + " |" * (4 + len(ours_names)))
             lines.append("")
-        host = enc.get("hostile")
+        host = tokenizer.get("hostile")
         if host:
             lines += ["### Hostile inputs: doubling test (CPU ms per call at n, 2n, 4n, 8n chars; ratio per doubling: "
                       "~2 linear, ~4 quadratic; growth = mean ratio per doubling, linear if < 2.4)", "",
@@ -453,7 +453,7 @@ def render(summary: dict[str, Any]) -> str:
                                  f"{', '.join(_f(t * 1000, 3) for t in v['times_s'])} | "
                                  f"{', '.join(_f(x, 2) for x in v['ratios'])} | {_f(growth, 2)} | {verdict} |")
             lines.append("")
-        batch = enc.get("batch")
+        batch = tokenizer.get("batch")
         if batch:
             lines += [f"### Batch: encode_batch over {batch['docs']} documents ({batch['bytes'] / 1e6:.2f} MB), "
                       f"wall clock; load average before / after: {batch.get('loadavg_before', '?')} / "
@@ -504,9 +504,9 @@ def _targets(summary: dict[str, Any]) -> list[str]:
            "| batch 2 threads / 1 (>= 1.8) | RSS / tiktoken (<= 1) | load time / tiktoken (<= 1) |",
            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     lm = summary.get("load_memory", {})
-    for enc_name, enc in summary["encodings"].items():
-        tp = enc.get("throughput", {})
-        for o in [e for e in enc["engines"] if e.startswith("ours")]:
+    for enc_name, tokenizer in summary["encodings"].items():
+        tp = tokenizer.get("throughput", {})
+        for o in [e for e in tokenizer["engines"] if e.startswith("ours")]:
             def ratios(peer: str, mode: str, o: str = o, tp: dict[str, Any] = tp) -> list[float]:
                 return _throughput_ratios(tp, f"{o}|{mode}", peer)
 
@@ -524,9 +524,9 @@ def _targets(summary: dict[str, Any]) -> list[str]:
                 qt = "not comparable"
             ce = [c["engines"][f"{o}|count-{m}"]["mb_s"] / c["engines"][f"{o}|{m}"]["mb_s"]
                   for c in tp.values() for m in ("cold", "warm") if f"{o}|{m}" in c["engines"]]
-            host = [res[o]["growth"] for res in enc.get("hostile", {}).values()
+            host = [res[o]["growth"] for res in tokenizer.get("hostile", {}).values()
                     if res.get(o, {}).get("growth") is not None]
-            batch = enc.get("batch", {}).get("engines", {}).get(o, {}).get("speedup_2t")
+            batch = tokenizer.get("batch", {}).get("engines", {}).get(o, {}).get("speedup_2t")
             mem = lm.get(o, {}).get("rss_kib"), lm.get("tiktoken", {}).get("rss_kib")
             load = lm.get(o, {}).get("load_s"), lm.get("tiktoken", {}).get("load_s")
             out.append(f"| {enc_name} | {o} | {tt} | {tmin} | {bo} | {qt} | {_f(min(ce), 2) if ce else '—'} "
@@ -536,8 +536,8 @@ def _targets(summary: dict[str, Any]) -> list[str]:
     return out
 
 
-def _ident_cell(enc: dict[str, Any], engine: str, corpus: str) -> str:
-    v = enc.get("identity", {}).get(engine, {}).get(corpus)
+def _ident_cell(tokenizer: dict[str, Any], engine: str, corpus: str) -> str:
+    v = tokenizer.get("identity", {}).get(engine, {}).get(corpus)
     if v is None or v == "ok":
         return "—"
     return "≠ ids"
@@ -695,8 +695,8 @@ def main(argv: list[str] | None = None) -> int:
         p.parent.mkdir(parents=True, exist_ok=True)
     raw_path.write_text(json.dumps(summary, indent=1, default=str) + "\n")
     slim = json.loads(json.dumps(summary, default=str))
-    for enc in slim["encodings"].values():
-        for c in enc.get("throughput", {}).values():
+    for tokenizer in slim["encodings"].values():
+        for c in tokenizer.get("throughput", {}).values():
             for row in c["engines"].values():
                 row.pop("cpu_all", None)
     json_path.write_text(json.dumps(slim, indent=1) + "\n")

@@ -64,10 +64,10 @@ def _time_once(fn: Callable[[], object], clear: Callable[[], None]) -> float:
 
 
 def bench_one(name: str, n: int, runs: int) -> list[dict[str, Any]]:
-    from app.engine import get_encoding
+    from app.engine import get_tokenizer
 
-    tok = get_encoding(name, backend="native")
-    ref = get_encoding(name, backend="python")
+    tok = get_tokenizer(name, backend="native")
+    ref = get_tokenizer(name, backend="python")
     small, big = inputs(n), inputs(4 * n)
     rows = []
     for key in small:

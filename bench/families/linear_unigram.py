@@ -49,10 +49,10 @@ def runs(n: int) -> dict[str, str]:
 
 
 def _tokenizer(name: str) -> Any:
-    from app.engine import get_encoding
+    from app.engine import get_tokenizer
 
     if name != "xlm-roberta+bytes":
-        return get_encoding(name)
+        return get_tokenizer(name)
     from app.engine.pipeline.gguf import _sentencepiece_vocab
     from app.engine.pipeline.sentencepiece import build_pipeline
     from harness.references import gguf_kv

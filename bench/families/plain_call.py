@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=None, help="the corpora (default: bench.corpora's)")
     args = parser.parse_args(argv)
 
-    from app.engine import get_encoding
+    from app.engine import get_tokenizer
     from bench.families.run import _lines
     from bench.pipeline.run import _docs
 
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
           "(warm) | count, method | count, dispatched | dispatched encode cold / reference |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name in args.tokenizers.split(","):
-        tok = get_encoding(name)
+        tok = get_tokenizer(name)
         ref = _reference(name)
         skip = ("<s>", "</s>", "<unk>", "[CLS]", "[SEP]", "<|endoftext|>")
         texts = [x for x in lines if not any(s in x for s in skip)]

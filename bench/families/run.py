@@ -143,9 +143,9 @@ def _hostile() -> dict[str, Callable[[int], str]]:
 
 def hostile_one(name: str, chars: int, runs: int) -> dict[str, Any]:
     """Seconds per call at ``chars`` and 4 x ``chars`` characters, per adversarial text, and their ratio."""
-    from app.engine import get_encoding
+    from app.engine import get_tokenizer
 
-    ours = get_encoding(name)
+    ours = get_tokenizer(name)
     out: dict[str, Any] = {"tokenizer": name, "type": type(ours).__name__, "backend": ours.backend, "inputs": {}}
     for gen_name, gen in _hostile().items():
         small, large = gen(chars), gen(4 * chars)
@@ -218,10 +218,10 @@ def _time_workload(ours: Any, refs: dict[str, Callable[[str], list[int]]], texts
 
 
 def bench_one(name: str, workloads: dict[str, list[str]], runs: int) -> dict[str, Any]:
-    from app.engine import get_encoding
+    from app.engine import get_tokenizer
 
     t = time.perf_counter()
-    ours = get_encoding(name)
+    ours = get_tokenizer(name)
     load = time.perf_counter() - t
     refs = references(name)
     out: dict[str, Any] = {"tokenizer": name, "type": type(ours).__name__, "backend": ours.backend, "load_s": load,

@@ -118,9 +118,9 @@ def _tiktoken(name: str, a: Artifacts) -> Peer | Missing:
         tpath, tpattern, offset = a.tekken_ranks(name)
 
         def load_tekken() -> Encode:
-            enc = tiktoken.Encoding(name, pat_str=tpattern, mergeable_ranks=load_tiktoken_bpe(str(tpath)),
+            tokenizer = tiktoken.Encoding(name, pat_str=tpattern, mergeable_ranks=load_tiktoken_bpe(str(tpath)),
                                     special_tokens={})
-            return lambda text: [i + offset for i in enc.encode_ordinary(text)]
+            return lambda text: [i + offset for i in tokenizer.encode_ordinary(text)]
 
         return Peer("tiktoken", version("tiktoken"), "tiktoken.Encoding(name, pat_str=config.pattern, mergeable_ranks="
                     "<tekken vocab>, special_tokens={}).encode_ordinary, ids + 1000 in Python (as mistral-common "
@@ -183,8 +183,8 @@ def _fastokens(name: str, a: Artifacts) -> Peer | Missing:
         tpath, tpattern, offset = a.tekken_ranks(name)
 
         def load_tekken() -> Encode:
-            enc = fastokens.Tokenizer.from_tiktoken(str(tpath), pattern=tpattern, special_tokens={}).encode_ordinary
-            return lambda text: [i + offset for i in enc(text).ids]
+            tokenizer = fastokens.Tokenizer.from_tiktoken(str(tpath), pattern=tpattern, special_tokens={}).encode_ordinary
+            return lambda text: [i + offset for i in tokenizer(text).ids]
 
         return Peer("fastokens", version("fastokens"), "fastokens.Tokenizer.from_tiktoken('{file}.tekken.tiktoken', "
                     "pattern=config.pattern, special_tokens={}).encode_ordinary(text).ids, ids + 1000 in Python",
@@ -209,10 +209,10 @@ def _toktok(name: str, a: Artifacts) -> Peer | Missing:
     if name not in TOKTOK_BUILTIN:
         return Missing("toktok-rs", version("toktok-rs"), "compiles in only cl100k_base, o200k_base, o200k_harmony, "
                        "qwen3.5 (a different vocabulary from qwen3); loads no file")
-    enc = TOKTOK_BUILTIN[name]
-    return Peer("toktok-rs", version("toktok-rs"), f"toktok._toktok.Tokenizer({enc!r}, '').encode_ordinary "
+    tokenizer = TOKTOK_BUILTIN[name]
+    return Peer("toktok-rs", version("toktok-rs"), f"toktok._toktok.Tokenizer({tokenizer!r}, '').encode_ordinary "
                 "(the class toktok._encoding() caches; compiled-in data)",
-                lambda: Tokenizer(enc, "").encode_ordinary)
+                lambda: Tokenizer(tokenizer, "").encode_ordinary)
 
 
 def _gigatoken(name: str, a: Artifacts) -> Peer | Missing:
@@ -251,8 +251,8 @@ def _splintr(name: str, a: Artifacts) -> Peer | Missing:
         tpath, tpattern, offset = a.tekken_ranks(name)
 
         def load_tekken() -> Encode:
-            enc = splintr.Tokenizer(str(tpath), tpattern, {}).encode_ordinary
-            return lambda text: [i + offset for i in enc(text)]
+            tokenizer = splintr.Tokenizer(str(tpath), tpattern, {}).encode_ordinary
+            return lambda text: [i + offset for i in tokenizer(text)]
 
         return Peer("splintr-rs", version("splintr-rs"), "splintr.Tokenizer('{file}.tekken.tiktoken', config.pattern"
                     ", {}).encode_ordinary, ids + 1000 in Python", load_tekken)
@@ -301,15 +301,15 @@ def _tokie(name: str, a: Artifacts) -> Peer | Missing:
 def _quicktok(name: str, a: Artifacts) -> Peer | Missing:
     import quicktok
 
-    if not hasattr(quicktok, "get_encoding"):
+    if not hasattr(quicktok, "get_tokenizer"):
         return Missing("quicktok-v1", version("quicktok-v1"), "the installed quicktok is not quicktok-v1")
     if name not in QUICKTOK_BUILTIN:
         return Missing("quicktok-v1", version("quicktok-v1"), "bundles only cl100k_base, o200k_base, o200k_harmony, "
                        "llama3, qwen3; others need quicktok.import_tokenizer into a user data directory (not tried)")
-    enc = QUICKTOK_BUILTIN[name]
-    return Peer("quicktok-v1", version("quicktok-v1"), f"quicktok.Tokenizer({enc!r}, '').encode_ordinary (the class "
+    tokenizer = QUICKTOK_BUILTIN[name]
+    return Peer("quicktok-v1", version("quicktok-v1"), f"quicktok.Tokenizer({tokenizer!r}, '').encode_ordinary (the class "
                 "quicktok.get_encoding() caches; its wheel's data)",
-                lambda: quicktok.Tokenizer(enc, "").encode_ordinary)
+                lambda: quicktok.Tokenizer(tokenizer, "").encode_ordinary)
 
 
 BUILDERS: dict[str, Callable[[str, Artifacts], Peer | Missing]] = {

@@ -28,7 +28,7 @@ from bench.families.word_cache import cpu_pass
 
 
 def _core(tok: Any) -> Any:
-    """The :class:`app.engine.native.NativeCore` behind a tokenizer (an ``Encoding``, or a ``Pipeline`` whose model
+    """The :class:`app.engine.native.NativeCore` behind a tokenizer (a ``RankBPETokenizer``, or a ``Pipeline`` whose model
     runs on the rank core: the byte-level fast path)."""
     from app.engine.pipeline.pipeline import Pipeline
 
@@ -80,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         r = layers(name, docs, args.rounds)
         print(f"{name}: {len(docs)} documents, CPU ms per MB (median of {args.rounds})")
         for mode in ("cold", "warm"):
-            pub, enc, cnt = (r[f"{k} {mode}"] * 1e3 for k in ("tokenizer.encode", "core.encode", "core.count"))
-            print(f"  {mode}: public {pub:.1f} = wrapper {pub - enc:.1f} + list of ids {enc - cnt:.1f} + "
+            pub, tokenizer, cnt = (r[f"{k} {mode}"] * 1e3 for k in ("tokenizer.encode", "core.encode", "core.count"))
+            print(f"  {mode}: public {pub:.1f} = wrapper {pub - tokenizer:.1f} + list of ids {tokenizer - cnt:.1f} + "
                   f"core scan+BPE {cnt:.1f}  ({1e3 / pub:.1f} MB/s public, {1e3 / cnt:.1f} MB/s core count)")
     return 0
 

@@ -131,13 +131,13 @@ def time_engines(engines: dict[str, Callable[[], Callable[[str], Any]]], workloa
         for e in names[k:] + names[:k]:
             _log(f"round {r + 1}/{runs}: {e}")
             print(f"PEER {e}", file=sys.stderr, flush=True)
-            enc = engines[e]()
+            tokenizer = engines[e]()
             if first_call:
-                out[e]["first_call"].append(timed_pass(enc, [FIRST_CALL_TEXT]))
-            out[e]["docs_cold"].append(timed_pass(enc, workloads["docs"]))
-            out[e]["docs_warm"].append(timed_pass(enc, workloads["docs"]))
-            out[e]["lines"].append(timed_pass(enc, workloads["lines"]))
-            del enc
+                out[e]["first_call"].append(timed_pass(tokenizer, [FIRST_CALL_TEXT]))
+            out[e]["docs_cold"].append(timed_pass(tokenizer, workloads["docs"]))
+            out[e]["docs_warm"].append(timed_pass(tokenizer, workloads["docs"]))
+            out[e]["lines"].append(timed_pass(tokenizer, workloads["lines"]))
+            del tokenizer
     return out
 
 
@@ -195,7 +195,7 @@ def run_child(args: argparse.Namespace) -> dict[str, Any]:
         _log(f"{name}: checking {peer.library}")
         try:
             t0 = time.perf_counter()
-            enc = peer.load()
+            tokenizer = peer.load()
             row["load_s"] = time.perf_counter() - t0
         except BaseException as e:  # noqa: BLE001 - a loader that fails or panics is a result
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
@@ -203,9 +203,9 @@ def run_child(args: argparse.Namespace) -> dict[str, Any]:
             row.update(status="does not load", reason=f"{type(e).__name__}: {e}"[:300])
             result["libraries"][peer.library] = row
             continue
-        row.update(check(enc, wl, want) if peer is not ref_peer else {"exact": True, "texts": None})
+        row.update(check(tokenizer, wl, want) if peer is not ref_peer else {"exact": True, "texts": None})
         row["status"] = "exact" if row["exact"] else "not exact"
-        del enc
+        del tokenizer
         result["libraries"][peer.library] = row
         if row["exact"]:
             engines[peer.library] = peer.load

@@ -55,10 +55,10 @@ def engines_for(name: str) -> tuple[Engine, Engine]:
     """Ours (the fast path) and Hugging Face's tokenizer of the same bundled file."""
     from tokenizers import Tokenizer
 
-    from app.engine import get_encoding
+    from app.engine import get_tokenizer
     from app.engine.pipeline.pipeline import Pipeline
 
-    ours = get_encoding(name)
+    ours = get_tokenizer(name)
     if not isinstance(ours, Pipeline) or ours.text_path != "text-encoder":
         raise SystemExit(f"{name} did not load as the byte-level fast path ({type(ours).__name__})")
     assert ours.spec is not None
@@ -91,10 +91,10 @@ def timed(fn: Callable[[str], object], text: str) -> float:
 
 
 def run(runs: int, quick: bool) -> dict[str, Any]:
-    from app.engine import get_encoding
+    from app.engine import get_tokenizer
 
     corpus = texts(quick)
-    cl100k = get_encoding("cl100k_base")
+    cl100k = get_tokenizer("cl100k_base")
     base = Engine("cl100k_base ours", cl100k.encode, cl100k.clear_cache)
     summary: dict[str, Any] = {"runs": runs, "corpora": {k: len(v.encode("utf-8")) for k, v in corpus.items()},
                                "tokenizers": {}}

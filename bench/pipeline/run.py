@@ -59,11 +59,11 @@ def _time(fn: Callable[[], object]) -> float:
 def bench_one(name: str, docs: list[str], runs: int) -> dict[str, Any]:
     import tokenizers
 
-    from app.engine import get_encoding
+    from app.engine import get_tokenizer
     from app.engine.store import Store
 
     t = time.perf_counter()
-    ours = get_encoding(name)
+    ours = get_tokenizer(name)
     load_ours = time.perf_counter() - t
     spec = Store.load().spec(name)
     t = time.perf_counter()
@@ -129,7 +129,7 @@ def load_only(name: str) -> dict[str, Any]:
 
     base = _rss_kib()
     t = time.perf_counter()
-    tok = engine.get_encoding(name)
+    tok = engine.get_tokenizer(name)
     load_s = time.perf_counter() - t
     return {"tokenizer": name, "load_s": load_s, "rss_mib": (_rss_kib() - base) / 1024, "type": type(tok).__name__}
 

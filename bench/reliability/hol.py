@@ -30,15 +30,15 @@ BOUND_MS = 250.0
 
 
 def _small_pool() -> list[tuple[Item, float]]:
-    from app.engine import get_encoding
+    from app.engine import get_tokenizer
 
-    enc = get_encoding("cl100k_base")
+    tokenizer = get_tokenizer("cl100k_base")
     rng = random.Random(5)
     out = []
     for _ in range(32):
         text = make_text(rng, 200)
         body = json.dumps({"tokenizer": "cl100k_base", "text": text}).encode()
-        out.append((Item("200B", "/count", body, enc.count(text), None), 1.0))
+        out.append((Item("200B", "/count", body, tokenizer.count(text), None), 1.0))
     return out
 
 
@@ -50,11 +50,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--duration", type=float, default=30.0, help="seconds per phase")
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
-    from app.engine import get_encoding
+    from app.engine import get_tokenizer
 
     rng = random.Random(9)
     big_texts = [make_text(rng, 2**20) for _ in range(args.big_streams)]
-    big_counts = [get_encoding("o200k_base").count(t) for t in big_texts]
+    big_counts = [get_tokenizer("o200k_base").count(t) for t in big_texts]
     pool = _small_pool()
     with tempfile.TemporaryDirectory() as tmp:
         server = start(Path(tmp) / "server.log", "--workers", str(args.workers))

@@ -68,7 +68,7 @@ def main() -> None:
     parser.add_argument("--lines", type=int, default=300)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    from app.engine import Sample, get_encoding
+    from app.engine import Sample, get_tokenizer
 
     lines = _lines(args.lines)
     print(f"load average {os.getloadavg()[0]:.2f}; {len(lines)} lines, "
@@ -77,7 +77,7 @@ def main() -> None:
           "sampled / reference |")
     print("|---|---|---:|---:|---|---:|---:|")
     for name, options, reference, ref_name in _rows():
-        tok = get_encoding(name)
+        tok = get_tokenizer(name)
 
         def deterministic(t: str, _s: int, tok: Any = tok) -> Any:
             return tok.encode(t)

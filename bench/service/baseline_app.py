@@ -15,7 +15,7 @@ from tiktoken.load import load_tiktoken_bpe
 from app.engine import get_store
 
 _spec = get_store().spec("cl100k_base")
-enc = tiktoken.Encoding(
+tokenizer = tiktoken.Encoding(
     name="cl100k_base",
     pat_str=_spec.pattern,
     mergeable_ranks=load_tiktoken_bpe(str(_spec.artifact_path), expected_hash=_spec.sha256),
@@ -32,12 +32,12 @@ class TextIn(BaseModel):
 
 @app.post("/count")
 def count(req: TextIn) -> dict[str, object]:
-    return {"tokenizer": "cl100k_base", "count": len(enc.encode_ordinary(req.text))}
+    return {"tokenizer": "cl100k_base", "count": len(tokenizer.encode_ordinary(req.text))}
 
 
 @app.post("/encode")
 def encode(req: TextIn) -> dict[str, object]:
-    ids = enc.encode_ordinary(req.text)
+    ids = tokenizer.encode_ordinary(req.text)
     return {"tokenizer": "cl100k_base", "ids": ids, "count": len(ids)}
 
 

@@ -225,7 +225,7 @@ async def child_inprocess(what: str, size: int, path: str, n: int) -> None:
 
     async with app.router.lifespan_context(app), authed.router.lifespan_context(authed):
         svc = app.state.service
-        enc = svc.encoding("cl100k_base")
+        tokenizer = svc.tokenizer("cl100k_base")
         texts = [json.loads(b)["text"] for b in data]
         labels = {"tokenizer": ""}
 
@@ -237,7 +237,7 @@ async def child_inprocess(what: str, size: int, path: str, n: int) -> None:
         def one_request_metrics(i: int) -> None:
             metrics.request_started()
             metrics.observe_work(path, "cl100k_base", 1e-5, 50, size)
-            metrics.sync_cache([enc])
+            metrics.sync_cache([tokenizer])
             metrics.request_done(path, "cl100k_base", 200, 1e-4)
 
         segments: dict[str, Callable[[int], Any]] = {
@@ -253,13 +253,13 @@ async def child_inprocess(what: str, size: int, path: str, n: int) -> None:
                 "operation (encode.count)": sync(lambda i: encode.count(svc, data[i % 16], labels)),
                 "parse: orjson.loads": sync(lambda i: common.orjson.loads(data[i % 16])),
                 "parse: orjson + pydantic (common.parse)": sync(lambda i: common.parse(CountRequest, data[i % 16])),
-                "tokenize: enc.count": sync(lambda i: enc.count(texts[i % 16])),
+                "tokenize: enc.count": sync(lambda i: tokenizer.count(texts[i % 16])),
                 "serialize: dumps": sync(lambda i: common.dumps({"tokenizer": "cl100k_base", "count": 40 + i % 16})),
                 "metrics: a request's updates": sync(one_request_metrics),
                 "metrics: request_started + request_done": sync(lambda i: (
                     metrics.request_started(), metrics.request_done(path, "cl100k_base", 200, 1e-4))),
                 "metrics: observe_work": sync(lambda i: metrics.observe_work(path, "cl100k_base", 1e-5, 50, size)),
-                "metrics: sync_cache": sync(lambda i: metrics.sync_cache([enc])),
+                "metrics: sync_cache": sync(lambda i: metrics.sync_cache([tokenizer])),
             })
         loop = asyncio.get_running_loop()
         for name, fn in segments.items():

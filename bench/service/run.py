@@ -203,9 +203,9 @@ def engine_speed(texts: dict[str, list[str]]) -> str:
     import tiktoken
     from tiktoken.load import load_tiktoken_bpe
 
-    from app.engine import get_encoding
+    from app.engine import get_tokenizer
 
-    ours = get_encoding("cl100k_base")
+    ours = get_tokenizer("cl100k_base")
     spec = ours.spec
     assert spec is not None
     tk = tiktoken.Encoding(name="cl100k_base", pat_str=spec.pattern,

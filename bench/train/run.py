@@ -11,7 +11,7 @@ gives every trainer two threads):
 
 ``ours-cl100k`` / ``ours-gpt2``
     ``app.engine.training.train_to_store`` (byte level, cl100k or GPT-2 pre-tokenizer pattern, min frequency 2),
-    default backend (the compiled counter and learner when built); held-out counted with the engine's ``Encoding``.
+    default backend (the compiled counter and learner when built); held-out counted with the engine's ``RankBPETokenizer``.
 ``ours-cl100k-python`` / ``ours-gpt2-python``
     the same with ``backend="python"`` (the pure-Python reference; same artifact, much slower).
 ``hf-bytelevel``
@@ -100,11 +100,11 @@ def _evaluate(trainer: str, held_file: Path, out: Path) -> dict[str, object]:
     text = held_file.read_text("utf-8")
     n_bytes = len(text.encode("utf-8"))
     if trainer.startswith("ours-"):
-        from app.engine import get_encoding
+        from app.engine import get_tokenizer
 
-        enc = get_encoding(trainer, store_dir=out / "store")
-        n_tokens = enc.count(text)
-        roundtrip = enc.decode(enc.encode(text)) == text
+        tokenizer = get_tokenizer(trainer, store_dir=out / "store")
+        n_tokens = tokenizer.count(text)
+        roundtrip = tokenizer.decode(tokenizer.encode(text)) == text
     elif trainer == "hf-bytelevel":
         from tokenizers import Tokenizer
 

@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 
 from app.api.main import create_app
 from app.core.config import Settings
-from app.engine import get_encoding
+from app.engine import get_tokenizer
 from app.engine.chat import load_templates
 from app.engine.store import bundled_store_dir
 from tests.engine.chat import hf
@@ -18,23 +18,23 @@ from .test_counting import recorded
 
 
 def test_vllm_tokenize_and_detokenize(client: TestClient) -> None:
-    enc = get_encoding("llama3")
+    tokenizer = get_tokenizer("llama3")
     r = client.post("/tokenize", json={"model": "llama-3.1-8b-instruct", "prompt": "Hi <|eot_id|> there",
                                        "return_token_strs": True})
     assert r.status_code == 200, r.text
     body = r.json()
-    assert body["tokens"] == enc.encode("Hi <|eot_id|> there", add_special_tokens=True)
+    assert body["tokens"] == tokenizer.encode("Hi <|eot_id|> there", add_special_tokens=True)
     assert body["count"] == len(body["tokens"]) and body["max_model_len"] == 131072
     assert len(body["token_strs"]) == body["count"]
-    assert not any(enc.is_special(i) for i in body["tokens"][1:])  # the marker stays text
+    assert not any(tokenizer.is_special(i) for i in body["tokens"][1:])  # the marker stays text
     plain = client.post("/tokenize", json={"model": "llama-3.1-8b-instruct", "prompt": "Hi",
                                            "add_special_tokens": False}).json()
-    assert plain["tokens"] == enc.encode("Hi")
+    assert plain["tokens"] == tokenizer.encode("Hi")
     chat = client.post("/tokenize", json={"model": "gpt-oss-20b", "messages": [{"role": "user", "content": "Hi"}]})
     assert chat.json()["tokens"] == client.post("/encode", json={"model": "gpt-oss-20b", "messages": [
         {"role": "user", "content": "Hi"}]}).json()["ids"]
     d = client.post("/detokenize", json={"model": "llama-3.1-8b-instruct", "tokens": body["tokens"]})
-    assert d.json() == {"prompt": enc.decode(body["tokens"]), "content": enc.decode(body["tokens"])}  # + llama.cpp
+    assert d.json() == {"prompt": tokenizer.decode(body["tokens"]), "content": tokenizer.decode(body["tokens"])}  # + llama.cpp
     bad = client.post("/detokenize", json={"model": "gpt-4o", "tokens": [10 ** 9]})
     assert bad.status_code == 422 and bad.json()["error"]["type"] == "invalid_token_id"
     assert client.post("/tokenize", json={"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}]}
@@ -53,21 +53,21 @@ def test_vllm_tokenize_and_detokenize(client: TestClient) -> None:
 
 
 def test_tei_tokenize(client: TestClient) -> None:
-    enc = get_encoding("llama3")
+    tokenizer = get_tokenizer("llama3")
     text = "Hé <|eot_id|> 😀 日本"
     r = client.post("/tei/llama-3.1-8b-instruct/tokenize", json={"inputs": text})
     assert r.status_code == 200, r.text
     (tokens,) = r.json()
-    assert [t["id"] for t in tokens] == enc.encode(text, add_special_tokens=True)
+    assert [t["id"] for t in tokens] == tokenizer.encode(text, add_special_tokens=True)
     assert tokens[0] == {"id": 128000, "text": "<|begin_of_text|>", "special": True, "start": None, "stop": None}
     data = text.encode()
     for t in tokens[1:]:
         assert not t["special"] and t["text"] == data[t["start"]:t["stop"]].decode("utf-8", errors="replace")
     assert tokens[-1]["stop"] == len(data)
     batch = client.post("/tei/cl100k_base/tokenize", json={"inputs": ["a b", "c"], "add_special_tokens": False})
-    assert [[t["id"] for t in row] for row in batch.json()] == [get_encoding("cl100k_base").encode(x)
+    assert [[t["id"] for t in row] for row in batch.json()] == [get_tokenizer("cl100k_base").encode(x)
                                                                 for x in ("a b", "c")]
-    assert client.post("/tei/gpt-4o-2024-08-06/tokenize", json={"inputs": "x"}).json()[0][0]["id"] == get_encoding(
+    assert client.post("/tei/gpt-4o-2024-08-06/tokenize", json={"inputs": "x"}).json()[0][0]["id"] == get_tokenizer(
         "o200k_base").encode("x")[0]
     assert client.post("/tei/nope/tokenize", json={"inputs": "x"}).status_code == 404
     assert client.post("/tei/gpt-4o/tokenize", json={"inputs": "x", "prompt_name": "query"}).status_code == 422
@@ -75,11 +75,11 @@ def test_tei_tokenize(client: TestClient) -> None:
 
 
 def test_tei_decode(client: TestClient) -> None:
-    enc = get_encoding("llama3")
-    ids = enc.encode("Hi there", add_special_tokens=True)
+    tokenizer = get_tokenizer("llama3")
+    ids = tokenizer.encode("Hi there", add_special_tokens=True)
     assert client.post("/tei/llama3/decode", json={"ids": ids}).json() == ["Hi there"]
     both = client.post("/tei/llama3/decode", json={"ids": [ids, ids[1:]], "skip_special_tokens": False}).json()
-    assert both == [enc.decode(ids), "Hi there"]
+    assert both == [tokenizer.decode(ids), "Hi there"]
     bad = client.post("/tei/llama3/decode", json={"ids": [10 ** 9]})
     assert bad.status_code == 422 and bad.json()["error"]["type"] == "invalid_token_id"
 
@@ -145,11 +145,11 @@ def test_vllm_caller_chat_template(client: TestClient) -> None:
         own = _tokenize(c, messages=msgs, chat_template=source)
         assert own.status_code == 200 and own.json()["tokens"] == _tokenize(c, messages=msgs).json()["tokens"]
         other = _tokenize(c, messages=msgs, chat_template="{% for m in messages %}[{{ m.content }}]{% endfor %}")
-        assert other.json()["tokens"] == get_encoding("qwen3").encode("[Hi]")
+        assert other.json()["tokens"] == get_tokenizer("qwen3").encode("[Hi]")
         evil = _tokenize(c, messages=msgs, chat_template="{{ ''.__class__.__mro__ }}")
         assert evil.status_code == 422
-        assert _tokenize(c, prompt="Hi").json()["tokens"] == get_encoding("qwen3").encode("Hi")  # default model
-        ids = get_encoding("qwen3").encode("Hi")
+        assert _tokenize(c, prompt="Hi").json()["tokens"] == get_tokenizer("qwen3").encode("Hi")  # default model
+        ids = get_tokenizer("qwen3").encode("Hi")
         assert c.post("/detokenize", json={"tokens": ids}).json()["prompt"] == "Hi"
         info = c.get("/tokenizer_info").json()
         assert info["eos_token"] == "<|im_end|>" and info["chat_template"] == source

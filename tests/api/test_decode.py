@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from app.engine import get_encoding
+from app.engine import get_tokenizer
 
 from .test_errors import assert_error
 
@@ -16,12 +16,12 @@ def test_round_trip(client: TestClient, tokenizer: str) -> None:
     ids = client.post("/encode", json={"tokenizer": tokenizer, "text": text}).json()["ids"]
     r = client.post("/decode", json={"tokenizer": tokenizer, "ids": ids})
     assert r.status_code == 200
-    assert r.json() == {"tokenizer": get_encoding(tokenizer).name, "text": text}
+    assert r.json() == {"tokenizer": get_tokenizer(tokenizer).name, "text": text}
 
 
 def test_batch_and_skip_special(client: TestClient) -> None:
-    enc = get_encoding("cl100k_base")
-    rows = [[*enc.encode("hi"), 100257], [100258, *enc.encode(" there")], []]
+    tokenizer = get_tokenizer("cl100k_base")
+    rows = [[*tokenizer.encode("hi"), 100257], [100258, *tokenizer.encode(" there")], []]
     r = client.post("/decode", json={"tokenizer": "cl100k_base", "batch": rows})
     assert r.json() == {"tokenizer": "cl100k_base", "texts": ["hi<|endoftext|>", "<|fim_prefix|> there", ""]}
     r = client.post("/decode", json={"tokenizer": "cl100k_base", "batch": rows, "skip_special_tokens": True})
@@ -29,11 +29,11 @@ def test_batch_and_skip_special(client: TestClient) -> None:
 
 
 def test_partial_utf8_becomes_replacement_char(client: TestClient) -> None:
-    enc = get_encoding("cl100k_base")
-    ids = enc.encode("🇻")
+    tokenizer = get_tokenizer("cl100k_base")
+    ids = tokenizer.encode("🇻")
     assert len(ids) > 1
     r = client.post("/decode", json={"tokenizer": "cl100k_base", "ids": ids[:1]})
-    assert r.json()["text"] == enc.decode(ids[:1]) and "\ufffd" in r.json()["text"]
+    assert r.json()["text"] == tokenizer.decode(ids[:1]) and "\ufffd" in r.json()["text"]
 
 
 def test_model_resolves_for_decode(client: TestClient) -> None:

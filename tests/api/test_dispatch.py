@@ -10,7 +10,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from app.engine import get_encoding
+from app.engine import get_tokenizer
 
 from .conftest import LiveServer
 from .test_info import _sample
@@ -23,7 +23,7 @@ TOKEN = "dispatch-test-token"
 def test_fast_path_keeps_auth_limits_timing_and_metrics(live_server: Callable[..., LiveServer]) -> None:
     server = live_server("--workers", "2", env={"TOKENIZER_AUTH_TOKEN": TOKEN, "TOKENIZER_MAX_BODY_BYTES": "4000"})
     auth = {"Authorization": f"Bearer {TOKEN}"}
-    enc = get_encoding("o200k_base")
+    tokenizer = get_tokenizer("o200k_base")
     with server.client() as c:
         for path in ("/encode", "/count", "/decode"):
             r = c.post(path, json={"tokenizer": "o200k_base", "text": "x"})
@@ -44,13 +44,13 @@ def test_fast_path_keeps_auth_limits_timing_and_metrics(live_server: Callable[..
     def one(text: str) -> None:
         with server.client() as c:  # fresh connections, so the kernel spreads them over both workers
             r = c.post("/encode", json={"tokenizer": "o200k_base", "text": text}, headers=auth)
-            if r.status_code != 200 or r.json()["ids"] != enc.encode(text):
+            if r.status_code != 200 or r.json()["ids"] != tokenizer.encode(text):
                 failures.append(f"/encode {r.status_code}")
             elif 'pool;desc="inline"' not in r.headers.get("server-timing", "") or \
                     "tokenize;dur=" not in r.headers["server-timing"]:
                 failures.append(f"server-timing {r.headers.get('server-timing')!r}")
             r = c.post("/count", json={"tokenizer": "o200k_base", "text": text}, headers=auth)
-            if r.status_code != 200 or r.json()["count"] != len(enc.encode(text)):
+            if r.status_code != 200 or r.json()["count"] != len(tokenizer.encode(text)):
                 failures.append(f"/count {r.status_code}")
 
     threads = [threading.Thread(target=one, args=(t,)) for t in texts]
@@ -59,7 +59,7 @@ def test_fast_path_keeps_auth_limits_timing_and_metrics(live_server: Callable[..
     for t in threads:
         t.join(60)
     assert not failures, failures[:5]
-    tokens = sum(len(enc.encode(t)) for t in texts)
+    tokens = sum(len(tokenizer.encode(t)) for t in texts)
     for _ in range(4):  # whichever worker answers the scrape reports both
         with httpx.Client(base_url=server.url or "", timeout=30) as c:
             text = c.get("/metrics").text

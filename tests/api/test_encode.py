@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.core.config import Settings
-from app.engine import Special, get_encoding
+from app.engine import Special, get_tokenizer
 
 TEXTS = [
     "hello world",
@@ -29,7 +29,7 @@ TOKENIZERS = ["gpt2", "r50k_base", "cl100k_base", "o200k_base", "o200k_harmony",
 def test_encode_ids_equal_engine(client: TestClient, tokenizer: str, text: str) -> None:
     r = client.post("/encode", json={"tokenizer": tokenizer, "text": text})
     assert r.status_code == 200, r.text
-    enc = get_encoding(tokenizer)
+    enc = get_tokenizer(tokenizer)
     body = r.json()
     assert body == {"tokenizer": enc.name, "ids": enc.encode(text), "count": len(enc.encode(text))}
     c = client.post("/count", json={"tokenizer": tokenizer, "text": text})
@@ -37,7 +37,7 @@ def test_encode_ids_equal_engine(client: TestClient, tokenizer: str, text: str) 
 
 
 def test_special_token_strings_in_text_are_text(client: TestClient) -> None:
-    enc = get_encoding("cl100k_base")
+    tokenizer = get_tokenizer("cl100k_base")
     for field in ("text", "texts", "parts"):
         text = "<|endoftext|><|fim_prefix|>"
         payload = {"text": text} if field == "text" else {"texts": [text]} if field == "texts" else {
@@ -45,40 +45,40 @@ def test_special_token_strings_in_text_are_text(client: TestClient) -> None:
         r = client.post("/encode", json={"tokenizer": "cl100k_base", **payload})
         assert r.status_code == 200
         ids = r.json()["ids"] if field != "texts" else r.json()["results"][0]["ids"]
-        assert not any(enc.is_special(i) for i in ids)
-        assert ids == enc.encode(text)
+        assert not any(tokenizer.is_special(i) for i in ids)
+        assert ids == tokenizer.encode(text)
 
 
 def test_batch(client: TestClient) -> None:
-    enc = get_encoding("o200k_base")
+    tokenizer = get_tokenizer("o200k_base")
     r = client.post("/encode", json={"tokenizer": "o200k_base", "texts": TEXTS})
     assert r.status_code == 200
     body = r.json()
-    assert [x["ids"] for x in body["results"]] == [enc.encode(t) for t in TEXTS]
-    assert [x["count"] for x in body["results"]] == [len(enc.encode(t)) for t in TEXTS]
-    assert body["total"] == sum(len(enc.encode(t)) for t in TEXTS)
+    assert [x["ids"] for x in body["results"]] == [tokenizer.encode(t) for t in TEXTS]
+    assert [x["count"] for x in body["results"]] == [len(tokenizer.encode(t)) for t in TEXTS]
+    assert body["total"] == sum(len(tokenizer.encode(t)) for t in TEXTS)
     c = client.post("/count", json={"tokenizer": "o200k_base", "texts": TEXTS}).json()
-    assert c == {"tokenizer": "o200k_base", "counts": [len(enc.encode(t)) for t in TEXTS], "total": body["total"]}
+    assert c == {"tokenizer": "o200k_base", "counts": [len(tokenizer.encode(t)) for t in TEXTS], "total": body["total"]}
 
 
 def test_special_tokens_prefix_suffix(client: TestClient) -> None:
-    enc = get_encoding("llama3")
+    tokenizer = get_tokenizer("llama3")
     payload = {"tokenizer": "llama3", "text": "Hi there",
                "special_tokens": {"prefix": ["<|begin_of_text|>"], "suffix": ["<|eot_id|>", "<|end_of_text|>"]}}
     r = client.post("/encode", json=payload)
-    assert r.json()["ids"] == [128000, *enc.encode("Hi there"), 128009, 128001]
+    assert r.json()["ids"] == [128000, *tokenizer.encode("Hi there"), 128009, 128001]
     assert client.post("/count", json=payload).json()["count"] == len(r.json()["ids"])
     batch = client.post("/encode", json={**{k: v for k, v in payload.items() if k != "text"}, "texts": ["a", "b"]})
-    assert [x["ids"] for x in batch.json()["results"]] == [[128000, *enc.encode(t), 128009, 128001] for t in "ab"]
+    assert [x["ids"] for x in batch.json()["results"]] == [[128000, *tokenizer.encode(t), 128009, 128001] for t in "ab"]
 
 
 def test_parts(client: TestClient) -> None:
-    enc = get_encoding("llama3")
+    tokenizer = get_tokenizer("llama3")
     parts = [{"special": "<|start_header_id|>"}, {"text": "user"}, {"special": "<|end_header_id|>"},
              {"text": "\n\nHi <|eot_id|>!"}, {"special": "<|eot_id|>"}]
     r = client.post("/encode", json={"tokenizer": "llama3", "parts": parts})
     assert r.status_code == 200
-    expected = enc.encode_parts([Special(p["special"]) if "special" in p else p["text"] for p in parts])
+    expected = tokenizer.encode_parts([Special(p["special"]) if "special" in p else p["text"] for p in parts])
     assert r.json()["ids"] == expected
     assert expected.count(128009) == 1  # only the special part, never the text's look-alike
     assert client.post("/count", json={"tokenizer": "llama3", "parts": parts}).json()["count"] == len(expected)
@@ -87,25 +87,25 @@ def test_parts(client: TestClient) -> None:
     spans = with_offsets.json()["offsets"]
     joined = "user\n\nHi <|eot_id|>!"
     assert spans[0] == [0, 0] and spans[-1] == [len(joined), len(joined)]
-    assert "".join(joined[a:b] for (a, b), i in zip(spans, expected, strict=True) if not enc.is_special(i)) == joined
+    assert "".join(joined[a:b] for (a, b), i in zip(spans, expected, strict=True) if not tokenizer.is_special(i)) == joined
 
 
 def test_tokens_and_offsets(client: TestClient) -> None:
-    enc = get_encoding("cl100k_base")
+    tokenizer = get_tokenizer("cl100k_base")
     text = "héllo 🇻🇳 world"
     r = client.post("/encode", json={"tokenizer": "cl100k_base", "text": text, "return_tokens": True,
                                      "return_offsets": True, "special_tokens": {"suffix": ["<|endoftext|>"]}})
     body = r.json()
-    assert body["ids"] == enc.encode(text, suffix=["<|endoftext|>"])
+    assert body["ids"] == tokenizer.encode(text, suffix=["<|endoftext|>"])
     raw = b""
     for piece, token_id in zip(body["tokens"], body["ids"], strict=True):
         assert len(piece) == 1
         chunk = piece["text"].encode() if "text" in piece else base64.b64decode(piece["bytes"])
-        assert chunk == enc.decode_tokens_bytes([token_id])[0]
+        assert chunk == tokenizer.decode_tokens_bytes([token_id])[0]
         raw += chunk
     assert raw == text.encode() + b"<|endoftext|>"
     assert any("bytes" in p for p in body["tokens"])  # the flag splits into partial UTF-8 tokens
-    ids, spans = enc.encode_with_offsets(text)
+    ids, spans = tokenizer.encode_with_offsets(text)
     assert body["offsets"] == [list(s) for s in spans] + [[len(text), len(text)]]
 
 
@@ -122,8 +122,8 @@ def test_model_block(client: TestClient) -> None:
     tight = client.post("/count", json={"model": "gpt2", "texts": ["a " * 1100, "b"]}).json()
     assert tight["model"]["fits"] is False and tight["model"]["fits_each"] == [False, True]
     assert tight["model"]["estimated_input_cost"] is None and "no price" in tight["model"]["price_unavailable"]
-    enc = client.post("/encode", json={"model": "llama-3.1-8b-instruct", "text": "x"}).json()
-    assert enc["tokenizer"] == "llama3" and enc["model"]["context_window"] == 131072
+    tokenizer = client.post("/encode", json={"model": "llama-3.1-8b-instruct", "text": "x"}).json()
+    assert tokenizer["tokenizer"] == "llama3" and tokenizer["model"]["context_window"] == 131072
 
 
 def test_model_resolves_through_manifest_fallback(client: TestClient) -> None:
@@ -152,14 +152,14 @@ def test_server_timing_header(client: TestClient) -> None:
 def test_server_timing_names_the_pool_by_body_size(client: TestClient) -> None:
     """Bodies up to TOKENIZER_INLINE_BYTES run on the loop, bigger ones on the thread pool, from
     TOKENIZER_BULK_BYTES on the bulk pool; ``Server-Timing`` says which, and the answer is the same."""
-    enc = get_encoding("cl100k_base")
+    tokenizer = get_tokenizer("cl100k_base")
     limits = Settings()
     line = "The quick brown fox jumps over the lazy dog. "
     cases = {"inline": line, "threads": line * (limits.inline_bytes // len(line) + 10),
              "bulk": line * (limits.bulk_bytes // len(line) + 10)}
     for pool, text in cases.items():
         r = client.post("/encode", json={"tokenizer": "cl100k_base", "text": text})
-        assert r.status_code == 200 and r.json()["ids"] == enc.encode(text)
+        assert r.status_code == 200 and r.json()["ids"] == tokenizer.encode(text)
         timing = dict(item.strip().split(";", 1) for item in r.headers["server-timing"].split(","))
         assert timing["pool"] == f'desc="{pool}"', (pool, timing)
         assert {"parse", "tokenize", "serialize", "queue"} <= set(timing)
@@ -169,7 +169,7 @@ def test_server_timing_names_the_pool_by_body_size(client: TestClient) -> None:
 @given(text=st.text(st.characters(exclude_categories=("Cs",)), max_size=60),
        tokenizer=st.sampled_from(["gpt2", "cl100k_base", "o200k_base", "llama3"]))
 def test_generated_texts_match_engine_and_round_trip(client: TestClient, text: str, tokenizer: str) -> None:
-    enc = get_encoding(tokenizer)
+    enc = get_tokenizer(tokenizer)
     r = client.post("/encode", json={"tokenizer": tokenizer, "text": text, "return_offsets": True})
     assert r.status_code == 200
     ids = r.json()["ids"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from app.engine import get_encoding
+from app.engine import get_tokenizer
 
 from ..cli.test_tokenize import run
 
@@ -17,7 +17,7 @@ TEXT = "Tokenizers: naïve café, 日本語 and  spaces\n\t<s>[INST] 12345"
 
 @pytest.mark.parametrize("name", NAMES)
 def test_encode_count_decode(client: TestClient, name: str) -> None:
-    tok = get_encoding(name)
+    tok = get_tokenizer(name)
     r = client.post("/encode", json={"tokenizer": name, "text": TEXT})
     assert r.status_code == 200, r.text
     ids = r.json()["ids"]
@@ -38,6 +38,6 @@ def test_cli_round_trip() -> None:
     out = run("encode", "-t", "mistral-v3", stdin=text)
     assert out.returncode == 0, out.stderr
     ids = [int(x) for x in out.stdout.split()]
-    assert ids == get_encoding("mistral-v3").encode(text)
+    assert ids == get_tokenizer("mistral-v3").encode(text)
     back = run("decode", "-t", "mistral-v3", stdin=out.stdout)
     assert back.returncode == 0 and back.stdout == text

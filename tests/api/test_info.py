@@ -8,7 +8,7 @@ from fastapi.testclient import TestClient
 
 from app.api.main import create_app
 from app.core.config import Settings
-from app.engine import get_encoding, get_store
+from app.engine import get_store, get_tokenizer
 
 from .test_errors import assert_error
 
@@ -21,7 +21,7 @@ def test_tokenizers_list(client: TestClient) -> None:
     cl = by_name["cl100k_base"]
     assert cl["sha256"] == store.spec("cl100k_base").sha256
     assert cl["vocab_size"] == 100277 and cl["special_tokens_count"] == 5
-    assert cl["backend"] == get_encoding("cl100k_base").backend
+    assert cl["backend"] == get_tokenizer("cl100k_base").backend
     assert "gpt-4" in cl["models"] and "gpt-4-turbo" in cl["models"]  # manifest and model table
     assert by_name["gpt2"]["aliases"] == ["r50k_base"]
     assert "gpt-oss-20b" in by_name["o200k_harmony"]["models"]
@@ -92,8 +92,8 @@ def test_metrics(client: TestClient) -> None:
     assert (_sample(after, "tokenizer_http_request_duration_seconds_count", endpoint="/count", tokenizer="",
                     status="422") or 0) >= 1
     assert _sample(after, "tokenizer_http_requests_in_flight") == 1  # this scrape
-    # cache metrics mirror Encoding.cache_stats() at scrape time (whatever the backend: a native core may not cache)
-    stats = get_encoding("llama3").cache_stats()
+    # cache metrics mirror RankBPETokenizer.cache_stats() at scrape time (whatever the backend: a native core may not cache)
+    stats = get_tokenizer("llama3").cache_stats()
     assert (_sample(after, "tokenizer_cache_hits_total", tokenizer="llama3") or 0) == stats.hits
     assert (_sample(after, "tokenizer_cache_misses_total", tokenizer="llama3") or 0) == stats.misses
     assert _sample(after, "tokenizer_cache_entries", tokenizer="llama3") == stats.size

@@ -7,7 +7,7 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 
 from app.api.ops.litellm import TokenCounterRequest
-from app.engine import get_encoding
+from app.engine import get_tokenizer
 
 REQUEST = {"model", "prompt", "messages"}
 RESPONSE = {"total_tokens", "request_model", "model_used", "tokenizer_type"}
@@ -21,7 +21,7 @@ def test_prompt_and_messages(client: TestClient) -> None:
     r = client.post("/utils/token_counter", json={"model": "gpt-4o-2024-08-06", "prompt": "Hi <|endoftext|>"})
     assert r.status_code == 200 and set(r.json()) == RESPONSE
     body = r.json()
-    assert body["total_tokens"] == len(get_encoding("o200k_base").encode("Hi <|endoftext|>"))  # text is text
+    assert body["total_tokens"] == len(get_tokenizer("o200k_base").encode("Hi <|endoftext|>"))  # text is text
     assert body["request_model"] == "gpt-4o-2024-08-06" and body["tokenizer_type"] == "openai_tokenizer"
     msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello"}]
     for model in ("gpt-4o", "qwen3-8b", "llama-3.1-8b-instruct"):

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from app.api.main import create_app
 from app.api.ops.llamacpp import TOKENIZE_FIELDS, LlamaCppApplyTemplateRequest, LlamaCppTokenizeRequest
 from app.core.config import Settings
-from app.engine import get_encoding
+from app.engine import get_tokenizer
 
 #: llama.cpp's documented /tokenize fields (the server README in tools/server), plus this service's ``model``.
 LLAMACPP_TOKENIZE = {"content", "add_special", "parse_special", "with_pieces"}
@@ -34,33 +34,33 @@ def test_fields_match_llamacpp() -> None:
 
 
 def test_tokenize(sidecar: TestClient) -> None:
-    enc = get_encoding("llama3")
+    tokenizer = get_tokenizer("llama3")
     text = "Hi <|eot_id|> 日本語 𝔘"
     r = sidecar.post("/tokenize", json={"content": text})
-    assert r.status_code == 200 and r.json() == {"tokens": enc.encode(text)}  # add_special defaults to false
-    assert sidecar.post("/tokenize", json={"content": text, "add_special": True}).json()["tokens"] == enc.encode(
+    assert r.status_code == 200 and r.json() == {"tokens": tokenizer.encode(text)}  # add_special defaults to false
+    assert sidecar.post("/tokenize", json={"content": text, "add_special": True}).json()["tokens"] == tokenizer.encode(
         text, add_special_tokens=True)
-    assert sidecar.post("/tokenize", json={"content": text, "parse_special": False}).json()["tokens"] == enc.encode(
+    assert sidecar.post("/tokenize", json={"content": text, "parse_special": False}).json()["tokens"] == tokenizer.encode(
         text)
     refused = sidecar.post("/tokenize", json={"content": text, "parse_special": True})
     assert refused.status_code == 422 and refused.json()["error"]["details"]["field"] == "parse_special"
     mixed = sidecar.post("/tokenize", json={"content": ["Hi", 128009, " there"]}).json()["tokens"]
-    assert mixed == [*enc.encode("Hi"), 128009, *enc.encode(" there")]
+    assert mixed == [*tokenizer.encode("Hi"), 128009, *tokenizer.encode(" there")]
     assert sidecar.post("/tokenize", json={"content": [10**9]}).status_code == 422
-    assert sidecar.post("/tokenize", json={"content": "x", "model": "qwen3-8b"}).json()["tokens"] == get_encoding(
+    assert sidecar.post("/tokenize", json={"content": "x", "model": "qwen3-8b"}).json()["tokens"] == get_tokenizer(
         "qwen3").encode("x")
     assert sidecar.post("/tokenize", json={"content": "x", "n_probs": 1}).status_code == 422  # unknown: refused
 
 
 def test_with_pieces(sidecar: TestClient) -> None:
-    enc = get_encoding("llama3")
+    tokenizer = get_tokenizer("llama3")
     text = "Hé 𝔘𝔫𝔦"
     pieces = sidecar.post("/tokenize", json={"content": text, "with_pieces": True}).json()["tokens"]
-    ids = enc.encode(text)
+    ids = tokenizer.encode(text)
     assert [p["id"] for p in pieces] == ids
     data = b""
     split = 0
-    for p, raw in zip(pieces, enc.decode_tokens_bytes(ids), strict=True):
+    for p, raw in zip(pieces, tokenizer.decode_tokens_bytes(ids), strict=True):
         if isinstance(p["piece"], list):  # not valid UTF-8 alone: its bytes
             split += 1
             assert bytes(p["piece"]) == raw
@@ -71,7 +71,7 @@ def test_with_pieces(sidecar: TestClient) -> None:
 
 
 def test_detokenize_answers_both_shapes(sidecar: TestClient) -> None:
-    ids = get_encoding("llama3").encode("Hello there")
+    ids = get_tokenizer("llama3").encode("Hello there")
     assert sidecar.post("/detokenize", json={"tokens": ids}).json() == {"prompt": "Hello there",
                                                                       "content": "Hello there"}
 

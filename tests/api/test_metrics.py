@@ -24,16 +24,16 @@ def _value(name: str, tokenizer: str) -> float:
 
 
 def test_cache_counters_follow_cache_stats_as_deltas() -> None:
-    enc = FakeEncoding("fake-cache-test")
+    tokenizer = FakeEncoding("fake-cache-test")
     for stats, hits, misses in [(CacheStats(5, 3, 4, 10), 5, 3), (CacheStats(7, 3, 5, 10), 7, 3),
                                 (CacheStats(7, 3, 5, 10), 7, 3),
                                 (CacheStats(1, 2, 1, 10), 8, 5)]:  # the cache was cleared: counting restarts
-        enc.stats = stats
-        metrics.sync_cache([enc])  # type: ignore[list-item]
-        assert _value("tokenizer_cache_hits_total", enc.name) == hits
-        assert _value("tokenizer_cache_misses_total", enc.name) == misses
-        assert _value("tokenizer_cache_entries", enc.name) == stats.size
-        assert _value("tokenizer_cache_max_entries", enc.name) == 10
+        tokenizer.stats = stats
+        metrics.sync_cache([tokenizer])  # type: ignore[list-item]
+        assert _value("tokenizer_cache_hits_total", tokenizer.name) == hits
+        assert _value("tokenizer_cache_misses_total", tokenizer.name) == misses
+        assert _value("tokenizer_cache_entries", tokenizer.name) == stats.size
+        assert _value("tokenizer_cache_max_entries", tokenizer.name) == 10
 
 
 def test_json_media_types() -> None:

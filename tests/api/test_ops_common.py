@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from app.api.main import create_app
 from app.core.config import Settings
-from app.engine import get_encoding
+from app.engine import get_tokenizer
 
 BAD = 10**9
 
@@ -32,11 +32,11 @@ def _error(r: Any, status: int) -> dict[str, Any]:
 ])
 def test_one_invalid_id_error_on_every_route(client: TestClient, path: str, body: dict[str, Any], where: str,
                                              extra: dict[str, Any]) -> None:
-    enc = get_encoding("llama3")
+    tokenizer = get_tokenizer("llama3")
     error = _error(client.post(path, json=body), 422)
     assert error["type"] == "invalid_token_id"
     assert error["message"] == (f"token id {BAD} at {where} is not in the vocabulary of 'llama3' (valid ids: "
-                                f"0..{enc.n_vocab - 1}, assigned ones only)")
+                                f"0..{tokenizer.n_vocab - 1}, assigned ones only)")
     position = int(where.rsplit("[", 1)[1].rstrip("]"))
     assert error["details"] == {"id": BAD, "position": position, "tokenizer": "llama3", **extra}
 

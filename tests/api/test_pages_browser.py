@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from app.engine import get_encoding
+from app.engine import get_tokenizer
 
 from .browser import CHROMIUM, Watched, chromium_available, launch, watched_page
 from .conftest import LiveServer, start_server
@@ -123,14 +123,14 @@ def test_typing_shows_the_services_count_with_one_request_per_pause(view: Watche
 
 def test_token_details_on_hover_and_keyboard_focus(view: Watched, server: LiveServer) -> None:
     page = _open(view, server)
-    enc = get_encoding("cl100k_base")
+    tokenizer = get_tokenizer("cl100k_base")
     text = "naïve tokens"
-    ids = enc.encode(text)
+    ids = tokenizer.encode(text)
     page.fill('[data-testid="text-input"]', text)
     _wait_count(page, len(ids))
     page.hover(f"{TOKENS} >> nth=1")
     tip = _tooltip(page)
-    piece = enc.token_bytes(ids[1])
+    piece = tokenizer.token_bytes(ids[1])
     assert tip["id"] == str(ids[1])
     assert tip["bytes"] == " ".join(f"{b:02X}" for b in piece) + f" ({len(piece)})"
     assert tip["token"] == json.dumps(piece.decode(), ensure_ascii=False)
@@ -148,10 +148,10 @@ def test_token_details_on_hover_and_keyboard_focus(view: Watched, server: LiveSe
 
 def test_partial_utf8_and_whitespace_are_visible(view: Watched, server: LiveServer) -> None:
     page = _open(view, server)
-    enc = get_encoding("cl100k_base")
+    tokenizer = get_tokenizer("cl100k_base")
     text = "語🙂 a  b\n\tc"
-    ids = enc.encode(text)
-    pieces = [enc.token_bytes(i) for i in ids]
+    ids = tokenizer.encode(text)
+    pieces = [tokenizer.token_bytes(i) for i in ids]
     partial = [p for p in pieces if _not_utf8(p)]
     assert partial  # the text must exercise the case
     page.fill('[data-testid="text-input"]', text)
@@ -221,7 +221,7 @@ def test_compare_view(view: Watched, server: LiveServer) -> None:
 def test_decode_box(view: Watched, server: LiveServer) -> None:
     page = _open(view, server)
     text = "héllo wörld 🙂"
-    ids = get_encoding("cl100k_base").encode(text)
+    ids = get_tokenizer("cl100k_base").encode(text)
     page.fill('[data-testid="decode-input"]', ", ".join(map(str, ids)))
     page.wait_for_function("t => document.querySelector('[data-testid=\"decode-output\"]').textContent === t",
                            arg=text)

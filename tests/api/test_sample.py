@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from app.engine import Special, get_encoding
+from app.engine import Special, get_tokenizer
 from app.engine.sampling import Sample
 
 from .conftest import LiveServer
@@ -29,7 +29,7 @@ def _sample(options: dict[str, Any]) -> Sample:
     ("xlm-roberta-sentencepiece", {"seed": 3, "alpha": 0.5, "nbest": 5}),
 ])
 def test_ids_equal_the_engine(client: TestClient, name: str, options: dict[str, Any]) -> None:
-    tok, sample = get_encoding(name), _sample(options)
+    tok, sample = get_tokenizer(name), _sample(options)
     r = client.post("/encode", json={"tokenizer": name, "text": TEXT, "sample": options, "return_tokens": True})
     assert r.status_code == 200, r.text
     body = r.json()
@@ -103,7 +103,7 @@ def test_openapi_documents_the_option(client: TestClient) -> None:
 def test_real_server(live_server: Callable[..., LiveServer]) -> None:
     server = live_server("--workers", "1",
                          env={"TOKENIZER_TOKENIZERS": "cl100k_base,xlm-roberta-sentencepiece,bge-small-en-v1.5"})
-    x = get_encoding("xlm-roberta-sentencepiece")
+    x = get_tokenizer("xlm-roberta-sentencepiece")
     with server.client(timeout=60) as c:
         body = {"tokenizer": "xlm-roberta-sentencepiece", "text": TEXT,
                 "sample": {"seed": 11, "alpha": 0.3, "nbest": 8}}
@@ -131,7 +131,7 @@ def test_sampled_text_is_limited(client: TestClient) -> None:
 def test_sampled_tokens_are_limited_after_one_encoding(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
     """A sampled request for token pieces is sized by its own (one) sampled encoding: over
     TOKENIZER_MAX_DETAIL_TOKENS it is the same 413 as an unsampled one, under it the pieces match the ids."""
-    tok = get_encoding("cl100k_base")
+    tok = get_tokenizer("cl100k_base")
     calls: list[int] = []
     real_sampled = type(tok)._sampled  # what encode and count call for a sampled text
 

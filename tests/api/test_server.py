@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.engine import get_encoding
+from app.engine import get_tokenizer
 from tests.conftest import REPO_ROOT
 
 from .conftest import LiveServer, free_port, serve_env
@@ -35,14 +35,14 @@ def _count(c: httpx.Client, text: str, tokenizer: str = "cl100k_base", **kw: obj
 def test_workers_share_metrics(live_server: Start, tmp_path: Path) -> None:
     mp_dir = tmp_path / "prom"
     server = live_server("--workers", "2", env={"PROMETHEUS_MULTIPROC_DIR": str(mp_dir)})
-    enc = get_encoding("cl100k_base")
+    tokenizer = get_tokenizer("cl100k_base")
     texts = [f"request number {i}: some text to count" for i in range(40)]
     sent: list[str] = []
 
     def one(text: str) -> None:
         with server.client() as c:  # a fresh connection each time, so the kernel spreads them over the workers
             r = _count(c, text)
-            assert r.status_code == 200 and r.json()["count"] == len(enc.encode(text))
+            assert r.status_code == 200 and r.json()["count"] == len(tokenizer.encode(text))
 
     for _ in range(10):  # until both workers have served requests (it is the kernel's choice, so retry)
         threads = [threading.Thread(target=one, args=(t,)) for t in texts]
@@ -55,7 +55,7 @@ def test_workers_share_metrics(live_server: Start, tmp_path: Path) -> None:
         if len(pids) >= 2:
             break
     assert len(pids) >= 2, "one worker served every request"
-    expected_tokens = sum(len(enc.encode(t)) for t in sent)
+    expected_tokens = sum(len(tokenizer.encode(t)) for t in sent)
     for _ in range(6):  # whichever worker answers the scrape reports the whole service
         with server.client() as c:
             text = c.get("/metrics").text
@@ -65,8 +65,8 @@ def test_workers_share_metrics(live_server: Start, tmp_path: Path) -> None:
         assert _sample(text, "tokenizer_input_bytes_total", endpoint="/count", tokenizer="cl100k_base") == sum(
             len(t.encode()) for t in sent)
         assert _sample(text, "tokenizer_http_requests_in_flight") == 1
-        assert _sample(text, "tokenizer_info", tokenizer="cl100k_base", sha256=enc.spec.sha256) == 1  # type: ignore
-        per_worker = enc.cache_stats().max_size
+        assert _sample(text, "tokenizer_info", tokenizer="cl100k_base", sha256=tokenizer.spec.sha256) == 1  # type: ignore
+        per_worker = tokenizer.cache_stats().max_size
         assert _sample(text, "tokenizer_cache_max_entries", tokenizer="cl100k_base") == 2 * per_worker
 
 
@@ -93,7 +93,7 @@ def test_graceful_shutdown_finishes_in_flight_request(live_server: Start) -> Non
             response += chunk
     assert response.startswith(b"HTTP/1.1 200"), response[:200]
     assert json.loads(response.split(b"\r\n\r\n", 1)[1]) == {"tokenizer": "o200k_base",
-                                                             "count": len(get_encoding("o200k_base").encode(text))}
+                                                             "count": len(get_tokenizer("o200k_base").encode(text))}
     assert server.proc.wait(60) == 0
     assert "Shutting down" in server.log()
 
@@ -113,11 +113,11 @@ def test_unix_socket_and_raw_stream_limits(live_server: Start, tmp_path: Path) -
     server = live_server(env={"TOKENIZER_MAX_BODY_BYTES": "1000", "PROMETHEUS_MULTIPROC_DIR": str(prom)},
                          uds=sock_path)
     assert not (prom / "counter_999999.db").exists()
-    enc = get_encoding("llama3")
+    tokenizer = get_tokenizer("llama3")
     with server.client() as c:
         r = c.post("/encode", json={"tokenizer": "llama3", "text": "over a unix socket",
                                     "special_tokens": {"prefix": ["<|begin_of_text|>"]}})
-        assert r.json()["ids"] == enc.encode("over a unix socket", prefix=["<|begin_of_text|>"])
+        assert r.json()["ids"] == tokenizer.encode("over a unix socket", prefix=["<|begin_of_text|>"])
 
         def chunks():  # chunked transfer encoding, no Content-Length
             for _ in range(20):
@@ -173,7 +173,7 @@ def test_big_request_does_not_hold_up_small_ones(live_server: Start) -> None:
     worker.join(600)
     big_response = result["response"]
     assert isinstance(big_response, httpx.Response) and big_response.status_code == 200
-    assert big_response.json()["count"] == get_encoding("cl100k_base").count(big)
+    assert big_response.json()["count"] == get_tokenizer("cl100k_base").count(big)
     # Small requests kept completing while the big one was parsed and tokenized. Had that work run on the event
     # loop, the small request sent as it started would have waited for all of it (a relative bound, not a speed
     # threshold; reference engine: 41 ms worst small vs 4.5 s of big work off the loop, 3.65 s vs 3.64 s inline).

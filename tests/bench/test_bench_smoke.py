@@ -141,19 +141,19 @@ def test_quick_run_writes_report(data_dir: Path, tmp_path: Path) -> None:
     report = (out / "RESULTS.md").read_text()
     summary = json.loads((out / "engine.json").read_text())
     assert summary["meta"]["quick"] is True
-    enc = summary["encodings"]["cl100k_base"]
-    ours = enc["engines"][0]
+    tokenizer = summary["encodings"]["cl100k_base"]
+    ours = tokenizer["engines"][0]
     assert ours.startswith("ours")
-    assert all(v == "ok" for v in enc["identity"][ours].values())
-    tp = enc["throughput"]
+    assert all(v == "ok" for v in tokenizer["identity"][ours].values())
+    tp = tokenizer["throughput"]
     assert set(tp) >= {"english", "code", "ml-ja", "ml-ru"}
     assert tp["english"]["engines"][f"{ours}|cold"]["mb_s"] > 0
     assert tp["english"]["tokens"] > 0
     for section in ("## cl100k_base", "Throughput, MB/s", "Chat messages", "doubling test", "Batch", "resident memory"):
         assert section in report, section
-    if "tiktoken" in enc["engines"]:
+    if "tiktoken" in tokenizer["engines"]:
         # tiktoken is the reference: built from our artifacts it must agree on every input
-        assert all(v == "ok" for v in enc["identity"]["tiktoken"].values()), enc["identity"]["tiktoken"]
+        assert all(v == "ok" for v in tokenizer["identity"]["tiktoken"].values()), tokenizer["identity"]["tiktoken"]
     load = summary["load_memory"]
     assert load[ours]["rss_kib"] > load["python (bare)"]["rss_kib"]
 

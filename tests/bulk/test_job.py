@@ -24,7 +24,7 @@ from app.bulk.runner import ChunkResult, ChunkWorker
 from app.bulk.sources import Chunk
 from app.cli import main
 from app.core.model_table import ModelTable
-from app.engine import get_encoding, get_store
+from app.engine import get_store, get_tokenizer
 
 from .corpus import write_jsonl_corpus, write_parquet_corpus
 
@@ -48,7 +48,7 @@ def rows_by_key(output: Path) -> dict[str, dict[str, Any]]:
 
 
 def check_counts(rows: dict[str, dict[str, Any]], expected: dict[str, str | None], tokenizer: str) -> None:
-    enc = get_encoding(tokenizer)
+    enc = get_tokenizer(tokenizer)
     assert set(rows) == set(expected)
     for key, text in expected.items():
         if text is None:
@@ -75,7 +75,7 @@ def test_cli_counts_jsonl_and_parquet_exactly(tmp_path: Path, capsys: pytest.Cap
     assert {"id", "lang"} <= set(pq.read_schema(next(out.glob("part-*.parquet"))).names)
     summary = json.loads((out / SUMMARY_FILE).read_text())
     good = [t for t in expected.values() if t is not None]
-    tokens = sum(get_encoding(info.tokenizer).count(t) for t in good)
+    tokens = sum(get_tokenizer(info.tokenizer).count(t) for t in good)
     n_bytes = sum(len(t.encode()) for t in good)
     assert summary["rows"] == len(expected) and summary["bad_rows"] == 4 and summary["good_rows"] == len(good)
     assert summary["tokens"] == tokens and summary["bytes"] == n_bytes
@@ -101,12 +101,12 @@ def test_encode_with_keep_writes_the_engines_ids(tmp_path: Path) -> None:
     out = tmp_path / "out"
     summary = run_bulk(BulkOptions(inputs=[str(src)], output=str(out), mode="encode", tokenizer="llama3",
                                    keep=["id"], chunk_bytes=4000, progress=False))
-    enc = get_encoding("llama3")
+    tokenizer = get_tokenizer("llama3")
     table = pq.read_table(out)
     assert table.column_names == ["id", "row_key", "tokens", "bytes", "error", "ids"]
     for row in table.to_pylist():
         text = expected[row["row_key"]]
-        assert row["ids"] == (None if text is None else enc.encode(text))
+        assert row["ids"] == (None if text is None else tokenizer.encode(text))
     assert summary["rows"] == len(expected) and summary["cost"] is None
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from app.bulk.runner import ChunkWorker, part_name, utf8_len
 from app.bulk.sources import input_files, plan_chunks
-from app.engine import get_encoding
+from app.engine import get_tokenizer
 
 from .corpus import write_jsonl_corpus, write_parquet_corpus
 
@@ -25,7 +25,7 @@ def test_encode_equals_the_engine_row_by_row(tmp_path: Path, tokenizer: str) -> 
     chunks = plan_chunks(input_files([tmp_path / "in.jsonl"]), 2000)
     assert len(chunks) > 3
     results = [worker.process(c) for c in chunks]
-    enc = get_encoding(tokenizer)
+    enc = get_tokenizer(tokenizer)
     table = pq.read_table(out)
     assert table.column_names == ["id", "lang", "row_key", "tokens", "bytes", "error", "ids"]
     got = {r["row_key"]: r for r in table.to_pylist()}
@@ -52,13 +52,13 @@ def test_count_on_parquet_keeps_the_named_columns(tmp_path: Path) -> None:
                          output=str(out))
     for chunk in plan_chunks(input_files([tmp_path / "in.parquet"]), 1):
         worker.process(chunk)
-    enc = get_encoding("cl100k_base")
+    tokenizer = get_tokenizer("cl100k_base")
     table = pq.read_table(out)
     assert table.column_names == ["id", "row_key", "tokens", "bytes", "error"]
     assert table.schema.field("id").type == pq.read_schema(tmp_path / "in.parquet").field("id").type
     for row in table.to_pylist():
         text = expected[row["row_key"]]
-        assert row["tokens"] == (None if text is None else enc.count(text))
+        assert row["tokens"] == (None if text is None else tokenizer.count(text))
         assert int(row["row_key"].rsplit("#", 1)[1]) == row["id"]
 
 
@@ -101,8 +101,8 @@ def _framing(model: str) -> tuple[object, object]:
     store = get_store().directory
     info = ModelTable.load(store / "models.json").get(model)
     assert info is not None and info.chat is not None
-    enc = get_encoding(info.tokenizer)
-    return enc, ChatFramings.from_store(store).framing(info.chat, enc)
+    tokenizer = get_tokenizer(info.tokenizer)
+    return tokenizer, ChatFramings.from_store(store).framing(info.chat, tokenizer)
 
 
 @pytest.mark.parametrize("model", ["gpt-4o", "gpt-4"])
@@ -124,20 +124,20 @@ def test_messages_column_counts_each_conversation_as_the_models_framing(tmp_path
                    + '{"id": 3, "messages": "not a list"}\n{"id": 4, "messages": [{"content": "no role"}]}\n',
                    encoding="utf-8")
     pq.write_table(pa.table({"id": [10, 11, 12], "messages": conversations}), tmp_path / "chats.parquet")
-    enc, framing = _framing(model)
+    tokenizer, framing = _framing(model)
     out = tmp_path / "out"
     out.mkdir()
     from app.core.model_table import ModelTable
     from app.engine import get_store
 
     chat = ModelTable.load(get_store().directory / "models.json").get(model).chat  # type: ignore[union-attr]
-    worker = ChunkWorker(tokenizer=enc.name, store=None, mode="count", column="messages", keep=["id"],  # type: ignore[attr-defined]
+    worker = ChunkWorker(tokenizer=tokenizer.name, store=None, mode="count", column="messages", keep=["id"],  # type: ignore[attr-defined]
                          output=str(out), chat=chat)
     for chunk in plan_chunks(input_files([src, tmp_path / "chats.parquet"]), 1 << 20):
         worker.process(chunk)
     rows = {r["id"]: r for r in pq.read_table(out).to_pylist()}
     for i, conv in enumerate(conversations):
-        want = framing.count(enc, parse_conversation(conv))  # type: ignore[attr-defined]
+        want = framing.count(tokenizer, parse_conversation(conv))  # type: ignore[attr-defined]
         assert rows[i]["tokens"] == want and rows[10 + i]["tokens"] == want, (i, rows[i])
         assert rows[i]["error"] is None and rows[i]["bytes"] > 0
     assert rows[3]["error"] == "column 'messages' holds a string, not a list of messages"
@@ -188,7 +188,7 @@ def test_count_arrow_equals_count_batch_on_slices_and_both_offset_widths(tokeniz
     from app.bulk.runner import count_arrow
     from tests.bulk.corpus import texts
 
-    enc = get_encoding(tokenizer)  # gpt2: the compiled byte-level core; qwen3: a pipeline (the generic path)
+    enc = get_tokenizer(tokenizer)  # gpt2: the compiled byte-level core; qwen3: a pipeline (the generic path)
     rows = texts(120, seed=9)
     for kind in (pa.string(), pa.large_string()):
         array = pa.array(rows, kind)

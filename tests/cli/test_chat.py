@@ -6,7 +6,7 @@ import json
 from decimal import Decimal
 from pathlib import Path
 
-from app.engine import get_encoding
+from app.engine import get_tokenizer
 from tests.engine.chat.test_cookbook import EXAMPLE_MESSAGES, TOOL_EXAMPLE_MESSAGES, TOOL_EXAMPLE_TOOLS
 
 from .test_tokenize import run
@@ -17,14 +17,14 @@ def test_count_with_model_prints_window_and_cost() -> None:
     out = run("count", "--model", "gpt-4o-2024-08-06", "--max-output-tokens", "100", "--json", stdin=text)
     assert out.returncode == 0, out.stderr
     body = json.loads(out.stdout)
-    n = get_encoding("o200k_base").count(text)
+    n = get_tokenizer("o200k_base").count(text)
     assert body["count"] == n and body["tokenizer"] == "o200k_base" and body["context_window"] == 128000
     # genai-prices matches the snapshot name to gpt-4o: $2.5 / $10 per million tokens, exact decimal strings
     assert Decimal(body["estimated_input_cost"]) == n * Decimal("2.5") / 1_000_000
     assert body["estimated_output_cost"] == "0.001" and body["price_source"] == "genai-prices: openai gpt-4o"
     # gpt-4's table entry allows 8,192 output tokens in an 8,192-token window: reserving them never fits
     human = run("count", "--model", "gpt-4", stdin=text)
-    assert human.returncode == 0 and human.stdout.startswith(f"{get_encoding('cl100k_base').count(text)} tokens")
+    assert human.returncode == 0 and human.stdout.startswith(f"{get_tokenizer('cl100k_base').count(text)} tokens")
     assert "context window 8192: does NOT fit with 8192 output tokens reserved" in human.stdout
     assert "worst-case output" in human.stdout
     small = run("count", "--model", "gpt-4", "--max-output-tokens", "100", stdin=text)
@@ -36,7 +36,7 @@ def test_count_with_models_only_the_price_data_knows() -> None:
     gpt5 = run("count", "--model", "gpt-5", "--max-output-tokens", "10", "--json", stdin=text)
     assert gpt5.returncode == 0, gpt5.stderr
     body = json.loads(gpt5.stdout)
-    assert body["tokenizer"] == "o200k_base" and body["count"] == get_encoding("o200k_base").count(text)
+    assert body["tokenizer"] == "o200k_base" and body["count"] == get_tokenizer("o200k_base").count(text)
     assert body["price_source"] == "genai-prices: openai gpt-5" and body["context_window"] == 400000
     claude = run("count", "--model", "claude-sonnet-4-5", stdin=text)
     assert claude.returncode == 2 and claude.stderr.count("\n") == 1

@@ -41,9 +41,9 @@ def test_import_then_serve_by_name(tmp_path: Path) -> None:
     assert entry["sha256"] == hashlib.sha256(src.read_bytes()).hexdigest()
     assert entry["models"] == ["my-model"]
     text = "The Quick brown FOX 2024 café [CLS]\n"
-    enc = run("encode", "-t", "mine", stdin=text, env={"TOKENIZER_STORE": str(store)})
-    assert enc.returncode == 0, enc.stderr
-    assert [int(x) for x in enc.stdout.split()] == ref.encode(text, add_special_tokens=False).ids
+    tokenizer = run("encode", "-t", "mine", stdin=text, env={"TOKENIZER_STORE": str(store)})
+    assert tokenizer.returncode == 0, tokenizer.stderr
+    assert [int(x) for x in tokenizer.stdout.split()] == ref.encode(text, add_special_tokens=False).ids
     again = run("import", str(src), "--name", "mine", "--store", str(store))
     assert again.returncode == 2 and "already used" in again.stderr and len(again.stderr.splitlines()) == 1
     assert run("import", str(src), "--name", "mine", "--store", str(store), "--replace").returncode == 0

@@ -28,9 +28,9 @@ def test_import_then_encode(tmp_path: Path, bundled: str, file_name: str, fmt: s
     assert out.returncode == 0, out.stderr
     (entry,) = json.loads((store / "manifest.json").read_text())["tokenizers"]
     assert (entry["format"], entry["kind"]) == (fmt, kind)
-    enc = run("encode", "-t", "mine", stdin=TEXT, env={"TOKENIZER_STORE": str(store)})
-    assert enc.returncode == 0, enc.stderr
-    ids = [int(x) for x in enc.stdout.split()]
+    tokenizer = run("encode", "-t", "mine", stdin=TEXT, env={"TOKENIZER_STORE": str(store)})
+    assert tokenizer.returncode == 0, tokenizer.stderr
+    ids = [int(x) for x in tokenizer.stdout.split()]
     if fmt == "tekken":
         assert ids == tekken_reference(bundled).encode(TEXT, bos=False, eos=False)
     else:

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.engine import get_encoding
+from app.engine import get_tokenizer
 
 from ..conftest import REPO_ROOT
 
@@ -24,11 +24,11 @@ def run(*args: str, stdin: str = "", env: dict[str, str] | None = None) -> subpr
 
 def test_encode_count_decode_round_trip(tmp_path: Path) -> None:
     text = "Hello <|endoftext|> wörld\n"
-    enc = get_encoding("gpt2")
+    tokenizer = get_tokenizer("gpt2")
     out = run("encode", "-t", "r50k_base", stdin=text)
     assert out.returncode == 0, out.stderr
     ids = [int(x) for x in out.stdout.split()]
-    assert ids == enc.encode(text)
+    assert ids == tokenizer.encode(text)
     assert 50256 not in ids
     assert run("count", "-t", "gpt2", stdin=text).stdout.strip() == str(len(ids))
     back = run("decode", "-t", "gpt2", stdin=out.stdout)
@@ -39,13 +39,13 @@ def test_files_json_and_specials(tmp_path: Path) -> None:
     a, b = tmp_path / "a.txt", tmp_path / "b.txt"
     a.write_text("one two three")
     b.write_text("четыре пять")
-    enc = get_encoding("cl100k_base")
+    tokenizer = get_tokenizer("cl100k_base")
     out = run("count", "--json", str(a), str(b))
     doc = json.loads(out.stdout)
-    assert doc["counts"] == {str(a): enc.count("one two three"), str(b): enc.count("четыре пять")}
+    assert doc["counts"] == {str(a): tokenizer.count("one two three"), str(b): tokenizer.count("четыре пять")}
     assert doc["total"] == sum(doc["counts"].values())
     out = run("encode", "--json", "--suffix", "<|endoftext|>", str(a))
-    assert json.loads(out.stdout)["ids"] == enc.encode("one two three", suffix=["<|endoftext|>"])
+    assert json.loads(out.stdout)["ids"] == tokenizer.encode("one two three", suffix=["<|endoftext|>"])
 
 
 def test_errors_are_one_line_and_exit_2() -> None:
@@ -78,10 +78,10 @@ def test_tokenizers_and_verify(store_copy: Path) -> None:
 
 
 def test_add_special_tokens_flag_applies_the_template() -> None:
-    enc = get_encoding("llama3")
+    tokenizer = get_tokenizer("llama3")
     out = run("encode", "-t", "llama3", "--add-special-tokens", stdin="Hello")
     assert out.returncode == 0, out.stderr
-    assert [int(x) for x in out.stdout.split()] == [128000, *enc.encode("Hello")]
+    assert [int(x) for x in out.stdout.split()] == [128000, *tokenizer.encode("Hello")]
     assert run("count", "-t", "llama3", "--add-special-tokens", stdin="Hello").stdout.strip() == "2"
     assert run("count", "-t", "llama3", stdin="Hello").stdout.strip() == "1"
 
@@ -92,7 +92,7 @@ def test_sampling_options(tmp_path: Path) -> None:
     from app.engine.sampling import Sample
 
     text = "Subword regularisation is unbelievably useful"
-    x = get_encoding("xlm-roberta-sentencepiece")
+    x = get_tokenizer("xlm-roberta-sentencepiece")
     out = run("encode", "-t", "xlm-roberta-sentencepiece", "--sample-seed", "4", "--alpha", "0.3", "--nbest", "6",
               stdin=text)
     assert out.returncode == 0, out.stderr
@@ -101,9 +101,9 @@ def test_sampling_options(tmp_path: Path) -> None:
     for f in files:
         f.write_text(text, encoding="utf-8")
     out = run("encode", "-t", "cl100k_base", "--json", "--sample-seed", "2", "--dropout", "0.4", *map(str, files))
-    enc = get_encoding("cl100k_base")
+    tokenizer = get_tokenizer("cl100k_base")
     rows = [json.loads(line) for line in out.stdout.splitlines()]
-    assert [r["ids"] for r in rows] == [enc.encode(text, sample=Sample(seed=2 + i, dropout=0.4)) for i in range(2)]
+    assert [r["ids"] for r in rows] == [tokenizer.encode(text, sample=Sample(seed=2 + i, dropout=0.4)) for i in range(2)]
     assert run("count", "-t", "cl100k_base", "--dropout", "1", stdin=text).stdout.strip() == str(len(text))
     for args, message in [
         (["encode", "-t", "bge-small-en-v1.5", "--sample-seed", "1"], "cannot sample"),

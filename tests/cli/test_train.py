@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.engine import get_encoding, reset
+from app.engine import get_tokenizer, reset
 
 from ..conftest import REPO_ROOT
 
@@ -38,12 +38,12 @@ def test_train_then_count_and_serve_from_the_store(tmp_path: Path) -> None:
     assert out.stderr == ""  # no progress bar when stderr is not a terminal
 
     sample = tmp_path / "sample.txt"
-    sample.write_text("def get_encoding(name):\n    return name  # ünïcödé\n", encoding="utf-8")
+    sample.write_text("def get_tokenizer(name):\n    return name  # ünïcödé\n", encoding="utf-8")
     count = run("count", "--store", str(store), "-t", "mine", str(sample))
     assert count.returncode == 0, count.stderr
     reset()
-    enc = get_encoding("mine", store_dir=store)
-    assert int(count.stdout) == len(enc.encode(sample.read_text()))
+    tokenizer = get_tokenizer("mine", store_dir=store)
+    assert int(count.stdout) == len(tokenizer.encode(sample.read_text()))
     # the store loads through TOKENIZER_STORE too, and the encode/decode commands round-trip
     ids = run("encode", "-t", "mine", str(sample), env={"TOKENIZER_STORE": str(store)})
     assert ids.returncode == 0, ids.stderr
@@ -94,7 +94,7 @@ def test_train_pipeline_kinds_with_options_then_encode(tmp_path: Path) -> None:
     store = tmp_path / "store"
     files = corpus(tmp_path)
     sample = tmp_path / "sample.txt"
-    sample.write_text("def get_encoding(name): return 2024\n", encoding="utf-8")
+    sample.write_text("def get_tokenizer(name): return 2024\n", encoding="utf-8")
     runs = {
         "wp": ("wordpiece", "hf_json", ["--vocab-txt", "--no-lowercase"]),
         "spb": ("sentencepiece-bpe", "sentencepiece", ["--byte-fallback", "--split-digits"]),
@@ -108,7 +108,7 @@ def test_train_pipeline_kinds_with_options_then_encode(tmp_path: Path) -> None:
         ids = run("encode", "--store", str(store), "-t", name, str(sample))
         assert ids.returncode == 0, ids.stderr
         reset()
-        expected = list(get_encoding(name, store_dir=store).encode(sample.read_text()))
+        expected = list(get_tokenizer(name, store_dir=store).encode(sample.read_text()))
         assert [int(t) for t in ids.stdout.split()] == expected
     assert (store / "wp.vocab.txt").read_text(encoding="utf-8").splitlines()[:2] == ["[PAD]", "[UNK]"]
     bad = run("train", *files, "--kind", "unigram", "--vocab-size", "900", "--name", "u", "--store", str(store),

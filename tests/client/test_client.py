@@ -44,7 +44,7 @@ from app.client import (
     UnknownSpecialTokenError,
     UnknownTokenizerError,
 )
-from app.engine import Special, get_encoding, get_store
+from app.engine import Special, get_store, get_tokenizer
 from harness.server import DEFAULT_TOKENIZERS
 from tests.api.conftest import LiveServer, free_port, start_server
 
@@ -80,39 +80,39 @@ def client(servers: tuple[LiveServer, LiveServer]) -> Iterator[Client]:
 
 
 def test_every_route(client: Client) -> None:
-    enc = get_encoding("cl100k_base")
+    tokenizer = get_tokenizer("cl100k_base")
     assert client.health().status == "ok"
     assert client.ready().tokenizers == SERVED
     infos = client.tokenizers()
     assert [t.name for t in infos] == SERVED
     assert next(t for t in infos if t.name == "gpt2").aliases == ["r50k_base"]
     detail = client.tokenizer("cl100k_base")
-    assert detail.special_tokens == enc.special_tokens and detail.pattern == enc.pattern
-    assert detail.vocab_size == enc.n_vocab and detail.sha256 == get_store().spec("cl100k_base").sha256
+    assert detail.special_tokens == tokenizer.special_tokens and detail.pattern == tokenizer.pattern
+    assert detail.vocab_size == tokenizer.n_vocab and detail.sha256 == get_store().spec("cl100k_base").sha256
     assert client.tokenizer("r50k_base").name == "gpt2"  # aliases resolve
     assert "tokenizer_" in client.metrics()
     for text in TEXTS:
-        ids = enc.encode(text)
+        ids = tokenizer.encode(text)
         assert client.count(text).count == len(ids)
         result = client.encode(text, return_tokens=True, return_offsets=True)
         assert result.ids == ids and result.count == len(ids) and result.tokenizer == "cl100k_base"
-        assert result.tokens is not None and [t.data for t in result.tokens] == enc.decode_tokens_bytes(ids)
-        assert result.offsets == enc.encode_with_offsets(text)[1]
-        assert client.decode(ids).text == enc.decode(ids)
+        assert result.tokens is not None and [t.data for t in result.tokens] == tokenizer.decode_tokens_bytes(ids)
+        assert result.offsets == tokenizer.encode_with_offsets(text)[1]
+        assert client.decode(ids).text == tokenizer.decode(ids)
     batch = client.count_batch(TEXTS)
-    assert isinstance(batch, CountBatchResult) and batch.counts == [len(enc.encode(t)) for t in TEXTS]
+    assert isinstance(batch, CountBatchResult) and batch.counts == [len(tokenizer.encode(t)) for t in TEXTS]
     assert batch.total == sum(batch.counts)
     encoded = client.encode_batch(TEXTS)
-    assert [r.ids for r in encoded.results] == [enc.encode(t) for t in TEXTS]
-    assert client.decode_batch([r.ids for r in encoded.results]).texts == [enc.decode(enc.encode(t)) for t in TEXTS]
+    assert [r.ids for r in encoded.results] == [tokenizer.encode(t) for t in TEXTS]
+    assert client.decode_batch([r.ids for r in encoded.results]).texts == [tokenizer.decode(tokenizer.encode(t)) for t in TEXTS]
 
 
 def test_special_tokens_and_models(client: Client) -> None:
-    llama = get_encoding("llama3")
+    llama = get_tokenizer("llama3")
     parts = [Special("<|start_header_id|>"), "user", Special("<|end_header_id|>"), "\n\nHi!", Special("<|eot_id|>")]
     assert client.encode_parts(parts, tokenizer="llama3").ids == llama.encode_parts(parts)
     assert client.count_parts(parts, tokenizer="llama3").count == len(llama.encode_parts(parts))
-    cl = get_encoding("cl100k_base")
+    cl = get_tokenizer("cl100k_base")
     with_suffix = client.encode("hi", suffix=["<|endoftext|>"])
     assert with_suffix.ids == cl.encode("hi", suffix=["<|endoftext|>"])
     assert client.encode("hi", prefix=["<|fim_prefix|>"]).ids == [100258, *cl.encode("hi")]
@@ -170,7 +170,7 @@ def test_errors_are_typed(client: Client, servers: tuple[LiveServer, LiveServer]
 def test_unix_socket(servers: tuple[LiveServer, LiveServer]) -> None:
     assert servers[1].uds is not None
     with Client(uds=servers[1].uds, tokenizer="o200k_base") as c:
-        assert c.count("hello world").count == len(get_encoding("o200k_base").encode("hello world"))
+        assert c.count("hello world").count == len(get_tokenizer("o200k_base").encode("hello world"))
         assert c.ready().status == "ready"
     with pytest.raises(ValueError, match="not both"):
         Client("http://x", uds=servers[1].uds)
@@ -254,15 +254,15 @@ def test_timeout(scripted: ThreadingHTTPServer) -> None:
 
 
 def test_async_client(servers: tuple[LiveServer, LiveServer]) -> None:
-    enc = get_encoding("cl100k_base")
+    tokenizer = get_tokenizer("cl100k_base")
     assert servers[0].url is not None and servers[1].uds is not None
 
     async def main() -> None:
         async with AsyncClient(servers[0].url, token=SECRET, tokenizer="cl100k_base") as c:
             results = await asyncio.gather(*(c.encode(t) for t in TEXTS))
-            assert [r.ids for r in results] == [enc.encode(t) for t in TEXTS]
-            assert (await c.count_batch(TEXTS)).counts == [len(enc.encode(t)) for t in TEXTS]
-            assert (await c.decode(enc.encode("hi"))).text == "hi"
+            assert [r.ids for r in results] == [tokenizer.encode(t) for t in TEXTS]
+            assert (await c.count_batch(TEXTS)).counts == [len(tokenizer.encode(t)) for t in TEXTS]
+            assert (await c.decode(tokenizer.encode("hi"))).text == "hi"
             assert (await c.tokenizer("gpt2")).vocab_size == 50257
             assert [t.name for t in await c.tokenizers()] == SERVED
             assert (await c.health()).status == "ok" and (await c.ready()).status == "ready"
@@ -270,13 +270,13 @@ def test_async_client(servers: tuple[LiveServer, LiveServer]) -> None:
             chat = [{"role": "user", "content": "hi"}]
             assert (await c.count_messages(chat, model="gpt-oss-20b")).count == len(
                 (await c.encode_messages(chat, model="gpt-oss-20b")).ids)
-            assert (await c.encode("one two three four", truncate=2)).ids == enc.encode("one two three four")[:2]
+            assert (await c.encode("one two three four", truncate=2)).ids == tokenizer.encode("one two three four")[:2]
             with pytest.raises(UnknownTokenizerError):
                 await c.count("x", tokenizer="nope")
             remote = await AsyncRemoteEncoding.connect(c, "cl100k_base")
             assert await remote.encode("hi <|endoftext|>", allowed_special="all") == [6151, 220, 100257]
             assert await remote.count("hello world") == 2 and await remote.decode([15339]) == "hello"
-            assert await remote.encode_ordinary_batch(["a", "b"]) == [enc.encode("a"), enc.encode("b")]
+            assert await remote.encode_ordinary_batch(["a", "b"]) == [tokenizer.encode("a"), tokenizer.encode("b")]
             with pytest.raises(ValueError, match="disallowed special token"):
                 await remote.encode("<|endoftext|>")
         async with AsyncClient(uds=servers[1].uds) as u:
@@ -377,7 +377,7 @@ def test_models_messages_and_truncation(client: Client, servers: tuple[LiveServe
         client.count_messages(conversation, model="gpt-oss-20b", truncate=3)
     assert tight.value.type == "cannot_truncate"
     text = "one two three four five six seven eight"
-    full = get_encoding("cl100k_base").encode(text)
+    full = get_tokenizer("cl100k_base").encode(text)
     cut = client.encode(text, truncate=3)
     assert cut.ids == full[:3] and cut.truncated is not None and cut.truncated["dropped_tokens"] == len(full) - 3
     assert client.encode(text, truncate=3, truncate_side="left").ids == full[-3:]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import time
 
-from app.engine import Sample, get_encoding
+from app.engine import Sample, get_tokenizer
 from harness.texts import SPECIAL_STRINGS, sample
 
 from .families.references import sentencepiece_reference
@@ -24,7 +24,7 @@ def main(slices: int, seed: int) -> int:
     started = time.perf_counter()
     every_merge_dropped, plain = Sample(seed=1, dropout=1.0), Sample(seed=1, dropout=0.0)
     for name in ["mistral-v1", "mistral-v3", "mistral-v7", "llama2", "phi-3"]:
-        tok, ref = get_encoding(name), sentencepiece_reference(name)
+        tok, ref = get_tokenizer(name), sentencepiece_reference(name)
         for text in texts:
             total += 2
             if tok.encode(text, sample=every_merge_dropped) != ref.encode(text, enable_sampling=True, alpha=1.0,
@@ -35,7 +35,7 @@ def main(slices: int, seed: int) -> int:
                 bad += 1
                 print(f"DIFFERENT {name} dropout=0 {text[:80]!r}")
     for name in ["qwen3", "deepseek-v3", "gemma3"]:
-        tok = get_encoding(name)
+        tok = get_tokenizer(name)
         expected = [e.ids for e in hf_with_dropout(name, 1.0).encode_batch(texts, add_special_tokens=False)]
         for text, ids in zip(texts, expected, strict=True):
             total += 1

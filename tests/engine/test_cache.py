@@ -52,7 +52,7 @@ def test_counters_and_the_size_bound() -> None:
 
 
 def test_concurrent_use_gives_the_same_ids() -> None:
-    enc = load_encoding(Store.load().spec("o200k_base"), cache_size=128)  # small: constant eviction
+    tokenizer = load_encoding(Store.load().spec("o200k_base"), cache_size=128)  # small: constant eviction
     texts = [_words(400, seed) for seed in range(8)]
     expected = [load_encoding(Store.load().spec("o200k_base"), cache_size=0).encode(t) for t in texts]
     results: dict[int, list[int]] = {}
@@ -61,7 +61,7 @@ def test_concurrent_use_gives_the_same_ids() -> None:
     def work(i: int) -> None:
         try:
             for _ in range(3):
-                results[i] = enc.encode(texts[i])
+                results[i] = tokenizer.encode(texts[i])
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -72,7 +72,7 @@ def test_concurrent_use_gives_the_same_ids() -> None:
         t.join()
     assert not errors
     assert [results[i] for i in range(len(texts))] == expected
-    assert enc.cache_stats().size <= 128
+    assert tokenizer.cache_stats().size <= 128
 
 
 def test_cache_size_env(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from app.engine import defaults
-from app.engine.registry import get_encoding
+from app.engine.registry import get_tokenizer
 
 
 def test_unset_variables_give_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -54,9 +54,9 @@ def test_counts_are_validated(monkeypatch: pytest.MonkeyPatch, name: str) -> Non
 def test_an_explicit_argument_wins_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(defaults.CACHE_SIZE_ENV, "-1")  # raises wherever it is read
     monkeypatch.setenv(defaults.WORD_CACHE_ENV, "-1")
-    assert get_encoding("cl100k_base", cache_size=7, unigram_word_cache=0).cache_stats().max_size == 7
-    xlmr = get_encoding("xlm-roberta", cache_size=5, unigram_word_cache=0)  # the service passes both down
-    assert xlmr.encode("hello world") == get_encoding("xlm-roberta", backend="python", cache_size=5,
+    assert get_tokenizer("cl100k_base", cache_size=7, unigram_word_cache=0).cache_stats().max_size == 7
+    xlmr = get_tokenizer("xlm-roberta", cache_size=5, unigram_word_cache=0)  # the service passes both down
+    assert xlmr.encode("hello world") == get_tokenizer("xlm-roberta", backend="python", cache_size=5,
                                                       unigram_word_cache=0).encode("hello world")
     with pytest.raises(ValueError, match=defaults.WORD_CACHE_ENV):
-        get_encoding("xlm-roberta", cache_size=6)  # left unset: the library's default, read from the environment
+        get_tokenizer("xlm-roberta", cache_size=6)  # left unset: the library's default, read from the environment

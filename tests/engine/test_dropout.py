@@ -1,5 +1,5 @@
 """BPE-dropout with Hugging Face's semantics (app/engine/dropout.py): merge-list BPE of ``tokenizer.json`` files
-(the Python model behind qwen3 and gemma3) and byte-level BPE over ranks (``Encoding``). ``dropout=0`` and
+(the Python model behind qwen3 and gemma3) and byte-level BPE over ranks (``RankBPETokenizer``). ``dropout=0`` and
 ``dropout=1`` equal Hugging Face ``tokenizers`` exactly; in between, the distribution of segmentations equals the
 one Hugging Face's own ``dropout`` draws (compared by total variation distance on many samples), both for the
 merge-list model and for the same vocabulary as ranks."""
@@ -13,9 +13,9 @@ from collections.abc import Callable
 import pytest
 import tokenizers
 
-from app.engine import get_encoding
+from app.engine import get_tokenizer
 from app.engine.dropout import merge_with_dropout
-from app.engine.encoding import Encoding
+from app.engine.encoding import RankBPETokenizer
 from app.engine.pipeline.models.byte_level_rank import ByteLevelRankBPE
 from app.engine.pipeline.pipeline import Pipeline
 from app.engine.sampling import Sample
@@ -25,7 +25,7 @@ from harness.texts import SPECIAL_STRINGS, sample
 
 @pytest.mark.parametrize("name", ["qwen3", "gemma3"])
 def test_edges_equal_hugging_face(name: str) -> None:
-    tok = get_encoding(name)
+    tok = get_tokenizer(name)
     texts = [t for t in sample(1, 30, seed=8, max_doc=400) if not any(s in t for s in SPECIAL_STRINGS)]
     every = [e.ids for e in hf_with_dropout(name, 1.0).encode_batch(texts, add_special_tokens=False)]
     none = [e.ids for e in hf_with_dropout(name, None).encode_batch(texts, add_special_tokens=False)]
@@ -44,7 +44,7 @@ def _tv(a: Counter[tuple[int, ...]], b: Counter[tuple[int, ...]]) -> float:
 @pytest.mark.parametrize("word", [" unbelievably", " tokenization"])
 def test_distribution_equals_hugging_face(word: str) -> None:
     n = 6000
-    tok = get_encoding("qwen3")
+    tok = get_tokenizer("qwen3")
     assert isinstance(tok, Pipeline) and isinstance(tok.model, ByteLevelRankBPE)  # dropout over the fast path
     hf = Counter(tuple(e.ids) for e in hf_with_dropout("qwen3", 0.3).encode_batch([word] * n,
                                                                                   add_special_tokens=False))
@@ -84,16 +84,16 @@ def test_rank_dropout_equals_hugging_face_on_unique_split_vocabularies() -> None
         merged = _unique_split_vocabulary(rng, 40)
         ranks = {bytes([b]): b for b in range(256)}
         ranks.update({t.encode(): 256 + i for i, t in enumerate(merged[6:])})
-        enc = Encoding("unique", pattern=r"[a-f]+", mergeable_ranks=ranks, special_tokens={}, backend="python")
+        tokenizer = RankBPETokenizer("unique", pattern=r"[a-f]+", mergeable_ranks=ranks, special_tokens={}, backend="python")
         vocab = {t: i for i, t in enumerate(merged)}
         merges = [(t[:i], t[i:]) for t in merged[6:] for i in range(1, len(t)) if t[:i] in vocab and t[i:] in vocab]
         hf = tokenizers.Tokenizer(tokenizers.models.BPE(vocab, merges, dropout=0.4))
         word = "".join(rng.choice(merged[6:]) for _ in range(2))
         plain = tokenizers.Tokenizer(tokenizers.models.BPE(vocab, merges))
-        assert enc.encode(word) == [ranks[t.encode()] for t in plain.encode(word).tokens]  # no dropout: the same
+        assert tokenizer.encode(word) == [ranks[t.encode()] for t in plain.encode(word).tokens]  # no dropout: the same
         n = 8000
         theirs = Counter(tuple(ranks[t.encode()] for t in e.tokens) for e in hf.encode_batch([word] * n))
-        ours = Counter(tuple(enc.encode(word, sample=Sample(seed=s, dropout=0.4))) for s in range(n))
+        ours = Counter(tuple(tokenizer.encode(word, sample=Sample(seed=s, dropout=0.4))) for s in range(n))
         assert len(theirs) > 5 and _tv(theirs, ours) < 0.06, word  # sampling noise alone: 0.01-0.045
 
 
@@ -101,17 +101,17 @@ def test_rank_dropout_equals_hugging_face_on_unique_split_vocabularies() -> None
 def test_rank_dropout(name: str) -> None:
     """tiktoken-format and tekken files: 0 is the deterministic encoding, 1 leaves bytes, in between each
     sample decodes to the text, whole-token pre-tokens are split too, and a seed reproduces its sample."""
-    enc = get_encoding(name)
+    tokenizer = get_tokenizer(name)
     text = "Tokenization is unbelievably interesting: naïve café, 日本語 12345 \U0001F9D1\u200d\U0001F4BB  x"
-    assert enc.encode(text, sample=Sample(seed=3, dropout=0.0)) == enc.encode(text)
+    assert tokenizer.encode(text, sample=Sample(seed=3, dropout=0.0)) == tokenizer.encode(text)
     raw = text.encode("utf-8")
-    assert enc.decode_tokens_bytes(enc.encode(text, sample=Sample(seed=3, dropout=1.0))) == [bytes([b]) for b in raw]
-    samples = {tuple(enc.encode(text, sample=Sample(seed=s, dropout=0.2))) for s in range(40)}
-    assert len(samples) > 20 and all(enc.decode(list(ids)) == text for ids in samples)
-    assert enc.encode(" hello", sample=Sample(seed=0, dropout=1.0)) != enc.encode(" hello")
-    assert enc.encode(text, sample=Sample(seed=9, dropout=0.2)) == enc.encode(text, sample=Sample(seed=9,
+    assert tokenizer.decode_tokens_bytes(tokenizer.encode(text, sample=Sample(seed=3, dropout=1.0))) == [bytes([b]) for b in raw]
+    samples = {tuple(tokenizer.encode(text, sample=Sample(seed=s, dropout=0.2))) for s in range(40)}
+    assert len(samples) > 20 and all(tokenizer.decode(list(ids)) == text for ids in samples)
+    assert tokenizer.encode(" hello", sample=Sample(seed=0, dropout=1.0)) != tokenizer.encode(" hello")
+    assert tokenizer.encode(text, sample=Sample(seed=9, dropout=0.2)) == tokenizer.encode(text, sample=Sample(seed=9,
                                                                                                   dropout=0.2))
-    assert enc.count(text, sample=Sample(seed=9, dropout=0.2)) == len(enc.encode(text, sample=Sample(seed=9,
+    assert tokenizer.count(text, sample=Sample(seed=9, dropout=0.2)) == len(tokenizer.encode(text, sample=Sample(seed=9,
                                                                                                      dropout=0.2)))
 
 

@@ -15,14 +15,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.engine import CacheStats, Encoding, get_encoding, get_store, list_encodings, native
+from app.engine import CacheStats, RankBPETokenizer, get_store, get_tokenizer, list_tokenizers, native
 from app.engine.bpe import byte_pair_encode
 
 pytestmark = pytest.mark.skipif(not native.available(), reason=f"compiled core not built: {native.IMPORT_ERROR}")
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The tiktoken-format tokenizers (byte-level BPE over ranks, the compiled core's own family).
-NAMES = [n for n in list_encodings() if get_store().spec(n).format == "tiktoken"]
+NAMES = [n for n in list_tokenizers() if get_store().spec(n).format == "tiktoken"]
 PIECES = [
     "a", "A", "ǅ", "ʰ", "中", "日本語", "\u0301", "\u0903", "1", "²", "٣", "123456", " ", "  ", "\t", "\n", "\r\n",
     "\x0b", "\x0c", "\x85", "\u00a0", "\u2028", "\u3000", "'", "'s", "'S", "'ſ", "'ll", "'VE", "'re", "'d", "'m",
@@ -52,18 +52,18 @@ def hostile_corpus(seed: int = 4, n: int = 400) -> list[str]:
 
 
 @pytest.fixture(scope="module", params=NAMES)
-def pair(request: pytest.FixtureRequest) -> tuple[Encoding, Encoding]:
+def pair(request: pytest.FixtureRequest) -> tuple[RankBPETokenizer, RankBPETokenizer]:
     """(native, python) encodings of one bundled tokenizer."""
-    return get_encoding(request.param, backend="native"), get_encoding(request.param, backend="python")
+    return get_tokenizer(request.param, backend="native"), get_tokenizer(request.param, backend="python")
 
 
-def test_backends_are_what_they_say(pair: tuple[Encoding, Encoding]) -> None:
+def test_backends_are_what_they_say(pair: tuple[RankBPETokenizer, RankBPETokenizer]) -> None:
     fast, ref = pair
     assert fast.backend == "native" and ref.backend == "python"
-    assert fast is not ref and fast is get_encoding(fast.name, backend="native")
+    assert fast is not ref and fast is get_tokenizer(fast.name, backend="native")
 
 
-def test_native_equals_reference_on_hostile_corpus(pair: tuple[Encoding, Encoding]) -> None:
+def test_native_equals_reference_on_hostile_corpus(pair: tuple[RankBPETokenizer, RankBPETokenizer]) -> None:
     fast, ref = pair
     for text in hostile_corpus():
         want = ref.encode(text)
@@ -79,7 +79,7 @@ def test_native_equals_reference_on_hostile_corpus(pair: tuple[Encoding, Encodin
         st.lists(st.sampled_from(PIECES), max_size=25).map("".join),
     )
 )
-def test_native_equals_reference_on_arbitrary_text(pair: tuple[Encoding, Encoding], text: str) -> None:
+def test_native_equals_reference_on_arbitrary_text(pair: tuple[RankBPETokenizer, RankBPETokenizer], text: str) -> None:
     fast, ref = pair
     want = ref.encode(text)  # lone surrogates included: both scrub them to U+FFFD
     assert fast.encode(text) == want
@@ -87,7 +87,7 @@ def test_native_equals_reference_on_arbitrary_text(pair: tuple[Encoding, Encodin
     assert fast.encode_with_offsets(text) == ref.encode_with_offsets(text)
 
 
-def test_prefix_suffix_parts_and_surrogates(pair: tuple[Encoding, Encoding]) -> None:
+def test_prefix_suffix_parts_and_surrogates(pair: tuple[RankBPETokenizer, RankBPETokenizer]) -> None:
     fast, ref = pair
     special = next(iter(fast.special_tokens))
     text = "lone \ud800 and \udfff pair \ud83d\ude00 end"
@@ -97,22 +97,22 @@ def test_prefix_suffix_parts_and_surrogates(pair: tuple[Encoding, Encoding]) -> 
 
 
 def test_bpe_equals_reference_merge() -> None:
-    enc = get_encoding(NAMES[0], backend="native")
-    core = enc._native
+    tokenizer = get_tokenizer(NAMES[0], backend="native")
+    core = tokenizer._native
     assert core is not None
     rng = random.Random(7)
     alphabet = [b"a", b"b", b"th", b"e", b" ", b"\xe4\xb8\xad", b"\xff", b"in", b"g"]
     for _ in range(2_000):
         piece = b"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 90)))  # both merge loops
-        want = [enc._ranks[piece]] if piece in enc._ranks else byte_pair_encode(piece, enc._ranks)
+        want = [tokenizer._ranks[piece]] if piece in tokenizer._ranks else byte_pair_encode(piece, tokenizer._ranks)
         assert core.bpe(piece) == want, piece
 
 
 def test_custom_pattern_uses_regex_split_and_native_bpe() -> None:
-    ref = get_encoding("cl100k_base", backend="python")
+    ref = get_tokenizer("cl100k_base", backend="python")
     kwargs = dict(pattern=r"\p{L}+|\p{N}|[^\p{L}\p{N}]+", mergeable_ranks=ref._ranks, special_tokens={})
-    fast = Encoding("custom", backend="native", **kwargs)  # type: ignore[arg-type]
-    slow = Encoding("custom", backend="python", **kwargs)  # type: ignore[arg-type]
+    fast = RankBPETokenizer("custom", backend="native", **kwargs)  # type: ignore[arg-type]
+    slow = RankBPETokenizer("custom", backend="python", **kwargs)  # type: ignore[arg-type]
     assert fast._native is not None and not fast._native.has_scanner
     for text in hostile_corpus(seed=9, n=100):
         assert fast.encode(text) == slow.encode(text)
@@ -120,7 +120,7 @@ def test_custom_pattern_uses_regex_split_and_native_bpe() -> None:
         assert fast.encode_with_offsets(text) == slow.encode_with_offsets(text)
 
 
-def test_batches_with_threads_equal_serial(pair: tuple[Encoding, Encoding]) -> None:
+def test_batches_with_threads_equal_serial(pair: tuple[RankBPETokenizer, RankBPETokenizer]) -> None:
     fast, ref = pair
     texts = hostile_corpus(seed=11, n=200)
     want = [ref.encode(t) for t in texts]
@@ -130,7 +130,7 @@ def test_batches_with_threads_equal_serial(pair: tuple[Encoding, Encoding]) -> N
 
 def test_native_batch_runs_in_c_threads_and_falls_back_for_surrogates() -> None:
     """The compiled batch (its own threads; UTF-8 built from every str kind) equals encode() text by text."""
-    fast = get_encoding("cl100k_base", backend="native")
+    fast = get_tokenizer("cl100k_base", backend="native")
     assert fast._native is not None and fast._native.encode_batch is not None
     rng = random.Random(17)
     # 1-, 2- and 4-byte str kinds, empty texts, lone surrogates; ~1 MB in all, so the core starts its threads
@@ -153,8 +153,8 @@ def test_count_utf8_buffers_counts_arrow_string_layout_in_place(name: str) -> No
     pure-Python base; invalid UTF-8 (as strict as Python's decoder) and offsets outside the buffer are ValueErrors."""
     import array
 
-    fast = get_encoding(name, backend="native")
-    slow = get_encoding(name, backend="python")
+    fast = get_tokenizer(name, backend="native")
+    slow = get_tokenizer(name, backend="python")
     assert fast._native is not None and fast._native.count_utf8 is not None
     texts = [t for t in hostile_corpus(seed=21, n=150) if "\ud800" not in t and "\udfff" not in t] + ["", ""]
     raw = [t.encode("utf-8") for t in texts]
@@ -168,8 +168,8 @@ def test_count_utf8_buffers_counts_arrow_string_layout_in_place(name: str) -> No
         assert fast.count_utf8_buffers(data, offsets, wide=wide) == want
         assert slow.count_utf8_buffers(data, offsets, wide=wide) == want
     ids_want = fast.encode_batch(texts)
-    for enc in (fast, slow):
-        flat, starts = enc.encode_utf8_buffers(data, array.array("q", bounds))
+    for tokenizer in (fast, slow):
+        flat, starts = tokenizer.encode_utf8_buffers(data, array.array("q", bounds))
         ids, at = array.array("I", flat), array.array("i", starts)
         assert [list(ids[at[i]:at[i + 1]]) for i in range(len(texts))] == ids_want
     tail = array.array("q", bounds[5:])  # a slice: offsets need not start at 0
@@ -190,7 +190,7 @@ def test_count_utf8_buffers_counts_arrow_string_layout_in_place(name: str) -> No
 
 
 def test_concurrent_threads_share_one_encoding() -> None:
-    fast = get_encoding("o200k_base", backend="native")
+    fast = get_tokenizer("o200k_base", backend="native")
     texts = hostile_corpus(seed=13, n=50)
     want = [fast.encode(t) for t in texts]
     errors: list[str] = []
@@ -212,10 +212,10 @@ def test_concurrent_threads_share_one_encoding() -> None:
 def test_environment_selects_backend(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(native.ENGINE_ENV, "python")
     assert native.resolve_backend() == "python"
-    assert get_encoding("gpt2").backend == "python"
+    assert get_tokenizer("gpt2").backend == "python"
     assert native.resolve_backend("native") == "native"  # an explicit argument wins
     monkeypatch.setenv(native.ENGINE_ENV, "native")
-    assert get_encoding("gpt2").backend == "native"
+    assert get_tokenizer("gpt2").backend == "native"
     monkeypatch.delenv(native.ENGINE_ENV)
     assert native.resolve_backend() == "native"
     monkeypatch.setenv(native.ENGINE_ENV, "rust")
@@ -228,12 +228,12 @@ def test_environment_selects_backend(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_load_logs_the_backend(caplog: pytest.LogCaptureFixture) -> None:
     """The record is caught on the ``app.engine`` logger itself: once an app has been created in this process the
     ``app`` logger no longer propagates to the root (where caplog listens by default), whatever pytest version."""
-    ref = get_encoding("gpt2", backend="python")
+    ref = get_tokenizer("gpt2", backend="python")
     logger = logging.getLogger("app.engine")
     logger.addHandler(caplog.handler)
     try:
         with caplog.at_level(logging.INFO, logger="app.engine"):
-            Encoding("x", pattern=ref.pattern, mergeable_ranks=ref._ranks, special_tokens={}, backend="native")
+            RankBPETokenizer("x", pattern=ref.pattern, mergeable_ranks=ref._ranks, special_tokens={}, backend="native")
     finally:
         logger.removeHandler(caplog.handler)
     assert any("native backend" in r.getMessage() for r in caplog.records)
@@ -250,9 +250,9 @@ def _run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
 def test_without_the_extension_the_engine_falls_back_and_says_so() -> None:
     code = (
         "import logging; logging.basicConfig(level=logging.INFO)\n"
-        "from app.engine import get_encoding, native\n"
+        "from app.engine import get_tokenizer, native\n"
         "assert not native.available()\n"
-        "enc = get_encoding('gpt2')\n"
+        "enc = get_tokenizer('gpt2')\n"
         "print(enc.backend, enc.encode('hello world'))\n"
     )
     proc = _run(code, TOKENIZER_NATIVE_DISABLE="1", TOKENIZER_ENGINE="native")
@@ -263,16 +263,16 @@ def test_without_the_extension_the_engine_falls_back_and_says_so() -> None:
 
 
 def test_default_backend_is_native_in_a_fresh_process() -> None:
-    proc = _run("from app.engine import get_encoding; print(get_encoding('gpt2').backend)")
+    proc = _run("from app.engine import get_tokenizer; print(get_tokenizer('gpt2').backend)")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "native"
 
 
 def test_native_piece_cache_counts_and_never_changes_output() -> None:
-    ref = get_encoding("cl100k_base", backend="python")
+    ref = get_tokenizer("cl100k_base", backend="python")
     kwargs = dict(pattern=ref.pattern, mergeable_ranks=ref._ranks, special_tokens={})
-    cached = Encoding("c", backend="native", cache_size=64, **kwargs)  # type: ignore[arg-type]
-    uncached = Encoding("u", backend="native", cache_size=0, **kwargs)  # type: ignore[arg-type]
+    cached = RankBPETokenizer("c", backend="native", cache_size=64, **kwargs)  # type: ignore[arg-type]
+    uncached = RankBPETokenizer("u", backend="native", cache_size=0, **kwargs)  # type: ignore[arg-type]
     texts = hostile_corpus(seed=17, n=150) + ["Привет мир, привет мир " * 50]
     for _ in range(2):  # the second pass hits the cache (and evicts: 64 slots)
         for text in texts:
@@ -289,8 +289,8 @@ def test_native_piece_cache_counts_and_never_changes_output() -> None:
 
 GIL_PROBE = """
 import sys, threading
-from app.engine import get_encoding
-enc = get_encoding("cl100k_base", backend="native")
+from app.engine import get_tokenizer
+enc = get_tokenizer("cl100k_base", backend="native")
 text = "a" * 8_000_000  # one long piece: seconds of BPE inside one native call
 sys.setswitchinterval(1000.0)  # no forced GIL hand-offs: only code that releases the GIL lets others run
 entered, done = threading.Event(), []
@@ -323,10 +323,10 @@ def test_count_releases_the_gil() -> None:
 def _atomic_pair(name: str) -> tuple[object, object]:
     from app.engine._native import _core
 
-    enc = get_encoding(name, backend="native")
-    assert enc._native is not None
-    scanner = enc._native.scanner
-    return _core.Core(enc._ranks, scanner, 0, True), _core.Core(enc._ranks, scanner, 0, False)
+    tokenizer = get_tokenizer(name, backend="native")
+    assert tokenizer._native is not None
+    scanner = tokenizer._native.scanner
+    return _core.Core(tokenizer._ranks, scanner, 0, True), _core.Core(tokenizer._ranks, scanner, 0, False)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -335,7 +335,7 @@ def test_atomic_characters_never_change_ids(name: str) -> None:
 
     whole, from_bytes = _atomic_pair(name)
     assert whole.atomic_chars > 100 and from_bytes.atomic_chars == 0  # type: ignore[attr-defined]
-    ranks = get_encoding(name, backend="native")._ranks
+    ranks = get_tokenizer(name, backend="native")._ranks
     rng = random.Random(5)
     # every single-character token of the vocabulary, glued to random neighbours (the contexts the rule checks)
     chars = [c for t in ranks if 2 <= len(t) <= 4 and len(c := t.decode("utf-8", "replace")) == 1 and c != "\ufffd"]
@@ -404,7 +404,7 @@ def test_utf8_size_is_the_utf8_length_and_refuses_lone_surrogates(text: str) -> 
         assert err.value.start == start
     else:
         assert native.utf8_size(text) == want
-        assert get_encoding("cl100k_base").count(text) == get_encoding("cl100k_base", backend="python").count(text)
+        assert get_tokenizer("cl100k_base").count(text) == get_tokenizer("cl100k_base", backend="python").count(text)
 
 
 # ------------------------------------------------------------------------------------- FastCall (fast_call.h)

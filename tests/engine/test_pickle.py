@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app.engine import ArtifactError, Encoding, get_encoding
+from app.engine import ArtifactError, RankBPETokenizer, get_tokenizer
 from app.engine.registry import reset
 from app.engine.store import bundled_store_dir
 
@@ -21,17 +21,17 @@ TEXT = "hello world — ünïcödé 123 <|endoftext|> 漢字"
 
 @pytest.mark.parametrize("name", ["cl100k_base", "gpt2", "llama3"])
 def test_round_trip_in_process_is_the_memoised_encoding(name: str) -> None:
-    enc = get_encoding(name)
-    data = pickle.dumps(enc)
+    tokenizer = get_tokenizer(name)
+    data = pickle.dumps(tokenizer)
     assert len(data) < 500, "a reference, not the ranks"
     back = pickle.loads(data)
-    assert back is enc
-    assert back.encode(TEXT) == enc.encode(TEXT)
+    assert back is tokenizer
+    assert back.encode(TEXT) == tokenizer.encode(TEXT)
 
 
 def test_round_trip_in_another_process() -> None:
-    enc = get_encoding("o200k_base", backend="python")
-    data = pickle.dumps(enc)
+    tokenizer = get_tokenizer("o200k_base", backend="python")
+    data = pickle.dumps(tokenizer)
     code = (
         "import pickle,sys; enc = pickle.loads(sys.stdin.buffer.read()); "
         f"print(enc.name, enc.backend, enc.encode({TEXT!r}))"
@@ -40,18 +40,18 @@ def test_round_trip_in_another_process() -> None:
     assert proc.returncode == 0, proc.stderr.decode()
     name, backend, ids = proc.stdout.decode().split(" ", 2)
     assert (name, backend) == ("o200k_base", "python")
-    assert json.loads(ids) == enc.encode(TEXT)
+    assert json.loads(ids) == tokenizer.encode(TEXT)
 
 
 def test_store_other_than_the_bundled_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = tmp_path / "store"
     shutil.copytree(bundled_store_dir(), store, ignore=shutil.ignore_patterns("__pycache__", "*.py"))
-    enc = get_encoding("gpt2", store)
-    data = pickle.dumps(enc)
+    tokenizer = get_tokenizer("gpt2", store)
+    data = pickle.dumps(tokenizer)
     assert str(store).encode() in data
     reset()  # the receiving side has nothing memoised
     back = pickle.loads(data)
-    assert back.spec.artifact_path.parent == store.resolve() and back.encode(TEXT) == enc.encode(TEXT)
+    assert back.spec.artifact_path.parent == store.resolve() and back.encode(TEXT) == tokenizer.encode(TEXT)
     # the store changed under the pickle: another artifact for that name is refused, not used
     manifest = json.loads((store / "manifest.json").read_text())
     reset()
@@ -77,18 +77,18 @@ def test_trained_encodings_pickle(tmp_path: Path) -> None:
         train_to_store([corpus], name=f"t-{kind}", store_dir=store, vocab_size=300 if kind == "byte" else 40,
                        kind=kind, min_frequency=1, quiet=True)
     for kind in ("char", "byte"):
-        enc = get_encoding(f"t-{kind}", store)
+        tokenizer = get_tokenizer(f"t-{kind}", store)
         reset()
-        back = pickle.loads(pickle.dumps(enc))
-        assert type(back) is type(enc) and back.encode(TEXT) == enc.encode(TEXT)
+        back = pickle.loads(pickle.dumps(tokenizer))
+        assert type(back) is type(tokenizer) and back.encode(TEXT) == tokenizer.encode(TEXT)
     reset()
 
 
 def test_an_encoding_without_a_store_refuses_to_pickle() -> None:
     ranks = {bytes([b]): b for b in range(256)}
-    enc = Encoding("adhoc", pattern=r"\S+|\s+", mergeable_ranks=ranks, special_tokens={})
+    tokenizer = RankBPETokenizer("adhoc", pattern=r"\S+|\s+", mergeable_ranks=ranks, special_tokens={})
     with pytest.raises(TypeError, match="not loaded from a tokenizer store"):
-        pickle.dumps(enc)
+        pickle.dumps(tokenizer)
 
 
 def _run(code: str) -> subprocess.CompletedProcess[bytes]:

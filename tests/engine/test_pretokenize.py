@@ -10,7 +10,7 @@ from app.engine import patterns
 from app.engine.artifact_regex import PatternRejected
 from app.engine.pretokenize import (
     VERIFIED_REGEX_VERSION,
-    PreTokenizer,
+    PatternSplitter,
     compile_pattern,
     regex_version,
     unicode_version_ok,
@@ -22,7 +22,7 @@ ALL = ("gpt2", "cl100k", "o200k", "llama3")
 
 
 def pieces(pattern_id: str, text: str) -> list[str]:
-    return PreTokenizer(patterns.PATTERNS[pattern_id]).pieces(text)
+    return PatternSplitter(patterns.PATTERNS[pattern_id]).pieces(text)
 
 
 def each(expected: list[str]) -> dict[str, list[str]]:
@@ -73,7 +73,7 @@ def test_design_cases(text: str, expected: dict[str, list[str]]) -> None:
 @pytest.mark.parametrize("pattern_id", ALL)
 def test_pieces_tile_the_text(pattern_id: str) -> None:
     """Pieces are non-empty and concatenate to the text; offsets are their running sums."""
-    pre = PreTokenizer(patterns.PATTERNS[pattern_id])
+    pre = PatternSplitter(patterns.PATTERNS[pattern_id])
     texts = [*corpus.random_mixes(seed=3, count=2000), *corpus.long_runs(500).values(), ""]
     for text in texts:
         found = pre.pieces(text)
@@ -98,7 +98,7 @@ def test_long_runs_split_without_recursion_trouble(pattern_id: str) -> None:
 def test_thread_safe_shared_pretokenizer() -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    pre = PreTokenizer(patterns.O200K)
+    pre = PatternSplitter(patterns.O200K)
     rng = random.Random(9)
     texts = [" ".join(rng.choice(corpus.ALL_FRAGMENTS) for _ in range(50)) for _ in range(200)]
     expected = [pre.pieces(t) for t in texts]

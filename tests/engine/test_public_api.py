@@ -10,8 +10,8 @@ from tests.conftest import REPO_ROOT
 
 #: Changing this set changes the library's contract: do it on purpose (and say so in docs/library.md).
 PUBLIC = {
-    "get_encoding", "list_encodings", "get_store", "load_tokenizer", "LoadOptions", "Store", "TokenizerSpec",
-    "Tokenizer", "Encoding", "Special", "Template", "CacheStats", "Sample",
+    "get_tokenizer", "list_tokenizers", "get_store", "load_tokenizer", "LoadOptions", "Store", "TokenizerSpec",
+    "Tokenizer", "RankBPETokenizer", "Special", "Template", "CacheStats", "Sample",
     "EngineError", "UnknownTokenizerError", "UnknownSpecialTokenError", "InvalidTokenIdError", "ArtifactError",
     "ManifestError", "SamplingError",
 }  # fmt: skip

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.engine import Special, get_encoding
+from app.engine import Special, get_tokenizer
 from app.engine.char_bpe import CharBPEEncoding
 from app.engine.sampling import MAX_NBEST, Sample, SamplingError
 from app.engine.training.char_bpe import train_char_bpe
@@ -25,7 +25,7 @@ TEXTS = ["Tokenization is unbelievably interesting.",
 
 @pytest.mark.parametrize(("name", "sample"), CASES, ids=lambda v: v if isinstance(v, str) else "")
 def test_contract(name: str, sample: Sample) -> None:
-    tok = get_encoding(name)
+    tok = get_tokenizer(name)
     for text in TEXTS:
         ids = tok.encode(text, sample=sample)
         assert ids == tok.encode(text, sample=sample)  # reproducible
@@ -52,14 +52,14 @@ def test_contract(name: str, sample: Sample) -> None:
                          ids=lambda v: v if isinstance(v, str) else "")
 def test_same_samples_on_every_backend(name: str, sample: Sample) -> None:
     """Sampling always runs the pure-Python model: the compiled and the python backend draw the same ids."""
-    native, python = get_encoding(name), get_encoding(name, backend="python")
+    native, python = get_tokenizer(name), get_tokenizer(name, backend="python")
     assert native.backend == "native" and python.backend == "python"
     for text in TEXTS:
         assert native.encode(text, sample=sample) == python.encode(text, sample=sample)
 
 
 def test_off_by_default_and_validated() -> None:
-    tok = get_encoding("cl100k_base")
+    tok = get_tokenizer("cl100k_base")
     assert tok.encode(TEXTS[0]) == tok.encode(TEXTS[0], sample=None) == tok.encode(TEXTS[0],
                                                                                    sample=Sample(dropout=0.0))
     for bad in ({"alpha": -0.1}, {"alpha": float("nan")}, {"alpha": float("inf")}, {"nbest": 0}, {"nbest": -2},
@@ -84,7 +84,7 @@ def test_classic_character_bpe() -> None:
 
 
 def test_tokenizers_that_cannot_sample() -> None:
-    wordpiece = get_encoding("bge-small-en-v1.5")
+    wordpiece = get_tokenizer("bge-small-en-v1.5")
     with pytest.raises(SamplingError, match="WordPiece model") as err:
         wordpiece.encode("hi", sample=Sample())
     assert isinstance(err.value, ValueError) and err.value.tokenizer == "bge-small-en-v1.5"
@@ -94,6 +94,6 @@ def test_tokenizers_that_cannot_sample() -> None:
         with pytest.raises(SamplingError):
             call()
     with pytest.raises(SamplingError, match="not 'alpha'"):
-        get_encoding("cl100k_base").encode("hi", sample=Sample(nbest=2))
+        get_tokenizer("cl100k_base").encode("hi", sample=Sample(nbest=2))
     with pytest.raises(SamplingError, match="not 'dropout'"):
-        get_encoding("xlm-roberta-sentencepiece").count("hi", sample=Sample(dropout=0.5))
+        get_tokenizer("xlm-roberta-sentencepiece").count("hi", sample=Sample(dropout=0.5))

@@ -14,9 +14,9 @@ from app.engine import (
     ManifestError,
     Store,
     UnknownTokenizerError,
-    get_encoding,
     get_store,
-    list_encodings,
+    get_tokenizer,
+    list_tokenizers,
     load_encoding,
     reset,
 )
@@ -60,7 +60,7 @@ def _write_manifest(store: Path, doc: dict) -> None:
 
 
 def test_bundled_store_lists_every_tokenizer() -> None:
-    assert set(list_encodings()) == BUNDLED
+    assert set(list_tokenizers()) == BUNDLED
     store = Store.load()
     assert store.resolve("r50k_base") == "gpt2"
     assert store.resolve("llama3.1") == "llama3"
@@ -85,14 +85,14 @@ def test_vocab_sizes_and_special_ids_match_the_reference_facts() -> None:
         "o200k_base": (200019, {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}),
     }
     for name, (n_vocab, specials) in expected.items():
-        enc = get_encoding(name)
-        assert enc.n_vocab == n_vocab
-        assert enc.special_tokens == specials
-    harmony = get_encoding("o200k_harmony")
+        tokenizer = get_tokenizer(name)
+        assert tokenizer.n_vocab == n_vocab
+        assert tokenizer.special_tokens == specials
+    harmony = get_tokenizer("o200k_harmony")
     assert harmony.n_vocab == 201088
     assert harmony.special_token_id("<|start|>") == 200006
     assert harmony.special_token_id("<|reserved_200500|>") == 200500
-    llama = get_encoding("llama3")
+    llama = get_tokenizer("llama3")
     assert llama.n_vocab == 128256
     assert len(llama.special_tokens) == 256
     assert llama.special_token_id("<|begin_of_text|>") == 128000
@@ -104,7 +104,7 @@ def test_vocab_sizes_and_special_ids_match_the_reference_facts() -> None:
 
 def test_unknown_tokenizer_lists_known_names() -> None:
     with pytest.raises(UnknownTokenizerError) as info:
-        get_encoding("cl200k")
+        get_tokenizer("cl200k")
     message = str(info.value)
     assert "cl200k" in message
     for name in (*BUNDLED, "r50k_base"):
@@ -120,10 +120,10 @@ def test_store_env_var_adds_a_store_to_the_bundled_one(store_copy: Path, monkeyp
     _write_manifest(store_copy, doc)
     monkeypatch.setenv(STORE_ENV, str(store_copy))
     assert default_store_dir() == store_copy.resolve()
-    assert set(BUNDLED) <= set(list_encodings())
+    assert set(BUNDLED) <= set(list_tokenizers())
     assert get_store().spec("gpt2").artifact_path.parent == store_copy.resolve()
-    assert get_encoding("r50k_base").encode("hello") == [31373]
-    assert get_encoding("cl100k_base").encode("hello") == [15339]
+    assert get_tokenizer("r50k_base").encode("hello") == [31373]
+    assert get_tokenizer("cl100k_base").encode("hello") == [15339]
 
 
 def test_a_store_cannot_shadow_a_bundled_name_unless_forced(store_copy: Path,
@@ -140,7 +140,7 @@ def test_a_store_cannot_shadow_a_bundled_name_unless_forced(store_copy: Path,
     assert "TOKENIZER_STORE_OVERRIDE" in message
     reset()
     monkeypatch.setenv("TOKENIZER_STORE_OVERRIDE", "true")
-    assert get_encoding("cl100k_base", store_copy).encode("hello") == [31373]  # the added one wins when forced
+    assert get_tokenizer("cl100k_base", store_copy).encode("hello") == [31373]  # the added one wins when forced
     doc["tokenizers"] = [{**entry, "name": "mine", "aliases": ["r50k_base"]}]  # an alias counts too
     _write_manifest(store_copy, doc)
     reset()

@@ -14,7 +14,7 @@ from app.engine import (
     Store,
     Tokenizer,
     UnknownSpecialTokenError,
-    get_encoding,
+    get_tokenizer,
     load_all,
     load_encoding,
 )
@@ -28,34 +28,34 @@ def test_every_format_has_exactly_one_loader() -> None:
 
 @pytest.mark.parametrize("name", ["gpt2", "cl100k_base", "o200k_base", "o200k_harmony", "llama3"])
 def test_bundled_tokenizers_implement_the_protocol(name: str) -> None:
-    enc = get_encoding(name)
-    assert isinstance(enc, Tokenizer)
-    assert enc.added_tokens == {}
+    tokenizer = get_tokenizer(name)
+    assert isinstance(tokenizer, Tokenizer)
+    assert tokenizer.added_tokens == {}
 
 
 def test_llama3_template_adds_begin_of_text_outside_the_named_specials() -> None:
-    enc = get_encoding("llama3")
-    text = enc.encode("Hello")
-    assert enc.template.describe() == "<|begin_of_text|> $text"
-    assert enc.encode("Hello", add_special_tokens=True) == [128000, *text]
-    assert enc.encode("Hello", add_special_tokens=True, suffix=["<|eot_id|>"]) == [128000, *text, 128009]
-    assert enc.count("Hello", add_special_tokens=True, prefix=["<|eot_id|>"]) == 2 + len(text)
-    parts = enc.encode_parts([Special("<|start_header_id|>"), "user"], add_special_tokens=True)
-    assert parts == [128000, 128006, *enc.encode("user")]
+    tokenizer = get_tokenizer("llama3")
+    text = tokenizer.encode("Hello")
+    assert tokenizer.template.describe() == "<|begin_of_text|> $text"
+    assert tokenizer.encode("Hello", add_special_tokens=True) == [128000, *text]
+    assert tokenizer.encode("Hello", add_special_tokens=True, suffix=["<|eot_id|>"]) == [128000, *text, 128009]
+    assert tokenizer.count("Hello", add_special_tokens=True, prefix=["<|eot_id|>"]) == 2 + len(text)
+    parts = tokenizer.encode_parts([Special("<|start_header_id|>"), "user"], add_special_tokens=True)
+    assert parts == [128000, 128006, *tokenizer.encode("user")]
 
 
 def test_default_is_no_template_and_text_stays_text() -> None:
-    enc = get_encoding("llama3")
-    assert enc.encode("<|begin_of_text|>") == enc.encode("<|begin_of_text|>", add_special_tokens=False)
-    assert 128000 not in enc.encode("<|begin_of_text|>")
-    cl = get_encoding("cl100k_base")
+    tokenizer = get_tokenizer("llama3")
+    assert tokenizer.encode("<|begin_of_text|>") == tokenizer.encode("<|begin_of_text|>", add_special_tokens=False)
+    assert 128000 not in tokenizer.encode("<|begin_of_text|>")
+    cl = get_tokenizer("cl100k_base")
     assert cl.template.describe() == "$text"
     assert cl.encode("hi", add_special_tokens=True) == cl.encode("hi")
 
 
 def test_unknown_prefix_name_raises_before_encoding() -> None:
     with pytest.raises(UnknownSpecialTokenError, match="<|nope|>"):
-        get_encoding("cl100k_base").count("hi", prefix=["<|nope|>"])
+        get_tokenizer("cl100k_base").count("hi", prefix=["<|nope|>"])
 
 
 def test_load_all_loads_only_the_names_asked_for() -> None:
@@ -75,7 +75,7 @@ def test_compressed_artifact_is_verified_against_the_published_bytes(store_copy:
     write_manifest(store_copy, specs)
     reloaded = Store.load(store_copy).spec("gpt2")
     assert reloaded.compression == "xz"
-    assert load_encoding(reloaded).encode("hello world") == get_encoding("gpt2").encode("hello world")
+    assert load_encoding(reloaded).encode("hello world") == get_tokenizer("gpt2").encode("hello world")
     packed.write_bytes(lzma.compress(published + b"x", format=lzma.FORMAT_XZ))
     with pytest.raises(ArtifactError, match="sha256 mismatch"):
         load_encoding(reloaded)
@@ -94,13 +94,13 @@ def test_char_bpe_is_served_from_the_engine_not_from_training() -> None:
 # ------------------------------------------------------------------------------------- count_framed
 
 
-def _framed_reference(enc: Tokenizer, text: str, names: list[str]) -> int:
+def _framed_reference(tokenizer: Tokenizer, text: str, names: list[str]) -> int:
     """The parts a regex split on ``names`` (in order) gives, encoded: what ``count_framed`` must count."""
     import re
 
     pieces = re.split("(" + "|".join(map(re.escape, names)) + ")", text)
     parts = [Special(p) if i % 2 else p for i, p in enumerate(pieces) if p or i % 2]
-    return len(enc.encode_parts(parts))
+    return len(tokenizer.encode_parts(parts))
 
 
 def _hostile_texts(names: list[str], seed: int, n: int) -> list[str]:
@@ -119,37 +119,37 @@ def _hostile_texts(names: list[str], seed: int, n: int) -> list[str]:
 def test_count_framed_counts_the_parts_the_split_gives() -> None:
     """Native (one call into the core) and general paths against encoding the split parts: names that share
     prefixes or sit inside one another (the first listed wins), names with different first bytes and non-ASCII
-    ones, halves of names, lone surrogates; on a byte-level Encoding (native and python backends) and a pipeline."""
-    from app.engine.encoding import Encoding
+    ones, halves of names, lone surrogates; on a byte-level RankBPETokenizer (native and python backends) and a pipeline."""
+    from app.engine.encoding import RankBPETokenizer
 
-    base = get_encoding("cl100k_base")
-    assert isinstance(base, Encoding)
+    base = get_tokenizer("cl100k_base")
+    assert isinstance(base, RankBPETokenizer)
     specials = {"<|a|>": 200000, "<|a|>x": 200001, "[SEP]": 200002, "é»": 200003, "日本語": 200004, "\n\n": 200005,
                 "ab": 200006, "<|endoftext|>": 200007}
-    encodings = [Encoding("framed-" + backend, pattern=base.pattern, mergeable_ranks=base._ranks,
+    tokenizers = [RankBPETokenizer("framed-" + backend, pattern=base.pattern, mergeable_ranks=base._ranks,
                           special_tokens=specials, backend=backend) for backend in ("native", "python")]
-    assert encodings[0]._native is not None and encodings[0]._native.count_framed is not None
+    assert tokenizers[0]._native is not None and tokenizers[0]._native.count_framed is not None
     orders = [list(specials), sorted(specials, key=len, reverse=True), sorted(specials, key=len),
               ["<|a|>", "<|endoftext|>"], ["[SEP]", "é»"]]
     compared = 0
     for order in orders:
         for text in _hostile_texts(list(specials), seed=len(order), n=400):
-            want = _framed_reference(encodings[1], text, order)
-            for enc in encodings:
-                assert enc.count_framed(text, order) == want, (enc.backend, text, order)
-                assert Tokenizer.count_framed(enc, text, order) == want
+            want = _framed_reference(tokenizers[1], text, order)
+            for tokenizer in tokenizers:
+                assert tokenizer.count_framed(text, order) == want, (tokenizer.backend, text, order)
+                assert Tokenizer.count_framed(tokenizer, text, order) == want
             compared += 1
     assert compared > 2000
     with pytest.raises(UnknownSpecialTokenError):
-        encodings[0].count_framed("x", ["<|nope|>"])
+        tokenizers[0].count_framed("x", ["<|nope|>"])
 
 
 @pytest.mark.parametrize("name", ["llama3", "qwen3", "gemma3"])
 def test_count_framed_on_chat_tokenizers(name: str) -> None:
-    enc = get_encoding(name)
-    names = sorted(enc.special_tokens, key=len, reverse=True)[:12]
+    tokenizer = get_tokenizer(name)
+    names = sorted(tokenizer.special_tokens, key=len, reverse=True)[:12]
     for text in _hostile_texts(names + ["<think>", "<tool_call>"], seed=5, n=150):
-        assert enc.count_framed(text, names) == _framed_reference(enc, text, names), text
+        assert tokenizer.count_framed(text, names) == _framed_reference(tokenizer, text, names), text
 
 
 # ------------------------------------------------------------------------------------- encode(text), the plain call
@@ -167,7 +167,7 @@ def test_plain_encode_call_is_the_method(name: str, backend: str) -> None:
     the method."""
     from app.engine import native
 
-    tok = get_encoding(name, backend=backend)
+    tok = get_tokenizer(name, backend=backend)
     method = type(tok).encode.__get__(tok)
     dispatched = type(tok.encode).__name__ == "FastCall"
     assert dispatched == (backend == "native" and native.available() and tok.backend == "native")
@@ -195,18 +195,18 @@ def test_plain_encode_call_is_the_method(name: str, backend: str) -> None:
 def test_tokenizer_is_an_abstract_base_every_family_subclasses() -> None:
     """One contract: ``Tokenizer`` cannot be instantiated, and every tokenizer class of the engine subclasses it and
     implements its abstract methods (so no caller needs to ask for a concrete class or probe for a method)."""
-    from app.engine.encoding import Encoding
+    from app.engine.encoding import RankBPETokenizer
     from app.engine.pipeline.pipeline import Pipeline
 
     with pytest.raises(TypeError, match="abstract"):
         Tokenizer()  # type: ignore[abstract]
-    for cls in (Encoding, CharBPEEncoding, Pipeline):
+    for cls in (RankBPETokenizer, CharBPEEncoding, Pipeline):
         assert issubclass(cls, Tokenizer) and not cls.__abstractmethods__, cls
-    kinds = {type(get_encoding(n)) for n in ("cl100k_base", "qwen3", "xlm-roberta", "bge-small-en-v1.5")}
+    kinds = {type(get_tokenizer(n)) for n in ("cl100k_base", "qwen3", "xlm-roberta", "bge-small-en-v1.5")}
     # qwen3 is a Pipeline on either backend (its compiled byte-level path is a model of the pipeline)
-    assert kinds == {Encoding, Pipeline}
+    assert kinds == {RankBPETokenizer, Pipeline}
     tokenizer_classes = {c.__name__ for c in _subclasses(Tokenizer)}
-    assert tokenizer_classes == {"Encoding", "CharBPEEncoding", "Pipeline"}, tokenizer_classes
+    assert tokenizer_classes == {"RankBPETokenizer", "CharBPEEncoding", "Pipeline"}, tokenizer_classes
 
 
 def _subclasses(cls: type) -> set[type]:
@@ -228,7 +228,7 @@ def test_buffer_methods_and_framed_count_are_the_contract(name: str) -> None:
     with the same results as its plain methods."""
     import array
 
-    tok = get_encoding(name)
+    tok = get_tokenizer(name)
     texts = ["Hello, wörld", "", "日本語 text", "x" * 40]
     blob = b"".join(t.encode() for t in texts)
     bounds = [0]
@@ -245,8 +245,8 @@ def test_buffer_methods_and_framed_count_are_the_contract(name: str) -> None:
 
 
 def test_unknown_id_is_declared_by_every_family() -> None:
-    assert get_encoding("cl100k_base").unk_id is None
-    bert = get_encoding("bge-small-en-v1.5")
+    assert get_tokenizer("cl100k_base").unk_id is None
+    bert = get_tokenizer("bge-small-en-v1.5")
     assert bert.unk_id == bert.special_token_id("[UNK]")
-    xlmr = get_encoding("xlm-roberta")  # its <unk> is a model piece, not a special token
+    xlmr = get_tokenizer("xlm-roberta")  # its <unk> is a model piece, not a special token
     assert xlmr.unk_id == 3 and xlmr.encode("\U0001F9EA")[-1] == 3

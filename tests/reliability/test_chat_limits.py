@@ -226,16 +226,16 @@ def test_every_detail_route_has_the_detail_limit(small_detail: TestClient) -> No
 
 def test_detail_limit_decided_before_the_work(small_detail: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
     """Over the limit, TEI's offsets and vLLM's prompt encoding never run."""
-    enc = small_detail.app.state.service.encodings["qwen3"]  # type: ignore[attr-defined]
+    tokenizer = small_detail.app.state.service.tokenizers["qwen3"]  # type: ignore[attr-defined]
     calls: list[str] = []
     for method in ("encode", "encode_with_offsets"):
-        original = getattr(enc, method)
+        original = getattr(tokenizer, method)
 
         def spy(*args: Any, _original: Any = original, _name: str = method, **kwargs: Any) -> Any:
             calls.append(_name)
             return _original(*args, **kwargs)
 
-        monkeypatch.setattr(enc, method, spy)
+        monkeypatch.setattr(tokenizer, method, spy)
     text = "word " * 5000
     r = small_detail.post("/tei/qwen3-8b/tokenize", content=json.dumps({"inputs": text}))
     assert r.status_code == 413

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.engine import get_encoding
+from app.engine import get_tokenizer
 from harness.load import build_pool, run_load
 from harness.server import REPO_ROOT, free_port, serve_env
 
@@ -108,11 +108,11 @@ def test_killed_worker_is_replaced_and_the_others_keep_answering(serve: Serve, t
     assert len(served_after_kill) >= 10, "the surviving worker stopped answering"
     # The replacement serves too: fresh connections until its metrics file shows a request it answered.
     new_pid = (set(now) - set(workers)).pop()
-    enc = get_encoding("cl100k_base")
+    tokenizer = get_tokenizer("cl100k_base")
     for i in range(400):
         with httpx.Client(base_url=server.url, timeout=60) as c:
             r = c.post("/count", json={"tokenizer": "cl100k_base", "text": f"after the kill {i}"})
-            assert r.status_code == 200 and r.json()["count"] == enc.count(f"after the kill {i}")
+            assert r.status_code == 200 and r.json()["count"] == tokenizer.count(f"after the kill {i}")
         if (mp_dir / f"histogram_{new_pid}.db").exists() and i >= 20:
             break
     assert (mp_dir / f"histogram_{new_pid}.db").exists(), "the replacement worker never answered a request"
@@ -161,7 +161,7 @@ def test_in_flight_gauge_forgets_a_killed_worker(serve: Serve, tmp_path: Path) -
 
 def test_sigterm_drains_in_flight_requests(serve: Serve) -> None:
     server = serve("--workers", "2", "--graceful-timeout", "60")
-    enc = get_encoding("o200k_base")
+    tokenizer = get_tokenizer("o200k_base")
     texts = [f"drain request {k} " * 2000 for k in range(6)]
     bodies = [json.dumps({"tokenizer": "o200k_base", "text": t}).encode() for t in texts]
     socks = []
@@ -187,7 +187,7 @@ def test_sigterm_drains_in_flight_requests(serve: Serve) -> None:
                 break
         s.close()
         assert raw.startswith(b"HTTP/1.1 200"), raw[:300]
-        assert json.loads(raw.split(b"\r\n\r\n", 1)[1])["count"] == enc.count(text)
+        assert json.loads(raw.split(b"\r\n\r\n", 1)[1])["count"] == tokenizer.count(text)
     assert server.proc.wait(60) == 0
 
 
@@ -198,13 +198,13 @@ def _exercise(server_url: str) -> None:
     """Requests over every tokenizer, endpoint and status class (new metric label sets each time)."""
     with httpx.Client(base_url=server_url, timeout=60) as c:
         for name in ("gpt2", "cl100k_base", "o200k_base", "o200k_harmony", "llama3"):
-            enc = get_encoding(name)
+            tokenizer = get_tokenizer(name)
             text = f"disk fault check for {name}: naïve 日本語"
             r = c.post("/encode", json={"tokenizer": name, "text": text})
-            assert r.status_code == 200 and r.json()["ids"] == enc.encode(text), r.text
+            assert r.status_code == 200 and r.json()["ids"] == tokenizer.encode(text), r.text
             r = c.post("/count", json={"tokenizer": name, "texts": [text, text]})
-            assert r.status_code == 200 and r.json()["counts"] == [enc.count(text)] * 2, r.text
-            r = c.post("/decode", json={"tokenizer": name, "ids": enc.encode(text)})
+            assert r.status_code == 200 and r.json()["counts"] == [tokenizer.count(text)] * 2, r.text
+            r = c.post("/decode", json={"tokenizer": name, "ids": tokenizer.encode(text)})
             assert r.status_code == 200 and r.json()["text"] == text, r.text
             r = c.post("/decode", json={"tokenizer": name, "ids": [10**9]})
             assert r.status_code == 422, r.text

@@ -27,7 +27,7 @@ from schemathesis.specs.openapi.checks import (
 
 from app.api.main import create_app
 from app.core.config import Settings
-from app.engine import InvalidTokenIdError, get_encoding, list_encodings
+from app.engine import InvalidTokenIdError, get_tokenizer, list_tokenizers
 from app.engine.native import available
 from app.engine.pipeline import Pipeline
 from harness.references import reference_encoding
@@ -35,7 +35,7 @@ from tests.engine.references import family_reference
 
 from .conftest import Serve
 
-TOKENIZERS = list_encodings()
+TOKENIZERS = list_tokenizers()
 BACKENDS = ["python", "native"] if available() else ["python"]
 #: Limits small enough that schemathesis reaches them, large enough for its ordinary cases.
 LIMITS = dict(max_body_bytes=200_000, max_batch_size=16, max_decode_ids=5000, max_text_chars=50_000)
@@ -81,20 +81,20 @@ def test_openapi_no_5xx_and_responses_conform() -> None:
 @settings(max_examples=300, deadline=None)
 @given(name=st.sampled_from(TOKENIZERS), text=st.text(st.characters(codec=None), max_size=200))
 def test_engine_round_trips_any_text(backend: str, name: str, text: str) -> None:
-    enc = get_encoding(name, backend=backend)
-    ids = enc.encode(text)
+    tokenizer = get_tokenizer(name, backend=backend)
+    ids = tokenizer.encode(text)
     # No special token from text; the model's own unknown token ([UNK] of WordPiece) is its output, not a parse.
-    unk = getattr(getattr(enc, "model", None), "unk_id", None)
-    assert all(0 <= i < enc.n_vocab and (not enc.is_special(i) or i == unk) for i in ids)
+    unk = getattr(getattr(tokenizer, "model", None), "unk_id", None)
+    assert all(0 <= i < tokenizer.n_vocab and (not tokenizer.is_special(i) or i == unk) for i in ids)
     clean = "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)  # lone surrogates -> U+FFFD
-    if isinstance(enc, Pipeline):  # its normalizer may rewrite text (NFC, ▁, lowercase): the reference's round trip
+    if isinstance(tokenizer, Pipeline):  # its normalizer may rewrite text (NFC, ▁, lowercase): the reference's round trip
         ref_encode, ref_decode = family_reference(name)
         assert ids == ref_encode(clean), (text, ids)
         clean = ref_decode(ref_encode(clean))
-    assert enc.decode(ids) == clean, (text, ids)
-    assert enc.count(text) == len(ids)
+    assert tokenizer.decode(ids) == clean, (text, ids)
+    assert tokenizer.count(text) == len(ids)
     if backend == "native":
-        assert ids == get_encoding(name, backend="python").encode(text)
+        assert ids == get_tokenizer(name, backend="python").encode(text)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -102,21 +102,21 @@ def test_engine_round_trips_any_text(backend: str, name: str, text: str) -> None
 @given(name=st.sampled_from(TOKENIZERS), ids=st.lists(st.integers(-(2**70), 2**70) | st.integers(0, 210_000),
                                                      max_size=50))
 def test_engine_decodes_arbitrary_id_lists_or_names_the_bad_id(backend: str, name: str, ids: list[int]) -> None:
-    enc = get_encoding(name, backend=backend)
-    bad = [k for k, i in enumerate(ids) if not (0 <= i < enc.n_vocab) or _unassigned(enc, i)]
+    tokenizer = get_tokenizer(name, backend=backend)
+    bad = [k for k, i in enumerate(ids) if not (0 <= i < tokenizer.n_vocab) or _unassigned(tokenizer, i)]
     if bad:
         with pytest.raises(InvalidTokenIdError) as info:
-            enc.decode(ids)
+            tokenizer.decode(ids)
         assert info.value.index == bad[0] and info.value.token_id == ids[bad[0]]
     else:
-        text = enc.decode(ids)
+        text = tokenizer.decode(ids)
         assert isinstance(text, str)
-        assert enc.decode_bytes(ids) == b"".join(enc.decode_tokens_bytes(ids))
+        assert tokenizer.decode_bytes(ids) == b"".join(tokenizer.decode_tokens_bytes(ids))
 
 
-def _unassigned(enc: object, i: int) -> bool:
+def _unassigned(tokenizer: object, i: int) -> bool:
     try:
-        enc.token_bytes(i)  # type: ignore[attr-defined]
+        tokenizer.token_bytes(i)  # type: ignore[attr-defined]
     except InvalidTokenIdError:
         return True
     return False
@@ -155,9 +155,9 @@ def test_million_character_single_pieces_native(kind: str) -> None:
         pytest.skip("compiled core not built")
     text = LONG[kind]
     for name in ("cl100k_base", "o200k_base"):
-        ids = get_encoding(name, backend="native").encode(text)
+        ids = get_tokenizer(name, backend="native").encode(text)
         assert ids == _reference(name, text)
-        assert get_encoding(name, backend="native").decode(ids) == text
+        assert get_tokenizer(name, backend="native").decode(ids) == text
 
 
 def _reference(name: str, text: str) -> list[int]:
@@ -168,7 +168,7 @@ def _reference(name: str, text: str) -> list[int]:
     except BaseException as exc:  # pyo3_runtime.PanicException derives from BaseException
         if type(exc).__name__ != "PanicException":
             raise
-        return get_encoding(name, backend="python").encode(text)
+        return get_tokenizer(name, backend="python").encode(text)
 
 
 #: The pure-Python reference is slow on these (seconds per 10^6 characters): full length for two kinds, a tenth
@@ -180,16 +180,16 @@ PYTHON_LENGTH = {"letters": 10**6, "spaces": 10**6}
 @pytest.mark.parametrize("kind", sorted(LONG))
 def test_long_single_pieces_python(kind: str) -> None:
     text = LONG[kind][: PYTHON_LENGTH.get(kind, 10**5)]
-    enc = get_encoding("cl100k_base", backend="python")
-    ids = enc.encode(text)
+    tokenizer = get_tokenizer("cl100k_base", backend="python")
+    ids = tokenizer.encode(text)
     assert ids == _reference("cl100k_base", text)
-    assert enc.decode(ids) == text
+    assert tokenizer.decode(ids) == text
 
 
 def test_million_character_piece_over_http(client: TestClient) -> None:
     for text in (LONG["letters"], LONG["caret"]):
         r = client.post("/count", json={"tokenizer": "o200k_base", "text": text})
-        assert r.status_code == 200 and r.json()["count"] == get_encoding("o200k_base").count(text)
+        assert r.status_code == 200 and r.json()["count"] == get_tokenizer("o200k_base").count(text)
 
 
 def test_lone_surrogates(client: TestClient) -> None:
@@ -221,10 +221,10 @@ def test_deeply_nested_json_is_a_4xx(client: TestClient, depth: int, bracket: st
 
 
 def test_huge_json_bodies(client: TestClient) -> None:
-    enc = get_encoding("cl100k_base")
+    tokenizer = get_tokenizer("cl100k_base")
     ids = [i % 100_000 for i in range(1_000_000)]
     r = client.post("/decode", json={"tokenizer": "cl100k_base", "ids": ids})
-    assert r.status_code == 200 and r.json()["text"] == enc.decode(ids)
+    assert r.status_code == 200 and r.json()["text"] == tokenizer.decode(ids)
     many_keys = "{" + ",".join(f'"k{i}": {i}' for i in range(200_000)) + "}"
     assert client.post("/count", content=many_keys.encode()).status_code == 422
     huge_number = '{"tokenizer": "cl100k_base", "ids": [' + "9" * 100_000 + "]}"
@@ -274,14 +274,14 @@ def test_slow_clients_do_not_hold_the_worker(serve: Serve) -> None:
     trickling = [_open_slow(server.port, b"POST /count HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                             b"Content-Length: 100000\r\n\r\n{") for _ in range(50)]
     unfinished = [_open_slow(server.port, b"POST /count HTTP/1.1\r\nHost: x\r\n") for _ in range(50)]
-    enc = get_encoding("cl100k_base")
+    tokenizer = get_tokenizer("cl100k_base")
     try:
         with server.client() as c:
             for i in range(40):
                 for s in trickling[i % 5:: 5]:
                     s.sendall(b" ")
                 r = c.post("/count", json={"tokenizer": "cl100k_base", "text": f"still answering {i}"})
-                assert r.status_code == 200 and r.json()["count"] == enc.count(f"still answering {i}")
+                assert r.status_code == 200 and r.json()["count"] == tokenizer.count(f"still answering {i}")
     finally:
         for s in trickling + unfinished:
             s.close()

@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 from app.api.main import create_app
 from app.core.config import Settings
-from app.engine import Encoding, get_encoding, list_encodings
+from app.engine import RankBPETokenizer, get_tokenizer, list_tokenizers
 from app.engine.native import available
 from tests.engine.references import expected_round_trip
 
-TOKENIZERS = list_encodings()
+TOKENIZERS = list_tokenizers()
 BACKENDS = ["python", "native"] if available() else ["python"]
 
 
@@ -33,8 +33,8 @@ def variants(special: str) -> list[str]:
             f"{special[:-1]}", f"«{special}»", f"{special} hello"]
 
 
-def all_texts(enc: Encoding) -> list[str]:
-    return [v for s in sorted(enc.special_tokens) for v in variants(s)]
+def all_texts(tokenizer: RankBPETokenizer) -> list[str]:
+    return [v for s in sorted(tokenizer.special_tokens) for v in variants(s)]
 
 
 def chunks(items: list[str], n: int = 1000) -> Iterator[list[str]]:
@@ -42,31 +42,31 @@ def chunks(items: list[str], n: int = 1000) -> Iterator[list[str]]:
         yield items[i:i + n]
 
 
-def no_special(enc: Encoding, ids: list[int]) -> bool:
+def no_special(tokenizer: RankBPETokenizer, ids: list[int]) -> bool:
     """No special id, except the model's own unknown token (WordPiece's [UNK]: model output, not a parse)."""
-    unk = getattr(getattr(enc, "model", None), "unk_id", None)
-    return not any(enc.is_special(i) and i != unk for i in ids)
+    unk = getattr(getattr(tokenizer, "model", None), "unk_id", None)
+    return not any(tokenizer.is_special(i) and i != unk for i in ids)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name", TOKENIZERS)
 def test_engine_encodes_special_strings_as_text(name: str, backend: str) -> None:
-    enc = get_encoding(name, backend=backend)
-    for text in all_texts(enc):
-        ids = enc.encode(text)
-        assert no_special(enc, ids), (text, ids)
-        assert enc.decode(ids) == expected_round_trip(name, text)
-        assert enc.count(text) == len(ids)
+    tokenizer = get_tokenizer(name, backend=backend)
+    for text in all_texts(tokenizer):
+        ids = tokenizer.encode(text)
+        assert no_special(tokenizer, ids), (text, ids)
+        assert tokenizer.decode(ids) == expected_round_trip(name, text)
+        assert tokenizer.count(text) == len(ids)
 
 
 @pytest.mark.parametrize("name", TOKENIZERS)
 def test_every_endpoint_treats_special_strings_as_text(client: TestClient, name: str) -> None:
-    enc = get_encoding(name)
-    texts = all_texts(enc)
+    tokenizer = get_tokenizer(name)
+    texts = all_texts(tokenizer)
     for batch in chunks(texts):
-        expected = [enc.encode(t) for t in batch]
+        expected = [tokenizer.encode(t) for t in batch]
         for ids in expected:
-            assert no_special(enc, ids)
+            assert no_special(tokenizer, ids)
         r = client.post("/encode", json={"tokenizer": name, "texts": batch, "return_tokens": True,
                                          "return_offsets": True})
         assert r.status_code == 200, r.text
@@ -77,13 +77,13 @@ def test_every_endpoint_treats_special_strings_as_text(client: TestClient, name:
         r = client.post("/decode", json={"tokenizer": name, "batch": expected})
         assert r.status_code == 200 and r.json()["texts"] == [expected_round_trip(name, t) for t in batch]
     for text in texts[:: max(1, len(texts) // 60)]:  # single-text forms, a spread sample of every kind
-        expected = enc.encode(text)
+        expected = tokenizer.encode(text)
         r = client.post("/encode", json={"tokenizer": name, "text": text})
         assert r.status_code == 200 and r.json()["ids"] == expected
         assert client.post("/count", json={"tokenizer": name, "text": text}).json()["count"] == len(expected)
         r = client.post("/encode", json={"tokenizer": name, "parts": [{"text": text}, {"text": text}]})
-        assert r.status_code == 200 and r.json()["ids"] == enc.encode_parts([text, text])
-        assert no_special(enc, r.json()["ids"])
+        assert r.status_code == 200 and r.json()["ids"] == tokenizer.encode_parts([text, text])
+        assert no_special(tokenizer, r.json()["ids"])
         r = client.post("/count", json={"tokenizer": name, "parts": [{"text": text}]})
         assert r.json()["count"] == len(expected)
 
@@ -91,29 +91,29 @@ def test_every_endpoint_treats_special_strings_as_text(client: TestClient, name:
 @pytest.mark.parametrize("name", TOKENIZERS)
 def test_decoded_special_id_re_encodes_as_text(client: TestClient, name: str) -> None:
     """Decode a special id to its string, send that string back: it comes back as ordinary text ids."""
-    enc = get_encoding(name)
-    specials = list(enc.special_tokens.items())[:40]
+    tokenizer = get_tokenizer(name)
+    specials = list(tokenizer.special_tokens.items())[:40]
     r = client.post("/decode", json={"tokenizer": name, "batch": [[i] for _, i in specials]})
     assert r.status_code == 200
     decoded = r.json()["texts"]
     r = client.post("/encode", json={"tokenizer": name, "texts": decoded})
     for (_, sid), res in zip(specials, r.json()["results"], strict=True):
-        assert sid not in res["ids"] and no_special(enc, res["ids"])
+        assert sid not in res["ids"] and no_special(tokenizer, res["ids"])
 
 
 @pytest.mark.parametrize("name", TOKENIZERS)
 def test_special_ids_come_only_from_the_special_fields(client: TestClient, name: str) -> None:
-    enc = get_encoding(name)
-    first, last = sorted(enc.special_tokens)[0], sorted(enc.special_tokens)[-1]
+    tokenizer = get_tokenizer(name)
+    first, last = sorted(tokenizer.special_tokens)[0], sorted(tokenizer.special_tokens)[-1]
     r = client.post("/encode", json={"tokenizer": name, "text": f"a {first} b",
                                      "special_tokens": {"prefix": [first], "suffix": [last]}})
     ids = r.json()["ids"]
-    assert ids[0] == enc.special_tokens[first] and ids[-1] == enc.special_tokens[last]
-    assert no_special(enc, ids[1:-1])
+    assert ids[0] == tokenizer.special_tokens[first] and ids[-1] == tokenizer.special_tokens[last]
+    assert no_special(tokenizer, ids[1:-1])
     r = client.post("/encode", json={"tokenizer": name, "parts": [{"text": last}, {"special": first},
                                                                   {"text": first}]})
     ids = r.json()["ids"]
-    assert [i for i in ids if enc.is_special(i)] == [enc.special_tokens[first]]
+    assert [i for i in ids if tokenizer.is_special(i)] == [tokenizer.special_tokens[first]]
     assert client.post("/count", json={"tokenizer": name, "parts": [{"special": first}]}).json()["count"] == 1
     # A special string where a name is expected is just an unknown name, and smuggling fields is refused.
     r = client.post("/encode", json={"tokenizer": name, "text": "x", "special_tokens": {"prefix": [f"{first} "]}})
@@ -123,8 +123,8 @@ def test_special_ids_come_only_from_the_special_fields(client: TestClient, name:
         assert r.status_code == 422, (extra, r.text)
 
 
-_HARMONY = get_encoding("o200k_harmony")
-_FRAGMENTS = sorted({*_HARMONY.special_tokens.keys(), *get_encoding("llama3").special_tokens.keys(), "<|", "|>", "<",
+_HARMONY = get_tokenizer("o200k_harmony")
+_FRAGMENTS = sorted({*_HARMONY.special_tokens.keys(), *get_tokenizer("llama3").special_tokens.keys(), "<|", "|>", "<",
                      ">", "|", "endoftext", "eot_id", " ", "\n", "a"})[:400]
 
 
@@ -133,13 +133,13 @@ _FRAGMENTS = sorted({*_HARMONY.special_tokens.keys(), *get_encoding("llama3").sp
        texts=st.lists(st.lists(st.sampled_from(_FRAGMENTS) | st.text(max_size=3), max_size=12).map("".join),
                       min_size=1, max_size=4))
 def test_no_text_input_yields_a_special_id(client: TestClient, name: str, texts: list[str]) -> None:
-    enc = get_encoding(name)
+    tokenizer = get_tokenizer(name)
     r = client.post("/encode", json={"tokenizer": name, "texts": texts})
     if r.status_code == 422:  # lone surrogates from st.text
         assert r.json()["error"]["type"] == "invalid_text"
         return
     assert r.status_code == 200, r.text
     for text, res in zip(texts, r.json()["results"], strict=True):
-        assert no_special(enc, res["ids"]) and res["ids"] == enc.encode(text)
+        assert no_special(tokenizer, res["ids"]) and res["ids"] == tokenizer.encode(text)
     r = client.post("/encode", json={"tokenizer": name, "parts": [{"text": t} for t in texts]})
-    assert r.status_code == 200 and no_special(enc, r.json()["ids"])
+    assert r.status_code == 200 and no_special(tokenizer, r.json()["ids"])

@@ -13,7 +13,7 @@ import time
 import httpx
 import pytest
 
-from app.engine import get_encoding
+from app.engine import get_tokenizer
 from harness.load import build_pool, make_text, rss_kib, run_load
 
 from .conftest import Serve
@@ -49,7 +49,7 @@ def test_small_requests_complete_while_megabyte_requests_are_in_flight(serve: Se
     server = serve("--workers", "2")
     rng = random.Random(11)
     big_texts = [make_text(rng, 2**20) for _ in range(2)]
-    big_counts = [get_encoding("o200k_base").count(t) for t in big_texts]
+    big_counts = [get_tokenizer("o200k_base").count(t) for t in big_texts]
     stop = threading.Event()
     in_flight = [0]
     lock = threading.Lock()
@@ -73,7 +73,7 @@ def test_small_requests_complete_while_megabyte_requests_are_in_flight(serve: Se
         t.start()
     overlapped = 0
     small = 0
-    enc = get_encoding("cl100k_base")
+    tokenizer = get_tokenizer("cl100k_base")
     try:
         with server.client() as c:
             deadline = time.monotonic() + 60
@@ -82,7 +82,7 @@ def test_small_requests_complete_while_megabyte_requests_are_in_flight(serve: Se
                     busy_before = in_flight[0]
                 text = f"small request {small}"
                 r = c.post("/count", json={"tokenizer": "cl100k_base", "text": text})
-                assert r.status_code == 200 and r.json()["count"] == enc.count(text)
+                assert r.status_code == 200 and r.json()["count"] == tokenizer.count(text)
                 small += 1
                 with lock:
                     if busy_before and in_flight[0]:

@@ -16,7 +16,7 @@ import time
 import httpx
 import pytest
 
-from app.engine import get_encoding
+from app.engine import get_tokenizer
 
 from .conftest import Serve
 
@@ -45,9 +45,9 @@ def test_largest_detailed_responses_mixed_with_small_requests(serve: Serve) -> N
     back while four send small requests: every answer is right, no request fails, no worker is replaced."""
     server = serve("--workers", "2")
     workers = sorted(server.workers())
-    enc = get_encoding("cl100k_base")
+    tokenizer = get_tokenizer("cl100k_base")
     text = "ab " * 262_000
-    ids = enc.encode(text)
+    ids = tokenizer.encode(text)
     assert len(ids) <= 2**18
     failures: list[str] = []
     big_done: list[float] = []
@@ -78,7 +78,7 @@ def test_largest_detailed_responses_mixed_with_small_requests(serve: Serve) -> N
                     start = time.monotonic()
                     r = c.post("/count", json={"tokenizer": "cl100k_base", "text": words})
                     small_done.append(time.monotonic() - start)
-                    if r.status_code != 200 or r.json()["count"] != enc.count(words):
+                    if r.status_code != 200 or r.json()["count"] != tokenizer.count(words):
                         failures.append(f"small: status {r.status_code}")
             except httpx.HTTPError as exc:
                 failures.append(f"small: {exc!r}")

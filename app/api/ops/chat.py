@@ -56,9 +56,9 @@ def _framing(svc: ServiceState, model: str | None,
     if info.chat is None:
         raise ApiError(422, "messages_not_supported", f"model {model!r} has no chat framing; models that support "
                        f"messages: {', '.join(supported)}", {"model": model, "supported": supported})
-    enc = svc.encoding(info.tokenizer)
-    labels["tokenizer"] = enc.name
-    return enc, info, svc.chat.framing(info.chat, enc)
+    tokenizer = svc.tokenizer(info.tokenizer)
+    labels["tokenizer"] = tokenizer.name
+    return tokenizer, info, svc.chat.framing(info.chat, tokenizer)
 
 
 def _conversation(svc: ServiceState, messages: Any, tools: Any) -> tuple[Conversation, int]:
@@ -87,18 +87,18 @@ def _chat_error(exc: ChatInputError) -> ApiError:
 class ChatCounter:
     """Counts (or ids) of conversations under one framing, mapping framing errors to 422."""
 
-    def __init__(self, enc: Tokenizer, framing: Framing, add_generation_prompt: bool) -> None:
-        self.enc, self.framing, self.agp = enc, framing, add_generation_prompt
+    def __init__(self, tokenizer: Tokenizer, framing: Framing, add_generation_prompt: bool) -> None:
+        self.tokenizer, self.framing, self.agp = tokenizer, framing, add_generation_prompt
 
     def count(self, conv: Conversation) -> int:
         try:
-            return self.framing.count(self.enc, conv, add_generation_prompt=self.agp)
+            return self.framing.count(self.tokenizer, conv, add_generation_prompt=self.agp)
         except ChatInputError as exc:
             raise _chat_error(exc) from None
 
     def ids(self, conv: Conversation) -> list[int]:
         try:
-            return self.enc.encode_parts(list(self.framing.frame(conv, add_generation_prompt=self.agp)))
+            return self.tokenizer.encode_parts(list(self.framing.frame(conv, add_generation_prompt=self.agp)))
         except ChatInputError as exc:
             raise _chat_error(exc) from None
 
@@ -112,14 +112,14 @@ def chat_op(svc: ServiceState, req: EncodeRequest | CountRequest, labels: Mutabl
         raise ApiError(422, "validation_error", f"'{unused[0]}' does not apply to 'messages' (the model's framing "
                        "decides every special token)", [{"loc": [unused[0]], "msg": "not with messages",
                                                          "type": "value_error"}])
-    enc, info, framing = _framing(svc, req.model, labels)
+    tokenizer, info, framing = _framing(svc, req.model, labels)
     if with_ids and not framing.ids_public:
         raise ApiError(422, "ids_not_public", f"model {req.model!r} frames messages with tokens that are not "
                        "public; POST /count gives the billed count", {"model": req.model, "framing": framing.kind})
     conv, nbytes = timed(timings, "parse", lambda: _conversation(svc, req.messages, req.tools))
-    counter = ChatCounter(enc, framing, req.add_generation_prompt)
+    counter = ChatCounter(tokenizer, framing, req.add_generation_prompt)
     start = time.perf_counter()
-    out: dict[str, Any] = {"tokenizer": enc.name, "framing": framing.kind}
+    out: dict[str, Any] = {"tokenizer": tokenizer.name, "framing": framing.kind}
     if req.truncate is not None:
         conv, report = truncate_messages(counter, conv, req.truncate)
         out["truncated"] = report
@@ -128,14 +128,14 @@ def chat_op(svc: ServiceState, req: EncodeRequest | CountRequest, labels: Mutabl
         out["ids"], out["count"] = ids, len(ids)
         if getattr(req, "return_tokens", False):
             check_detail_count(svc, len(ids), "return_tokens")
-            out["tokens"] = token_pieces(enc, ids)
+            out["tokens"] = token_pieces(tokenizer, ids)
     else:
         out["count"] = counter.count(conv)
     timings["tokenize"] = time.perf_counter() - start
     out["model"] = model_block(svc, info, [out["count"]], False, req)
     payload = timed(timings, "serialize", lambda: dumps(out))
-    metrics.sync_cache([enc])
-    return OpResult(payload, enc.name, out["count"], nbytes, timings)
+    metrics.sync_cache([tokenizer])
+    return OpResult(payload, tokenizer.name, out["count"], nbytes, timings)
 
 
 # ---------------------------------------------------------------------------- truncation
@@ -198,18 +198,18 @@ def truncate_messages(counter: ChatCounter, conv: Conversation, trunc: Truncate)
         return build(keep), report
     target = units[0][-1] if units else keep[-1]
     text = conv.messages[target].content
-    ids = counter.enc.encode(text)
+    ids = counter.tokenizer.encode(text)
     side = trunc.side
 
     def fits(k: int) -> bool:
-        kept_ids, kept_text = clean_cut(counter.enc, ids, k, side)
+        kept_ids, kept_text = clean_cut(counter.tokenizer, ids, k, side)
         return counter.count(build(keep, (target, kept_text))) <= limit
 
     if not fits(0):
         raise ApiError(422, "cannot_truncate", f"the conversation needs more than {limit} tokens even with only the "
                        "system messages and an empty last message", {"max_tokens": limit, "count": original})
     k = prefix_fit(len(ids), fits)
-    kept_ids, kept_text = clean_cut(counter.enc, ids, k, side)
+    kept_ids, kept_text = clean_cut(counter.tokenizer, ids, k, side)
     report["shortened_message"] = {"index": target, "side": side, "kept_chars": len(kept_text),
                                    "dropped_chars": len(text) - len(kept_text),
                                    "dropped_tokens": len(ids) - len(kept_ids)}
@@ -269,6 +269,6 @@ def chat_conversation(svc: ServiceState, messages: Any, tools: Any) -> tuple[Con
     return _conversation(svc, messages, tools)
 
 
-def chat_ids(enc: Tokenizer, framing: Framing, conv: Conversation, add_generation_prompt: bool) -> list[int]:
+def chat_ids(tokenizer: Tokenizer, framing: Framing, conv: Conversation, add_generation_prompt: bool) -> list[int]:
     """Ids of a framed conversation; 422 if the framing refuses it."""
-    return ChatCounter(enc, framing, add_generation_prompt).ids(conv)
+    return ChatCounter(tokenizer, framing, add_generation_prompt).ids(conv)

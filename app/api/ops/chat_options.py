@@ -59,8 +59,8 @@ def open_framing(svc: ServiceState, model: str | None,
                  labels: MutableMapping[str, str]) -> tuple[str, Tokenizer, ModelInfo, Framing]:
     """(model name, tokenizer, model entry, framing) of ``model`` or the default model."""
     name = resolve_model(svc, model)
-    enc, info, framing = chat_framing(svc, name, labels)
-    return name, enc, info, framing
+    tokenizer, info, framing = chat_framing(svc, name, labels)
+    return name, tokenizer, info, framing
 
 
 _LOCK = threading.Lock()
@@ -68,18 +68,18 @@ _CALLER_TEMPLATES: dict[tuple[str, str], ChatTemplate] = {}
 _MAX_CALLER_TEMPLATES = 32
 
 
-def _caller_template(svc: ServiceState, enc: Tokenizer, framing: Framing, source: str) -> ChatTemplate:
+def _caller_template(svc: ServiceState, tokenizer: Tokenizer, framing: Framing, source: str) -> ChatTemplate:
     if not svc.settings.allow_request_chat_template:
         raise refuse("chat_template", "a caller-supplied chat template is not allowed on this service (the operator "
                      "can allow it: TOKENIZER_ALLOW_REQUEST_CHAT_TEMPLATE); the model's own template is used without "
                      "it")
     variables = framing.template.variables if isinstance(framing, TemplateFraming) else {}
-    key = (hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest(), enc.name)
+    key = (hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest(), tokenizer.name)
     with _LOCK:
         template = _CALLER_TEMPLATES.get(key)
     if template is None:
         try:
-            template = ChatTemplate("request", source, variables, enc.special_tokens)
+            template = ChatTemplate("request", source, variables, tokenizer.special_tokens)
         except ValueError as exc:
             raise refuse("chat_template", str(exc)) from None
         with _LOCK:
@@ -93,34 +93,34 @@ def _chat_error(exc: ChatInputError) -> ApiError:
     return ApiError(422, "invalid_messages", str(exc), {"field": exc.path})
 
 
-def framed_ids(svc: ServiceState, enc: Tokenizer, framing: Framing, conv: Conversation,
+def framed_ids(svc: ServiceState, tokenizer: Tokenizer, framing: Framing, conv: Conversation,
                options: ChatOptions) -> list[int]:
     """Ids of the conversation rendered with ``options``; 422 for what the framing cannot do or refuses."""
     try:
         if options.plain:
-            return enc.encode_parts(list(framing.frame(conv, add_generation_prompt=options.add_generation_prompt)))
-        return enc.encode_parts(list(_template(svc, enc, framing, options).frame_with(
+            return tokenizer.encode_parts(list(framing.frame(conv, add_generation_prompt=options.add_generation_prompt)))
+        return tokenizer.encode_parts(list(_template(svc, tokenizer, framing, options).frame_with(
             conv, add_generation_prompt=options.add_generation_prompt,
             continue_final_message=options.continue_final_message, variables=options.variables)))
     except ChatInputError as exc:
         raise _chat_error(exc) from None
 
 
-def framed_count(svc: ServiceState, enc: Tokenizer, framing: Framing, conv: Conversation,
+def framed_count(svc: ServiceState, tokenizer: Tokenizer, framing: Framing, conv: Conversation,
                  options: ChatOptions) -> int:
     """Tokens of the conversation rendered with ``options`` (the framing's billed count where ids are not public)."""
     if options.plain:
         try:
-            return framing.count(enc, conv, add_generation_prompt=options.add_generation_prompt)
+            return framing.count(tokenizer, conv, add_generation_prompt=options.add_generation_prompt)
         except ChatInputError as exc:
             raise _chat_error(exc) from None
-    return len(framed_ids(svc, enc, framing, conv, options))
+    return len(framed_ids(svc, tokenizer, framing, conv, options))
 
 
-def _template(svc: ServiceState, enc: Tokenizer, framing: Framing, options: ChatOptions) -> ChatTemplate:
+def _template(svc: ServiceState, tokenizer: Tokenizer, framing: Framing, options: ChatOptions) -> ChatTemplate:
     if isinstance(framing, TemplateFraming):
         if options.template_source is not None:
-            return _caller_template(svc, enc, framing, options.template_source)
+            return _caller_template(svc, tokenizer, framing, options.template_source)
         return framing.template
     field = ("chat_template" if options.template_source is not None else
              "chat_template_kwargs" if options.variables else "continue_final_message")

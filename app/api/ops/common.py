@@ -165,7 +165,7 @@ def check_chars(svc: ServiceState, n: int) -> None:
 DETAIL_FIELDS = "return_tokens/return_offsets"
 
 
-def check_detail_texts(svc: ServiceState, enc: Tokenizer, texts: Sequence[str], specials_each: int,
+def check_detail_texts(svc: ServiceState, tokenizer: Tokenizer, texts: Sequence[str], specials_each: int,
                        specials_once: int, input_bytes: int, field: str) -> None:
     """413 when per-token details (``field``: pieces, offsets, TEI token objects, vLLM ``token_strs``) of ``texts``
     would cover more than ``TOKENIZER_MAX_DETAIL_TOKENS`` tokens, decided before any of that work. ``specials_each``
@@ -176,7 +176,7 @@ def check_detail_texts(svc: ServiceState, enc: Tokenizer, texts: Sequence[str], 
     specials = specials_once + specials_each * max(1, len(texts))
     if input_bytes + specials <= limit:
         return
-    check_detail_count(svc, sum(enc.count(text) for text in texts) + specials_once + specials_each * len(texts),
+    check_detail_count(svc, sum(tokenizer.count(text) for text in texts) + specials_once + specials_each * len(texts),
                        field)
 
 
@@ -198,38 +198,38 @@ def check_decode_ids(svc: ServiceState, n: int) -> None:
                        "(TOKENIZER_MAX_DECODE_IDS)", {"limit": limit, "actual": n})
 
 
-def invalid_token_id(enc: Tokenizer, token_id: Any, where: str, position: int | None,
+def invalid_token_id(tokenizer: Tokenizer, token_id: Any, where: str, position: int | None,
                      extra: dict[str, Any] | None = None) -> ApiError:
     """The 422 ``invalid_token_id`` of ``token_id`` at ``where`` (a field path such as ``ids[3]``), ``position``
     its index in its list; ``extra`` is added to the details."""
     return ApiError(422, "invalid_token_id", f"token id {token_id} at {where} is not in the vocabulary of "
-                    f"{enc.name!r} (valid ids: 0..{enc.n_vocab - 1}, assigned ones only)",
-                    {"id": token_id, "position": position, "tokenizer": enc.name, **(extra or {})})
+                    f"{tokenizer.name!r} (valid ids: 0..{tokenizer.n_vocab - 1}, assigned ones only)",
+                    {"id": token_id, "position": position, "tokenizer": tokenizer.name, **(extra or {})})
 
 
-def decode_rows(enc: Tokenizer, rows: Sequence[list[int]], skip_special: bool, field: str,
+def decode_rows(tokenizer: Tokenizer, rows: Sequence[list[int]], skip_special: bool, field: str,
                 batch: bool) -> list[str]:
     """The text of each id list of ``rows`` (``field`` names them in errors; ``batch``: ``rows`` is the field's
     list of lists, else its one list); 422 :func:`invalid_token_id` naming the first id not in the vocabulary."""
     texts = []
     for row_index, ids in enumerate(rows):
         try:
-            texts.append(enc.decode(ids, skip_special=skip_special))
+            texts.append(tokenizer.decode(ids, skip_special=skip_special))
         except InvalidTokenIdError as exc:
             if batch:
-                raise invalid_token_id(enc, exc.token_id, f"{field}[{row_index}][{exc.index}]", exc.index,
+                raise invalid_token_id(tokenizer, exc.token_id, f"{field}[{row_index}][{exc.index}]", exc.index,
                                        {"batch_index": row_index}) from None
-            raise invalid_token_id(enc, exc.token_id, f"{field}[{exc.index}]", exc.index) from None
+            raise invalid_token_id(tokenizer, exc.token_id, f"{field}[{exc.index}]", exc.index) from None
     return texts
 
 
 # ---------------------------------------------------------------------------- shared pieces
 
 
-def token_pieces(enc: Tokenizer, ids: Sequence[int]) -> list[dict[str, str]]:
+def token_pieces(tokenizer: Tokenizer, ids: Sequence[int]) -> list[dict[str, str]]:
     """Each id's bytes: ``{"text": ...}`` when they are UTF-8, else ``{"bytes": base64}``."""
     out = []
-    for chunk in enc.decode_tokens_bytes(ids):
+    for chunk in tokenizer.decode_tokens_bytes(ids):
         try:
             out.append({"text": chunk.decode("utf-8")})
         except UnicodeDecodeError:
@@ -266,27 +266,27 @@ def prefix_fit(n: int, fits: Callable[[int], bool]) -> int:
     return lo
 
 
-def clean_cut(enc: Tokenizer, ids: Sequence[int], keep: int, side: str) -> tuple[list[int], str]:
+def clean_cut(tokenizer: Tokenizer, ids: Sequence[int], keep: int, side: str) -> tuple[list[int], str]:
     """At most ``keep`` of ``ids`` from the start (``right``) or end (``left``), fewer if needed so the kept ids
     decode to whole characters; returns the kept ids and their text."""
     keep = max(0, min(keep, len(ids)))
     while keep > 0:
         kept = list(ids[:keep]) if side == "right" else list(ids[len(ids) - keep:])
         try:
-            return kept, enc.decode_bytes(kept).decode("utf-8")
+            return kept, tokenizer.decode_bytes(kept).decode("utf-8")
         except UnicodeDecodeError:
             keep -= 1
     return [], ""
 
 
-def truncate_text(enc: Tokenizer, text: str, trunc: Truncate, n_specials: int) -> tuple[list[int], dict[str, Any]]:
+def truncate_text(tokenizer: Tokenizer, text: str, trunc: Truncate, n_specials: int) -> tuple[list[int], dict[str, Any]]:
     """The ids of ``text`` cut to ``trunc.max_tokens`` minus ``n_specials`` (room for the prefix/suffix specials)."""
-    ids = enc.encode(text)
+    ids = tokenizer.encode(text)
     room = trunc.max_tokens - n_specials
     if room < 0:
         raise ApiError(422, "cannot_truncate", f"max_tokens {trunc.max_tokens} leaves no room for the "
                        f"{n_specials} special tokens requested", {"max_tokens": trunc.max_tokens})
-    kept, kept_text = clean_cut(enc, ids, room, trunc.side)
+    kept, kept_text = clean_cut(tokenizer, ids, room, trunc.side)
     return kept, {"max_tokens": trunc.max_tokens, "side": trunc.side, "dropped_tokens": len(ids) - len(kept),
                   "kept_text": kept_text, "kept_chars": len(kept_text)}
 

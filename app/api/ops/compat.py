@@ -47,9 +47,9 @@ from .common import (
 
 def _model_tokenizer(svc: ServiceState, model: str, labels: MutableMapping[str, str]) -> tuple[ModelInfo, Tokenizer]:
     info = svc.model(model)
-    enc = svc.encoding(info.tokenizer)
-    labels["tokenizer"] = enc.name
-    return info, enc
+    tokenizer = svc.tokenizer(info.tokenizer)
+    labels["tokenizer"] = tokenizer.name
+    return info, tokenizer
 
 
 # ---------------------------------------------------------------------------- vLLM
@@ -96,38 +96,38 @@ def tokenize(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -
     model = resolve_model(svc, req.model)
     if req.messages is not None:
         options = _vllm_chat_options(req)
-        enc, info, framing = chat_framing(svc, model, labels)
+        tokenizer, info, framing = chat_framing(svc, model, labels)
         if not framing.ids_public:
             raise ApiError(422, "ids_not_public", f"model {model!r} frames messages with tokens that are not "
                            "public; POST /count gives the billed count", {"model": model})
         conv, nbytes = chat_conversation(svc, req.messages, req.tools)
         start = time.perf_counter()
-        ids = framed_ids(svc, enc, framing, conv, options)
+        ids = framed_ids(svc, tokenizer, framing, conv, options)
         if req.add_special_tokens:
-            ids = [*enc.template.prefix_ids, *ids, *enc.template.suffix_ids]
+            ids = [*tokenizer.template.prefix_ids, *ids, *tokenizer.template.suffix_ids]
     else:
         given = [name for name in CHAT_ONLY if name in req.model_fields_set]
         if given:
             raise refuse(given[0], "belongs to the 'messages' form of /tokenize, not to 'prompt'")
-        info, enc = _model_tokenizer(svc, model, labels)
+        info, tokenizer = _model_tokenizer(svc, model, labels)
         prompt = req.prompt or ""
         check_chars(svc, len(prompt))
         nbytes = utf8_len(prompt, "prompt")
         if req.return_token_strs:
-            template = enc.template
+            template = tokenizer.template
             specials = len(template.prefix_ids) + len(template.suffix_ids) if req.add_special_tokens else 0
-            check_detail_texts(svc, enc, [prompt], specials, 0, nbytes, "return_token_strs")
+            check_detail_texts(svc, tokenizer, [prompt], specials, 0, nbytes, "return_token_strs")
         start = time.perf_counter()
-        ids = enc.encode(prompt, add_special_tokens=req.add_special_tokens is not False)
+        ids = tokenizer.encode(prompt, add_special_tokens=req.add_special_tokens is not False)
     timings["tokenize"] = time.perf_counter() - start
     if req.return_token_strs:  # messages: the framed ids are the count (ids alone are not limited)
         check_detail_count(svc, len(ids), "return_token_strs")
-    metrics.sync_cache([enc])
+    metrics.sync_cache([tokenizer])
     out: dict[str, Any] = {"count": len(ids), "max_model_len": info.context_window, "tokens": ids}
     if req.return_token_strs:
-        out["token_strs"] = [p.get("text", p.get("bytes")) for p in token_pieces(enc, ids)]
+        out["token_strs"] = [p.get("text", p.get("bytes")) for p in token_pieces(tokenizer, ids)]
     payload = timed(timings, "serialize", lambda: dumps(out))
-    return OpResult(payload, enc.name, len(ids), nbytes, timings)
+    return OpResult(payload, tokenizer.name, len(ids), nbytes, timings)
 
 
 def detokenize(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> OpResult:
@@ -135,12 +135,12 @@ def detokenize(svc: ServiceState, body: bytes, labels: MutableMapping[str, str])
     "content": text}`` (vLLM reads ``prompt``, llama.cpp ``content``); 422 naming an id outside the vocabulary."""
     timings: dict[str, float] = {}
     req = timed(timings, "parse", lambda: parse(DetokenizeRequest, body))
-    _, enc = _model_tokenizer(svc, resolve_model(svc, req.model), labels)
+    _, tokenizer = _model_tokenizer(svc, resolve_model(svc, req.model), labels)
     check_decode_ids(svc, len(req.tokens))
     start = time.perf_counter()
-    text = decode_rows(enc, [req.tokens], False, "tokens", False)[0]
+    text = decode_rows(tokenizer, [req.tokens], False, "tokens", False)[0]
     timings["tokenize"] = time.perf_counter() - start
-    return OpResult(dumps({"prompt": text, "content": text}), enc.name, len(req.tokens), 0, timings)
+    return OpResult(dumps({"prompt": text, "content": text}), tokenizer.name, len(req.tokens), 0, timings)
 
 
 def tokenizer_info(svc: ServiceState, model: str | None) -> dict[str, Any]:
@@ -151,9 +151,9 @@ def tokenizer_info(svc: ServiceState, model: str | None) -> dict[str, Any]:
     service's family (``byte_bpe``, ``sentencepiece``, …), not a transformers class."""
     name = resolve_model(svc, model)
     info = svc.model(name)
-    enc = svc.encoding(info.tokenizer)
-    spec = enc.spec
-    out: dict[str, Any] = {"tokenizer_class": spec.kind if spec else "byte_bpe", "name_or_path": enc.name,
+    tokenizer = svc.tokenizer(info.tokenizer)
+    spec = tokenizer.spec
+    out: dict[str, Any] = {"tokenizer_class": spec.kind if spec else "byte_bpe", "name_or_path": tokenizer.name,
                            "model_max_length": info.context_window}
     chat = info.chat or {}
     if chat.get("framing") == "jinja":
@@ -161,9 +161,9 @@ def tokenizer_info(svc: ServiceState, model: str | None) -> dict[str, Any]:
         out.update(source.variables)
         out["chat_template"] = source.text
     out["added_tokens_decoder"] = {
-        str(i): {"content": t, "special": True} for t, i in sorted(enc.special_tokens.items(), key=lambda x: x[1])}
+        str(i): {"content": t, "special": True} for t, i in sorted(tokenizer.special_tokens.items(), key=lambda x: x[1])}
     out["added_tokens_decoder"].update({
-        str(i): {"content": t, "special": False} for t, i in sorted(enc.added_tokens.items(), key=lambda x: x[1])})
+        str(i): {"content": t, "special": False} for t, i in sorted(tokenizer.added_tokens.items(), key=lambda x: x[1])})
     return out
 
 
@@ -176,16 +176,16 @@ def _tei_target(svc: ServiceState, name: str, labels: MutableMapping[str, str]) 
         return _model_tokenizer(svc, name, labels)[1]
     except ApiError:
         try:
-            enc = svc.encoding(name)
+            tokenizer = svc.tokenizer(name)
         except (UnknownTokenizerError, KeyError):
             raise ApiError(404, "unknown_model", f"unknown model or tokenizer {name[:256]!r} in the URL",
                            {"name": name[:256]}) from None
-        labels["tokenizer"] = enc.name
-        return enc
+        labels["tokenizer"] = tokenizer.name
+        return tokenizer
 
 
-def _tei_tokens(enc: Tokenizer, text: str, add_special: bool) -> list[dict[str, Any]]:
-    ids, spans = enc.encode_with_offsets(text)
+def _tei_tokens(tokenizer: Tokenizer, text: str, add_special: bool) -> list[dict[str, Any]]:
+    ids, spans = tokenizer.encode_with_offsets(text)
     # character offsets -> UTF-8 byte offsets, as TEI reports them
     starts = [0]
     for ch in text:
@@ -195,10 +195,10 @@ def _tei_tokens(enc: Tokenizer, text: str, add_special: bool) -> list[dict[str, 
                "start": starts[a], "stop": starts[b]} for i, (a, b) in zip(ids, spans, strict=True)]
     if not add_special:
         return tokens
-    template = enc.template
+    template = tokenizer.template
 
     def special(token_id: int) -> dict[str, Any]:
-        return {"id": token_id, "text": enc.decode([token_id]), "special": True, "start": None, "stop": None}
+        return {"id": token_id, "text": tokenizer.decode([token_id]), "special": True, "start": None, "stop": None}
 
     return [*map(special, template.prefix_ids), *tokens, *map(special, template.suffix_ids)]
 
@@ -210,33 +210,33 @@ def tei_tokenize(svc: ServiceState, name: str, body: bytes, labels: MutableMappi
     if req.prompt_name is not None:
         raise ApiError(422, "validation_error", "prompt_name: no prompts are configured",
                        [{"loc": ["prompt_name"], "msg": "no prompts are configured", "type": "value_error"}])
-    enc = _tei_target(svc, name, labels)
+    tokenizer = _tei_target(svc, name, labels)
     inputs = [req.inputs] if isinstance(req.inputs, str) else req.inputs
     check_batch(svc, len(inputs), "inputs")
     check_chars(svc, sum(map(len, inputs)))
     nbytes = sum(utf8_len(t, f"inputs[{i}]") for i, t in enumerate(inputs))
-    template = enc.template
+    template = tokenizer.template
     specials = len(template.prefix_ids) + len(template.suffix_ids) if req.add_special_tokens else 0
-    check_detail_texts(svc, enc, inputs, specials, 0, nbytes, "TEI tokenize")  # every token is a detail object
+    check_detail_texts(svc, tokenizer, inputs, specials, 0, nbytes, "TEI tokenize")  # every token is a detail object
     start = time.perf_counter()
-    out = [_tei_tokens(enc, t, req.add_special_tokens) for t in inputs]
+    out = [_tei_tokens(tokenizer, t, req.add_special_tokens) for t in inputs]
     timings["tokenize"] = time.perf_counter() - start
-    metrics.sync_cache([enc])
+    metrics.sync_cache([tokenizer])
     payload = timed(timings, "serialize", lambda: dumps(out))
-    return OpResult(payload, enc.name, sum(map(len, out)), nbytes, timings)
+    return OpResult(payload, tokenizer.name, sum(map(len, out)), nbytes, timings)
 
 
 def tei_decode(svc: ServiceState, name: str, body: bytes, labels: MutableMapping[str, str]) -> OpResult:
     """TEI's ``POST /decode``: a list with the text of ``ids`` (or of each id list)."""
     timings: dict[str, float] = {}
     req = timed(timings, "parse", lambda: parse(TeiDecodeRequest, body))
-    enc = _tei_target(svc, name, labels)
+    tokenizer = _tei_target(svc, name, labels)
     batched = bool(req.ids) and not isinstance(req.ids[0], int)
     rows: list[list[int]] = req.ids if batched else [req.ids]  # type: ignore[assignment,list-item]
     check_batch(svc, len(rows), "ids")
     n = sum(map(len, rows))
     check_decode_ids(svc, n)
     start = time.perf_counter()
-    texts = decode_rows(enc, rows, req.skip_special_tokens, "ids", batched)
+    texts = decode_rows(tokenizer, rows, req.skip_special_tokens, "ids", batched)
     timings["tokenize"] = time.perf_counter() - start
-    return OpResult(dumps(texts), enc.name, n, 0, timings)
+    return OpResult(dumps(texts), tokenizer.name, n, 0, timings)

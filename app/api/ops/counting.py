@@ -259,7 +259,7 @@ def responses_input_tokens(svc: ServiceState, body: bytes, labels: MutableMappin
     _check_refused(req, RESPONSES_FIELDS)
     if req.truncation not in (None, "disabled"):
         raise refuse("truncation", "only 'disabled' (a count is never truncated)")
-    _, enc, _, framing = open_framing(svc, req.model, labels)
+    _, tokenizer, _, framing = open_framing(svc, req.model, labels)
     variables: dict[str, Any] | None = None
     if req.reasoning is not None:
         _only(req.reasoning, {"effort", "summary", "generate_summary"}, "reasoning")
@@ -275,10 +275,10 @@ def responses_input_tokens(svc: ServiceState, body: bytes, labels: MutableMappin
     conv, nbytes = chat_conversation(svc, messages, tools)
     timings["parse"] = time.perf_counter() - start
     start = time.perf_counter()
-    n = framed_count(svc, enc, framing, conv, ChatOptions(variables=variables))
+    n = framed_count(svc, tokenizer, framing, conv, ChatOptions(variables=variables))
     timings["tokenize"] = time.perf_counter() - start
-    metrics.sync_cache([enc])
-    return OpResult(serialize.dumps({"object": "response.input_tokens", "input_tokens": n}), enc.name, n, nbytes,
+    metrics.sync_cache([tokenizer])
+    return OpResult(serialize.dumps({"object": "response.input_tokens", "input_tokens": n}), tokenizer.name, n, nbytes,
                     timings)
 
 
@@ -415,12 +415,12 @@ def anthropic_count_tokens(svc: ServiceState, body: bytes, labels: MutableMappin
     if req.model is not None:
         svc.model(req.model)  # 422 unknown_model / no_public_tokenizer before the other fields
     _check_refused(req, ANTHROPIC_FIELDS)
-    _, enc, _, framing = open_framing(svc, req.model, labels)
+    _, tokenizer, _, framing = open_framing(svc, req.model, labels)
     messages, tools = anthropic_messages(req)
     conv, nbytes = chat_conversation(svc, messages, tools)
     timings["parse"] = time.perf_counter() - start
     start = time.perf_counter()
-    n = framed_count(svc, enc, framing, conv, ChatOptions(variables=req.chat_template_kwargs or None))
+    n = framed_count(svc, tokenizer, framing, conv, ChatOptions(variables=req.chat_template_kwargs or None))
     timings["tokenize"] = time.perf_counter() - start
-    metrics.sync_cache([enc])
-    return OpResult(serialize.dumps({"input_tokens": n}), enc.name, n, nbytes, timings)
+    metrics.sync_cache([tokenizer])
+    return OpResult(serialize.dumps({"input_tokens": n}), tokenizer.name, n, nbytes, timings)

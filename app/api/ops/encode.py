@@ -50,7 +50,7 @@ from .sample import sample_of
 class _Texts:
     """A validated text input: the encoding, optional model, and either texts or parts."""
 
-    enc: Tokenizer
+    tokenizer: Tokenizer
     model: ModelInfo | None
     texts: list[str] | None  # for "text" (one item) or "texts"
     parts: list[Part] | None
@@ -68,39 +68,39 @@ def _check_detail(svc: ServiceState, t: _Texts) -> None:
     :data:`~app.api.ops.sample.MAX_SAMPLE_BYTES` bounds the ids meanwhile)."""
     specials = len(t.prefix) + len(t.suffix)
     if t.add_special:
-        specials += len(t.enc.template.prefix_ids) + len(t.enc.template.suffix_ids)
+        specials += len(t.tokenizer.template.prefix_ids) + len(t.tokenizer.template.suffix_ids)
     if t.parts is not None:
         specials += sum(1 for p in t.parts if p.special is not None)
-        check_detail_texts(svc, t.enc, [p.text for p in t.parts if p.text is not None], 0, specials, t.input_bytes,
+        check_detail_texts(svc, t.tokenizer, [p.text for p in t.parts if p.text is not None], 0, specials, t.input_bytes,
                            DETAIL_FIELDS)
     else:
-        check_detail_texts(svc, t.enc, t.texts or [], specials, 0, t.input_bytes, DETAIL_FIELDS)
+        check_detail_texts(svc, t.tokenizer, t.texts or [], specials, 0, t.input_bytes, DETAIL_FIELDS)
 
 
 def _resolve(svc: ServiceState, req: Any, labels: MutableMapping[str, str]) -> tuple[Tokenizer, ModelInfo | None]:
     info = svc.model(req.model) if req.model is not None else None
-    enc = svc.encoding(info.tokenizer if info is not None else req.tokenizer)
-    labels["tokenizer"] = enc.name
-    return enc, info
+    tokenizer = svc.tokenizer(info.tokenizer if info is not None else req.tokenizer)
+    labels["tokenizer"] = tokenizer.name
+    return tokenizer, info
 
 
 def _texts(svc: ServiceState, req: EncodeRequest | CountRequest, labels: MutableMapping[str, str]) -> _Texts:
-    enc, info = _resolve(svc, req, labels)
+    tokenizer, info = _resolve(svc, req, labels)
     specials = req.special_tokens
     prefix = list(specials.prefix) if specials else []
     suffix = list(specials.suffix) if specials else []
     for name in (*prefix, *suffix):
-        enc.special_token_id(name)  # 422 listing the allowed names, before any work
+        tokenizer.special_token_id(name)  # 422 listing the allowed names, before any work
     nbytes = 0
     if req.parts is not None:
         check_batch(svc, len(req.parts), "parts")
         check_chars(svc, sum(len(p.text) for p in req.parts if p.text is not None))
         for i, p in enumerate(req.parts):
             if p.special is not None:
-                enc.special_token_id(p.special)
+                tokenizer.special_token_id(p.special)
             else:
                 nbytes += utf8_len(p.text or "", f"parts[{i}].text")
-        return _Texts(enc, info, None, req.parts, False, prefix, suffix, nbytes, req.add_special_tokens)
+        return _Texts(tokenizer, info, None, req.parts, False, prefix, suffix, nbytes, req.add_special_tokens)
     if req.texts is not None:
         check_batch(svc, len(req.texts), "texts")
         texts, batch = req.texts, True
@@ -109,11 +109,11 @@ def _texts(svc: ServiceState, req: EncodeRequest | CountRequest, labels: Mutable
     check_chars(svc, sum(map(len, texts)))
     for i, t in enumerate(texts):
         nbytes += utf8_len(t, f"texts[{i}]" if batch else "text")
-    return _Texts(enc, info, texts, None, batch, prefix, suffix, nbytes, req.add_special_tokens)
+    return _Texts(tokenizer, info, texts, None, batch, prefix, suffix, nbytes, req.add_special_tokens)
 
 
-def _lookalikes(svc: ServiceState, enc: Tokenizer, texts: Sequence[str]) -> list[int]:
-    counter = svc.lookalike_counter(enc)
+def _lookalikes(svc: ServiceState, tokenizer: Tokenizer, texts: Sequence[str]) -> list[int]:
+    counter = svc.lookalike_counter(tokenizer)
     return [counter(t) for t in texts]
 
 
@@ -127,8 +127,8 @@ def encode(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> 
     if req.messages is not None:
         return chat_op(svc, req, labels, timings, with_ids=True)
     t = timed(timings, "parse", lambda: _texts(svc, req, labels))
-    enc = t.enc
-    sample = sample_of(req.sample, enc, t.input_bytes)
+    tokenizer = t.tokenizer
+    sample = sample_of(req.sample, tokenizer, t.input_bytes)
     start = time.perf_counter()
     detail = req.return_tokens or req.return_offsets
     if detail and sample is None:
@@ -138,32 +138,32 @@ def encode(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> 
     if req.truncate is not None:
         results.append(_truncated(t, req))
     elif t.parts is not None:
-        ids, spans = _encode_parts(enc, t.parts, t.prefix, t.suffix, req.return_offsets, t.add_special, sample)
-        results.append(_result(enc, ids, spans, tokens))
+        ids, spans = _encode_parts(tokenizer, t.parts, t.prefix, t.suffix, req.return_offsets, t.add_special, sample)
+        results.append(_result(tokenizer, ids, spans, tokens))
         look_texts = [p.text for p in t.parts if p.text is not None]
         if req.report_special_lookalikes:
-            results[0]["special_lookalikes"] = sum(_lookalikes(svc, enc, look_texts))
+            results[0]["special_lookalikes"] = sum(_lookalikes(svc, tokenizer, look_texts))
     else:
         assert t.texts is not None
-        looks = _lookalikes(svc, enc, t.texts) if req.report_special_lookalikes else None
+        looks = _lookalikes(svc, tokenizer, t.texts) if req.report_special_lookalikes else None
         for i, text in enumerate(t.texts):
             if req.return_offsets:
-                ids, spans = _encode_with_offsets(enc, text, t.prefix, t.suffix, t.add_special)
+                ids, spans = _encode_with_offsets(tokenizer, text, t.prefix, t.suffix, t.add_special)
             else:
-                ids = enc.encode(text, add_special_tokens=t.add_special, prefix=t.prefix, suffix=t.suffix,
+                ids = tokenizer.encode(text, add_special_tokens=t.add_special, prefix=t.prefix, suffix=t.suffix,
                                  sample=sample.at(i) if sample else None)
                 spans = None
-            results.append(_result(enc, ids, spans, tokens))
+            results.append(_result(tokenizer, ids, spans, tokens))
             if looks is not None:
                 results[-1]["special_lookalikes"] = looks[i]
     if detail and sample is not None:
         check_detail_count(svc, sum(len(r["ids"]) for r in results))
         for r in results:
-            r["tokens"] = token_pieces(enc, r["ids"])
+            r["tokens"] = token_pieces(tokenizer, r["ids"])
     timings["tokenize"] = time.perf_counter() - start
     counts = [r["count"] for r in results]
     total = sum(counts)
-    out: dict[str, Any] = {"tokenizer": enc.name}
+    out: dict[str, Any] = {"tokenizer": tokenizer.name}
     if t.model is not None:
         out["model"] = model_block(svc, t.model, counts, t.batch, req)
     if t.batch:
@@ -174,8 +174,8 @@ def encode(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> 
     payload = timed(timings, "serialize", lambda: dumps(out))
     if total > serialize.CHUNK:
         serialize.release(results)
-    metrics.sync_cache([enc])
-    return OpResult(payload, enc.name, total, t.input_bytes, timings)
+    metrics.sync_cache([tokenizer])
+    return OpResult(payload, tokenizer.name, total, t.input_bytes, timings)
 
 
 def _truncated(t: _Texts, req: EncodeRequest | CountRequest) -> dict[str, Any]:
@@ -183,42 +183,42 @@ def _truncated(t: _Texts, req: EncodeRequest | CountRequest) -> dict[str, Any]:
     if t.texts is None or t.batch or req.truncate is None:
         raise ApiError(422, "validation_error", "'truncate' works on 'text' or 'messages'",
                        [{"loc": ["truncate"], "msg": "use 'text' or 'messages'", "type": "value_error"}])
-    enc = t.enc
-    before, after = _specials_around(enc, t.prefix, t.suffix, t.add_special)
-    kept, report = truncate_text(enc, t.texts[0], req.truncate, len(before) + len(after))
-    result = _result(enc, [*before, *kept, *after], None, bool(getattr(req, "return_tokens", False)))
+    tokenizer = t.tokenizer
+    before, after = _specials_around(tokenizer, t.prefix, t.suffix, t.add_special)
+    kept, report = truncate_text(tokenizer, t.texts[0], req.truncate, len(before) + len(after))
+    result = _result(tokenizer, [*before, *kept, *after], None, bool(getattr(req, "return_tokens", False)))
     result["truncated"] = report
     return result
 
 
-def _result(enc: Tokenizer, ids: list[int], spans: list[tuple[int, int]] | None, tokens: bool) -> dict[str, Any]:
+def _result(tokenizer: Tokenizer, ids: list[int], spans: list[tuple[int, int]] | None, tokens: bool) -> dict[str, Any]:
     r: dict[str, Any] = {"ids": ids, "count": len(ids)}
     if tokens:
-        r["tokens"] = token_pieces(enc, ids)
+        r["tokens"] = token_pieces(tokenizer, ids)
     if spans is not None:
         r["offsets"] = spans
     return r
 
 
-def _specials_around(enc: Tokenizer, prefix: list[str], suffix: list[str],
+def _specials_around(tokenizer: Tokenizer, prefix: list[str], suffix: list[str],
                      add_special: bool) -> tuple[list[int], list[int]]:
     """Ids before and after the input: the template's (when asked) outside the named prefix/suffix."""
-    pre = [enc.special_token_id(n) for n in prefix]
-    suf = [enc.special_token_id(n) for n in suffix]
+    pre = [tokenizer.special_token_id(n) for n in prefix]
+    suf = [tokenizer.special_token_id(n) for n in suffix]
     if add_special:
-        pre, suf = [*enc.template.prefix_ids, *pre], [*suf, *enc.template.suffix_ids]
+        pre, suf = [*tokenizer.template.prefix_ids, *pre], [*suf, *tokenizer.template.suffix_ids]
     return pre, suf
 
 
-def _encode_with_offsets(enc: Tokenizer, text: str, prefix: list[str], suffix: list[str],
+def _encode_with_offsets(tokenizer: Tokenizer, text: str, prefix: list[str], suffix: list[str],
                          add_special: bool) -> tuple[list[int], list[tuple[int, int]]]:
-    ids, spans = enc.encode_with_offsets(text)
+    ids, spans = tokenizer.encode_with_offsets(text)
     end = len(text)
-    pre, suf = _specials_around(enc, prefix, suffix, add_special)
+    pre, suf = _specials_around(tokenizer, prefix, suffix, add_special)
     return [*pre, *ids, *suf], [*((0, 0) for _ in pre), *spans, *((end, end) for _ in suf)]
 
 
-def _encode_parts(enc: Tokenizer, parts: list[Part], prefix: list[str], suffix: list[str], offsets: bool,
+def _encode_parts(tokenizer: Tokenizer, parts: list[Part], prefix: list[str], suffix: list[str], offsets: bool,
                   add_special: bool, sample: Sample | None = None) -> tuple[list[int], list[tuple[int, int]] | None]:
     """Ids of (template) + prefix + parts + suffix (+ template). Offsets index the concatenation of the parts'
     texts."""
@@ -226,17 +226,17 @@ def _encode_parts(enc: Tokenizer, parts: list[Part], prefix: list[str], suffix: 
            *(Special(p.special) if p.special is not None else (p.text or "") for p in parts),
            *(Special(n) for n in suffix)]
     if not offsets:
-        return enc.encode_parts(seq, add_special_tokens=add_special, sample=sample), None
-    template = enc.template if add_special else None
+        return tokenizer.encode_parts(seq, add_special_tokens=add_special, sample=sample), None
+    template = tokenizer.template if add_special else None
     ids: list[int] = template.prefix_ids if template else []
     spans: list[tuple[int, int]] = [(0, 0)] * len(ids)
     pos = 0
     for item in seq:
         if isinstance(item, Special):
-            ids.append(enc.special_token_id(item.name))
+            ids.append(tokenizer.special_token_id(item.name))
             spans.append((pos, pos))
         else:
-            part_ids, part_spans = enc.encode_with_offsets(item)
+            part_ids, part_spans = tokenizer.encode_with_offsets(item)
             ids.extend(part_ids)
             spans.extend((pos + a, pos + b) for a, b in part_spans)
             pos += len(item)
@@ -253,8 +253,8 @@ def count(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> O
     if req.messages is not None:
         return chat_op(svc, req, labels, timings, with_ids=False)
     t = timed(timings, "parse", lambda: _texts(svc, req, labels))
-    enc = t.enc
-    sample = sample_of(req.sample, enc, t.input_bytes)
+    tokenizer = t.tokenizer
+    sample = sample_of(req.sample, tokenizer, t.input_bytes)
     start = time.perf_counter()
     looks: list[int] | None = None
     truncated: dict[str, Any] | None = None
@@ -263,24 +263,24 @@ def count(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> O
         truncated = result["truncated"]
         counts = [result["count"]]
     elif t.parts is not None and sample is not None:
-        counts = [len(_encode_parts(enc, t.parts, t.prefix, t.suffix, False, t.add_special, sample)[0])]
+        counts = [len(_encode_parts(tokenizer, t.parts, t.prefix, t.suffix, False, t.add_special, sample)[0])]
     elif t.parts is not None:
-        before, after = _specials_around(enc, t.prefix, t.suffix, t.add_special)
+        before, after = _specials_around(tokenizer, t.prefix, t.suffix, t.add_special)
         n = len(before) + len(after)
         for p in t.parts:
-            n += 1 if p.special is not None else enc.count(p.text or "")
+            n += 1 if p.special is not None else tokenizer.count(p.text or "")
         counts = [n]
         if req.report_special_lookalikes:
-            looks = [sum(_lookalikes(svc, enc, [p.text for p in t.parts if p.text is not None]))]
+            looks = [sum(_lookalikes(svc, tokenizer, [p.text for p in t.parts if p.text is not None]))]
     else:
         assert t.texts is not None
-        counts = [enc.count(text, add_special_tokens=t.add_special, prefix=t.prefix, suffix=t.suffix,
+        counts = [tokenizer.count(text, add_special_tokens=t.add_special, prefix=t.prefix, suffix=t.suffix,
                             sample=sample.at(i) if sample else None) for i, text in enumerate(t.texts)]
         if req.report_special_lookalikes:
-            looks = _lookalikes(svc, enc, t.texts)
+            looks = _lookalikes(svc, tokenizer, t.texts)
     timings["tokenize"] = time.perf_counter() - start
     total = sum(counts)
-    out: dict[str, Any] = {"tokenizer": enc.name}
+    out: dict[str, Any] = {"tokenizer": tokenizer.name}
     if t.model is not None:
         out["model"] = model_block(svc, t.model, counts, t.batch, req)
     if truncated is not None:
@@ -294,15 +294,15 @@ def count(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> O
         if looks is not None:
             out["special_lookalikes"] = looks[0]
     payload = timed(timings, "serialize", lambda: dumps(out))
-    metrics.sync_cache([enc])
-    return OpResult(payload, enc.name, total, t.input_bytes, timings)
+    metrics.sync_cache([tokenizer])
+    return OpResult(payload, tokenizer.name, total, t.input_bytes, timings)
 
 
 def decode(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> OpResult:
     """``POST /decode``: text of ids or of a batch of id lists; 422 naming the first id not in the vocabulary."""
     timings: dict[str, float] = {}
     req = timed(timings, "parse", lambda: parse(DecodeRequest, body))
-    enc, _ = _resolve(svc, req, labels)
+    tokenizer, _ = _resolve(svc, req, labels)
     rows = [req.ids] if req.ids is not None else req.batch
     assert rows is not None
     if req.batch is not None:
@@ -310,13 +310,13 @@ def decode(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> 
     n_ids = sum(map(len, rows))
     check_decode_ids(svc, n_ids)
     start = time.perf_counter()
-    texts = decode_rows(enc, rows, req.skip_special_tokens, "batch" if req.batch is not None else "ids",
+    texts = decode_rows(tokenizer, rows, req.skip_special_tokens, "batch" if req.batch is not None else "ids",
                         req.batch is not None)
     timings["tokenize"] = time.perf_counter() - start
-    out: dict[str, Any] = {"tokenizer": enc.name}
+    out: dict[str, Any] = {"tokenizer": tokenizer.name}
     if req.batch is not None:
         out["texts"] = texts
     else:
         out["text"] = texts[0]
     payload = timed(timings, "serialize", lambda: dumps(out))
-    return OpResult(payload, enc.name, n_ids, 0, timings)
+    return OpResult(payload, tokenizer.name, n_ids, 0, timings)

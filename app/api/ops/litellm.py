@@ -50,21 +50,21 @@ def token_counter(svc: ServiceState, body: bytes, labels: MutableMapping[str, st
                        {"field": "prompt" if req.prompt is not None else "messages"})
     info = svc.model(req.model)
     if req.messages is not None:
-        enc, info, framing = chat_framing(svc, req.model, labels)
+        tokenizer, info, framing = chat_framing(svc, req.model, labels)
         conv, nbytes = chat_conversation(svc, req.messages, None)
         timings["parse"] = time.perf_counter() - start
         start = time.perf_counter()
-        n = framed_count(svc, enc, framing, conv, ChatOptions())
+        n = framed_count(svc, tokenizer, framing, conv, ChatOptions())
     else:
-        enc = svc.encoding(info.tokenizer)
-        labels["tokenizer"] = enc.name
+        tokenizer = svc.tokenizer(info.tokenizer)
+        labels["tokenizer"] = tokenizer.name
         prompt = req.prompt or ""
         nbytes = utf8_len(prompt, "prompt")
         timings["parse"] = time.perf_counter() - start
         start = time.perf_counter()
-        n = enc.count(prompt)
+        n = tokenizer.count(prompt)
     timings["tokenize"] = time.perf_counter() - start
-    metrics.sync_cache([enc])
-    kind = "openai_tokenizer" if enc.name in OPENAI_ENCODINGS else "huggingface_tokenizer"
+    metrics.sync_cache([tokenizer])
+    kind = "openai_tokenizer" if tokenizer.name in OPENAI_ENCODINGS else "huggingface_tokenizer"
     out = {"total_tokens": n, "request_model": req.model, "model_used": info.name, "tokenizer_type": kind}
-    return OpResult(serialize.dumps(out), enc.name, n, nbytes, timings)
+    return OpResult(serialize.dumps(out), tokenizer.name, n, nbytes, timings)

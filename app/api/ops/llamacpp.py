@@ -80,29 +80,29 @@ def tokenize(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -
         raise refuse("parse_special", "special-token strings in content are always text here (llama.cpp parses "
                      "them by default); send false or leave it out")
     info = svc.model(resolve_model(svc, req.model))
-    enc = svc.encoding(info.tokenizer)
-    labels["tokenizer"] = enc.name
+    tokenizer = svc.tokenizer(info.tokenizer)
+    labels["tokenizer"] = tokenizer.name
     items = [req.content] if isinstance(req.content, str) else req.content
     texts = [x for x in items if isinstance(x, str)]
     nbytes = sum(utf8_len(t, "content") for t in texts)
     timings["parse"] = time.perf_counter() - start
     start = time.perf_counter()
-    ids: list[int] = list(enc.template.prefix_ids) if req.add_special else []
+    ids: list[int] = list(tokenizer.template.prefix_ids) if req.add_special else []
     for i, item in enumerate(items):
         if isinstance(item, str):
-            ids.extend(enc.encode(item))
+            ids.extend(tokenizer.encode(item))
         else:
-            if not 0 <= item < enc.n_vocab:
-                raise invalid_token_id(enc, item, f"content[{i}]", i, {"field": f"content[{i}]"})
+            if not 0 <= item < tokenizer.n_vocab:
+                raise invalid_token_id(tokenizer, item, f"content[{i}]", i, {"field": f"content[{i}]"})
             ids.append(item)
     if req.add_special:
-        ids.extend(enc.template.suffix_ids)
+        ids.extend(tokenizer.template.suffix_ids)
     out: list[Any] = ids
     if req.with_pieces:
-        out = [{"id": i, "piece": _piece(b)} for i, b in zip(ids, enc.decode_tokens_bytes(ids), strict=True)]
+        out = [{"id": i, "piece": _piece(b)} for i, b in zip(ids, tokenizer.decode_tokens_bytes(ids), strict=True)]
     timings["tokenize"] = time.perf_counter() - start
-    metrics.sync_cache([enc])
-    return OpResult(serialize.dumps({"tokens": out}), enc.name, len(ids), nbytes, timings)
+    metrics.sync_cache([tokenizer])
+    return OpResult(serialize.dumps({"tokens": out}), tokenizer.name, len(ids), nbytes, timings)
 
 
 def apply_template(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> OpResult:
@@ -110,7 +110,7 @@ def apply_template(svc: ServiceState, body: bytes, labels: MutableMapping[str, s
     timings: dict[str, float] = {}
     start = time.perf_counter()
     req = parse(LlamaCppApplyTemplateRequest, body)
-    enc, _, framing = chat_framing(svc, resolve_model(svc, req.model), labels)
+    tokenizer, _, framing = chat_framing(svc, resolve_model(svc, req.model), labels)
     if not framing.ids_public:
         raise ApiError(422, "ids_not_public", "this model's framing tokens are not public: there is no prompt text "
                        "to show; POST /count gives the billed count", {"field": "model"})
@@ -118,12 +118,12 @@ def apply_template(svc: ServiceState, body: bytes, labels: MutableMapping[str, s
     timings["parse"] = time.perf_counter() - start
     start = time.perf_counter()
     options = ChatOptions(add_generation_prompt=req.add_generation_prompt, variables=req.chat_template_kwargs or None)
-    ids = framed_ids(svc, enc, framing, conv, options)  # validates, and counts the tokens for the metrics
+    ids = framed_ids(svc, tokenizer, framing, conv, options)  # validates, and counts the tokens for the metrics
     if options.plain:
         parts = framing.frame(conv, add_generation_prompt=req.add_generation_prompt)
     else:
         parts = None
     prompt = ("".join(p.name if isinstance(p, Special) else p for p in parts) if parts is not None
-              else enc.decode(ids))
+              else tokenizer.decode(ids))
     timings["tokenize"] = time.perf_counter() - start
-    return OpResult(serialize.dumps({"prompt": prompt}), enc.name, len(ids), nbytes, timings)
+    return OpResult(serialize.dumps({"prompt": prompt}), tokenizer.name, len(ids), nbytes, timings)

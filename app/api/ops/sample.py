@@ -17,9 +17,9 @@ from ..schemas import SampleOptions
 MAX_SAMPLE_BYTES = 2**20
 
 
-def sample_of(options: SampleOptions | None, enc: Tokenizer, input_bytes: int) -> Sample | None:
+def sample_of(options: SampleOptions | None, tokenizer: Tokenizer, input_bytes: int) -> Sample | None:
     """The engine's sampling settings for ``options`` (None: no sampling). Raises
-    :class:`~app.engine.sampling.SamplingError` (422 ``invalid_sample``) when ``enc`` cannot sample as asked, and a
+    :class:`~app.engine.sampling.SamplingError` (422 ``invalid_sample``) when ``tokenizer`` cannot sample as asked, and a
     413 for more than :data:`MAX_SAMPLE_BYTES` of text."""
     if options is None:
         return None
@@ -29,5 +29,5 @@ def sample_of(options: SampleOptions | None, enc: Tokenizer, input_bytes: int) -
                                                                                  "actual": input_bytes,
                                                                                  "field": "sample"})
     sample = Sample(seed=options.seed, alpha=options.alpha, nbest=options.nbest, dropout=options.dropout)
-    enc.check_sample(sample)
+    tokenizer.check_sample(sample)
     return sample

@@ -27,7 +27,7 @@ async def healthz() -> dict[str, Any]:
 async def readyz(request: Request) -> dict[str, Any]:
     """200 once every tokenizer's artifact is loaded and its sha256 verified; 503 before that and while stopping."""
     svc = get_service(request)
-    return {"status": "ready", "tokenizers": list(svc.encodings)}
+    return {"status": "ready", "tokenizers": list(svc.tokenizers)}
 
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response,
@@ -35,5 +35,5 @@ async def readyz(request: Request) -> dict[str, Any]:
 async def prometheus_metrics(request: Request) -> Response:
     """Prometheus exposition of the whole service (all workers in multiprocess mode)."""
     svc = get_service(request)
-    data = await anyio.to_thread.run_sync(metrics.render, list(svc.encodings.values()))
+    data = await anyio.to_thread.run_sync(metrics.render, list(svc.tokenizers.values()))
     return Response(data, media_type=metrics.CONTENT_TYPE)

@@ -2,7 +2,7 @@
 
 Every pre-token (a piece of the pre-tokenizer pattern) is UTF-8 encoded and learned on as a sequence of bytes;
 merges never cross pre-token boundaries. The result is written in tiktoken format, which the ordinary
-:class:`~app.engine.encoding.Encoding` loads unchanged.
+:class:`~app.engine.encoding.RankBPETokenizer` loads unchanged.
 
 Ranks (= token ids):
 

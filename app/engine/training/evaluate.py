@@ -72,23 +72,23 @@ class TextMetrics:
         return d
 
 
-def evaluate_text(enc: Tokenizer, text: str, *, label: str = "") -> TextMetrics:
-    """Metrics of ``text`` under ``enc`` (a tokenizer of any family; unknown tokens: its
+def evaluate_text(tokenizer: Tokenizer, text: str, *, label: str = "") -> TextMetrics:
+    """Metrics of ``text`` under ``tokenizer`` (a tokenizer of any family; unknown tokens: its
     :attr:`~app.engine.tokenizer.Tokenizer.unk_id`)."""
-    ids = enc.encode(text)
-    unk_id = enc.unk_id
+    ids = tokenizer.encode(text)
+    unk_id = tokenizer.unk_id
     unknown = sum(1 for t in ids if t == unk_id) if unk_id is not None else 0
     fallback = 0  # always 0 for the classic kind, whose tokens are whole characters
     single: dict[int, bool] = {}
     for t in ids:
         hit = single.get(t)
         if hit is None:
-            b = enc.token_bytes(t)
+            b = tokenizer.token_bytes(t)
             hit = single[t] = len(b) == 1 and b[0] >= 0x80
         fallback += hit
     return TextMetrics(
         label=label,
-        tokenizer=enc.name,
+        tokenizer=tokenizer.name,
         bytes=len(text.encode("utf-8", errors="surrogatepass")),
         words=len(text.split()),
         tokens=len(ids),

@@ -3,7 +3,7 @@
 :func:`train_to_store` streams the files, learns the merges, writes ``NAME.tiktoken`` (byte level) or
 ``NAME.char_bpe.json`` (classic) into the store directory (created if needed) and merges a manifest entry into
 its ``manifest.json`` (an entry of the same name is replaced; other entries are kept as they are). The store
-then loads with ``TOKENIZER_STORE=DIR`` or ``get_encoding(NAME, store_dir=DIR)``.
+then loads with ``TOKENIZER_STORE=DIR`` or ``get_tokenizer(NAME, store_dir=DIR)``.
 
 Determinism: the same files (same order and bytes) and options give byte-identical artifacts and manifest
 entries — no timestamps, absolute paths or hash-order dependence go into either.

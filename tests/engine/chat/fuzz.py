@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from app.engine import get_encoding
+from app.engine import get_tokenizer
 from app.engine.chat import ChatInputError, parse_conversation
 from app.engine.chat.cookbook import RULES, count_conversation
 from app.engine.chat.framings import HarmonyFraming, TemplateFraming
@@ -94,7 +94,7 @@ def fuzz_cookbook(rng: random.Random, tally: Tally, n: int) -> None:
 
     for rules, name in TOKENIZER.items():
         ref = _TextOnly(reference_encoding(name))
-        encs = {b: get_encoding(name, backend=b) for b in BACKENDS}
+        encs = {b: get_tokenizer(name, backend=b) for b in BACKENDS}
         for _ in range(n):
             c = fuzz_conversation(rng, "openai", [])
             if not _cookbook_shaped(c):
@@ -102,8 +102,8 @@ def fuzz_cookbook(rng: random.Random, tally: Tally, n: int) -> None:
             want = cookbook_messages(ref, c["messages"]) + cookbook_tools(ref, c["tools"] or [],
                                                                           RULES[rules].func_init)
             conv = parse_conversation(c["messages"], c["tools"])
-            for b, enc in encs.items():
-                got = count_conversation(enc.count, conv, RULES[rules])
+            for b, tokenizer in encs.items():
+                got = count_conversation(tokenizer.count, conv, RULES[rules])
                 tally.add(f"cookbook {rules}/{b}", got == want, {"ours": got, "reference": want, "conv": c})
 
 
@@ -127,7 +127,7 @@ def fuzz_harmony(rng: random.Random, tally: Tally, n: int, ref: Harmony) -> None
     from .test_harmony import reference_messages
 
     oh = ref.oh
-    encs = {b: get_encoding("o200k_harmony", backend=b) for b in BACKENDS}
+    encs = {b: get_tokenizer("o200k_harmony", backend=b) for b in BACKENDS}
     framing = HarmonyFraming()
     for _ in range(n):
         c = fuzz_conversation(rng, "harmony", [])
@@ -140,9 +140,9 @@ def fuzz_harmony(rng: random.Random, tally: Tally, n: int, ref: Harmony) -> None
         convo = oh.Conversation.from_messages(reference_messages(oh, conv))
         want = (ref.encoding.render_conversation_for_completion(convo, oh.Role.ASSISTANT) if agp
                 else ref.encoding.render_conversation(convo))
-        for b, enc in encs.items():
-            ids = enc.encode_parts(parts)
-            count = framing.count(enc, conv, add_generation_prompt=agp)
+        for b, tokenizer in encs.items():
+            ids = tokenizer.encode_parts(parts)
+            count = framing.count(tokenizer, conv, add_generation_prompt=agp)
             tally.add(f"harmony/{b}", ids == want and count == len(want),
                       {"ids_equal": ids == want, "count": count, "reference_len": len(want), "conv": c})
 
@@ -161,7 +161,7 @@ def library_ids(tokenizer: str, parts: Any) -> list[int]:
     ``tokenizers`` with special matching off, tiktoken ``encode_ordinary`` for llama3), specials by their ids."""
     from app.engine.specials import Special
 
-    enc = get_encoding(tokenizer)
+    enc = get_tokenizer(tokenizer)
     if tokenizer == "llama3":
         from harness.references import reference_encoding
 
@@ -193,7 +193,7 @@ def fuzz_jinja(rng: random.Random, tally: Tally, n: int) -> None:
         ours, items = ours_and_items(name, convs)
         answers = hf.run(name, TEMPLATES[name].text, items)
         framing = TemplateFraming(template(name))
-        encs = {b: get_encoding(TOKENIZERS[name], backend=b) for b in BACKENDS}
+        encs = {b: get_tokenizer(TOKENIZERS[name], backend=b) for b in BACKENDS}
         marker_set = set(specials) | reference_added_tokens(name)
         for c, mine, ref in zip(convs, ours, answers, strict=True):
             if isinstance(mine, ChatInputError) or "error" in ref:
@@ -207,9 +207,9 @@ def fuzz_jinja(rng: random.Random, tally: Tally, n: int) -> None:
                 continue
             want = ref["parts_ids"] if has_markers(c, marker_set) else ref["ids"]
             conv = parse_conversation(c["messages"], c["tools"])
-            for b, enc in encs.items():
-                ids = enc.encode_parts(list(parts))
-                count = framing.count(enc, conv, add_generation_prompt=c["add_generation_prompt"])
+            for b, tokenizer in encs.items():
+                ids = tokenizer.encode_parts(list(parts))
+                count = framing.count(tokenizer, conv, add_generation_prompt=c["add_generation_prompt"])
                 ok = ids == want and count == len(want)
                 if not ok and count == len(ids) and ids == library_ids(TOKENIZERS[name], parts):
                     # transformers and the tokenizer library disagree on these parts; ours is the library's

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import tiktoken
 
-from app.engine import get_encoding
+from app.engine import get_tokenizer
 from app.engine.chat import parse_conversation
 from app.engine.chat.cookbook import RULES, count_conversation, count_messages, count_tools
 from harness.references import reference_encoding
@@ -43,10 +43,10 @@ TOKENIZER = {"gpt-4o": "o200k_base", "gpt-4": "cl100k_base"}
 
 @pytest.mark.parametrize(("rules", "messages", "tools"), [("gpt-4o", 124, 101), ("gpt-4", 129, 105)])
 def test_cookbook_examples(rules: str, messages: int, tools: int) -> None:
-    enc = get_encoding(TOKENIZER[rules])
-    assert count_messages(enc.count, parse_conversation(EXAMPLE_MESSAGES), RULES[rules]) == messages
+    tokenizer = get_tokenizer(TOKENIZER[rules])
+    assert count_messages(tokenizer.count, parse_conversation(EXAMPLE_MESSAGES), RULES[rules]) == messages
     conv = parse_conversation(TOOL_EXAMPLE_MESSAGES, TOOL_EXAMPLE_TOOLS)
-    assert count_conversation(enc.count, conv, RULES[rules]) == tools
+    assert count_conversation(tokenizer.count, conv, RULES[rules]) == tools
 
 
 class _TextOnly:
@@ -124,7 +124,7 @@ def _cookbook_shaped(c: dict[str, Any]) -> bool:
 @pytest.mark.parametrize("rules", ["gpt-4o", "gpt-4"])
 def test_equals_the_cookbook_functions(rules: str) -> None:
     ref = _TextOnly(reference_encoding(TOKENIZER[rules]))
-    ours = get_encoding(TOKENIZER[rules])
+    ours = get_tokenizer(TOKENIZER[rules])
     checked = 0
     for c in conversations(3, 400, "openai"):
         if not _cookbook_shaped(c):
@@ -137,16 +137,16 @@ def test_equals_the_cookbook_functions(rules: str) -> None:
 
 
 def test_decisions_where_the_cookbook_is_silent() -> None:
-    enc = get_encoding("o200k_base")
+    tokenizer = get_tokenizer("o200k_base")
     rules = RULES["gpt-4o"]
     as_list = parse_conversation([{"role": "user", "content": [{"type": "text", "text": "a"},
                                                                {"type": "text", "text": "b"}]}])
     as_text = parse_conversation([{"role": "user", "content": "a\nb"}])
-    assert count_messages(enc.count, as_list, rules) == count_messages(enc.count, as_text, rules)
+    assert count_messages(tokenizer.count, as_list, rules) == count_messages(tokenizer.count, as_text, rules)
     call = parse_conversation([{"role": "assistant", "content": None, "tool_calls": [
         {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]}])
-    assert count_messages(enc.count, call, rules) == (3 + enc.count("assistant") + enc.count("get_weather")
-                                                      + enc.count("{\"city\":\"Paris\"}") + 3)
+    assert count_messages(tokenizer.count, call, rules) == (3 + tokenizer.count("assistant") + tokenizer.count("get_weather")
+                                                      + tokenizer.count("{\"city\":\"Paris\"}") + 3)
     bare = parse_conversation([{"role": "user", "content": "x"}],
                               [{"type": "function", "function": {"name": "ping"}}])
-    assert count_tools(enc.count, bare.tools, rules) == 7 + enc.count("ping:") + 12
+    assert count_tools(tokenizer.count, bare.tools, rules) == 7 + tokenizer.count("ping:") + 12

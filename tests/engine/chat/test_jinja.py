@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from app.engine import get_encoding
+from app.engine import get_tokenizer
 from app.engine.chat import ChatInputError, ChatTemplate, count_parts, load_templates, parse_conversation
 from app.engine.chat.framings import TemplateFraming
 from app.engine.chat.jinja import MARK
@@ -44,15 +44,15 @@ TOKENIZERS = {"llama-3.1-8b-instruct": "llama3", "qwen3-8b": "qwen3", "gemma-3-2
 
 def tokenizer_of(name: str) -> Any:
     try:
-        return get_encoding(TOKENIZERS[name])
+        return get_tokenizer(TOKENIZERS[name])
     except UnknownTokenizerError:
         return None
 
 
 def specials_of(name: str) -> list[str]:
-    enc = tokenizer_of(name)
-    if enc is not None:
-        return list(enc.special_tokens)
+    tokenizer = tokenizer_of(name)
+    if tokenizer is not None:
+        return list(tokenizer.special_tokens)
     data: dict[str, list[str]] = json.loads(SPECIALS_FILE.read_text(encoding="utf-8"))
     return data[name]
 
@@ -61,8 +61,8 @@ def markers_of(name: str) -> set[str]:
     """The strings whose presence in caller text makes the reference's ids for the conversation its
     ``split_special_tokens`` ids of our parts: the tokenizer's specials and its other added tokens (transformers may
     count an added token as special that the tokenizer.json does not; see test_gemma_mask_is_the_files_added_token)."""
-    enc = tokenizer_of(name)
-    return set(specials_of(name)) | set(getattr(enc, "added_tokens", {}))
+    tokenizer = tokenizer_of(name)
+    return set(specials_of(name)) | set(getattr(tokenizer, "added_tokens", {}))
 
 
 @pytest.mark.parametrize("name", list(STYLES))
@@ -123,7 +123,7 @@ def framing_count(name: str, c: dict[str, Any]) -> int:
 def compare(name: str, convs: list[dict[str, Any]], ours: list[Any], answers: list[dict[str, Any]]) -> int:
     """Asserts no mismatch; returns how many conversations' ids were compared."""
     markers = markers_of(name)
-    enc = tokenizer_of(name)
+    tokenizer = tokenizer_of(name)
     mismatches = []
     compared = 0
     for i, (c, mine, ref) in enumerate(zip(convs, ours, answers, strict=True)):
@@ -135,8 +135,8 @@ def compare(name: str, convs: list[dict[str, Any]], ours: list[Any], answers: li
         if rendered != ref["rendered"] or parts.rendered() != ref["rendered"]:
             mismatches.append((i, "rendered"))
             continue
-        if enc is not None:
-            ids = enc.encode_parts(list(parts))
+        if tokenizer is not None:
+            ids = tokenizer.encode_parts(list(parts))
             # with role markers in caller text transformers would turn them into control tokens: the reference
             # for us is its tokenizer on the same parts with special-token parsing off
             want = ref["parts_ids"] if has_markers(c, markers) else ref["ids"]
@@ -204,7 +204,7 @@ def test_recorded_reference(name: str) -> None:
              + parts_conversations(data["seed"], data["n_parts"], STYLES[name]))
     ours, _ = ours_and_items(name, convs)
     markers = markers_of(name)
-    enc = tokenizer_of(name)
+    tokenizer = tokenizer_of(name)
     expected = data["templates"][name]
     assert len(expected) == len(ours)
     for c, mine, want in zip(convs, ours, expected, strict=True):
@@ -213,8 +213,8 @@ def test_recorded_reference(name: str) -> None:
             continue
         rendered, parts = mine
         assert hf.digest(rendered) == want[0]
-        if enc is not None:
-            ids = enc.encode_parts(list(parts))
+        if tokenizer is not None:
+            ids = tokenizer.encode_parts(list(parts))
             assert hf.digest(ids) == (want[2] if has_markers(c, markers) else want[1])
             assert framing_count(name, c) == len(ids)
 
@@ -259,11 +259,11 @@ def test_role_markers_in_content_are_text(name: str, as_parts: bool) -> None:
     assert [p for p in parts if isinstance(p, Special)] == [p for p in template_only if isinstance(p, Special)]
     texts = "".join(p for p in parts if isinstance(p, str))
     assert texts.count("<|eot_id|>") >= 4 and MARK in texts
-    enc = tokenizer_of(name)
-    if enc is not None:
-        ids = enc.encode_parts(list(parts))
-        assert sum(enc.is_special(i) for i in ids) == n_special
-        assert template_framing(name).count(enc, parse_conversation(conv_messages)) == len(ids)
+    tokenizer = tokenizer_of(name)
+    if tokenizer is not None:
+        ids = tokenizer.encode_parts(list(parts))
+        assert sum(tokenizer.is_special(i) for i in ids) == n_special
+        assert template_framing(name).count(tokenizer, parse_conversation(conv_messages)) == len(ids)
 
 
 def test_parts_reach_gemma_as_parts_and_the_others_joined() -> None:
@@ -274,11 +274,11 @@ def test_parts_reach_gemma_as_parts_and_the_others_joined() -> None:
     assert "<start_of_turn>user\nabc<end_of_turn>" in template("gemma-3-27b-it").render(conv)
     assert "<|im_start|>user\n a \n\n\n\n b \nc<|im_end|>" in template("qwen3-8b").render(conv)
     for name in ("gemma-3-27b-it", "qwen3-8b"):  # the count path (shape memo for strings) agrees with the ids
-        enc = tokenizer_of(name)
-        ids = enc.encode_parts(list(template(name).frame(conv)))
-        assert template_framing(name).count(enc, conv) == len(ids)
+        tokenizer = tokenizer_of(name)
+        ids = tokenizer.encode_parts(list(template(name).frame(conv)))
+        assert template_framing(name).count(tokenizer, conv) == len(ids)
         joined = parse_conversation([{"role": "user", "content": " a \n\n\n\n b \nc"}])
-        assert (template_framing(name).count(enc, joined) == len(ids)) == (name == "qwen3-8b")
+        assert (template_framing(name).count(tokenizer, joined) == len(ids)) == (name == "qwen3-8b")
 
 
 def test_unsafe_template_literal_is_refused() -> None:
@@ -440,7 +440,7 @@ def hostile_conversations(seed: int, n: int, style: str, specials: list[str]) ->
 def test_framing_count_equals_counting_the_parts(name: str) -> None:
     """The framing's count (rendered string read directly where no caller text needed escaping) against the parts
     of ``frame``, counted and encoded, on hostile contents."""
-    enc = tokenizer_of(name)
+    tokenizer = tokenizer_of(name)
     framing = TemplateFraming(template(name))
     convs = hostile_conversations(29, N, STYLES[name], sorted(specials_of(name), key=len, reverse=True))
     checked = direct = 0
@@ -451,10 +451,10 @@ def test_framing_count_equals_counting_the_parts(name: str) -> None:
             parts = framing.frame(conv, add_generation_prompt=agp)
         except ChatInputError:
             with pytest.raises(ChatInputError):
-                framing.count(enc, conv, add_generation_prompt=agp)
+                framing.count(tokenizer, conv, add_generation_prompt=agp)
             continue
-        got = framing.count(enc, conv, add_generation_prompt=agp)
-        assert got == count_parts(enc, parts) == len(enc.encode_parts(list(parts))), c
+        got = framing.count(tokenizer, conv, add_generation_prompt=agp)
+        assert got == count_parts(tokenizer, parts) == len(tokenizer.encode_parts(list(parts))), c
         checked += 1
         direct += MARK not in framing.template.render_escaped(conv, add_generation_prompt=agp)
     assert checked >= N * 0.8 and 0 < direct < checked  # both paths ran
@@ -487,14 +487,14 @@ def test_marker_inside_a_lookalike_stays_caller_text(name: str) -> None:
     escape marker (``<|vision\\ue0001\\ue000_pad|>``) kept the marker unescaped, so unescaping turned the caller's
     characters into a special-token name (a wrong count) or refused the conversation."""
     tpl = template(name)
-    enc = tokenizer_of(name)
+    tokenizer = tokenizer_of(name)
     texts = [f"<|vision{MARK}1{MARK}_pad|>", f"<|a{MARK}|>", f"<|{MARK}0{MARK}|> and {MARK}", f"<|x{MARK}2{MARK}|>"]
     for text in texts:
         conv = parse_conversation([{"role": "user", "content": text}])
         parts = tpl.frame(conv)
         assert parts.rendered() == tpl.render(conv)
         assert text in "".join(p for p in parts if isinstance(p, str))
-        assert template_framing(name).count(enc, conv) == len(enc.encode_parts(list(parts)))
+        assert template_framing(name).count(tokenizer, conv) == len(tokenizer.encode_parts(list(parts)))
 
 
 def test_gemma_mask_is_the_files_added_token() -> None:
@@ -506,15 +506,15 @@ def test_gemma_mask_is_the_files_added_token() -> None:
     from tests.engine.pipeline.reference import reference
 
     name = "gemma-3-27b-it"
-    enc = tokenizer_of(name)
+    tokenizer = tokenizer_of(name)
     messages = [{"role": "user", "content": "fill <mask> in"}]
     conv = parse_conversation(messages)
     parts = template(name).frame(conv, add_generation_prompt=True)
-    ids = enc.encode_parts(list(parts))
-    assert ids.count(4) == 1 and not enc.is_special(4) and enc.added_tokens["<mask>"] == 4
+    ids = tokenizer.encode_parts(list(parts))
+    assert ids.count(4) == 1 and not tokenizer.is_special(4) and tokenizer.added_tokens["<mask>"] == 4
     text = next(p for p in parts if isinstance(p, str) and "<mask>" in p)
     assert 4 in reference("gemma3").encode(text, add_special_tokens=False).ids
-    assert template_framing(name).count(enc, conv, add_generation_prompt=True) == len(ids)
+    assert template_framing(name).count(tokenizer, conv, add_generation_prompt=True) == len(ids)
     _, items = ours_and_items(name, [{"messages": messages, "tools": None, "add_generation_prompt": True}])
     (ref,) = hf.run(name, TEMPLATES[name].text, items)
     assert ref["rendered"] == parts.rendered()

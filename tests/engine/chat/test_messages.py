@@ -65,7 +65,7 @@ def test_snapshot_names_resolve_to_the_longest_prefix() -> None:
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from app.engine import get_encoding  # noqa: E402
+from app.engine import get_tokenizer  # noqa: E402
 from app.engine.chat import ChatFramings  # noqa: E402
 from app.engine.store import bundled_store_dir  # noqa: E402
 
@@ -119,7 +119,7 @@ def test_any_json_is_refused_or_framed(messages: object, tools: object) -> None:
         return
     FRAMED.append(1)
     for tokenizer, spec in SPECS:
-        enc = get_encoding(tokenizer)
+        enc = get_tokenizer(tokenizer)
         framing = FRAMINGS.framing(spec, enc)
         try:
             n = framing.count(enc, conv)

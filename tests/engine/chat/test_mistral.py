@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from mistral_common.protocol.instruct.request import ChatCompletionRequest
 from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
 
-from app.engine import get_encoding
+from app.engine import get_tokenizer
 from app.engine.chat import ChatInputError, parse_conversation
 from app.engine.chat.framings import MistralFraming
 from app.engine.specials import Special
@@ -144,10 +144,10 @@ def reference(mt: MistralTokenizer, c: dict[str, Any]) -> list[int] | Exception:
         return exc
 
 
-def ours(framing: MistralFraming, enc: Any, c: dict[str, Any]) -> list[int] | ChatInputError:
+def ours(framing: MistralFraming, tokenizer: Any, c: dict[str, Any]) -> list[int] | ChatInputError:
     try:
         conv = parse_conversation(c["messages"], c["tools"])
-        return enc.encode_parts(list(framing.frame(conv)))
+        return tokenizer.encode_parts(list(framing.frame(conv)))
     except ChatInputError as exc:
         return exc
 
@@ -160,10 +160,10 @@ def convs() -> list[dict[str, Any]]:
 @pytest.mark.parametrize("name", list(CASES))
 def test_ids_equal_mistral_common(name: str, convs: list[dict[str, Any]]) -> None:
     version, make = CASES[name]
-    mt, enc, framing = make(), get_encoding(name), MistralFraming(version)
+    mt, tokenizer, framing = make(), get_tokenizer(name), MistralFraming(version)
     mismatches, framed, refused, with_tools = [], 0, 0, 0
     for i, c in enumerate(convs):
-        want, got = reference(mt, c), ours(framing, enc, c)
+        want, got = reference(mt, c), ours(framing, tokenizer, c)
         if isinstance(want, Exception) or isinstance(got, Exception):
             if not (isinstance(want, Exception) and isinstance(got, Exception)):
                 mismatches.append((i, "one side refused", repr(want)[:160], repr(got)[:160]))
@@ -173,7 +173,7 @@ def test_ids_equal_mistral_common(name: str, convs: list[dict[str, Any]]) -> Non
         with_tools += bool(c["tools"])
         if got != want:
             mismatches.append((i, "ids", c))
-        assert framing.count(enc, parse_conversation(c["messages"], c["tools"])) == len(want)
+        assert framing.count(tokenizer, parse_conversation(c["messages"], c["tools"])) == len(want)
     assert not mismatches, (len(mismatches), mismatches[:3])
     assert framed >= N // 3 and refused >= N // 20  # both sides were really exercised
     if version != "v1":
@@ -187,11 +187,11 @@ def test_markers_in_content_stay_text() -> None:
     plain = parse_conversation([{"role": "system", "content": "x"}, {"role": "user", "content": "x"},
                                 {"role": "assistant", "content": "x"}, {"role": "user", "content": "x"}])
     for name, (version, _) in CASES.items():
-        enc, framing = get_encoding(name), MistralFraming(version)
+        tokenizer, framing = get_tokenizer(name), MistralFraming(version)
         parts, template = list(framing.frame(conv)), list(framing.frame(plain))
         assert [p for p in parts if isinstance(p, Special)] == [p for p in template if isinstance(p, Special)]
-        ids = enc.encode_parts(parts)
-        assert sum(enc.is_special(i) for i in ids) == sum(isinstance(p, Special) for p in parts)
+        ids = tokenizer.encode_parts(parts)
+        assert sum(tokenizer.is_special(i) for i in ids) == sum(isinstance(p, Special) for p in parts)
 
 
 @pytest.mark.parametrize(("messages", "reason"), [
@@ -243,10 +243,10 @@ def test_arbitrary_json_agrees_with_mistral_common(messages: object, tools: obje
     for name in ("mistral-v3", "mistral-v7"):
         version, make = CASES[name]
         mt = _REFS.get(name) or _REFS.setdefault(name, make())
-        enc = get_encoding(name)
+        tokenizer = get_tokenizer(name)
         want = reference(mt, c)
         try:
-            got: list[int] | None = enc.encode_parts(list(MistralFraming(version).frame(conv)))
+            got: list[int] | None = tokenizer.encode_parts(list(MistralFraming(version).frame(conv)))
         except ChatInputError:
             got = None
         assert (got is None) == isinstance(want, Exception), (name, c, want)
@@ -278,7 +278,7 @@ def test_tool_patterns_agree_with_mistral_common(pattern: str) -> None:
     mt = _REFS.get("mistral-v3") or _REFS.setdefault("mistral-v3", make())
     want = reference(mt, c)
     re.purge()  # the reference compiled the pattern into the cache; ours must not
-    got = ours(MistralFraming(version), get_encoding("mistral-v3"), c)
+    got = ours(MistralFraming(version), get_tokenizer("mistral-v3"), c)
     assert isinstance(got, ChatInputError) == isinstance(want, Exception), (pattern[:40], want, got)
     assert got == want or isinstance(got, ChatInputError)
     assert not any(pattern in key for key in re._cache)  # type: ignore[attr-defined]

@@ -144,23 +144,23 @@ def test_memo_under_threads_gives_the_single_threaded_counts() -> None:
     counted one conversation at a time, and of the full parts path."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from app.engine import get_encoding
+    from app.engine import get_tokenizer
     from app.engine.chat import count_parts
     from app.engine.chat.framings import TemplateFraming
 
     name = "llama-3.1-8b-instruct"
     src = TEMPLATES[name]
-    enc = get_encoding("llama3")
+    tokenizer = get_tokenizer("llama3")
     convs = [(parse_conversation(m), agp) for m, agp in _plain_conversations(23, 400, "llama")]
-    shared = TemplateFraming(ChatTemplate(name, src.text, src.variables, enc.special_tokens))
+    shared = TemplateFraming(ChatTemplate(name, src.text, src.variables, tokenizer.special_tokens))
 
     def count(item: tuple[Any, bool]) -> int:
-        return shared.count(enc, item[0], add_generation_prompt=item[1])
+        return shared.count(tokenizer, item[0], add_generation_prompt=item[1])
 
     with ThreadPoolExecutor(8) as pool:
         got = list(pool.map(count, convs * 3))
-    alone = TemplateFraming(ChatTemplate(name, src.text, src.variables, enc.special_tokens))
-    want = [count_parts(enc, alone.frame(c, add_generation_prompt=agp)) for c, agp in convs]
+    alone = TemplateFraming(ChatTemplate(name, src.text, src.variables, tokenizer.special_tokens))
+    want = [count_parts(tokenizer, alone.frame(c, add_generation_prompt=agp)) for c, agp in convs]
     assert got == want * 3
 
 

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from app.engine import get_encoding, get_store
+from app.engine import get_store, get_tokenizer
 from app.engine.encoding import scrub_surrogates
 
 from ..shrinking import shrink
@@ -56,8 +56,8 @@ def reference_encoder(name: str) -> Encode:
 
 def ours_encoder(name: str, backend: str, cache_size: int | None = None) -> tuple[Encode, Callable[[str], int]]:
     """Our ``encode`` and ``count`` for ``name`` on ``backend`` (raises if the backend is not the one asked);
-    ``cache_size`` as :func:`app.engine.get_encoding` takes it (None: the default pre-token cache)."""
-    tok = get_encoding(name, backend=backend, cache_size=cache_size)
+    ``cache_size`` as :func:`app.engine.get_tokenizer` takes it (None: the default pre-token cache)."""
+    tok = get_tokenizer(name, backend=backend, cache_size=cache_size)
     if getattr(tok, "backend", backend) != backend:
         raise RuntimeError(f"asked for the {backend} backend of {name}, got {getattr(tok, 'backend', None)}")
     return tok.encode, tok.count

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.engine import Encoding, get_encoding
+from app.engine import RankBPETokenizer, get_tokenizer
 from app.engine import native as native_module
 from harness.references import (
     META_LLAMA3_PATTERN,
@@ -47,15 +47,15 @@ def native_available() -> bool:
     return native_module.available()
 
 
-def ours(name: str, backend: str = "python") -> Encoding:
+def ours(name: str, backend: str = "python") -> RankBPETokenizer:
     """Our engine's encoding of ``name`` on ``backend`` (``"native"`` or ``"python"``).
 
     Raises ``RuntimeError`` if the native backend was asked for but the engine fell back to Python.
     """
-    enc = get_encoding(name, backend=backend)
-    if enc.backend != backend:
-        raise RuntimeError(f"asked for the {backend} backend of {name}, got {enc.backend}")
-    return enc
+    tokenizer = get_tokenizer(name, backend=backend)
+    if tokenizer.backend != backend:
+        raise RuntimeError(f"asked for the {backend} backend of {name}, got {tokenizer.backend}")
+    return tokenizer
 
 
 @dataclass
@@ -134,12 +134,12 @@ def compare(
     backend: str = "python",
     encode: Callable[[str], list[int]] | None = None,
 ) -> list[Mismatch]:
-    """Encode every text with our engine (``encode``, default ``Encoding.encode`` of ``backend``) and with
+    """Encode every text with our engine (``encode``, default ``RankBPETokenizer.encode`` of ``backend``) and with
     tiktoken's ``encode_ordinary``; record the counts in :data:`TALLY` (under ``name/backend``) and return the
     mismatches."""
-    enc = ours(name, backend)
+    tokenizer = ours(name, backend)
     ref = reference_encoding(name)
-    ours_encode = encode or enc.encode
+    ours_encode = encode or tokenizer.encode
     n = 0
     bad: list[Mismatch] = []
     for text in texts:

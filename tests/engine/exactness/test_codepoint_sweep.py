@@ -105,13 +105,13 @@ def test_render_puts_each_code_point_in_every_slot() -> None:
 
 def test_bisect_names_the_differing_code_point() -> None:
     """The bisection finds a planted difference (a fake reference that disagrees on one code point)."""
-    enc = ours("gpt2", "python").encode
+    tokenizer = ours("gpt2", "python").encode
 
     def planted(text: str) -> list[int]:
-        return [0] if "\u0bb8" in text else enc(text)
+        return [0] if "\u0bb8" in text else tokenizer(text)
 
-    assert bisect(enc, planted, CONTEXTS[0], list(range(0xB00, 0xC00))) == [[0xBB8]]
-    assert bisect(enc, planted, CONTEXTS[1], list(range(0xBB8, 0xBB9))) == [[0xBB8]]
+    assert bisect(tokenizer, planted, CONTEXTS[0], list(range(0xB00, 0xC00))) == [[0xBB8]]
+    assert bisect(tokenizer, planted, CONTEXTS[1], list(range(0xBB8, 0xBB9))) == [[0xBB8]]
 
 
 @pytest.mark.slow

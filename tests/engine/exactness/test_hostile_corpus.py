@@ -78,9 +78,9 @@ def test_batch_with_threads_equals_tiktoken_batch(tokenizer: str, backend: str) 
 
 def test_python_engine_without_cache_is_identical(tokenizer: str) -> None:
     """The pre-token cache changes nothing: a cache-less Python engine gives the reference ids too."""
-    from app.engine import Encoding, get_store
+    from app.engine import RankBPETokenizer, get_store
 
-    uncached = Encoding.from_spec(get_store().spec(tokenizer), cache_size=0, backend="python")
+    uncached = RankBPETokenizer.from_spec(get_store().spec(tokenizer), cache_size=0, backend="python")
     texts = [*corpus.random_mixes(seed=77, count=2000), *corpus.long_runs(100).values()]
     bad = compare(tokenizer, texts, source="python_no_cache", backend="python", encode=uncached.encode)
     assert not bad, bad[0].describe()

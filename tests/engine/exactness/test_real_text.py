@@ -46,6 +46,6 @@ def test_optional_source_roundtrip(source: str, backend: str) -> None:
     docs = [d for d in documents() if d.source == source]
     if not docs:
         pytest.skip(f"no {source} documents on this machine")
-    enc = ours("o200k_base", backend)
+    tokenizer = ours("o200k_base", backend)
     for doc in docs:
-        assert enc.decode(enc.encode(doc.text)) == doc.text
+        assert tokenizer.decode(tokenizer.encode(doc.text)) == doc.text

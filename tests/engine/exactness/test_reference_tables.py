@@ -95,8 +95,8 @@ def test_special_strings_in_text_are_plain_text(tokenizer: str, backend: str) ->
 @pytest.mark.parametrize("name", TOKENIZERS)
 def test_special_tokens_by_name_match_tiktoken_allowed_special(name: str, backend: str) -> None:
     """prefix/suffix by name give the ids tiktoken gives with allowed_special for that token."""
-    enc, ref = ours(name, backend), reference_encoding(name)
+    tokenizer, ref = ours(name, backend), reference_encoding(name)
     for special in list(reference_spec(name).special_tokens)[:12]:
         text = "hello world"
-        assert enc.encode(text, prefix=[special]) == ref.encode(special + text, allowed_special={special})
-        assert enc.encode(text, suffix=[special]) == ref.encode(text + special, allowed_special={special})
+        assert tokenizer.encode(text, prefix=[special]) == ref.encode(special + text, allowed_special={special})
+        assert tokenizer.encode(text, suffix=[special]) == ref.encode(text + special, allowed_special={special})

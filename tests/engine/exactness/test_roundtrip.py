@@ -11,7 +11,7 @@ import itertools
 
 from hypothesis import given
 
-from app.engine import Encoding
+from app.engine import RankBPETokenizer
 
 from . import corpus
 from .reference import ours
@@ -19,19 +19,19 @@ from .strategies import valid_text
 from .test_properties import stable
 
 
-def check_roundtrip(enc: Encoding, text: str) -> None:
+def check_roundtrip(tokenizer: RankBPETokenizer, text: str) -> None:
     """Every consistency property of one valid text (raises AssertionError naming the text)."""
-    ids = enc.encode(text)
-    assert enc.decode(ids) == text, text
-    assert enc.decode_bytes(ids) == text.encode("utf-8"), text
-    assert enc.count(text) == len(ids), text
-    assert b"".join(enc.decode_tokens_bytes(ids)) == text.encode("utf-8"), text
-    check_offsets(enc, text, ids)
+    ids = tokenizer.encode(text)
+    assert tokenizer.decode(ids) == text, text
+    assert tokenizer.decode_bytes(ids) == text.encode("utf-8"), text
+    assert tokenizer.count(text) == len(ids), text
+    assert b"".join(tokenizer.decode_tokens_bytes(ids)) == text.encode("utf-8"), text
+    check_offsets(tokenizer, text, ids)
 
 
-def check_offsets(enc: Encoding, text: str, ids: list[int]) -> None:
+def check_offsets(tokenizer: RankBPETokenizer, text: str, ids: list[int]) -> None:
     """``encode_with_offsets``: same ids; spans non-empty, monotone, gap-free, covering ``text``."""
-    got_ids, spans = enc.encode_with_offsets(text)
+    got_ids, spans = tokenizer.encode_with_offsets(text)
     assert got_ids == ids, text
     assert len(spans) == len(ids)
     if not text:
@@ -43,7 +43,7 @@ def check_offsets(enc: Encoding, text: str, ids: list[int]) -> None:
         assert s1 <= e0, f"gap between {(s0, e0)} and {(s1, e1)} in {text!r}"  # touching, or sharing one char
     for token_id, (start, end) in zip(ids, spans, strict=True):
         assert 0 <= start < end <= len(text)
-        raw = enc.token_bytes(token_id)
+        raw = tokenizer.token_bytes(token_id)
         try:
             token_text = raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -73,18 +73,18 @@ def test_roundtrip_empty_and_tiny(tokenizer: str, backend: str) -> None:
 
 
 def test_offsets_ascii_example() -> None:
-    enc = ours("cl100k_base", "python")
-    ids, spans = enc.encode_with_offsets("hello world, it's 12345!")
-    assert [enc.decode([i]) for i in ids] == ["hello", " world", ",", " it", "'s", " ", "123", "45", "!"]
+    tokenizer = ours("cl100k_base", "python")
+    ids, spans = tokenizer.encode_with_offsets("hello world, it's 12345!")
+    assert [tokenizer.decode([i]) for i in ids] == ["hello", " world", ",", " it", "'s", " ", "123", "45", "!"]
     assert spans == [(0, 5), (5, 11), (11, 12), (12, 15), (15, 17), (17, 18), (18, 21), (21, 23), (23, 24)]
 
 
 def test_offsets_of_split_character_overlap(backend: str) -> None:
     """A character split across tokens is covered by each of them (gpt2 splits most CJK characters)."""
-    enc = ours("gpt2", backend)
+    tokenizer = ours("gpt2", backend)
     text = "a𝓐b"
-    ids, spans = enc.encode_with_offsets(text)
-    assert enc.decode(ids) == text
+    ids, spans = tokenizer.encode_with_offsets(text)
+    assert tokenizer.decode(ids) == text
     assert len(ids) > 3
     assert all(span == (1, 2) for span in spans[1:-1]), spans
 

@@ -14,7 +14,7 @@ import random
 import time
 from collections.abc import Callable
 
-from app.engine import get_encoding
+from app.engine import get_tokenizer
 from harness.references import hf_qwen2
 from harness.texts import HOSTILE, SPECIAL_STRINGS, real_documents
 
@@ -66,7 +66,7 @@ def main() -> None:
         slices.append(d[i:i + rng.randrange(1, 400)])
     texts = [t for t in [*HOSTILE, *docs, *slices] if not any(s in t for s in SPECIAL_STRINGS)]
     for name in args.names.split(","):
-        tok = get_encoding(name)
+        tok = get_tokenizer(name)
         encode, decode = _reference(name)
         t0 = time.perf_counter()
         bad_ids = bad_text = 0

@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from app.engine import get_encoding
+from app.engine import get_tokenizer
 from app.engine.tokenizer import Tokenizer
 from harness.texts import SPECIAL_STRINGS, real_documents
 
@@ -263,7 +263,7 @@ class Checker:
     skip: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.toks = {b: get_encoding(self.name, backend=b) for b in self.backends}
+        self.toks = {b: get_tokenizer(self.name, backend=b) for b in self.backends}
         self.encode, self.decode = _reference(self.name)
         self.skip = parsed_specials(self.name, self.encode, next(iter(self.toks.values())))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.engine import Special, get_encoding
+from app.engine import Special, get_tokenizer
 from app.engine.errors import InvalidTokenIdError, UnknownSpecialTokenError
 from app.engine.tokenizer import Tokenizer
 
@@ -16,7 +16,7 @@ TEXTS = ["Hello, wörld! 日本語", "  two  spaces \n\ttab", "", "x" * 150]
 
 @pytest.mark.parametrize("name", NAMES)
 def test_contract(name: str) -> None:
-    tok = get_encoding(name)
+    tok = get_tokenizer(name)
     assert isinstance(tok, Tokenizer)
     assert tok.encode_batch(TEXTS) == [tok.encode(t) for t in TEXTS]
     assert tok.count_batch(TEXTS) == [len(tok.encode(t)) for t in TEXTS]

@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from app.engine import Special, get_encoding
+from app.engine import Special, get_tokenizer
 from app.engine.pipeline import Pipeline
 from app.engine.sampling import Sample, SamplingError
 from harness.texts import SPECIAL_STRINGS, sample
@@ -25,7 +25,7 @@ TEXTS = ["Tokenization is unbelievably interesting", "Überraschung: 日本語�
                                                ("mistral-v1", {"dropout": 0.1}), ("llama2", {"dropout": 0.1})])
 @pytest.mark.parametrize("text", TEXTS)
 def test_distribution(name: str, options: dict[str, float], text: str) -> None:
-    tok = get_encoding(name)
+    tok = get_tokenizer(name)
     best = tuple(tok.encode(text))
     counts = Counter(tuple(tok.encode(text, sample=Sample(seed=s, **options))) for s in range(300))  # type: ignore[arg-type]
     assert len(counts) > 5  # it does sample
@@ -34,7 +34,7 @@ def test_distribution(name: str, options: dict[str, float], text: str) -> None:
 
 
 def test_small_alpha_spreads_and_large_alpha_concentrates() -> None:
-    tok, text = get_encoding("xlm-roberta-sentencepiece"), TEXTS[0]
+    tok, text = get_tokenizer("xlm-roberta-sentencepiece"), TEXTS[0]
     best = tuple(tok.encode(text))
     for nbest in (-1, 16):
         flat = Counter(tuple(tok.encode(text, sample=Sample(seed=s, alpha=0.0, nbest=nbest))) for s in range(200))
@@ -44,7 +44,7 @@ def test_small_alpha_spreads_and_large_alpha_concentrates() -> None:
 
 
 def test_seeded_and_switchable() -> None:
-    x, m = get_encoding("xlm-roberta-sentencepiece"), get_encoding("mistral-v1")
+    x, m = get_tokenizer("xlm-roberta-sentencepiece"), get_tokenizer("mistral-v1")
     text = TEXTS[0]
     assert x.encode(text, sample=Sample(seed=7)) == x.encode(text, sample=Sample(seed=7))
     assert len({tuple(x.encode(text, sample=Sample(seed=s, alpha=0.0))) for s in range(20)}) > 1
@@ -59,7 +59,7 @@ def test_seeded_and_switchable() -> None:
 def test_bpe_dropout_edges_equal_sentencepiece(name: str) -> None:
     """``dropout=0`` is ``sentencepiece``'s encoding; ``dropout=1`` is its BPE sampling with alpha 1 (every merge
     skipped: characters, byte fallback, user-defined pieces whole) — exactly, on hostile and real text."""
-    tok, ref = get_encoding(name), sentencepiece_reference(name)
+    tok, ref = get_tokenizer(name), sentencepiece_reference(name)
     rng = random.Random(4)
     texts = [t for t in sample(3, 80, seed=5) if not any(s in t for s in SPECIAL_STRINGS)]
     texts += ["".join(rng.choice("ab ▁é日\n\t  x") for _ in range(rng.randint(0, 40))) for _ in range(100)]
@@ -72,7 +72,7 @@ def test_bpe_dropout_edges_equal_sentencepiece(name: str) -> None:
 def test_special_tokens_as_without_sampling() -> None:
     for name, how in [("xlm-roberta-sentencepiece", Sample(seed=3, nbest=4)),
                       ("mistral-v1", Sample(seed=3, dropout=0.3))]:
-        tok = get_encoding(name)
+        tok = get_tokenizer(name)
         text = "<s> a [INST] text </s>"
         body = tok.encode(text, sample=how)
         assert not any(tok.is_special(i) for i in body)  # special strings in text stay text
@@ -92,9 +92,9 @@ def test_refusals() -> None:
     with pytest.raises(ValueError, match="nbest"):
         Sample(nbest=513)
     with pytest.raises(SamplingError, match="cannot sample") as err:
-        get_encoding("bge-small-en-v1.5").encode("hi", sample=Sample())
+        get_tokenizer("bge-small-en-v1.5").encode("hi", sample=Sample())
     assert err.value.model == "WordPiece"
     with pytest.raises(SamplingError, match="not 'dropout'"):
-        get_encoding("xlm-roberta-sentencepiece").encode("hi", sample=Sample(dropout=0.1))
+        get_tokenizer("xlm-roberta-sentencepiece").encode("hi", sample=Sample(dropout=0.1))
     with pytest.raises(SamplingError, match="not 'alpha'"):
-        get_encoding("mistral-v1").encode("hi", sample=Sample(alpha=0.1))
+        get_tokenizer("mistral-v1").encode("hi", sample=Sample(alpha=0.1))

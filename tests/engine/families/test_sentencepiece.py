@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.engine import get_encoding
+from app.engine import get_tokenizer
 from app.engine.errors import ArtifactError
 from app.engine.pipeline.sentencepiece import parse_model
 from harness.texts import sample
@@ -18,7 +18,7 @@ NAMES = ["mistral-v1", "mistral-v3", "mistral-v7"]
 
 @pytest.mark.parametrize("name", NAMES)
 def test_ids_and_decode_equal_sentencepiece(name: str) -> None:
-    ref, tok = sentencepiece_reference(name), get_encoding(name)
+    ref, tok = sentencepiece_reference(name), get_tokenizer(name)
     texts = sample(60, 120, seed=hash(name) % 1000)
     mismatches = [t for t in texts if tok.encode(t) != ref.encode(t)]
     assert not mismatches, f"{len(mismatches)}/{len(texts)} differ, first {mismatches[0][:80]!r}"
@@ -31,7 +31,7 @@ def test_ids_and_decode_equal_sentencepiece(name: str) -> None:
 def test_lossless_round_trip(name: str) -> None:
     """Identity normalization, byte fallback, no whitespace folding: every text comes back exactly — except the
     character ``▁`` itself, which is how these models write a space (documented loss, as in sentencepiece)."""
-    tok = get_encoding(name)
+    tok = get_tokenizer(name)
     for t in sample(20, 60, seed=7):
         assert tok.decode(tok.encode(t)) == t.replace("\u2581", " ")
     assert tok.decode(tok.encode("a\u2581b")) == "a b"
@@ -39,7 +39,7 @@ def test_lossless_round_trip(name: str) -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_control_pieces_never_from_text_but_by_name(name: str) -> None:
-    tok, ref = get_encoding(name), sentencepiece_reference(name)
+    tok, ref = get_tokenizer(name), sentencepiece_reference(name)
     text = "<s>[INST] hi [/INST]</s><unk>"
     ids = tok.encode(text)
     assert ids == ref.encode(text)
@@ -50,7 +50,7 @@ def test_control_pieces_never_from_text_but_by_name(name: str) -> None:
 
 
 def test_user_defined_pieces_match_in_text_as_sentencepiece() -> None:
-    tok, ref = get_encoding("mistral-v7"), sentencepiece_reference("mistral-v7")
+    tok, ref = get_tokenizer("mistral-v7"), sentencepiece_reference("mistral-v7")
     for text in ("[REF]", "a[REF]b", "x [REFERENCE_DOC_3] y", "[/REF][REF]"):
         assert tok.encode(text) == ref.encode(text)
     assert 750 in tok.encode("a[REF]b")  # the user-defined piece [REF], matched whole
@@ -58,7 +58,7 @@ def test_user_defined_pieces_match_in_text_as_sentencepiece() -> None:
 
 
 def test_offsets_cover_the_text() -> None:
-    tok = get_encoding("mistral-v1")
+    tok = get_tokenizer("mistral-v1")
     text = "Héllo  wörld 日本\n"
     ids, spans = tok.encode_with_offsets(text)
     assert ids == tok.encode(text)
@@ -82,7 +82,7 @@ def test_space_symbol_split_is_exact_and_used() -> None:
     from app.engine.pipeline.models.sp_bpe import SentencePieceBPE
     from app.engine.pipeline.sp_split import SpaceSymbolSplit, splits_exactly
 
-    tok = get_encoding("mistral-v3")
+    tok = get_tokenizer("mistral-v3")
     assert isinstance(tok.pre_tokenizer, SpaceSymbolSplit)  # type: ignore[attr-defined]
     model = tok.model  # type: ignore[attr-defined]
     assert isinstance(model, SentencePieceBPE)
@@ -99,10 +99,10 @@ def test_backend_argument_reaches_the_model(name: str) -> None:
     process)."""
     from app.engine.pipeline.compiled import UNIGRAM
 
-    python = get_encoding(name, backend="python")
+    python = get_tokenizer(name, backend="python")
     assert python.backend == "python" and python.model.backend == "python"  # type: ignore[attr-defined]
     if UNIGRAM.module is not None:
-        native = get_encoding(name, backend="native")
+        native = get_tokenizer(name, backend="native")
         assert native.backend == "native" and native.model.backend == "native"  # type: ignore[attr-defined]
         text = "ｆｕｌｌ  wïdth \u2581 日本語 \x00 ﬁ"
         assert python.encode(text) == native.encode(text) == sentencepiece_reference(name).encode(text)

@@ -9,7 +9,7 @@ import random
 import sentencepiece as spm
 from sentencepiece import sentencepiece_model_pb2 as pb
 
-from app.engine import get_encoding
+from app.engine import get_tokenizer
 from app.engine.pipeline.sentencepiece import build_pipeline, parse_model
 from harness.texts import SPECIAL_STRINGS, real_documents
 
@@ -18,7 +18,7 @@ from .references import sentencepiece_reference
 
 def test_long_documents_equal_sentencepiece() -> None:
     """Whole real documents of 50-130k characters: their best-path scores pass -100,000 several times."""
-    tok, ref = get_encoding("xlm-roberta-sentencepiece"), sentencepiece_reference("xlm-roberta-sentencepiece")
+    tok, ref = get_tokenizer("xlm-roberta-sentencepiece"), sentencepiece_reference("xlm-roberta-sentencepiece")
     docs = [d for d in real_documents() if 50_000 <= len(d) <= 130_000 and not any(s in d for s in SPECIAL_STRINGS)]
     assert len(docs) >= 4
     rebased = 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import regex
 
-from app.engine import get_encoding, patterns
+from app.engine import get_tokenizer, patterns
 from app.engine.errors import ArtifactError
 from app.engine.tekken import DEFAULT_SPECIALS, parse_tekken
 from harness.texts import sample
@@ -15,7 +15,7 @@ from .references import artifact_bytes, tekken_reference
 
 @pytest.mark.parametrize("backend", ["native", "python"])
 def test_ids_and_decode_equal_mistral_common(backend: str) -> None:
-    ref, tok = tekken_reference("mistral-nemo"), get_encoding("mistral-nemo", backend=backend)
+    ref, tok = tekken_reference("mistral-nemo"), get_tokenizer("mistral-nemo", backend=backend)
     texts = sample(60, 150, seed=5)
     wrong = [t for t in texts if tok.encode(t) != ref.encode(t, bos=False, eos=False)]
     assert not wrong, f"{len(wrong)}/{len(texts)} differ; first {wrong[0][:80]!r}"
@@ -31,7 +31,7 @@ def test_native_backend_splits_with_the_compiled_tekken_scanner() -> None:
 
     if not native.available():
         pytest.skip("no compiled core")
-    tok = get_encoding("mistral-nemo", backend="native")
+    tok = get_tokenizer("mistral-nemo", backend="native")
     assert tok.pattern == patterns.TEKKEN
     assert tok._native.scanner == native.scanner_id(patterns.TEKKEN) != 0
     text = "I'M don't 12345 ab'CD ¿Qué? x\n\n  y"
@@ -39,7 +39,7 @@ def test_native_backend_splits_with_the_compiled_tekken_scanner() -> None:
 
 
 def test_special_tokens_take_the_first_ids() -> None:
-    tok, ref = get_encoding("mistral-nemo"), tekken_reference("mistral-nemo")
+    tok, ref = get_tokenizer("mistral-nemo"), tekken_reference("mistral-nemo")
     assert tok.n_vocab == ref.n_words == 131072
     assert [tok.special_token_id(n) for n in DEFAULT_SPECIALS] == list(range(20))
     assert tok.special_token_id("<SPECIAL_999>") == 999

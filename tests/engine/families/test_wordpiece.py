@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from app.engine import get_encoding
+from app.engine import get_tokenizer
 from app.engine.pipeline.base import Piece
 from app.engine.pipeline.bert import BertNormalizer, BertPreTokenizer
 from app.engine.pipeline.bert_tables import CONTROL_FLIP, LOWER, MARK_FLIP, NFD, PUNCT_FLIP
@@ -18,7 +18,7 @@ from harness.texts import SPECIAL_STRINGS, sample
 
 
 def test_ids_and_decode_equal_hf() -> None:
-    ref, tok = hf_bert(), get_encoding("bge-small-en-v1.5")
+    ref, tok = hf_bert(), get_tokenizer("bge-small-en-v1.5")
     texts = [t for t in sample(60, 150, seed=3) if not any(s in t for s in SPECIAL_STRINGS)]
     wrong = [t for t in texts if tok.encode(t) != ref.encode(t, add_special_tokens=False).ids]
     assert not wrong, f"{len(wrong)}/{len(texts)} differ; first {wrong[0][:80]!r}"
@@ -28,12 +28,12 @@ def test_ids_and_decode_equal_hf() -> None:
 
 
 def test_offsets_equal_hf() -> None:
-    ref, tok = hf_bert(), get_encoding("bge-small-en-v1.5")
+    ref, tok = hf_bert(), get_tokenizer("bge-small-en-v1.5")
     for t in ["Héllo, wörld! 日本語", "  spaces\tand\nlines ", "don't stop", "x" * 120 + " end"]:
         ids, spans = tok.encode_with_offsets(t)
-        enc = ref.encode(t, add_special_tokens=False)
-        assert ids == enc.ids
-        assert spans == [tuple(o) for o in enc.offsets]
+        tokenizer = ref.encode(t, add_special_tokens=False)
+        assert ids == tokenizer.ids
+        assert spans == [tuple(o) for o in tokenizer.offsets]
 
 
 def _code_points(seed: int, n: int) -> list[str]:

@@ -9,7 +9,7 @@ from functools import cache
 
 import pytest
 
-from app.engine import Tokenizer, get_encoding
+from app.engine import Tokenizer, get_tokenizer
 from app.engine.pipeline.gguf import from_gguf
 from harness.texts import HOSTILE, SPECIAL_STRINGS, real_documents, sample
 
@@ -39,7 +39,7 @@ def _texts(n_docs: int, n_slices: int, seed: int) -> list[str]:
 
 
 def test_equals_hugging_face_tokenizers() -> None:
-    tok, ref = get_encoding("xlm-roberta"), hf_xlm_roberta_reference()
+    tok, ref = get_tokenizer("xlm-roberta"), hf_xlm_roberta_reference()
     assert tok.backend == "native" and tok.text_path == "whole-text"  # type: ignore[attr-defined]
     texts = _texts(150, 600, seed=5)
     assert len(texts) > 10_000
@@ -53,7 +53,7 @@ def test_equals_hugging_face_tokenizers() -> None:
 
 def test_trailing_whitespace_is_a_token() -> None:
     """The issue's case: a line with its newline counts one more token than under SentencePiece's rules."""
-    hf, sp = get_encoding("xlm-roberta"), get_encoding("xlm-roberta-sentencepiece")
+    hf, sp = get_tokenizer("xlm-roberta"), get_tokenizer("xlm-roberta-sentencepiece")
     line = "Le renard brun saute par-dessus le chien paresseux."
     assert hf.encode(line + "\n") == [*hf.encode(line), 6]  # 6 is the piece "▁"
     assert sp.encode(line + "\n") == sp.encode(line) == hf.encode(line)
@@ -61,7 +61,7 @@ def test_trailing_whitespace_is_a_token() -> None:
 
 
 def test_python_backend_equals_compiled() -> None:
-    native, python = get_encoding("xlm-roberta"), python_backend()
+    native, python = get_tokenizer("xlm-roberta"), python_backend()
     assert python.text_path == "python"  # type: ignore[attr-defined]
     texts = _texts(20, 300, seed=7)
     wrong = [t for t in texts if native.encode(t) != python.encode(t)]
@@ -70,7 +70,7 @@ def test_python_backend_equals_compiled() -> None:
 
 def test_code_points_equal_hugging_face() -> None:
     """Every kind of character, alone and between letters, through the compiled path's safety check."""
-    tok, ref = get_encoding("xlm-roberta"), hf_xlm_roberta_reference()
+    tok, ref = get_tokenizer("xlm-roberta"), hf_xlm_roberta_reference()
     rng = random.Random(11)
     chars = [chr(c) for c in rng.sample(range(0x30000), 4000) if not 0xD800 <= c < 0xE000]
     texts = [f"a{c}b {c}{c} " for c in chars]
@@ -79,15 +79,15 @@ def test_code_points_equal_hugging_face() -> None:
 
 
 def test_sentencepiece_variant_equals_sentencepiece() -> None:
-    tok, ref = get_encoding("xlm-roberta-sentencepiece"), sentencepiece_reference("xlm-roberta-sentencepiece")
+    tok, ref = get_tokenizer("xlm-roberta-sentencepiece"), sentencepiece_reference("xlm-roberta-sentencepiece")
     texts = _texts(10, 200, seed=3)
     wrong = [t for t in texts if tok.encode(t) != ref.encode(t)]
     assert not wrong, f"{len(wrong)}/{len(texts)} differ; first {wrong[0][:60]!r}"
 
 
 def test_vocabulary_and_specials() -> None:
-    tok = get_encoding("xlm-roberta")
-    assert tok.n_vocab == 250_002 and get_encoding("xlm-roberta-sentencepiece").n_vocab == 250_048
+    tok = get_tokenizer("xlm-roberta")
+    assert tok.n_vocab == 250_002 and get_tokenizer("xlm-roberta-sentencepiece").n_vocab == 250_048
     assert tok.special_tokens == {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": 250_001}
     assert not any(tok.is_special(i) for i in tok.encode("<s> x </s> <mask> <unk>"))
     assert tok.decode(tok.encode("Hello  world \n")) == "Hello world "
@@ -109,7 +109,7 @@ def test_compiled_call_declines_only_risky_text() -> None:
     from app.engine.pipeline.compiled import UNIGRAM
     from app.engine.pipeline.metaspace_fast import flagged_class, risk_tables
 
-    tok = get_encoding("xlm-roberta")
+    tok = get_tokenizer("xlm-roberta")
     charsmap = tok.normalizer.normalizers[0].charsmap  # type: ignore[attr-defined]
     classes, pairs = risk_tables(charsmap, flagged_class(charsmap, True))
     normalizer = UNIGRAM.module.Normalizer(charsmap.blob, False, False, False, False, [])

@@ -11,7 +11,7 @@ import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from app.engine import get_encoding
+from app.engine import get_tokenizer
 from app.engine.pipeline import Pipeline
 from harness.references import hf_json_reference as reference
 
@@ -22,7 +22,7 @@ HF_JSON = ("qwen3", "deepseek-v3", "gemma3")
 @functools.cache
 def ours(name: str) -> Pipeline:
     """Our reference pipeline for ``name`` (the Python pipeline, whatever fast path the loader may pick)."""
-    tok = get_encoding(name, backend="python")
+    tok = get_tokenizer(name, backend="python")
     assert isinstance(tok, Pipeline), type(tok)
     return tok
 

@@ -13,7 +13,7 @@ import time
 
 import sentencepiece as spm
 
-from app.engine import get_encoding
+from app.engine import get_tokenizer
 from app.engine.pipeline import Pipeline
 from app.engine.pipeline.sentencepiece import build_pipeline, parse_model
 from harness.texts import SPECIAL_STRINGS, real_documents
@@ -39,7 +39,7 @@ def main(count: int, seed: int) -> int:
                  for _ in range(100)]
         cases.append((f"random{k}", build_pipeline(f"r{k}", parse_model(model, "r.model"), source="r.model"),
                       spm.SentencePieceProcessor(model_proto=model), texts))
-    x = get_encoding("xlm-roberta-sentencepiece")
+    x = get_tokenizer("xlm-roberta-sentencepiece")
     assert isinstance(x, Pipeline)
     docs = real_documents()
     texts = []

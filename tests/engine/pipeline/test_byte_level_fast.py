@@ -19,7 +19,7 @@ from functools import cache
 import pytest
 from tokenizers import Tokenizer as HFTokenizer
 
-from app.engine import get_encoding, get_store, native, patterns
+from app.engine import get_store, get_tokenizer, native, patterns
 from app.engine.encoding import scrub_surrogates
 from app.engine.pipeline.added import AddedMatcher
 from app.engine.pipeline.hf_json import from_hf_json
@@ -61,7 +61,7 @@ def fast(tok: object) -> bool:
 
 
 def ours(name: str) -> Pipeline:
-    tok = get_encoding(name)
+    tok = get_tokenizer(name)
     assert isinstance(tok, Pipeline) and fast(tok), tok
     return tok
 
@@ -114,8 +114,8 @@ NFC_SENSITIVE = [
 def test_bundled_file_loads_as_the_fast_path(name: str) -> None:
     tok = ours(name)
     assert tok.backend == "native" and tok.n_vocab == get_store().spec(name).vocab_size
-    assert tok.special_tokens == get_encoding(name, backend="python").special_tokens
-    assert tok.added_tokens == get_encoding(name, backend="python").added_tokens
+    assert tok.special_tokens == get_tokenizer(name, backend="python").special_tokens
+    assert tok.added_tokens == get_tokenizer(name, backend="python").added_tokens
     assert model(name).native is not None and isinstance(model(name).reference, BPE)
     assert tok.pattern == model(name).core.pattern != ""
 
@@ -176,7 +176,7 @@ def test_surrogates_are_scrubbed(name: str) -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_same_as_the_pure_python_pipeline(name: str) -> None:
-    reference = get_encoding(name, backend="python")
+    reference = get_tokenizer(name, backend="python")
     assert isinstance(reference, Pipeline)
     texts = [*token_strings(name)[:200], *NFC_SENSITIVE, *list(corpus.random_mixes(FUZZ_SEED, 400))]
     texts = [scrub_surrogates(t) for t in texts]
@@ -195,14 +195,14 @@ def test_offsets_and_decoding_equal_hugging_face(name: str) -> None:
              *[s for d in realtext.documents()[:10] for s in realtext.strings(d)[1:10]]]
     texts = [scrub_surrogates(t) for t in texts]
     stable = 0
-    for text, enc in zip(texts, hf(name).encode_batch(texts, add_special_tokens=False), strict=True):
+    for text, tokenizer in zip(texts, hf(name).encode_batch(texts, add_special_tokens=False), strict=True):
         ids, spans = tok.encode_with_offsets(text)
-        assert ids == enc.ids
+        assert ids == tokenizer.ids
         if unicodedata.is_normalized("NFC", text) or name == "deepseek-v3":  # DeepSeek-V3 does not normalize
             stable += 1
-            assert spans == [tuple(o) for o in enc.offsets], repr(text[:60])
-        assert tok.decode(ids) == hf(name).decode(enc.ids, skip_special_tokens=False)
-        assert tok.decode(ids, skip_special=True) == hf(name).decode(enc.ids, skip_special_tokens=True)
+            assert spans == [tuple(o) for o in tokenizer.offsets], repr(text[:60])
+        assert tok.decode(ids) == hf(name).decode(tokenizer.ids, skip_special_tokens=False)
+        assert tok.decode(ids, skip_special=True) == hf(name).decode(tokenizer.ids, skip_special_tokens=True)
     assert stable > len(texts) // 2
 
 
@@ -240,7 +240,7 @@ def test_files_outside_the_fast_path_keep_the_pipeline() -> None:
     assert isinstance(pipeline, Pipeline) and not fast(pipeline) and pipeline.text_path != "text-encoder"
     assert isinstance(byte_level_rank_bpe(doc, pipeline.model, "qwen3-python", None), ByteLevelRankBPE)
     assert byte_level_rank_bpe(lower, pipeline.model, "lower", None) is None
-    assert not fast(get_encoding("gemma3"))
+    assert not fast(get_tokenizer("gemma3"))
 
 
 #: The code-point sweep's contexts (as the tiktoken sweep's) and one for the NFC/added-token interplay.
@@ -287,7 +287,7 @@ def test_every_code_point(name: str) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_literal_matcher_splits_as_the_pipelines_matcher(name: str) -> None:
     """The fast path's literal search gives the pipeline's added-token splits (specials skipped, longest first)."""
-    tokens = get_encoding(name, backend="python").added_vocabulary  # type: ignore[attr-defined]
+    tokens = get_tokenizer(name, backend="python").added_vocabulary  # type: ignore[attr-defined]
     entries = [(t.content, t) for t in tokens if not t.normalized] or [(t.content, t) for t in tokens]
     fast, reference = LiteralMatcher(entries), AddedMatcher(entries)
     texts = [*token_strings(name), *list(corpus.random_mixes(FUZZ_SEED + 2, 300)), "", "<", "<<||>>"]

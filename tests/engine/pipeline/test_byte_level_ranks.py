@@ -47,7 +47,7 @@ def hf_ids(section: dict[str, object], text: str) -> list[int]:
 
 
 def rank_ids(ranks: dict[bytes, int], text: str) -> list[int]:
-    """Rank BPE as the Encoding runs it: whole-piece lookup, then merging."""
+    """Rank BPE as the RankBPETokenizer runs it: whole-piece lookup, then merging."""
     raw = text.encode("latin-1")
     return [ranks[raw]] if raw in ranks else byte_pair_encode(raw, ranks)
 

@@ -14,7 +14,7 @@ import regex
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import normalizers as hf_norm
 
-from app.engine import get_encoding, get_store, native
+from app.engine import get_store, get_tokenizer, native
 from app.engine.pipeline import Piece, _hf_unicode
 from app.engine.pipeline import normalizers as norm
 
@@ -82,7 +82,7 @@ def test_qwen3_ids_equal_hugging_face(backend: str) -> None:
     doc = get_store().spec("qwen3").read_artifact()
     hf = HFTokenizer.from_str(doc if isinstance(doc, str) else doc.decode())
     hf.encode_special_tokens = True
-    tok = get_encoding("qwen3") if backend == "native" else get_encoding("qwen3", backend="python")
+    tok = get_tokenizer("qwen3") if backend == "native" else get_tokenizer("qwen3", backend="python")
     if backend == "native":
         assert tok.text_path == "text-encoder"  # type: ignore[attr-defined]  (the compiled byte-level model)
     rng = random.Random(7)

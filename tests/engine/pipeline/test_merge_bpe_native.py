@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from app.engine import get_encoding
+from app.engine import get_tokenizer
 from app.engine.pipeline import Pipeline
 from app.engine.pipeline.added import AddedMatcher, AddedToken
 from app.engine.pipeline.hf_json import load_hf_json
@@ -147,7 +147,7 @@ def gemma3_python() -> Pipeline:
 
 def gemma3_native() -> Pipeline:
     """gemma3 as the service loads it on the native backend (the compiled merge BPE)."""
-    tok = get_encoding("gemma3", backend="native")
+    tok = get_tokenizer("gemma3", backend="native")
     assert isinstance(tok, Pipeline), type(tok)
     return tok
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from app.engine import get_encoding
+from app.engine import get_tokenizer
 
 SEGMENT_FROM = 64  # the merge-list core's second argument: cut pre-tokens longer than this where no merge crosses
 
@@ -20,7 +20,7 @@ def _encode(name: str, model: Any, items: list[Any]) -> list[int]:
 
 @pytest.mark.parametrize("name", ["gemma3", "bge-small-en-v1.5", "xlm-roberta-sentencepiece", "mistral-v3"])
 def test_items_contract(name: str) -> None:
-    model = get_encoding(name, backend="native").model  # type: ignore[attr-defined]
+    model = get_tokenizer(name, backend="native").model  # type: ignore[attr-defined]
     native = model.native
     assert native is not None, name
     words = ["hello", "▁naïve", "日本語", ""]

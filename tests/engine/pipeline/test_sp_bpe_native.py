@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from app.engine import get_encoding
+from app.engine import get_tokenizer
 from app.engine.pipeline import Pipeline
 from app.engine.pipeline.models import sp_bpe
 from app.engine.pipeline.models.sp_bpe import SentencePieceBPE
@@ -147,7 +147,7 @@ def test_ties_merge_leftmost_first() -> None:
 
 
 def test_cache_changes_nothing_and_is_bounded() -> None:
-    tok = get_encoding("llama2")
+    tok = get_tokenizer("llama2")
     assert isinstance(tok, Pipeline) and isinstance(tok.model, SentencePieceBPE)
     vocab = tok.model.vocab
     uncached = SentencePieceBPE(vocab, unk_id=0, byte_fallback=True, mergeable=tok.model._pieces.values(),
@@ -166,7 +166,7 @@ def test_cache_changes_nothing_and_is_bounded() -> None:
 
 
 def test_threads_give_the_same_ids() -> None:
-    tok = get_encoding("mistral-v3")
+    tok = get_tokenizer("mistral-v3")
     texts = sample(10, 200, seed=11)
     tok.clear_cache()
     assert tok.encode_batch(texts, num_threads=4) == [tok.encode(t) for t in texts]
@@ -208,8 +208,8 @@ def test_long_calls_reuse_working_memory_exactly() -> None:
 
 def test_threads_on_long_texts_give_the_same_ids() -> None:
     """Long calls of two models from four threads at once share the kept working memory safely."""
-    toks = [get_encoding("mistral-v3", backend="native"), get_encoding("llama2", backend="native")]
-    refs = [get_encoding("mistral-v3", backend="python"), get_encoding("llama2", backend="python")]
+    toks = [get_tokenizer("mistral-v3", backend="native"), get_tokenizer("llama2", backend="native")]
+    refs = [get_tokenizer("mistral-v3", backend="python"), get_tokenizer("llama2", backend="python")]
     rng = random.Random(4)
     texts = [t[: rng.randint(300, 3000)] for t in long_strings(3000)]
     jobs = [(k, text) for k in range(2) for text in texts]
@@ -225,7 +225,7 @@ def test_threads_on_long_texts_give_the_same_ids() -> None:
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="resident memory read from /proc")
 def test_memory_of_repeated_long_calls_stays_bounded() -> None:
     """Repeated long calls keep at most the bounded working memory (a call used to leak its id buffer)."""
-    tok = get_encoding("mistral-v7", backend="native")
+    tok = get_tokenizer("mistral-v7", backend="native")
     text = "".join(chr(0x0B80 + i % 128) for i in range(300_000))  # mostly byte fallback: ~800,000 ids per call
 
     def resident_mib() -> float:
@@ -242,9 +242,9 @@ def test_memory_of_repeated_long_calls_stays_bounded() -> None:
 
 
 def test_engine_python_forces_the_reference() -> None:
-    code = ("from app.engine import get_encoding\n"
+    code = ("from app.engine import get_tokenizer\n"
             "from harness.references import sentencepiece_reference\n"
-            "t = get_encoding('mistral-v1')\n"
+            "t = get_tokenizer('mistral-v1')\n"
             "assert t.backend == 'python' and t.model.native is None and t.text_path == 'python', t.backend\n"
             "text = 'hello  world \u2581x'\n"
             "assert t.encode(text) == sentencepiece_reference('mistral-v1').encode(text), t.encode(text)\n")
@@ -253,7 +253,7 @@ def test_engine_python_forces_the_reference() -> None:
 
 
 def _bundled_texts(name: str, seed: int) -> list[str]:
-    tok = get_encoding(name)
+    tok = get_tokenizer(name)
     assert isinstance(tok, Pipeline) and isinstance(tok.model, SentencePieceBPE)
     user = sorted(tok.model._user)  # the user-defined pieces, matched in text
     texts = list(hostile([*tok.special_tokens, *user], seed=seed, count=300, token_limit=20))
@@ -267,8 +267,8 @@ def _bundled_texts(name: str, seed: int) -> list[str]:
 
 @pytest.mark.parametrize("name", BUNDLED)
 def test_bundled_match_the_reference_and_sentencepiece(name: str) -> None:
-    native = get_encoding(name, backend="native")
-    python = get_encoding(name, backend="python")
+    native = get_tokenizer(name, backend="native")
+    python = get_tokenizer(name, backend="python")
     assert isinstance(native, Pipeline) and native.backend == "native" and native.text_path == "whole-text"
     assert python.backend == "python"
     ref = sentencepiece_reference(name)
@@ -288,8 +288,8 @@ def test_bundled_match_the_reference_and_sentencepiece(name: str) -> None:
 @pytest.mark.parametrize("name", ["mistral-v3", "phi-3"])
 def test_bundled_long_runs(name: str) -> None:
     """One long run of a character, runs without spaces, byte-fallback scripts: the heap path on long inputs."""
-    native = get_encoding(name, backend="native")
-    python = get_encoding(name, backend="python")
+    native = get_tokenizer(name, backend="native")
+    python = get_tokenizer(name, backend="python")
     ref = sentencepiece_reference(name)
     for text in long_strings(6_000):
         ids = native.encode(text)

@@ -15,7 +15,7 @@ import pytest
 import sentencepiece as spm
 from sentencepiece import sentencepiece_model_pb2 as pb
 
-from app.engine import get_encoding
+from app.engine import get_tokenizer
 from app.engine.pipeline import Pipeline
 from app.engine.pipeline.added import AddedToken
 from app.engine.pipeline.models import unigram_nbest
@@ -113,7 +113,7 @@ def test_random_vocabularies_with_ties_equal_sentencepiece() -> None:
 
 
 def test_xlm_roberta_equals_sentencepiece() -> None:
-    tok, ref = get_encoding("xlm-roberta-sentencepiece"), sentencepiece_reference("xlm-roberta-sentencepiece")
+    tok, ref = get_tokenizer("xlm-roberta-sentencepiece"), sentencepiece_reference("xlm-roberta-sentencepiece")
     assert isinstance(tok, Pipeline)
     rng = random.Random(2)
     docs = real_documents()

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from app.engine import get_encoding
+from app.engine import get_tokenizer
 from app.engine.encoding import scrub_surrogates
 from app.engine.pipeline import Pipeline
 from app.engine.pipeline.bert import BertNormalizer, combining_class
@@ -107,8 +107,8 @@ def test_random_vocabularies_match_the_reference() -> None:
 
 
 def test_engine_python_forces_the_reference() -> None:
-    code = ("from app.engine import get_encoding\n"
-            "t = get_encoding('bge-small-en-v1.5')\n"
+    code = ("from app.engine import get_tokenizer\n"
+            "t = get_tokenizer('bge-small-en-v1.5')\n"
             "assert t.backend == 'python' and t.model.native is None and t.text_path == 'python', t.backend\n"
             "assert t.encode('Hello, wörld!') == [7592, 1010, 2088, 999]\n")
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "TOKENIZER_ENGINE": "python"})
@@ -146,12 +146,12 @@ def test_reordering_characters_are_left_to_the_whole_text_normalizer() -> None:
 # -- bge-small-en-v1.5 ---------------------------------------------------------------------------------------------
 
 def test_bge_runs_the_fused_path() -> None:
-    tok = get_encoding("bge-small-en-v1.5")
+    tok = get_tokenizer("bge-small-en-v1.5")
     assert isinstance(tok, Pipeline) and tok.backend == "native" and tok.text_path == "fused"
 
 
 def test_bge_compiled_equals_python_and_hugging_face() -> None:
-    native, python = get_encoding("bge-small-en-v1.5", backend="native"), get_encoding("bge-small-en-v1.5",
+    native, python = get_tokenizer("bge-small-en-v1.5", backend="native"), get_tokenizer("bge-small-en-v1.5",
                                                                                          backend="python")
     assert native.backend == "native" and python.backend == "python"
     hf = hf_bert()
@@ -167,7 +167,7 @@ def test_bge_compiled_equals_python_and_hugging_face() -> None:
 
 
 def test_bge_template_counts_batches_and_decoding() -> None:
-    tok = get_encoding("bge-small-en-v1.5")
+    tok = get_tokenizer("bge-small-en-v1.5")
     hf = hf_bert()
     texts = sample(10, 200, seed=29)
     texts = [t for t in texts if not any(s in t for s in SPECIAL_STRINGS)]
@@ -183,7 +183,7 @@ def test_bge_template_counts_batches_and_decoding() -> None:
 
 
 def test_bge_reordering_text_ids_and_offsets() -> None:
-    tok = get_encoding("bge-small-en-v1.5")
+    tok = get_tokenizer("bge-small-en-v1.5")
     text = "x a\U0001d16d\u0301\U0001d165 b\U0001d16d  c, d \U0001d165"
     hf = hf_bert()
     assert tok.encode(text) == hf.encode(text, add_special_tokens=False).ids

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.engine import Encoding, get_encoding, reset
+from app.engine import RankBPETokenizer, get_tokenizer, reset
 from app.engine.artifacts import parse_tiktoken
 from app.engine.bpe import byte_pair_split
 from app.engine.errors import ManifestError
@@ -64,24 +64,24 @@ def test_artifact_ranks_are_bytes_then_merges(tmp_path: Path, corpus_files: list
 def test_loads_through_get_encoding_and_round_trips(tmp_path: Path, corpus_files: list[Path]) -> None:
     train_to_store(corpus_files, name="mine", store_dir=tmp_path, vocab_size=800, quiet=True,
                    special_tokens=["<|endoftext|>", "<|pad|>"])
-    enc = get_encoding("mine", store_dir=tmp_path)
-    assert isinstance(enc, Encoding)
-    assert enc.n_vocab == 802
-    assert enc.special_tokens == {"<|endoftext|>": 800, "<|pad|>": 801}
+    tokenizer = get_tokenizer("mine", store_dir=tmp_path)
+    assert isinstance(tokenizer, RankBPETokenizer)
+    assert tokenizer.n_vocab == 802
+    assert tokenizer.special_tokens == {"<|endoftext|>": 800, "<|pad|>": 801}
     text = "def train_to_store(files):\n    return 'naïve café — 日本語 🙂'\n"
-    ids = enc.encode(text, suffix=["<|endoftext|>"])
+    ids = tokenizer.encode(text, suffix=["<|endoftext|>"])
     assert ids[-1] == 800
-    assert enc.decode(ids[:-1]) == text
+    assert tokenizer.decode(ids[:-1]) == text
     assert len(ids) - 1 < len(text.encode())  # it learned something
-    assert enc.encode("<|endoftext|>") != [800]  # special strings in text stay text
+    assert tokenizer.encode("<|endoftext|>") != [800]  # special strings in text stay text
 
 
 @settings(max_examples=60, deadline=None)
 @given(text=st.text(max_size=200))
 def test_round_trips_arbitrary_text(trained_store: Path, text: str) -> None:
-    enc = get_encoding("rt", store_dir=trained_store)
+    tokenizer = get_tokenizer("rt", store_dir=trained_store)
     scrubbed = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    assert enc.decode(enc.encode(text)) == scrubbed
+    assert tokenizer.decode(tokenizer.encode(text)) == scrubbed
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +99,7 @@ def test_encoding_training_words_gives_training_segmentation(
     pattern = PATTERNS[pattern_id]
     counts = count_pretokens(corpus_files, pattern)
     result = train_byte_bpe(counts, vocab_size=1500, tie_break=tie_break, keep_segmentation=True)
-    enc = Encoding("seg", pattern=pattern, mergeable_ranks=result.ranks, special_tokens={}, cache_size=0)
+    tokenizer = RankBPETokenizer("seg", pattern=pattern, mergeable_ranks=result.ranks, special_tokens={}, cache_size=0)
     mismatches = []
     for piece, seg in result.segmentation.items():
         got = [piece] if piece in result.ranks else byte_pair_split(piece, result.ranks)
@@ -109,7 +109,7 @@ def test_encoding_training_words_gives_training_segmentation(
     # and through the public encoder, on the pieces' text
     sample = list(counts)[:2000]
     for text in sample:
-        assert [enc.token_bytes(t) for t in enc.encode(text)] == result.segmentation[text.encode()]
+        assert [tokenizer.token_bytes(t) for t in tokenizer.encode(text)] == result.segmentation[text.encode()]
 
 
 def test_manifest_merge_replace_and_custom_pattern(tmp_path: Path, corpus_files: list[Path]) -> None:
@@ -130,8 +130,8 @@ def test_manifest_merge_replace_and_custom_pattern(tmp_path: Path, corpus_files:
                    pattern_regex=r"\w+|\s+|[^\w\s]+")
     entry = json.loads((store / "manifest.json").read_text())["tokenizers"][2]
     assert entry["pattern_regex"] == r"\w+|\s+|[^\w\s]+" and "pattern" not in entry
-    enc = get_encoding("three", store_dir=store)
-    assert enc.decode(enc.encode("x = y + 1")) == "x = y + 1"
+    tokenizer = get_tokenizer("three", store_dir=store)
+    assert tokenizer.decode(tokenizer.encode("x = y + 1")) == "x = y + 1"
 
 
 def test_bad_options_raise(tmp_path: Path, corpus_files: list[Path]) -> None:

@@ -1,4 +1,4 @@
-"""The classic kind end to end: artifact, store entry, CharBPEEncoding's Encoding-like surface."""
+"""The classic kind end to end: artifact, store entry, CharBPEEncoding's RankBPETokenizer-like surface."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.engine import Special, get_encoding, reset
+from app.engine import Special, get_tokenizer, reset
 from app.engine.errors import ArtifactError, InvalidTokenIdError, UnknownSpecialTokenError
 from app.engine.training import CharBPEEncoding, CharBPEModel, train_char_bpe, train_to_store
 from app.engine.training.char_bpe import UNK_ID
@@ -37,69 +37,69 @@ def test_store_entry_and_loading(store: Path) -> None:
     (entry,) = doc["tokenizers"]
     assert entry["kind"] == "char_bpe" and entry["format"] == "char_bpe"
     assert "pattern" not in entry and "pattern_regex" not in entry
-    enc = get_encoding("classic", store_dir=store)
-    assert isinstance(enc, CharBPEEncoding)
+    tokenizer = get_tokenizer("classic", store_dir=store)
+    assert isinstance(tokenizer, CharBPEEncoding)
     # 19 ordinary ids: <unk>, </w>, 10 characters (d e i l n o r s t w), 7 merges; then 2 specials
-    assert enc.n_vocab == 21 and entry["vocab_size"] == 21
-    assert enc.special_tokens == {"<s>": 19, "</s>": 20}
-    assert enc.model.merge_strings[:5] == [("e", "s"), ("es", "t"), ("est", "</w>"), ("l", "o"), ("lo", "w")]
+    assert tokenizer.n_vocab == 21 and entry["vocab_size"] == 21
+    assert tokenizer.special_tokens == {"<s>": 19, "</s>": 20}
+    assert tokenizer.model.merge_strings[:5] == [("e", "s"), ("es", "t"), ("est", "</w>"), ("l", "o"), ("lo", "w")]
 
 
 def test_encode_decode_round_trip_and_unknowns(store: Path) -> None:
-    enc = get_encoding("classic", store_dir=store)
-    vocab = enc.model.vocab
-    ids = enc.encode("lowest  newer\n\twide")
+    tokenizer = get_tokenizer("classic", store_dir=store)
+    vocab = tokenizer.model.vocab
+    ids = tokenizer.encode("lowest  newer\n\twide")
     assert [vocab[i] for i in ids][:2] == ["low", "est</w>"]
-    assert enc.decode(ids) == "lowest newer wide"  # whitespace runs become one space
-    unk = enc.encode("low!")
-    assert UNK_ID in unk and enc.decode(unk) == "low\ufffd"
-    assert enc.count("lowest  newer") == len(enc.encode("lowest  newer"))
-    assert enc.encode("") == [] and enc.decode([]) == ""
+    assert tokenizer.decode(ids) == "lowest newer wide"  # whitespace runs become one space
+    unk = tokenizer.encode("low!")
+    assert UNK_ID in unk and tokenizer.decode(unk) == "low\ufffd"
+    assert tokenizer.count("lowest  newer") == len(tokenizer.encode("lowest  newer"))
+    assert tokenizer.encode("") == [] and tokenizer.decode([]) == ""
 
 
 def test_specials_only_by_name(store: Path) -> None:
-    enc = get_encoding("classic", store_dir=store)
-    ids = enc.encode("low", prefix=["<s>"], suffix=["</s>"])
+    tokenizer = get_tokenizer("classic", store_dir=store)
+    ids = tokenizer.encode("low", prefix=["<s>"], suffix=["</s>"])
     assert ids[0] == 19 and ids[-1] == 20
-    assert enc.decode(ids) == "<s>low </s>"
-    assert enc.decode(ids, skip_special=True) == "low"
-    assert 19 not in enc.encode("<s> low")  # the string is text: unknown characters
-    assert enc.encode_parts([Special("<s>"), "low", Special("</s>")]) == ids
-    assert enc.is_special(20) and not enc.is_special(2)
+    assert tokenizer.decode(ids) == "<s>low </s>"
+    assert tokenizer.decode(ids, skip_special=True) == "low"
+    assert 19 not in tokenizer.encode("<s> low")  # the string is text: unknown characters
+    assert tokenizer.encode_parts([Special("<s>"), "low", Special("</s>")]) == ids
+    assert tokenizer.is_special(20) and not tokenizer.is_special(2)
     with pytest.raises(UnknownSpecialTokenError):
-        enc.encode("x", prefix=["<nope>"])
+        tokenizer.encode("x", prefix=["<nope>"])
     with pytest.raises(InvalidTokenIdError):
-        enc.decode([0, 21])
+        tokenizer.decode([0, 21])
     with pytest.raises(InvalidTokenIdError):
-        enc.decode([-1])
+        tokenizer.decode([-1])
 
 
 def test_offsets_batches_and_cache(store: Path) -> None:
-    enc = get_encoding("classic", store_dir=store)
+    tokenizer = get_tokenizer("classic", store_dir=store)
     text = " lowest newest"
-    ids, spans = enc.encode_with_offsets(text)
-    assert ids == enc.encode(text)
+    ids, spans = tokenizer.encode_with_offsets(text)
+    assert ids == tokenizer.encode(text)
     assert [text[s:e] for s, e in spans] == ["low", "est", "new", "est"]
-    ids, spans = enc.encode_with_offsets("low")
-    assert [enc.model.vocab[i] for i in ids] == ["low", "</w>"] and spans == [(0, 3), (3, 3)]
-    assert enc.encode_batch(["low", "newest"], num_threads=2) == [enc.encode("low"), enc.encode("newest")]
-    assert enc.count_batch(["low", "newest lowest"]) == [2, 4]
-    assert enc.decode_batch([enc.encode("low")]) == ["low"]
-    enc.clear_cache()
-    enc.encode("low low")
-    stats = enc.cache_stats()
+    ids, spans = tokenizer.encode_with_offsets("low")
+    assert [tokenizer.model.vocab[i] for i in ids] == ["low", "</w>"] and spans == [(0, 3), (3, 3)]
+    assert tokenizer.encode_batch(["low", "newest"], num_threads=2) == [tokenizer.encode("low"), tokenizer.encode("newest")]
+    assert tokenizer.count_batch(["low", "newest lowest"]) == [2, 4]
+    assert tokenizer.decode_batch([tokenizer.encode("low")]) == ["low"]
+    tokenizer.clear_cache()
+    tokenizer.encode("low low")
+    stats = tokenizer.cache_stats()
     assert stats.misses == 1 and stats.hits == 1
 
 
 def test_long_words_use_the_heap_merge_with_the_same_result() -> None:
     model = train_char_bpe({"abab": 5, "aab": 3, "ba": 4, "abba": 2}, num_merges=10, min_frequency=1)
-    enc = CharBPEEncoding("t", model, cache_size=0)
+    tokenizer = CharBPEEncoding("t", model, cache_size=0)
     import random
 
     rng = random.Random(7)
     for _ in range(50):
         word = "".join(rng.choice("abx") for _ in range(rng.randint(65, 200)))
-        assert list(enc.encode(word)) == [model.vocab.index(s) if s != "<unk>" else 0
+        assert list(tokenizer.encode(word)) == [model.vocab.index(s) if s != "<unk>" else 0
                                           for s in model.segment_in_order(word)]
 
 
@@ -121,4 +121,4 @@ def test_tampered_artifact_fails_verification(store: Path) -> None:
     path = store / "classic.char_bpe.json"
     path.write_bytes(path.read_bytes().replace(b'"low"', b'"lox"'))
     with pytest.raises(ArtifactError):
-        get_encoding("classic", store_dir=store)
+        get_tokenizer("classic", store_dir=store)

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 import pytest
 from tokenizers import Tokenizer
 
-from app.engine import get_encoding, reset
+from app.engine import get_tokenizer, reset
 from app.engine.pipeline.hf_json import from_hf_json
 from app.engine.training import compiled, train_to_store
 from app.engine.training.trainer import train_on
@@ -158,9 +158,9 @@ def test_published_and_served_by_name(tmp_path) -> None:  # type: ignore[no-unty
                             quiet=True, options={"vocab_txt": True})
     assert report.spec.format == "hf_json" and report.spec.kind == "wordpiece" and report.spec.vocab_size == 900
     assert (tmp_path / "s" / "wp.vocab.txt").exists()
-    enc = get_encoding("wp", store_dir=tmp_path / "s")
+    tokenizer = get_tokenizer("wp", store_dir=tmp_path / "s")
     hf = Tokenizer.from_file(str(report.spec.artifact_path))
-    assert list(enc.encode("Hello, tokenizer world")) == hf.encode("Hello, tokenizer world",
+    assert list(tokenizer.encode("Hello, tokenizer world")) == hf.encode("Hello, tokenizer world",
                                                                    add_special_tokens=False).ids
     with pytest.raises(ValueError, match="do not apply"):
         train_to_store([corpus], name="wp", store_dir=tmp_path / "s", kind="wordpiece", vocab_size=900,

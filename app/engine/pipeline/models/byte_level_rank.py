@@ -17,7 +17,7 @@ the pipeline finds them (special ones never match; :class:`LiteralMatcher`, one 
 pipeline's :class:`~app.engine.pipeline.added.AddedMatcher` splits when no token needs word or space checks, else
 that matcher runs), each stretch between them is NFC-normalized by the pipeline's normalizer (skipped for ASCII and
 when ``unicodedata.is_normalized`` says it already is; otherwise only the windows that need it), and an
-:class:`~app.engine.encoding.Encoding` over the ranks encodes it: the native pre-tokenizer when the split is a
+:class:`~app.engine.encoding.RankBPETokenizer` over the ranks encodes it: the native pre-tokenizer when the split is a
 named pattern with a hand-written scanner (``qwen2``) or a split sequence with one (``deepseek_v3``), else the
 splits in ``regex`` feeding the native BPE. Everything else (pre-token BPE, offsets of a text that NFC changes,
 BPE-dropout, the vocabulary) is the wrapped merge-list BPE's, so decoding, the template and the special tokens stay
@@ -37,7 +37,7 @@ import regex
 from ... import native
 from ...artifact_regex import BoundedRegex
 from ...cache import CacheStats
-from ...encoding import Encoding, scrub_surrogates
+from ...encoding import RankBPETokenizer, scrub_surrogates
 from ...patterns import PATTERNS
 from ...sampling import Sample
 from ...store import TokenizerSpec
@@ -183,12 +183,12 @@ def byte_level_rank_bpe(doc: dict[str, Any], model: Model, name: str, spec: Toke
     if why is not None or sources is None or nfc is None:
         log.info("%s: no byte-level fast path (%s)", name, why)
         return None
-    built: list[Encoding] = []
+    built: list[RankBPETokenizer] = []
     named = len(sources) == 1 and sources[0] in PATTERNS.values() and native.scanner_id(sources[0]) != 0
     sequence = 0 if named else native.sequence_scanner_id(tuple(sources))
 
     def encoding_for(ranks: dict[bytes, int]) -> Any:
-        core = Encoding(name, pattern=sources[0] if named else " + ".join(sources), mergeable_ranks=ranks,
+        core = RankBPETokenizer(name, pattern=sources[0] if named else " + ".join(sources), mergeable_ranks=ranks,
                         special_tokens={}, spec=spec, backend="native",
                         pre_tokenizer=None if named else IsolatedSplits(sources), scanner=sequence or None)
         built.append(core)
@@ -210,7 +210,7 @@ class ByteLevelRankBPE(Model):
     ``nfc``: the file's normalizer is NFC (else none). Per-pre-token methods, the vocabulary and sampling are
     ``reference``'s; whole texts go through :meth:`text_encoder`. Thread-safe."""
 
-    def __init__(self, reference: Model, core: Encoding, *, nfc: bool) -> None:
+    def __init__(self, reference: Model, core: RankBPETokenizer, *, nfc: bool) -> None:
         self.reference = reference
         self.core = core
         self.native = core.native_core
@@ -289,7 +289,7 @@ class RankTextEncoder:
     matched as the pipeline matches them, stretches NFC-normalized with ``normalize`` (None: no normalizer), each
     stretch encoded by ``core``. Thread-safe."""
 
-    def __init__(self, core: Encoding, added: Sequence[AddedToken], normalize: Callable[[str], str] | None) -> None:
+    def __init__(self, core: RankBPETokenizer, added: Sequence[AddedToken], normalize: Callable[[str], str] | None) -> None:
         self.core = core
         self.pattern = core.pattern
         self._nfc = normalize is not None
@@ -360,7 +360,7 @@ class RankTextEncoder:
 
     def encode(self, text: str) -> list[int]:
         """Ids of ``text``."""
-        if self._plain(text):  # (the Encoding scrubs lone surrogates itself)
+        if self._plain(text):  # (the RankBPETokenizer scrubs lone surrogates itself)
             return self.core.encode(text)
         text = scrub_surrogates(text)
         ids: list[int] = []
