@@ -175,3 +175,24 @@ def test_the_ops_package_re_exports_nothing() -> None:
     """``app/api/ops/__init__.py`` is its docstring only: callers import the operation module they use."""
     body = ast.parse((APP / "api" / "ops" / "__init__.py").read_text(encoding="utf-8")).body
     assert len(body) == 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+
+
+#: Class names that two modules of ``app`` may both define: the client package (``app.client``, which imports neither
+#: the engine nor the web layer) mirrors the server's response schemas and the engine's error classes under the same
+#: names, so that code reads the same against the library and against the service.
+CLIENT_MIRRORS = "app.client."
+
+
+def test_no_two_classes_in_app_share_a_name() -> None:
+    """One name, one class: no class name is defined twice in ``app/`` (a client mirror of a server or engine class
+    excepted, see :data:`CLIENT_MIRRORS`)."""
+    defined: dict[str, list[str]] = {}
+    for module, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                defined.setdefault(node.name, []).append(module)
+    shared = {name: modules for name, modules in defined.items()
+              if len([m for m in modules if not m.startswith(CLIENT_MIRRORS)]) > 1
+              or len([m for m in modules if m.startswith(CLIENT_MIRRORS)]) > 1}
+    assert not shared, shared
+    assert any(len(modules) > 1 for modules in defined.values())  # the client's mirrors exist: the check reads them

@@ -23,8 +23,8 @@ scrape answered by any worker reports the whole service. Gauges declare how to m
 requests and cache entries (a worker that exits cleanly removes its files, see :func:`mark_process_dead`), ``max``
 for the info metric. The engine's cache counters live inside each worker, so they are copied into counters as
 deltas after every tokenization and at every scrape (:func:`sync_cache`): in one process this is the same as reading
-``RankBPETokenizer.cache_stats()`` at scrape time; with several workers it is the only way the other workers' caches reach
-a scrape.
+each tokenizer's ``cache_stats()`` at scrape time; with several workers it is the only way the other workers' caches
+reach a scrape.
 
 Two hazards of multiprocess mode are handled (:mod:`app.api.metrics_files`): a worker killed without a clean
 shutdown would leave its in-flight requests counted for ever, so every scrape forgets the live gauges of processes
@@ -383,7 +383,8 @@ def set_info(tokenizers: Iterable[Tokenizer]) -> None:
     """Publish the info metric and the cache gauges for every loaded tokenizer."""
     for tokenizer in tokenizers:
         spec = tokenizer.spec
-        _child(INFO, tokenizer.name, spec.sha256 if spec else "", str(tokenizer.n_vocab), spec.kind if spec else "").set(1)
+        _child(INFO, tokenizer.name, spec.sha256 if spec else "", str(tokenizer.n_vocab),
+               spec.kind if spec else "").set(1)
     sync_cache(tokenizers)
 
 

@@ -18,11 +18,7 @@ from app.engine.chat import ChatFramings, ChatInputError, ChatSpecError, parse_c
 from app.pricing.data import PriceDataError
 from app.pricing.pricer import Pricer, PricingError
 
-from ._io import read_text_inputs
-
-
-class CliError(Exception):
-    """A bad input: printed as one line on stderr, exit code 2."""
+from ._io import CliError, read_text_inputs
 
 
 def _table(store_dir: str | None) -> tuple[ModelTable, Path]:

@@ -3,13 +3,16 @@
 Public surface (``__all__``; the package ships a ``py.typed`` marker, so type checkers use these hints)::
 
     from app.engine import get_tokenizer
-    enc = get_tokenizer("cl100k_base")          # or an alias: "gpt2" / "r50k_base", …
-    ids = enc.encode("hello world")            # text is always plain text
-    enc.decode(ids) == "hello world"
+    tokenizer = get_tokenizer("cl100k_base")    # or an alias: "gpt2" / "r50k_base", …
+    ids = tokenizer.encode("hello world")      # text is always plain text
+    tokenizer.decode(ids) == "hello world"
 
-Every tokenizer ``get_tokenizer`` returns implements :class:`Tokenizer` (byte-level BPE as :class:`RankBPETokenizer`, the
-compiled fast path; component pipelines for ``tokenizer.json`` and the other families). This package imports
-nothing from the web layer and can be used as a library.
+Every tokenizer ``get_tokenizer`` returns implements :class:`Tokenizer` (byte-level BPE over ranks as
+:class:`RankBPETokenizer`, the compiled fast path; component pipelines for ``tokenizer.json`` and the other
+families). This package imports nothing from the web layer and can be used as a library.
+
+The names this package had before issue 25 still work, each with a ``DeprecationWarning`` (:data:`DEPRECATED`
+maps them to today's names).
 
 ``LOADERS``, ``load_all``, ``load_encoding``, ``reset`` and ``default_store_dir`` are importable too (the service
 and the tests use them) but are not in ``__all__``: they are not part of the library's contract.
@@ -17,7 +20,8 @@ and the tests use them) but are not in ``__all__``: they are not part of the lib
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import warnings
+from typing import TYPE_CHECKING, Any
 
 from ._lazy import lazy_names
 
@@ -54,7 +58,22 @@ _LAZY = {
 }  # fmt: skip
 
 
-__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
+#: Old name -> the name that replaced it (issue 25): importing an old name warns and gives the new name's object.
+DEPRECATED = {
+    "get_encoding": "get_tokenizer",  # old name kept
+    "list_encodings": "list_tokenizers",  # old name kept
+    "Encoding": "RankBPETokenizer",  # old name kept
+}
+
+_lazy_getattr, __dir__ = lazy_names(__name__, _LAZY, globals())
+
+
+def __getattr__(name: str) -> Any:
+    new = DEPRECATED.get(name)
+    if new is not None:  # not cached in the namespace: every use warns
+        warnings.warn(f"app.engine.{name} is deprecated; use app.engine.{new}", DeprecationWarning, stacklevel=2)
+        return _lazy_getattr(new)
+    return _lazy_getattr(name)
 
 
 #: The public surface (pinned by tests/engine/test_public_api.py): load a tokenizer, use it, catch its errors.

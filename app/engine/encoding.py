@@ -5,8 +5,9 @@ Special-token rules (the one place we deliberately differ from tiktoken's ``enco
 * Text is always ordinary text. A special token's string inside text (``"<|endoftext|>"``) is encoded as the
   plain characters it consists of, never as the special id, and never raises. This is tiktoken's
   ``encode_ordinary``, and it holds for every text argument of every method here.
-* Special tokens enter only by name, through their own arguments: ``prefix``/``suffix`` of :meth:`RankBPETokenizer.encode`,
-  or :class:`Special` items in :meth:`RankBPETokenizer.encode_parts`. An unknown name raises
+* Special tokens enter only by name, through their own arguments: ``prefix``/``suffix`` of
+  :meth:`RankBPETokenizer.encode`, or :class:`Special` items in :meth:`RankBPETokenizer.encode_parts`. An unknown
+  name raises
   :class:`~app.engine.errors.UnknownSpecialTokenError`, which lists the allowed names.
 * Decoding renders a special id as its string (the first string the manifest maps to that id; for o200k_harmony
   200018 that is ``<|endofprompt|>``, as tiktoken decodes it),
@@ -163,7 +164,8 @@ class RankBPETokenizer(Tokenizer):
         return text_ranks
 
     @classmethod
-    def from_spec(cls, spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None) -> RankBPETokenizer:
+    def from_spec(cls, spec: TokenizerSpec, *, cache_size: int | None = None,
+                  backend: str | None = None) -> RankBPETokenizer:
         """Load and verify the artifact of ``spec``. Raises :class:`ArtifactError` (missing, corrupted, truncated
         or mismatched files, naming the file and both hashes) or ``ValueError`` for an inconsistent manifest."""
         data = spec.read_artifact()

@@ -27,8 +27,8 @@ def compile_pattern(pattern: str) -> BoundedRegex:
 
 
 class PieceSplitter(Protocol):
-    """What a :class:`~app.engine.encoding.RankBPETokenizer` splits text with: :class:`PatternSplitter` or another splitter
-    (a ``tokenizer.json``'s sequence of splits). Pieces cover the text in order."""
+    """What a :class:`~app.engine.encoding.RankBPETokenizer` splits text with: :class:`PatternSplitter` or another
+    splitter (a ``tokenizer.json``'s sequence of splits). Pieces cover the text in order."""
 
     def pieces(self, text: str) -> list[str]: ...
 

@@ -115,7 +115,8 @@ def pickle_reference(tokenizer: Tokenizer) -> tuple[Callable[..., Tokenizer], tu
     """
     spec = tokenizer.spec
     if spec is None:
-        raise TypeError(f"cannot pickle {tokenizer!r}: it was not loaded from a tokenizer store (no name to reload it by)")
+        raise TypeError(f"cannot pickle {tokenizer!r}: it was not loaded from a tokenizer store (no name to reload it "
+                        "by)")
     artifact = spec.artifact_path.resolve()
     bundled = bundled_store_dir()
     if artifact.is_relative_to(bundled):
@@ -135,6 +136,10 @@ def restore_tokenizer(name: str, store_dir: str | None, sha256: str, backend: st
         raise ArtifactError(str(tokenizer.spec.artifact_path), f"the pickled encoding {name!r} was built from another "
                             "artifact", expected=sha256, actual=tokenizer.spec.sha256)
     return tokenizer
+
+
+#: The old name, which pickles made before issue 25's renaming refer to.
+restore_encoding = restore_tokenizer  # old name kept
 
 
 def reset() -> None:

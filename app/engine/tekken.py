@@ -1,4 +1,5 @@
-"""Mistral's tekken tokenizer files (``tekken_*.json``) as byte-level :class:`~app.engine.encoding.RankBPETokenizer`\\ s.
+"""Mistral's tekken tokenizer files (``tekken_*.json``) as byte-level
+:class:`~app.engine.encoding.RankBPETokenizer`\\ s.
 
 A tekken file holds a byte-level BPE vocabulary in rank order (``vocab``: base64 ``token_bytes`` by ``rank``), its
 split pattern and sizes (``config``), and optionally its special tokens. As ``mistral-common`` reads it:
@@ -79,7 +80,7 @@ def parse_tekken(data: bytes, source: str) -> tuple[str, dict[bytes, int], dict[
 def load_tekken(spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None) -> RankBPETokenizer:
     """The loader of manifest format ``tekken``: a verified tekken file as a :class:`RankBPETokenizer`."""
     pattern, ranks, specials = parse_tekken(spec.read_artifact(), str(spec.artifact_path))
-    tokenizer = RankBPETokenizer(spec.name, pattern=pattern, mergeable_ranks=ranks, special_tokens=specials, cache_size=cache_size,
-                   spec=spec, backend=backend, template=(["<s>"], []))
+    tokenizer = RankBPETokenizer(spec.name, pattern=pattern, mergeable_ranks=ranks, special_tokens=specials,
+                                 cache_size=cache_size, spec=spec, backend=backend, template=(["<s>"], []))
     spec.check_vocab_size(tokenizer.n_vocab)
     return tokenizer

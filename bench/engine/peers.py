@@ -89,8 +89,8 @@ def ours(encoding: str, backend: str | None) -> Engine | Unavailable:
     def batch(texts: Sequence[str], n: int) -> list[list[int]]:
         return tokenizer.encode_batch(texts, num_threads=n)
 
-    return Engine(label, encoding, _version("tokenizer-service") or "work tree", tokenizer.encode, tokenizer.count, batch,
-                  tokenizer.clear_cache, note=type(tokenizer).__module__, is_ours=True)
+    return Engine(label, encoding, _version("tokenizer-service") or "work tree", tokenizer.encode, tokenizer.count,
+                  batch, tokenizer.clear_cache, note=type(tokenizer).__module__, is_ours=True)
 
 
 # --------------------------------------------------------------------------- tiktoken

@@ -183,8 +183,9 @@ def _fastokens(name: str, a: Artifacts) -> Peer | Missing:
         tpath, tpattern, offset = a.tekken_ranks(name)
 
         def load_tekken() -> Encode:
-            tokenizer = fastokens.Tokenizer.from_tiktoken(str(tpath), pattern=tpattern, special_tokens={}).encode_ordinary
-            return lambda text: [i + offset for i in tokenizer(text).ids]
+            tokenizer = fastokens.Tokenizer.from_tiktoken(str(tpath), pattern=tpattern, special_tokens={})
+            encode = tokenizer.encode_ordinary
+            return lambda text: [i + offset for i in encode(text).ids]
 
         return Peer("fastokens", version("fastokens"), "fastokens.Tokenizer.from_tiktoken('{file}.tekken.tiktoken', "
                     "pattern=config.pattern, special_tokens={}).encode_ordinary(text).ids, ids + 1000 in Python",
@@ -307,7 +308,8 @@ def _quicktok(name: str, a: Artifacts) -> Peer | Missing:
         return Missing("quicktok-v1", version("quicktok-v1"), "bundles only cl100k_base, o200k_base, o200k_harmony, "
                        "llama3, qwen3; others need quicktok.import_tokenizer into a user data directory (not tried)")
     tokenizer = QUICKTOK_BUILTIN[name]
-    return Peer("quicktok-v1", version("quicktok-v1"), f"quicktok.Tokenizer({tokenizer!r}, '').encode_ordinary (the class "
+    return Peer("quicktok-v1", version("quicktok-v1"),
+                f"quicktok.Tokenizer({tokenizer!r}, '').encode_ordinary (the class "
                 "quicktok.get_encoding() caches; its wheel's data)",
                 lambda: quicktok.Tokenizer(tokenizer, "").encode_ordinary)
 

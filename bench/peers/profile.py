@@ -28,8 +28,8 @@ from bench.families.word_cache import cpu_pass
 
 
 def _core(tok: Any) -> Any:
-    """The :class:`app.engine.native.NativeCore` behind a tokenizer (a ``RankBPETokenizer``, or a ``Pipeline`` whose model
-    runs on the rank core: the byte-level fast path)."""
+    """The :class:`app.engine.native.NativeCore` behind a tokenizer (a ``RankBPETokenizer``, or a ``Pipeline``
+    whose model runs on the rank core: the byte-level fast path)."""
     from app.engine.pipeline.pipeline import Pipeline
 
     return tok.model.native if isinstance(tok, Pipeline) else tok.native_core

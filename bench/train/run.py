@@ -11,7 +11,8 @@ gives every trainer two threads):
 
 ``ours-cl100k`` / ``ours-gpt2``
     ``app.engine.training.train_to_store`` (byte level, cl100k or GPT-2 pre-tokenizer pattern, min frequency 2),
-    default backend (the compiled counter and learner when built); held-out counted with the engine's ``RankBPETokenizer``.
+    default backend (the compiled counter and learner when built); held-out counted with the engine's
+    ``RankBPETokenizer``.
 ``ours-cl100k-python`` / ``ours-gpt2-python``
     the same with ``backend="python"`` (the pure-Python reference; same artifact, much slower).
 ``hf-bytelevel``

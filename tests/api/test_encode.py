@@ -87,7 +87,8 @@ def test_parts(client: TestClient) -> None:
     spans = with_offsets.json()["offsets"]
     joined = "user\n\nHi <|eot_id|>!"
     assert spans[0] == [0, 0] and spans[-1] == [len(joined), len(joined)]
-    assert "".join(joined[a:b] for (a, b), i in zip(spans, expected, strict=True) if not tokenizer.is_special(i)) == joined
+    pairs = zip(spans, expected, strict=True)
+    assert "".join(joined[a:b] for (a, b), i in pairs if not tokenizer.is_special(i)) == joined
 
 
 def test_tokens_and_offsets(client: TestClient) -> None:

@@ -92,7 +92,8 @@ def test_metrics(client: TestClient) -> None:
     assert (_sample(after, "tokenizer_http_request_duration_seconds_count", endpoint="/count", tokenizer="",
                     status="422") or 0) >= 1
     assert _sample(after, "tokenizer_http_requests_in_flight") == 1  # this scrape
-    # cache metrics mirror RankBPETokenizer.cache_stats() at scrape time (whatever the backend: a native core may not cache)
+    # cache metrics mirror the tokenizer's cache_stats() at scrape time (whatever the backend: a native core may not
+    # cache)
     stats = get_tokenizer("llama3").cache_stats()
     assert (_sample(after, "tokenizer_cache_hits_total", tokenizer="llama3") or 0) == stats.hits
     assert (_sample(after, "tokenizer_cache_misses_total", tokenizer="llama3") or 0) == stats.misses

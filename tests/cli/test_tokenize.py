@@ -103,7 +103,8 @@ def test_sampling_options(tmp_path: Path) -> None:
     out = run("encode", "-t", "cl100k_base", "--json", "--sample-seed", "2", "--dropout", "0.4", *map(str, files))
     tokenizer = get_tokenizer("cl100k_base")
     rows = [json.loads(line) for line in out.stdout.splitlines()]
-    assert [r["ids"] for r in rows] == [tokenizer.encode(text, sample=Sample(seed=2 + i, dropout=0.4)) for i in range(2)]
+    want = [tokenizer.encode(text, sample=Sample(seed=2 + i, dropout=0.4)) for i in range(2)]
+    assert [r["ids"] for r in rows] == want
     assert run("count", "-t", "cl100k_base", "--dropout", "1", stdin=text).stdout.strip() == str(len(text))
     for args, message in [
         (["encode", "-t", "bge-small-en-v1.5", "--sample-seed", "1"], "cannot sample"),

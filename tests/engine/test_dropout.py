@@ -84,7 +84,8 @@ def test_rank_dropout_equals_hugging_face_on_unique_split_vocabularies() -> None
         merged = _unique_split_vocabulary(rng, 40)
         ranks = {bytes([b]): b for b in range(256)}
         ranks.update({t.encode(): 256 + i for i, t in enumerate(merged[6:])})
-        tokenizer = RankBPETokenizer("unique", pattern=r"[a-f]+", mergeable_ranks=ranks, special_tokens={}, backend="python")
+        tokenizer = RankBPETokenizer("unique", pattern=r"[a-f]+", mergeable_ranks=ranks, special_tokens={},
+                                     backend="python")
         vocab = {t: i for i, t in enumerate(merged)}
         merges = [(t[:i], t[i:]) for t in merged[6:] for i in range(1, len(t)) if t[:i] in vocab and t[i:] in vocab]
         hf = tokenizers.Tokenizer(tokenizers.models.BPE(vocab, merges, dropout=0.4))
@@ -105,7 +106,8 @@ def test_rank_dropout(name: str) -> None:
     text = "Tokenization is unbelievably interesting: naïve café, 日本語 12345 \U0001F9D1\u200d\U0001F4BB  x"
     assert tokenizer.encode(text, sample=Sample(seed=3, dropout=0.0)) == tokenizer.encode(text)
     raw = text.encode("utf-8")
-    assert tokenizer.decode_tokens_bytes(tokenizer.encode(text, sample=Sample(seed=3, dropout=1.0))) == [bytes([b]) for b in raw]
+    every = tokenizer.encode(text, sample=Sample(seed=3, dropout=1.0))
+    assert tokenizer.decode_tokens_bytes(every) == [bytes([b]) for b in raw]
     samples = {tuple(tokenizer.encode(text, sample=Sample(seed=s, dropout=0.2))) for s in range(40)}
     assert len(samples) > 20 and all(tokenizer.decode(list(ids)) == text for ids in samples)
     assert tokenizer.encode(" hello", sample=Sample(seed=0, dropout=1.0)) != tokenizer.encode(" hello")

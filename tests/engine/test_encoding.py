@@ -27,7 +27,8 @@ def test_prefix_suffix_and_parts_place_special_ids() -> None:
     assert tokenizer.encode("Hello", prefix=["<|begin_of_text|>"], suffix=["<|eot_id|>"]) == [128000, *body, 128009]
     assert tokenizer.count("Hello", prefix=["<|begin_of_text|>"], suffix=["<|eot_id|>"]) == len(body) + 2
     parts = [Special("<|start_header_id|>"), "user", Special("<|end_header_id|>"), "\n\nHi", Special("<|eot_id|>")]
-    assert tokenizer.encode_parts(parts) == [128006, *tokenizer.encode("user"), 128007, *tokenizer.encode("\n\nHi"), 128009]
+    want = [128006, *tokenizer.encode("user"), 128007, *tokenizer.encode("\n\nHi"), 128009]
+    assert tokenizer.encode_parts(parts) == want
     with pytest.raises(TypeError):
         tokenizer.encode_parts([42])  # type: ignore[list-item]
 

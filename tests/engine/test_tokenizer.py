@@ -119,7 +119,8 @@ def _hostile_texts(names: list[str], seed: int, n: int) -> list[str]:
 def test_count_framed_counts_the_parts_the_split_gives() -> None:
     """Native (one call into the core) and general paths against encoding the split parts: names that share
     prefixes or sit inside one another (the first listed wins), names with different first bytes and non-ASCII
-    ones, halves of names, lone surrogates; on a byte-level RankBPETokenizer (native and python backends) and a pipeline."""
+    ones, halves of names, lone surrogates; on a byte-level RankBPETokenizer (native and python backends) and a
+    pipeline."""
     from app.engine.encoding import RankBPETokenizer
 
     base = get_tokenizer("cl100k_base")

@@ -87,7 +87,8 @@ def test_engine_round_trips_any_text(backend: str, name: str, text: str) -> None
     unk = getattr(getattr(tokenizer, "model", None), "unk_id", None)
     assert all(0 <= i < tokenizer.n_vocab and (not tokenizer.is_special(i) or i == unk) for i in ids)
     clean = "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)  # lone surrogates -> U+FFFD
-    if isinstance(tokenizer, Pipeline):  # its normalizer may rewrite text (NFC, ▁, lowercase): the reference's round trip
+    # a pipeline's normalizer may rewrite text (NFC, ▁, lowercase): the reference's round trip
+    if isinstance(tokenizer, Pipeline):
         ref_encode, ref_decode = family_reference(name)
         assert ids == ref_encode(clean), (text, ids)
         clean = ref_decode(ref_encode(clean))

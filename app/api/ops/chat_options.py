@@ -98,7 +98,8 @@ def framed_ids(svc: ServiceState, tokenizer: Tokenizer, framing: Framing, conv: 
     """Ids of the conversation rendered with ``options``; 422 for what the framing cannot do or refuses."""
     try:
         if options.plain:
-            return tokenizer.encode_parts(list(framing.frame(conv, add_generation_prompt=options.add_generation_prompt)))
+            parts = framing.frame(conv, add_generation_prompt=options.add_generation_prompt)
+            return tokenizer.encode_parts(list(parts))
         return tokenizer.encode_parts(list(_template(svc, tokenizer, framing, options).frame_with(
             conv, add_generation_prompt=options.add_generation_prompt,
             continue_final_message=options.continue_final_message, variables=options.variables)))

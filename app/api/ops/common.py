@@ -279,7 +279,8 @@ def clean_cut(tokenizer: Tokenizer, ids: Sequence[int], keep: int, side: str) ->
     return [], ""
 
 
-def truncate_text(tokenizer: Tokenizer, text: str, trunc: Truncate, n_specials: int) -> tuple[list[int], dict[str, Any]]:
+def truncate_text(tokenizer: Tokenizer, text: str, trunc: Truncate,
+                  n_specials: int) -> tuple[list[int], dict[str, Any]]:
     """The ids of ``text`` cut to ``trunc.max_tokens`` minus ``n_specials`` (room for the prefix/suffix specials)."""
     ids = tokenizer.encode(text)
     room = trunc.max_tokens - n_specials

@@ -160,10 +160,10 @@ def tokenizer_info(svc: ServiceState, model: str | None) -> dict[str, Any]:
         source = svc.chat.templates[chat["template"]]
         out.update(source.variables)
         out["chat_template"] = source.text
-    out["added_tokens_decoder"] = {
-        str(i): {"content": t, "special": True} for t, i in sorted(tokenizer.special_tokens.items(), key=lambda x: x[1])}
-    out["added_tokens_decoder"].update({
-        str(i): {"content": t, "special": False} for t, i in sorted(tokenizer.added_tokens.items(), key=lambda x: x[1])})
+    specials = sorted(tokenizer.special_tokens.items(), key=lambda x: x[1])
+    added = sorted(tokenizer.added_tokens.items(), key=lambda x: x[1])
+    out["added_tokens_decoder"] = {str(i): {"content": t, "special": True} for t, i in specials}
+    out["added_tokens_decoder"].update({str(i): {"content": t, "special": False} for t, i in added})
     return out
 
 

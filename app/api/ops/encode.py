@@ -71,8 +71,8 @@ def _check_detail(svc: ServiceState, t: _Texts) -> None:
         specials += len(t.tokenizer.template.prefix_ids) + len(t.tokenizer.template.suffix_ids)
     if t.parts is not None:
         specials += sum(1 for p in t.parts if p.special is not None)
-        check_detail_texts(svc, t.tokenizer, [p.text for p in t.parts if p.text is not None], 0, specials, t.input_bytes,
-                           DETAIL_FIELDS)
+        check_detail_texts(svc, t.tokenizer, [p.text for p in t.parts if p.text is not None], 0, specials,
+                           t.input_bytes, DETAIL_FIELDS)
     else:
         check_detail_texts(svc, t.tokenizer, t.texts or [], specials, 0, t.input_bytes, DETAIL_FIELDS)
 

@@ -19,8 +19,8 @@ MAX_SAMPLE_BYTES = 2**20
 
 def sample_of(options: SampleOptions | None, tokenizer: Tokenizer, input_bytes: int) -> Sample | None:
     """The engine's sampling settings for ``options`` (None: no sampling). Raises
-    :class:`~app.engine.sampling.SamplingError` (422 ``invalid_sample``) when ``tokenizer`` cannot sample as asked, and a
-    413 for more than :data:`MAX_SAMPLE_BYTES` of text."""
+    :class:`~app.engine.sampling.SamplingError` (422 ``invalid_sample``) when ``tokenizer`` cannot sample as asked,
+    and a 413 for more than :data:`MAX_SAMPLE_BYTES` of text."""
     if options is None:
         return None
     if input_bytes > MAX_SAMPLE_BYTES:

@@ -52,5 +52,6 @@ async def get_tokenizer(name: str, request: Request) -> dict[str, Any]:
         shown = name if len(name) <= 256 else name[:256] + "..."
         raise ApiError(404, "unknown_tokenizer", f"unknown tokenizer {shown!r}; known tokenizers: {', '.join(known)}",
                        {"name": shown, "known": known}) from None
-    return {**_summary(svc, tokenizer), "special_tokens": tokenizer.special_tokens, "added_tokens": tokenizer.added_tokens,
-            "template": tokenizer.template.describe(), "pattern": tokenizer.pattern}
+    return {**_summary(svc, tokenizer), "special_tokens": tokenizer.special_tokens,
+            "added_tokens": tokenizer.added_tokens, "template": tokenizer.template.describe(),
+            "pattern": tokenizer.pattern}

@@ -291,7 +291,8 @@ class Pipeline(Tokenizer):
 
     def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
         """Ids of ``text`` and, per id, its ``(start, end)`` character span in ``text`` (with the model's text
-        encoder: in ``text`` with lone surrogates replaced, as :class:`~app.engine.encoding.RankBPETokenizer` counts)."""
+        encoder: in ``text`` with lone surrogates replaced, as :class:`~app.engine.encoding.RankBPETokenizer`
+        counts)."""
         if self._text_encoder is not None:
             text = scrub_surrogates(text)
             found = self._text_encoder.encode_with_offsets(text)

@@ -145,8 +145,9 @@ def test_decisions_where_the_cookbook_is_silent() -> None:
     assert count_messages(tokenizer.count, as_list, rules) == count_messages(tokenizer.count, as_text, rules)
     call = parse_conversation([{"role": "assistant", "content": None, "tool_calls": [
         {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]}])
-    assert count_messages(tokenizer.count, call, rules) == (3 + tokenizer.count("assistant") + tokenizer.count("get_weather")
-                                                      + tokenizer.count("{\"city\":\"Paris\"}") + 3)
+    count = tokenizer.count
+    assert count_messages(count, call, rules) == (3 + count("assistant") + count("get_weather")
+                                                  + count("{\"city\":\"Paris\"}") + 3)
     bare = parse_conversation([{"role": "user", "content": "x"}],
                               [{"type": "function", "function": {"name": "ping"}}])
     assert count_tools(tokenizer.count, bare.tools, rules) == 7 + tokenizer.count("ping:") + 12

@@ -130,7 +130,8 @@ def test_content_parts_and_names_equal_openai_harmony(harmony: Any) -> None:
         agp = c["add_generation_prompt"]
         parts = frame(conv, add_generation_prompt=agp)
         want = render_reference(oh, ref, conv, agp)
-        if tokenizer.encode_parts(list(parts)) != want or framing.count(tokenizer, conv, add_generation_prompt=agp) != len(want):
+        counted = framing.count(tokenizer, conv, add_generation_prompt=agp)
+        if tokenizer.encode_parts(list(parts)) != want or counted != len(want):
             mismatches.append(i)
         seen["parts"] += sum(len(m.content_parts or ()) > 1 for m in conv.messages)
         seen["assistant_names"] += sum(m.role == "assistant" and m.name is not None for m in conv.messages)

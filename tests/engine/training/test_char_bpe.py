@@ -82,7 +82,8 @@ def test_offsets_batches_and_cache(store: Path) -> None:
     assert [text[s:e] for s, e in spans] == ["low", "est", "new", "est"]
     ids, spans = tokenizer.encode_with_offsets("low")
     assert [tokenizer.model.vocab[i] for i in ids] == ["low", "</w>"] and spans == [(0, 3), (3, 3)]
-    assert tokenizer.encode_batch(["low", "newest"], num_threads=2) == [tokenizer.encode("low"), tokenizer.encode("newest")]
+    want = [tokenizer.encode("low"), tokenizer.encode("newest")]
+    assert tokenizer.encode_batch(["low", "newest"], num_threads=2) == want
     assert tokenizer.count_batch(["low", "newest lowest"]) == [2, 4]
     assert tokenizer.decode_batch([tokenizer.encode("low")]) == ["low"]
     tokenizer.clear_cache()

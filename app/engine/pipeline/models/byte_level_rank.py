@@ -289,7 +289,8 @@ class RankTextEncoder:
     matched as the pipeline matches them, stretches NFC-normalized with ``normalize`` (None: no normalizer), each
     stretch encoded by ``core``. Thread-safe."""
 
-    def __init__(self, core: RankBPETokenizer, added: Sequence[AddedToken], normalize: Callable[[str], str] | None) -> None:
+    def __init__(self, core: RankBPETokenizer, added: Sequence[AddedToken],
+                 normalize: Callable[[str], str] | None) -> None:
         self.core = core
         self.pattern = core.pattern
         self._nfc = normalize is not None
