@@ -8,7 +8,8 @@ For each tokenizer set (``store``: every tokenizer of the bundled store; ``one``
 start-up complete (polled every 50 ms). Then, per process of the tree (the supervisor, and the workers when there
 are several), RSS, PSS and USS (private clean + dirty) come from ``/proc/<pid>/smaps_rollup``; the total is the sum of
 PSS over the tree (the memory the tree costs). With one worker, each loaded tokenizer then gets ``--requests``
-``POST /count`` of a short text in a row on one connection, and the first and the tenth are timed client-side.
+``POST /count`` of a short text in a row on one connection (the text ends in the request's number, so no request
+repeats an earlier one's text), and the first and the tenth are timed client-side.
 
 Next to it, fresh child processes (:mod:`bench.engine.loadmem`) load the same tokenizers as a library in one process
 (``ours``) and the reference libraries on the equivalent files (``refs``: tiktoken for rank files and tekken's ranks,
@@ -101,9 +102,10 @@ def measure_service(names: list[str], whole_store: bool, workers: int, requests:
                 per: dict[str, list[float]] = {}
                 for name in names:
                     times = []
-                    for _ in range(requests):
+                    for i in range(requests):
+                        body = {"tokenizer": name, "text": f"{TEXT} {i}"}
                         t = time.perf_counter()
-                        r = c.post("/count", json={"tokenizer": name, "text": TEXT})
+                        r = c.post("/count", json=body)
                         times.append(time.perf_counter() - t)
                         r.raise_for_status()
                     per[name] = times
