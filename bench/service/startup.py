@@ -2,14 +2,16 @@
 
 ``python -m bench.service.startup [--reps 3] [--workers 1,2] [--sets store,one] [--one cl100k_base] [--json PATH]``
 
-For each tokenizer set (``store``: every tokenizer of the bundled store; ``one``: ``--one`` alone, through
-``TOKENIZER_TOKENIZERS``) and each worker count, a fresh ``python -m app serve`` (started by
+For each tokenizer set (``store``: every tokenizer of the bundled store; ``one``: the comma-separated ``--one`` alone,
+through ``TOKENIZER_TOKENIZERS``) and each worker count, a fresh ``python -m app serve`` (started by
 :func:`harness.server.start`) is timed from just before its process starts to ``/readyz`` 200 with every worker's
 start-up complete (polled every 50 ms). Then, per process of the tree (the supervisor, and the workers when there
 are several), RSS, PSS and USS (private clean + dirty) come from ``/proc/<pid>/smaps_rollup``; the total is the sum of
 PSS over the tree (the memory the tree costs). With one worker, each loaded tokenizer then gets ``--requests``
 ``POST /count`` of a short text in a row on one connection (the text ends in the request's number, so no request
-repeats an earlier one's text), and the first and the tenth are timed client-side.
+repeats an earlier one's text), and the first and the tenth are timed client-side. The client is a plain socket
+sending prebuilt request bytes (no HTTP library whose own first use would be timed), and one ``GET /healthz`` on the
+same connection before them keeps the connection's set-up out of the first.
 
 Next to it, fresh child processes (:mod:`bench.engine.loadmem`) load the same tokenizers as a library in one process
 (``ours``) and the reference libraries on the equivalent files (``refs``: tiktoken for rank files and tekken's ranks,
@@ -21,13 +23,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from bench.engine.loadmem import smaps_kib
 from harness.server import REPO_ROOT, start
@@ -84,6 +87,22 @@ def _process_tree(server_pid: int, workers: list[int]) -> dict[str, dict[str, in
     return procs
 
 
+def _exchange(sock: socket.socket, reader: BinaryIO, request: bytes) -> bytes:
+    """Send one HTTP/1.1 request on a keep-alive connection and read its answer (Content-Length bodies only);
+    raises RuntimeError unless the status is 200."""
+    sock.sendall(request)
+    status = reader.readline()
+    length = 0
+    while (line := reader.readline()) not in (b"\r\n", b""):
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    body = reader.read(length)
+    if b" 200 " not in status:
+        raise RuntimeError(f"{status!r}: {body[:300]!r}")
+    return body
+
+
 def measure_service(names: list[str], whole_store: bool, workers: int, requests: int, log_dir: Path
                     ) -> dict[str, Any]:
     """One fresh server loading ``names`` (``whole_store``: no ``TOKENIZER_TOKENIZERS``, i.e. every tokenizer):
@@ -98,16 +117,21 @@ def measure_service(names: list[str], whole_store: bool, workers: int, requests:
         out: dict[str, Any] = {"ready_s": ready_s, "processes": procs,
                                "total_pss_kib": sum(p["pss"] for p in procs.values())}
         if workers == 1 and requests > 0:
-            with server.client() as c:
+            assert server.port is not None
+            with socket.create_connection(("127.0.0.1", server.port)) as sock:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                reader = sock.makefile("rb")
+                _exchange(sock, reader, b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
                 per: dict[str, list[float]] = {}
                 for name in names:
                     times = []
                     for i in range(requests):
-                        body = {"tokenizer": name, "text": f"{TEXT} {i}"}
+                        body = json.dumps({"tokenizer": name, "text": f"{TEXT} {i}"}).encode()
+                        raw = (b"POST /count HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                               b"content-length: %d\r\n\r\n%s" % (len(body), body))
                         t = time.perf_counter()
-                        r = c.post("/count", json=body)
+                        _exchange(sock, reader, raw)
                         times.append(time.perf_counter() - t)
-                        r.raise_for_status()
                     per[name] = times
             out["requests_ms"] = {n: [x * 1e3 for x in ts] for n, ts in per.items()}
         return out
@@ -122,7 +146,7 @@ def _med(xs: list[float]) -> float:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Every measurement, ``args.reps`` times (configurations rotated), medians in ``summary``."""
     all_names = store_names()
-    sets = {"store": all_names, "one": [args.one]}
+    sets = {"store": all_names, "one": args.one.split(",")}
     work = Path(args.work_dir)
     samples: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
@@ -196,9 +220,13 @@ def render(summary: dict[str, Any], requests: int) -> str:
         if "first_ms" in s:
             lines += ["", f"{key}: POST /count ({len(TEXT)} B), first vs request {requests} after readiness, ms",
                       "", f"| tokenizer | first | #{requests} | first / #{requests} |", "|---|---:|---:|---:|"]
+            ratios = []
             for n, first in s["first_ms"].items():
                 last = s["last_ms"][n]
+                ratios.append(first / last)
                 lines.append(f"| {n} | {first:.2f} | {last:.2f} | {first / last:.1f}x |")
+            lines.append(f"| median over tokenizers | {_med(list(s['first_ms'].values())):.2f} "
+                         f"| {_med(list(s['last_ms'].values())):.2f} | {_med(ratios):.1f}x |")
     return "\n".join(lines)
 
 
@@ -207,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--workers", default="1,2", help="comma-separated worker counts (default 1,2)")
     p.add_argument("--sets", default="store,one", help="store, one or both (default both)")
-    p.add_argument("--one", default="cl100k_base", help="the tokenizer of the `one` set")
+    p.add_argument("--one", default="cl100k_base", help="the tokenizer(s) of the `one` set (comma-separated)")
     p.add_argument("--requests", type=int, default=10, help="/count requests per tokenizer (1 worker); 0: none")
     p.add_argument("--work-dir", default=str(Path(tempfile.gettempdir()) / "bench-startup-refs"),
                    help="where the reference libraries' files are written (kept between runs)")
