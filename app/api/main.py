@@ -101,7 +101,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             raise
         # What the first request would otherwise build before readiness: the metric label table of the routes and
         # the metric series of a successful /count and /encode per tokenizer (see docs/performance.md).
-        app.gateway.route_labels.templates()
+        if isinstance(app, ServiceApp):
+            app.gateway.route_labels.templates()
         metrics.prepare_series(WARM_ENDPOINTS, svc.tokenizers)
         # The loaded vocabularies are large and live for the whole process: move them out of the collector's
         # reach, so full collections stay cheap instead of pausing every request for tens of milliseconds.
