@@ -92,10 +92,10 @@ class Server:
 
 
 def start(log_path: Path, *args: str, env: dict[str, str] | None = None, uds: Path | None = None,
-          access_log: bool = False, ready_timeout: float = 180) -> Server:
+          access_log: bool = False, ready_timeout: float = 180, poll: float = 0.2) -> Server:
     """``python -m app serve --host 127.0.0.1 --port <free> *args`` (or ``--uds uds``); returns once /readyz is 200
     and, with several workers, every worker has logged that its start-up is complete (so keep the log level at info
-    or below). Raises RuntimeError (with the log) if it exits or is not ready in time."""
+    or below), polling every ``poll`` s. Raises RuntimeError (with the log) if it exits or is not ready in time."""
     port = None if uds is not None else free_port()
     listen = ["--uds", str(uds)] if uds is not None else ["--host", "127.0.0.1", "--port", str(port)]
     cmd = [sys.executable, "-m", "app", "serve", *listen, *args]
@@ -119,4 +119,4 @@ def start(log_path: Path, *args: str, env: dict[str, str] | None = None, uds: Pa
             if time.monotonic() > deadline:
                 server.stop()
                 raise RuntimeError(f"server not ready after {ready_timeout}s:\n{server.log()}")
-            time.sleep(0.2)
+            time.sleep(poll)

@@ -30,6 +30,9 @@ from app.pricing.pricer import Pricer
 
 from .errors import ApiError
 
+#: The text :meth:`ServiceState.warm` counts: letters, digits, punctuation, spaces and a non-ASCII word.
+WARM_TEXT = "Warm-up: 12 tokens, déjà vu!\n"
+
 
 @dataclass
 class ServiceState:
@@ -83,6 +86,12 @@ class ServiceState:
         prices = Pricer(load_price_data(settings.price_data_file))  # PriceDataError names the file
         return cls(settings=settings, store=store, tokenizers=tokenizers, models=models,
                    manifest_models=manifest_models, chat=chat, prices=prices)
+
+    def warm(self) -> None:
+        """Run one short count through every loaded tokenizer, so that what a tokenizer builds on first use (lazy
+        tables, compiled patterns, first-call paths) is built at start-up rather than by the first request."""
+        for tokenizer in self.tokenizers.values():
+            tokenizer.count(WARM_TEXT)
 
     # ------------------------------------------------------------------ resolution
 

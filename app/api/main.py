@@ -1,8 +1,11 @@
 """The app factory: ``create_app(settings)`` -> FastAPI application (uvicorn: ``app.api.main:create_app``).
 
 Start-up (the lifespan) loads and verifies every artifact and the model table in a worker thread before the app
-reports ready; a failure is logged with the file it names and aborts start-up. The loaded state is then frozen
-out of the garbage collector (``gc.freeze``), which removes full-collection pauses from request latency.
+reports ready; a failure is logged with the file it names and aborts start-up. Before readiness it also warms what a
+first request would otherwise pay for: one short count per tokenizer, the routes' metric labels and the metric series
+of ``/count`` and ``/encode`` per tokenizer, so the first request after start-up costs what the tenth does. The
+loaded state is then frozen out of the garbage collector (``gc.freeze``), which removes full-collection pauses from
+request latency.
 Shutdown marks the app not ready and removes this worker's live gauges from the metrics directory.
 
 The gateway (:mod:`app.api.middleware`) is the outermost layer of every HTTP request: :class:`ServiceApp` hands
@@ -33,6 +36,9 @@ from .route_labels import RouteLabels
 from .routes import api_router, pages
 
 log = logging.getLogger("app.api")
+
+#: The endpoints whose per-tokenizer metric series exist from start-up (the ones a sidecar's traffic is made of).
+WARM_ENDPOINTS = ("/count", "/encode")
 
 DESCRIPTION = """Exact tokenization (ids identical to tiktoken) for GPT-2, cl100k_base, o200k_base, o200k_harmony and
 Llama 3.
@@ -89,9 +95,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         try:
             svc = await anyio.to_thread.run_sync(ServiceState.load, settings)
+            await anyio.to_thread.run_sync(svc.warm)
         except Exception as exc:
             log.error("cannot start: %s", exc)
             raise
+        # What the first request would otherwise build before readiness: the metric label table of the routes and
+        # the metric series of a successful /count and /encode per tokenizer (see docs/performance.md).
+        if isinstance(app, ServiceApp):
+            app.gateway.route_labels.templates()
+        metrics.prepare_series(WARM_ENDPOINTS, svc.tokenizers)
         # The loaded vocabularies are large and live for the whole process: move them out of the collector's
         # reach, so full collections stay cheap instead of pausing every request for tens of milliseconds.
         gc.collect()

@@ -444,6 +444,18 @@ def sync_cache(tokenizers: Iterable[Tokenizer]) -> None:
             _last_seen[tokenizer.name] = seen
 
 
+def prepare_series(endpoints: Iterable[str], tokenizers: Iterable[str]) -> None:
+    """Create the label sets a successful request to each of ``endpoints`` with each of ``tokenizers`` updates (its
+    latency with status 200, its tokenize time, tokens and input bytes), at zero, so that the first such request
+    finds them made (creating one costs a fraction of a millisecond) and every series exists from start-up."""
+    for tokenizer in tokenizers:
+        for endpoint in endpoints:
+            _child(REQUEST_SECONDS, endpoint, tokenizer, "200")
+            _child(TOKENIZE_SECONDS, endpoint, tokenizer)
+            _child(TOKENS, endpoint, tokenizer)
+            _child(INPUT_BYTES, endpoint, tokenizer)
+
+
 def request_started() -> None:
     """A request is in flight (:data:`IN_FLIGHT`)."""
     with _write_lock:
