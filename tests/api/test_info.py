@@ -92,9 +92,10 @@ def test_metrics(client: TestClient) -> None:
     assert (_sample(after, "tokenizer_http_request_duration_seconds_count", endpoint="/count", tokenizer="",
                     status="422") or 0) >= 1
     assert _sample(after, "tokenizer_http_requests_in_flight") == 1  # this scrape
-    # cache metrics mirror the tokenizer's cache_stats() at scrape time (whatever the backend: a native core may not
-    # cache)
-    stats = get_tokenizer("llama3").cache_stats()
+    # cache metrics mirror the served tokenizer's cache_stats() at scrape time (whatever the backend: a native core
+    # may not cache). The service's own instance: a test module that reset the registry earlier in this process
+    # (pytest-xdist runs modules in any order) leaves get_tokenizer() a newer one.
+    stats = client.app.state.service.tokenizer("llama3").cache_stats()  # type: ignore[attr-defined]
     assert (_sample(after, "tokenizer_cache_hits_total", tokenizer="llama3") or 0) == stats.hits
     assert (_sample(after, "tokenizer_cache_misses_total", tokenizer="llama3") or 0) == stats.misses
     assert _sample(after, "tokenizer_cache_entries", tokenizer="llama3") == stats.size
