@@ -103,6 +103,17 @@ def each_pre_token(run: Callable[[str, random.Random], list[tuple[int, int, int]
     return draw
 
 
+def bpe_dropout_sampler(dropout: Callable[[str, random.Random, float], list[tuple[int, int, int]]], sample: Sample,
+                        name: str) -> ItemsSampler | None:
+    """What a BPE model's :meth:`Model.sampler` returns: ``dropout`` (``(id, start, end)`` of one pre-token under
+    BPE-dropout ``p``) per pre-token at ``sample``'s ``dropout``; None for ``dropout=0`` (the deterministic ids).
+    Raises :class:`~app.engine.sampling.SamplingError` (naming tokenizer ``name``) for Unigram options."""
+    p = sample.for_bpe(name)
+    if p <= 0.0:
+        return None
+    return each_pre_token(lambda text, rng: dropout(text, rng, p))
+
+
 class TextEncoder(Protocol):
     """A model's compiled path for whole ordinary texts (:meth:`Model.text_encoder`): added tokens, normalizer,
     pre-tokenizer and model in one, with the pipeline's ids. Thread-safe."""

@@ -28,7 +28,7 @@ from typing import Any, cast
 
 from ...cache import CacheStats
 from ...sampling import Sample
-from ..base import ItemsSampler, Model, each_pre_token
+from ..base import ItemsSampler, Model, bpe_dropout_sampler
 from ..compiled import SP_BPE as _EXT
 from ..sp_normalizer import SentencePieceNormalizer
 from ..sp_split import SpaceSymbolSplit
@@ -236,11 +236,7 @@ class SentencePieceBPE(Model):
     def sampler(self, sample: Sample, name: str) -> ItemsSampler | None:
         """BPE-dropout (``sample``'s ``dropout``, :meth:`dropout_with_spans` per pre-token); None for ``dropout=0``
         (the deterministic ids). Raises :class:`~app.engine.sampling.SamplingError` for Unigram options."""
-        p = sample.for_bpe(name)
-        if p <= 0.0:
-            return None
-        dropout = self.dropout_with_spans
-        return each_pre_token(lambda text, rng: dropout(text, rng, p))
+        return bpe_dropout_sampler(self.dropout_with_spans, sample, name)
 
     def dropout_with_spans(self, text: str, rng: random.Random, p: float) -> list[tuple[int, int, int]]:
         """BPE-dropout (Provilkov et al. 2020): every merge is skipped with probability ``p``. Seeded by ``rng``."""
