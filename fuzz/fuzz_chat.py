@@ -124,15 +124,15 @@ def conversation(src: _Bytes) -> tuple[Any, Any]:
 
 @cache
 def _framings() -> list[tuple[Any, Any]]:
-    from app.engine import get_encoding
+    from app.engine import get_tokenizer
     from app.engine.chat import ChatFramings
     from app.engine.store import bundled_store_dir
 
     framings = ChatFramings.from_store(bundled_store_dir())
     out = []
     for spec, tok in SPECS:
-        enc = get_encoding(tok)
-        out.append((framings.framing(spec, enc), enc))
+        tokenizer = get_tokenizer(tok)
+        out.append((framings.framing(spec, tokenizer), tokenizer))
     return out
 
 

@@ -36,9 +36,9 @@ NAMES = ("gpt2", "cl100k_base", "o200k_base", "o200k_harmony", "llama3")
 
 @cache
 def _pair(name: str) -> tuple[Any, Any]:
-    from app.engine import get_encoding
+    from app.engine import get_tokenizer
 
-    return get_encoding(name, backend="native"), get_encoding(name, backend="python")
+    return get_tokenizer(name, backend="native"), get_tokenizer(name, backend="python")
 
 
 def _same_decode(nat: Any, ref: Any, ids: list[int]) -> None:

@@ -61,7 +61,7 @@ def test_artifact_ranks_are_bytes_then_merges(tmp_path: Path, corpus_files: list
     assert len(ranks) == 600
 
 
-def test_loads_through_get_encoding_and_round_trips(tmp_path: Path, corpus_files: list[Path]) -> None:
+def test_loads_through_get_tokenizer_and_round_trips(tmp_path: Path, corpus_files: list[Path]) -> None:
     train_to_store(corpus_files, name="mine", store_dir=tmp_path, vocab_size=800, quiet=True,
                    special_tokens=["<|endoftext|>", "<|pad|>"])
     tokenizer = get_tokenizer("mine", store_dir=tmp_path)
