@@ -5,7 +5,7 @@ DeepSeek-V3 files: hostile strings, real multilingual text, every added and spec
 NFC-sensitive text, long runs; ids, counts, batches, offsets and decoding.
 
 ``FAST_HF_CASES`` random strings per tokenizer in the default run (a development run takes hundreds of thousands:
-``FAST_HF_CASES=300000 pytest tests/engine/pipeline/test_byte_level_fast.py -k random``).
+``FAST_HF_CASES=300000 pytest tests/engine/pipeline/test_byte_level_rank.py -k random``).
 """
 
 from __future__ import annotations
