@@ -18,16 +18,22 @@ def _count(name: str, endpoint: str, tokenizer: str, **extra: str) -> float | No
 
 def test_series_exist_before_the_first_request_and_count_it_once() -> None:
     with TestClient(create_app(Settings(tokenizers="p50k_edit"))) as c:
-        # before any /count or /encode with p50k_edit in this process (no other test uses it)
+        # The series exist before this app's first request (at zero in a fresh process; under pytest-xdist another
+        # module in this worker may have counted p50k_edit already, so the counts below are deltas).
+        before = {}
         for endpoint in WARM_ENDPOINTS:
-            assert _count("tokenizer_http_request_duration_seconds_count", endpoint, "p50k_edit", status="200") == 0
-            assert _count("tokenizer_tokenize_duration_seconds_count", endpoint, "p50k_edit") == 0
-            assert _count("tokenizer_tokens_total", endpoint, "p50k_edit") == 0
+            for name, extra in (("tokenizer_http_request_duration_seconds_count", {"status": "200"}),
+                                ("tokenizer_tokenize_duration_seconds_count", {}), ("tokenizer_tokens_total", {})):
+                value = _count(name, endpoint, "p50k_edit", **extra)
+                assert value is not None, (name, endpoint)
+                before[(name, endpoint)] = value
         r = c.post("/count", json={"tokenizer": "p50k_edit", "text": "hello world"})
         assert r.status_code == 200 and r.json()["count"] == 2
-        assert _count("tokenizer_http_request_duration_seconds_count", "/count", "p50k_edit", status="200") == 1
-        assert _count("tokenizer_tokens_total", "/count", "p50k_edit") == 2
-        assert _count("tokenizer_http_request_duration_seconds_count", "/encode", "p50k_edit", status="200") == 0
+        requests = "tokenizer_http_request_duration_seconds_count"
+        assert _count(requests, "/count", "p50k_edit", status="200") == before[(requests, "/count")] + 1
+        tokens = "tokenizer_tokens_total"
+        assert _count(tokens, "/count", "p50k_edit") == before[(tokens, "/count")] + 2
+        assert _count(requests, "/encode", "p50k_edit", status="200") == before[(requests, "/encode")]
 
 
 def test_warm_counts_once_with_every_tokenizer() -> None:
