@@ -36,6 +36,7 @@
 #include "hash_mix.h"
 #include "py_items.h"
 #include "utf8_put.h"
+#include "scrub_text.h"
 #include "word_cache.h"
 
 #define RESET 100000.0f /* SentencePiece's re-basing threshold for float32 path scores */
@@ -187,19 +188,7 @@ static int text_scrub(Text *t) {
     if (i == n) return 0;
     Py_UCS4 *out = (Py_UCS4 *)malloc((size_t)(n + 1) * sizeof(Py_UCS4));
     if (!out) return E_NOMEM;
-    Py_ssize_t m = 0;
-    for (i = 0; i < n; i++) {
-        Py_UCS4 c = PyUnicode_READ(t->kind, t->data, i);
-        if (c >= 0xD800 && c <= 0xDBFF && i + 1 < n) {
-            Py_UCS4 d = PyUnicode_READ(t->kind, t->data, i + 1);
-            if (d >= 0xDC00 && d <= 0xDFFF) {
-                out[m++] = 0x10000 + ((c - 0xD800) << 10) + (d - 0xDC00);
-                i++;
-                continue;
-            }
-        }
-        out[m++] = (c >= 0xD800 && c <= 0xDFFF) ? 0xFFFD : c;
-    }
+    Py_ssize_t m = scrub_code_points(t->kind, t->data, n, out);
     t->scrubbed = out;
     t->kind = PyUnicode_4BYTE_KIND;
     t->data = out;
