@@ -112,3 +112,18 @@ def test_pieces_that_share_a_slot_both_stay_cached() -> None:
     after = tokenizer.cache_stats()
     misses, hits = after.misses - before.misses, after.hits - before.hits
     assert hits > 0 and misses <= 0.02 * (hits + misses)
+
+
+@pytest.mark.parametrize("name", ["gemma3", "mistral-v1", "xlm-roberta-sentencepiece"])
+@pytest.mark.parametrize("slots", [1, 3])
+def test_two_way_word_caches_of_every_size_are_invisible_in_the_output(name: str, slots: int) -> None:
+    # word_cache.h's slots (gemma3's segment cache, SentencePiece BPE's, Unigram's word cache): one slot, and an
+    # odd count whose last slot has no partner; a repeated word, then many distinct ones
+    spec = Store.load().spec(name)
+    cached = load_encoding(spec, cache_size=slots, unigram_word_cache=slots)
+    uncached = load_encoding(spec, cache_size=0, unigram_word_cache=0)
+    text = " qzxvб" * 100 + " " + _words(1500, seed=slots)
+    for _ in range(2):
+        assert cached.encode(text) == uncached.encode(text)
+    stats = cached.cache_stats()
+    assert stats.hits > 0 and 0 < stats.size <= slots
