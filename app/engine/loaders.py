@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .artifact_cache import ArtifactCache
 from .errors import ArtifactError, EngineError
 from .store import TokenizerSpec
 from .tokenizer import Tokenizer
@@ -28,11 +29,14 @@ class LoadOptions:
     ``cache_size``: pre-token cache entries (None: ``$TOKENIZER_CACHE_SIZE`` or the default);
     ``backend``: ``"native"``, ``"python"`` or None (see :func:`app.engine.native.resolve_backend`);
     ``unigram_word_cache``: slots of the compiled word cache of SentencePiece Unigram models (None:
-    ``$TOKENIZER_UNIGRAM_WORD_CACHE`` or 0; other families ignore it). Defaults: :mod:`app.engine.defaults`."""
+    ``$TOKENIZER_UNIGRAM_WORD_CACHE`` or 0; other families ignore it); ``artifact_cache``: where the expensive
+    derivations of an artifact are stored compiled and mapped from (:mod:`app.engine.artifact_cache`; None: derive
+    everything on every load). Defaults: :mod:`app.engine.defaults`."""
 
     cache_size: int | None = None
     backend: str | None = None
     unigram_word_cache: int | None = None
+    artifact_cache: ArtifactCache | None = None
 
 
 Loader = Callable[[TokenizerSpec, LoadOptions], Tokenizer]
