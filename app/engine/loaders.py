@@ -45,7 +45,8 @@ Loader = Callable[[TokenizerSpec, LoadOptions], Tokenizer]
 def _tiktoken(spec: TokenizerSpec, options: LoadOptions) -> Tokenizer:
     from .encoding import RankBPETokenizer
 
-    return RankBPETokenizer.from_spec(spec, cache_size=options.cache_size, backend=options.backend)
+    return RankBPETokenizer.from_spec(spec, cache_size=options.cache_size, backend=options.backend,
+                                      artifact_cache=options.artifact_cache)
 
 
 def _char_bpe(spec: TokenizerSpec, options: LoadOptions) -> Tokenizer:
@@ -57,7 +58,8 @@ def _char_bpe(spec: TokenizerSpec, options: LoadOptions) -> Tokenizer:
 def _hf_json(spec: TokenizerSpec, options: LoadOptions) -> Tokenizer:
     from .pipeline.hf_json import load_hf_json
 
-    return load_hf_json(spec, cache_size=options.cache_size, backend=options.backend)
+    return load_hf_json(spec, cache_size=options.cache_size, backend=options.backend,
+                        artifact_cache=options.artifact_cache)
 
 
 def _sentencepiece(spec: TokenizerSpec, options: LoadOptions) -> Tokenizer:
@@ -71,13 +73,14 @@ def _gguf(spec: TokenizerSpec, options: LoadOptions) -> Tokenizer:
     from .pipeline.gguf import load_gguf
 
     return load_gguf(spec, cache_size=options.cache_size, backend=options.backend,
-                     word_cache=options.unigram_word_cache)
+                     word_cache=options.unigram_word_cache, artifact_cache=options.artifact_cache)
 
 
 def _tekken(spec: TokenizerSpec, options: LoadOptions) -> Tokenizer:
     from .tekken import load_tekken
 
-    return load_tekken(spec, cache_size=options.cache_size, backend=options.backend)
+    return load_tekken(spec, cache_size=options.cache_size, backend=options.backend,
+                       artifact_cache=options.artifact_cache)
 
 
 #: format -> loader. Every format of :data:`app.engine.store.FORMATS` has exactly one entry (tested).

@@ -35,10 +35,12 @@ from typing import Any
 import regex
 
 from ... import native
+from ...artifact_cache import ArtifactCache, Compiled
 from ...artifact_regex import BoundedRegex
 from ...cache import CacheStats
 from ...encoding import RankBPETokenizer, scrub_surrogates
 from ...patterns import PATTERNS
+from ...rank_tables import BYTE_LEVEL_RANKS, dump_ranks, restore_ranks
 from ...sampling import Sample
 from ...store import TokenizerSpec
 from ..added import AddedMatcher, AddedToken
@@ -169,9 +171,12 @@ def _split_sources(config: Any) -> list[str] | None:
 
 
 
-def byte_level_rank_bpe(doc: dict[str, Any], model: Model, name: str, spec: TokenizerSpec | None) -> Model | None:
+def byte_level_rank_bpe(doc: dict[str, Any], model: Model, name: str, spec: TokenizerSpec | None,
+                        artifact_cache: ArtifactCache | None = None) -> Model | None:
     """``model`` (the merge-list BPE built from the parsed ``tokenizer.json`` ``doc``) wrapped as a
-    :class:`ByteLevelRankBPE` when the file qualifies (module docstring), else None (the reason is logged)."""
+    :class:`ByteLevelRankBPE` when the file qualifies (module docstring), else None (the reason is logged).
+    ``artifact_cache`` (with ``spec``): the proof's result, the rank table or why there is none, is stored under
+    the artifact's sha256 (part ``byte-level-ranks``) and a warm load restores it instead of proving again."""
     if not is_rank_ordered_byte_level_bpe(doc):
         return None
     nfc = _is_nfc_normalizer(doc.get("normalizer"))
@@ -196,12 +201,43 @@ def byte_level_rank_bpe(doc: dict[str, Any], model: Model, name: str, spec: Toke
         return core.native_core.last_merges
 
     added = doc.get("added_tokens") or []
-    try:
-        ranks_from_hf_model(doc["model"], {t["id"]: t["content"] for t in added}, last_merges=encoding_for)
-    except NotRankOrdered as exc:
-        log.info("%s: no byte-level fast path (%s)", name, exc)
+
+    def prove() -> ProofResult:
+        try:
+            return ranks_from_hf_model(doc["model"], {t["id"]: t["content"] for t in added},
+                                       last_merges=encoding_for), ""
+        except NotRankOrdered as exc:
+            return None, str(exc)
+
+    if artifact_cache is None or spec is None:
+        ranks, reason = prove()
+    else:
+        ranks, reason = artifact_cache.load(spec.sha256, BYTE_LEVEL_RANKS, prove, _dump_proof, _restore_proof)
+    if ranks is None:
+        log.info("%s: no byte-level fast path (%s)", name, reason)
         return None
+    if not built:  # restored from the cache: the core was not built by the proof
+        encoding_for(ranks)
     return ByteLevelRankBPE(model, built[-1], nfc=nfc)
+
+
+#: The proof's outcome: the rank table, or None and why the file is not rank BPE.
+ProofResult = tuple["dict[bytes, int] | None", str]
+
+
+def _dump_proof(result: ProofResult) -> Compiled:
+    ranks, reason = result
+    if ranks is None:
+        return Compiled(meta={"rank_ordered": False, "reason": reason})
+    return dump_ranks(ranks, {"rank_ordered": True})
+
+
+def _restore_proof(compiled: Compiled) -> ProofResult:
+    if compiled.meta["rank_ordered"] is False:
+        return None, str(compiled.meta["reason"])
+    if compiled.meta["rank_ordered"] is not True:
+        raise ValueError("byte-level-ranks: bad meta")
+    return restore_ranks(compiled), ""
 
 
 class ByteLevelRankBPE(Model):
