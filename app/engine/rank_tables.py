@@ -16,7 +16,6 @@ Parts (the derivations stored this way):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from itertools import pairwise
 from typing import Any
 
 from .artifact_cache import Compiled, u32_bytes, u32_view
@@ -54,11 +53,10 @@ def restore_ranks(compiled: Compiled) -> dict[bytes, int]:
     if type(n) is not int or len(offsets) != n + 1 or len(ids) != n or offsets[0] != 0 or offsets[n] != len(blob):
         raise ValueError("rank table: section sizes do not match")
     bounds = list(offsets)
-    pairs = list(pairwise(bounds))
-    if any(a > b for a, b in pairs):
+    if bounds != sorted(bounds):
         raise ValueError("rank table: offsets are not monotone")
-    tokens = [blob[a:b] for a, b in pairs]
-    ranks = dict(zip(tokens, ids, strict=True))
+    tokens = map(blob.__getitem__, map(slice, bounds[:-1], bounds[1:]))
+    ranks = dict(zip(tokens, list(ids), strict=True))
     if len(ranks) != n:
         raise ValueError("rank table: repeated token")
     return ranks

@@ -177,22 +177,21 @@ def byte_level_rank_bpe(doc: dict[str, Any], model: Model, name: str, spec: Toke
     :class:`ByteLevelRankBPE` when the file qualifies (module docstring), else None (the reason is logged).
     ``artifact_cache`` (with ``spec``): the proof's result, the rank table or why there is none, is stored under
     the artifact's sha256 (part ``byte-level-ranks``) and a warm load restores it instead of proving again."""
-    if not is_rank_ordered_byte_level_bpe(doc):
+    runtime = ("compiled core not available" if not native.available() else
+               f"${native.ENGINE_ENV} asks for the python backend" if native.resolve_backend(None) != "native"
+               else None)
+    if runtime is not None:
+        if is_rank_ordered_byte_level_bpe(doc):
+            log.info("%s: no byte-level fast path (%s)", name, runtime)
         return None
     nfc = _is_nfc_normalizer(doc.get("normalizer"))
     sources = _split_sources(doc.get("pre_tokenizer"))
-    why = ("compiled core not available" if not native.available() else
-           f"${native.ENGINE_ENV} asks for the python backend" if native.resolve_backend(None) != "native" else
-           "normalizer is not NFC or none" if nfc is None else
-           "pre-tokenizer is not Split(Isolated)... + ByteLevel" if sources is None else None)
-    if why is not None or sources is None or nfc is None:
-        log.info("%s: no byte-level fast path (%s)", name, why)
-        return None
     built: list[RankBPETokenizer] = []
-    named = len(sources) == 1 and sources[0] in PATTERNS.values() and native.scanner_id(sources[0]) != 0
-    sequence = 0 if named else native.sequence_scanner_id(tuple(sources))
 
     def encoding_for(ranks: dict[bytes, int]) -> Any:
+        assert sources is not None
+        named = len(sources) == 1 and sources[0] in PATTERNS.values() and native.scanner_id(sources[0]) != 0
+        sequence = 0 if named else native.sequence_scanner_id(tuple(sources))
         core = RankBPETokenizer(name, pattern=sources[0] if named else " + ".join(sources), mergeable_ranks=ranks,
                         special_tokens={}, spec=spec, backend="native",
                         pre_tokenizer=None if named else IsolatedSplits(sources), scanner=sequence or None)
@@ -203,6 +202,13 @@ def byte_level_rank_bpe(doc: dict[str, Any], model: Model, name: str, spec: Toke
     added = doc.get("added_tokens") or []
 
     def prove() -> ProofResult:
+        """Everything about the file alone (the same for every load of the same bytes): the cached part."""
+        if not is_rank_ordered_byte_level_bpe(doc):
+            return None, ""  # not this model's kind of file: declined silently
+        if nfc is None:
+            return None, "normalizer is not NFC or none"
+        if sources is None:
+            return None, "pre-tokenizer is not Split(Isolated)... + ByteLevel"
         try:
             return ranks_from_hf_model(doc["model"], {t["id"]: t["content"] for t in added},
                                        last_merges=encoding_for), ""
@@ -213,8 +219,9 @@ def byte_level_rank_bpe(doc: dict[str, Any], model: Model, name: str, spec: Toke
         ranks, reason = prove()
     else:
         ranks, reason = artifact_cache.load(spec.sha256, BYTE_LEVEL_RANKS, prove, _dump_proof, _restore_proof)
-    if ranks is None:
-        log.info("%s: no byte-level fast path (%s)", name, reason)
+    if ranks is None or nfc is None or sources is None:
+        if reason:
+            log.info("%s: no byte-level fast path (%s)", name, reason)
         return None
     if not built:  # restored from the cache: the core was not built by the proof
         encoding_for(ranks)
