@@ -152,8 +152,11 @@ def _build(section: str, config: Any, where: str, backend: str | None = None) ->
     if unknown:
         raise _Refused(f"{where} {type_name}: option(s) {sorted(unknown)} not supported")
     try:
-        # models with a compiled core honour the backend
-        if builder.build in (BPE.from_hf, WordPiece.from_hf, Unigram.from_hf):
+        # models with a compiled core honour the backend; a BPE's is built when the pipeline asks for it, unless a
+        # fast model (FAST_MODELS) wraps it and never does
+        if builder.build == BPE.from_hf:
+            return BPE.from_hf(config, backend=backend, lazy_native=True)
+        if builder.build in (WordPiece.from_hf, Unigram.from_hf):
             return builder.build(config, backend=backend)  # type: ignore[call-arg]
         return builder.build(config)
     except (KeyError, TypeError, ValueError) as exc:
