@@ -29,8 +29,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-#: Outer variables a started server inherits (the engine backend choice); other TOKENIZER_* settings are dropped.
-INHERITED = ("TOKENIZER_ENGINE", "TOKENIZER_NATIVE_DISABLE")
+#: Outer variables a started server inherits (the engine backend choice, and where its compiled artifact cache is:
+#: the test suite's private directory, or what a benchmark chooses); other TOKENIZER_* settings are dropped.
+INHERITED = ("TOKENIZER_ENGINE", "TOKENIZER_NATIVE_DISABLE", "TOKENIZER_ARTIFACT_CACHE")
 #: What a started server loads unless ``extra`` says otherwise: the tiktoken-format tokenizers (the HTTP behaviour
 #: under test is the same for every family, and loading the whole store costs seconds and ~1 GiB per worker; the
 #: in-process ``client`` fixtures and tests/engine cover every tokenizer). ``TOKENIZER_TOKENIZERS=""`` in ``extra``

@@ -43,6 +43,7 @@ from functools import cached_property, lru_cache
 from typing import Any
 
 from ._batch import map_in_threads
+from .artifact_cache import ArtifactCache
 from .artifact_limits import MAX_IDS, check_ids
 from .artifacts import parse_tiktoken
 from .bpe import byte_pair_encode, byte_pair_split
@@ -51,6 +52,7 @@ from .dropout import merge_with_dropout
 from .errors import InvalidTokenIdError
 from .native import NativeCore, resolve_backend
 from .pretokenize import PatternSplitter, PieceSplitter
+from .rank_tables import TIKTOKEN_RANKS, dump_ranks, restore_ranks
 from .sampling import Sample
 from .specials import Special
 from .store import TokenizerSpec
@@ -164,12 +166,19 @@ class RankBPETokenizer(Tokenizer):
         return text_ranks
 
     @classmethod
-    def from_spec(cls, spec: TokenizerSpec, *, cache_size: int | None = None,
-                  backend: str | None = None) -> RankBPETokenizer:
+    def from_spec(cls, spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None,
+                  artifact_cache: ArtifactCache | None = None) -> RankBPETokenizer:
         """Load and verify the artifact of ``spec``. Raises :class:`ArtifactError` (missing, corrupted, truncated
-        or mismatched files, naming the file and both hashes) or ``ValueError`` for an inconsistent manifest."""
+        or mismatched files, naming the file and both hashes) or ``ValueError`` for an inconsistent manifest.
+        ``artifact_cache``: where the parsed ranks are stored and mapped from (part ``tiktoken-ranks``); the
+        artifact's sha256 is checked either way."""
         data = spec.read_artifact()
-        ranks = parse_tiktoken(data, source=str(spec.artifact_path))
+        source = str(spec.artifact_path)
+        if artifact_cache is None:
+            ranks = parse_tiktoken(data, source=source)
+        else:
+            ranks = artifact_cache.load(spec.sha256, TIKTOKEN_RANKS, lambda: parse_tiktoken(data, source=source),
+                                        dump_ranks, restore_ranks)
         check_ids([*ranks.values(), *spec.special_tokens.values()], "token id", len(data), str(spec.artifact_path))
         tokenizer = cls(
             spec.name,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .artifact_cache import ArtifactCache
 from .errors import ArtifactError, EngineError
 from .store import TokenizerSpec
 from .tokenizer import Tokenizer
@@ -28,11 +29,14 @@ class LoadOptions:
     ``cache_size``: pre-token cache entries (None: ``$TOKENIZER_CACHE_SIZE`` or the default);
     ``backend``: ``"native"``, ``"python"`` or None (see :func:`app.engine.native.resolve_backend`);
     ``unigram_word_cache``: slots of the compiled word cache of SentencePiece Unigram models (None:
-    ``$TOKENIZER_UNIGRAM_WORD_CACHE`` or 0; other families ignore it). Defaults: :mod:`app.engine.defaults`."""
+    ``$TOKENIZER_UNIGRAM_WORD_CACHE`` or 0; other families ignore it); ``artifact_cache``: where the expensive
+    derivations of an artifact are stored compiled and mapped from (:mod:`app.engine.artifact_cache`; None: derive
+    everything on every load). Defaults: :mod:`app.engine.defaults`."""
 
     cache_size: int | None = None
     backend: str | None = None
     unigram_word_cache: int | None = None
+    artifact_cache: ArtifactCache | None = None
 
 
 Loader = Callable[[TokenizerSpec, LoadOptions], Tokenizer]
@@ -41,7 +45,8 @@ Loader = Callable[[TokenizerSpec, LoadOptions], Tokenizer]
 def _tiktoken(spec: TokenizerSpec, options: LoadOptions) -> Tokenizer:
     from .encoding import RankBPETokenizer
 
-    return RankBPETokenizer.from_spec(spec, cache_size=options.cache_size, backend=options.backend)
+    return RankBPETokenizer.from_spec(spec, cache_size=options.cache_size, backend=options.backend,
+                                      artifact_cache=options.artifact_cache)
 
 
 def _char_bpe(spec: TokenizerSpec, options: LoadOptions) -> Tokenizer:
@@ -53,7 +58,8 @@ def _char_bpe(spec: TokenizerSpec, options: LoadOptions) -> Tokenizer:
 def _hf_json(spec: TokenizerSpec, options: LoadOptions) -> Tokenizer:
     from .pipeline.hf_json import load_hf_json
 
-    return load_hf_json(spec, cache_size=options.cache_size, backend=options.backend)
+    return load_hf_json(spec, cache_size=options.cache_size, backend=options.backend,
+                        artifact_cache=options.artifact_cache)
 
 
 def _sentencepiece(spec: TokenizerSpec, options: LoadOptions) -> Tokenizer:
@@ -67,13 +73,14 @@ def _gguf(spec: TokenizerSpec, options: LoadOptions) -> Tokenizer:
     from .pipeline.gguf import load_gguf
 
     return load_gguf(spec, cache_size=options.cache_size, backend=options.backend,
-                     word_cache=options.unigram_word_cache)
+                     word_cache=options.unigram_word_cache, artifact_cache=options.artifact_cache)
 
 
 def _tekken(spec: TokenizerSpec, options: LoadOptions) -> Tokenizer:
     from .tekken import load_tekken
 
-    return load_tekken(spec, cache_size=options.cache_size, backend=options.backend)
+    return load_tekken(spec, cache_size=options.cache_size, backend=options.backend,
+                       artifact_cache=options.artifact_cache)
 
 
 #: format -> loader. Every format of :data:`app.engine.store.FORMATS` has exactly one entry (tested).

@@ -22,11 +22,13 @@ import binascii
 import json
 from typing import Any
 
+from .artifact_cache import ArtifactCache, Compiled
 from .artifact_limits import check_id
 from .artifact_regex import PatternRejected
 from .encoding import RankBPETokenizer
 from .errors import ArtifactError
 from .pretokenize import compile_pattern
+from .rank_tables import TEKKEN_RANKS, dump_ranks, restore_ranks
 from .store import TokenizerSpec
 
 #: Special tokens of tekken files that do not list their own (ids 0..19, in this order).
@@ -77,9 +79,33 @@ def parse_tekken(data: bytes, source: str) -> tuple[str, dict[bytes, int], dict[
     return pattern, ranks, {name: i for i, name in enumerate(names)}
 
 
-def load_tekken(spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None) -> RankBPETokenizer:
-    """The loader of manifest format ``tekken``: a verified tekken file as a :class:`RankBPETokenizer`."""
-    pattern, ranks, specials = parse_tekken(spec.read_artifact(), str(spec.artifact_path))
+Parsed = tuple[str, dict[bytes, int], dict[str, int]]
+
+
+def _dump(parsed: Parsed) -> Compiled:
+    pattern, ranks, specials = parsed
+    return dump_ranks(ranks, {"pattern": pattern, "specials": sorted(specials, key=specials.__getitem__)})
+
+
+def _restore(compiled: Compiled) -> Parsed:
+    pattern, names = compiled.meta["pattern"], compiled.meta["specials"]
+    if type(pattern) is not str or not isinstance(names, list) or not all(type(n) is str for n in names):
+        raise TypeError("tekken-ranks: bad meta")
+    compile_pattern(pattern)  # cached: the encoding reuses it
+    return pattern, restore_ranks(compiled), {name: i for i, name in enumerate(names)}
+
+
+def load_tekken(spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None,
+                artifact_cache: ArtifactCache | None = None) -> RankBPETokenizer:
+    """The loader of manifest format ``tekken``: a verified tekken file as a :class:`RankBPETokenizer`.
+    ``artifact_cache``: where the parsed file is stored and mapped from (part ``tekken-ranks``)."""
+    data = spec.read_artifact()
+    source = str(spec.artifact_path)
+    if artifact_cache is None:
+        pattern, ranks, specials = parse_tekken(data, source)
+    else:
+        pattern, ranks, specials = artifact_cache.load(spec.sha256, TEKKEN_RANKS, lambda: parse_tekken(data, source),
+                                                       _dump, _restore)
     tokenizer = RankBPETokenizer(spec.name, pattern=pattern, mergeable_ranks=ranks, special_tokens=specials,
                                  cache_size=cache_size, spec=spec, backend=backend, template=(["<s>"], []))
     spec.check_vocab_size(tokenizer.n_vocab)

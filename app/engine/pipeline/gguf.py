@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .. import patterns
+from ..artifact_cache import ArtifactCache
 from ..errors import ArtifactError
 from ..store import TokenizerSpec
 from ..tokenizer import Tokenizer
@@ -200,8 +201,10 @@ def _byte_level_doc(kv: dict[str, Any], source: str) -> dict[str, Any]:
 
 def from_gguf(data: bytes, name: str, *, source: str = "vocab.gguf", spec: TokenizerSpec | None = None,
               cache_size: int | None = None, backend: str | None = None, word_cache: int | None = None,
-              tokenizer_json: str | None = None) -> Tokenizer:
-    """The tokenizer a GGUF file's vocabulary describes. ``tokenizer_json``: a key of :data:`TOKENIZER_JSON`, to
+              tokenizer_json: str | None = None, artifact_cache: ArtifactCache | None = None) -> Tokenizer:
+    """The tokenizer a GGUF file's vocabulary describes. ``artifact_cache``: see
+    :func:`~app.engine.pipeline.hf_json.from_hf_json` (keyed by ``spec.sha256``; unused without ``spec``).
+    ``tokenizer_json``: a key of :data:`TOKENIZER_JSON`, to
     run a ``t5`` vocabulary as that model's Hugging Face ``tokenizer.json`` does (None: SentencePiece's rules, as
     llama.cpp runs it). ``word_cache``: see :func:`app.engine.pipeline.sentencepiece.build_pipeline`. Raises
     :class:`ArtifactError` naming ``source`` for a malformed file, a missing vocabulary, an unsupported model type
@@ -224,21 +227,23 @@ def from_gguf(data: bytes, name: str, *, source: str = "vocab.gguf", spec: Token
         from .hf_json import from_hf_json
 
         return from_hf_json(build(kv, source), name, source=source, spec=spec, cache_size=cache_size,
-                            backend=backend)
+                            backend=backend, artifact_cache=artifact_cache)
     if model in ("llama", "t5"):
         return build_pipeline(name, _sentencepiece_vocab(kv, model, source), source=source, cache_size=cache_size,
                               spec=spec, backend=backend, word_cache=word_cache)
     from .hf_json import from_hf_json
 
     doc = _bert_doc(kv, source) if model == "bert" else _byte_level_doc(kv, source)
-    return from_hf_json(doc, name, source=source, spec=spec, cache_size=cache_size, backend=backend)
+    return from_hf_json(doc, name, source=source, spec=spec, cache_size=cache_size, backend=backend,
+                        artifact_cache=artifact_cache)
 
 
 def load_gguf(spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None,
-              word_cache: int | None = None) -> Tokenizer:
-    """The loader of manifest format ``gguf``: a verified GGUF file's vocabulary."""
+              word_cache: int | None = None, artifact_cache: ArtifactCache | None = None) -> Tokenizer:
+    """The loader of manifest format ``gguf``: a verified GGUF file's vocabulary (``artifact_cache``: where its
+    expensive derivations are stored, see :mod:`app.engine.artifact_cache`)."""
     tok = from_gguf(spec.read_artifact(), spec.name, source=str(spec.artifact_path), spec=spec,
                     cache_size=cache_size, backend=backend, word_cache=word_cache,
-                    tokenizer_json=spec.tokenizer_json)
+                    tokenizer_json=spec.tokenizer_json, artifact_cache=artifact_cache)
     spec.check_vocab_size(tok.n_vocab)
     return tok

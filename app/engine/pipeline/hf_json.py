@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..artifact_cache import ArtifactCache
 from ..artifact_limits import check_id, check_ids
 from ..errors import ArtifactError
 from ..store import TokenizerSpec
@@ -123,8 +124,9 @@ def register(section: str, type_name: str, build: Callable[[dict[str, Any]], Any
 
 
 #: Builds a faster model of the same ids from a parsed file and the model built from it (tokenizer name and spec
-#: given for its logs and tables), or None to decline.
-FastModel = Callable[[dict[str, Any], Model, str, "TokenizerSpec | None"], "Model | None"]
+#: given for its logs and tables; the artifact cache, used with ``spec.sha256`` as key, may be None), or None to
+#: decline.
+FastModel = Callable[[dict[str, Any], Model, str, "TokenizerSpec | None", "ArtifactCache | None"], "Model | None"]
 #: The fast models offered every file, in order (the loader's explicit table; nothing registers itself).
 FAST_MODELS: list[FastModel] = [byte_level_rank_bpe]
 
@@ -150,8 +152,11 @@ def _build(section: str, config: Any, where: str, backend: str | None = None) ->
     if unknown:
         raise _Refused(f"{where} {type_name}: option(s) {sorted(unknown)} not supported")
     try:
-        # models with a compiled core honour the backend
-        if builder.build in (BPE.from_hf, WordPiece.from_hf, Unigram.from_hf):
+        # models with a compiled core honour the backend; a BPE's is built when the pipeline asks for it, unless a
+        # fast model (FAST_MODELS) wraps it and never does
+        if builder.build == BPE.from_hf:
+            return BPE.from_hf(config, backend=backend, lazy_native=True)
+        if builder.build in (WordPiece.from_hf, Unigram.from_hf):
             return builder.build(config, backend=backend)  # type: ignore[call-arg]
         return builder.build(config)
     except (KeyError, TypeError, ValueError) as exc:
@@ -190,10 +195,11 @@ def check_hf_ids(doc: dict[str, Any], size: int | None, source: str) -> None:
                   "added_tokens id", size, source)
 
 
-def _fast_model(doc: dict[str, Any], model: Model, name: str, spec: TokenizerSpec | None) -> Model:
+def _fast_model(doc: dict[str, Any], model: Model, name: str, spec: TokenizerSpec | None,
+                artifact_cache: ArtifactCache | None) -> Model:
     """The first of :data:`FAST_MODELS` that accepts the file, else ``model``."""
     for build in FAST_MODELS:
-        fast = build(doc, model, name, spec)
+        fast = build(doc, model, name, spec, artifact_cache)
         if fast is not None:
             return fast
     return model
@@ -201,8 +207,9 @@ def _fast_model(doc: dict[str, Any], model: Model, name: str, spec: TokenizerSpe
 
 def from_hf_json(data: bytes | str | dict[str, Any], name: str, *, source: str = "tokenizer.json",
                  spec: TokenizerSpec | None = None, cache_size: int | None = None,
-                 backend: str | None = None) -> Tokenizer:
-    """Build the tokenizer a ``tokenizer.json`` describes. ``source`` names the file in errors. Raises
+                 backend: str | None = None, artifact_cache: ArtifactCache | None = None) -> Tokenizer:
+    """Build the tokenizer a ``tokenizer.json`` describes. ``source`` names the file in errors. ``artifact_cache``:
+    where expensive derivations are stored, keyed by ``spec.sha256`` (unused without ``spec``). Raises
     :class:`~app.engine.errors.ArtifactError` for anything that cannot be loaded exactly."""
     try:
         doc = data if isinstance(data, dict) else json.loads(data, parse_float=serde_f64)
@@ -224,7 +231,7 @@ def from_hf_json(data: bytes | str | dict[str, Any], name: str, *, source: str =
         # a model that could match a special token's string in text must not
         model.exclude_from_text({t.id for t in added if t.special})
         if backend != "python":
-            model = _fast_model(doc, model, name, spec)
+            model = _fast_model(doc, model, name, spec, artifact_cache)
         pipeline = Pipeline(name=name, model=model, normalizer=parts["normalizer"],
                             pre_tokenizer=parts["pre_tokenizer"], post_processor=parts["post_processor"],
                             decoder=parts["decoder"], added_tokens=added, cache_size=cache_size, spec=spec)
@@ -235,11 +242,12 @@ def from_hf_json(data: bytes | str | dict[str, Any], name: str, *, source: str =
     return pipeline
 
 
-def load_hf_json(spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None) -> Tokenizer:
+def load_hf_json(spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None,
+                 artifact_cache: ArtifactCache | None = None) -> Tokenizer:
     """The loader of the ``hf_json`` format: read and verify the artifact, build it, check ``vocab_size``."""
     data = spec.read_artifact()
     tok = from_hf_json(data, spec.name, source=str(spec.artifact_path), spec=spec, cache_size=cache_size,
-                       backend=backend)
+                       backend=backend, artifact_cache=artifact_cache)
     spec.check_vocab_size(tok.n_vocab)
     return tok
 

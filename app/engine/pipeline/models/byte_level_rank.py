@@ -35,10 +35,12 @@ from typing import Any
 import regex
 
 from ... import native
+from ...artifact_cache import ArtifactCache, Compiled
 from ...artifact_regex import BoundedRegex
 from ...cache import CacheStats
 from ...encoding import RankBPETokenizer, scrub_surrogates
 from ...patterns import PATTERNS
+from ...rank_tables import BYTE_LEVEL_RANKS, dump_ranks, restore_ranks
 from ...sampling import Sample
 from ...store import TokenizerSpec
 from ..added import AddedMatcher, AddedToken
@@ -169,25 +171,27 @@ def _split_sources(config: Any) -> list[str] | None:
 
 
 
-def byte_level_rank_bpe(doc: dict[str, Any], model: Model, name: str, spec: TokenizerSpec | None) -> Model | None:
+def byte_level_rank_bpe(doc: dict[str, Any], model: Model, name: str, spec: TokenizerSpec | None,
+                        artifact_cache: ArtifactCache | None = None) -> Model | None:
     """``model`` (the merge-list BPE built from the parsed ``tokenizer.json`` ``doc``) wrapped as a
-    :class:`ByteLevelRankBPE` when the file qualifies (module docstring), else None (the reason is logged)."""
-    if not is_rank_ordered_byte_level_bpe(doc):
+    :class:`ByteLevelRankBPE` when the file qualifies (module docstring), else None (the reason is logged).
+    ``artifact_cache`` (with ``spec``): the proof's result, the rank table or why there is none, is stored under
+    the artifact's sha256 (part ``byte-level-ranks``) and a warm load restores it instead of proving again."""
+    runtime = ("compiled core not available" if not native.available() else
+               f"${native.ENGINE_ENV} asks for the python backend" if native.resolve_backend(None) != "native"
+               else None)
+    if runtime is not None:
+        if is_rank_ordered_byte_level_bpe(doc):
+            log.info("%s: no byte-level fast path (%s)", name, runtime)
         return None
     nfc = _is_nfc_normalizer(doc.get("normalizer"))
     sources = _split_sources(doc.get("pre_tokenizer"))
-    why = ("compiled core not available" if not native.available() else
-           f"${native.ENGINE_ENV} asks for the python backend" if native.resolve_backend(None) != "native" else
-           "normalizer is not NFC or none" if nfc is None else
-           "pre-tokenizer is not Split(Isolated)... + ByteLevel" if sources is None else None)
-    if why is not None or sources is None or nfc is None:
-        log.info("%s: no byte-level fast path (%s)", name, why)
-        return None
     built: list[RankBPETokenizer] = []
-    named = len(sources) == 1 and sources[0] in PATTERNS.values() and native.scanner_id(sources[0]) != 0
-    sequence = 0 if named else native.sequence_scanner_id(tuple(sources))
 
     def encoding_for(ranks: dict[bytes, int]) -> Any:
+        assert sources is not None
+        named = len(sources) == 1 and sources[0] in PATTERNS.values() and native.scanner_id(sources[0]) != 0
+        sequence = 0 if named else native.sequence_scanner_id(tuple(sources))
         core = RankBPETokenizer(name, pattern=sources[0] if named else " + ".join(sources), mergeable_ranks=ranks,
                         special_tokens={}, spec=spec, backend="native",
                         pre_tokenizer=None if named else IsolatedSplits(sources), scanner=sequence or None)
@@ -196,12 +200,51 @@ def byte_level_rank_bpe(doc: dict[str, Any], model: Model, name: str, spec: Toke
         return core.native_core.last_merges
 
     added = doc.get("added_tokens") or []
-    try:
-        ranks_from_hf_model(doc["model"], {t["id"]: t["content"] for t in added}, last_merges=encoding_for)
-    except NotRankOrdered as exc:
-        log.info("%s: no byte-level fast path (%s)", name, exc)
+
+    def prove() -> ProofResult:
+        """Everything about the file alone (the same for every load of the same bytes): the cached part."""
+        if not is_rank_ordered_byte_level_bpe(doc):
+            return None, ""  # not this model's kind of file: declined silently
+        if nfc is None:
+            return None, "normalizer is not NFC or none"
+        if sources is None:
+            return None, "pre-tokenizer is not Split(Isolated)... + ByteLevel"
+        try:
+            return ranks_from_hf_model(doc["model"], {t["id"]: t["content"] for t in added},
+                                       last_merges=encoding_for), ""
+        except NotRankOrdered as exc:
+            return None, str(exc)
+
+    if artifact_cache is None or spec is None:
+        ranks, reason = prove()
+    else:
+        ranks, reason = artifact_cache.load(spec.sha256, BYTE_LEVEL_RANKS, prove, _dump_proof, _restore_proof)
+    if ranks is None or nfc is None or sources is None:
+        if reason:
+            log.info("%s: no byte-level fast path (%s)", name, reason)
         return None
+    if not built:  # restored from the cache: the core was not built by the proof
+        encoding_for(ranks)
     return ByteLevelRankBPE(model, built[-1], nfc=nfc)
+
+
+#: The proof's outcome: the rank table, or None and why the file is not rank BPE.
+ProofResult = tuple["dict[bytes, int] | None", str]
+
+
+def _dump_proof(result: ProofResult) -> Compiled:
+    ranks, reason = result
+    if ranks is None:
+        return Compiled(meta={"rank_ordered": False, "reason": reason})
+    return dump_ranks(ranks, {"rank_ordered": True})
+
+
+def _restore_proof(compiled: Compiled) -> ProofResult:
+    if compiled.meta["rank_ordered"] is False:
+        return None, str(compiled.meta["reason"])
+    if compiled.meta["rank_ordered"] is not True:
+        raise ValueError("byte-level-ranks: bad meta")
+    return restore_ranks(compiled), ""
 
 
 class ByteLevelRankBPE(Model):
