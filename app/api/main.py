@@ -86,15 +86,17 @@ class ServiceApp(FastAPI):
         await super().__call__(scope, receive, send)
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """Build the application. ``settings`` default: :meth:`Settings.from_env`."""
+def create_app(settings: Settings | None = None, state: ServiceState | None = None) -> FastAPI:
+    """Build the application. ``settings`` default: :meth:`Settings.from_env`. ``state``: a state already loaded
+    with these settings (:meth:`ServiceState.load`; ``serve`` loads it once before forking its workers), which the
+    lifespan then uses instead of loading its own; it must not have been started by another app's lifespan."""
     settings = settings or Settings.from_env()
     _configure_logging(settings.log_level)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         try:
-            svc = await anyio.to_thread.run_sync(ServiceState.load, settings)
+            svc = state if state is not None else await anyio.to_thread.run_sync(ServiceState.load, settings)
             await anyio.to_thread.run_sync(svc.warm)
         except Exception as exc:
             log.error("cannot start: %s", exc)
