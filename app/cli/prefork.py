@@ -13,7 +13,8 @@ series, readiness). The pages of the loaded state are shared copy-on-write: a wo
 (its caches, its interpreter's refcounts on touched objects, its metrics), not a copy of the store.
 
 What is per process after the fork, and why forking is safe for it: no thread runs in the supervisor when it forks
-(checked: :func:`assert_single_thread`), so no lock is held; the engine's pre-token LRU caches are copied and then
+(checked: :func:`assert_single_thread`; ``serve`` sets ``OPENBLAS_NUM_THREADS=1`` so that numpy's OpenBLAS, imported
+by a GGUF loader, starts no thread pool), so no lock is held; the engine's pre-token LRU caches are copied and then
 fill independently; the anyio capacity limiters, uvicorn's event loop and thread pool are created by each worker
 after the fork; the Prometheus multiprocess files are per process: the supervisor removes its own before forking and
 each worker reserves fresh files for its pid (:mod:`app.api.metrics` does it at the fork); ``random`` is reseeded at

@@ -88,6 +88,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     os.environ.update(settings.env())
+    if settings.workers > 1:
+        # numpy's bundled OpenBLAS starts a thread pool when numpy is imported (a GGUF loader imports it; the engine
+        # uses no BLAS routine): one thread, so nothing but the main thread runs when the supervisor forks
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
     temp_dir = None
     if settings.workers > 1 or os.environ.get("PROMETHEUS_MULTIPROC_DIR", "").strip():
         # before app.api.metrics is imported (its value class is chosen then); the operator's directory is emptied

@@ -84,7 +84,12 @@ class Settings:
     uds: Path | None = _doc(
         "Unix domain socket path; when set, `serve` listens there instead of host:port.", default=None
     )
-    workers: int = _doc("Number of uvicorn worker processes (>1 enables Prometheus multiprocess mode).", default=1)
+    workers: int = _doc(
+        "Number of worker processes. Above 1, `serve` loads and verifies the store once, then forks the workers, "
+        "which share the loaded tokenizers' memory (a worker that dies is replaced by a new fork), and Prometheus "
+        "multiprocess mode is on.",
+        default=1,
+    )
     auth_token: str | None = _doc(
         "Bearer token required on every route (docs included) except /healthz, /readyz, the playground page / "
         "and its /static/ files (it asks for the token) and (unless `TOKENIZER_METRICS_AUTH`) /metrics. "
