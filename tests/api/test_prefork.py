@@ -83,6 +83,17 @@ def test_two_forked_workers_answer_from_one_load(live_server: Start, tmp_path: P
     assert server.stop() == 0
 
 
+def test_workers_fork_after_a_loader_that_imports_numpy(live_server: Start) -> None:
+    """llama2 is read from GGUF with numpy, whose OpenBLAS starts a thread pool at import unless told not to: the
+    supervisor must still be single-threaded when it forks."""
+    server = live_server("--workers", "2", env={"TOKENIZER_TOKENIZERS": "llama2"})
+    assert len(server.workers()) == 2
+    with server.client() as c:
+        r = c.post("/count", json={"tokenizer": "llama2", "text": "forked after numpy"})
+        assert r.status_code == 200 and r.json()["count"] == get_tokenizer("llama2").count("forked after numpy")
+    assert server.stop() == 0
+
+
 def test_killed_worker_is_replaced_by_a_fork(live_server: Start, tmp_path: Path) -> None:
     mp_dir = tmp_path / "prom"
     server = live_server("--workers", "2", env={"PROMETHEUS_MULTIPROC_DIR": str(mp_dir)})

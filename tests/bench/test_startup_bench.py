@@ -17,7 +17,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 def test_startup_bench_smallest(tmp_path: Path) -> None:
     out = tmp_path / "startup.json"
     p = subprocess.run([sys.executable, "-m", "bench.service.startup", "--reps", "1", "--sets", "one", "--one", "gpt2",
-                        "--workers", "1", "--requests", "3", "--load-requests", "40", "--work-dir", str(tmp_path / "refs"), "--json", str(out)],
+                        "--workers", "1", "--requests", "3", "--load-requests", "40",
+                        "--work-dir", str(tmp_path / "refs"), "--json", str(out)],
                        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     summary = json.loads(out.read_text())["summary"]
