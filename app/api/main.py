@@ -112,7 +112,8 @@ def create_app(settings: Settings | None = None, state: ServiceState | None = No
         gc.freeze()
         svc.limiter = anyio.CapacityLimiter(settings.threads)
         svc.bulk_limiter = anyio.CapacityLimiter(settings.bulk_threads)
-        metrics.set_info(svc.tokenizers.values())
+        metrics.set_info(svc.tokenizers.loaded())
+        svc.tokenizers.on_load = lambda tokenizer: metrics.set_info([tokenizer])  # lazy: published when loaded
         if svc.prices is not None:
             prov = svc.prices.data.provenance
             metrics.set_price_info(prov.as_dict())
@@ -121,7 +122,11 @@ def create_app(settings: Settings | None = None, state: ServiceState | None = No
                      prov.models)
         app.state.service = svc
         svc.ready = True
-        log.info("ready: %s", ", ".join(f"{name} ({tokenizer.backend})" for name, tokenizer in svc.tokenizers.items()))
+        if settings.load == "lazy":
+            log.info("ready (lazy: each tokenizer is loaded on first use; every artifact verified): %s",
+                     ", ".join(svc.tokenizers))
+        else:
+            log.info("ready: %s", ", ".join(f"{t.name} ({t.backend})" for t in svc.tokenizers.loaded()))
         try:
             yield
         finally:

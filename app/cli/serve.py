@@ -10,8 +10,9 @@ Order of events:
 3. The socket is bound first (``--host/--port`` with ``SO_REUSEADDR``, or ``--uds``), not listening yet: a busy
    port gives ``error: cannot start: cannot listen on …``, exit 1, before anything is loaded. Every artifact is
    then loaded and sha256-verified, the model table and price data validated and every tokenizer warmed, once, in
-   this process. A failure prints ``error: cannot start: <reason naming the file>`` and exits with status 1;
-   nothing ever listened.
+   this process (``--load lazy``: every artifact's sha256 is verified, but each process loads a tokenizer on its
+   first use, see ``TOKENIZER_LOAD``). A failure prints ``error: cannot start: <reason naming the file>`` and
+   exits with status 1; nothing ever listened.
 4. The socket listens and uvicorn serves (uvloop and httptools when installed; with httptools, request headers
    have a deadline, see :mod:`app.api.protocol`): with one worker in this process, with several in workers forked
    from this process after the load, so they share the loaded store's memory (:mod:`app.cli.prefork`: a worker
@@ -47,6 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--log-level", help="critical|error|warning|info|debug|trace (TOKENIZER_LOG_LEVEL)")
     p.add_argument("--no-access-log", action="store_true", help="no per-request log lines (TOKENIZER_ACCESS_LOG)")
     p.add_argument("--graceful-timeout", type=float, help="seconds to let in-flight requests finish on SIGTERM")
+    p.add_argument("--load", choices=("eager", "lazy"),
+                   help="eager: load every tokenizer at start-up (shared by the workers); lazy: verify them at "
+                        "start-up, load each on first use (TOKENIZER_LOAD, default eager)")
     p.set_defaults(handler=cmd_serve)
 
 
@@ -61,6 +65,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         "log_level": args.log_level,
         "access_log": False if args.no_access_log else None,
         "graceful_timeout": args.graceful_timeout,
+        "load": args.load,
     }
     return Settings.from_env(**overrides)
 
@@ -119,7 +124,7 @@ def _serve(settings: Settings) -> int:
 
         try:
             state = ServiceState.load(settings)
-            state.warm()  # what first use builds, built once here (shared by forked workers)
+            state.warm()  # what first use builds, built once here (shared by forked workers); lazy: nothing loaded
         except (EngineError, ModelTableError, OSError) as exc:
             print(f"error: cannot start: {exc}", file=sys.stderr)
             return 1

@@ -207,3 +207,51 @@ def test_first_connection_waits_for_the_workers(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0
+
+
+# ---------------------------------------------------------------------------- TOKENIZER_LOAD=lazy
+
+
+def test_lazy_load_verifies_at_start_up_and_loads_on_first_use() -> None:
+    from fastapi.testclient import TestClient
+
+    from app.api.main import create_app
+    from app.core.config import Settings
+
+    app = create_app(Settings(load="lazy", tokenizers="gpt2,cl100k_base"))
+    with TestClient(app) as c:
+        table = app.state.service.tokenizers
+        assert c.get("/readyz").json() == {"status": "ready", "tokenizers": ["gpt2", "cl100k_base"]}
+        assert table.loaded() == []
+        assert c.get("/metrics").status_code == 200 and table.loaded() == []  # a scrape loads nothing
+        r = c.post("/count", json={"tokenizer": "gpt2", "text": "loaded on first use"})
+        assert r.status_code == 200 and r.json()["count"] == get_tokenizer("gpt2").count("loaded on first use")
+        assert [t.name for t in table.loaded()] == ["gpt2"]
+        assert c.post("/count", json={"tokenizer": "o200k_base", "text": "x"}).status_code == 422  # not configured
+
+
+def test_lazy_load_still_refuses_a_damaged_artifact_at_start_up(store_copy: Path) -> None:
+    artifact = store_copy / "gpt2.tiktoken"
+    data = bytearray(artifact.read_bytes())
+    data[100] ^= 0x01
+    artifact.write_bytes(bytes(data))
+    proc = subprocess.run([sys.executable, "-m", "app", "serve", "--port", str(free_port()), "--workers", "2",
+                           "--load", "lazy", "--store", str(store_copy)], cwd=REPO_ROOT, env=serve_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert "cannot start" in proc.stderr and "gpt2.tiktoken" in proc.stderr and "sha256" in proc.stderr
+    assert "Listening on" not in proc.stdout + proc.stderr
+
+
+def test_lazy_load_with_two_workers(live_server: Start, tmp_path: Path) -> None:
+    mp_dir = tmp_path / "prom"
+    server = live_server("--workers", "2", "--load", "lazy", env={"PROMETHEUS_MULTIPROC_DIR": str(mp_dir)})
+    assert "ready (lazy" in server.log()
+    with server.client() as c:
+        assert c.get("/readyz").json()["tokenizers"][:2] == ["gpt2", "cl100k_base"]
+        assert 'tokenizer_info{' not in c.get("/metrics").text  # nothing loaded yet
+    _count_until_both_answer(server, mp_dir, set(server.workers()))  # cl100k_base, in both workers
+    with server.client() as c:
+        info = [line for line in c.get("/metrics").text.splitlines() if line.startswith("tokenizer_info{")]
+    assert len(info) == 1 and 'tokenizer="cl100k_base"' in info[0], info  # published when loaded; gpt2 never was
+    assert server.stop() == 0
