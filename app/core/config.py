@@ -165,9 +165,9 @@ class Settings:
         "only sha256-verifies every configured artifact and validates the model table (`/readyz` still means every "
         "artifact is verified), and a tokenizer is loaded when a request first uses it: start-up is quicker and a "
         "process holds only the tokenizers it is asked for, but each worker loads its own copy (no sharing), the "
-        "first request for a tokenizer pays for its load (up to ~2 s for the largest; on the event loop for a small "
-        "body, holding up that worker meanwhile), and `GET /tokenizers`, which describes every tokenizer, loads them "
-        "all.",
+        "first request for a tokenizer pays for its load (about 2 s for the largest on an idle machine, 3.6-5.5 s "
+        "measured on a loaded one; on the event loop for a small body, holding up that worker meanwhile), and "
+        "`GET /tokenizers`, which describes every tokenizer, loads them all.",
         default="eager",
     )
     graceful_timeout: float = _doc(

@@ -94,7 +94,7 @@ def _process_tree(server_pid: int, workers: list[int]) -> dict[str, dict[str, in
     return procs
 
 
-def _exchange(sock: socket.socket, reader: BinaryIO, request: bytes) -> bytes:
+def exchange(sock: socket.socket, reader: BinaryIO, request: bytes) -> bytes:
     """Send one HTTP/1.1 request on a keep-alive connection and read its answer (Content-Length bodies only);
     raises RuntimeError unless the status is 200."""
     sock.sendall(request)
@@ -110,7 +110,7 @@ def _exchange(sock: socket.socket, reader: BinaryIO, request: bytes) -> bytes:
     return body
 
 
-def _count_request(name: str, text: str) -> bytes:
+def count_request(name: str, text: str) -> bytes:
     body = json.dumps({"tokenizer": name, "text": text}).encode()
     return (b"POST /count HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
             b"content-length: %d\r\n\r\n%s" % (len(body), body))
@@ -128,7 +128,7 @@ def load_traffic(port: int, names: list[str], total: int, connections: int = 8) 
             with socket.create_connection(("127.0.0.1", port)) as sock:
                 reader = sock.makefile("rb")
                 for i in range(k, total, connections):
-                    _exchange(sock, reader, _count_request(names[i % len(names)], f"{TEXT} load {i} {i * 7919}"))
+                    exchange(sock, reader, count_request(names[i % len(names)], f"{TEXT} load {i} {i * 7919}"))
         except BaseException as exc:  # noqa: BLE001 -- reported below
             errors.append(exc)
 
@@ -161,7 +161,7 @@ def measure_service(names: list[str], whole_store: bool, workers: int, requests:
             with socket.create_connection(("127.0.0.1", server.port)) as sock:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 reader = sock.makefile("rb")
-                _exchange(sock, reader, b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+                exchange(sock, reader, b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
                 per: dict[str, list[float]] = {}
                 for name in names:
                     times = []
@@ -170,7 +170,7 @@ def measure_service(names: list[str], whole_store: bool, workers: int, requests:
                         raw = (b"POST /count HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
                                b"content-length: %d\r\n\r\n%s" % (len(body), body))
                         t = time.perf_counter()
-                        _exchange(sock, reader, raw)
+                        exchange(sock, reader, raw)
                         times.append(time.perf_counter() - t)
                     per[name] = times
             out["requests_ms"] = {n: [x * 1e3 for x in ts] for n, ts in per.items()}
