@@ -402,23 +402,24 @@ def set_price_info(provenance: Mapping[str, Any]) -> None:
 
 
 def billing_updates(model: str, by_kind: Iterable[tuple[str, int, float]]) -> tuple[tuple[Any, float], ...]:
-    """The counter updates of a model block's tokens and cost (USD) per kind, as ``(counter, amount)`` pairs to
-    apply with :func:`observe_billing` (a caller may keep them for a block it serves again; a label set dropped for
-    want of disk space in multiprocess mode then stays dropped for that block). ``model`` must come from a bounded
-    set (the model table's names or the price data's model ids, never a caller's string)."""
+    """The counter updates of a model block's tokens and cost (USD) per kind, as ``(add, amount)`` pairs to apply
+    with :func:`observe_billing` (a caller may keep them for a block it serves again; a label set dropped for want
+    of disk space in multiprocess mode then stays dropped for that block). ``model`` must come from a bounded set
+    (the model table's names or the price data's model ids, never a caller's string)."""
     out: list[tuple[Any, float]] = []
     for kind, tokens, cost in by_kind:
         if tokens:
-            out.append((_child(BILLED_TOKENS, model, kind), tokens))
+            out.append((_child(BILLED_TOKENS, model, kind).inc_locked, tokens))
         if cost:
-            out.append((_child(ESTIMATED_COST, model, kind), cost))
+            out.append((_child(ESTIMATED_COST, model, kind).inc_locked, cost))
     return tuple(out)
 
 
 def observe_billing(updates: Iterable[tuple[Any, float]]) -> None:
-    """Apply :func:`billing_updates`."""
-    for counter, amount in updates:
-        counter.inc(amount)
+    """Apply :func:`billing_updates` (under one hold of the write lock)."""
+    with _write_lock:
+        for add, amount in updates:
+            add(amount)
 
 
 def sync_cache(tokenizers: Iterable[Tokenizer]) -> None:

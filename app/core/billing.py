@@ -117,11 +117,13 @@ def model_block(info: ModelInfo, counts: Sequence[int], batch: bool, pricer: Pri
                         requested)
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class SingleBlock:
     """A memoised ``model`` block of one text at the standard prices: its ``fields`` (shared: do not modify) and
     their JSON (``orjson.dumps(fields)``), valid while the clock is in ``[since, until)`` (POSIX seconds: the
-    period of the price set it was computed with; unbounded without a price)."""
+    period of the price set it was computed with; unbounded without a price). ``served`` is the caller's to keep
+    what it derives from the block once (the web layer: the JSON fragment and the billing counter updates); it
+    lives and dies with the memo entry."""
 
     info: ModelInfo
     pricer: Pricer
@@ -129,6 +131,7 @@ class SingleBlock:
     json: bytes
     since: float
     until: float
+    served: Any = None
 
 
 #: Memoised single-text blocks (see :func:`single_block`).

@@ -16,6 +16,8 @@ slices of the mixed corpus of ``--bytes`` each, in turn); ``PYTHONHASHSEED=0``; 
   :mod:`bench.service.floor_app` under stock uvicorn options: uvloop + httptools, the issue's floor) and ``same``
   (the floor app under our uvicorn options).
 * ``asgi``: each app called in-process (no sockets, no protocol): ``ours`` and the floor app.
+* ``price``: issue 26's pair (:mod:`bench.service.price_overhead`'s bodies, in-process): ``/count`` with a
+  priced model against the same count by tokenizer, and their ratio per text size.
 * ``layers``: the parts of ours' in-process path called alone (the operation, its parse/validation, tokenization
   and serialization, the metric updates of a request, the gateway with a bearer token), so the gateway's own
   share is what remains.
@@ -203,7 +205,33 @@ def child_server(app: str, port: int) -> None:
         uvicorn.run("bench.service.floor_app:app", **uvicorn_options(settings))
 
 
+async def child_price(n: int) -> None:
+    """Issue 26's pair, as :mod:`bench.service.price_overhead` times it: ``/count`` with ``"model": "gpt-4o"``
+    (count + priced block) and with ``"tokenizer": "o200k_base"`` (the same count, no block), per text size."""
+    from app.api.main import create_app
+    from app.core.config import Settings
+
+    from .asgi_overhead import call
+    from .price_overhead import bodies as price_bodies
+
+    app = create_app(Settings(log_level="warning", tokenizers="o200k_base"))
+    async with app.router.lifespan_context(app):
+        loop = asyncio.get_running_loop()
+        for (size, variant), body in price_bodies().items():
+            for _ in range(200):
+                await call(app, "/count", body)
+            print(f"SEGMENT price {size} /count {variant}", flush=True)
+            await loop.run_in_executor(None, sys.stdin.readline)
+            for _ in range(n):
+                await call(app, "/count", body)
+            print("DONE", flush=True)
+        print("END", flush=True)
+
+
 async def child_inprocess(what: str, size: int, path: str, n: int) -> None:
+    if what == "price":
+        await child_price(n)
+        return
     from app.api import dispatch, metrics
     from app.api.main import create_app
     from app.api.ops import common, encode
@@ -278,13 +306,15 @@ async def child_inprocess(what: str, size: int, path: str, n: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--what", default="server,asgi,layers", help="comma-separated: server, asgi, layers")
+    ap.add_argument("--what", default="server,asgi,layers",
+                    help="comma-separated: server, asgi, layers, price (issue 26's /count with and without a model)")
     ap.add_argument("--apps", default=",".join(SERVER_APPS), help="servers to measure (server mode)")
     ap.add_argument("--bytes", type=int, default=200)
     ap.add_argument("--path", default="/count")
     ap.add_argument("--requests", type=int, default=1000)
     ap.add_argument("--child-server", choices=SERVER_APPS, help=argparse.SUPPRESS)
-    ap.add_argument("--child-inprocess", choices=("asgi", "layers"), help=argparse.SUPPRESS)
+    ap.add_argument("--child-inprocess", choices=("asgi", "layers", "price"),
+                    help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child_server:
@@ -305,6 +335,13 @@ def main(argv: list[str] | None = None) -> int:
                 for name, per in measure_inprocess(mode, args.bytes, args.path, args.requests, out_dir).items():
                     print(f"| {name} | {per:,.0f} |", flush=True)
                 break  # layers includes the asgi segments
+        if "price" in what:
+            per_case = measure_inprocess("price", args.bytes, args.path, args.requests, out_dir)
+            for name, per in per_case.items():
+                print(f"| {name} | {per:,.0f} |", flush=True)
+            for size in ("200 B", "4 KB"):
+                model, plain = per_case[f"price {size} /count model"], per_case[f"price {size} /count tokenizer"]
+                print(f"| price {size}: model / tokenizer | {model / plain:.3f}x |", flush=True)
     return 0
 
 

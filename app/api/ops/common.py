@@ -25,8 +25,8 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from app.core.billing import SingleBlock, price_target, quotes_by_kind, single_block
 from app.core.billing import model_block as build_block
+from app.core.billing import price_target, quotes_by_kind, single_block
 from app.core.model_table import ModelInfo
 from app.engine import Tokenizer
 from app.engine.errors import InvalidTokenIdError
@@ -38,7 +38,7 @@ from app.pricing.quote import UNITS_BY_PRICE_KEY
 from .. import metrics, serialize
 from ..deps import ServiceState
 from ..errors import ApiError, validation_details
-from ..schemas import Truncate
+from ..schemas import CountRequest, EncodeRequest, Truncate
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -301,28 +301,23 @@ def pricing_error(exc: PricingError) -> ApiError:
 
 
 def model_block(svc: ServiceState, info: ModelInfo, counts: Sequence[int], batch: bool,
-                req: Any) -> dict[str, Any] | orjson.Fragment:
-    """The ``model`` block of a /count or /encode request (``req`` carries model, max_output_tokens, cached_tokens,
-    provider, service_tier); 422 for a provider, service tier or cached_tokens the price data cannot take. A single
-    text at the standard prices is served from :func:`app.core.billing.single_block`'s memo as its JSON (an
+                req: EncodeRequest | CountRequest) -> dict[str, Any] | orjson.Fragment:
+    """The ``model`` block of a /count or /encode request (from its model, max_output_tokens, cached_tokens,
+    provider and service_tier); 422 for a provider, service tier or cached_tokens the price data cannot take. A
+    single text at the standard prices is served from :func:`app.core.billing.single_block`'s memo as its JSON (an
     ``orjson.Fragment``: the response body is the same bytes, without walking and serializing the block again)."""
-    service_tier = getattr(req, "service_tier", None)
+    prices = svc.prices
     try:
-        if not batch and service_tier is None and svc.prices is not None and len(counts) == 1:
-            single = single_block(info, counts[0], svc.prices, max_output_tokens=req.max_output_tokens,
-                                  cached_tokens=getattr(req, "cached_tokens", None),
-                                  provider=getattr(req, "provider", None), requested=req.model)
-            done = _SERVED.get(id(single))
-            if done is None or done[0] is not single:
-                if len(_SERVED) >= 4096:
-                    _SERVED.clear()
-                done = _SERVED[id(single)] = (single, orjson.Fragment(single.json),
-                                              _billing_updates(single.fields))
-            metrics.observe_billing(done[2])
-            return done[1]
-        block = build_block(info, counts, batch, svc.prices, max_output_tokens=req.max_output_tokens,
-                            cached_tokens=getattr(req, "cached_tokens", None),
-                            provider=getattr(req, "provider", None), service_tier=service_tier,
+        if not batch and req.service_tier is None and prices is not None and len(counts) == 1:
+            single = single_block(info, counts[0], prices, max_output_tokens=req.max_output_tokens,
+                                  cached_tokens=req.cached_tokens, provider=req.provider, requested=req.model)
+            served = single.served
+            if served is None:
+                served = single.served = (orjson.Fragment(single.json), _billing_updates(single.fields))
+            metrics.observe_billing(served[1])
+            return served[0]
+        block = build_block(info, counts, batch, prices, max_output_tokens=req.max_output_tokens,
+                            cached_tokens=req.cached_tokens, provider=req.provider, service_tier=req.service_tier,
                             requested=req.model)
     except PricingError as exc:
         raise pricing_error(exc) from None
@@ -336,11 +331,6 @@ def _billing_updates(block: dict[str, Any]) -> tuple[tuple[Any, float], ...]:
         return ()
     by_kind = [(k, tokens, float(cost)) for k, (tokens, cost) in quotes_by_kind(block).items()]
     return metrics.billing_updates(price["model"], by_kind)
-
-
-#: What serving a memoised block needs, by the block's id (the block is kept to check the identity): its JSON as a
-#: fragment and its billing counter updates.
-_SERVED: dict[int, tuple[SingleBlock, orjson.Fragment, tuple[tuple[Any, float], ...]]] = {}
 
 
 def model_price(pricer: Pricer | None, info: ModelInfo, name: str, source: str | None = None) -> dict[str, Any]:

@@ -22,6 +22,7 @@
 #include "word_cache.h"
 #include "py_items.h"
 #include "utf8_put.h"
+#include "scrub_text.h"
 
 #define HEAP_FROM 48
 #define NO_RANK INT32_MAX
@@ -1085,9 +1086,13 @@ static int tc_segment(const TextEncoder *te, const uint32_t *t, Py_ssize_t n, Bu
     }
     h = mix64(h ^ (uint64_t)n);
     uint16_t gen = wc_gen(c);
-    TCSlot *sl = (TCSlot *)wc_slot(c, h);
-    TCSlot copy;
-    if (wc_read(sl, &copy, sizeof copy) && copy.h.len == n && copy.h.gen == gen && copy.h.count <= TC_IDS) {
+    void *ways[2];
+    int nways = wc_ways(c, h, ways);
+    for (int w = 0; w < nways; w++) {
+        TCSlot copy;
+        if (!wc_maybe(ways[w], (unsigned)n, gen) || !wc_read(ways[w], &copy, sizeof copy) || copy.h.len != n ||
+            copy.h.gen != gen || copy.h.count > TC_IDS)
+            continue;
         Py_ssize_t i = 0;
         while (i < n && copy.key[i] == t[i]) i++;
         if (i == n) {
@@ -1102,6 +1107,7 @@ static int tc_segment(const TextEncoder *te, const uint32_t *t, Py_ssize_t n, Bu
     int rc = tokenize_range(m, PyUnicode_4BYTE_KIND, t, 0, n, out);
     if (rc < 0) return rc;
     Py_ssize_t nids = out->n - before;
+    TCSlot *sl = (TCSlot *)wc_victim(ways, nways, h, gen);
     uint32_t odd;
     if (nids <= TC_IDS && (odd = wc_claim(sl)) != 0) {
         if (!sl->h.len || sl->h.gen != gen) st->filled++;
@@ -1196,27 +1202,7 @@ static PyObject *TextEncoder_encode(TextEncoder *self, PyObject *arg) {
     uint32_t *t = need <= TC_STACK ? stack : (uint32_t *)malloc((size_t)need * sizeof(uint32_t));
     if (!t) return PyErr_NoMemory();
     uint32_t *norm = t + n + 1;
-    Py_ssize_t k = 0;
-    if (kind == PyUnicode_1BYTE_KIND) {
-        const Py_UCS1 *d = (const Py_UCS1 *)data;
-        for (Py_ssize_t i = 0; i < n; i++) t[k++] = d[i];
-    } else {
-        for (Py_ssize_t i = 0; i < n; i++) {
-            uint32_t c = PyUnicode_READ(kind, data, i);
-            if (c >= 0xD800 && c <= 0xDFFF) {
-                if (c <= 0xDBFF && i + 1 < n) {
-                    uint32_t d = PyUnicode_READ(kind, data, i + 1);
-                    if (d >= 0xDC00 && d <= 0xDFFF) {
-                        t[k++] = 0x10000 + ((c - 0xD800) << 10) + (d - 0xDC00);
-                        i++;
-                        continue;
-                    }
-                }
-                c = 0xFFFD;
-            }
-            t[k++] = c;
-        }
-    }
+    Py_ssize_t k = scrub_code_points(kind, data, n, t);
     Buf b = {NULL, 0, 0};
     CallStats st = {0, 0, 0};
     int rc;

@@ -32,6 +32,7 @@
 #include "hash_mix.h"
 #include "py_items.h"
 #include "utf8_put.h"
+#include "scrub_text.h"
 
 #define HEAP_FROM 32
 #define RELEASE_FROM 256 /* texts longer than this (code points) are encoded with the GIL released */
@@ -1261,9 +1262,13 @@ static int cached_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_
     }
     h = mix64(h ^ (uint64_t)n);
     uint16_t gen = wc_gen(c);
-    WCSlot *sl = (WCSlot *)wc_slot(c, h);
-    WCSlot copy;
-    if (wc_read(sl, &copy, sizeof copy) && copy.h.len == n && copy.h.gen == gen && copy.h.count <= WC_IDS) {
+    void *ways[2];
+    int nways = wc_ways(c, h, ways);
+    for (int w = 0; w < nways; w++) {
+        WCSlot copy;
+        if (!wc_maybe(ways[w], (unsigned)n, gen) || !wc_read(ways[w], &copy, sizeof copy) || copy.h.len != n ||
+            copy.h.gen != gen || copy.h.count > WC_IDS)
+            continue;
         Py_ssize_t i = 0;
         while (i < n && copy.key[i] == text[i]) i++;
         if (i == n) {
@@ -1278,6 +1283,7 @@ static int cached_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_
     Py_ssize_t before = out->n;
     if (bpe_segment(m, sc, text, n, out) < 0) return -1;
     Py_ssize_t nids = out->n - before;
+    WCSlot *sl = (WCSlot *)wc_victim(ways, nways, h, gen);
     uint32_t odd;
     if (nids <= WC_IDS && (odd = wc_claim(sl)) != 0) {
         if (!sl->h.len || sl->h.gen != gen) st->filled++;
@@ -1317,28 +1323,11 @@ static Py_ssize_t load_text(PyObject *s, uint32_t **dst, Py_ssize_t extra, int s
     uint32_t *base = call_text(c, n + extra + 1, stack);
     if (!base) return -1;
     uint32_t *t = base + (extra > 0); /* one code point of room in front (the dummy prefix) */
-    Py_ssize_t k = 0;
-    if (kind == PyUnicode_1BYTE_KIND) {
-        const Py_UCS1 *d = (const Py_UCS1 *)data;
-        for (Py_ssize_t i = 0; i < n; i++) t[k++] = d[i];
-    } else if (!scrub) {
-        for (Py_ssize_t i = 0; i < n; i++) t[k++] = PyUnicode_READ(kind, data, i);
+    Py_ssize_t k = n;
+    if (scrub || kind == PyUnicode_1BYTE_KIND) { /* (a 1-byte str has no surrogate to scrub) */
+        k = scrub_code_points(kind, data, n, t);
     } else {
-        for (Py_ssize_t i = 0; i < n; i++) {
-            uint32_t c = PyUnicode_READ(kind, data, i);
-            if (c >= 0xD800 && c <= 0xDFFF) {
-                if (c <= 0xDBFF && i + 1 < n) {
-                    uint32_t d = PyUnicode_READ(kind, data, i + 1);
-                    if (d >= 0xDC00 && d <= 0xDFFF) {
-                        t[k++] = 0x10000 + ((c - 0xD800) << 10) + (d - 0xDC00);
-                        i++;
-                        continue;
-                    }
-                }
-                c = 0xFFFD;
-            }
-            t[k++] = c;
-        }
+        for (Py_ssize_t i = 0; i < n; i++) t[i] = PyUnicode_READ(kind, data, i);
     }
     *dst = base;
     return k;

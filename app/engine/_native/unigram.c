@@ -36,6 +36,7 @@
 #include "hash_mix.h"
 #include "py_items.h"
 #include "utf8_put.h"
+#include "scrub_text.h"
 #include "word_cache.h"
 
 #define RESET 100000.0f /* SentencePiece's re-basing threshold for float32 path scores */
@@ -187,19 +188,7 @@ static int text_scrub(Text *t) {
     if (i == n) return 0;
     Py_UCS4 *out = (Py_UCS4 *)malloc((size_t)(n + 1) * sizeof(Py_UCS4));
     if (!out) return E_NOMEM;
-    Py_ssize_t m = 0;
-    for (i = 0; i < n; i++) {
-        Py_UCS4 c = PyUnicode_READ(t->kind, t->data, i);
-        if (c >= 0xD800 && c <= 0xDBFF && i + 1 < n) {
-            Py_UCS4 d = PyUnicode_READ(t->kind, t->data, i + 1);
-            if (d >= 0xDC00 && d <= 0xDFFF) {
-                out[m++] = 0x10000 + ((c - 0xD800) << 10) + (d - 0xDC00);
-                i++;
-                continue;
-            }
-        }
-        out[m++] = (c >= 0xD800 && c <= 0xDFFF) ? 0xFFFD : c;
-    }
+    Py_ssize_t m = scrub_code_points(t->kind, t->data, n, out);
     t->scrubbed = out;
     t->kind = PyUnicode_4BYTE_KIND;
     t->data = out;
@@ -1558,10 +1547,14 @@ static int word_cached(const Model *m, const uint16_t *lab, Py_ssize_t p, int L,
     const uint16_t *key = lab + p;
     size_t kb = (size_t)L * sizeof(uint16_t);
     uint16_t gen = wc_gen(c);
-    UWSlot *sl = (UWSlot *)wc_slot(c, h);
-    UWSlot copy;
-    if (wc_read(sl, &copy, sizeof copy) && copy.h.gen == gen && copy.h.len == L && copy.h.count <= UW_PIECES &&
-        bytes_eq((const uint8_t *)copy.key, (const uint8_t *)key, kb)) {
+    void *ways[2];
+    int nways = wc_ways(c, h, ways);
+    for (int w = 0; w < nways; w++) {
+        UWSlot copy;
+        if (!wc_maybe(ways[w], (unsigned)L, gen) || !wc_read(ways[w], &copy, sizeof copy) || copy.h.gen != gen ||
+            copy.h.len != L || copy.h.count > UW_PIECES ||
+            !bytes_eq((const uint8_t *)copy.key, (const uint8_t *)key, kb))
+            continue;
         st->hits++;
         if (copy.h.count == 0 || !word_safe(m, B, L, copy.eps, copy.lo, copy.hi)) return 0;
         word_replay(pos, p, B, copy.h.count, copy.plen, copy.id, copy.score);
@@ -1570,6 +1563,7 @@ static int word_cached(const Model *m, const uint16_t *lab, Py_ssize_t p, int L,
     st->misses++;
     WordPath wp;
     if (!word_search(m, key, L, B, &wp)) return 0;
+    UWSlot *sl = (UWSlot *)wc_victim(ways, nways, h, gen);
     uint32_t odd;
     if ((odd = wc_claim(sl)) != 0) {
         if (!sl->h.len || sl->h.gen != gen) st->filled++;
@@ -1640,9 +1634,12 @@ static inline int seen_test(const uint8_t *seen, uint64_t h) {
 
 /* Start loading the slot of the word that the search reaches next (its latency overlaps this word's work). */
 static inline void word_prefetch(const WordCache *c, uint64_t h) {
-    const char *sl = (const char *)wc_slot(c, h);
-    __builtin_prefetch(sl, 1);
-    __builtin_prefetch(sl + 64, 1);
+    void *ways[2];
+    int nways = wc_ways(c, h, ways);
+    for (int w = 0; w < nways; w++) {
+        __builtin_prefetch(ways[w], 1);
+        __builtin_prefetch((const char *)ways[w] + 64, 1);
+    }
 }
 
 /* One Viterbi pass over characters; SCORE is float (with SentencePiece's re-basing) or double. */
