@@ -207,17 +207,20 @@ def children(pid: int) -> list[int]:
 
 
 def worker_pids(server_pid: int) -> list[int]:
-    """The uvicorn worker processes of a ``serve`` process (multiprocessing children; not the resource tracker).
+    """The worker processes of a ``serve`` process: its children forked from it (same command line).
 
-    With one worker uvicorn serves in the ``serve`` process itself: then ``[server_pid]``."""
+    With one worker the ``serve`` process serves itself: then ``[server_pid]``."""
+    try:
+        own = Path(f"/proc/{server_pid}/cmdline").read_bytes()
+    except OSError:
+        return [server_pid]
     workers = []
     for pid in children(server_pid):
         try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+            if Path(f"/proc/{pid}/cmdline").read_bytes() == own:
+                workers.append(pid)
         except OSError:
             continue
-        if b"multiprocessing.spawn" in cmdline or b"multiprocessing-fork" in cmdline:
-            workers.append(pid)
     return workers or [server_pid]
 
 

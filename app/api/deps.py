@@ -1,7 +1,8 @@
 """The service's per-process state (settings, verified encodings, model table, thread limiters) and its lookup.
 
-:meth:`ServiceState.load` is the readiness gate: it loads and sha256-verifies every artifact of the store and
-validates the model table, raising on the first problem (:class:`~app.engine.errors.ArtifactError` or
+:meth:`ServiceState.load` is the readiness gate: it loads and sha256-verifies every artifact of the store
+(``TOKENIZER_LOAD=lazy``: verifies them, and :class:`TokenizerTable` loads each on first use) and validates the model
+table, raising on the first problem (:class:`~app.engine.errors.ArtifactError` or
 :class:`~app.engine.errors.ManifestError` naming the file, :class:`~app.core.model_table.ModelTableError` naming the
 file and entry). The app factory runs it at start-up; ``serve`` runs it before starting uvicorn so that a broken
 store stops the process with a clear message.
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from fastapi import Request
 from app.core.config import Settings
 from app.core.model_table import MODELS_FILE, ModelInfo, ModelTable, ModelTableError
 from app.core.priced_models import NoPublicTokenizer, priced_model
-from app.engine import Store, Tokenizer, get_store, load_all
+from app.engine import Store, Tokenizer, get_store, get_tokenizer, load_all
 from app.engine.chat import ChatFramings, ChatSpecError
 from app.engine.defaults import ARTIFACT_CACHE_OFF
 from app.engine.errors import UnknownTokenizerError
@@ -35,13 +36,64 @@ from .errors import ApiError
 WARM_TEXT = "Warm-up: 12 tokens, déjà vu!\n"
 
 
+class TokenizerTable(Mapping[str, Tokenizer]):
+    """The tokenizers a process serves, by canonical name in manifest order.
+
+    Eager (``TOKENIZER_LOAD=eager``): every one loaded up front. Lazy: a tokenizer is loaded by its first lookup
+    (``table[name]``, ``get``, ``values()``), thread-safe (the engine's registry loads each once, under its lock);
+    ``name in table`` and iteration never load. :meth:`loaded` is what is loaded so far."""
+
+    def __init__(self, names: Iterable[str], load: Callable[[str], Tokenizer],
+                 on_load: Callable[[Tokenizer], None] | None = None) -> None:
+        self._names = list(names)
+        self._known = frozenset(self._names)
+        self._load = load
+        self._loaded: dict[str, Tokenizer] = {}
+        self._lock = threading.Lock()
+        self.on_load = on_load
+
+    @classmethod
+    def of(cls, tokenizers: Mapping[str, Tokenizer]) -> TokenizerTable:
+        """A table of tokenizers already loaded."""
+        table = cls(tokenizers, tokenizers.__getitem__)
+        table._loaded.update(tokenizers)
+        return table
+
+    def __getitem__(self, name: str) -> Tokenizer:
+        tokenizer = self._loaded.get(name)
+        if tokenizer is not None:
+            return tokenizer
+        if name not in self._known:
+            raise KeyError(name)
+        tokenizer = self._load(name)
+        with self._lock:
+            first = name not in self._loaded
+            self._loaded[name] = tokenizer
+        if first and self.on_load is not None:
+            self.on_load(tokenizer)
+        return tokenizer
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._known
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def loaded(self) -> list[Tokenizer]:
+        """The tokenizers loaded so far, in manifest order (all of them when eager)."""
+        return [self._loaded[n] for n in self._names if n in self._loaded]
+
+
 @dataclass
 class ServiceState:
     """Everything a request handler needs. Built once per worker process; read-only while serving."""
 
     settings: Settings
     store: Store
-    tokenizers: dict[str, Tokenizer]
+    tokenizers: TokenizerTable
     models: ModelTable
     manifest_models: dict[str, str]
     chat: ChatFramings = field(default_factory=lambda: ChatFramings({}))
@@ -57,9 +109,13 @@ class ServiceState:
     def load(cls, settings: Settings) -> ServiceState:
         """Load and verify every tokenizer of the store and the model table (see the module docstring)."""
         store = get_store(settings.store or bundled_store_dir(), override=settings.store_override)
-        tokenizers = load_all(store.directory, settings.tokenizer_names(), backend=settings.engine,
-                             cache_size=settings.cache_size, unigram_word_cache=settings.unigram_word_cache,
-                             artifact_cache=settings.artifact_cache_dir() or ARTIFACT_CACHE_OFF)
+        artifact_cache = settings.artifact_cache_dir() or ARTIFACT_CACHE_OFF
+        if settings.load == "lazy":
+            tokenizers = cls._verified(store, settings, artifact_cache)
+        else:
+            tokenizers = TokenizerTable.of(load_all(
+                store.directory, settings.tokenizer_names(), backend=settings.engine, cache_size=settings.cache_size,
+                unigram_word_cache=settings.unigram_word_cache, artifact_cache=artifact_cache))
         models_path = settings.models_file
         framings_dir = store.directory
         if models_path is None:  # the added store's table, else the bundled one (with the chat templates it names)
@@ -89,10 +145,27 @@ class ServiceState:
         return cls(settings=settings, store=store, tokenizers=tokenizers, models=models,
                    manifest_models=manifest_models, chat=chat, prices=prices)
 
+    @staticmethod
+    def _verified(store: Store, settings: Settings, artifact_cache: Path | str) -> TokenizerTable:
+        """``TOKENIZER_LOAD=lazy``: every configured artifact's sha256 checked now (raises ArtifactError naming the
+        file), its tokenizer loaded on first use (verified again then, as every load is)."""
+        names = settings.tokenizer_names()
+        wanted = None if names is None else {store.resolve(n) for n in names}
+        chosen = [name for name in store.names() if wanted is None or name in wanted]
+        for name in chosen:
+            store.spec(name).read_artifact()
+
+        def load(name: str) -> Tokenizer:
+            return get_tokenizer(name, store.directory, backend=settings.engine, cache_size=settings.cache_size,
+                                 unigram_word_cache=settings.unigram_word_cache, artifact_cache=artifact_cache)
+
+        return TokenizerTable(chosen, load)
+
     def warm(self) -> None:
         """Run one short count through every loaded tokenizer, so that what a tokenizer builds on first use (lazy
-        tables, compiled patterns, first-call paths) is built at start-up rather than by the first request."""
-        for tokenizer in self.tokenizers.values():
+        tables, compiled patterns, first-call paths) is built at start-up rather than by the first request. Lazy:
+        only those already loaded."""
+        for tokenizer in self.tokenizers.loaded():
             tokenizer.count(WARM_TEXT)
 
     # ------------------------------------------------------------------ resolution

@@ -86,15 +86,17 @@ class ServiceApp(FastAPI):
         await super().__call__(scope, receive, send)
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """Build the application. ``settings`` default: :meth:`Settings.from_env`."""
+def create_app(settings: Settings | None = None, state: ServiceState | None = None) -> FastAPI:
+    """Build the application. ``settings`` default: :meth:`Settings.from_env`. ``state``: a state already loaded
+    with these settings (:meth:`ServiceState.load`; ``serve`` loads it once before forking its workers), which the
+    lifespan then uses instead of loading its own; it must not have been started by another app's lifespan."""
     settings = settings or Settings.from_env()
     _configure_logging(settings.log_level)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         try:
-            svc = await anyio.to_thread.run_sync(ServiceState.load, settings)
+            svc = state if state is not None else await anyio.to_thread.run_sync(ServiceState.load, settings)
             await anyio.to_thread.run_sync(svc.warm)
         except Exception as exc:
             log.error("cannot start: %s", exc)
@@ -110,7 +112,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         gc.freeze()
         svc.limiter = anyio.CapacityLimiter(settings.threads)
         svc.bulk_limiter = anyio.CapacityLimiter(settings.bulk_threads)
-        metrics.set_info(svc.tokenizers.values())
+        metrics.set_info(svc.tokenizers.loaded())
+        svc.tokenizers.on_load = lambda tokenizer: metrics.set_info([tokenizer])  # lazy: published when loaded
         if svc.prices is not None:
             prov = svc.prices.data.provenance
             metrics.set_price_info(prov.as_dict())
@@ -119,7 +122,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                      prov.models)
         app.state.service = svc
         svc.ready = True
-        log.info("ready: %s", ", ".join(f"{name} ({tokenizer.backend})" for name, tokenizer in svc.tokenizers.items()))
+        if settings.load == "lazy":
+            log.info("ready (lazy: each tokenizer is loaded on first use; every artifact verified): %s",
+                     ", ".join(svc.tokenizers))
+        else:
+            log.info("ready: %s", ", ".join(f"{t.name} ({t.backend})" for t in svc.tokenizers.loaded()))
         try:
             yield
         finally:

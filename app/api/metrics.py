@@ -19,7 +19,10 @@ is a model-table name or a price-data model id, never the caller's string.
 
 Several workers: when ``PROMETHEUS_MULTIPROC_DIR`` is set (``serve`` sets it to a fresh directory when
 ``workers > 1``), prometheus-client keeps every value in per-process files and :func:`render` merges them, so a
-scrape answered by any worker reports the whole service. Gauges declare how to merge: ``livesum`` for in-flight
+scrape answered by any worker reports the whole service. ``serve``'s workers are forked from a supervisor that
+imported this module: at the fork a child gets its own process id and reserves its own files, and the supervisor
+removes its files before forking (:func:`release_process_files`) and the live gauges of a worker it reaps
+(:func:`forget_process`). Gauges declare how to merge: ``livesum`` for in-flight
 requests and cache entries (a worker that exits cleanly removes its files, see :func:`mark_process_dead`), ``max``
 for the info metric. The engine's cache counters live inside each worker, so they are copied into counters as
 deltas after every tokenization and at every scrape (:func:`sync_cache`): in one process this is the same as reading
@@ -88,13 +91,17 @@ from prometheus_client import (  # noqa: E402
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
-def _pid_after_fork() -> None:
-    global _PID
+def _after_fork_in_child() -> None:
+    """A forked child (a pre-fork worker) is a new process for the metrics: its own process id, and its own files,
+    reserved as a worker's are at start (the parent's belong to the parent)."""
+    global _PID, _files
     _PID = os.getpid()
+    if _files is not None:
+        _files = _claim_files()
 
 
 _PID = os.getpid()
-os.register_at_fork(after_in_child=_pid_after_fork)
+os.register_at_fork(after_in_child=_after_fork_in_child)
 if _files is not None and multiprocess_enabled_at_import():
     # prometheus-client asks for the process id on every update (a system call each, a dozen per request) to notice
     # a fork; the id kept here is refreshed by the fork itself, so it is the same value, distinct per process, as the
@@ -496,6 +503,22 @@ def render(tokenizers: Iterable[Tokenizer]) -> bytes:
         multiprocess.MultiProcessCollector(registry)
         return generate_latest(registry)
     return generate_latest(REGISTRY)
+
+
+def forget_process(pid: int) -> None:
+    """Drop the live gauges of the exited process ``pid`` from the shared directory (a supervisor reaping a worker
+    that was killed before its clean shutdown could do it, see :func:`mark_process_dead`)."""
+    if multiprocess_enabled():
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(pid)
+
+
+def release_process_files() -> None:
+    """Remove this process's files from the shared directory: a pre-fork supervisor, which imports this module (and
+    so gets files) but never serves, calls it before forking its workers, so that only workers have files."""
+    if _files is not None:
+        _files.remove()
 
 
 def mark_process_dead() -> None:

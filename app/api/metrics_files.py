@@ -76,6 +76,14 @@ class MetricFiles:
             finally:
                 os.close(fd)
 
+    def remove(self) -> None:
+        """Remove every file of this process (``*_<pid>.db``: the reserved ones and any prometheus-client made)."""
+        for path in glob.glob(os.path.join(self.directory, f"*_{self.pid}.db")):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
     def _reserve(self, kind: str, size: int, create: bool) -> bool:
         path = self.path(kind)
         try:

@@ -4,7 +4,7 @@ and returns a constant), measured in the same run, against two floors:
 * ``stock``, the floor a user compares with (issue 29): the floor app served by the stock uvicorn CLI
   (``python -m uvicorn bench.service.floor_app:app --workers N``, its default protocol classes: uvloop and httptools
   when installed; access log off, as ours);
-* ``same``: the floor app served with this service's own uvicorn options (:func:`app.cli.serve.uvicorn_options`:
+* ``same``: the floor app served with this service's own uvicorn options (:func:`app.cli.prefork.uvicorn_options`:
   our header-limit protocol class, no server header), so the difference from ours is the app alone.
 
 All run at the same time with the same worker count; every cell (endpoint x text size) is measured in interleaved

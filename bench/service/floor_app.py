@@ -8,7 +8,7 @@ default protocol classes (uvloop and httptools when installed):
     python -m uvicorn bench.service.floor_app:app --port 8001 --workers 2 --no-access-log
 
 The same-protocol floor is this app started with the same uvicorn options as ``python -m app serve``
-(:func:`app.cli.serve.uvicorn_options`: uvloop, our httptools protocol with its header limits, no server header,
+(:func:`app.cli.prefork.uvicorn_options`: uvloop, our httptools protocol with its header limits, no server header,
 access log off):
 
     python -m bench.service.floor_app --port 8001 --workers 2
@@ -40,7 +40,7 @@ async def healthz() -> Response:
 def main(argv: list[str] | None = None) -> int:
     import uvicorn
 
-    from app.cli.serve import uvicorn_options
+    from app.cli.prefork import uvicorn_options
     from app.core.config import Settings
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

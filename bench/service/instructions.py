@@ -189,7 +189,7 @@ def measure_inprocess(what: str, size: int, path: str, n: int, out_dir: str) -> 
 def child_server(app: str, port: int) -> None:
     import uvicorn
 
-    from app.cli.serve import uvicorn_options
+    from app.cli.prefork import uvicorn_options
     from app.core.config import Settings
 
     if app == "stock":  # uvicorn's defaults (loop and http "auto": uvloop + httptools when installed)

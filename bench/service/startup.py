@@ -1,6 +1,7 @@
 """Start-up and memory of the service next to the reference libraries, and the first request vs the tenth (issue 29).
 
-``python -m bench.service.startup [--reps 3] [--workers 1,2] [--sets store,one] [--one cl100k_base] [--json PATH]``
+``python -m bench.service.startup [--reps 3] [--workers 1,2] [--sets store,one] [--one cl100k_base]
+[--load-requests 3000] [--json PATH]``
 
 For each tokenizer set (``store``: every tokenizer of the bundled store; ``one``: the comma-separated ``--one`` alone,
 through ``TOKENIZER_TOKENIZERS``) and each worker count, a fresh ``python -m app serve`` (started by
@@ -12,6 +13,12 @@ PSS over the tree (the memory the tree costs). With one worker, each loaded toke
 repeats an earlier one's text), and the first and the tenth are timed client-side. The client is a plain socket
 sending prebuilt request bytes (no HTTP library whose own first use would be timed), and one ``GET /healthz`` on the
 same connection before them keeps the connection's set-up out of the first.
+
+Memory is measured twice per server: idle (just ready) and after load: ``--load-requests`` ``POST /count`` spread
+round-robin over every loaded tokenizer, with distinct texts (so the caches fill), sent over 8 concurrent
+keep-alive connections (several workers: the kernel hands connections to both), so the pages a worker dirties by
+serving (refcounts, caches, copy-on-write of shared pages) show in its USS. With several workers the report gives
+each worker's USS (its unique memory: what one more worker costs) and the tree's total PSS next to one worker's.
 
 Next to it, fresh child processes (:mod:`bench.engine.loadmem`) load the same tokenizers as a library in one process
 (``ours``) and the reference libraries on the equivalent files (``refs``: tiktoken for rank files and tekken's ranks,
@@ -87,7 +94,7 @@ def _process_tree(server_pid: int, workers: list[int]) -> dict[str, dict[str, in
     return procs
 
 
-def _exchange(sock: socket.socket, reader: BinaryIO, request: bytes) -> bytes:
+def exchange(sock: socket.socket, reader: BinaryIO, request: bytes) -> bytes:
     """Send one HTTP/1.1 request on a keep-alive connection and read its answer (Content-Length bodies only);
     raises RuntimeError unless the status is 200."""
     sock.sendall(request)
@@ -103,8 +110,41 @@ def _exchange(sock: socket.socket, reader: BinaryIO, request: bytes) -> bytes:
     return body
 
 
-def measure_service(names: list[str], whole_store: bool, workers: int, requests: int, log_dir: Path
-                    ) -> dict[str, Any]:
+def count_request(name: str, text: str) -> bytes:
+    body = json.dumps({"tokenizer": name, "text": text}).encode()
+    return (b"POST /count HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+            b"content-length: %d\r\n\r\n%s" % (len(body), body))
+
+
+def load_traffic(port: int, names: list[str], total: int, connections: int = 8) -> float:
+    """``total`` ``POST /count`` round-robin over ``names`` (distinct texts), over ``connections`` concurrent
+    keep-alive connections; returns the seconds it took."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def one(k: int) -> None:
+        try:
+            with socket.create_connection(("127.0.0.1", port)) as sock:
+                reader = sock.makefile("rb")
+                for i in range(k, total, connections):
+                    exchange(sock, reader, count_request(names[i % len(names)], f"{TEXT} load {i} {i * 7919}"))
+        except BaseException as exc:  # noqa: BLE001 -- reported below
+            errors.append(exc)
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=one, args=(k,)) for k in range(connections)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise RuntimeError(f"load traffic failed: {errors[0]!r}")
+    return time.perf_counter() - t0
+
+
+def measure_service(names: list[str], whole_store: bool, workers: int, requests: int, log_dir: Path,
+                    load_requests: int = 0) -> dict[str, Any]:
     """One fresh server loading ``names`` (``whole_store``: no ``TOKENIZER_TOKENIZERS``, i.e. every tokenizer):
     ready time, per-process memory and (one worker) first vs ``requests``-th ``/count`` of each of ``names``."""
     env = {"TOKENIZER_TOKENIZERS": "" if whole_store else ",".join(names), "TOKENIZER_LOG_LEVEL": "info"}
@@ -121,7 +161,7 @@ def measure_service(names: list[str], whole_store: bool, workers: int, requests:
             with socket.create_connection(("127.0.0.1", server.port)) as sock:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 reader = sock.makefile("rb")
-                _exchange(sock, reader, b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+                exchange(sock, reader, b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
                 per: dict[str, list[float]] = {}
                 for name in names:
                     times = []
@@ -130,10 +170,15 @@ def measure_service(names: list[str], whole_store: bool, workers: int, requests:
                         raw = (b"POST /count HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
                                b"content-length: %d\r\n\r\n%s" % (len(body), body))
                         t = time.perf_counter()
-                        _exchange(sock, reader, raw)
+                        exchange(sock, reader, raw)
                         times.append(time.perf_counter() - t)
                     per[name] = times
             out["requests_ms"] = {n: [x * 1e3 for x in ts] for n, ts in per.items()}
+        if load_requests > 0:
+            assert server.port is not None
+            out["load_s"] = load_traffic(server.port, names, load_requests)
+            after = _process_tree(server.pid, server.workers() if workers > 1 else [])
+            out["after_load"] = {"processes": after, "total_pss_kib": sum(p["pss"] for p in after.values())}
         return out
     finally:
         server.stop()
@@ -161,7 +206,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 for w in args.workers:
                     _log(f"rep {rep + 1}/{args.reps} {set_name}: serve --workers {w}")
                     samples.setdefault(f"{set_name}|serve{w}", []).append(
-                        measure_service(names, set_name == "store", w, args.requests, Path(tmp)))
+                        measure_service(names, set_name == "store", w, args.requests, Path(tmp),
+                                        args.load_requests))
     return {"samples": samples, "summary": summarize(samples, args.requests)}
 
 
@@ -178,6 +224,11 @@ def summarize(samples: dict[str, list[dict[str, Any]]], requests: int) -> dict[s
                              "total_pss_kib": _med([d["total_pss_kib"] for d in ds]),
                              "processes": {p: {k: _med([d["processes"][p][k] for d in ds])
                                                for k in ("rss", "pss", "uss")} for p in ds[0]["processes"]}}
+        if "after_load" in ds[0]:
+            s["after_load"] = {
+                "total_pss_kib": _med([d["after_load"]["total_pss_kib"] for d in ds]),
+                "processes": {p: {k: _med([d["after_load"]["processes"][p][k] for d in ds])
+                                  for k in ("rss", "pss", "uss")} for p in ds[0]["after_load"]["processes"]}}
         if "requests_ms" in ds[0]:
             names = list(ds[0]["requests_ms"])
             s["first_ms"] = {n: _med([d["requests_ms"][n][0] for d in ds]) for n in names}
@@ -207,11 +258,27 @@ def render(summary: dict[str, Any], requests: int) -> str:
             lines.append(f"| {set_name} | {label} | {ready} | {_mib(m['rss'])} | {_mib(m['pss'])} | {_mib(m['uss'])} |")
         lines.append(f"| {set_name} | {what.replace('serve', 'serve, ')} worker(s): total PSS | | | "
                      f"{_mib(s['total_pss_kib'])} | |")
-    for set_name in {k.split("|")[0] for k in summary}:
+        if "after_load" in s:
+            for proc, m in s["after_load"]["processes"].items():
+                who = "the one process" if len(s["processes"]) == 1 else proc
+                label = f"{what.replace('serve', 'serve, ')} worker(s), after load: {who}"
+                lines.append(f"| {set_name} | {label} | | {_mib(m['rss'])} | {_mib(m['pss'])} | {_mib(m['uss'])} |")
+            lines.append(f"| {set_name} | {what.replace('serve', 'serve, ')} worker(s), after load: total PSS | | | "
+                         f"{_mib(s['after_load']['total_pss_kib'])} | |")
+    for set_name in sorted({k.split("|")[0] for k in summary}):
         one, two = summary.get(f"{set_name}|serve1"), summary.get(f"{set_name}|serve2")
         if one and two:
-            lines.append(f"\n{set_name}: 2 workers / 1 worker total PSS = "
-                         f"{two['total_pss_kib'] / one['total_pss_kib']:.2f}x")
+            lines.append(f"\n{set_name}: total PSS, 1 worker {_mib(one['total_pss_kib'])} MiB, 2 workers "
+                         f"{_mib(two['total_pss_kib'])} MiB: 2 workers / 1 worker = "
+                         f"{two['total_pss_kib'] / one['total_pss_kib']:.2f}x (idle)")
+            uss = ", ".join(f"{p} {_mib(m['uss'])}" for p, m in two["processes"].items() if p != "supervisor")
+            lines.append(f"{set_name}: USS (unique memory) per worker, 2 workers, idle: {uss} MiB")
+            if "after_load" in one and "after_load" in two:
+                a1, a2 = one["after_load"], two["after_load"]
+                lines.append(f"{set_name}: after load, total PSS 1 worker {_mib(a1['total_pss_kib'])} MiB, 2 workers "
+                             f"{_mib(a2['total_pss_kib'])} MiB: {a2['total_pss_kib'] / a1['total_pss_kib']:.2f}x")
+                uss = ", ".join(f"{p} {_mib(m['uss'])}" for p, m in a2["processes"].items() if p != "supervisor")
+                lines.append(f"{set_name}: USS per worker, 2 workers, after load: {uss} MiB")
         refs = summary.get(f"{set_name}|refs")
         if one and refs:
             lines.append(f"{set_name}: ready (1 worker) / reference libraries' load = "
@@ -237,14 +304,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sets", default="store,one", help="store, one or both (default both)")
     p.add_argument("--one", default="cl100k_base", help="the tokenizer(s) of the `one` set (comma-separated)")
     p.add_argument("--requests", type=int, default=10, help="/count requests per tokenizer (1 worker); 0: none")
+    p.add_argument("--load-requests", type=int, default=3000,
+                   help="/count requests over every tokenizer before the second memory reading; 0: none")
     p.add_argument("--work-dir", default=str(Path(tempfile.gettempdir()) / "bench-startup-refs"),
                    help="where the reference libraries' files are written (kept between runs)")
     p.add_argument("--json", help="write samples and summary here")
     args = p.parse_args(argv)
     args.workers = [int(w) for w in args.workers.split(",")]
     args.sets = [s for s in args.sets.split(",") if s]
-    if args.requests < 0 or any(w < 1 for w in args.workers) or not set(args.sets) <= {"store", "one"}:
-        p.error("bad --requests, --workers or --sets")
+    if (args.requests < 0 or args.load_requests < 0 or any(w < 1 for w in args.workers)
+            or not set(args.sets) <= {"store", "one"}):
+        p.error("bad --requests, --load-requests, --workers or --sets")
     result = run(args)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))

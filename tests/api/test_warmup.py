@@ -7,7 +7,7 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 from prometheus_client import REGISTRY
 
-from app.api.deps import WARM_TEXT, ServiceState
+from app.api.deps import WARM_TEXT, ServiceState, TokenizerTable
 from app.api.main import WARM_ENDPOINTS, create_app
 from app.core.config import Settings
 
@@ -48,6 +48,14 @@ def test_warm_counts_once_with_every_tokenizer() -> None:
             return 1
 
     state = ServiceState.__new__(ServiceState)
-    state.tokenizers = {"a": Recording("a"), "b": Recording("b")}  # type: ignore[dict-item]
+    state.tokenizers = TokenizerTable.of({"a": Recording("a"), "b": Recording("b")})  # type: ignore[dict-item]
     state.warm()
     assert calls == [f"a:{WARM_TEXT}", f"b:{WARM_TEXT}"]
+    # TOKENIZER_LOAD=lazy: only what is loaded is warmed (warming must not load everything)
+    calls.clear()
+    state.tokenizers = TokenizerTable(["a", "b"], Recording)  # type: ignore[arg-type]
+    state.warm()
+    assert calls == []
+    state.tokenizers["b"]  # noqa: B018 -- loads b
+    state.warm()
+    assert calls == [f"b:{WARM_TEXT}"]

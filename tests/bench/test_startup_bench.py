@@ -17,7 +17,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 def test_startup_bench_smallest(tmp_path: Path) -> None:
     out = tmp_path / "startup.json"
     p = subprocess.run([sys.executable, "-m", "bench.service.startup", "--reps", "1", "--sets", "one", "--one", "gpt2",
-                        "--workers", "1", "--requests", "3", "--work-dir", str(tmp_path / "refs"), "--json", str(out)],
+                        "--workers", "1", "--requests", "3", "--load-requests", "40",
+                        "--work-dir", str(tmp_path / "refs"), "--json", str(out)],
                        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     summary = json.loads(out.read_text())["summary"]
@@ -28,5 +29,9 @@ def test_startup_bench_smallest(tmp_path: Path) -> None:
     assert 0 < proc["uss"] <= proc["pss"] <= proc["rss"]
     assert serve["total_pss_kib"] == proc["pss"]
     assert set(serve["first_ms"]) == set(serve["last_ms"]) == {"gpt2"}
+    after = serve["after_load"]["processes"]["supervisor"]
+    assert 0 < after["uss"] <= after["pss"] <= after["rss"]
+    assert serve["after_load"]["total_pss_kib"] == after["pss"]
     assert summary["one|refs"]["tokenizers"] == summary["one|ours-lib"]["tokenizers"] == 1
     assert "| gpt2 |" in p.stdout and "reference libraries (1)" in p.stdout
+    assert "after load: the one process" in p.stdout

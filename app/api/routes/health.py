@@ -25,7 +25,8 @@ async def healthz() -> dict[str, Any]:
 @router.api_route("/readyz", methods=["GET", "HEAD"], response_model=Ready, summary="Readiness",
             responses={503: {"model": ErrorResponse, "description": "still starting or stopping"}})
 async def readyz(request: Request) -> dict[str, Any]:
-    """200 once every tokenizer's artifact is loaded and its sha256 verified; 503 before that and while stopping."""
+    """200 once every tokenizer's artifact is sha256-verified and (``TOKENIZER_LOAD=eager``) loaded; 503 before that
+    and while stopping."""
     svc = get_service(request)
     return {"status": "ready", "tokenizers": list(svc.tokenizers)}
 
@@ -35,5 +36,5 @@ async def readyz(request: Request) -> dict[str, Any]:
 async def prometheus_metrics(request: Request) -> Response:
     """Prometheus exposition of the whole service (all workers in multiprocess mode)."""
     svc = get_service(request)
-    data = await anyio.to_thread.run_sync(metrics.render, list(svc.tokenizers.values()))
+    data = await anyio.to_thread.run_sync(metrics.render, svc.tokenizers.loaded())
     return Response(data, media_type=metrics.CONTENT_TYPE)
