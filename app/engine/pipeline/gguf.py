@@ -149,7 +149,7 @@ def _xlm_roberta_doc(kv: dict[str, Any], source: str) -> dict[str, Any]:
             "special_tokens": {tokens[i]: {"id": tokens[i], "ids": [i], "tokens": [tokens[i]]} for i in (bos, eos)}},
         "decoder": dict(metaspace),
         "model": {"type": "Unigram", "unk_id": unk, "byte_fallback": False,
-                  "vocab": [[tokens[i], float(scores[i])] for i in range(n)]},
+                  "vocab": list(zip(tokens[:n], map(float, scores[:n]), strict=True))},  # (piece, score) pairs
     }
 
 
