@@ -59,16 +59,20 @@ ENV PATH="/opt/venv/bin:${PATH}" \
     PYTHONUNBUFFERED=1 \
     TOKENIZER_HOST=0.0.0.0 \
     TOKENIZER_PORT=8000 \
-    TOKENIZER_WORKERS=1
+    TOKENIZER_WORKERS=1 \
+    TOKENIZER_ARTIFACT_CACHE=/opt/tokenizer-service/compiled
 
 # An empty working directory, so `python -m app` imports the installed package, never a stray source tree.
 WORKDIR /srv/tokenizer
 
 # Fail the build unless the compiled extensions import (setup.py builds them as optional: without this check a
 # broken compile would silently ship the slow pure-Python engine or trainer), then re-hash and load every artifact of
-# the installed store: a missing, truncated or altered file fails the build.
+# the installed store: a missing, truncated or altered file fails the build. Then compile every artifact into the
+# compiled artifact cache (TOKENIZER_ARTIFACT_CACHE above; docs/deployment.md): read-only at run time, mapped by every
+# worker, so a container starts without re-deriving rank tables; a file that cannot be used is rebuilt in memory.
 RUN python -c "import sys; from app.engine import native; from app.engine.training import compiled; from app.engine.pipeline.compiled import MERGE_BPE, SP_BPE, UNIGRAM; from app.engine.pipeline.models.wordpiece import _EXT as WORDPIECE; sys.exit('; '.join(f'no {e.what}: {e.error}' for e in (native.CORE, compiled.TRAINER, MERGE_BPE, WORDPIECE, SP_BPE, UNIGRAM) if e.module is None) or 0)" \
-    && python -m app verify
+    && python -m app verify \
+    && python -m app cache build --quiet
 
 USER 10001:10001
 

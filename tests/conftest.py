@@ -3,10 +3,12 @@ exactness suite's terminal summary, which runs here so that pytest-xdist's contr
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,19 @@ from app.engine import reset
 from app.engine.store import bundled_store_dir
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _private_artifact_cache() -> None:
+    """The suite never writes into the user's cache directory: the compiled artifact cache
+    (``TOKENIZER_ARTIFACT_CACHE``) and ``XDG_CACHE_HOME`` (its default's root, for tests that clear the variable)
+    point into one temporary directory per test process, removed at exit (children such as ``serve`` inherit it)."""
+    root = tempfile.mkdtemp(prefix="tokenizer-tests-cache-")
+    os.environ["XDG_CACHE_HOME"] = root
+    os.environ["TOKENIZER_ARTIFACT_CACHE"] = os.path.join(root, "tokenizer-service", "compiled")
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+
+
+_private_artifact_cache()
 
 
 @pytest.fixture

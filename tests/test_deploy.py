@@ -395,6 +395,9 @@ def test_runtime_is_non_root_with_numeric_user() -> None:
 def test_artifacts_and_compiled_core_are_checked_during_the_build() -> None:
     commands = [c.strip() for i in final_stage().instructions if i.keyword == "RUN" for c in i.args.split("&&")]
     assert "python -m app verify" in commands, "the runtime stage must run `python -m app verify`"
+    assert "python -m app cache build --quiet" in commands, "the image ships the compiled artifact cache"
+    env = " ".join(i.args for i in final_stage().instructions if i.keyword == "ENV")
+    assert "TOKENIZER_ARTIFACT_CACHE=/opt/" in env, "the cache directory is set before it is built"
     native_checks = [c for c in commands if "native.CORE" in c and "compiled.TRAINER" in c and "MERGE_BPE" in c]
     assert len(native_checks) == 1, "the runtime stage must fail when a compiled extension did not build"
     from app.cli import build_parser

@@ -23,6 +23,7 @@ from app.core.model_table import MODELS_FILE, ModelInfo, ModelTable, ModelTableE
 from app.core.priced_models import NoPublicTokenizer, priced_model
 from app.engine import Store, Tokenizer, get_store, load_all
 from app.engine.chat import ChatFramings, ChatSpecError
+from app.engine.defaults import ARTIFACT_CACHE_OFF
 from app.engine.errors import UnknownTokenizerError
 from app.engine.store import bundled_store_dir
 from app.pricing.data import load_price_data
@@ -57,7 +58,8 @@ class ServiceState:
         """Load and verify every tokenizer of the store and the model table (see the module docstring)."""
         store = get_store(settings.store or bundled_store_dir(), override=settings.store_override)
         tokenizers = load_all(store.directory, settings.tokenizer_names(), backend=settings.engine,
-                             cache_size=settings.cache_size, unigram_word_cache=settings.unigram_word_cache)
+                             cache_size=settings.cache_size, unigram_word_cache=settings.unigram_word_cache,
+                             artifact_cache=settings.artifact_cache_dir() or ARTIFACT_CACHE_OFF)
         models_path = settings.models_file
         framings_dir = store.directory
         if models_path is None:  # the added store's table, else the bundled one (with the chat templates it names)

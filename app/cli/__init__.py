@@ -21,7 +21,7 @@ from app.engine.native import resolve_backend
 from ._io import CliError
 
 #: Modules of :mod:`app.cli` that add subcommands, in help order.
-COMMAND_MODULES = ("tokenize", "price", "serve", "train", "bulk", "import_")
+COMMAND_MODULES = ("tokenize", "price", "serve", "train", "bulk", "import_", "cache")
 
 
 def build_parser() -> argparse.ArgumentParser:

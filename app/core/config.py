@@ -7,9 +7,9 @@ variable, so a typo stops the process at start-up instead of being ignored.
 
 The service reads its settings once (``create_app``, ``serve``; a worker's header limits in :mod:`app.api.protocol`)
 and passes them down as arguments. ``TOKENIZER_STORE``, ``TOKENIZER_STORE_OVERRIDE``, ``TOKENIZER_ENGINE``,
-``TOKENIZER_CACHE_SIZE`` and ``TOKENIZER_UNIGRAM_WORD_CACHE`` are also the library's own defaults when it is used
-without the service (:mod:`app.engine.defaults`, the one engine module that reads the environment); they are listed
-here so that one table documents every knob.
+``TOKENIZER_CACHE_SIZE``, ``TOKENIZER_UNIGRAM_WORD_CACHE`` and ``TOKENIZER_ARTIFACT_CACHE`` are also the
+library's own defaults when it is used without the service (:mod:`app.engine.defaults`, the one engine module that
+reads the environment); they are listed here so that one table documents every knob.
 ``docs/configuration.md`` is generated from :data:`FIELDS_DOC` by :func:`settings_table`.
 """
 
@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+from app.engine.defaults import resolve_artifact_cache
 
 PREFIX = "TOKENIZER_"
 _TRUE = {"1", "true", "yes", "on"}
@@ -125,6 +127,15 @@ class Settings:
         "1.1-1.4x on one that is never cleared (`python -m bench.families.word_cache`).",
         default=0,
     )
+    artifact_cache: str | None = _doc(
+        "Directory of the compiled artifact cache: what is slow to derive from an artifact (rank tables, the proof "
+        "that a merge list is rank BPE …) is stored there once, keyed by the artifact's sha256, and mapped into "
+        "memory by later loads (shared by workers). Every file is verified on use; a damaged one is rebuilt; a "
+        "directory that cannot be written only costs speed. `off` disables it. Unset: "
+        "`$XDG_CACHE_HOME/tokenizer-service/compiled` (else `~/.cache/…`). Fill it ahead with "
+        "`python -m app cache build` (docs/deployment.md).",
+        default=None,
+    )
     threads: int = _doc("Threads for tokenization of ordinary requests (per worker).", default=8)
     bulk_threads: int = _doc(
         "Threads for requests larger than `TOKENIZER_BULK_BYTES` (per worker), so big requests queue among "
@@ -187,6 +198,10 @@ class Settings:
             raise SettingsError(f"{PREFIX}ENGINE must be native or python, not {self.engine!r}")
         if self.log_level.lower() not in ("critical", "error", "warning", "info", "debug", "trace"):
             raise SettingsError(f"{PREFIX}LOG_LEVEL must be a log level name, not {self.log_level!r}")
+
+    def artifact_cache_dir(self) -> Path | None:
+        """The compiled artifact cache's directory (None: ``TOKENIZER_ARTIFACT_CACHE=off``)."""
+        return resolve_artifact_cache(self.artifact_cache)
 
     def tokenizer_names(self) -> list[str] | None:
         """The names of ``TOKENIZER_TOKENIZERS`` (None: every tokenizer of the store)."""

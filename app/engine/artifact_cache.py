@@ -54,6 +54,7 @@ _FIXED = struct.Struct("<8sII32s")  # magic, version, header length, digest
 _ALIGN = 8
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _PART = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
+_FILE_NAME = re.compile(r"(?P<sha256>[0-9a-f]{64})\.(?P<part>[a-z0-9][a-z0-9-]{0,63})\.v(?P<version>[0-9]+)\.tkc")
 #: Temp files older than this (seconds) are left-overs of a crashed writer and are removed by :meth:`clean_temp`.
 STALE_TEMP_SECONDS = 600.0
 
@@ -155,15 +156,20 @@ class ArtifactCache:
     directory (writes are atomic, the last complete writer wins, every reader verifies).
 
     Counters (for tests and metrics): ``hits`` (verified files used), ``misses`` (absent files: built), ``rebuilt``
-    (damaged or unreadable files replaced by a fresh build)."""
+    (damaged or unreadable files replaced by a fresh build), ``write_errors`` (files that could not be stored; the
+    first error's text in ``write_error``).
 
-    def __init__(self, directory: Path | str) -> None:
+    ``read_only``: never write nor delete (``cache verify`` inspects a directory without changing it)."""
+
+    def __init__(self, directory: Path | str, *, read_only: bool = False) -> None:
         self.directory = Path(directory)
+        self.read_only = read_only
         self.hits = 0
         self.misses = 0
         self.rebuilt = 0
+        self.write_errors = 0
+        self.write_error: str | None = None
         self._lock = threading.Lock()
-        self._write_warned = False
 
     def __repr__(self) -> str:
         return f"ArtifactCache({str(self.directory)!r})"
@@ -178,6 +184,9 @@ class ArtifactCache:
             setattr(self, name, getattr(self, name) + 1)
 
     def _discard(self, path: Path, reason: str) -> None:
+        if self.read_only:
+            log.warning("artifact cache: %s is damaged (%s)", path, reason)
+            return
         log.warning("artifact cache: %s is damaged (%s); rebuilding it", path, reason)
         with contextlib.suppress(OSError):
             path.unlink()
@@ -211,6 +220,8 @@ class ArtifactCache:
         once per cache and swallowed. Raises ``ValueError``/``TypeError`` for a bad key or a non-JSON-able meta."""
         path = self.path(sha256, part)
         data = encode(sha256, part, compiled)
+        if self.read_only:
+            return
         tmp: str | None = None
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -224,8 +235,11 @@ class ArtifactCache:
             tmp = None
         except OSError as exc:
             with self._lock:
-                warned, self._write_warned = self._write_warned, True
-            if not warned:
+                self.write_errors += 1
+                first = self.write_error is None
+                if first:
+                    self.write_error = f"{self.directory}: {exc.strerror or exc}"
+            if first:
                 log.warning("artifact cache: cannot write %s (%s); loading without caching", self.directory, exc)
         finally:
             if tmp is not None:
@@ -266,10 +280,35 @@ class ArtifactCache:
                             removed += 1
         return removed
 
+    def check(self, path: Path) -> str | None:
+        """Why the cache file ``path`` (any name in the directory) fails verification against the key its name
+        gives, or None when it verifies. Never deletes or logs."""
+        m = _FILE_NAME.fullmatch(path.name)
+        if m is None:
+            return "not a cache file name (<sha256>.<part>.v<version>.tkc)"
+        if int(m["version"]) != FORMAT_VERSION:
+            return f"format version {m['version']}, not this engine's {FORMAT_VERSION} (never read; can be removed)"
+        try:
+            with open(path, "rb") as fh:
+                if os.fstat(fh.fileno()).st_size == 0:
+                    return "empty file"
+                mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError) as exc:
+            return f"cannot read: {exc}"
+        try:
+            decode(memoryview(mapped), m["sha256"], m["part"])
+        except DamagedFile as exc:
+            return str(exc)
+        return None
+
     def files(self) -> list[Path]:
         """The cache files of the current format version in the directory (sorted)."""
+        return [p for p in self.all_files() if p.name.endswith(f".v{FORMAT_VERSION}{SUFFIX}")]
+
+    def all_files(self) -> list[Path]:
+        """Every ``*.tkc`` file of the directory, any format version (sorted)."""
         try:
-            return sorted(p for p in self.directory.glob(f"*.v{FORMAT_VERSION}{SUFFIX}") if p.is_file())
+            return sorted(p for p in self.directory.glob(f"*{SUFFIX}") if p.is_file())
         except OSError:
             return []
 

@@ -10,7 +10,8 @@ before using the library (``serve`` exports its settings to its workers) is obey
 - ``TOKENIZER_CACHE_SIZE`` (:func:`cache_size`): pre-token cache entries per tokenizer;
 - ``TOKENIZER_UNIGRAM_WORD_CACHE`` (:func:`unigram_word_cache`): compiled Unigram word-cache slots (0: off);
 - ``TOKENIZER_STORE`` (:func:`store_dir`): a store added to the bundled one;
-- ``TOKENIZER_STORE_OVERRIDE`` (:func:`store_override`): the added store may replace bundled names.
+- ``TOKENIZER_STORE_OVERRIDE`` (:func:`store_override`): the added store may replace bundled names;
+- ``TOKENIZER_ARTIFACT_CACHE`` (:func:`artifact_cache_dir`): the compiled artifact cache's directory, or ``off``.
 
 The same variables are fields of the service's settings (``docs/configuration.md``).
 """
@@ -26,6 +27,9 @@ CACHE_SIZE_ENV = "TOKENIZER_CACHE_SIZE"
 WORD_CACHE_ENV = "TOKENIZER_UNIGRAM_WORD_CACHE"
 STORE_ENV = "TOKENIZER_STORE"
 OVERRIDE_ENV = "TOKENIZER_STORE_OVERRIDE"
+ARTIFACT_CACHE_ENV = "TOKENIZER_ARTIFACT_CACHE"
+#: The value of ``TOKENIZER_ARTIFACT_CACHE`` that disables the compiled artifact cache.
+ARTIFACT_CACHE_OFF = "off"
 
 #: Pre-token cache entries per tokenizer when ``TOKENIZER_CACHE_SIZE`` is unset.
 DEFAULT_CACHE_SIZE = 16_384
@@ -73,3 +77,25 @@ def store_dir() -> Path | None:
 def store_override() -> bool:
     """``$TOKENIZER_STORE_OVERRIDE`` is ``1``, ``true``, ``yes`` or ``on`` (any case)."""
     return _raw(OVERRIDE_ENV).lower() in ("1", "true", "yes", "on")
+
+
+def default_artifact_cache_dir() -> Path:
+    """Where compiled artifacts go by default: ``$XDG_CACHE_HOME/tokenizer-service/compiled``, else
+    ``~/.cache/tokenizer-service/compiled``."""
+    base = _raw("XDG_CACHE_HOME")
+    root = Path(base).expanduser() if base else Path.home() / ".cache"
+    return root / "tokenizer-service" / "compiled"
+
+
+def resolve_artifact_cache(value: str | None) -> Path | None:
+    """The directory a ``TOKENIZER_ARTIFACT_CACHE`` value names: None for ``off`` (any case), the default
+    (:func:`default_artifact_cache_dir`) for None or empty, else the path (``~`` expanded, made absolute)."""
+    raw = (value or "").strip()
+    if raw.lower() == ARTIFACT_CACHE_OFF:
+        return None
+    return Path(raw).expanduser().absolute() if raw else default_artifact_cache_dir()
+
+
+def artifact_cache_dir() -> Path | None:
+    """``$TOKENIZER_ARTIFACT_CACHE`` resolved by :func:`resolve_artifact_cache` (None: the cache is off)."""
+    return resolve_artifact_cache(_raw(ARTIFACT_CACHE_ENV))

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from . import defaults
+from .artifact_cache import ArtifactCache
 from .cache import default_cache_size
 from .errors import ArtifactError
 from .loaders import LoadOptions, load_tokenizer  # also app.engine.load_tokenizer: see app/engine/__init__.py
@@ -23,6 +24,23 @@ from .tokenizer import Tokenizer
 _lock = threading.RLock()
 _stores: dict[Path, Store] = {}
 _tokenizers: dict[tuple[Path, str, str, int, int], Tokenizer] = {}
+_artifact_caches: dict[Path, ArtifactCache] = {}
+
+#: ``artifact_cache`` arguments: a directory, ``"off"``, an :class:`ArtifactCache`, or None for the default
+#: (``$TOKENIZER_ARTIFACT_CACHE``, see :func:`app.engine.defaults.artifact_cache_dir`).
+CacheArg = ArtifactCache | Path | str | None
+
+
+def open_artifact_cache(value: CacheArg = None) -> ArtifactCache | None:
+    """The process's (memoised, so counters add up) :class:`ArtifactCache` of a directory; None when the cache is
+    off (``"off"``, or ``$TOKENIZER_ARTIFACT_CACHE=off`` for None)."""
+    if isinstance(value, ArtifactCache):
+        return value
+    directory = defaults.artifact_cache_dir() if value is None else defaults.resolve_artifact_cache(str(value))
+    if directory is None:
+        return None
+    with _lock:
+        return _artifact_caches.setdefault(directory, ArtifactCache(directory))
 
 
 def get_store(store_dir: Path | str | None = None, *, override: bool | None = None) -> Store:
@@ -43,25 +61,31 @@ def get_store(store_dir: Path | str | None = None, *, override: bool | None = No
 
 
 def load_encoding(spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None,
-                  unigram_word_cache: int | None = None) -> Tokenizer:
+                  unigram_word_cache: int | None = None, artifact_cache: CacheArg = None) -> Tokenizer:
     """Load the tokenizer a spec describes (not memoised), with the loader of its format
     (:data:`app.engine.loaders.LOADERS`). Raises ``ArtifactError``.
 
     ``backend`` (``"native"``, ``"python"`` or None for ``$TOKENIZER_ENGINE``/the default): see
     :func:`app.engine.native.resolve_backend`; families without a compiled path ignore it. ``unigram_word_cache``:
-    see :class:`~app.engine.loaders.LoadOptions`."""
+    see :class:`~app.engine.loaders.LoadOptions`; ``artifact_cache``: see :data:`CacheArg` (the ids never depend
+    on it)."""
     return load_tokenizer(spec, LoadOptions(cache_size=cache_size, backend=backend,
-                                            unigram_word_cache=unigram_word_cache))
+                                            unigram_word_cache=unigram_word_cache,
+                                            artifact_cache=open_artifact_cache(artifact_cache)))
+
 
 
 def get_tokenizer(name: str, store_dir: Path | str | None = None, *, backend: str | None = None,
-                 cache_size: int | None = None, unigram_word_cache: int | None = None) -> Tokenizer:
+                 cache_size: int | None = None, unigram_word_cache: int | None = None,
+                 artifact_cache: CacheArg = None) -> Tokenizer:
     """The tokenizer called ``name`` (a canonical name or an alias) in the store, memoised per backend and cache
     size. Every family implements :class:`~app.engine.tokenizer.Tokenizer`.
 
     ``backend``: ``"native"`` (the compiled core), ``"python"`` (the pure-Python reference) or None
     (``$TOKENIZER_ENGINE``, else native when available). Both give identical ids. ``cache_size`` and
     ``unigram_word_cache`` default to :mod:`app.engine.defaults` (see :class:`~app.engine.loaders.LoadOptions`).
+    ``artifact_cache`` (:data:`CacheArg`) is used by the first load only and is not part of the memo key: ids are
+    the same with or without it.
 
     Raises :class:`~app.engine.errors.UnknownTokenizerError` (listing the known names) for an unknown name and
     :class:`~app.engine.errors.ArtifactError` if its artifact is missing or fails verification, ``ValueError``
@@ -82,7 +106,8 @@ def get_tokenizer(name: str, store_dir: Path | str | None = None, *, backend: st
         tokenizer = _tokenizers.get(key)
         if tokenizer is None:
             tokenizer = _tokenizers[key] = load_encoding(store.spec(canonical), backend=resolved, cache_size=cache_size,
-                                                  unigram_word_cache=unigram_word_cache)
+                                                  unigram_word_cache=unigram_word_cache,
+                                                  artifact_cache=artifact_cache)
         return tokenizer
 
 
@@ -93,14 +118,16 @@ def list_tokenizers(store_dir: Path | str | None = None) -> list[str]:
 
 def load_all(store_dir: Path | str | None = None, names: Iterable[str] | None = None, *,
              backend: str | None = None, cache_size: int | None = None,
-             unigram_word_cache: int | None = None) -> dict[str, Tokenizer]:
+             unigram_word_cache: int | None = None, artifact_cache: CacheArg = None) -> dict[str, Tokenizer]:
     """Load and verify the tokenizers of the store — every one, or only ``names`` (names or aliases), keyed by
     canonical name in manifest order; raises on the first failure (``UnknownTokenizerError`` for a name the store
     does not hold)."""
     store = get_store(store_dir)
     wanted = None if names is None else {store.resolve(n) for n in names}
+    cache = open_artifact_cache(artifact_cache)  # resolved once for every load
     return {name: get_tokenizer(name, store.directory, backend=backend, cache_size=cache_size,
-                               unigram_word_cache=unigram_word_cache)
+                               unigram_word_cache=unigram_word_cache,
+                               artifact_cache=cache if cache is not None else defaults.ARTIFACT_CACHE_OFF)
             for name in store.names() if wanted is None or name in wanted}
 
 
@@ -147,6 +174,7 @@ def reset() -> None:
     with _lock:
         _stores.clear()
         _tokenizers.clear()
+        _artifact_caches.clear()
 
 
 copyreg.pickle(Tokenizer, pickle_reference)  # type: ignore[type-abstract]  # found by Tokenizer.__reduce__

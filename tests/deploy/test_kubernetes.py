@@ -466,6 +466,15 @@ def test_trained_store_is_verified_and_mounted_read_only() -> None:
     assert list(inits).index(writers[0]["name"]) < list(inits).index(verify["name"]), "copy, then verify"
     writer_mount = next(m for m in writers[0]["volumeMounts"] if m["name"] == mount["name"])
     assert any(arg.rstrip("/").startswith(writer_mount["mountPath"]) for arg in writers[0]["command"])
+    # the compiled artifact cache of the same store: built after the copy, read-only where the service maps it
+    cache_dir = env_of(directory, c)["TOKENIZER_ARTIFACT_CACHE"]
+    compile_ = next(i for i in inits.values() if i["command"][:5] == ["python", "-m", "app", "cache", "build"])
+    args = build_parser().parse_args([*compile_["command"][3:], *compile_.get("args", [])])
+    assert args.store == store and args.dir == cache_dir
+    assert list(inits).index(writers[0]["name"]) < list(inits).index(compile_["name"])
+    cache_mount = next(m for m in c["volumeMounts"] if cache_dir.startswith(m["mountPath"] + "/"))
+    assert cache_mount["readOnly"] is True
+    assert any(m["name"] == cache_mount["name"] and not m.get("readOnly") for m in compile_["volumeMounts"])
 
 
 def test_verify_command_checks_a_store_directory(tmp_path: Path) -> None:
