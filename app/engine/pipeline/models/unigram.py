@@ -45,7 +45,7 @@ from ...encoding import scrub_surrogates
 from ...sampling import Sample
 from ..base import ItemsSampler, Model, each_pre_token
 from ..compiled import UNIGRAM as _EXT
-from ..json_numbers import f32, serde_f64
+from ..json_numbers import f32, f32_list, serde_f64
 from .unigram_nbest import nbest, sample_nbest
 
 _RESET = 100_000.0  # SentencePiece's re-basing threshold for float32 path scores
@@ -120,7 +120,9 @@ class Unigram(Model):
         if not float32:
             self._score: dict[int, float] = {i: vocab[i][1] for i in last}
         else:
-            self._score = {i: f32(0.1 * (len(vocab[i][0].encode("utf-8")) - 1)) if i in user else f32(vocab[i][1])
+            plain = [i for i in last if i not in user]
+            rounded = dict(zip(plain, f32_list([vocab[i][1] for i in plain]), strict=True))
+            self._score = {i: f32(0.1 * (len(vocab[i][0].encode("utf-8")) - 1)) if i in user else rounded[i]
                            for i in last}
         self._nodes_built: dict[str, int] | None = None
         self.native = self._compile() if self._want_native else None
