@@ -129,6 +129,7 @@ class CharsMap:
         table = dict(zip(unpack_strings(keys, self._size), unpack_strings(values, self._size), strict=True))
         if len(table) != self._size:
             raise CharsMapError("cached charsmap table has repeated keys")
+        self._packed = None  # the table is kept from now on (cached_property), its packed form no longer needed
         return table
 
     @functools.cached_property
