@@ -135,3 +135,20 @@ def test_service_loads_through_the_configured_cache(tmp_path: Path) -> None:
         assert {"byte-level-ranks", "tiktoken-ranks"} <= parts
     finally:
         registry.reset()
+
+
+def test_fast_path_reference_bpe_builds_its_compiled_model_only_when_used() -> None:
+    """qwen3 runs on the rank core: its merge-list BPE (the reference for vocabulary, offsets and dropout) builds
+    its own compiled model on first use only, and then agrees with the core."""
+    from app.engine.pipeline.byte_level_ranks import byte_to_char
+    from app.engine.pipeline.models.bpe import BPE
+
+    tok = load_tokenizer(Store.load().spec("qwen3"), LoadOptions(backend="native"))
+    model = tok.model  # type: ignore[attr-defined]
+    assert isinstance(model, ByteLevelRankBPE) and isinstance(model.reference, BPE)
+    assert model.reference.backend == "native" and not model.reference.native_built
+    chars = byte_to_char()
+    for piece in ["Hello", " world", " déjà", "1234", "\n\n", " 🙂"]:
+        mapped = "".join(chars[b] for b in piece.encode("utf-8"))
+        assert model.reference.tokenize(mapped) == model.core.encode(piece)
+    assert model.reference.native_built and model.reference.native is not None

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from app.engine.artifact_cache import ArtifactCache
 from app.engine.errors import ArtifactError
 from app.engine.pipeline import Pipeline, hf_json
 from app.engine.pipeline.base import Model
@@ -89,11 +90,13 @@ def test_fast_models_are_offered_the_built_model(monkeypatch: pytest.MonkeyPatch
     the model, an accepting one replaces it, and the tokenizer is a Pipeline either way."""
     seen: list[tuple[str, Model]] = []
 
-    def decline(doc: dict[str, Any], model: Model, name: str, spec: TokenizerSpec | None) -> None:
+    def decline(doc: dict[str, Any], model: Model, name: str, spec: TokenizerSpec | None,
+                cache: ArtifactCache | None) -> None:
         seen.append((name, model))
         return None
 
-    def accept(doc: dict[str, Any], model: Model, name: str, spec: TokenizerSpec | None) -> Model:
+    def accept(doc: dict[str, Any], model: Model, name: str, spec: TokenizerSpec | None,
+               cache: ArtifactCache | None) -> Model:
         seen.append((name, model))
         return model
 

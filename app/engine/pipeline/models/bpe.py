@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import heapq
 import random
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
@@ -31,6 +32,8 @@ from ..text_plan import TextPlan
 _HEAP_FROM = 48
 #: Sorts after every real merge (ranks are list indices).
 _NO_MERGE = (1 << 62, -1)
+#: :attr:`BPE.native` before its first use.
+_UNBUILT = object()
 
 
 class BPEError(ValueError):
@@ -39,7 +42,8 @@ class BPEError(ValueError):
 
 class BPE(Model):
     """The model. ``merges`` in rank order, each ``(left, right)`` token strings, a ``[left, right]`` list or a
-    ``"left right"`` string. ``backend`` (``native``/``python``/None, see :func:`app.engine.native.resolve_backend`):
+    ``"left right"`` string. ``lazy_native``: build the compiled model on first use (see ``__init__``).
+    ``backend`` (``native``/``python``/None, see :func:`app.engine.native.resolve_backend`):
     native runs :meth:`tokenize` and :meth:`encode_pieces` on the compiled model (identical ids) when the extension
     is built and the file uses no ``continuing_subword_prefix``/``end_of_word_suffix``/``ignore_merges``;
     :attr:`backend` says which one is in use."""
@@ -47,7 +51,7 @@ class BPE(Model):
     def __init__(self, vocab: Mapping[str, int], merges: Sequence[tuple[str, str]], *, unk_token: str | None = None,
                  fuse_unk: bool = False, byte_fallback: bool = False, continuing_subword_prefix: str | None = None,
                  end_of_word_suffix: str | None = None, ignore_merges: bool = False,
-                 backend: str | None = None) -> None:
+                 backend: str | None = None, lazy_native: bool = False) -> None:
         self.vocab = dict(vocab)
         self.unk_token = unk_token
         self.fuse_unk = fuse_unk
@@ -73,21 +77,56 @@ class BPE(Model):
         self._cuttable = not self.prefix and not self.suffix and not ignore_merges
         self._junction_set: set[str] | None = None
         self._bytes = [self.vocab.get(f"<0x{b:02X}>") for b in range(256)] if byte_fallback else []
-        #: The compiled model (same ids) when the backend is native and the options are ones it supports.
-        self.native: Any = None
-        if (_EXT.resolve_backend(backend) == "native" and _EXT.module is not None and self._cuttable
-                and (unk_token is None or self.unk_id is not None) and top < (1 << 31) - 1):
-            try:
-                self.native = _EXT.module.Model(self.vocab, merges if type(merges) is list else list(merges),
-                                                byte_fallback, -1 if self.unk_id is None else self.unk_id,
-                                                fuse_unk, True)
-            except (ValueError, TypeError):
-                self.native = None  # the reference below raises the precise error
-        self.backend = "python" if self.native is None else "native"
+        # The compiled model (same ids) when the backend is native and the options are ones it supports. With
+        # ``lazy_native`` it is built on first use of :attr:`native` (a pipeline asks at construction; a model
+        # wrapped by a faster one, such as the byte-level rank path's reference, may never need it), so a bad merge
+        # list raises then; otherwise here.
+        self._native: Any = None
+        self._native_lock = threading.Lock()
+        eligible = (_EXT.resolve_backend(backend) == "native" and _EXT.module is not None and self._cuttable
+                    and (unk_token is None or self.unk_id is not None) and top < (1 << 31) - 1)
+        if eligible:
+            self._native = _UNBUILT
+        self.backend = "native" if eligible else "python"
         self._plan_encoder: Any = None
         self._python_ready = False
-        if self.native is None:
+        if not eligible:
             self._prepare_python()
+        elif not lazy_native:
+            self.native  # noqa: B018 -- built now: a bad merge list raises BPEError from the constructor
+
+    @property
+    def native(self) -> Any:
+        """The compiled model, built on first access (None on the python backend, or when the compiled model
+        refuses the vocabulary: then the reference is prepared, raising :class:`BPEError` for a bad merge list, and
+        :attr:`backend` becomes ``"python"``). Thread-safe."""
+        model = self._native
+        if model is _UNBUILT:
+            with self._native_lock:
+                if self._native is _UNBUILT:
+                    self._native = self._build_native()
+                model = self._native
+        return model
+
+    @native.setter
+    def native(self, value: Any) -> None:
+        self._native = value
+
+    @property
+    def native_built(self) -> bool:
+        """False while the compiled model waits for its first use (``lazy_native``), True otherwise."""
+        return self._native is not _UNBUILT
+
+    def _build_native(self) -> Any:
+        assert _EXT.module is not None
+        merges = self._raw_merges
+        try:
+            return _EXT.module.Model(self.vocab, merges if type(merges) is list else list(merges), self.byte_fallback,
+                                     -1 if self.unk_id is None else self.unk_id, self.fuse_unk, True)
+        except (ValueError, TypeError):
+            self.backend = "python"
+            self._prepare_python()  # raises the precise error
+            return None
 
     def plan_encoder(self, plan: TextPlan, cache_size: int) -> Callable[[str], list[int]] | None:
         """The compiled ``TextEncoder`` of ``plan`` (added tokens, normalizer, cut, model and a segment cache of
@@ -144,9 +183,10 @@ class BPE(Model):
         self._python_ready = True
 
     @classmethod
-    def from_hf(cls, config: dict[str, Any], *, backend: str | None = None) -> BPE:
+    def from_hf(cls, config: dict[str, Any], *, backend: str | None = None, lazy_native: bool = False) -> BPE:
         """From a ``tokenizer.json`` ``model`` entry (merges as ``"a b"`` strings or ``[a, b]`` pairs). Raises
-        :class:`BPEError` for ``dropout`` (randomised, cannot be reproduced) or a bad vocabulary/merge list."""
+        :class:`BPEError` for ``dropout`` (randomised, cannot be reproduced) or a bad vocabulary/merge list (with
+        ``lazy_native``, see the constructor, a merge list the compiled model refuses raises on first use)."""
         if config.get("dropout") not in (None, 0, 0.0):
             raise BPEError(f"dropout {config.get('dropout')!r} (only null is supported)")
         vocab = config.get("vocab")
@@ -162,7 +202,8 @@ class BPE(Model):
                    byte_fallback=bool(config.get("byte_fallback", False)),
                    continuing_subword_prefix=config.get("continuing_subword_prefix"),
                    end_of_word_suffix=config.get("end_of_word_suffix"),
-                   ignore_merges=bool(config.get("ignore_merges", False)), backend=backend)
+                   ignore_merges=bool(config.get("ignore_merges", False)), backend=backend,
+                   lazy_native=lazy_native)
 
     # -- protocol ------------------------------------------------------------------------------------------------
 
