@@ -66,7 +66,7 @@ def _sentencepiece(spec: TokenizerSpec, options: LoadOptions) -> Tokenizer:
     from .pipeline.sentencepiece import load_sentencepiece
 
     return load_sentencepiece(spec, cache_size=options.cache_size, backend=options.backend,
-                              word_cache=options.unigram_word_cache)
+                              word_cache=options.unigram_word_cache, artifact_cache=options.artifact_cache)
 
 
 def _gguf(spec: TokenizerSpec, options: LoadOptions) -> Tokenizer:

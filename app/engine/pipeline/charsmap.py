@@ -19,6 +19,8 @@ Both return ``(text, spans)`` chunks so callers can keep offsets: see :class:`Pr
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import struct
 from collections.abc import Mapping
 from typing import Any
@@ -26,6 +28,7 @@ from typing import Any
 import regex
 
 from .base import Piece, Span
+from .derived import Derive, compiled, derive, pack_strings, unpack_strings
 
 _GRAPHEME = regex.compile(r"\X", regex.DOTALL)
 
@@ -72,36 +75,78 @@ def _decode_trie(blob: bytes) -> dict[bytes, int]:
     return out
 
 
-class CharsMap:
-    """A decoded ``precompiled_charsmap``: replacement strings by key, with both matching semantics."""
+def _decode_table(blob: bytes) -> dict[str, str]:
+    """``key -> replacement`` of a whole blob (empty for an empty blob). Raises :class:`CharsMapError`."""
+    raw = _decode_trie(blob) if blob else {}
+    trie_size = struct.unpack_from("<I", blob, 0)[0] if blob else 0
+    pool = blob[4 + trie_size:]
+    table: dict[str, str] = {}
+    for key, value in raw.items():
+        end = pool.find(b"\0", value)
+        if value >= len(pool) or end < 0:
+            raise CharsMapError(f"charsmap value {value} outside the string pool")
+        try:
+            table[key.decode("utf-8")] = pool[value:end].decode("utf-8")
+        except UnicodeDecodeError:
+            raise CharsMapError(f"charsmap key or value is not UTF-8: {key!r}") from None
+    return table
 
-    def __init__(self, blob: bytes) -> None:
+
+class CharsMap:
+    """A decoded ``precompiled_charsmap``: replacement strings by key, with both matching semantics.
+
+    Built from a blob (decoded at once, so a malformed blob fails here) or by :func:`load_charsmap` from the
+    artifact cache (the table then decoded from the cached strings on first use; the compiled normalizers only
+    need :attr:`blob`). :attr:`derived`: the artifact's cache of derivations (the metaspace risk tables use it),
+    or None."""
+
+    def __init__(self, blob: bytes, *, derived: Derive | None = None) -> None:
         """Decode ``blob``; raises :class:`CharsMapError` if it is malformed."""
-        raw = _decode_trie(blob) if blob else {}
         #: the blob itself (the compiled normalizer walks its trie in place)
         self.blob = bytes(blob)
-        trie_size = struct.unpack_from("<I", blob, 0)[0] if blob else 0
-        pool = blob[4 + trie_size:]
-        table: dict[str, str] = {}
-        for key, value in raw.items():
-            end = pool.find(b"\0", value)
-            if value >= len(pool) or end < 0:
-                raise CharsMapError(f"charsmap value {value} outside the string pool")
-            try:
-                table[key.decode("utf-8")] = pool[value:end].decode("utf-8")
-            except UnicodeDecodeError:
-                raise CharsMapError(f"charsmap key or value is not UTF-8: {key!r}") from None
-        self.table: Mapping[str, str] = table
-        #: first character -> lengths (in characters) of the keys starting with it, longest first
+        self.derived = derived
+        self._packed: tuple[bytes, bytes] | None = None
+        self._size = len(self.table)  # decoded now: a malformed blob fails here
+
+    @classmethod
+    def from_strings(cls, blob: bytes, keys: bytes, values: bytes, size: int,
+                     derived: Derive | None = None) -> CharsMap:
+        """The map of ``blob`` whose table is the ``size`` keys and replacements packed (:func:`pack_strings`) in
+        ``keys`` and ``values``, unpacked on first use of :attr:`table`."""
+        self = cls.__new__(cls)
+        self.blob = bytes(blob)
+        self.derived = derived
+        self._size = size
+        self._packed = (bytes(keys), bytes(values))
+        return self
+
+    @functools.cached_property
+    def table(self) -> Mapping[str, str]:
+        """``key -> replacement`` (a map :meth:`from_strings` made unpacks its strings on first use)."""
+        if self._packed is None:
+            return _decode_table(self.blob)
+        keys, values = self._packed
+        table = dict(zip(unpack_strings(keys, self._size), unpack_strings(values, self._size), strict=True))
+        if len(table) != self._size:
+            raise CharsMapError("cached charsmap table has repeated keys")
+        self._packed = None  # the table is kept from now on (cached_property), its packed form no longer needed
+        return table
+
+    @functools.cached_property
+    def _lengths(self) -> dict[str, list[int]]:
+        """first character -> lengths (in characters) of the keys starting with it, longest first"""
         lengths: dict[str, set[int]] = {}
-        for text_key in table:
+        for text_key in self.table:
             lengths.setdefault(text_key[0], set()).add(len(text_key))
-        self._lengths = {c: sorted(v, reverse=True) for c, v in lengths.items()}
-        #: the keys of one character, as a ``str.translate`` table
-        self._single = {ord(k): v for k, v in table.items() if len(k) == 1}
+        return {c: sorted(v, reverse=True) for c, v in lengths.items()}
+
+    @functools.cached_property
+    def _single(self) -> dict[int, str]:
+        """the keys of one character, as a ``str.translate`` table"""
+        return {ord(k): v for k, v in self.table.items() if len(k) == 1}
 
     def __len__(self) -> int:
-        return len(self.table)
+        return self._size
 
     def longest_at(self, text: str, i: int) -> tuple[int, str] | None:
         """The longest key at ``text[i:]`` as ``(length, replacement)``, or None."""
@@ -163,6 +208,37 @@ class CharsMap:
         return "".join(out)
 
 
+def blob_digest(blob: bytes) -> str:
+    """The sha256 of a charsmap blob (cached derivations of it record it, and are refused for another blob)."""
+    return hashlib.sha256(blob).hexdigest()
+
+
+def load_charsmap(blob: bytes, derived: Derive | None = None) -> CharsMap:
+    """The :class:`CharsMap` of ``blob``, its decoded table taken from the artifact cache (part ``"charsmap"``)
+    when ``derived`` is given: keys and replacements as two packed string sections, the blob's sha256, the key
+    count. Raises :class:`CharsMapError` for a malformed blob (when it is decoded: on a cache miss)."""
+    if derived is None or not blob:
+        return CharsMap(blob, derived=derived)
+    digest = blob_digest(blob)
+
+    def dump(charsmap: CharsMap) -> Any:
+        keys, values = pack_strings(list(charsmap.table)), pack_strings(list(charsmap.table.values()))
+        if keys is None or values is None:  # a trie key or pool string never holds a NUL byte
+            raise CharsMapError("charsmap key or value holds a NUL character")
+        return compiled({"blob_sha256": digest, "size": len(charsmap)}, {"keys": keys, "values": values})
+
+    def restore(data: Any) -> CharsMap:
+        size = int(data.meta["size"])
+        keys, values = data.sections["keys"], data.sections["values"]
+        if data.meta["blob_sha256"] != digest:
+            raise ValueError("cached charsmap is of another blob")
+        if size < 1 or bytes(keys).count(0) != size - 1 or bytes(values).count(0) != size - 1:
+            raise ValueError("cached charsmap sections do not hold its key count")
+        return CharsMap.from_strings(blob, keys, values, size, derived)
+
+    return derive(derived, "charsmap", lambda: CharsMap(blob, derived=derived), dump, restore)
+
+
 def chunks_to_piece(piece: Piece, chunks: list[tuple[str, int, int]]) -> Piece:
     """A piece from ``(output, start, end)`` chunks over ``piece.text``: every output character takes the original
     span of the whole input range it came from (an empty output drops the range)."""
@@ -189,12 +265,13 @@ class Precompiled:
         self.charsmap = charsmap
 
     @classmethod
-    def from_hf(cls, config: Mapping[str, Any]) -> Precompiled:
-        """From ``{"type": "Precompiled", "precompiled_charsmap": base64}``; an empty map is the identity."""
+    def from_hf(cls, config: Mapping[str, Any], *, derived: Derive | None = None) -> Precompiled:
+        """From ``{"type": "Precompiled", "precompiled_charsmap": base64}``; an empty map is the identity.
+        ``derived``: the artifact's cache of derivations (:func:`load_charsmap`), or None."""
         import base64
 
         blob = base64.b64decode(config.get("precompiled_charsmap") or "")
-        return cls(CharsMap(blob))
+        return cls(load_charsmap(blob, derived))
 
     def normalize(self, piece: Piece) -> Piece:
         if not piece.text or not len(self.charsmap):

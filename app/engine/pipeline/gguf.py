@@ -30,7 +30,8 @@ from ..artifact_cache import ArtifactCache
 from ..errors import ArtifactError
 from ..store import TokenizerSpec
 from ..tokenizer import Tokenizer
-from .gguf_kv import GGUFFormatError, read_kv
+from .derived import derive, derive_for
+from .gguf_kv import GGUFFormatError, dump_kv, read_kv, restore_kv
 from .sentencepiece import SentencePieceVocab, build_pipeline
 from .sp_types import CONTROL, UNKNOWN, UNUSED
 
@@ -148,7 +149,7 @@ def _xlm_roberta_doc(kv: dict[str, Any], source: str) -> dict[str, Any]:
             "special_tokens": {tokens[i]: {"id": tokens[i], "ids": [i], "tokens": [tokens[i]]} for i in (bos, eos)}},
         "decoder": dict(metaspace),
         "model": {"type": "Unigram", "unk_id": unk, "byte_fallback": False,
-                  "vocab": [[tokens[i], float(scores[i])] for i in range(n)]},
+                  "vocab": list(zip(tokens[:n], map(float, scores[:n]), strict=True))},  # (piece, score) pairs
     }
 
 
@@ -208,9 +209,11 @@ def from_gguf(data: bytes, name: str, *, source: str = "vocab.gguf", spec: Token
     run a ``t5`` vocabulary as that model's Hugging Face ``tokenizer.json`` does (None: SentencePiece's rules, as
     llama.cpp runs it). ``word_cache``: see :func:`app.engine.pipeline.sentencepiece.build_pipeline`. Raises
     :class:`ArtifactError` naming ``source`` for a malformed file, a missing vocabulary, an unsupported model type
-    or a ``tokenizer_json`` that does not fit it."""
+    or a ``tokenizer_json`` that does not fit it. With a cache the header comes from it too (part ``"gguf-kv"``,
+    :func:`~app.engine.pipeline.gguf_kv.dump_kv`)."""
+    derived = derive_for(artifact_cache, None if spec is None else spec.sha256)
     try:
-        kv = read_kv(data)
+        kv = derive(derived, "gguf-kv", lambda: read_kv(data), dump_kv, restore_kv)
     except GGUFFormatError as exc:
         raise ArtifactError(source, str(exc)) from None
     model = _get(kv, "model")
@@ -230,7 +233,7 @@ def from_gguf(data: bytes, name: str, *, source: str = "vocab.gguf", spec: Token
                             backend=backend, artifact_cache=artifact_cache)
     if model in ("llama", "t5"):
         return build_pipeline(name, _sentencepiece_vocab(kv, model, source), source=source, cache_size=cache_size,
-                              spec=spec, backend=backend, word_cache=word_cache)
+                              spec=spec, backend=backend, word_cache=word_cache, derived=derived)
     from .hf_json import from_hf_json
 
     doc = _bert_doc(kv, source) if model == "bert" else _byte_level_doc(kv, source)

@@ -12,11 +12,16 @@ Only the header is read (tensors, if any, follow it and are never touched). The 
 
 from __future__ import annotations
 
+import json
 import struct
+from array import array
 from typing import Any
 
 import numpy as np
 from gguf import GGUFValueType
+
+from ..artifact_cache import Compiled
+from .derived import array_bytes, compiled, pack_strings, read_array, unpack_strings
 
 MAGIC = b"GGUF"
 _SCALARS: dict[int, tuple[str, int]] = {
@@ -105,3 +110,56 @@ def read_kv(data: bytes) -> dict[str, Any]:
         if isinstance(exc, GGUFFormatError):
             raise
         raise GGUFFormatError(f"malformed GGUF header: {exc}") from None
+
+
+def dump_kv(kv: dict[str, Any]) -> Compiled:
+    """``kv`` (:func:`read_kv`'s result) as an artifact-cache entry (part ``"gguf-kv"``): string arrays as packed
+    string sections, integer and float arrays as little-endian ``int64``/``float64`` sections (every GGUF number
+    fits one exactly), ``uint8`` arrays as raw sections, everything else as ASCII JSON (key order kept)."""
+    rest: dict[str, Any] = {}
+    where: dict[str, list[Any]] = {}
+    sections: dict[str, bytes] = {}
+    for key, value in kv.items():
+        name = f"s{len(sections)}"
+        stored: tuple[str, bytes, int] | None = None
+        if type(value) is bytes:
+            stored = ("bytes", value, len(value))
+        elif type(value) is list and value:
+            if all(type(v) is str for v in value):
+                packed = pack_strings(value)
+                stored = None if packed is None else ("str", packed, len(value))
+            elif all(type(v) is int and -(1 << 63) <= v < 1 << 63 for v in value):
+                stored = ("int", array_bytes(array("q", value)), len(value))
+            elif all(type(v) is float for v in value):
+                stored = ("float", array_bytes(array("d", value)), len(value))
+        if stored is None:
+            rest[key] = value
+        else:
+            rest[key] = None
+            where[key] = [stored[0], stored[2], name]
+            sections[name] = stored[1]
+    sections["kv"] = json.dumps(rest, ensure_ascii=True, allow_nan=True).encode("ascii")
+    return compiled({"sections": where}, sections)
+
+
+def restore_kv(data: Compiled) -> dict[str, Any]:
+    """The key-value pairs :func:`dump_kv` stored. Raises ``ValueError``/``KeyError``/``TypeError`` for an
+    inconsistent entry."""
+    kv = json.loads(bytes(data.sections["kv"]))
+    if type(kv) is not dict:
+        raise TypeError("cached GGUF header is not an object")
+    for key, (kind, count, name) in data.meta["sections"].items():
+        if key not in kv or kv[key] is not None:
+            raise ValueError(f"cached GGUF key {key!r} is misplaced")
+        section = data.sections[name]
+        if kind == "bytes":
+            if len(section) != count:
+                raise ValueError(f"cached GGUF bytes of {key!r} have the wrong size")
+            kv[key] = bytes(section)
+        elif kind == "str":
+            kv[key] = unpack_strings(section, count)
+        elif kind in ("int", "float"):
+            kv[key] = read_array(section, "q" if kind == "int" else "d", count).tolist()
+        else:
+            raise ValueError(f"cached GGUF value of unknown kind {kind!r}")
+    return kv

@@ -34,6 +34,8 @@ from . import processors as proc
 from .added import AddedToken
 from .base import Model
 from .charsmap import Precompiled
+from .derived import Derive, derive_for
+from .hf_doc import cached_hf_doc
 from .json_numbers import serde_f64
 from .models.bpe import BPE
 from .models.byte_level_rank import byte_level_rank_bpe
@@ -135,7 +137,8 @@ class _Refused(Exception):
     """Internal: a component or option this loader does not implement (message names it)."""
 
 
-def _build(section: str, config: Any, where: str, backend: str | None = None) -> Any:
+def _build(section: str, config: Any, where: str, backend: str | None = None, derived: Derive | None = None,
+           excluded: frozenset[int] = frozenset()) -> Any:
     if not isinstance(config, dict) or not isinstance(config.get("type"), str):
         raise _Refused(f"{where}: expected an object with a 'type'")
     type_name = config["type"]
@@ -144,7 +147,7 @@ def _build(section: str, config: Any, where: str, backend: str | None = None) ->
         members = config.get(key)
         if not isinstance(members, list) or set(config) - {"type", key}:
             raise _Refused(f"{where} Sequence: expected exactly the key {key!r} with a list")
-        return make([_build(section, m, f"{where}[{i}]") for i, m in enumerate(members)])
+        return make([_build(section, m, f"{where}[{i}]", derived=derived) for i, m in enumerate(members)])
     builder = _TABLES[section].get(type_name)
     if builder is None:
         raise _Refused(f"{where}: component {type_name!r} is not supported")
@@ -153,11 +156,15 @@ def _build(section: str, config: Any, where: str, backend: str | None = None) ->
         raise _Refused(f"{where} {type_name}: option(s) {sorted(unknown)} not supported")
     try:
         # models with a compiled core honour the backend; a BPE's is built when the pipeline asks for it, unless a
-        # fast model (FAST_MODELS) wraps it and never does
+        # fast model (FAST_MODELS) wraps it and never does; a Unigram model is built with its excluded ids at once
         if builder.build == BPE.from_hf:
             return BPE.from_hf(config, backend=backend, lazy_native=True)
-        if builder.build in (WordPiece.from_hf, Unigram.from_hf):
-            return builder.build(config, backend=backend)  # type: ignore[call-arg]
+        if builder.build == Unigram.from_hf:
+            return Unigram.from_hf(config, backend=backend, excluded=excluded)
+        if builder.build == WordPiece.from_hf:
+            return WordPiece.from_hf(config, backend=backend)
+        if builder.build == Precompiled.from_hf:  # its decoded table may come from the artifact cache
+            return Precompiled.from_hf(config, derived=derived)
         return builder.build(config)
     except (KeyError, TypeError, ValueError) as exc:
         raise _Refused(f"{where} {type_name}: {exc}") from None
@@ -205,29 +212,45 @@ def _fast_model(doc: dict[str, Any], model: Model, name: str, spec: TokenizerSpe
     return model
 
 
-def from_hf_json(data: bytes | str | dict[str, Any], name: str, *, source: str = "tokenizer.json",
-                 spec: TokenizerSpec | None = None, cache_size: int | None = None,
-                 backend: str | None = None, artifact_cache: ArtifactCache | None = None) -> Tokenizer:
-    """Build the tokenizer a ``tokenizer.json`` describes. ``source`` names the file in errors. ``artifact_cache``:
-    where expensive derivations are stored, keyed by ``spec.sha256`` (unused without ``spec``). Raises
-    :class:`~app.engine.errors.ArtifactError` for anything that cannot be loaded exactly."""
+def parse_hf_json(data: bytes | str, source: str) -> dict[str, Any]:
+    """The document of a ``tokenizer.json``'s bytes, its ids checked against the file's size
+    (:func:`check_hf_ids`). Raises :class:`ArtifactError` for invalid JSON or a document without a model."""
     try:
-        doc = data if isinstance(data, dict) else json.loads(data, parse_float=serde_f64)
+        doc = json.loads(data, parse_float=serde_f64)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ArtifactError(source, f"not a tokenizer.json (invalid JSON: {exc})") from None
     except RecursionError:
         raise ArtifactError(source, "not a tokenizer.json (JSON nested too deeply)") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict):
         raise ArtifactError(source, "not a tokenizer.json (no 'model' object)")
-    check_hf_ids(doc, None if isinstance(data, dict) else len(data), source)
+    check_hf_ids(doc, len(data), source)
+    return doc
+
+
+def from_hf_json(data: bytes | str | dict[str, Any], name: str, *, source: str = "tokenizer.json",
+                 spec: TokenizerSpec | None = None, cache_size: int | None = None,
+                 backend: str | None = None, artifact_cache: ArtifactCache | None = None,
+                 checked: bool = False) -> Tokenizer:
+    """Build the tokenizer a ``tokenizer.json`` describes. ``source`` names the file in errors. ``artifact_cache``:
+    where expensive derivations are stored, keyed by ``spec.sha256`` (unused without ``spec``). ``checked``:
+    ``data`` is a document :func:`parse_hf_json` returned (its ids already checked against the file's size).
+    Raises :class:`~app.engine.errors.ArtifactError` for anything that cannot be loaded exactly."""
+    doc = data if isinstance(data, dict) else parse_hf_json(data, source)
+    if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict):
+        raise ArtifactError(source, "not a tokenizer.json (no 'model' object)")
+    if isinstance(data, dict) and not checked:
+        check_hf_ids(doc, None, source)
+    derived = derive_for(artifact_cache, None if spec is None else spec.sha256)
     try:
         model_config = dict(doc["model"])
         if "type" not in model_config:  # very old files leave the model type implicit
             raise _Refused("model: no 'type'")
-        parts = {section: None if doc.get(section) is None else _build(section, doc[section], section)
+        parts = {section: None if doc.get(section) is None else _build(section, doc[section], section,
+                                                                          derived=derived)
                  for section in ("normalizer", "pre_tokenizer", "post_processor", "decoder")}
-        model = _build("model", model_config, "model", backend)
         added = _added_tokens(doc.get("added_tokens"))
+        model = _build("model", model_config, "model", backend,
+                       excluded=frozenset(t.id for t in added if t.special))
         # a model that could match a special token's string in text must not
         model.exclude_from_text({t.id for t in added if t.special})
         if backend != "python":
@@ -244,10 +267,15 @@ def from_hf_json(data: bytes | str | dict[str, Any], name: str, *, source: str =
 
 def load_hf_json(spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None,
                  artifact_cache: ArtifactCache | None = None) -> Tokenizer:
-    """The loader of the ``hf_json`` format: read and verify the artifact, build it, check ``vocab_size``."""
+    """The loader of the ``hf_json`` format: read and verify the artifact, build it, check ``vocab_size``. With
+    ``artifact_cache`` the parsed document comes from it (part ``"hf-doc"``,
+    :func:`~app.engine.pipeline.hf_doc.cached_hf_doc`), and so do the components' expensive derivations."""
     data = spec.read_artifact()
-    tok = from_hf_json(data, spec.name, source=str(spec.artifact_path), spec=spec, cache_size=cache_size,
-                       backend=backend, artifact_cache=artifact_cache)
+    source = str(spec.artifact_path)
+    derived = derive_for(artifact_cache, spec.sha256)
+    doc: bytes | dict[str, Any] = data if derived is None else cached_hf_doc(data, source, derived, parse_hf_json)
+    tok = from_hf_json(doc, spec.name, source=source, spec=spec, cache_size=cache_size, backend=backend,
+                       artifact_cache=artifact_cache, checked=True)
     spec.check_vocab_size(tok.n_vocab)
     return tok
 

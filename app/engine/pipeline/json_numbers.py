@@ -11,7 +11,10 @@ keeps its scores.
 
 from __future__ import annotations
 
+import math
 import struct
+from array import array
+from collections.abc import Sequence
 
 _U64_MAX = (1 << 64) - 1
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
@@ -22,6 +25,15 @@ _F32 = struct.Struct("<f")
 def f32(x: float) -> float:
     """``x`` rounded to the nearest 32-bit float (the exact result of a float32 addition of two float32s)."""
     return _F32.unpack(_F32.pack(x))[0]  # type: ignore[no-any-return]
+
+
+def f32_list(values: Sequence[float]) -> list[float]:
+    """``[f32(x) for x in values]`` in one conversion: the same roundings (both are C's ``(float)`` cast), and the
+    same ``OverflowError`` for a finite value beyond float32's range (the cast would give an infinity)."""
+    out: list[float] = array("f", values).tolist()
+    if math.inf in out or -math.inf in out:
+        return [f32(x) for x in values]
+    return out
 
 
 def serde_f64(literal: str) -> float:

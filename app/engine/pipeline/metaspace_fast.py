@@ -35,13 +35,15 @@ import functools
 import sys
 from array import array
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import regex
 
 from ..encoding import scrub_surrogates
-from .charsmap import CharsMap, Precompiled
+from .charsmap import CharsMap, Precompiled, blob_digest
 from .compiled import UNIGRAM
+from .derived import compiled as cache_entry
+from .derived import derive
 from .normalizers import NormalizerSequence, Replace
 from .pre_tokenizers import Metaspace
 
@@ -112,6 +114,54 @@ def risk_tables(charsmap: CharsMap, flagged: regex.Pattern[str]) -> tuple[bytes,
     return bytes(classes), array("Q", sorted(pairs)).tobytes()
 
 
+class MetaspaceRisk(NamedTuple):
+    """What :func:`metaspace_encoder` derives from a charsmap (cached as part ``"metaspace-risk"``)."""
+
+    flagged: str  #: the pattern of :func:`flagged_class`
+    identity_keys: bool  #: some key is mapped to itself
+    tables: tuple[bytes, bytes] | None  #: :func:`risk_tables`, when asked for and they exist
+
+
+def metaspace_risk(charsmap: CharsMap, collapse: bool, want_tables: bool) -> MetaspaceRisk:
+    """The :class:`MetaspaceRisk` of ``charsmap`` (``collapse``: as for :func:`flagged_class`; ``want_tables``:
+    compute :func:`risk_tables` too), from the artifact cache when the charsmap has one (``charsmap.derived``;
+    refused there for another blob, ``collapse`` or ``want_tables``)."""
+    digest = blob_digest(charsmap.blob)
+    key = {"blob_sha256": digest, "collapse": collapse, "want_tables": want_tables}
+
+    def build() -> MetaspaceRisk:
+        flagged = flagged_class(charsmap, collapse)
+        tables = None
+        if want_tables:
+            try:
+                tables = risk_tables(charsmap, flagged)
+            except ValueError:
+                tables = None
+        return MetaspaceRisk(flagged.pattern, any(k == v for k, v in charsmap.table.items()), tables)
+
+    def dump(risk: MetaspaceRisk) -> Any:
+        sections = {} if risk.tables is None else {"classes": risk.tables[0], "pairs": risk.tables[1]}
+        return cache_entry({**key, "flagged": risk.flagged, "identity_keys": risk.identity_keys,
+                         "tables": risk.tables is not None}, sections)
+
+    def restore(data: Any) -> MetaspaceRisk:
+        meta = data.meta
+        if any(meta[k] != v for k, v in key.items()):
+            raise ValueError("cached metaspace risk tables are of another charsmap or configuration")
+        flagged, identity = meta["flagged"], meta["identity_keys"]
+        if type(flagged) is not str or type(identity) is not bool:
+            raise TypeError("cached metaspace risk meta has the wrong types")
+        tables = None
+        if meta["tables"]:
+            classes, pairs = bytes(data.sections["classes"]), bytes(data.sections["pairs"])
+            if len(classes) != 0x110000 or len(pairs) % 8:
+                raise ValueError("cached metaspace risk tables have the wrong sizes")
+            tables = (classes, pairs)
+        return MetaspaceRisk(flagged, identity, tables)
+
+    return derive(charsmap.derived, "metaspace-risk", build, dump, restore)
+
+
 def _collapses_spaces(replaces: list[Replace]) -> bool:
     """True for exactly ``Replace(Regex(" {2,}"), " ")`` (XLM-R's), which the compiled call does itself."""
     return (len(replaces) == 1 and replaces[0].pattern.regex_source == " {2,}" and replaces[0].pattern.string is None
@@ -130,25 +180,23 @@ def metaspace_encoder(normalizer: object, pre_tokenizer: object, native: Any) ->
     precompiled, replaces, metaspace = front
     charsmap = precompiled.charsmap
     collapse = _collapses_spaces(replaces)
-    flagged = flagged_class(charsmap, collapse)
+    rep = metaspace.replacement
+    risk = metaspace_risk(charsmap, collapse, rep == "\u2581" and collapse and sys.byteorder == "little")
+    flagged = regex.compile(risk.flagged)
     # a stretch holding flagged characters, with the character before and after it (see the module docstring)
     islands = regex.compile(f"(?s).?{flagged.pattern}+(?:.{flagged.pattern}+)*.?").finditer
     compiled = module.Normalizer(charsmap.blob, False, False, False, False, [])
     exact = precompiled.normalize_str
     fast = compiled.normalize
     after = [r.normalize_str for r in replaces]
-    rep = metaspace.replacement
     words = regex.compile(f"{regex.escape(rep)}[^{regex.escape(rep)}]*").findall
     encode = native.encode
     split = native.encode_split if rep == "\u2581" else None
     whole = None
-    if rep == "\u2581" and collapse and sys.byteorder == "little":
-        try:
-            whole = functools.partial(native.encode_metaspace, compiled, *risk_tables(charsmap, flagged))
-        except ValueError:
-            whole = None
+    if risk.tables is not None:
+        whole = functools.partial(native.encode_metaspace, compiled, *risk.tables)
     # a key mapped to itself would let a stretch come out unchanged though Hugging Face rewrites its grapheme
-    identity_keys = any(k == v for k, v in charsmap.table.items())
+    identity_keys = risk.identity_keys
 
     def by_islands(text: str) -> str:
         """Hugging Face's charsmap on ``text``: stretches around flagged characters the exact way unless no key

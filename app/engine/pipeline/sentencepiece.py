@@ -30,13 +30,15 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from ..artifact_cache import ArtifactCache
 from ..cache import default_cache_size
 from ..errors import ArtifactError
 from ..specials import Template
 from ..store import TokenizerSpec
 from .added import AddedToken
 from .base import Span
-from .charsmap import CharsMap, CharsMapError
+from .charsmap import CharsMapError, load_charsmap
+from .derived import Derive, derive_for
 from .models.sp_bpe import SentencePieceBPE
 from .models.unigram import Unigram, word_cache_size
 from .pipeline import Pipeline
@@ -174,10 +176,11 @@ class FixedTemplate:
 
 def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_size: int | None = None,
                    spec: TokenizerSpec | None = None, backend: str | None = None,
-                   word_cache: int | None = None) -> Pipeline:
+                   word_cache: int | None = None, derived: Derive | None = None) -> Pipeline:
     """The pipeline for ``vocab``. Raises :class:`ArtifactError` naming ``source`` for an inconsistent vocabulary
     (no unknown piece, a malformed charsmap). ``backend``: the model's (see :class:`SentencePieceBPE` and
-    :class:`Unigram`); ``word_cache``: a Unigram model's word-cache slots (see :func:`word_cache_size`)."""
+    :class:`Unigram`); ``word_cache``: a Unigram model's word-cache slots (see :func:`word_cache_size`);
+    ``derived``: the artifact's cache of derivations (the charsmap's table), or None."""
     types = vocab.types
     unknown = vocab.ids_of(UNKNOWN)
     if vocab.unk_id is not None:
@@ -187,7 +190,7 @@ def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_s
     else:
         raise ArtifactError(source, f"expected exactly one unknown piece, found {len(unknown)}")
     try:
-        charsmap = CharsMap(vocab.charsmap) if vocab.charsmap else None
+        charsmap = load_charsmap(vocab.charsmap, derived) if vocab.charsmap else None
     except CharsMapError as exc:
         raise ArtifactError(source, str(exc)) from None
     user = vocab.ids_of(USER_DEFINED)
@@ -224,10 +227,12 @@ def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_s
 
 
 def load_sentencepiece(spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None,
-                       word_cache: int | None = None) -> Pipeline:
-    """The loader of manifest format ``sentencepiece``: a verified ``.model`` file as a pipeline."""
+                       word_cache: int | None = None, artifact_cache: ArtifactCache | None = None) -> Pipeline:
+    """The loader of manifest format ``sentencepiece``: a verified ``.model`` file as a pipeline (its expensive
+    derivations from ``artifact_cache`` when given)."""
     source = str(spec.artifact_path)
     pipeline = build_pipeline(spec.name, parse_model(spec.read_artifact(), source), source=source,
-                              cache_size=cache_size, spec=spec, backend=backend, word_cache=word_cache)
+                              cache_size=cache_size, spec=spec, backend=backend, word_cache=word_cache,
+                              derived=derive_for(artifact_cache, spec.sha256))
     spec.check_vocab_size(pipeline.n_vocab)
     return pipeline

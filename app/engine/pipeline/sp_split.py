@@ -10,6 +10,7 @@ only involves its own stretch). :func:`splits_exactly` checks the vocabulary; th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from .base import Piece
@@ -17,13 +18,12 @@ from .base import Piece
 SPACE_SYMBOL = "\u2581"
 
 
+_CROSSING = re.compile(f"[^{SPACE_SYMBOL}]{SPACE_SYMBOL}")
+
+
 def splits_exactly(pieces: Iterable[str]) -> bool:
     """True if no piece has ``▁`` after a character other than ``▁``."""
-    for p in pieces:
-        for i in range(1, len(p)):
-            if p[i] == SPACE_SYMBOL and p[i - 1] != SPACE_SYMBOL:
-                return False
-    return True
+    return not any(map(_CROSSING.search, pieces))
 
 
 class SpaceSymbolSplit:

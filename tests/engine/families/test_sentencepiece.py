@@ -90,6 +90,8 @@ def test_space_symbol_split_is_exact_and_used() -> None:
     for text in sample(10, 40, seed=13):
         assert tok.encode(text) == model.tokenize(normalize(text))
     assert not splits_exactly(["a\u2581b"]) and splits_exactly(["\u2581\u2581", "\u2581ab"])
+    assert not splits_exactly(["\u2581", "\n\u2581"]) and not splits_exactly(["ab\u2581\u2581"])
+    assert splits_exactly(["\u2581\u2581a", "", "x"]) and splits_exactly([])
 
 
 @pytest.mark.parametrize("name", ["mistral-v1", "llama2", "xlm-roberta-sentencepiece"])

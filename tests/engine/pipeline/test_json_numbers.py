@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 
 import pytest
 from tokenizers import Tokenizer
 
-from app.engine.pipeline.json_numbers import serde_f64
+from app.engine.pipeline.json_numbers import f32, f32_list, serde_f64
 
 
 def _literal(rng: random.Random) -> str:
@@ -52,3 +53,20 @@ def test_out_of_range_is_refused() -> None:
             serde_f64(literal)
     assert serde_f64("1e-99999999999") == 0.0
     assert serde_f64("0e99999999999") == 0.0
+
+
+def test_f32_list_equals_f32_one_by_one() -> None:
+    rng = random.Random(5)
+    values = [rng.uniform(-1e6, 1e6) for _ in range(20_000)]
+    values += [rng.gauss(0, 1) * 10.0 ** rng.randint(-46, 37) for _ in range(20_000)]
+    values += [math.nan, math.inf, -math.inf, -0.0, 0.0, 3.4028234663852886e38, 1.401298464324817e-45, 7e-46, -1e-50]
+    got = f32_list(values)
+    want = [f32(v) for v in values]
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert (math.isnan(g) and math.isnan(w)) or (g == w and math.copysign(1.0, g) == math.copysign(1.0, w))
+    for beyond in (1e300, 3.4028235677973366e38, -1e39):  # f32 refuses these; so does the list form
+        with pytest.raises(OverflowError):
+            f32(beyond)
+        with pytest.raises(OverflowError):
+            f32_list([1.0, beyond])

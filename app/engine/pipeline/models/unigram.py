@@ -45,7 +45,7 @@ from ...encoding import scrub_surrogates
 from ...sampling import Sample
 from ..base import ItemsSampler, Model, each_pre_token
 from ..compiled import UNIGRAM as _EXT
-from ..json_numbers import f32, serde_f64
+from ..json_numbers import f32, f32_list, serde_f64
 from .unigram_nbest import nbest, sample_nbest
 
 _RESET = 100_000.0  # SentencePiece's re-basing threshold for float32 path scores
@@ -83,9 +83,8 @@ class Unigram(Model):
         self.unk_id = unk_id
         self.byte_fallback = byte_fallback
         self.float32 = float32
-        self._token_to_id: dict[str, int] = {}
-        for i, (piece, _) in enumerate(self.vocab):
-            self._token_to_id[piece] = i  # a repeated piece resolves to its last id, as Hugging Face does
+        # a repeated piece resolves to its last id, as Hugging Face does (a later key overwrites the value)
+        self._token_to_id: dict[str, int] = dict(zip([p for p, _ in self.vocab], range(len(self.vocab)), strict=True))
         self._user = frozenset(user_defined)
         self._unk_score_arg = unk_score
         self._bytes = [self._token_to_id.get(f"<0x{b:02X}>") for b in range(256)]
@@ -108,21 +107,23 @@ class Unigram(Model):
         if self.unk_id is not None:
             excluded_set.add(self.unk_id)
         self._excluded = frozenset(excluded_set)
-        matchable = [i for i in range(len(self.vocab)) if i not in excluded_set and self.vocab[i][0]]
-        normal_scores = [self.vocab[i][1] for i in matchable if i not in self._user]
+        vocab = self.vocab
+        matchable = [i for i, (piece, _) in enumerate(vocab) if piece and i not in excluded_set]
+        user = self._user
         if unk_score is None:
+            normal_scores = [vocab[i][1] for i in matchable if i not in user]
             unk_score = (min(normal_scores) if normal_scores else 0.0) - 10.0
         self.unk_score = f32(unk_score) if float32 else unk_score
         #: id -> score, for every matchable piece (the last id of a repeated piece)
-        self._score: dict[int, float] = {}
-        for i in matchable:
-            piece, score = self.vocab[i]
-            if self._token_to_id.get(piece) != i:
-                continue
-            if float32 and i in self._user:
-                self._score[i] = f32(0.1 * (len(piece.encode("utf-8")) - 1))
-            else:
-                self._score[i] = f32(score) if float32 else score
+        to_id = self._token_to_id
+        last = [i for i in matchable if to_id[vocab[i][0]] == i]
+        if not float32:
+            self._score: dict[int, float] = {i: vocab[i][1] for i in last}
+        else:
+            plain = [i for i in last if i not in user]
+            rounded = dict(zip(plain, f32_list([vocab[i][1] for i in plain]), strict=True))
+            self._score = {i: f32(0.1 * (len(vocab[i][0].encode("utf-8")) - 1)) if i in user else rounded[i]
+                           for i in last}
         self._nodes_built: dict[str, int] | None = None
         self.native = self._compile() if self._want_native else None
         if self.native is None:
@@ -152,11 +153,13 @@ class Unigram(Model):
         characters, a NaN score, ids beyond 31 bits): the reference then runs."""
         assert _EXT.module is not None
         ids = list(self._score)
-        if len(self.vocab) >= 1 << 31 or any(math.isnan(self._score[i]) for i in ids):
+        scores = list(self._score.values())
+        if len(self.vocab) >= 1 << 31 or any(map(math.isnan, scores)):
             return None  # the compiled trie marks "no piece" with NaN
+        vocab = self.vocab
         try:
             return _EXT.module.Model(
-                [self.vocab[i][0] for i in ids], ids, [self._score[i] for i in ids], len(self.vocab),
+                [vocab[i][0] for i in ids], ids, scores, len(vocab),
                 -1 if self.unk_id is None else self.unk_id, self.unk_score, self.byte_fallback, self.float32,
                 [-1 if b is None else b for b in self._bytes], not self.float32, self._cache_size)
         except (ValueError, OverflowError):

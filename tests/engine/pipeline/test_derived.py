@@ -1,0 +1,218 @@
+"""The pipeline families' derivations in the artifact cache (:mod:`app.engine.pipeline.derived`): a tokenizer
+loaded without a cache, with a cold one and with a warm one gives the same ids on hostile and sampled text; a
+damaged part is rebuilt; the stored forms round-trip exactly."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from app.engine.artifact_cache import ArtifactCache, Compiled
+from app.engine.loaders import LoadOptions, load_tokenizer
+from app.engine.pipeline.charsmap import CharsMap, load_charsmap
+from app.engine.pipeline.derived import Derive, pack_strings, read_array, unpack_strings
+from app.engine.pipeline.gguf_kv import dump_kv, read_kv, restore_kv
+from app.engine.pipeline.hf_doc import dump_doc, restore_doc
+from app.engine.store import Store
+from app.engine.tokenizer import Tokenizer
+from tests.engine.exactness.corpus import surrogate_strings
+from tests.engine.pipeline.corpus import hostile, long_strings
+
+#: Every bundled tokenizer whose loader goes through this package's derivations, with the parts of this package a
+#: cold load writes (the rank families' parts, such as a declined ``byte-level-ranks``, may be there too).
+FAMILIES = {
+    "xlm-roberta": {"gguf-kv", "charsmap", "metaspace-risk"},
+    "xlm-roberta-sentencepiece": {"gguf-kv", "charsmap"},
+    "gemma3": {"hf-doc"},
+    "llama2": {"gguf-kv"},
+    "phi-3": {"gguf-kv"},
+    "bge-small-en-v1.5": {"gguf-kv"},
+    "mistral-v1": set(),
+    "mistral-v3": set(),
+    "mistral-v7": set(),
+}
+STORE = Store.load()
+
+
+@functools.cache
+def _plain(name: str) -> Tokenizer:
+    """The tokenizer ``name`` loaded without a cache (once per module run)."""
+    return load_tokenizer(STORE.spec(name))
+
+
+def _texts(tok: Tokenizer) -> list[str]:
+    specials = sorted(tok.special_tokens)
+    return [*hostile(specials, seed=29, count=300, token_limit=40), *itertools.islice(surrogate_strings(), 200),
+            *long_strings(3000)]
+
+
+def _parts(directory: Path) -> set[str]:
+    return {p.name.split(".")[1] for p in directory.glob("*.tkc")}
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def loaded(request: pytest.FixtureRequest,
+           tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, list[Tokenizer]]:
+    """(name, cache directory, [no cache, cold cache, warm cache]) for one tokenizer."""
+    name = request.param
+    spec = STORE.spec(name)
+    directory = tmp_path_factory.mktemp(f"acache-{name}")
+    plain = _plain(name)
+    cold_cache = ArtifactCache(directory)
+    cold = load_tokenizer(spec, LoadOptions(artifact_cache=cold_cache))
+    assert cold_cache.hits == 0 and cold_cache.misses >= len(FAMILIES[name])
+    warm_cache = ArtifactCache(directory)
+    warm = load_tokenizer(spec, LoadOptions(artifact_cache=warm_cache))
+    assert warm_cache.misses == 0 and warm_cache.hits == cold_cache.misses
+    return name, directory, [plain, cold, warm]
+
+
+def test_parts_written(loaded: tuple[str, Path, list[Tokenizer]]) -> None:
+    name, directory, _ = loaded
+    assert _parts(directory) - {"byte-level-ranks"} == FAMILIES[name]
+
+
+def test_same_ids_without_cold_and_warm(loaded: tuple[str, Path, list[Tokenizer]]) -> None:
+    name, _, (plain, cold, warm) = loaded
+    texts = _texts(plain)
+    assert len(texts) > 500
+    for text in texts:
+        want = plain.encode(text)
+        assert cold.encode(text) == want, (name, text)
+        assert warm.encode(text) == want, (name, text)
+    for text in texts[:200]:
+        want = plain.encode(text, add_special_tokens=True)
+        assert warm.encode(text, add_special_tokens=True) == want, (name, text)
+        assert warm.encode_with_offsets(text) == plain.encode_with_offsets(text), (name, text)
+    assert warm.n_vocab == plain.n_vocab
+    assert warm.special_tokens == plain.special_tokens
+
+
+def test_python_backend_same_ids_from_warm_cache(tmp_path: Path) -> None:
+    """The reference (Python) path of a warm-cache tokenizer reads the lazily unpacked charsmap table."""
+    spec = STORE.spec("xlm-roberta")
+    load_tokenizer(spec, LoadOptions(artifact_cache=ArtifactCache(tmp_path), backend="python"))
+    warm = load_tokenizer(spec, LoadOptions(artifact_cache=ArtifactCache(tmp_path), backend="python"))
+    plain = load_tokenizer(spec, LoadOptions(backend="python"))
+    for text in ["ﬁ ① Ｈｅｌｌｏ ㈱ 가", "e\u0301 \r\n x", "日本語  テキスト", "\u3131\u314f"]:
+        assert warm.encode(text) == plain.encode(text)
+
+
+@pytest.mark.parametrize(("name", "part"), [("xlm-roberta", "charsmap"), ("xlm-roberta", "metaspace-risk"),
+                                            ("xlm-roberta", "gguf-kv"), ("gemma3", "hf-doc")])
+def test_inconsistent_part_is_rebuilt(tmp_path: Path, name: str, part: str) -> None:
+    """A verified file whose content does not fit (a wrong meta value) is refused by the part's restore, deleted
+    and rebuilt; the ids stay those of a load without a cache."""
+    spec = STORE.spec(name)
+    load_tokenizer(spec, LoadOptions(artifact_cache=ArtifactCache(tmp_path)))
+    cache = ArtifactCache(tmp_path)
+    stored = cache.get(spec.sha256, part)
+    assert stored is not None
+    meta = json.loads(json.dumps(stored.meta))
+    if part == "charsmap":
+        meta["size"] += 1
+    elif part == "metaspace-risk":
+        meta["blob_sha256"] = "0" * 64
+    elif part == "gguf-kv":
+        first = next(iter(meta["sections"]))
+        meta["sections"][first][1] += 1
+    else:
+        meta["vocab"] += 1
+    cache.put(spec.sha256, part, Compiled(meta, {k: bytes(v) for k, v in stored.sections.items()}))
+    fresh = ArtifactCache(tmp_path)
+    tok = load_tokenizer(spec, LoadOptions(artifact_cache=fresh))
+    assert fresh.rebuilt == 1
+    again = ArtifactCache(tmp_path)
+    load_tokenizer(spec, LoadOptions(artifact_cache=again))
+    assert again.rebuilt == 0 and again.misses == 0
+    plain = _plain(name)
+    for text in ["Hello  world ﬁ①", "日本語のテキスト。", "<s> x </s>", "e\u0301\u0301 \r\n\t"]:
+        assert tok.encode(text) == plain.encode(text)
+
+
+def test_truncated_file_is_rebuilt(tmp_path: Path) -> None:
+    spec = STORE.spec("xlm-roberta-sentencepiece")
+    load_tokenizer(spec, LoadOptions(artifact_cache=ArtifactCache(tmp_path)))
+    (path,) = tmp_path.glob("*.charsmap.*")
+    path.write_bytes(path.read_bytes()[:-100])
+    cache = ArtifactCache(tmp_path)
+    tok = load_tokenizer(spec, LoadOptions(artifact_cache=cache))
+    assert cache.rebuilt == 1 and cache.hits == 1
+    assert tok.encode("ﬁ ① Ｈｅｌｌｏ") == _plain("xlm-roberta-sentencepiece").encode("ﬁ ① Ｈｅｌｌｏ")
+
+
+def test_unwritable_cache_loads_the_same(tmp_path: Path) -> None:
+    spec = STORE.spec("llama2")
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    tok = load_tokenizer(spec, LoadOptions(artifact_cache=ArtifactCache(blocker / "cache")))
+    assert tok.encode("Hello world") == _plain("llama2").encode("Hello world")
+
+
+def test_pack_strings_round_trip() -> None:
+    items = ["", "a", "▁x", "\ud800", "日本", " ", "\n"]
+    packed = pack_strings(items)
+    assert packed is not None
+    assert unpack_strings(memoryview(packed), len(items)) == items
+    assert unpack_strings(b"", 0) == []
+    assert pack_strings(["a\0b"]) is None
+    with pytest.raises(ValueError):
+        unpack_strings(packed, len(items) + 1)
+    with pytest.raises(ValueError):
+        read_array(b"\0" * 7, "I", 2)
+
+
+def test_charsmap_from_cache_equals_decoded(tmp_path: Path) -> None:
+    blob = read_kv(STORE.spec("xlm-roberta").read_artifact())["tokenizer.ggml.precompiled_charsmap"]
+    derived = Derive(ArtifactCache(tmp_path), "a" * 64)
+    built = load_charsmap(blob, derived)
+    restored = load_charsmap(blob, derived)
+    plain = CharsMap(blob)
+    assert "table" not in vars(restored)  # unpacked on first use
+    assert len(restored) == len(plain) == len(built)
+    assert restored.table == plain.table
+    for text in ["ﬁ ① Ｈｅｌｌｏ ㈱", "\u1100\u1161\u11a8 가", "e\u0301"]:
+        assert restored.normalize_hf_str(text) == plain.normalize_hf_str(text)
+        assert restored.chunks_hf(text) == plain.chunks_hf(text)
+        assert restored.longest_at(text, 0) == plain.longest_at(text, 0)
+
+
+def test_gguf_kv_round_trip() -> None:
+    kv = read_kv(STORE.spec("llama2").read_artifact())
+    kv["test.mixed"] = [1, 2.5]
+    kv["test.empty"] = []
+    kv["test.nul"] = ["a\0b", "c"]
+    kv["test.bools"] = [True, False]
+    kv["test.nan"] = [math.inf, -0.0]
+    stored = dump_kv(kv)
+    back = restore_kv(Compiled(stored.meta, {k: memoryview(bytes(v)) for k, v in stored.sections.items()}))
+    assert list(back) == list(kv)
+    for key, value in kv.items():
+        assert back[key] == value and type(back[key]) is type(value), key
+        if type(value) is list:
+            assert [type(v) for v in back[key]] == [type(v) for v in value], key
+    assert math.copysign(1.0, back["test.nan"][1]) == -1.0
+
+
+def test_hf_doc_round_trip() -> None:
+    doc = {
+        "version": "1.0", "added_tokens": [{"id": 5, "content": "\ud800x", "special": True}],
+        "normalizer": None, "pre_tokenizer": {"type": "Metaspace", "replacement": "▁"},
+        "model": {"type": "BPE", "dropout": None, "vocab": {"a": 0, "b": 1, "ab": 2, "\u2581": 3},
+                  "merges": [["a", "b"]], "fuse_unk": False, "score": 1e300},
+    }
+    back = restore_doc(dump_doc(doc), 10_000, "t.json")
+    assert back["model"]["merges"] == [("a", "b")]
+    back["model"]["merges"] = [list(m) for m in back["model"]["merges"]]
+    assert back == doc and list(back["model"]) == list(doc["model"])
+    doc["model"]["merges"] = ["a b"]
+    assert restore_doc(dump_doc(doc), 10_000, "t.json") == doc
+    doc["model"]["vocab"] = {"a": 0.5}  # not plain ids: kept in the JSON part
+    assert restore_doc(dump_doc(doc), 10_000, "t.json") == doc
+    with pytest.raises(ValueError):  # an id beyond what the file's size allows: a damaged entry
+        restore_doc(dump_doc({"model": {"type": "BPE", "vocab": {"a": 10**6}}}), 100, "t.json")
