@@ -191,7 +191,7 @@ def _uptime() -> str:
 def table(results: dict[str, dict[int, dict[str, Any]]], workload: str) -> list[str]:
     """One Markdown row per tokenizer and engine: MB/s with 1 and 2 threads, scaling, cores, ours/fastokens."""
     out = ["| tokenizer | engine | 1 thread MB/s | 2 threads MB/s | scaling 2/1 | cores (1 / 2) | "
-           "ours encode_batch / this, 2 threads |", "|---|---|---:|---:|---:|---:|---:|"]
+           "per core obtained 2/1 | ours encode_batch / this, 2 threads |", "|---|---|---:|---:|---:|---:|---:|---:|"]
     def timing(by_n: dict[int, dict[str, Any]], engine: str, n: int) -> dict[str, Any] | None:
         row = by_n.get(n, {}).get("engines", {}).get(engine)
         return None if row is None or "timing" not in row else row["timing"][workload]  # type: ignore[no-any-return]
@@ -204,14 +204,15 @@ def table(results: dict[str, dict[int, dict[str, Any]]], workload: str) -> list[
                 continue
             if any(r is not None and not r["exact"] for r in rows.values()):
                 bad = next(r for r in rows.values() if r is not None and not r["exact"])
-                out.append(f"| {name} | {engine} | not exact: {bad['mismatch']} | | | | |")
+                out.append(f"| {name} | {engine} | not exact: {bad['mismatch']} | | | | | |")
                 continue
             t1, t2 = timing(by_n, engine, 1), timing(by_n, engine, 2)
             if t1 is None or t2 is None:
                 continue
             vs = "" if engine.startswith("ours") or ours2 is None else f"{ours2['mb_s'] / t2['mb_s']:.2f}x"
+            per_core = (t2["mb_s"] / t2["cores"]) / (t1["mb_s"] / t1["cores"]) if t1["cores"] and t2["cores"] else 0.0
             out.append(f"| {name} | {engine} | {t1['mb_s']:.1f} | {t2['mb_s']:.1f} | {t2['mb_s'] / t1['mb_s']:.2f}x "
-                       f"| {t1['cores']:.2f} / {t2['cores']:.2f} | {vs} |")
+                       f"| {t1['cores']:.2f} / {t2['cores']:.2f} | {per_core:.2f} | {vs} |")
     return out
 
 
@@ -228,7 +229,10 @@ def render(results: dict[str, dict[int, dict[str, Any]]], meta: dict[str, Any]) 
         f"`FASTOKENS_BPE_THREADS` = n), {meta['runs']} interleaved rounds (medians), warm instances (the exactness "
         f"check's call came first). Each workload is one batch: {wl['docs']['texts']} documents of 10 KB "
         f"({wl['docs']['bytes']:,} B), {wl['lines']['texts']} lines of 50–200 B ({wl['lines']['bytes']:,} B). "
-        "MB/s are 10^6 UTF-8 bytes per wall-clock second; cores = process CPU time / wall time during the call.", "",
+        "MB/s are 10^6 UTF-8 bytes per wall-clock second; cores = process CPU time / wall time during the call; "
+        "per core obtained 2/1 = (MB/s / cores with 2 threads) / (the same with 1): how much of the CPU time "
+        "obtained turned into throughput (1.00: none lost to threading), which the machine's load affects less "
+        "than the wall-clock scaling.", "",
         f"Load before: `{meta['uptime_before']}`  ", f"Load after: `{meta['uptime_after']}`", "",
         *([meta["note"], ""] if meta.get("note") else []),
         "## 10 KB documents, one batch", "", *table(results, "docs"), "",
@@ -247,6 +251,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--work-dir", type=Path, default=None, help="artifact files for the peers (default: a temp dir)")
     p.add_argument("--data-dir", type=Path, default=None, help="bench.corpora data directory")
     p.add_argument("--note", default="", help="a paragraph for the report (e.g. the machine's state)")
+    p.add_argument("--render", type=Path, default=None, help="print the report of an existing batch.json")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--child-out", type=Path, help=argparse.SUPPRESS)
@@ -257,6 +262,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if args.child:
         args.child_out.write_text(json.dumps(run_child(args)))
+        return 0
+    if args.render:  # a report again from a batch.json (e.g. after a change to the tables)
+        data = json.loads(args.render.read_text())
+        results = {name: {int(n): r for n, r in by_n.items()} for name, by_n in data["results"].items()}
+        print(render(results, data["meta"]))
         return 0
     out_dir = args.out_dir or DEFAULT_OUT
     out_dir.mkdir(parents=True, exist_ok=True)
