@@ -85,3 +85,45 @@ def test_cache_size_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(CACHE_SIZE_ENV, "-5")
     with pytest.raises(ValueError):
         default_cache_size()
+
+
+@pytest.mark.parametrize("cache_size", [1, 2, 3, 7])
+def test_tiny_and_odd_sized_caches_are_invisible_in_the_output(cache_size: int) -> None:
+    # the compiled cache is two-way: a piece may sit in its slot or the one next to it (index ^ 1); with an odd
+    # number of slots the last slot has no partner, and one slot is a cache of one piece
+    spec = Store.load().spec("cl100k_base")
+    cached, uncached = load_encoding(spec, cache_size=cache_size), load_encoding(spec, cache_size=0)
+    text = " qzxvб" * 100 + " " + _words(2000, seed=cache_size)  # one piece again and again, then churn
+    for _ in range(2):
+        assert cached.encode(text) == uncached.encode(text)
+    stats = cached.cache_stats()
+    assert stats.hits > 0 and 0 < stats.size <= cache_size
+
+
+def test_pieces_that_share_a_slot_both_stay_cached() -> None:
+    # a cycle over a few hundred distinct pieces in a cache eight times larger: with two ways, conflicts are rare
+    # enough that the later passes are (nearly) all hits (the direct-mapped table before it missed 7.5 % here)
+    tokenizer = load_encoding(Store.load().spec("cl100k_base"), cache_size=4096)
+    text = _words(512, seed=99)
+    tokenizer.count(text)
+    before = tokenizer.cache_stats()
+    for _ in range(4):
+        tokenizer.count(text)
+    after = tokenizer.cache_stats()
+    misses, hits = after.misses - before.misses, after.hits - before.hits
+    assert hits > 0 and misses <= 0.02 * (hits + misses)
+
+
+@pytest.mark.parametrize("name", ["gemma3", "mistral-v1", "xlm-roberta-sentencepiece"])
+@pytest.mark.parametrize("slots", [1, 3])
+def test_two_way_word_caches_of_every_size_are_invisible_in_the_output(name: str, slots: int) -> None:
+    # word_cache.h's slots (gemma3's segment cache, SentencePiece BPE's, Unigram's word cache): one slot, and an
+    # odd count whose last slot has no partner; a repeated word, then many distinct ones
+    spec = Store.load().spec(name)
+    cached = load_encoding(spec, cache_size=slots, unigram_word_cache=slots)
+    uncached = load_encoding(spec, cache_size=0, unigram_word_cache=0)
+    text = " qzxvб" * 100 + " " + _words(1500, seed=slots)
+    for _ in range(2):
+        assert cached.encode(text) == uncached.encode(text)
+    stats = cached.cache_stats()
+    assert stats.hits > 0 and 0 < stats.size <= slots

@@ -1086,9 +1086,13 @@ static int tc_segment(const TextEncoder *te, const uint32_t *t, Py_ssize_t n, Bu
     }
     h = mix64(h ^ (uint64_t)n);
     uint16_t gen = wc_gen(c);
-    TCSlot *sl = (TCSlot *)wc_slot(c, h);
-    TCSlot copy;
-    if (wc_read(sl, &copy, sizeof copy) && copy.h.len == n && copy.h.gen == gen && copy.h.count <= TC_IDS) {
+    void *ways[2];
+    int nways = wc_ways(c, h, ways);
+    for (int w = 0; w < nways; w++) {
+        TCSlot copy;
+        if (!wc_maybe(ways[w], (unsigned)n, gen) || !wc_read(ways[w], &copy, sizeof copy) || copy.h.len != n ||
+            copy.h.gen != gen || copy.h.count > TC_IDS)
+            continue;
         Py_ssize_t i = 0;
         while (i < n && copy.key[i] == t[i]) i++;
         if (i == n) {
@@ -1103,6 +1107,7 @@ static int tc_segment(const TextEncoder *te, const uint32_t *t, Py_ssize_t n, Bu
     int rc = tokenize_range(m, PyUnicode_4BYTE_KIND, t, 0, n, out);
     if (rc < 0) return rc;
     Py_ssize_t nids = out->n - before;
+    TCSlot *sl = (TCSlot *)wc_victim(ways, nways, h, gen);
     uint32_t odd;
     if (nids <= TC_IDS && (odd = wc_claim(sl)) != 0) {
         if (!sl->h.len || sl->h.gen != gen) st->filled++;

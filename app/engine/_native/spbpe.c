@@ -1262,9 +1262,13 @@ static int cached_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_
     }
     h = mix64(h ^ (uint64_t)n);
     uint16_t gen = wc_gen(c);
-    WCSlot *sl = (WCSlot *)wc_slot(c, h);
-    WCSlot copy;
-    if (wc_read(sl, &copy, sizeof copy) && copy.h.len == n && copy.h.gen == gen && copy.h.count <= WC_IDS) {
+    void *ways[2];
+    int nways = wc_ways(c, h, ways);
+    for (int w = 0; w < nways; w++) {
+        WCSlot copy;
+        if (!wc_maybe(ways[w], (unsigned)n, gen) || !wc_read(ways[w], &copy, sizeof copy) || copy.h.len != n ||
+            copy.h.gen != gen || copy.h.count > WC_IDS)
+            continue;
         Py_ssize_t i = 0;
         while (i < n && copy.key[i] == text[i]) i++;
         if (i == n) {
@@ -1279,6 +1283,7 @@ static int cached_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_
     Py_ssize_t before = out->n;
     if (bpe_segment(m, sc, text, n, out) < 0) return -1;
     Py_ssize_t nids = out->n - before;
+    WCSlot *sl = (WCSlot *)wc_victim(ways, nways, h, gen);
     uint32_t odd;
     if (nids <= WC_IDS && (odd = wc_claim(sl)) != 0) {
         if (!sl->h.len || sl->h.gen != gen) st->filled++;

@@ -730,8 +730,10 @@ static int bpe_piece(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
 /* ------------------------------------------------------------------------------------------------ piece cache */
 
 /* A bounded cache from piece bytes to ids, shared by all threads using one Core (the GIL is not held while
- * encoding): a direct-mapped table of slots, each guarded by a sequence lock. A reader copies the slot and keeps
- * the copy only if the sequence number was even and unchanged around the copy, so hits write nothing shared; a
+ * encoding): a two-way set-associative table of slots (a piece may sit in its hashed slot or the slot next to
+ * it, index ^ 1, so two frequent pieces that hash to the same slot do not keep evicting each other), each slot
+ * guarded by a sequence lock. A reader checks the slot's tag and length, copies its key and ids and keeps the
+ * copy only if the sequence number was even and unchanged around the copy, so hits write nothing shared; a
  * writer claims a slot by moving its number from even to odd (compare-and-swap) and skips the insert if another
  * thread holds it -- caching is optional. Only pieces that are not themselves tokens, of at most PC_KEY bytes and
  * PC_IDS ids, are cached. Output is identical with the cache on or off. */
@@ -758,15 +760,24 @@ typedef struct {
     uint64_t hits, misses, filled; /* filled: empty slots this call wrote */
 } CallStats;
 
-/* Copy slot sl into *copy; 1 if the copy is consistent. */
-static inline int pc_read(PCSlot *sl, PCSlot *copy)
+/* 1 if slot sl holds the piece p (n bytes, hash tag) consistently; its ids are then copied to ids (room for
+ * n) and their number to *nids (ids past the result may be written even on a miss). A slot being written, or rewritten during the copy, is a miss. */
+static inline int pc_lookup(const PCSlot *sl, uint16_t tag, const uint8_t *p, size_t n, uint32_t *ids, size_t *nids)
 {
     uint32_t s1 = __atomic_load_n(&sl->seq, __ATOMIC_ACQUIRE);
-    if (s1 & 1)
+    if ((s1 & 1) || sl->len != n || sl->tag != tag)
         return 0;
-    memcpy(copy, sl, sizeof(PCSlot));
+    uint8_t key[PC_KEY];
+    size_t k = sl->nids;
+    if (k > PC_IDS || k > n) /* (a consistent slot has k <= n: a piece has at most one id per byte) */
+        return 0;
+    memcpy(key, sl->key, n);
+    memcpy(ids, sl->ids, k * sizeof(uint32_t));
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    return __atomic_load_n(&sl->seq, __ATOMIC_RELAXED) == s1;
+    if (__atomic_load_n(&sl->seq, __ATOMIC_RELAXED) != s1 || !bytes_eq(key, p, n))
+        return 0;
+    *nids = k;
+    return 1;
 }
 
 /* Claim slot sl for writing; returns its (even) sequence number + 1, or 0 if another thread holds it. */
@@ -792,20 +803,27 @@ static int encode_piece(const RankTable *t, PieceCache *c, CallStats *st, const 
         out->data[out->len++] = r;
         return 0;
     }
-    PCSlot *sl = NULL;
+    PCSlot *sl = NULL, *way2 = NULL;
     uint16_t tag = 0;
+    uint64_t h = 0;
     if (c && c->nslots && n <= PC_KEY) {
-        uint64_t h = hash_bytes(p, n);
+        h = hash_bytes(p, n);
         tag = (uint16_t)(h >> 48);
-        sl = &c->slots[(size_t)(((uint64_t)(uint32_t)h * c->nslots) >> 32)];
-        PCSlot copy;
-        if (pc_read(sl, &copy) && copy.len == n && copy.tag == tag && copy.nids <= PC_IDS && bytes_eq(copy.key, p, n)) {
-            memcpy(out->data + out->len, copy.ids, copy.nids * sizeof(uint32_t));
-            out->len += copy.nids;
+        size_t i = (size_t)(((uint64_t)(uint32_t)h * c->nslots) >> 32);
+        sl = &c->slots[i];
+        if ((i ^ 1) < c->nslots)
+            way2 = &c->slots[i ^ 1];
+        size_t nids;
+        if (pc_lookup(sl, tag, p, n, out->data + out->len, &nids) ||
+            (way2 && pc_lookup(way2, tag, p, n, out->data + out->len, &nids))) {
+            out->len += nids;
             st->hits++;
             return 0;
         }
         st->misses++;
+        /* the slot to fill: an empty one of the two, else one of them by a bit of the hash */
+        if (way2 && sl->len && (!way2->len || ((h >> 47) & 1)))
+            sl = way2;
     }
     size_t before = out->len;
     if (bpe_piece(t, p, n, out))

@@ -1547,10 +1547,14 @@ static int word_cached(const Model *m, const uint16_t *lab, Py_ssize_t p, int L,
     const uint16_t *key = lab + p;
     size_t kb = (size_t)L * sizeof(uint16_t);
     uint16_t gen = wc_gen(c);
-    UWSlot *sl = (UWSlot *)wc_slot(c, h);
-    UWSlot copy;
-    if (wc_read(sl, &copy, sizeof copy) && copy.h.gen == gen && copy.h.len == L && copy.h.count <= UW_PIECES &&
-        bytes_eq((const uint8_t *)copy.key, (const uint8_t *)key, kb)) {
+    void *ways[2];
+    int nways = wc_ways(c, h, ways);
+    for (int w = 0; w < nways; w++) {
+        UWSlot copy;
+        if (!wc_maybe(ways[w], (unsigned)L, gen) || !wc_read(ways[w], &copy, sizeof copy) || copy.h.gen != gen ||
+            copy.h.len != L || copy.h.count > UW_PIECES ||
+            !bytes_eq((const uint8_t *)copy.key, (const uint8_t *)key, kb))
+            continue;
         st->hits++;
         if (copy.h.count == 0 || !word_safe(m, B, L, copy.eps, copy.lo, copy.hi)) return 0;
         word_replay(pos, p, B, copy.h.count, copy.plen, copy.id, copy.score);
@@ -1559,6 +1563,7 @@ static int word_cached(const Model *m, const uint16_t *lab, Py_ssize_t p, int L,
     st->misses++;
     WordPath wp;
     if (!word_search(m, key, L, B, &wp)) return 0;
+    UWSlot *sl = (UWSlot *)wc_victim(ways, nways, h, gen);
     uint32_t odd;
     if ((odd = wc_claim(sl)) != 0) {
         if (!sl->h.len || sl->h.gen != gen) st->filled++;
@@ -1629,9 +1634,12 @@ static inline int seen_test(const uint8_t *seen, uint64_t h) {
 
 /* Start loading the slot of the word that the search reaches next (its latency overlaps this word's work). */
 static inline void word_prefetch(const WordCache *c, uint64_t h) {
-    const char *sl = (const char *)wc_slot(c, h);
-    __builtin_prefetch(sl, 1);
-    __builtin_prefetch(sl + 64, 1);
+    void *ways[2];
+    int nways = wc_ways(c, h, ways);
+    for (int w = 0; w < nways; w++) {
+        __builtin_prefetch(ways[w], 1);
+        __builtin_prefetch((const char *)ways[w] + 64, 1);
+    }
 }
 
 /* One Viterbi pass over characters; SCORE is float (with SentencePiece's re-basing) or double. */

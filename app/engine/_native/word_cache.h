@@ -2,7 +2,9 @@
  * word_cache.h: a bounded, lock-free cache of fixed-size slots, shared by the threads that encode with one model
  * while the GIL is released (spbpe.c's segment cache, unigram.c's word cache). Header-only.
  *
- * A direct-mapped table of ``nslots`` slots of ``slot_size`` bytes (a multiple of 64, 64-byte aligned). Every slot
+ * A two-way set-associative table of ``nslots`` slots of ``slot_size`` bytes (a multiple of 64, 64-byte aligned): a
+ * key may sit in its hashed slot or the one next to it (index ^ 1), so two frequent keys that hash to the same slot
+ * do not keep evicting each other (:func:`wc_ways`, :func:`wc_victim`). Every slot
  * type starts with a ``WCHead``: a sequence number (even: stable; odd: being written), the generation it was
  * written in, and the key's length and value count. A reader copies the slot and keeps the copy only if the sequence number was even and unchanged around
  * the copy, so hits write nothing shared; a writer claims a slot by moving its number from even to odd
@@ -60,9 +62,31 @@ static void wc_free(WordCache *c) {
     if (c) free(c->slots), free(c);
 }
 
-/* The slot of hash ``h`` (its low 32 bits, scaled to the table). */
-static inline void *wc_slot(const WordCache *c, uint64_t h) {
-    return c->slots + (size_t)(((uint64_t)(uint32_t)h * c->nslots) >> 32) * c->slot_size;
+/* The slots a key of hash ``h`` may occupy, into ways[]: its own (the low 32 bits of ``h`` scaled to the table)
+ * and the one next to it (index ^ 1) when that is inside the table; returns how many (1 or 2). */
+static inline int wc_ways(const WordCache *c, uint64_t h, void *ways[2]) {
+    size_t i = (size_t)(((uint64_t)(uint32_t)h * c->nslots) >> 32);
+    ways[0] = c->slots + i * c->slot_size;
+    if ((i ^ 1) >= c->nslots) return 1;
+    ways[1] = c->slots + (i ^ 1) * c->slot_size;
+    return 2;
+}
+
+/* 0 when the slot cannot hold a key of length ``len`` of generation ``gen`` (read without the sequence lock: a
+ * hint that saves copying a slot that cannot match; wc_read decides). */
+static inline int wc_maybe(const void *slot, unsigned len, uint16_t gen) {
+    const WCHead *h = (const WCHead *)slot;
+    return h->len == len && h->gen == gen;
+}
+
+/* Of a key's ``n`` slots (after a miss in all), the one to write: an empty one or one of an older generation,
+ * else one picked by a bit of the hash. */
+static inline void *wc_victim(void *ways[2], int n, uint64_t h, uint16_t gen) {
+    for (int w = 0; w < n; w++) {
+        const WCHead *head = (const WCHead *)ways[w];
+        if (!head->len || head->gen != gen) return ways[w];
+    }
+    return ways[n == 2 ? (int)((h >> 47) & 1) : 0];
 }
 
 static inline uint16_t wc_gen(const WordCache *c) { return (uint16_t)__atomic_load_n(&c->gen, __ATOMIC_ACQUIRE); }
