@@ -30,6 +30,7 @@ from app.engine.store import bundled_store_dir
 from app.pricing.data import load_price_data
 from app.pricing.pricer import Pricer
 
+from .batching import BatchThreads
 from .errors import ApiError
 
 #: The text :meth:`ServiceState.warm` counts: letters, digits, punctuation, spaces and a non-ASCII word.
@@ -101,6 +102,8 @@ class ServiceState:
     ready: bool = False
     limiter: anyio.CapacityLimiter | None = None
     bulk_limiter: anyio.CapacityLimiter | None = None
+    #: Threads of large ``texts`` batches (:mod:`app.api.batching`; the app sets the configured limit at start-up).
+    batch_threads: BatchThreads = field(default_factory=lambda: BatchThreads(1))
     _lookalikes: dict[str, Callable[[str], int]] = field(default_factory=dict)
     _manifest_infos: dict[str, ModelInfo] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)

@@ -28,6 +28,7 @@ from starlette.types import Receive, Scope, Send
 from app.core.config import Settings
 
 from . import metrics
+from .batching import BatchThreads, batch_thread_limit
 from .deps import ServiceState
 from .errors import install_handlers
 from .middleware import GatewayMiddleware
@@ -112,6 +113,7 @@ def create_app(settings: Settings | None = None, state: ServiceState | None = No
         gc.freeze()
         svc.limiter = anyio.CapacityLimiter(settings.threads)
         svc.bulk_limiter = anyio.CapacityLimiter(settings.bulk_threads)
+        svc.batch_threads = BatchThreads(batch_thread_limit(settings.batch_threads))
         metrics.set_info(svc.tokenizers.loaded())
         svc.tokenizers.on_load = lambda tokenizer: metrics.set_info([tokenizer])  # lazy: published when loaded
         if svc.prices is not None:

@@ -188,6 +188,23 @@ class Settings:
     )
     log_level: str = _doc("Log level: critical, error, warning, info, debug, trace.", default="info")
     access_log: bool = _doc("Log one line per request (uvicorn's access log).", default=True)
+    batch_threads: int = _doc(
+        "Threads one large `texts` batch of /count or /encode may tokenize on (the engine's batch path: the compiled "
+        "core's own threads, GIL released), per worker: a request at or above `TOKENIZER_BATCH_BYTES` gets up to "
+        "this many while no other such request holds them, and always at least its own thread (the pool thread it "
+        "runs on), so a worker's tokenizing threads stay within `TOKENIZER_THREADS` + `TOKENIZER_BULK_THREADS` + "
+        "this - 1. 0: the CPUs the process may use, at most 4; 1: no extra threads (the batch path still runs, "
+        "on the request's thread).",
+        default=0,
+    )
+    batch_bytes: int = _doc(
+        "Smallest `texts` batch (UTF-8 bytes of its texts together) that /count and /encode tokenize on the batch "
+        "path and its threads; smaller ones text by text. Below 64 KiB a second thread has little to share: the "
+        "compiled core gives each thread at least ~32 KiB of text, so it would start none. Requests with "
+        "`sample` or `return_offsets` always go text by text (0: every `texts` batch of two or more texts takes "
+        "the batch path).",
+        default=64 * 2**10,
+    )
 
     def __post_init__(self) -> None:
         positive = (
@@ -207,7 +224,7 @@ class Settings:
             if getattr(self, name) < 1:
                 raise SettingsError(f"{PREFIX}{name.upper()} must be >= 1, not {getattr(self, name)}")
         for name in ("cache_size", "unigram_word_cache", "bulk_bytes", "inline_bytes", "graceful_timeout",
-                     "header_timeout", "body_timeout"):
+                     "header_timeout", "body_timeout", "batch_threads", "batch_bytes"):
             if getattr(self, name) < 0:
                 raise SettingsError(f"{PREFIX}{name.upper()} must be >= 0, not {getattr(self, name)}")
         if self.engine is not None and self.engine.lower() not in ("native", "python"):

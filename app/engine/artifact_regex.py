@@ -83,6 +83,11 @@ def on_event_loop() -> Iterator[None]:
         _INLINE.reset(token)
 
 
+def running_inline() -> bool:
+    """True inside :func:`on_event_loop` (in this thread's context: threads it starts do not inherit it)."""
+    return _INLINE.get()
+
+
 def repeat_product(source: str) -> int:
     """The largest product of counted-repeat bounds (``{m}``, ``{m,n}``: the larger number; ``{m,}``: m) along any
     nesting of groups in ``source`` (1 when there is none). Escapes and character classes are skipped; a ``{``

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any
+from typing import Any, cast
 
 from bench.peers.artifacts import Artifacts
 
@@ -170,15 +170,30 @@ def _mistral_common(name: str, a: Artifacts) -> Peer | Missing:
                 "Tekkenizer.from_file('{file}.tekken.json').encode(text, bos=False, eos=False)", load)
 
 
-def _fastokens(name: str, a: Artifacts) -> Peer | Missing:
+def fastokens_tokenizer(name: str, a: Artifacts) -> tuple[str, Callable[[], Any]] | Missing:
+    """fastokens' loading call for ``name`` (as text) and a loader of a fresh ``fastokens.Tokenizer`` whose ids are
+    the bundled tokenizer's as they are (for its batch API, :mod:`bench.peers.batch`): a rank file or a
+    ``tokenizer.json``; Missing for tekken, whose ids fastokens gives 1000 lower (the offset is added in Python)."""
     import fastokens
 
     if a.fmt(name) == "tiktoken":
         path, pattern, specials = str(a.tiktoken(name)), a.pattern(name), a.special_tokens(name)
-        return Peer("fastokens", version("fastokens"), "fastokens.Tokenizer.from_tiktoken('{file}.tiktoken', "
-                    "pattern=<store pattern>, special_tokens=<store specials>).encode_ordinary(text).ids",
-                    lambda: _ids_attr(fastokens.Tokenizer.from_tiktoken(path, pattern=pattern,
-                                                                         special_tokens=specials).encode_ordinary))
+        return ("fastokens.Tokenizer.from_tiktoken('{file}.tiktoken', pattern=<store pattern>, "
+                "special_tokens=<store specials>)",
+                lambda: fastokens.Tokenizer.from_tiktoken(path, pattern=pattern, special_tokens=specials))
+    if a.fmt(name) == "tekken":
+        return Missing("fastokens", version("fastokens"), "tekken: ids offset by 1000 in Python")
+    file = str(a.tokenizer_json(name))
+    return "fastokens.Tokenizer.from_file('{file}.tokenizer.json')", lambda: fastokens.Tokenizer.from_file(file)
+
+
+def _fastokens(name: str, a: Artifacts) -> Peer | Missing:
+    import fastokens
+
+    if a.fmt(name) == "tiktoken":
+        call, load = cast("tuple[str, Callable[[], Any]]", fastokens_tokenizer(name, a))
+        return Peer("fastokens", version("fastokens"), f"{call}.encode_ordinary(text).ids",
+                    lambda: _ids_attr(load().encode_ordinary))
     if a.fmt(name) == "tekken":
         tpath, tpattern, offset = a.tekken_ranks(name)
 

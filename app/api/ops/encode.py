@@ -17,6 +17,7 @@ from typing import Any
 
 from app.core.model_table import ModelInfo
 from app.engine import Special, Tokenizer
+from app.engine.artifact_regex import running_inline
 from app.engine.sampling import Sample
 
 from .. import metrics, serialize
@@ -112,6 +113,42 @@ def _texts(svc: ServiceState, req: EncodeRequest | CountRequest, labels: Mutable
     return _Texts(tokenizer, info, texts, None, batch, prefix, suffix, nbytes, req.add_special_tokens)
 
 
+def _on_batch_path(svc: ServiceState, t: _Texts, sample: Sample | None) -> bool:
+    """Whether a ``texts`` batch is tokenized by the engine's batch path, on threads (:mod:`app.api.batching`):
+    two texts or more, ``TOKENIZER_BATCH_BYTES`` of them together, nothing sampled. Prefix, suffix and template
+    specials go around each text's ids as :meth:`Tokenizer.encode` puts them."""
+    return (t.batch and t.texts is not None and len(t.texts) > 1 and sample is None
+            and t.input_bytes >= svc.settings.batch_bytes)
+
+
+def _batch_ids(svc: ServiceState, t: _Texts) -> list[list[int]]:
+    """``tokenizer.encode(text, prefix, suffix, add_special_tokens)`` of every text, by ``encode_batch`` on the
+    threads the request is granted."""
+    assert t.texts is not None
+    before, after = _specials_around(t.tokenizer, t.prefix, t.suffix, t.add_special)
+    if running_inline():  # on the event loop: no threads (they would not carry the unvetted-regex guard)
+        rows = t.tokenizer.encode_batch(t.texts)
+    else:
+        with svc.batch_threads.take() as threads:
+            rows = t.tokenizer.encode_batch(t.texts, num_threads=threads)
+    if before or after:
+        rows = [[*before, *ids, *after] for ids in rows]
+    return rows
+
+
+def _batch_counts(svc: ServiceState, t: _Texts) -> list[int]:
+    """:func:`_batch_ids`' lengths, by ``count_batch`` (no id lists)."""
+    assert t.texts is not None
+    before, after = _specials_around(t.tokenizer, t.prefix, t.suffix, t.add_special)
+    if running_inline():
+        counts = t.tokenizer.count_batch(t.texts)
+    else:
+        with svc.batch_threads.take() as threads:
+            counts = t.tokenizer.count_batch(t.texts, num_threads=threads)
+    extra = len(before) + len(after)
+    return [n + extra for n in counts] if extra else counts
+
+
 def _lookalikes(svc: ServiceState, tokenizer: Tokenizer, texts: Sequence[str]) -> list[int]:
     counter = svc.lookalike_counter(tokenizer)
     return [counter(t) for t in texts]
@@ -146,8 +183,12 @@ def encode(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> 
     else:
         assert t.texts is not None
         looks = _lookalikes(svc, tokenizer, t.texts) if req.report_special_lookalikes else None
+        batched = not req.return_offsets and _on_batch_path(svc, t, sample)
+        rows = _batch_ids(svc, t) if batched else None
         for i, text in enumerate(t.texts):
-            if req.return_offsets:
+            if rows is not None:
+                ids, spans = rows[i], None
+            elif req.return_offsets:
                 ids, spans = _encode_with_offsets(tokenizer, text, t.prefix, t.suffix, t.add_special)
             else:
                 ids = tokenizer.encode(text, add_special_tokens=t.add_special, prefix=t.prefix, suffix=t.suffix,
@@ -272,6 +313,10 @@ def count(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> O
         counts = [n]
         if req.report_special_lookalikes:
             looks = [sum(_lookalikes(svc, tokenizer, [p.text for p in t.parts if p.text is not None]))]
+    elif _on_batch_path(svc, t, sample):
+        counts = _batch_counts(svc, t)
+        if req.report_special_lookalikes:
+            looks = _lookalikes(svc, tokenizer, t.texts or [])
     else:
         assert t.texts is not None
         counts = [tokenizer.count(text, add_special_tokens=t.add_special, prefix=t.prefix, suffix=t.suffix,

@@ -1185,6 +1185,29 @@ static int tc_text(const TextEncoder *te, const uint32_t *t, Py_ssize_t n, uint3
     return tc_ordinary(te, t, taken, n, norm, out, st);
 }
 
+/* a list of the ids syms[0..n), small ids' int objects shared through id_objs; NULL with an error set */
+static PyObject *te_ids_list(TextEncoder *self, const int32_t *syms, Py_ssize_t n) {
+    PyObject *list = PyList_New(n);
+    if (!list) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t id = syms[i];
+        PyObject *v;
+        if (id < self->model->n_ids) {
+            v = self->id_objs[id];
+            if (!v && !(v = self->id_objs[id] = PyLong_FromLong(id))) {
+                Py_DECREF(list);
+                return NULL;
+            }
+            Py_INCREF(v);
+        } else if (!(v = PyLong_FromLong(id))) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, i, v);
+    }
+    return list;
+}
+
 PyDoc_STRVAR(te_encode_doc, "encode(text) -> list[int]: ids of an ordinary text (see the type's docstring).");
 
 static PyObject *TextEncoder_encode(TextEncoder *self, PyObject *arg) {
@@ -1222,29 +1245,82 @@ static PyObject *TextEncoder_encode(TextEncoder *self, PyObject *arg) {
         }
         return PyErr_NoMemory();
     }
-    PyObject *list = PyList_New(b.n);
-    if (list) {
-        for (Py_ssize_t i = 0; i < b.n; i++) {
-            int32_t id = b.syms[i];
-            PyObject *v;
-            if (id < self->model->n_ids) {
-                v = self->id_objs[id];
-                if (!v && !(v = self->id_objs[id] = PyLong_FromLong(id))) {
-                    Py_DECREF(list);
-                    list = NULL;
-                    break;
-                }
-                Py_INCREF(v);
-            } else if (!(v = PyLong_FromLong(id))) {
-                Py_DECREF(list);
-                list = NULL;
-                break;
-            }
-            PyList_SET_ITEM(list, i, v);
-        }
-    }
+    PyObject *list = te_ids_list(self, b.syms, b.n);
     free(b.syms);
     return list;
+}
+
+PyDoc_STRVAR(te_encode_batch_doc,
+             "encode_batch(texts, counts) -> list: encode() of each text of the list ``texts`` (with ``counts`` true, "
+             "the number of ids of each), in one call: the texts are read with the GIL held, then encoded one after "
+             "another with it released once, chat-sized ones included (which encode() encodes holding it), so "
+             "threads that each encode a share of a batch run in parallel.");
+
+static PyObject *TextEncoder_encode_batch(TextEncoder *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyList_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "encode_batch(texts: list[str], counts: bool)");
+        return NULL;
+    }
+    int counts = PyObject_IsTrue(args[1]);
+    if (counts < 0) return NULL;
+    PyObject *texts = args[0];
+    Py_ssize_t count = PyList_GET_SIZE(texts), total = 0, longest = 0;
+    Py_ssize_t widen = self->replace_len > 1 ? self->replace_len : 1;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *x = PyList_GET_ITEM(texts, i);
+        if (!PyUnicode_Check(x)) {
+            PyErr_Format(PyExc_TypeError, "texts[%zd] must be str", i);
+            return NULL;
+        }
+        Py_ssize_t n = PyUnicode_GET_LENGTH(x);
+        if (n > (PY_SSIZE_T_MAX / 4 - 1) / (widen + 1) - total) return PyErr_NoMemory();
+        total += n;
+        if (n > longest) longest = n;
+    }
+    uint32_t *t = (uint32_t *)malloc(((size_t)total + 1) * sizeof(uint32_t));
+    uint32_t *norm = (uint32_t *)malloc(((size_t)longest * (size_t)widen + 1) * sizeof(uint32_t));
+    Py_ssize_t *starts = (Py_ssize_t *)malloc(((size_t)count + 1) * sizeof(Py_ssize_t));
+    Py_ssize_t *ends = (Py_ssize_t *)malloc(((size_t)count + 1) * sizeof(Py_ssize_t));
+    if (!t || !norm || !starts || !ends) {
+        free(t), free(norm), free(starts), free(ends);
+        return PyErr_NoMemory();
+    }
+    starts[0] = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *x = PyList_GET_ITEM(texts, i);
+        starts[i + 1] = starts[i] + scrub_code_points(PyUnicode_KIND(x), PyUnicode_DATA(x), PyUnicode_GET_LENGTH(x),
+                                                      t + starts[i]);
+    }
+    Buf b = {NULL, 0, 0};
+    CallStats st = {0, 0, 0};
+    int rc = 0;
+    Py_BEGIN_ALLOW_THREADS for (Py_ssize_t i = 0; i < count && rc == 0; i++) {
+        rc = tc_text(self, t + starts[i], starts[i + 1] - starts[i], norm, &b, &st);
+        ends[i] = b.n;
+    }
+    Py_END_ALLOW_THREADS free(t);
+    free(norm);
+    free(starts);
+    wc_account(self->cache, &st);
+    if (rc < 0) {
+        free(b.syms), free(ends);
+        if (rc == -2) {
+            PyErr_SetString(PyExc_ValueError, "surrogate code point in text");
+            return NULL;
+        }
+        return PyErr_NoMemory();
+    }
+    PyObject *out = PyList_New(count);
+    for (Py_ssize_t i = 0, from = 0; out && i < count; from = ends[i++]) {
+        PyObject *v = counts ? PyLong_FromSsize_t(ends[i] - from) : te_ids_list(self, b.syms + from, ends[i] - from);
+        if (!v) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, v);
+    }
+    free(b.syms), free(ends);
+    return out;
 }
 
 PyDoc_STRVAR(te_cache_stats_doc, "cache_stats() -> (hits, misses, size, max_size) of the segment cache.");
@@ -1263,6 +1339,7 @@ static PyObject *TextEncoder_clear_cache(TextEncoder *self, PyObject *unused) {
 
 static PyMethodDef TextEncoder_methods[] = {
     {"encode", (PyCFunction)TextEncoder_encode, METH_O, te_encode_doc},
+    {"encode_batch", (PyCFunction)(void (*)(void))TextEncoder_encode_batch, METH_FASTCALL, te_encode_batch_doc},
     {"cache_stats", (PyCFunction)TextEncoder_cache_stats, METH_NOARGS, te_cache_stats_doc},
     {"clear_cache", (PyCFunction)TextEncoder_clear_cache, METH_NOARGS, te_clear_cache_doc},
     {NULL, NULL, 0, NULL},

@@ -1333,13 +1333,12 @@ static Py_ssize_t load_text(PyObject *s, uint32_t **dst, Py_ssize_t extra, int s
     return k;
 }
 
-/* the ids as a list (the buffer stays the caller's) */
-static PyObject *finish(const Model *m, const Buf *b, int rc) {
-    if (rc < 0) return PyErr_NoMemory();
-    PyObject *list = PyList_New(b->n);
+/* ids[0..n) as a list */
+static PyObject *ids_list(const Model *m, const int32_t *ids, Py_ssize_t n) {
+    PyObject *list = PyList_New(n);
     if (list) {
-        for (Py_ssize_t i = 0; i < b->n; i++) {
-            int32_t id = b->ids[i];
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int32_t id = ids[i];
             PyObject *v = id < m->n_pieces ? m->id_objs[id] : NULL;
             if (v) Py_INCREF(v);
             else v = PyLong_FromLong(id);
@@ -1352,6 +1351,12 @@ static PyObject *finish(const Model *m, const Buf *b, int rc) {
         }
     }
     return list;
+}
+
+/* the ids as a list (the buffer stays the caller's) */
+static PyObject *finish(const Model *m, const Buf *b, int rc) {
+    if (rc < 0) return PyErr_NoMemory();
+    return ids_list(m, b->ids, b->n);
 }
 
 /* SentencePiece's normalizer without a charsmap over t[1..n + 1) (room for one more in front and one after), in
@@ -1420,6 +1425,73 @@ static PyObject *Model_encode_text(Model *self, PyObject *const *args, Py_ssize_
     PyObject *list = finish(self, c.b, rc);
     call_end(&c);
     return list;
+}
+
+PyDoc_STRVAR(encode_texts_doc,
+             "encode_texts(flags, texts, counts) -> list: encode_text(flags, text) of each text of the list ``texts`` "
+             "(with ``counts`` true, the number of ids of each), in one call: the texts are read with the GIL held, "
+             "then encoded one after another with it released once, chat-sized ones included (which encode_text "
+             "encodes holding it), so threads that each encode a share of a batch run in parallel.");
+
+static PyObject *Model_encode_texts(Model *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyLong_Check(args[0]) || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "encode_texts(flags: int, texts: list[str], counts: bool)");
+        return NULL;
+    }
+    int flags = (int)PyLong_AsLong(args[0]);
+    int counts = PyObject_IsTrue(args[2]);
+    if (counts < 0) return NULL;
+    PyObject *texts = args[1];
+    Py_ssize_t count = PyList_GET_SIZE(texts), total = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *x = PyList_GET_ITEM(texts, i);
+        if (!PyUnicode_Check(x)) {
+            PyErr_Format(PyExc_TypeError, "texts[%zd] must be str", i);
+            return NULL;
+        }
+        Py_ssize_t n = PyUnicode_GET_LENGTH(x);
+        if (n > PY_SSIZE_T_MAX / 8 - 3 - total) return PyErr_NoMemory();
+        total += n + 3; /* as load_text: one code point of room in front, one after, one more */
+    }
+    uint32_t *all = (uint32_t *)malloc(((size_t)total + 1) * sizeof(uint32_t));
+    Py_ssize_t *starts = (Py_ssize_t *)malloc(((size_t)count + 1) * sizeof(Py_ssize_t));
+    Py_ssize_t *lens = (Py_ssize_t *)malloc(((size_t)count + 1) * sizeof(Py_ssize_t));
+    if (!all || !starts || !lens) {
+        free(all), free(starts), free(lens);
+        return PyErr_NoMemory();
+    }
+    starts[0] = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *x = PyList_GET_ITEM(texts, i);
+        Py_ssize_t n = PyUnicode_GET_LENGTH(x);
+        lens[i] = scrub_code_points(PyUnicode_KIND(x), PyUnicode_DATA(x), n, all + starts[i] + 1);
+        starts[i + 1] = starts[i] + n + 3;
+    }
+    Call c;
+    call_begin(&c, total);
+    CallStats st = {0, 0, 0};
+    int rc = 0;
+    Py_BEGIN_ALLOW_THREADS for (Py_ssize_t i = 0; i < count && rc == 0; i++) {
+        uint32_t *t = all + starts[i];
+        Py_ssize_t n = normalize(t, lens[i], flags);
+        rc = bpe_text(self, c.sc, t, n, flags & F_SPLIT, c.b, &st);
+        lens[i] = c.b->n; /* from here: where text i's ids end */
+    }
+    Py_END_ALLOW_THREADS free(all);
+    free(starts);
+    wc_account(self->cache, &st);
+    PyObject *out = rc < 0 ? PyErr_NoMemory() : PyList_New(count);
+    for (Py_ssize_t i = 0, from = 0; out && i < count; from = lens[i++]) {
+        PyObject *v = counts ? PyLong_FromSsize_t(lens[i] - from) : ids_list(self, c.b->ids + from, lens[i] - from);
+        if (!v) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, v);
+    }
+    free(lens);
+    call_end(&c);
+    return out;
 }
 
 PyDoc_STRVAR(tokenize_doc, "tokenize(text) -> list[int]: ids of one normalized text, never cut.");
@@ -1526,6 +1598,7 @@ static PyObject *Model_n_pairs(Model *self, void *closure) { return PyLong_FromS
 
 static PyMethodDef Model_methods[] = {
     {"encode_text", (PyCFunction)(void (*)(void))Model_encode_text, METH_FASTCALL, encode_text_doc},
+    {"encode_texts", (PyCFunction)(void (*)(void))Model_encode_texts, METH_FASTCALL, encode_texts_doc},
     {"tokenize", (PyCFunction)Model_tokenize, METH_O, tokenize_doc},
     {"encode", (PyCFunction)Model_encode, METH_O, encode_doc},
     {"cache_stats", (PyCFunction)Model_cache_stats, METH_NOARGS, cache_stats_doc},

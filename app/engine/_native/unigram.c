@@ -1829,6 +1829,8 @@ static int viterbi(const Model *m, const unsigned char *buf, Py_ssize_t nb, LabB
     return rc;
 }
 
+static PyObject *ids_slice_list(const int32_t *v_ids, Py_ssize_t n);
+
 static PyObject *ids_list(IdBuf *b, int rc) {
     if (rc < 0) {
         ids_free(b);
@@ -1837,15 +1839,22 @@ static PyObject *ids_list(IdBuf *b, int rc) {
                                                             : "text has no piece and the model has no unknown token");
         return NULL;
     }
-    PyObject *list = PyList_New(b->n);
+    PyObject *list = ids_slice_list(b->v, b->n);
+    ids_free(b);
+    return list;
+}
+
+/* ids v[0..n) as a list */
+static PyObject *ids_slice_list(const int32_t *v_ids, Py_ssize_t n) {
+    PyObject *list = PyList_New(n);
     if (list) {
         /* an id met again reuses its int object (the list holds it): fewer allocations, less memory */
         int32_t seen_id[1024];
         PyObject *seen[1024];
-        unsigned mask = b->n > 256 ? 1023u : 63u; /* a short list: a small table, less to clear */
+        unsigned mask = n > 256 ? 1023u : 63u; /* a short list: a small table, less to clear */
         memset(seen_id, 0xFF, (size_t)(mask + 1) * sizeof(int32_t));
-        for (Py_ssize_t i = 0; i < b->n; i++) {
-            int32_t id = b->v[i];
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int32_t id = v_ids[i];
             unsigned slot = (unsigned)id & mask;
             PyObject *v;
             if (seen_id[slot] == id) {
@@ -1864,7 +1873,6 @@ static PyObject *ids_list(IdBuf *b, int rc) {
             PyList_SET_ITEM(list, i, v);
         }
     }
-    ids_free(b);
     return list;
 }
 
@@ -1993,6 +2001,87 @@ static PyObject *Model_encode_text(Model *self, PyObject *const *args, Py_ssize_
     labs_free(&lab);
     wc_account(self->cache, &st);
     return ids_list(&out, rc);
+}
+
+PyDoc_STRVAR(encode_texts_doc,
+             "encode_texts(normalizer, texts, counts) -> list: encode_text(normalizer, text) of each text of the list "
+             "``texts`` (with ``counts`` true, the number of ids of each), in one call with the GIL released once, "
+             "chat-sized texts included (which encode_text encodes holding it), so threads that each encode a share "
+             "of a batch run in parallel. The same errors as encode_text.");
+
+static PyObject *Model_encode_texts(Model *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "encode_texts(normalizer, texts: list[str], counts: bool)");
+        return NULL;
+    }
+    PyObject *nobj = args[0];
+    Normalizer *nz = NULL;
+    if (nobj != Py_None) {
+        if (!PyObject_TypeCheck(nobj, &NormalizerType)) {
+            PyErr_SetString(PyExc_TypeError, "normalizer must be a Normalizer or None");
+            return NULL;
+        }
+        nz = (Normalizer *)nobj;
+    }
+    int counts = PyObject_IsTrue(args[2]);
+    if (counts < 0) return NULL;
+    /* our own list of the texts: it keeps each one alive while the GIL is released */
+    PyObject *held = PyList_GetSlice(args[1], 0, PyList_GET_SIZE(args[1]));
+    if (!held) return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(held);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (!PyUnicode_Check(PyList_GET_ITEM(held, i))) {
+            Py_DECREF(held);
+            PyErr_Format(PyExc_TypeError, "texts[%zd] must be str", i);
+            return NULL;
+        }
+    }
+    Py_ssize_t *ends = (Py_ssize_t *)malloc(((size_t)count + 1) * sizeof(Py_ssize_t));
+    Text *ts = (Text *)malloc(((size_t)count + 1) * sizeof(Text));
+    if (!ends || !ts) {
+        free(ends), free(ts);
+        Py_DECREF(held);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < count; i++) text_open(PyList_GET_ITEM(held, i), &ts[i]);
+    IdBuf out = {NULL, 0, 0, NULL};
+    ByteBuf buf = {NULL, 0, 0, NULL};
+    LabBuf lab = {NULL, 0, 0, NULL, &self->labeler, 0};
+    LabBuf *labs = nz ? &lab : NULL;
+    CallStats st = {0, 0, 0};
+    int rc = 0;
+    Py_BEGIN_ALLOW_THREADS for (Py_ssize_t i = 0; i < count && rc == 0; i++) {
+        buf.n = 0;
+        lab.n = 0, lab.done = 0;
+        rc = prepare(nz, &ts[i], &buf, labs);
+        free(ts[i].scrubbed);
+        ts[i].scrubbed = NULL;
+        if (rc == 0 && labs) rc = labs_reserve(labs, 1);
+        if (rc == 0) rc = viterbi(self, buf.v, buf.n, labs, &out, &st);
+        ends[i] = out.n;
+    }
+    Py_END_ALLOW_THREADS bytes_free(&buf);
+    labs_free(&lab);
+    free(ts);
+    wc_account(self->cache, &st);
+    PyObject *res = NULL;
+    if (rc < 0) {
+        ids_list(&out, rc); /* sets the error, frees the ids */
+    } else {
+        res = PyList_New(count);
+        for (Py_ssize_t i = 0, from = 0; res && i < count; from = ends[i++]) {
+            PyObject *v = counts ? PyLong_FromSsize_t(ends[i] - from) : ids_slice_list(out.v + from, ends[i] - from);
+            if (!v) {
+                Py_CLEAR(res);
+                break;
+            }
+            PyList_SET_ITEM(res, i, v);
+        }
+        ids_free(&out);
+    }
+    free(ends);
+    Py_DECREF(held);
+    return res;
 }
 
 PyDoc_STRVAR(encode_split_doc,
@@ -2145,6 +2234,7 @@ static PyMethodDef Model_methods[] = {
     {"tokenize", (PyCFunction)Model_tokenize, METH_O, tokenize_doc},
     {"encode", (PyCFunction)(void (*)(void))Model_encode, METH_VARARGS | METH_KEYWORDS, encode_doc},
     {"encode_text", (PyCFunction)(void (*)(void))Model_encode_text, METH_FASTCALL, encode_text_doc},
+    {"encode_texts", (PyCFunction)(void (*)(void))Model_encode_texts, METH_FASTCALL, encode_texts_doc},
     {"encode_split", (PyCFunction)Model_encode_split, METH_O, encode_split_doc},
     {"encode_metaspace", (PyCFunction)(void (*)(void))Model_encode_metaspace, METH_FASTCALL, encode_metaspace_doc},
     {"cache_stats", (PyCFunction)Model_cache_stats, METH_NOARGS, cache_stats_doc},

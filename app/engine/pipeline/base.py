@@ -151,8 +151,8 @@ class Model(Protocol):
     defaults a model without the ability inherits (each model class subclasses :class:`Model`), so the pipeline
     asks a model, never probes it: ``native`` (a compiled core, which makes the pipeline native and requires
     :meth:`encode_pieces`), :meth:`segments`, :meth:`text_encoder`, :meth:`plan_encoder`, :meth:`fused_encoder`,
-    :meth:`fuse`, :meth:`sampler`, :meth:`nbest`, :meth:`cache_stats`, :meth:`clear_cache` and
-    :meth:`exclude_from_text`."""
+    :meth:`fuse`, :meth:`text_batch_encoder`, :meth:`sampler`, :meth:`nbest`, :meth:`cache_stats`,
+    :meth:`clear_cache` and :meth:`exclude_from_text`."""
 
     #: The model's compiled core, or None (pure Python).
     native: Any = None
@@ -211,6 +211,13 @@ class Model(Protocol):
         """One compiled call for a whole ordinary text, added tokens included, when the model can run the steps of
         ``plan`` (:class:`~app.engine.pipeline.text_plan.TextPlan`) itself, with a segment cache of ``cache_size``
         slots; None (the default) when it cannot."""
+        return None
+
+    def text_batch_encoder(self) -> Callable[[list[str], bool], list[Any]] | None:
+        """The batch form of the whole-text encoder :meth:`plan_encoder` or :meth:`fused_encoder` last made (the
+        one the pipeline runs): ``(texts, counts)`` -> each text's
+        ids (its number of ids when ``counts``), in one compiled call that releases the GIL once, short texts
+        included, so that threads sharing a batch run in parallel; None (the default) when there is none."""
         return None
 
     def sampler(self, sample: Sample, name: str) -> ItemsSampler | None:

@@ -19,6 +19,7 @@ import random
 from collections.abc import Callable, Iterable, Sequence
 from typing import cast
 
+from .._batch import map_chunks_in_threads
 from ..cache import CacheStats, PieceCache, default_cache_size
 from ..encoding import scrub_surrogates
 from ..errors import InvalidTokenIdError
@@ -124,6 +125,8 @@ class Pipeline(Tokenizer):
             self.pattern = self._text_encoder.pattern
         else:
             self.text_path, self._encode_text = self._choose_text_path(normalizer, pre_tokenizer)
+        # the batch form of the whole-text encoder (one compiled call per chunk of texts, GIL released once)
+        self._batch_text = model.text_batch_encoder() if self.text_path in ("text-plan", "whole-text") else None
         self._bind_plain_encode()
 
     def __repr__(self) -> str:
@@ -278,13 +281,20 @@ class Pipeline(Tokenizer):
 
     def encode_batch(self, texts: Sequence[str], *, num_threads: int = 1,
                      sample: Sample | None = None) -> list[list[int]]:
-        """:meth:`encode` of each text, in order (the model's text encoder batches them when it has one)."""
+        """:meth:`encode` of each text, in order (the model's text encoder batches them when it has one; the
+        text-plan and whole-text paths, where the model has a batch form, in chunks, one compiled call each)."""
+        if sample is None and self._batch_text is not None:
+            batch = self._batch_text
+            return map_chunks_in_threads(lambda chunk: batch(chunk, False), texts, num_threads)
         if self._text_encoder is None or sample is not None:
             return super().encode_batch(texts, num_threads=num_threads, sample=sample)
         return self._text_encoder.encode_batch(texts, num_threads)
 
     def count_batch(self, texts: Sequence[str], *, num_threads: int = 1, sample: Sample | None = None) -> list[int]:
-        """:meth:`count` of each text, in order (the model's text encoder batches them when it has one)."""
+        """:meth:`count` of each text, in order (batched as :meth:`encode_batch`)."""
+        if sample is None and self._batch_text is not None:
+            batch = self._batch_text
+            return map_chunks_in_threads(lambda chunk: batch(chunk, True), texts, num_threads)
         if self._text_encoder is None or sample is not None:
             return super().count_batch(texts, num_threads=num_threads, sample=sample)
         return self._text_encoder.count_batch(texts, num_threads)

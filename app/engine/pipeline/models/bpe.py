@@ -142,6 +142,11 @@ class BPE(Model):
         self._plan_encoder = encoder
         return cast("Callable[[str], list[int]]", encoder.encode)
 
+    def text_batch_encoder(self) -> Callable[[list[str], bool], list[Any]] | None:
+        """The compiled ``TextEncoder``'s ``encode_batch`` once :meth:`plan_encoder` made one (else None)."""
+        encoder = self._plan_encoder
+        return None if encoder is None else cast("Callable[[list[str], bool], list[Any]]", encoder.encode_batch)
+
     def cache_stats(self) -> CacheStats | None:
         """Counters of the compiled text encoder's segment cache; None without one (the pipeline's own cache)."""
         encoder = self._plan_encoder

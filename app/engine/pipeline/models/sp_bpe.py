@@ -81,6 +81,7 @@ class SentencePieceBPE(Model):
             except ValueError:  # a vocabulary the compiled model cannot hold (over 16 M pieces): the reference
                 self.native = None
         self.backend = "python" if self.native is None else "native"
+        self._batch_flags: int | None = None  # the flags of the last encoder fused_encoder returned
 
     @property
     def vocab_size(self) -> int:
@@ -98,6 +99,7 @@ class SentencePieceBPE(Model):
         not ones the compiled model reproduces: a :class:`SentencePieceNormalizer` without a precompiled charsmap
         whose user-defined pieces hold no space, and no pre-tokenizer or :class:`SpaceSymbolSplit`."""
         native = self.native
+        self._batch_flags = None
         if (native is None or type(normalizer) is not SentencePieceNormalizer or normalizer.charsmap is not None
                 or any(" " in u for u in normalizer.user_defined)
                 or not (pre_tokenizer is None or type(pre_tokenizer) is SpaceSymbolSplit)):
@@ -109,7 +111,16 @@ class SentencePieceBPE(Model):
                  | (m.ESCAPE_WHITESPACES if normalizer.escape_whitespaces else 0)
                  | (m.WHITESPACE_AS_SUFFIX if normalizer.treat_whitespace_as_suffix else 0)
                  | (m.SPLIT if pre_tokenizer is not None else 0))
+        self._batch_flags = flags
         return cast("Callable[[str], list[int]]", functools.partial(native.encode_text, flags))
+
+    def text_batch_encoder(self) -> Callable[[list[str], bool], list[Any]] | None:
+        """The compiled ``encode_texts`` with the flags of the last encoder :meth:`fused_encoder` returned (None if
+        it returned None, or was not asked)."""
+        flags = self._batch_flags
+        if flags is None or self.native is None:
+            return None
+        return cast("Callable[[list[str], bool], list[Any]]", functools.partial(self.native.encode_texts, flags))
 
     def cache_stats(self) -> CacheStats:
         """Counters of the compiled model's word cache (all 0 without one)."""

@@ -91,6 +91,7 @@ class Unigram(Model):
         self._want_native = _EXT.resolve_backend(backend) == "native" and _EXT.module is not None
         self._cache_size = cache_size
         self._nodes_lock = threading.Lock()
+        self._batch_front: tuple[object] | None = None  # the compiled front of the last fused_encoder returned
         #: The compiled model (same ids), or None on the Python backend.
         self.native: Any = None
         self._build(set(excluded))
@@ -388,6 +389,7 @@ class Unigram(Model):
         refuses a text): one compiled call for a whole raw text (lone surrogates to U+FFFD, normalization,
         Viterbi), with no list built around it; for ``Precompiled`` + ``Metaspace`` files (XLM-R's
         ``tokenizer.json``), :func:`~app.engine.pipeline.metaspace_fast.metaspace_encoder`. None otherwise."""
+        self._batch_front = None
         if self.unk_id is None:
             return None
         from ..metaspace_fast import metaspace_encoder
@@ -398,7 +400,16 @@ class Unigram(Model):
         compiled = self._compiled_front(normalizer, pre_tokenizer)
         if compiled is None:
             return None
+        self._batch_front = compiled
         return cast("Callable[[str], list[int]]", functools.partial(self.native.encode_text, compiled[0]))
+
+    def text_batch_encoder(self) -> Callable[[list[str], bool], list[Any]] | None:
+        """The compiled ``encode_texts`` behind the compiled normalizer of the last encoder :meth:`fused_encoder`
+        returned, when that was the compiled ``encode_text`` (not the Metaspace encoder); else None."""
+        front = self._batch_front
+        if front is None or self.native is None:
+            return None
+        return cast("Callable[[list[str], bool], list[Any]]", functools.partial(self.native.encode_texts, front[0]))
 
     def _compiled_front(self, normalizer: object, pre_tokenizer: object) -> tuple[object] | None:
         """``(compiled normalizer,)`` (its inner value None for no normalizer) when the compiled model can run
