@@ -42,8 +42,9 @@ from pathlib import Path
 from typing import Any
 
 from . import defaults
+from .artifact_cache import ArtifactCache
 from .artifact_limits import MAX_IDS
-from .artifacts import read_verified
+from .artifacts import VerifiedArtifact, read_verified, verify_artifact
 from .defaults import OVERRIDE_ENV, STORE_ENV
 from .errors import ArtifactError, ManifestError, UnknownTokenizerError
 from .patterns import resolve_pattern
@@ -182,6 +183,12 @@ class TokenizerSpec:
         """The artifact's published bytes, decompressed if stored compressed, sha256-verified. Raises
         :class:`ArtifactError` naming the file (and both hashes on a mismatch)."""
         return read_verified(self.artifact_path, self.sha256, self.compression)
+
+    def verify_artifact(self, cache: ArtifactCache | None) -> VerifiedArtifact:
+        """The artifact verified, its published bytes read (decompressed) only when asked for where ``cache`` has
+        seen these compressed bytes verified before (:func:`app.engine.artifacts.verify_artifact`). Raises as
+        :meth:`read_artifact` does."""
+        return verify_artifact(self.artifact_path, self.sha256, self.compression, cache)
 
     def check_vocab_size(self, n_vocab: int) -> None:
         """Raise :class:`ArtifactError` if the manifest states a ``vocab_size`` other than the loaded ``n_vocab``."""

@@ -200,10 +200,12 @@ def _byte_level_doc(kv: dict[str, Any], source: str) -> dict[str, Any]:
     }
 
 
-def from_gguf(data: bytes, name: str, *, source: str = "vocab.gguf", spec: TokenizerSpec | None = None,
-              cache_size: int | None = None, backend: str | None = None, word_cache: int | None = None,
-              tokenizer_json: str | None = None, artifact_cache: ArtifactCache | None = None) -> Tokenizer:
-    """The tokenizer a GGUF file's vocabulary describes. ``artifact_cache``: see
+def from_gguf(data: bytes | Callable[[], bytes], name: str, *, source: str = "vocab.gguf",
+              spec: TokenizerSpec | None = None, cache_size: int | None = None, backend: str | None = None,
+              word_cache: int | None = None, tokenizer_json: str | None = None,
+              artifact_cache: ArtifactCache | None = None) -> Tokenizer:
+    """The tokenizer a GGUF file's vocabulary describes (``data``: the file's bytes, or a function reading them,
+    called only when they are needed). ``artifact_cache``: see
     :func:`~app.engine.pipeline.hf_json.from_hf_json` (keyed by ``spec.sha256``; unused without ``spec``).
     ``tokenizer_json``: a key of :data:`TOKENIZER_JSON`, to
     run a ``t5`` vocabulary as that model's Hugging Face ``tokenizer.json`` does (None: SentencePiece's rules, as
@@ -213,7 +215,7 @@ def from_gguf(data: bytes, name: str, *, source: str = "vocab.gguf", spec: Token
     :func:`~app.engine.pipeline.gguf_kv.dump_kv`)."""
     derived = derive_for(artifact_cache, None if spec is None else spec.sha256)
     try:
-        kv = derive(derived, "gguf-kv", lambda: read_kv(data), dump_kv, restore_kv)
+        kv = derive(derived, "gguf-kv", lambda: read_kv(data() if callable(data) else data), dump_kv, restore_kv)
     except GGUFFormatError as exc:
         raise ArtifactError(source, str(exc)) from None
     model = _get(kv, "model")
@@ -245,7 +247,7 @@ def load_gguf(spec: TokenizerSpec, *, cache_size: int | None = None, backend: st
               word_cache: int | None = None, artifact_cache: ArtifactCache | None = None) -> Tokenizer:
     """The loader of manifest format ``gguf``: a verified GGUF file's vocabulary (``artifact_cache``: where its
     expensive derivations are stored, see :mod:`app.engine.artifact_cache`)."""
-    tok = from_gguf(spec.read_artifact(), spec.name, source=str(spec.artifact_path), spec=spec,
+    tok = from_gguf(spec.verify_artifact(artifact_cache).read, spec.name, source=str(spec.artifact_path), spec=spec,
                     cache_size=cache_size, backend=backend, word_cache=word_cache,
                     tokenizer_json=spec.tokenizer_json, artifact_cache=artifact_cache)
     spec.check_vocab_size(tok.n_vocab)

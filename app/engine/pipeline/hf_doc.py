@@ -18,6 +18,7 @@ from typing import Any
 
 from ..artifact_cache import Compiled
 from ..artifact_limits import check_ids
+from ..artifacts import VerifiedArtifact
 from ..errors import ArtifactError
 from .derived import Derive, array_bytes, compiled, pack_strings, read_array, unpack_strings
 
@@ -115,7 +116,9 @@ def _check_ids(ids: list[int] | tuple[int, int], what: str, size: int, source: s
         raise ValueError(str(exc)) from None
 
 
-def cached_hf_doc(data: bytes, source: str, derived: Derive,
+def cached_hf_doc(artifact: VerifiedArtifact, source: str, derived: Derive,
                   parse: Callable[[bytes, str], dict[str, Any]]) -> dict[str, Any]:
-    """The document of the ``tokenizer.json`` bytes ``data`` (``parse``d and checked on a miss) from the cache."""
-    return derived("hf-doc", lambda: parse(data, source), dump_doc, lambda c: restore_doc(c, len(data), source))
+    """The document of a verified ``tokenizer.json`` artifact from the cache (its bytes read and ``parse``d, and
+    checked, only on a miss)."""
+    return derived("hf-doc", lambda: parse(artifact.read(), source), dump_doc,
+                   lambda c: restore_doc(c, artifact.size, source))

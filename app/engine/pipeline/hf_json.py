@@ -268,12 +268,14 @@ def from_hf_json(data: bytes | str | dict[str, Any], name: str, *, source: str =
 def load_hf_json(spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None,
                  artifact_cache: ArtifactCache | None = None) -> Tokenizer:
     """The loader of the ``hf_json`` format: read and verify the artifact, build it, check ``vocab_size``. With
-    ``artifact_cache`` the parsed document comes from it (part ``"hf-doc"``,
+    ``artifact_cache`` the artifact is verified through it (:meth:`TokenizerSpec.verify_artifact`: no decompression
+    when the document is cached) and the parsed document comes from it (part ``"hf-doc"``,
     :func:`~app.engine.pipeline.hf_doc.cached_hf_doc`), and so do the components' expensive derivations."""
-    data = spec.read_artifact()
+    artifact = spec.verify_artifact(artifact_cache)
     source = str(spec.artifact_path)
     derived = derive_for(artifact_cache, spec.sha256)
-    doc: bytes | dict[str, Any] = data if derived is None else cached_hf_doc(data, source, derived, parse_hf_json)
+    doc: bytes | dict[str, Any] = (artifact.read() if derived is None
+                                   else cached_hf_doc(artifact, source, derived, parse_hf_json))
     tok = from_hf_json(doc, spec.name, source=source, spec=spec, cache_size=cache_size, backend=backend,
                        artifact_cache=artifact_cache, checked=True)
     spec.check_vocab_size(tok.n_vocab)
