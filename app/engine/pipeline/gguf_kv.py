@@ -6,8 +6,10 @@ then each pair as ``string key, uint32 type, value``; a string is ``uint64 lengt
 
 Only the header is read (tensors, if any, follow it and are never touched). The ``gguf`` package's own
 ``GGUFReader`` reads the same header but builds one numpy object per array element — tens of seconds for a
-250,000-piece vocabulary — so this reader decodes string arrays with ``struct`` and numeric arrays with one
-``numpy.frombuffer`` each; the tests check it against ``GGUFReader`` on every bundled file.
+250,000-piece vocabulary — so this reader decodes string arrays and numeric arrays with ``struct`` (one call per
+numeric array); the tests check it against ``GGUFReader`` on every bundled file. The ``gguf`` package (and the
+numpy it imports, about a second together) is imported on the first parse only: a load whose header comes from the
+compiled artifact cache never imports it.
 """
 
 from __future__ import annotations
@@ -15,25 +17,33 @@ from __future__ import annotations
 import json
 import struct
 from array import array
+from functools import cache
 from typing import Any
-
-import numpy as np
-from gguf import GGUFValueType
 
 from ..artifact_cache import Compiled
 from .derived import array_bytes, compiled, pack_strings, read_array, unpack_strings
 
 MAGIC = b"GGUF"
-_SCALARS: dict[int, tuple[str, int]] = {
-    GGUFValueType.UINT8: ("<B", 1), GGUFValueType.INT8: ("<b", 1), GGUFValueType.UINT16: ("<H", 2),
-    GGUFValueType.INT16: ("<h", 2), GGUFValueType.UINT32: ("<I", 4), GGUFValueType.INT32: ("<i", 4),
-    GGUFValueType.FLOAT32: ("<f", 4), GGUFValueType.BOOL: ("<?", 1), GGUFValueType.UINT64: ("<Q", 8),
-    GGUFValueType.INT64: ("<q", 8), GGUFValueType.FLOAT64: ("<d", 8),
-}
-_NUMPY = {GGUFValueType.UINT8: "<u1", GGUFValueType.INT8: "<i1", GGUFValueType.UINT16: "<u2",
-          GGUFValueType.INT16: "<i2", GGUFValueType.UINT32: "<u4", GGUFValueType.INT32: "<i4",
-          GGUFValueType.FLOAT32: "<f4", GGUFValueType.BOOL: "?", GGUFValueType.UINT64: "<u8",
-          GGUFValueType.INT64: "<i8", GGUFValueType.FLOAT64: "<f8"}
+
+
+class _Codes:
+    """The GGUF value-type codes this reader needs (from the ``gguf`` package's ``GGUFValueType``)."""
+
+    def __init__(self) -> None:
+        from gguf import GGUFValueType as T
+
+        self.string, self.array, self.uint8 = int(T.STRING), int(T.ARRAY), int(T.UINT8)
+        #: code -> (struct format character, size in bytes) of every scalar type
+        self.scalars: dict[int, tuple[str, int]] = {
+            int(T.UINT8): ("B", 1), int(T.INT8): ("b", 1), int(T.UINT16): ("H", 2), int(T.INT16): ("h", 2),
+            int(T.UINT32): ("I", 4), int(T.INT32): ("i", 4), int(T.FLOAT32): ("f", 4), int(T.BOOL): ("?", 1),
+            int(T.UINT64): ("Q", 8), int(T.INT64): ("q", 8), int(T.FLOAT64): ("d", 8),
+        }
+
+
+@cache
+def _codes() -> _Codes:
+    return _Codes()
 
 
 #: Deepest nesting of arrays accepted (tokenizer metadata uses flat arrays; 5,000 nested ones overflowed the stack).
@@ -65,13 +75,16 @@ def read_kv(data: bytes) -> dict[str, Any]:
                 raise GGUFFormatError("string runs past the end of the file")
             return str(view[at + 8:end], "utf-8"), end
 
+        codes = _codes()
+        scalars = codes.scalars
+
         def value(kind: int, at: int, depth: int = 0) -> tuple[Any, int]:
-            if kind == GGUFValueType.STRING:
+            if kind == codes.string:
                 return string(at)
-            if kind in _SCALARS:
-                fmt, size = _SCALARS[kind]
-                return struct.unpack_from(fmt, data, at)[0], at + size
-            if kind == GGUFValueType.ARRAY:
+            if kind in scalars:
+                fmt, size = scalars[kind]
+                return struct.unpack_from("<" + fmt, data, at)[0], at + size
+            if kind == codes.array:
                 elem, n = struct.unpack_from("<IQ", data, at)
                 at += 12
                 if depth >= MAX_ARRAY_DEPTH:
@@ -80,20 +93,20 @@ def read_kv(data: bytes) -> dict[str, Any]:
                 # file cannot hold is refused before anything is allocated
                 if n > len(data) - at:
                     raise GGUFFormatError(f"array of {n} elements runs past the end of the file")
-                if elem == GGUFValueType.STRING:
+                if elem == codes.string:
                     items = []
                     for _ in range(n):
                         s, at = string(at)
                         items.append(s)
                     return items, at
-                if elem in _NUMPY:
-                    size = _SCALARS[elem][1] * n
+                if elem in scalars:
+                    fmt, width = scalars[elem]
+                    size = width * n
                     if at + size > len(data):
                         raise GGUFFormatError("array runs past the end of the file")
-                    if elem == GGUFValueType.UINT8:
+                    if elem == codes.uint8:
                         return bytes(view[at:at + size]), at + size
-                    arr = np.frombuffer(data, dtype=_NUMPY[elem], count=n, offset=at)
-                    return arr.tolist(), at + size
+                    return list(struct.unpack_from(f"<{n}{fmt}", data, at)), at + size
                 items = []
                 for _ in range(n):
                     v, at = value(elem, at, depth + 1)
