@@ -4,6 +4,7 @@ exactness suite's terminal summary, which runs here so that pytest-xdist's contr
 from __future__ import annotations
 
 import atexit
+import gc
 import json
 import os
 import shutil
@@ -93,3 +94,22 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
                 indent=2,
             )
         tr.write_line(f"exactness tally written to {report}")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _collectable_after_each_module(request: pytest.FixtureRequest) -> Iterator[None]:
+    """What a module loaded is freed when it is done, so that one worker's run does not keep every module's
+    tokenizers (a gemma3 load is ~200 MiB; the last full run's worker grew past 13 GiB and was killed):
+
+    * the module's own memo functions (``functools.cache`` / ``lru_cache``) are cleared;
+    * the app's start-up freezes everything alive out of the garbage collector (``gc.freeze``, see
+      app/api/main.py, undone at the app's shutdown); an app that was never shut down would pin every tokenizer
+      alive then for the rest of the run, so the frozen objects go back to the collector here too.
+    """
+    yield
+    for value in list(vars(request.module).values()):
+        clear = getattr(value, "cache_clear", None)
+        if callable(clear) and getattr(value, "__module__", None) == request.module.__name__:
+            clear()
+    gc.unfreeze()
+    gc.collect()

@@ -134,6 +134,9 @@ def create_app(settings: Settings | None = None, state: ServiceState | None = No
         finally:
             svc.ready = False
             metrics.mark_process_dead()
+            # What was frozen goes back to the collector: a process that builds apps one after another (tests, an
+            # embedding server) must not keep every earlier app's tokenizers for ever once they become garbage.
+            gc.unfreeze()
 
     # No slash redirects: Starlette builds their Location from the request's Host header (an open redirect);
     # /encode/ is a 404 like any other unknown path.
