@@ -11,7 +11,9 @@
  * not supported here (the Python side keeps those files on the reference).
  *
  * Tables are built from the vocabulary dict and the raw merge list in one pass (no per-merge Python objects);
- * tokenizing releases the GIL.  Objects are immutable after construction and thread-safe.
+ * tokenizing releases the GIL.  Objects are immutable after construction and thread-safe.  ``Model.dump()`` exports
+ * the built tables as one buffer and ``Model.load(buffer)`` rebuilds the model from it without the vocabulary and
+ * merge list (the artifact cache's ``merge-model`` part), validating every length, id, rank and code point.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -909,7 +911,8 @@ static PyTypeObject ModelType = {
     .tp_basicsize = sizeof(Model),
     .tp_dealloc = (destructor)Model_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "BPE over a merge list: Model(vocab, merges, byte_fallback, unk_id, fuse_unk, cuttable).",
+    .tp_doc = "BPE over a merge list: Model(vocab, merges, byte_fallback, unk_id, fuse_unk, cuttable); "
+              "Model.load(Model.dump()) is the same model.",
     .tp_methods = Model_methods,
     .tp_getset = Model_getset,
     .tp_new = Model_new,
