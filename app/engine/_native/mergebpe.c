@@ -703,7 +703,7 @@ static PyObject *Model_encode(Model *self, PyObject *args) {
  *   pairs    n_pairs x (u32 a, u32 b, i32 rank, i32 merged id): each pair once, with its last rank, by rank
  *   filters  with cuttable: class_junctions (1024 u64), junction_bits (JBITS / 64 u64)
  *   checksum u64 over all the bytes before it
- * The hash tables are rebuilt from the pairs (and the compact table chosen as at construction). */
+ * The pair table is rebuilt from the pairs (the compact one directly when the model qualifies, as at construction). */
 #define DUMP_VERSION 1
 #define DUMP_HEADER (8 + 4 + 4 + 4 + 4 + 8 * 4 + 4 * 256)
 #define CLASS_WORDS (65536 / 64)
@@ -842,8 +842,20 @@ static PyObject *model_from_dump(PyTypeObject *type, const unsigned char *p, siz
     self->n_merges = (Py_ssize_t)n_merges;
     memcpy(self->bytes, bytes, sizeof(bytes));
     const char *bad = NULL;
+    /* the compact table is filled directly when the model qualifies (model_compact's condition), else ``pairs`` */
+    int compact = n_ids <= ((uint64_t)1 << COMPACT_ID_BITS) && n_merges < ((uint64_t)1 << COMPACT_RANK_BITS) - 1;
     self->chars = (int32_t *)malloc(MAX_CP * sizeof(int32_t));
-    if (!self->chars || pair_init(&self->pairs, (size_t)n_pairs) < 0) goto nomem;
+    if (!self->chars) goto nomem;
+    if (compact) {
+        size_t cap = pow2_at_least((size_t)n_pairs * 2 + 1);
+        self->pairs8 = (uint64_t *)malloc(cap * sizeof(uint64_t));
+        self->merge_out = (int32_t *)malloc(((size_t)n_merges + 1) * sizeof(int32_t));
+        if (!self->pairs8 || !self->merge_out) goto nomem;
+        memset(self->pairs8, 0xFF, cap * sizeof(uint64_t));
+        memset(self->merge_out, 0xFF, ((size_t)n_merges + 1) * sizeof(int32_t));
+        self->mask8 = cap - 1;
+    } else if (pair_init(&self->pairs, (size_t)n_pairs) < 0)
+        goto nomem;
     memset(self->chars, 0xFF, MAX_CP * sizeof(int32_t));
     for (uint64_t i = 0; i < n_chars; i++, q += 8) {
         uint32_t cp = get_u32(q);
@@ -861,7 +873,15 @@ static PyObject *model_from_dump(PyTypeObject *type, const unsigned char *p, siz
             bad = "pair entry out of range";
             goto fail;
         }
-        pair_put(&self->pairs, pair_key(a, b), rank, id);
+        if (compact) {
+            uint64_t key = ((uint64_t)a << COMPACT_ID_BITS) | b;
+            size_t j = (size_t)mix64(key) & self->mask8;
+            while (self->pairs8[j] != UINT64_MAX && (self->pairs8[j] >> COMPACT_RANK_BITS) != key)
+                j = (j + 1) & self->mask8;
+            self->pairs8[j] = (key << COMPACT_RANK_BITS) | (uint64_t)rank;
+            self->merge_out[rank] = id;
+        } else
+            pair_put(&self->pairs, pair_key(a, b), rank, id);
     }
     if (cuttable) {
         self->class_junctions = (uint64_t *)malloc(CLASS_WORDS * sizeof(uint64_t));
@@ -870,7 +890,6 @@ static PyObject *model_from_dump(PyTypeObject *type, const unsigned char *p, siz
         for (size_t i = 0; i < CLASS_WORDS; i++, q += 8) self->class_junctions[i] = get_u64(q);
         for (size_t i = 0; i < JBIT_WORDS; i++, q += 8) self->junction_bits[i] = get_u64(q);
     }
-    if (model_compact(self) < 0) goto nomem;
     return (PyObject *)self;
 nomem:
     Py_DECREF(self);
