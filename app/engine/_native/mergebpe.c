@@ -11,7 +11,9 @@
  * not supported here (the Python side keeps those files on the reference).
  *
  * Tables are built from the vocabulary dict and the raw merge list in one pass (no per-merge Python objects);
- * tokenizing releases the GIL.  Objects are immutable after construction and thread-safe.
+ * tokenizing releases the GIL.  Objects are immutable after construction and thread-safe.  ``Model.dump()`` exports
+ * the built tables as one buffer and ``Model.load(buffer)`` rebuilds the model from it without the vocabulary and
+ * merge list (the artifact cache's ``merge-model`` part), validating every length, id, rank and code point.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -246,6 +248,36 @@ static PyObject *merge_error(Py_ssize_t rank, const char *kind) {
     return NULL;
 }
 
+/* Switch to the compact pair table when every id is below 2^20 and there are fewer than 2^24 - 1 merges (the
+ * same pairs, each with its last rank, and the merged id of each rank kept); else keep ``pairs``. -1: no memory. */
+static int model_compact(Model *self) {
+    Py_ssize_t nm = self->n_merges;
+    if (!(self->n_ids <= ((Py_ssize_t)1 << COMPACT_ID_BITS) && nm < ((Py_ssize_t)1 << COMPACT_RANK_BITS) - 1))
+        return 0;
+    Py_ssize_t n_pairs = 0;
+    for (size_t j = 0; j <= self->pairs.mask; j++) n_pairs += self->pairs.slots[j].key != UINT64_MAX;
+    size_t cap = pow2_at_least((size_t)n_pairs * 2 + 1);
+    self->pairs8 = (uint64_t *)malloc(cap * sizeof(uint64_t));
+    self->merge_out = (int32_t *)malloc(((size_t)nm + 1) * sizeof(int32_t));
+    if (!self->pairs8 || !self->merge_out) return -1;
+    memset(self->pairs8, 0xFF, cap * sizeof(uint64_t));
+    memset(self->merge_out, 0xFF, ((size_t)nm + 1) * sizeof(int32_t));
+    self->mask8 = cap - 1;
+    for (size_t j = 0; j <= self->pairs.mask; j++) {
+        const PairSlot *ps = &self->pairs.slots[j];
+        if (ps->key == UINT64_MAX) continue;
+        uint64_t key = ((ps->key >> 32) << COMPACT_ID_BITS) | (ps->key & 0xFFFFFFFFu);
+        size_t i = (size_t)mix64(key) & self->mask8;
+        while (self->pairs8[i] != UINT64_MAX) i = (i + 1) & self->mask8;
+        self->pairs8[i] = (key << COMPACT_RANK_BITS) | (uint64_t)ps->rank;
+        self->merge_out[ps->rank] = ps->id;
+    }
+    free(self->pairs.slots);
+    self->pairs.slots = NULL;
+    self->pairs.mask = 0;
+    return 0;
+}
+
 /* Model(vocab: dict[str, int], merges: list[str | list[str] | tuple[str, str]], byte_fallback: bool,
  *       unk_id: int, fuse_unk: bool, cuttable: bool) */
 static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
@@ -355,29 +387,7 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         pair_put(&self->pairs, pair_key((uint32_t)a, (uint32_t)b), (int32_t)r, c);
         if (cuttable && ln > 0 && rn > 0) junction_mark(self, utf8_last(ls, ln), utf8_first(rs));
     }
-    if (self->n_ids <= ((Py_ssize_t)1 << COMPACT_ID_BITS) && nm < ((Py_ssize_t)1 << COMPACT_RANK_BITS) - 1) {
-        /* the compact table: the same pairs (each with its last rank), and the merged id of each rank kept */
-        Py_ssize_t n_pairs = 0;
-        for (size_t j = 0; j <= self->pairs.mask; j++) n_pairs += self->pairs.slots[j].key != UINT64_MAX;
-        size_t cap = pow2_at_least((size_t)n_pairs * 2 + 1);
-        self->pairs8 = (uint64_t *)malloc(cap * sizeof(uint64_t));
-        self->merge_out = (int32_t *)malloc(((size_t)nm + 1) * sizeof(int32_t));
-        if (!self->pairs8 || !self->merge_out) goto nomem;
-        memset(self->pairs8, 0xFF, cap * sizeof(uint64_t));
-        self->mask8 = cap - 1;
-        for (size_t j = 0; j <= self->pairs.mask; j++) {
-            const PairSlot *ps = &self->pairs.slots[j];
-            if (ps->key == UINT64_MAX) continue;
-            uint64_t key = ((ps->key >> 32) << COMPACT_ID_BITS) | (ps->key & 0xFFFFFFFFu);
-            size_t i = (size_t)mix64(key) & self->mask8;
-            while (self->pairs8[i] != UINT64_MAX) i = (i + 1) & self->mask8;
-            self->pairs8[i] = (key << COMPACT_RANK_BITS) | (uint64_t)ps->rank;
-            self->merge_out[ps->rank] = ps->id;
-        }
-        free(self->pairs.slots);
-        self->pairs.slots = NULL;
-        self->pairs.mask = 0;
-    }
+    if (model_compact(self) < 0) goto nomem;
     free(vt.slots);
     free(buf);
     return (PyObject *)self;
@@ -684,11 +694,229 @@ static PyObject *Model_encode(Model *self, PyObject *args) {
     return finish(&b, rc);
 }
 
+/* ---- dump / load -------------------------------------------------------------------------------------------- */
+
+/* The built tables as one little-endian buffer (``Model.dump``), rebuilt by ``Model.load``:
+ *   header   "MBPEDUMP", u32 version (DUMP_VERSION), u32 flags (1 byte_fallback, 2 fuse_unk, 4 cuttable),
+ *            i32 unk_id, u32 0, u64 n_ids, u64 n_merges, u64 n_chars, u64 n_pairs, i32 bytes[256]
+ *   chars    n_chars x (u32 code point, i32 id): the one-character tokens
+ *   pairs    n_pairs x (u32 a, u32 b, i32 rank, i32 merged id): each pair once, with its last rank, by rank
+ *   filters  with cuttable: class_junctions (1024 u64), junction_bits (JBITS / 64 u64)
+ *   checksum u64 over all the bytes before it
+ * The pair table is rebuilt from the pairs (the compact one directly when the model qualifies, as at construction). */
+#define DUMP_VERSION 1
+#define DUMP_HEADER (8 + 4 + 4 + 4 + 4 + 8 * 4 + 4 * 256)
+#define CLASS_WORDS (65536 / 64)
+#define JBIT_WORDS (JBITS / 64)
+
+static void put_u32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static void put_u64(unsigned char *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint32_t get_u32(const unsigned char *p) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
+    return v;
+}
+static uint64_t get_u64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* checksum of p[0..n): words of 8 bytes (little-endian) and a zero-padded tail, mixed in order */
+static uint64_t dump_checksum(const unsigned char *p, size_t n) {
+    uint64_t h = 0x6D65726765627065ULL ^ (uint64_t)n;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) h = mix64(h ^ get_u64(p + i)) + i;
+    uint64_t tail = 0;
+    for (size_t k = 0; i + k < n; k++) tail |= (uint64_t)p[i + k] << (8 * k);
+    return mix64(h ^ tail ^ 0x9E3779B97F4A7C15ULL);
+}
+
+PyDoc_STRVAR(dump_doc, "dump() -> bytes: the built tables, for Model.load (a versioned little-endian layout).");
+
+static PyObject *Model_dump(Model *self, PyObject *unused) {
+    size_t n_chars = 0, n_pairs = 0;
+    for (uint32_t cp = 0; cp < MAX_CP; cp++) n_chars += self->chars[cp] >= 0;
+    if (self->pairs8) {
+        for (size_t i = 0; i <= self->mask8; i++) n_pairs += self->pairs8[i] != UINT64_MAX;
+    } else {
+        for (size_t j = 0; j <= self->pairs.mask; j++) n_pairs += self->pairs.slots[j].key != UINT64_MAX;
+    }
+    int cuttable = self->class_junctions != NULL;
+    size_t total = DUMP_HEADER + 8 * n_chars + 16 * n_pairs + (cuttable ? 8 * (CLASS_WORDS + JBIT_WORDS) : 0) + 8;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    if (!out) return NULL;
+    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(out), *q = p;
+    memcpy(q, "MBPEDUMP", 8), q += 8;
+    put_u32(q, DUMP_VERSION), q += 4;
+    put_u32(q, (uint32_t)(self->byte_fallback ? 1 : 0) | (self->fuse_unk ? 2 : 0) | (cuttable ? 4 : 0)), q += 4;
+    put_u32(q, (uint32_t)self->unk_id), q += 4;
+    put_u32(q, 0), q += 4;
+    put_u64(q, (uint64_t)self->n_ids), q += 8;
+    put_u64(q, (uint64_t)self->n_merges), q += 8;
+    put_u64(q, (uint64_t)n_chars), q += 8;
+    put_u64(q, (uint64_t)n_pairs), q += 8;
+    for (int b = 0; b < 256; b++) put_u32(q, (uint32_t)self->bytes[b]), q += 4;
+    for (uint32_t cp = 0; cp < MAX_CP; cp++)
+        if (self->chars[cp] >= 0) put_u32(q, cp), put_u32(q + 4, (uint32_t)self->chars[cp]), q += 8;
+    /* each pair at its rank (ranks are distinct: one per merge-list entry), so the dump is canonical */
+    uint32_t *by_rank = (uint32_t *)malloc(((size_t)self->n_merges + 1) * 3 * sizeof(uint32_t));
+    unsigned char *seen = (unsigned char *)calloc((size_t)self->n_merges + 1, 1);
+    if (!by_rank || !seen) {
+        free(by_rank), free(seen);
+        Py_DECREF(out);
+        return PyErr_NoMemory();
+    }
+    if (self->pairs8) {
+        for (size_t i = 0; i <= self->mask8; i++) {
+            uint64_t v = self->pairs8[i];
+            if (v == UINT64_MAX) continue;
+            uint64_t key = v >> COMPACT_RANK_BITS;
+            uint32_t rank = (uint32_t)(v & ((1u << COMPACT_RANK_BITS) - 1));
+            by_rank[3 * rank] = (uint32_t)(key >> COMPACT_ID_BITS);
+            by_rank[3 * rank + 1] = (uint32_t)(key & ((1u << COMPACT_ID_BITS) - 1));
+            by_rank[3 * rank + 2] = (uint32_t)self->merge_out[rank];
+            seen[rank] = 1;
+        }
+    } else {
+        for (size_t j = 0; j <= self->pairs.mask; j++) {
+            const PairSlot *ps = &self->pairs.slots[j];
+            if (ps->key == UINT64_MAX) continue;
+            by_rank[3 * ps->rank] = (uint32_t)(ps->key >> 32);
+            by_rank[3 * ps->rank + 1] = (uint32_t)(ps->key & 0xFFFFFFFFu);
+            by_rank[3 * ps->rank + 2] = (uint32_t)ps->id;
+            seen[ps->rank] = 1;
+        }
+    }
+    for (Py_ssize_t r = 0; r < self->n_merges; r++) {
+        if (!seen[r]) continue;
+        put_u32(q, by_rank[3 * r]), put_u32(q + 4, by_rank[3 * r + 1]);
+        put_u32(q + 8, (uint32_t)r), put_u32(q + 12, by_rank[3 * r + 2]), q += 16;
+    }
+    free(by_rank), free(seen);
+    if (cuttable) {
+        for (size_t i = 0; i < CLASS_WORDS; i++) put_u64(q, self->class_junctions[i]), q += 8;
+        for (size_t i = 0; i < JBIT_WORDS; i++) put_u64(q, self->junction_bits[i]), q += 8;
+    }
+    put_u64(q, dump_checksum(p, (size_t)(q - p)));
+    return out;
+}
+
+static PyObject *dump_error(const char *what) {
+    PyErr_Format(PyExc_ValueError, "damaged merge model dump: %s", what);
+    return NULL;
+}
+
+/* The model of a dump (validated: the layout, lengths, checksum, every id below n_ids, every rank below n_merges,
+ * every code point below 0x110000); ValueError for anything else. */
+static PyObject *model_from_dump(PyTypeObject *type, const unsigned char *p, size_t n) {
+    if (n < DUMP_HEADER + 8) return dump_error("too short");
+    if (memcmp(p, "MBPEDUMP", 8) != 0) return dump_error("bad magic");
+    if (get_u32(p + 8) != DUMP_VERSION) return dump_error("unsupported version");
+    uint32_t flags = get_u32(p + 12);
+    int32_t unk_id = (int32_t)get_u32(p + 16);
+    if (flags & ~7u || get_u32(p + 20) != 0) return dump_error("bad flags");
+    uint64_t n_ids = get_u64(p + 24), n_merges = get_u64(p + 32), n_chars = get_u64(p + 40), n_pairs = get_u64(p + 48);
+    int cuttable = (flags & 4) != 0;
+    if (n_ids > ((uint64_t)1 << 31) || n_merges > (uint64_t)INT32_MAX || n_chars > MAX_CP || n_pairs > n / 16)
+        return dump_error("counts out of range");
+    uint64_t need = DUMP_HEADER + 8 * n_chars + 16 * n_pairs + (cuttable ? 8 * (CLASS_WORDS + JBIT_WORDS) : 0) + 8;
+    if (need != n) return dump_error("length does not match the counts");
+    if (get_u64(p + n - 8) != dump_checksum(p, n - 8)) return dump_error("checksum mismatch");
+    const unsigned char *q = p + 56;
+    int32_t bytes[256];
+    for (int b = 0; b < 256; b++, q += 4) {
+        bytes[b] = (int32_t)get_u32(q);
+        if (bytes[b] < -1 || (int64_t)bytes[b] >= (int64_t)n_ids) return dump_error("byte id out of range");
+    }
+    Model *self = (Model *)type->tp_alloc(type, 0);
+    if (!self) return NULL;
+    self->byte_fallback = (flags & 1) != 0;
+    self->fuse_unk = (flags & 2) != 0;
+    self->unk_id = unk_id;
+    self->n_ids = (Py_ssize_t)n_ids;
+    self->n_merges = (Py_ssize_t)n_merges;
+    memcpy(self->bytes, bytes, sizeof(bytes));
+    const char *bad = NULL;
+    /* the compact table is filled directly when the model qualifies (model_compact's condition), else ``pairs`` */
+    int compact = n_ids <= ((uint64_t)1 << COMPACT_ID_BITS) && n_merges < ((uint64_t)1 << COMPACT_RANK_BITS) - 1;
+    self->chars = (int32_t *)malloc(MAX_CP * sizeof(int32_t));
+    if (!self->chars) goto nomem;
+    if (compact) {
+        size_t cap = pow2_at_least((size_t)n_pairs * 2 + 1);
+        self->pairs8 = (uint64_t *)malloc(cap * sizeof(uint64_t));
+        self->merge_out = (int32_t *)malloc(((size_t)n_merges + 1) * sizeof(int32_t));
+        if (!self->pairs8 || !self->merge_out) goto nomem;
+        memset(self->pairs8, 0xFF, cap * sizeof(uint64_t));
+        memset(self->merge_out, 0xFF, ((size_t)n_merges + 1) * sizeof(int32_t));
+        self->mask8 = cap - 1;
+    } else if (pair_init(&self->pairs, (size_t)n_pairs) < 0)
+        goto nomem;
+    memset(self->chars, 0xFF, MAX_CP * sizeof(int32_t));
+    for (uint64_t i = 0; i < n_chars; i++, q += 8) {
+        uint32_t cp = get_u32(q);
+        int32_t id = (int32_t)get_u32(q + 4);
+        if (cp >= MAX_CP || id < 0 || (uint64_t)id >= n_ids) {
+            bad = "character entry out of range";
+            goto fail;
+        }
+        self->chars[cp] = id;
+    }
+    for (uint64_t i = 0; i < n_pairs; i++, q += 16) {
+        uint32_t a = get_u32(q), b = get_u32(q + 4);
+        int32_t rank = (int32_t)get_u32(q + 8), id = (int32_t)get_u32(q + 12);
+        if (a >= n_ids || b >= n_ids || rank < 0 || (uint64_t)rank >= n_merges || id < 0 || (uint64_t)id >= n_ids) {
+            bad = "pair entry out of range";
+            goto fail;
+        }
+        if (compact) {
+            uint64_t key = ((uint64_t)a << COMPACT_ID_BITS) | b;
+            size_t j = (size_t)mix64(key) & self->mask8;
+            while (self->pairs8[j] != UINT64_MAX && (self->pairs8[j] >> COMPACT_RANK_BITS) != key)
+                j = (j + 1) & self->mask8;
+            self->pairs8[j] = (key << COMPACT_RANK_BITS) | (uint64_t)rank;
+            self->merge_out[rank] = id;
+        } else
+            pair_put(&self->pairs, pair_key(a, b), rank, id);
+    }
+    if (cuttable) {
+        self->class_junctions = (uint64_t *)malloc(CLASS_WORDS * sizeof(uint64_t));
+        self->junction_bits = (uint64_t *)malloc(JBIT_WORDS * sizeof(uint64_t));
+        if (!self->class_junctions || !self->junction_bits) goto nomem;
+        for (size_t i = 0; i < CLASS_WORDS; i++, q += 8) self->class_junctions[i] = get_u64(q);
+        for (size_t i = 0; i < JBIT_WORDS; i++, q += 8) self->junction_bits[i] = get_u64(q);
+    }
+    return (PyObject *)self;
+nomem:
+    Py_DECREF(self);
+    return PyErr_NoMemory();
+fail:
+    Py_DECREF(self);
+    return dump_error(bad);
+}
+
+PyDoc_STRVAR(load_doc, "Model.load(buffer) -> Model: the model of a Model.dump() buffer (any bytes-like object); "
+                       "ValueError when it is damaged (layout, lengths, checksum, ids, ranks).");
+
+static PyObject *Model_load(PyObject *cls, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *out = model_from_dump((PyTypeObject *)cls, (const unsigned char *)view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return out;
+}
+
 static PyObject *Model_n_merges(Model *self, void *closure) { return PyLong_FromSsize_t(self->n_merges); }
 
 static PyMethodDef Model_methods[] = {
     {"tokenize", (PyCFunction)Model_tokenize, METH_O, tokenize_doc},
     {"encode", (PyCFunction)Model_encode, METH_VARARGS, encode_doc},
+    {"dump", (PyCFunction)Model_dump, METH_NOARGS, dump_doc},
+    {"load", (PyCFunction)Model_load, METH_O | METH_CLASS, load_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -702,7 +930,8 @@ static PyTypeObject ModelType = {
     .tp_basicsize = sizeof(Model),
     .tp_dealloc = (destructor)Model_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "BPE over a merge list: Model(vocab, merges, byte_fallback, unk_id, fuse_unk, cuttable).",
+    .tp_doc = "BPE over a merge list: Model(vocab, merges, byte_fallback, unk_id, fuse_unk, cuttable); "
+              "Model.load(Model.dump()) is the same model.",
     .tp_methods = Model_methods,
     .tp_getset = Model_getset,
     .tp_new = Model_new,

@@ -158,7 +158,7 @@ def _build(section: str, config: Any, where: str, backend: str | None = None, de
         # models with a compiled core honour the backend; a BPE's is built when the pipeline asks for it, unless a
         # fast model (FAST_MODELS) wraps it and never does; a Unigram model is built with its excluded ids at once
         if builder.build == BPE.from_hf:
-            return BPE.from_hf(config, backend=backend, lazy_native=True)
+            return BPE.from_hf(config, backend=backend, lazy_native=True, derived=derived)
         if builder.build == Unigram.from_hf:
             return Unigram.from_hf(config, backend=backend, excluded=excluded)
         if builder.build == WordPiece.from_hf:
@@ -249,7 +249,7 @@ def from_hf_json(data: bytes | str | dict[str, Any], name: str, *, source: str =
                                                                           derived=derived)
                  for section in ("normalizer", "pre_tokenizer", "post_processor", "decoder")}
         added = _added_tokens(doc.get("added_tokens"))
-        model = _build("model", model_config, "model", backend,
+        model = _build("model", model_config, "model", backend, derived=derived,
                        excluded=frozenset(t.id for t in added if t.special))
         # a model that could match a special token's string in text must not
         model.exclude_from_text({t.id for t in added if t.special})

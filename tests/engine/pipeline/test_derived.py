@@ -31,7 +31,7 @@ from tests.engine.pipeline.corpus import hostile, long_strings
 FAMILIES = {
     "xlm-roberta": {"gguf-kv", "charsmap", "metaspace-risk", XZ_WITNESS_PART},
     "xlm-roberta-sentencepiece": {"gguf-kv", "charsmap", XZ_WITNESS_PART},
-    "gemma3": {"hf-doc", XZ_WITNESS_PART},
+    "gemma3": {"hf-doc", "merge-model", XZ_WITNESS_PART},
     "llama2": {"gguf-kv", XZ_WITNESS_PART},
     "phi-3": {"gguf-kv", XZ_WITNESS_PART},
     "bge-small-en-v1.5": {"gguf-kv", XZ_WITNESS_PART},
@@ -107,16 +107,20 @@ def test_python_backend_same_ids_from_warm_cache(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("name", "part"), [("xlm-roberta", "charsmap"), ("xlm-roberta", "metaspace-risk"),
-                                            ("xlm-roberta", "gguf-kv"), ("gemma3", "hf-doc")])
+                                            ("xlm-roberta", "gguf-kv"), ("gemma3", "hf-doc"),
+                                            ("gemma3", "merge-model"), ("gemma3", "merge-model-tables")])
 def test_inconsistent_part_is_rebuilt(tmp_path: Path, name: str, part: str) -> None:
     """A verified file whose content does not fit (a wrong meta value) is refused by the part's restore, deleted
     and rebuilt; the ids stay those of a load without a cache."""
     spec = STORE.spec(name)
     load_tokenizer(spec, LoadOptions(artifact_cache=ArtifactCache(tmp_path)))
     cache = ArtifactCache(tmp_path)
+    tables = part == "merge-model-tables"  # the compiled model's tables damaged (Model.load refuses them)
+    part = "merge-model" if tables else part
     stored = cache.get(spec.sha256, part)
     assert stored is not None
     meta = json.loads(json.dumps(stored.meta))
+    sections = {k: bytes(v) for k, v in stored.sections.items()}
     if part == "charsmap":
         meta["size"] += 1
     elif part == "metaspace-risk":
@@ -124,9 +128,13 @@ def test_inconsistent_part_is_rebuilt(tmp_path: Path, name: str, part: str) -> N
     elif part == "gguf-kv":
         first = next(iter(meta["sections"]))
         meta["sections"][first][1] += 1
-    else:
+    elif part == "hf-doc":
         meta["vocab"] += 1
-    cache.put(spec.sha256, part, Compiled(meta, {k: bytes(v) for k, v in stored.sections.items()}))
+    elif tables:
+        sections["model"] = sections["model"][:1000] + b"\xff" + sections["model"][1001:]
+    else:
+        meta["merges"] += 1
+    cache.put(spec.sha256, part, Compiled(meta, sections))
     fresh = ArtifactCache(tmp_path)
     tok = load_tokenizer(spec, LoadOptions(artifact_cache=fresh))
     assert fresh.rebuilt == 1

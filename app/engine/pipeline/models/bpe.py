@@ -26,6 +26,7 @@ from ...dropout import merge_with_dropout
 from ...sampling import Sample
 from ..base import ItemsSampler, Model, bpe_dropout_sampler
 from ..compiled import MERGE_BPE as _EXT
+from ..derived import Derive, compiled, derive
 from ..text_plan import TextPlan
 
 #: Below this many symbols the quadratic scan beats the heap.
@@ -34,6 +35,8 @@ _HEAP_FROM = 48
 _NO_MERGE = (1 << 62, -1)
 #: :attr:`BPE.native` before its first use.
 _UNBUILT = object()
+#: The artifact cache part of the compiled model's tables (:meth:`BPE.native` with ``derived``).
+MERGE_MODEL_PART = "merge-model"
 
 
 class BPEError(ValueError):
@@ -43,6 +46,8 @@ class BPEError(ValueError):
 class BPE(Model):
     """The model. ``merges`` in rank order, each ``(left, right)`` token strings, a ``[left, right]`` list or a
     ``"left right"`` string. ``lazy_native``: build the compiled model on first use (see ``__init__``).
+    ``derived``: the artifact's cache of derivations; the compiled model's tables are then kept there (part
+    ``"merge-model"``, :data:`MERGE_MODEL_PART`) and a warm load restores them instead of building them.
     ``backend`` (``native``/``python``/None, see :func:`app.engine.native.resolve_backend`):
     native runs :meth:`tokenize` and :meth:`encode_pieces` on the compiled model (identical ids) when the extension
     is built and the file uses no ``continuing_subword_prefix``/``end_of_word_suffix``/``ignore_merges``;
@@ -51,8 +56,9 @@ class BPE(Model):
     def __init__(self, vocab: Mapping[str, int], merges: Sequence[tuple[str, str]], *, unk_token: str | None = None,
                  fuse_unk: bool = False, byte_fallback: bool = False, continuing_subword_prefix: str | None = None,
                  end_of_word_suffix: str | None = None, ignore_merges: bool = False,
-                 backend: str | None = None, lazy_native: bool = False) -> None:
+                 backend: str | None = None, lazy_native: bool = False, derived: Derive | None = None) -> None:
         self.vocab = dict(vocab)
+        self._derived = derived
         self.unk_token = unk_token
         self.fuse_unk = fuse_unk
         self.byte_fallback = byte_fallback
@@ -104,7 +110,7 @@ class BPE(Model):
         if model is _UNBUILT:
             with self._native_lock:
                 if self._native is _UNBUILT:
-                    self._native = self._build_native()
+                    self._native = self._load_native()
                 model = self._native
         return model
 
@@ -116,6 +122,38 @@ class BPE(Model):
     def native_built(self) -> bool:
         """False while the compiled model waits for its first use (``lazy_native``), True otherwise."""
         return self._native is not _UNBUILT
+
+    def _load_native(self) -> Any:
+        """The compiled model: built, or with ``derived`` restored from (or built and stored in) the artifact cache.
+        A cached refusal builds again (the reference then raises the precise error or takes over)."""
+        if self._derived is None:
+            return self._build_native()
+        model = derive(self._derived, MERGE_MODEL_PART, self._build_native, self._dump_native, self._restore_native)
+        return self._build_native() if model is None else model
+
+    def _settings(self) -> dict[str, Any]:
+        return {"byte_fallback": self.byte_fallback, "fuse_unk": self.fuse_unk, "unk_id": self.unk_id,
+                "merges": len(self._raw_merges), "ids": self._vocab_size}
+
+    def _dump_native(self, model: Any) -> Any:
+        if model is None:
+            return compiled({"refused": True, **self._settings()}, {})
+        return compiled({"refused": False, **self._settings()}, {"model": model.dump()})
+
+    def _restore_native(self, stored: Any) -> Any:
+        """The stored compiled model (None for a stored refusal). Raises ``ValueError`` when it does not fit this
+        model's settings or its tables are damaged (``Model.load`` validates them)."""
+        assert _EXT.module is not None
+        if stored.meta != {"refused": stored.meta.get("refused"), **self._settings()}:
+            raise ValueError("merge model stored for other settings")
+        if stored.meta["refused"] is True:
+            return None
+        if stored.meta["refused"] is not False:
+            raise ValueError("merge model: bad 'refused' flag")
+        model = _EXT.module.Model.load(stored.sections["model"])
+        if model.n_merges != len(self._raw_merges):
+            raise ValueError("merge model stored for another merge list")
+        return model
 
     def _build_native(self) -> Any:
         assert _EXT.module is not None
@@ -188,7 +226,8 @@ class BPE(Model):
         self._python_ready = True
 
     @classmethod
-    def from_hf(cls, config: dict[str, Any], *, backend: str | None = None, lazy_native: bool = False) -> BPE:
+    def from_hf(cls, config: dict[str, Any], *, backend: str | None = None, lazy_native: bool = False,
+                derived: Derive | None = None) -> BPE:
         """From a ``tokenizer.json`` ``model`` entry (merges as ``"a b"`` strings or ``[a, b]`` pairs). Raises
         :class:`BPEError` for ``dropout`` (randomised, cannot be reproduced) or a bad vocabulary/merge list (with
         ``lazy_native``, see the constructor, a merge list the compiled model refuses raises on first use)."""
@@ -208,7 +247,7 @@ class BPE(Model):
                    continuing_subword_prefix=config.get("continuing_subword_prefix"),
                    end_of_word_suffix=config.get("end_of_word_suffix"),
                    ignore_merges=bool(config.get("ignore_merges", False)), backend=backend,
-                   lazy_native=lazy_native)
+                   lazy_native=lazy_native, derived=derived)
 
     # -- protocol ------------------------------------------------------------------------------------------------
 
