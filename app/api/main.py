@@ -134,9 +134,12 @@ def create_app(settings: Settings | None = None, state: ServiceState | None = No
         finally:
             svc.ready = False
             metrics.mark_process_dead()
-            # What was frozen goes back to the collector: a process that builds apps one after another (tests, an
-            # embedding server) must not keep every earlier app's tokenizers for ever once they become garbage.
-            gc.unfreeze()
+            if state is None:
+                # What this app loaded and froze goes back to the collector: a process that builds apps one after
+                # another (tests, an embedding server) must not keep every earlier app's tokenizers for ever once
+                # they become garbage. (A state passed in is the supervisor's: a worker that is shutting down
+                # leaves it frozen, so no collection copies its shared pages.)
+                gc.unfreeze()
 
     # No slash redirects: Starlette builds their Location from the request's Host header (an open redirect);
     # /encode/ is a 404 like any other unknown path.
