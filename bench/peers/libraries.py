@@ -173,8 +173,12 @@ def _mistral_common(name: str, a: Artifacts) -> Peer | Missing:
 def fastokens_tokenizer(name: str, a: Artifacts) -> tuple[str, Callable[[], Any]] | Missing:
     """fastokens' loading call for ``name`` (as text) and a loader of a fresh ``fastokens.Tokenizer`` whose ids are
     the bundled tokenizer's as they are (for its batch API, :mod:`bench.peers.batch`): a rank file or a
-    ``tokenizer.json``; Missing for tekken, whose ids fastokens gives 1000 lower (the offset is added in Python)."""
-    import fastokens
+    ``tokenizer.json``; Missing for tekken, whose ids fastokens gives 1000 lower (the offset is added in Python),
+    and when fastokens is not installed (the test extra does not have it; the bench extra does)."""
+    try:
+        import fastokens
+    except ImportError:
+        return Missing("fastokens", "", "not installed (pip install -e '.[bench]')")
 
     if a.fmt(name) == "tiktoken":
         path, pattern, specials = str(a.tiktoken(name)), a.pattern(name), a.special_tokens(name)
