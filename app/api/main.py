@@ -15,10 +15,11 @@ does not answer itself, so ``POST /encode``, ``/count`` and ``/decode`` pay for 
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 import anyio
@@ -129,10 +130,15 @@ def create_app(settings: Settings | None = None, state: ServiceState | None = No
                      ", ".join(svc.tokenizers))
         else:
             log.info("ready: %s", ", ".join(f"{t.name} ({t.backend})" for t in svc.tokenizers.loaded()))
+        flusher = asyncio.get_running_loop().create_task(metrics.billing_flusher())
         try:
             yield
         finally:
             svc.ready = False
+            flusher.cancel()
+            with suppress(asyncio.CancelledError):
+                await flusher
+            metrics.flush_billing()
             metrics.mark_process_dead()
             if state is None:
                 # What this app loaded and froze goes back to the collector: a process that builds apps one after

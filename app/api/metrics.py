@@ -39,13 +39,14 @@ for (logged) rather than crash. A worker that cannot reserve even its initial fi
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import logging
 import os
 import struct
 import sys
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from app.engine import Tokenizer
@@ -415,11 +416,56 @@ def billing_updates(model: str, by_kind: Iterable[tuple[str, int, float]]) -> tu
     return tuple(out)
 
 
-def observe_billing(updates: Iterable[tuple[Any, float]]) -> None:
-    """Apply :func:`billing_updates` (under one hold of the write lock)."""
+#: Billing updates observed but not yet written (see :func:`observe_billing`).
+_pending_billing: list[Sequence[tuple[Any, float]]] = []
+#: :func:`observe_billing` writes the queue itself once it holds this many requests' updates.
+BILLING_QUEUE = 256
+#: Seconds between two writes of the queue by the app's flusher (:func:`billing_flusher`).
+BILLING_FLUSH_SECONDS = 1.0
+
+
+def observe_billing(updates: Sequence[tuple[Any, float]]) -> None:
+    """Queue :func:`billing_updates` for :func:`flush_billing`, which writes them under one hold of the write lock.
+
+    A request pays for one list append, not for its counter writes (about a tenth of a priced ``/count``). The
+    queue is written when it holds :data:`BILLING_QUEUE` requests, before this process renders ``/metrics``, every
+    :data:`BILLING_FLUSH_SECONDS` by :func:`billing_flusher` and when the app stops: a scrape served by another
+    worker sees this worker's amounts at most that long after they were counted. Thread-safe (appends are atomic;
+    writers take the lock)."""
+    pending = _pending_billing
+    pending.append(updates)
+    if len(pending) >= BILLING_QUEUE:
+        flush_billing()
+
+
+def flush_billing() -> None:
+    """Write the queued billing updates (:func:`observe_billing`). The same updates queued ``n`` times (a memoised
+    block's, :func:`billing_updates` kept by the caller) are written once, as ``n`` times each amount: token counts
+    exactly, a cost with one rounding instead of ``n``."""
     with _write_lock:
-        for add, amount in updates:
-            add(amount)
+        n = len(_pending_billing)
+        if not n:
+            return
+        batch = _pending_billing[:n]
+        del _pending_billing[:n]  # appends made meanwhile sit after the first n and stay queued
+        times: dict[int, list[Any]] = {}  # id -> [updates, how many times]; the batch keeps every id alive
+        for updates in batch:
+            seen = times.get(id(updates))
+            if seen is None:
+                times[id(updates)] = [updates, 1]
+            else:
+                seen[1] += 1
+        for updates, k in times.values():
+            for add, amount in updates:
+                add(amount * k)
+
+
+async def billing_flusher() -> None:
+    """Run :func:`flush_billing` every :data:`BILLING_FLUSH_SECONDS` until cancelled (the app's lifespan runs one
+    per process)."""
+    while True:
+        await asyncio.sleep(BILLING_FLUSH_SECONDS)
+        flush_billing()
 
 
 def sync_cache(tokenizers: Iterable[Tokenizer]) -> None:
@@ -494,6 +540,7 @@ def observe_work(endpoint: str, tokenizer: str, seconds: float, tokens: int, inp
 
 def render(tokenizers: Iterable[Tokenizer]) -> bytes:
     """The exposition text of every metric (merged over all workers in multiprocess mode)."""
+    flush_billing()
     sync_cache(tokenizers)
     if multiprocess_enabled():
         from prometheus_client import multiprocess

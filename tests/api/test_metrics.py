@@ -1,12 +1,19 @@
-"""Units of app.api.metrics and app.api.middleware: cache-counter syncing, JSON media types (route labels:
-test_route_labels.py)."""
+"""Units of app.api.metrics and app.api.middleware: cache-counter syncing, the billing queue, JSON media types
+(route labels: test_route_labels.py)."""
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
 from prometheus_client import REGISTRY
 
 from app.api import metrics
+from app.api.main import create_app
 from app.api.middleware import is_json_media_type
+from app.core.config import Settings
 from app.engine import CacheStats
 
 
@@ -56,3 +63,57 @@ def test_lookalike_counters_agree() -> None:
         assert generic(text) == n, text
     assert generic("[CLS] x [CLS]") == 2 and fast("[CLS]") == 0
     assert _lookalike_counter([])("<|endoftext|>") == 0
+
+
+def _billed(model: str, kind: str) -> float:
+    return REGISTRY.get_sample_value("tokenizer_billed_tokens_total", {"model": model, "kind": kind}) or 0.0
+
+
+def test_billing_updates_are_queued_then_written_together() -> None:
+    model = "billing-queue-test"
+    updates = metrics.billing_updates(model, [("input", 7, 0.5), ("output", 3, 0.0)])
+    assert len(updates) == 3  # the output's zero cost is not an update
+    before = _billed(model, "input")
+    metrics.observe_billing(updates)
+    metrics.observe_billing(updates)
+    assert _billed(model, "input") == before  # queued, not written yet
+    metrics.flush_billing()
+    assert _billed(model, "input") == before + 14 and _billed(model, "output") == 6
+    assert REGISTRY.get_sample_value("tokenizer_estimated_cost_usd_total", {"model": model, "kind": "input"}) == 1.0
+    metrics.flush_billing()  # an empty queue writes nothing
+    assert _billed(model, "input") == before + 14
+
+
+def test_a_full_billing_queue_writes_itself() -> None:
+    model = "billing-full-queue-test"
+    updates = metrics.billing_updates(model, [("input", 1, 0.0)])
+    metrics.flush_billing()
+    for _ in range(metrics.BILLING_QUEUE - 1):
+        metrics.observe_billing(updates)
+    assert _billed(model, "input") == 0
+    metrics.observe_billing(updates)
+    assert _billed(model, "input") == metrics.BILLING_QUEUE
+
+
+def _priced_count(client: Any) -> None:
+    assert client.post("/count", json={"model": "gpt-4o", "text": "hello world"}).status_code == 200  # 2 tokens
+
+
+def test_the_app_flusher_writes_the_queue_without_a_scrape() -> None:
+    with TestClient(create_app(Settings(tokenizers="o200k_base"))) as client:
+        before = _billed("gpt-4o", "input")
+        _priced_count(client)
+        deadline = time.monotonic() + 10 * metrics.BILLING_FLUSH_SECONDS
+        while _billed("gpt-4o", "input") == before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _billed("gpt-4o", "input") == before + 2
+
+
+def test_the_app_shutdown_writes_the_queue(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(metrics, "BILLING_FLUSH_SECONDS", 3600.0)  # the flusher never wakes during the test
+    with TestClient(create_app(Settings(tokenizers="o200k_base"))) as client:
+        before = _billed("gpt-4o", "input")
+        _priced_count(client)
+        _priced_count(client)
+        assert _billed("gpt-4o", "input") == before  # queued
+    assert _billed("gpt-4o", "input") == before + 4
