@@ -26,6 +26,7 @@ from app.engine import Store, Tokenizer, get_store, get_tokenizer, load_all
 from app.engine.chat import ChatFramings, ChatSpecError
 from app.engine.defaults import ARTIFACT_CACHE_OFF
 from app.engine.errors import UnknownTokenizerError
+from app.engine.registry import open_artifact_cache
 from app.engine.store import bundled_store_dir
 from app.pricing.data import load_price_data
 from app.pricing.pricer import Pricer
@@ -151,12 +152,16 @@ class ServiceState:
     @staticmethod
     def _verified(store: Store, settings: Settings, artifact_cache: Path | str) -> TokenizerTable:
         """``TOKENIZER_LOAD=lazy``: every configured artifact's sha256 checked now (raises ArtifactError naming the
-        file), its tokenizer loaded on first use (verified again then, as every load is)."""
+        file), its tokenizer loaded on first use (verified again then, as every load is). Checked through the
+        compiled artifact cache (:meth:`~app.engine.store.TokenizerSpec.verify_artifact`): an ``xz`` artifact whose
+        compressed bytes the cache has seen decompress to the published bytes is hashed, not decompressed, and one
+        decompressed now leaves that record for its first use."""
         names = settings.tokenizer_names()
         wanted = None if names is None else {store.resolve(n) for n in names}
         chosen = [name for name in store.names() if wanted is None or name in wanted]
+        cache = open_artifact_cache(artifact_cache)
         for name in chosen:
-            store.spec(name).read_artifact()
+            store.spec(name).verify_artifact(cache)
 
         def load(name: str) -> Tokenizer:
             return get_tokenizer(name, store.directory, backend=settings.engine, cache_size=settings.cache_size,

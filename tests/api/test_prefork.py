@@ -243,6 +243,35 @@ def test_lazy_load_still_refuses_a_damaged_artifact_at_start_up(store_copy: Path
     assert "Listening on" not in proc.stdout + proc.stderr
 
 
+def test_lazy_load_verifies_through_the_artifact_cache(store_copy: Path, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lazy start-up checks an ``xz`` artifact through the compiled artifact cache: decompressed on a cold cache,
+    only hashed on a warm one, and a damaged copy is still refused, naming the file."""
+    import lzma
+
+    from app.api.deps import ServiceState
+    from app.core.config import Settings
+    from app.engine.errors import ArtifactError
+
+    settings = Settings(load="lazy", tokenizers="mistral-v1", store=store_copy, artifact_cache=str(tmp_path / "c"))
+    assert ServiceState.load(settings).tokenizers.loaded() == []  # cold: decompressed and checked, recorded
+
+    def refuse(*args: object, **kwargs: object) -> bytes:
+        raise AssertionError("decompressed")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(lzma, "decompress", refuse)
+        ServiceState.load(settings)  # warm: the compressed bytes' hash matches the record, no decompression
+
+    artifact = store_copy / "mistral-v1.model.xz"
+    data = bytearray(artifact.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    artifact.write_bytes(bytes(data))
+    with pytest.raises(ArtifactError) as caught:
+        ServiceState.load(settings)
+    assert "mistral-v1.model.xz" in str(caught.value)
+
+
 def test_lazy_load_with_two_workers(live_server: Start, tmp_path: Path) -> None:
     mp_dir = tmp_path / "prom"
     server = live_server("--workers", "2", "--load", "lazy", env={"PROMETHEUS_MULTIPROC_DIR": str(mp_dir)})

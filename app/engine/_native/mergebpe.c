@@ -1223,6 +1223,8 @@ typedef struct {
     int32_t ids[TC_IDS];
 } TCSlot;
 _Static_assert(sizeof(TCSlot) == 128, "a segment cache slot is two cache lines");
+_Static_assert(offsetof(TCSlot, key) == WC_SEG_KEY_OFF && offsetof(TCSlot, ids) == WC_SEG_IDS_OFF(TC_KEY),
+               "a segment cache slot has word_cache.h's shape");
 
 typedef struct {
     PyObject_HEAD
@@ -1304,49 +1306,18 @@ fail:
 
 /* one segment t[0..n) through the cache */
 static int tc_segment(const TextEncoder *te, const uint32_t *t, Py_ssize_t n, Buf *out, CallStats *st) {
-    const Model *m = te->model;
-    WordCache *c = te->cache;
-    if (!c || n > TC_KEY) return tokenize_range(m, PyUnicode_4BYTE_KIND, t, 0, n, out);
-    uint64_t h = 1469598103934665603ULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (t[i] >= 0x10000) return tokenize_range(m, PyUnicode_4BYTE_KIND, t, 0, n, out);
-        h ^= t[i];
-        h *= 1099511628211ULL;
+    TCSlot copy;
+    WCSeg seg;
+    int got = wc_seg_get(te->cache, t, n, TC_KEY, TC_IDS, &copy, sizeof copy, &seg, st);
+    if (got > 0) {
+        for (int k = 0; k < copy.h.count; k++)
+            if (buf_push(out, copy.ids[k]) < 0) return -1;
+        return 0;
     }
-    h = mix64(h ^ (uint64_t)n);
-    uint16_t gen = wc_gen(c);
-    void *ways[2];
-    int nways = wc_ways(c, h, ways);
-    for (int w = 0; w < nways; w++) {
-        TCSlot copy;
-        if (!wc_maybe(ways[w], (unsigned)n, gen) || !wc_read(ways[w], &copy, sizeof copy) || copy.h.len != n ||
-            copy.h.gen != gen || copy.h.count > TC_IDS)
-            continue;
-        Py_ssize_t i = 0;
-        while (i < n && copy.key[i] == t[i]) i++;
-        if (i == n) {
-            for (int k = 0; k < copy.h.count; k++)
-                if (buf_push(out, copy.ids[k]) < 0) return -1;
-            st->hits++;
-            return 0;
-        }
-    }
-    st->misses++;
     Py_ssize_t before = out->n;
-    int rc = tokenize_range(m, PyUnicode_4BYTE_KIND, t, 0, n, out);
-    if (rc < 0) return rc;
-    Py_ssize_t nids = out->n - before;
-    TCSlot *sl = (TCSlot *)wc_victim(ways, nways, h, gen);
-    uint32_t odd;
-    if (nids <= TC_IDS && (odd = wc_claim(sl)) != 0) {
-        if (!sl->h.len || sl->h.gen != gen) st->filled++;
-        sl->h.gen = gen;
-        sl->h.len = (uint8_t)n;
-        sl->h.count = (uint8_t)nids;
-        for (Py_ssize_t i = 0; i < n; i++) sl->key[i] = (uint16_t)t[i];
-        memcpy(sl->ids, out->syms + before, (size_t)nids * sizeof(int32_t));
-        wc_release(sl, odd);
-    }
+    int rc = tokenize_range(te->model, PyUnicode_4BYTE_KIND, t, 0, n, out);
+    if (rc < 0 || got < 0) return rc;
+    wc_seg_put(&seg, t, n, TC_KEY, TC_IDS, out->syms + before, out->n - before, st);
     return 0;
 }
 

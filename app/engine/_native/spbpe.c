@@ -140,6 +140,8 @@ typedef struct {
     int32_t ids[WC_IDS];
 } WCSlot; /* 64 bytes: one cache line */
 _Static_assert(sizeof(WCSlot) == 64, "a segment cache slot is one cache line");
+_Static_assert(offsetof(WCSlot, key) == WC_SEG_KEY_OFF && offsetof(WCSlot, ids) == WC_SEG_IDS_OFF(WC_KEY),
+               "a segment cache slot has word_cache.h's shape");
 
 /* ---- the model ---------------------------------------------------------------------------------------------- */
 
@@ -1252,48 +1254,18 @@ static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssi
 /* bpe_segment through the word cache (segments of at most WC_KEY code points, all in the BMP) */
 static int cached_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssize_t n, Buf *out,
                           CallStats *st) {
-    WordCache *c = m->cache;
-    if (!c || n > WC_KEY || n <= 0) return bpe_segment(m, sc, text, n, out);
-    uint64_t h = 1469598103934665603ULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (text[i] >= BMP) return bpe_segment(m, sc, text, n, out);
-        h ^= text[i];
-        h *= 1099511628211ULL;
+    WCSlot copy;
+    WCSeg seg;
+    int got = wc_seg_get(m->cache, text, n, WC_KEY, WC_IDS, &copy, sizeof copy, &seg, st);
+    if (got > 0) {
+        if (buf_reserve(out, copy.h.count) < 0) return -1;
+        memcpy(out->ids + out->n, copy.ids, (size_t)copy.h.count * sizeof(int32_t));
+        out->n += copy.h.count;
+        return 0;
     }
-    h = mix64(h ^ (uint64_t)n);
-    uint16_t gen = wc_gen(c);
-    void *ways[2];
-    int nways = wc_ways(c, h, ways);
-    for (int w = 0; w < nways; w++) {
-        WCSlot copy;
-        if (!wc_maybe(ways[w], (unsigned)n, gen) || !wc_read(ways[w], &copy, sizeof copy) || copy.h.len != n ||
-            copy.h.gen != gen || copy.h.count > WC_IDS)
-            continue;
-        Py_ssize_t i = 0;
-        while (i < n && copy.key[i] == text[i]) i++;
-        if (i == n) {
-            if (buf_reserve(out, copy.h.count) < 0) return -1;
-            memcpy(out->ids + out->n, copy.ids, (size_t)copy.h.count * sizeof(int32_t));
-            out->n += copy.h.count;
-            st->hits++;
-            return 0;
-        }
-    }
-    st->misses++;
     Py_ssize_t before = out->n;
     if (bpe_segment(m, sc, text, n, out) < 0) return -1;
-    Py_ssize_t nids = out->n - before;
-    WCSlot *sl = (WCSlot *)wc_victim(ways, nways, h, gen);
-    uint32_t odd;
-    if (nids <= WC_IDS && (odd = wc_claim(sl)) != 0) {
-        if (!sl->h.len || sl->h.gen != gen) st->filled++;
-        sl->h.gen = gen;
-        sl->h.len = (uint8_t)n;
-        sl->h.count = (uint8_t)nids;
-        for (Py_ssize_t i = 0; i < n; i++) sl->key[i] = (uint16_t)text[i];
-        memcpy(sl->ids, out->ids + before, (size_t)nids * sizeof(int32_t));
-        wc_release(sl, odd);
-    }
+    if (got == 0) wc_seg_put(&seg, text, n, WC_KEY, WC_IDS, out->ids + before, out->n - before, st);
     return 0;
 }
 

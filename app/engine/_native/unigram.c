@@ -1897,6 +1897,18 @@ static PyObject *Model_tokenize(Model *self, PyObject *arg) {
     return ids_list(&out, rc);
 }
 
+/* A ``normalizer`` argument into *nz: a Normalizer, or NULL for None; -1 with TypeError for anything else. */
+static int normalizer_arg(PyObject *nobj, Normalizer **nz) {
+    *nz = NULL;
+    if (nobj == Py_None) return 0;
+    if (!PyObject_TypeCheck(nobj, &NormalizerType)) {
+        PyErr_SetString(PyExc_TypeError, "normalizer must be a Normalizer or None");
+        return -1;
+    }
+    *nz = (Normalizer *)nobj;
+    return 0;
+}
+
 PyDoc_STRVAR(encode_doc,
              "encode(items, normalizer=None, scrub=False) -> list[int]: ids of ``items`` in order (str items are "
              "normalized by ``normalizer`` when given, lone surrogates as U+FFFD first -- also with ``scrub`` -- then "
@@ -1908,14 +1920,8 @@ static PyObject *Model_encode(Model *self, PyObject *args, PyObject *kwds) {
     int scrub = 0;
     static char *kwlist[] = {"items", "normalizer", "scrub", NULL};
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!|Op", kwlist, &PyList_Type, &items, &nobj, &scrub)) return NULL;
-    Normalizer *nz = NULL;
-    if (nobj != Py_None) {
-        if (!PyObject_TypeCheck(nobj, &NormalizerType)) {
-            PyErr_SetString(PyExc_TypeError, "normalizer must be a Normalizer or None");
-            return NULL;
-        }
-        nz = (Normalizer *)nobj;
-    }
+    Normalizer *nz;
+    if (normalizer_arg(nobj, &nz) < 0) return NULL;
     Items its;
     if (items_read(items, &its) < 0) return NULL;
     Py_ssize_t count = its.count;
@@ -1968,14 +1974,8 @@ static PyObject *Model_encode_text(Model *self, PyObject *const *args, Py_ssize_
         return NULL;
     }
     PyObject *nobj = args[0], *text = args[1];
-    Normalizer *nz = NULL;
-    if (nobj != Py_None) {
-        if (!PyObject_TypeCheck(nobj, &NormalizerType)) {
-            PyErr_SetString(PyExc_TypeError, "normalizer must be a Normalizer or None");
-            return NULL;
-        }
-        nz = (Normalizer *)nobj;
-    }
+    Normalizer *nz;
+    if (normalizer_arg(nobj, &nz) < 0) return NULL;
     if (!PyUnicode_Check(text)) {
         PyErr_SetString(PyExc_TypeError, "text must be str");
         return NULL;
@@ -2015,14 +2015,8 @@ static PyObject *Model_encode_texts(Model *self, PyObject *const *args, Py_ssize
         return NULL;
     }
     PyObject *nobj = args[0];
-    Normalizer *nz = NULL;
-    if (nobj != Py_None) {
-        if (!PyObject_TypeCheck(nobj, &NormalizerType)) {
-            PyErr_SetString(PyExc_TypeError, "normalizer must be a Normalizer or None");
-            return NULL;
-        }
-        nz = (Normalizer *)nobj;
-    }
+    Normalizer *nz;
+    if (normalizer_arg(nobj, &nz) < 0) return NULL;
     int counts = PyObject_IsTrue(args[2]);
     if (counts < 0) return NULL;
     /* our own list of the texts: it keeps each one alive while the GIL is released */

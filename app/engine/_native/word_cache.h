@@ -1,6 +1,6 @@
 /*
  * word_cache.h: a bounded, lock-free cache of fixed-size slots, shared by the threads that encode with one model
- * while the GIL is released (spbpe.c's segment cache, unigram.c's word cache). Header-only.
+ * while the GIL is released (mergebpe.c's and spbpe.c's segment caches, unigram.c's word cache). Header-only.
  *
  * A two-way set-associative table of ``nslots`` slots of ``slot_size`` bytes (a multiple of 64, 64-byte aligned): a
  * key may sit in its hashed slot or the one next to it (index ^ 1), so two frequent keys that hash to the same slot
@@ -12,6 +12,10 @@
  * instead of touching every slot (an entry of an older generation reads as empty), so clearing is O(1) except once
  * every 65,535 clears. What a slot holds after the head is the caller's; a cache never changes results, only how
  * often they are recomputed.
+ *
+ * Segment caches (mergebpe.c's and spbpe.c's) share one slot shape and one lookup: a key of at most ``key_cap``
+ * code points, all in the BMP, stored as ``uint16_t`` right after the head, then at most ``ids_cap`` ``int32_t``
+ * ids (:func:`wc_seg_get`, :func:`wc_seg_put`).
  */
 #ifndef TOK_WORD_CACHE_H
 #define TOK_WORD_CACHE_H
@@ -21,6 +25,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "hash_mix.h"
 
 typedef struct {
     uint32_t seq; /* even: stable; odd: being written */
@@ -139,6 +144,76 @@ static void wc_clear(WordCache *c) {
     __atomic_store_n(&c->hits, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&c->misses, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&c->size, 0, __ATOMIC_RELAXED);
+}
+
+/* ---- segment caches ------------------------------------------------------------------------------------------ */
+
+/* A segment slot: the WCHead (len: code points of the key, count: ids), the key's code points as uint16_t from byte
+ * WC_SEG_KEY_OFF, the ids as int32_t from byte WC_SEG_IDS_OFF(key_cap). The caller's slot struct must match
+ * (static-assert its offsetof). */
+#define WC_SEG_KEY_OFF sizeof(WCHead)
+#define WC_SEG_IDS_OFF(key_cap) ((WC_SEG_KEY_OFF + 2 * (size_t)(key_cap) + 3) & ~(size_t)3)
+
+/* Where a missed segment goes: its hash, its slots and the generation it was looked up in (for wc_seg_put). */
+typedef struct {
+    uint64_t h;
+    void *ways[2];
+    int nways;
+    uint16_t gen;
+} WCSeg;
+
+/* Look the segment t[0..n) up in ``c``. 1: a hit, its ids in ``copy`` (a slot of ``slot_size`` bytes the caller
+ * owns; ``count`` of the head, ids at WC_SEG_IDS_OFF), counted in st->hits; 0: a miss, counted in st->misses, and
+ * ``seg`` says where wc_seg_put may store the segment's ids; -1: not cacheable (no cache, n outside 1..key_cap or a
+ * code point outside the BMP), nothing counted. */
+static inline int wc_seg_get(WordCache *c, const uint32_t *t, Py_ssize_t n, unsigned key_cap, unsigned ids_cap,
+                             void *copy, size_t slot_size, WCSeg *seg, CallStats *st) {
+    if (!c || n > (Py_ssize_t)key_cap || n <= 0) return -1;
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (t[i] >= 0x10000) return -1;
+        h ^= t[i];
+        h *= 1099511628211ULL;
+    }
+    h = mix64(h ^ (uint64_t)n);
+    uint16_t gen = wc_gen(c);
+    seg->h = h;
+    seg->gen = gen;
+    seg->nways = wc_ways(c, h, seg->ways);
+    const WCHead *head = (const WCHead *)copy;
+    const uint16_t *key = (const uint16_t *)((const unsigned char *)copy + WC_SEG_KEY_OFF);
+    for (int w = 0; w < seg->nways; w++) {
+        if (!wc_maybe(seg->ways[w], (unsigned)n, gen) || !wc_read(seg->ways[w], copy, slot_size) ||
+            head->len != n || head->gen != gen || head->count > ids_cap)
+            continue;
+        Py_ssize_t i = 0;
+        while (i < n && key[i] == t[i]) i++;
+        if (i == n) {
+            st->hits++;
+            return 1;
+        }
+    }
+    st->misses++;
+    return 0;
+}
+
+/* After a miss (wc_seg_get returned 0), store the segment t[0..n) with its ``nids`` ids, unless they are more than
+ * ``ids_cap`` or another thread is writing the slot; a slot that was empty is counted in st->filled. */
+static inline void wc_seg_put(const WCSeg *seg, const uint32_t *t, Py_ssize_t n, unsigned key_cap, unsigned ids_cap,
+                              const int32_t *ids, Py_ssize_t nids, CallStats *st) {
+    unsigned char *sl = (unsigned char *)wc_victim((void **)seg->ways, seg->nways, seg->h, seg->gen);
+    WCHead *head = (WCHead *)sl;
+    uint32_t odd;
+    if (nids <= (Py_ssize_t)ids_cap && (odd = wc_claim(sl)) != 0) {
+        if (!head->len || head->gen != seg->gen) st->filled++;
+        head->gen = seg->gen;
+        head->len = (uint8_t)n;
+        head->count = (uint8_t)nids;
+        uint16_t *key = (uint16_t *)(sl + WC_SEG_KEY_OFF);
+        for (Py_ssize_t i = 0; i < n; i++) key[i] = (uint16_t)t[i];
+        memcpy(sl + WC_SEG_IDS_OFF(key_cap), ids, (size_t)nids * sizeof(int32_t));
+        wc_release(sl, odd);
+    }
 }
 
 /* ``cache_stats()`` of a model: (hits, misses, size, max_size) as a new tuple, all 0 without a cache (GIL held;

@@ -20,11 +20,11 @@ from app.engine.pipeline.pipeline import SEGMENT_FROM
 from tests.engine.exactness.corpus import surrogate_strings
 
 from .corpus import hostile, long_strings
+from .merge_models import random_bpe_config, random_text
 
 pytestmark = pytest.mark.skipif(bpe_module._EXT.module is None,
                                 reason=f"compiled merge-list BPE not built: {bpe_module._EXT.error}")
 
-ALPHABET = "abcdé▁ 中\n"
 HEADER = 8 + 4 + 4 + 4 + 4 + 8 * 4 + 4 * 256
 M64 = (1 << 64) - 1
 
@@ -33,44 +33,6 @@ def _module() -> Any:
     module = bpe_module._EXT.module
     assert module is not None
     return module
-
-
-def _config(rng: random.Random, wide: bool) -> dict[str, Any]:
-    """A random BPE configuration (byte fallback with missing bytes, <unk> fused or not, duplicate merges);
-    ``wide``: one id of 2**20 or more, so the model keeps its wide pair table."""
-    chars = rng.sample(ALPHABET, rng.randint(2, len(ALPHABET)))
-    vocab: dict[str, int] = {}
-    byte_fallback = rng.random() < 0.6
-    if byte_fallback:
-        missing = set(rng.sample(range(256), rng.choice([0, 3, 40])))
-        for b in range(256):
-            if b not in missing:
-                vocab.setdefault(f"<0x{b:02X}>", len(vocab))
-    unk = "<unk>" if rng.random() < 0.6 else None
-    if unk:
-        vocab.setdefault(unk, len(vocab))
-    for c in chars:
-        vocab.setdefault(c, len(vocab))
-    tokens = list(chars)
-    merges: list[list[str]] = []
-    for _ in range(rng.randint(0, 60)):
-        left, right = rng.choice(tokens), rng.choice(tokens)
-        if len(left) + len(right) > 8:
-            continue
-        vocab.setdefault(left + right, len(vocab) + (1 << 20 if wide and rng.random() < 0.3 else 0))
-        tokens.append(left + right)
-        merges.append([left, right])
-    if merges:
-        merges += rng.sample(merges, min(len(merges), 5))
-    if wide:
-        vocab.setdefault("zzz", (1 << 20) + 7)
-    return {"type": "BPE", "vocab": vocab, "merges": merges, "unk_token": unk, "byte_fallback": byte_fallback,
-            "fuse_unk": rng.random() < 0.5}
-
-
-def _text(rng: random.Random, n: int) -> str:
-    pool = ALPHABET + "xyz😀ß\u0301"
-    return "".join(rng.choice(pool) for _ in range(n))
 
 
 def _outcome(call: Any, *args: Any) -> Any:
@@ -98,12 +60,12 @@ def _native(config: dict[str, Any]) -> Any:
 def test_random_models_round_trip(wide: bool) -> None:
     rng = random.Random(29 + wide)
     for _ in range(150):
-        built = _native(_config(rng, wide))
+        built = _native(random_bpe_config(rng, wide=wide, reorder=False, missing=(0, 3, 40)))
         dump = built.dump()
         assert isinstance(dump, bytes) and dump[:8] == b"MBPEDUMP"
         loaded = _module().Model.load(memoryview(dump))
         assert loaded.dump() == dump  # the same tables
-        texts = [_text(rng, rng.choice([0, 1, 2, 5, 20, 47, 48, 49, 120, 400])) for _ in range(20)]
+        texts = [random_text(rng, rng.choice([0, 1, 2, 5, 20, 47, 48, 49, 120, 400])) for _ in range(20)]
         _same(built, loaded, [*texts, "a\ud800b"])
 
 

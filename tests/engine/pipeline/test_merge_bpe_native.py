@@ -24,68 +24,21 @@ from app.engine.store import Store
 from harness import realtext
 
 from .corpus import hostile, long_strings
+from .merge_models import ALPHABET, random_bpe_config, random_text
 from .reference import reference
 
 pytestmark = pytest.mark.skipif(bpe_module._EXT.module is None,
                                 reason=f"compiled merge-list BPE not built: {bpe_module._EXT.error}")
 
-ALPHABET = "abcdé▁ 中\n"
-
-
-def _random_model(rng: random.Random) -> dict:  # type: ignore[type-arg]
-    """A random BPE configuration: characters, some <0xNN> tokens, maybe <unk>, merges of existing tokens."""
-    chars = rng.sample(ALPHABET, rng.randint(2, len(ALPHABET)))
-    vocab: dict[str, int] = {}
-
-    def add(token: str) -> None:
-        vocab.setdefault(token, len(vocab))
-
-    byte_fallback = rng.random() < 0.6
-    if byte_fallback:
-        missing = set(rng.sample(range(256), rng.choice([0, 0, 3, 40])))
-        for b in range(256):
-            if b not in missing:
-                add(f"<0x{b:02X}>")
-    unk = "<unk>" if rng.random() < 0.6 else None
-    if unk:
-        add(unk)
-    for c in chars:
-        add(c)
-    tokens = list(chars)
-    merges: list[list[str]] = []
-    for _ in range(rng.randint(0, 60)):
-        left, right = rng.choice(tokens), rng.choice(tokens)
-        if len(left) + len(right) > 8:
-            continue
-        add(left + right)
-        tokens.append(left + right)
-        merges.append([left, right])
-    if merges and rng.random() < 0.5:  # duplicate pairs: the last rank wins
-        merges += rng.sample(merges, min(len(merges), 5))
-    rng.shuffle(merges) if rng.random() < 0.3 else None  # ranks out of creation order
-    if rng.random() < 0.5:
-        shuffled = list(vocab)
-        rng.shuffle(shuffled)
-        vocab = {t: i for i, t in enumerate(shuffled)}
-    strings = [" ".join(m) if " " not in m[0] + m[1] and rng.random() < 0.5 else m for m in merges]
-    return {"type": "BPE", "vocab": vocab, "merges": strings, "unk_token": unk, "byte_fallback": byte_fallback,
-            "fuse_unk": rng.random() < 0.5}
-
-
-def _random_text(rng: random.Random, n: int) -> str:
-    pool = ALPHABET + "xyz😀ß\u0301"
-    return "".join(rng.choice(pool) for _ in range(n))
-
-
 def test_random_models_match_the_reference() -> None:
     rng = random.Random(20261201)
     compared = 0
     for _ in range(400):
-        config = _random_model(rng)
+        config = random_bpe_config(rng)
         native = BPE.from_hf(config, backend="native")
         python = BPE.from_hf(config, backend="python")
         assert native.backend == "native" and python.backend == "python"
-        texts = [_random_text(rng, rng.choice([0, 1, 2, 5, 20, 47, 48, 49, 120, 400])) for _ in range(25)]
+        texts = [random_text(rng, rng.choice([0, 1, 2, 5, 20, 47, 48, 49, 120, 400])) for _ in range(25)]
         for text in texts:
             assert native.tokenize(text) == python.tokenize(text), (config, text)
             compared += 1
@@ -204,7 +157,7 @@ def test_text_plan_matches_the_reference_on_random_pipelines() -> None:
     rng = random.Random(20261204)
     planned = 0
     for _ in range(150):
-        config = _random_model(rng)
+        config = random_bpe_config(rng)
         added = [AddedToken("".join(rng.choice("ab<>▁\n 😀") for _ in range(rng.randint(1, 4))), 1000 + i,
                             special=rng.random() < 0.3) for i in range(rng.choice([0, 1, 5, 12]))]
         replace = rng.choice([None, (" ", "▁"), (" ", "ab"), ("a", ""), ("▁", " ")])
