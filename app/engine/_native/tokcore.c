@@ -798,16 +798,24 @@ static int encode_piece(const RankTable *t, PieceCache *c, CallStats *st, const 
 {
     if (vec_reserve(out, n))
         return -1;
-    uint32_t r = rank_lookup_hint(t, p, n, 1);
+    uint64_t h = 0;
+    uint32_t r;
+    if (n >= 3) { /* the whole-piece lookup of rank_lookup_hint, keeping the hash for the cache below */
+        h = hash_bytes(p, n);
+        __builtin_prefetch(&t->slots[(size_t)h & t->mask]);
+        r = rank_lookup_hashed(t, p, n, h);
+    } else {
+        r = n == 1 ? t->byte_rank[p[0]] : t->pair_rank[((uint32_t)p[0] << 8) | p[1]];
+    }
     if (r != NO_RANK) {
         out->data[out->len++] = r;
         return 0;
     }
     PCSlot *sl = NULL, *way2 = NULL;
     uint16_t tag = 0;
-    uint64_t h = 0;
     if (c && c->nslots && n <= PC_KEY) {
-        h = hash_bytes(p, n);
+        if (n < 3)
+            h = hash_bytes(p, n);
         tag = (uint16_t)(h >> 48);
         size_t i = (size_t)(((uint64_t)(uint32_t)h * c->nslots) >> 32);
         sl = &c->slots[i];
