@@ -130,7 +130,7 @@ def create_app(settings: Settings | None = None, state: ServiceState | None = No
                      ", ".join(svc.tokenizers))
         else:
             log.info("ready: %s", ", ".join(f"{t.name} ({t.backend})" for t in svc.tokenizers.loaded()))
-        flusher = asyncio.get_running_loop().create_task(metrics.billing_flusher())
+        flusher = asyncio.get_running_loop().create_task(metrics.flusher())
         try:
             yield
         finally:
@@ -138,7 +138,7 @@ def create_app(settings: Settings | None = None, state: ServiceState | None = No
             flusher.cancel()
             with suppress(asyncio.CancelledError):
                 await flusher
-            metrics.flush_billing()
+            metrics.flush()
             metrics.mark_process_dead()
             if state is None:
                 # What this app loaded and froze goes back to the collector: a process that builds apps one after

@@ -25,9 +25,9 @@ removes its files before forking (:func:`release_process_files`) and the live ga
 (:func:`forget_process`). Gauges declare how to merge: ``livesum`` for in-flight
 requests and cache entries (a worker that exits cleanly removes its files, see :func:`mark_process_dead`), ``max``
 for the info metric. The engine's cache counters live inside each worker, so they are copied into counters as
-deltas after every tokenization and at every scrape (:func:`sync_cache`): in one process this is the same as reading
-each tokenizer's ``cache_stats()`` at scrape time; with several workers it is the only way the other workers' caches
-reach a scrape.
+deltas (:func:`sync_cache`) at every scrape and, for the tokenizers a request used (:func:`cache_used`), once a
+second (:func:`flusher`) and at shutdown: in one process a scrape reads each tokenizer's ``cache_stats()`` as it
+is; with several workers this is the only way the other workers' caches reach a scrape, at most a second late.
 
 Two hazards of multiprocess mode are handled (:mod:`app.api.metrics_files`): a worker killed without a clean
 shutdown would leave its in-flight requests counted for ever, so every scrape forgets the live gauges of processes
@@ -420,8 +420,8 @@ def billing_updates(model: str, by_kind: Iterable[tuple[str, int, float]]) -> tu
 _pending_billing: list[Sequence[tuple[Any, float]]] = []
 #: :func:`observe_billing` writes the queue itself once it holds this many requests' updates.
 BILLING_QUEUE = 256
-#: Seconds between two writes of the queue by the app's flusher (:func:`billing_flusher`).
-BILLING_FLUSH_SECONDS = 1.0
+#: Seconds between two runs of :func:`flush` by the app's flusher (:func:`flusher`).
+FLUSH_SECONDS = 1.0
 
 
 def observe_billing(updates: Sequence[tuple[Any, float]]) -> None:
@@ -429,7 +429,7 @@ def observe_billing(updates: Sequence[tuple[Any, float]]) -> None:
 
     A request pays for one list append, not for its counter writes (about a tenth of a priced ``/count``). The
     queue is written when it holds :data:`BILLING_QUEUE` requests, before this process renders ``/metrics``, every
-    :data:`BILLING_FLUSH_SECONDS` by :func:`billing_flusher` and when the app stops: a scrape served by another
+    :data:`FLUSH_SECONDS` by :func:`flusher` and when the app stops: a scrape served by another
     worker sees this worker's amounts at most that long after they were counted. Thread-safe (appends are atomic;
     writers take the lock)."""
     pending = _pending_billing
@@ -460,12 +460,36 @@ def flush_billing() -> None:
                 add(amount * k)
 
 
-async def billing_flusher() -> None:
-    """Run :func:`flush_billing` every :data:`BILLING_FLUSH_SECONDS` until cancelled (the app's lifespan runs one
-    per process)."""
+#: Tokenizers used since their cache counters were last copied (:func:`cache_used`), by name.
+_caches_used: dict[str, Tokenizer] = {}
+
+
+def cache_used(tokenizer: Tokenizer) -> None:
+    """Note that ``tokenizer`` tokenized something: :func:`flush` copies its cache counters (:func:`sync_cache`) within
+    :data:`FLUSH_SECONDS`, and a scrape of this process copies every loaded tokenizer's first. A request pays for
+    one dict store instead of the copy. Thread-safe."""
+    _caches_used[tokenizer.name] = tokenizer
+
+
+def flush() -> None:
+    """Write what requests left for later: the billing queue (:func:`flush_billing`) and the cache counters of the
+    tokenizers used since the last flush (:func:`cache_used`)."""
+    flush_billing()
+    used: list[Tokenizer] = []
     while True:
-        await asyncio.sleep(BILLING_FLUSH_SECONDS)
-        flush_billing()
+        try:
+            used.append(_caches_used.popitem()[1])  # atomic: a tokenizer noted meanwhile stays for the next flush
+        except KeyError:
+            break
+    if used:
+        sync_cache(used)
+
+
+async def flusher() -> None:
+    """Run :func:`flush` every :data:`FLUSH_SECONDS` until cancelled (the app's lifespan runs one per process)."""
+    while True:
+        await asyncio.sleep(FLUSH_SECONDS)
+        flush()
 
 
 def sync_cache(tokenizers: Iterable[Tokenizer]) -> None:

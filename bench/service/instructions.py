@@ -265,7 +265,7 @@ async def child_inprocess(what: str, size: int, path: str, n: int) -> None:
         def one_request_metrics(i: int) -> None:
             metrics.request_started()
             metrics.observe_work(path, "cl100k_base", 1e-5, 50, size)
-            metrics.sync_cache([tokenizer])
+            metrics.cache_used(tokenizer)
             metrics.request_done(path, "cl100k_base", 200, 1e-4)
 
         segments: dict[str, Callable[[int], Any]] = {
@@ -287,7 +287,8 @@ async def child_inprocess(what: str, size: int, path: str, n: int) -> None:
                 "metrics: request_started + request_done": sync(lambda i: (
                     metrics.request_started(), metrics.request_done(path, "cl100k_base", 200, 1e-4))),
                 "metrics: observe_work": sync(lambda i: metrics.observe_work(path, "cl100k_base", 1e-5, 50, size)),
-                "metrics: sync_cache": sync(lambda i: metrics.sync_cache([tokenizer])),
+                "metrics: cache_used": sync(lambda i: metrics.cache_used(tokenizer)),
+                "metrics: sync_cache (once a second)": sync(lambda i: metrics.sync_cache([tokenizer])),
             })
         loop = asyncio.get_running_loop()
         for name, fn in segments.items():

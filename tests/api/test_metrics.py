@@ -43,6 +43,21 @@ def test_cache_counters_follow_cache_stats_as_deltas() -> None:
         assert _value("tokenizer_cache_max_entries", tokenizer.name) == 10
 
 
+def test_used_caches_are_copied_at_the_next_flush() -> None:
+    tokenizer = FakeEncoding("fake-cache-used-test")
+    metrics.sync_cache([tokenizer])  # type: ignore[list-item]
+    tokenizer.stats = CacheStats(9, 4, 5, 10)
+    metrics.cache_used(tokenizer)  # type: ignore[arg-type]
+    metrics.cache_used(tokenizer)  # type: ignore[arg-type]
+    assert _value("tokenizer_cache_hits_total", tokenizer.name) == 0  # noted, not copied yet
+    metrics.flush()
+    assert _value("tokenizer_cache_hits_total", tokenizer.name) == 9
+    assert _value("tokenizer_cache_misses_total", tokenizer.name) == 4
+    tokenizer.stats = CacheStats(12, 4, 5, 10)
+    metrics.flush()  # not used since: nothing copied
+    assert _value("tokenizer_cache_hits_total", tokenizer.name) == 9
+
+
 def test_json_media_types() -> None:
     assert is_json_media_type("application/json")
     assert is_json_media_type("Application/JSON; charset=utf-8")
@@ -103,14 +118,14 @@ def test_the_app_flusher_writes_the_queue_without_a_scrape() -> None:
     with TestClient(create_app(Settings(tokenizers="o200k_base"))) as client:
         before = _billed("gpt-4o", "input")
         _priced_count(client)
-        deadline = time.monotonic() + 10 * metrics.BILLING_FLUSH_SECONDS
+        deadline = time.monotonic() + 10 * metrics.FLUSH_SECONDS
         while _billed("gpt-4o", "input") == before and time.monotonic() < deadline:
             time.sleep(0.05)
         assert _billed("gpt-4o", "input") == before + 2
 
 
 def test_the_app_shutdown_writes_the_queue(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(metrics, "BILLING_FLUSH_SECONDS", 3600.0)  # the flusher never wakes during the test
+    monkeypatch.setattr(metrics, "FLUSH_SECONDS", 3600.0)  # the flusher never wakes during the test
     with TestClient(create_app(Settings(tokenizers="o200k_base"))) as client:
         before = _billed("gpt-4o", "input")
         _priced_count(client)

@@ -407,6 +407,20 @@ def test_utf8_size_is_the_utf8_length_and_refuses_lone_surrogates(text: str) -> 
         assert get_tokenizer("cl100k_base").count(text) == get_tokenizer("cl100k_base", backend="python").count(text)
 
 
+@pytest.mark.parametrize("text", [
+    "plain ASCII only", "Latin-1: café, naïve, ¿qué?", "BMP: Привет, 你好世界, ελληνικά", "astral: 😀 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 𠀀",
+    "lone: a\ud800b", "lone astral: 😀\udc00", "end \udbff", "é" * 3000 + "字" * 3000 + "😀" * 3000,
+])
+def test_every_str_kind_encodes_as_the_reference(text: str) -> None:
+    # strs of 1, 2 and 4 bytes per code unit, one and many texts (the batch converts the code units itself); a
+    # lone surrogate makes the compiled call fail and the caller scrub and retry
+    for name in ("cl100k_base", "o200k_base", "llama3"):
+        fast, reference = get_tokenizer(name), get_tokenizer(name, backend="python")
+        assert fast.encode(text) == reference.encode(text)
+        assert fast.count(text) == reference.count(text)
+        assert fast.encode_batch([text, text[::-1]]) == [reference.encode(text), reference.encode(text[::-1])]
+
+
 # ------------------------------------------------------------------------------------- FastCall (fast_call.h)
 
 

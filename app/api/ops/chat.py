@@ -134,7 +134,7 @@ def chat_op(svc: ServiceState, req: EncodeRequest | CountRequest, labels: Mutabl
     timings["tokenize"] = time.perf_counter() - start
     out["model"] = model_block(svc, info, [out["count"]], False, req)
     payload = timed(timings, "serialize", lambda: dumps(out))
-    metrics.sync_cache([tokenizer])
+    metrics.cache_used(tokenizer)
     return OpResult(payload, tokenizer.name, out["count"], nbytes, timings)
 
 

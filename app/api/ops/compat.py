@@ -122,7 +122,7 @@ def tokenize(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -
     timings["tokenize"] = time.perf_counter() - start
     if req.return_token_strs:  # messages: the framed ids are the count (ids alone are not limited)
         check_detail_count(svc, len(ids), "return_token_strs")
-    metrics.sync_cache([tokenizer])
+    metrics.cache_used(tokenizer)
     out: dict[str, Any] = {"count": len(ids), "max_model_len": info.context_window, "tokens": ids}
     if req.return_token_strs:
         out["token_strs"] = [p.get("text", p.get("bytes")) for p in token_pieces(tokenizer, ids)]
@@ -221,7 +221,7 @@ def tei_tokenize(svc: ServiceState, name: str, body: bytes, labels: MutableMappi
     start = time.perf_counter()
     out = [_tei_tokens(tokenizer, t, req.add_special_tokens) for t in inputs]
     timings["tokenize"] = time.perf_counter() - start
-    metrics.sync_cache([tokenizer])
+    metrics.cache_used(tokenizer)
     payload = timed(timings, "serialize", lambda: dumps(out))
     return OpResult(payload, tokenizer.name, sum(map(len, out)), nbytes, timings)
 

@@ -277,7 +277,7 @@ def responses_input_tokens(svc: ServiceState, body: bytes, labels: MutableMappin
     start = time.perf_counter()
     n = framed_count(svc, tokenizer, framing, conv, ChatOptions(variables=variables))
     timings["tokenize"] = time.perf_counter() - start
-    metrics.sync_cache([tokenizer])
+    metrics.cache_used(tokenizer)
     return OpResult(serialize.dumps({"object": "response.input_tokens", "input_tokens": n}), tokenizer.name, n, nbytes,
                     timings)
 
@@ -422,5 +422,5 @@ def anthropic_count_tokens(svc: ServiceState, body: bytes, labels: MutableMappin
     start = time.perf_counter()
     n = framed_count(svc, tokenizer, framing, conv, ChatOptions(variables=req.chat_template_kwargs or None))
     timings["tokenize"] = time.perf_counter() - start
-    metrics.sync_cache([tokenizer])
+    metrics.cache_used(tokenizer)
     return OpResult(serialize.dumps({"input_tokens": n}), tokenizer.name, n, nbytes, timings)

@@ -215,7 +215,7 @@ def encode(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> 
     payload = timed(timings, "serialize", lambda: dumps(out))
     if total > serialize.CHUNK:
         serialize.release(results)
-    metrics.sync_cache([tokenizer])
+    metrics.cache_used(tokenizer)
     return OpResult(payload, tokenizer.name, total, t.input_bytes, timings)
 
 
@@ -339,7 +339,7 @@ def count(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -> O
         if looks is not None:
             out["special_lookalikes"] = looks[0]
     payload = timed(timings, "serialize", lambda: dumps(out))
-    metrics.sync_cache([tokenizer])
+    metrics.cache_used(tokenizer)
     return OpResult(payload, tokenizer.name, total, t.input_bytes, timings)
 
 

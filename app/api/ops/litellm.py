@@ -64,7 +64,7 @@ def token_counter(svc: ServiceState, body: bytes, labels: MutableMapping[str, st
         start = time.perf_counter()
         n = tokenizer.count(prompt)
     timings["tokenize"] = time.perf_counter() - start
-    metrics.sync_cache([tokenizer])
+    metrics.cache_used(tokenizer)
     kind = "openai_tokenizer" if tokenizer.name in OPENAI_ENCODINGS else "huggingface_tokenizer"
     out = {"total_tokens": n, "request_model": req.model, "model_used": info.name, "tokenizer_type": kind}
     return OpResult(serialize.dumps(out), tokenizer.name, n, nbytes, timings)

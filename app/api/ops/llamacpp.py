@@ -101,7 +101,7 @@ def tokenize(svc: ServiceState, body: bytes, labels: MutableMapping[str, str]) -
     if req.with_pieces:
         out = [{"id": i, "piece": _piece(b)} for i, b in zip(ids, tokenizer.decode_tokens_bytes(ids), strict=True)]
     timings["tokenize"] = time.perf_counter() - start
-    metrics.sync_cache([tokenizer])
+    metrics.cache_used(tokenizer)
     return OpResult(serialize.dumps({"tokens": out}), tokenizer.name, len(ids), nbytes, timings)
 
 

@@ -730,15 +730,17 @@ static int bpe_piece(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
 /* ------------------------------------------------------------------------------------------------ piece cache */
 
 /* A bounded cache from piece bytes to ids, shared by all threads using one Core (the GIL is not held while
- * encoding): a two-way set-associative table of slots (a piece may sit in its hashed slot or the slot next to
- * it, index ^ 1, so two frequent pieces that hash to the same slot do not keep evicting each other), each slot
+ * encoding): a four-way set-associative table of slots (a piece may sit in its hashed slot i or in i ^ 1, i ^ 2,
+ * i ^ 3, so a few frequent pieces that hash to the same slot do not keep evicting each other), each slot
  * guarded by a sequence lock. A reader checks the slot's tag and length, copies its key and ids and keeps the
  * copy only if the sequence number was even and unchanged around the copy, so hits write nothing shared; a
  * writer claims a slot by moving its number from even to odd (compare-and-swap) and skips the insert if another
  * thread holds it -- caching is optional. Only pieces that are not themselves tokens, of at most PC_KEY bytes and
- * PC_IDS ids, are cached. Output is identical with the cache on or off. */
-#define PC_KEY 40
-#define PC_IDS 12
+ * PC_IDS ids, are cached (64 bytes: a run of 21 CJK characters, which byte-level patterns keep as one piece).
+ * Output is identical with the cache on or off. */
+#define PC_KEY 64
+#define PC_IDS 24
+#define PC_WAYS 4 /* slots per set (a power of two) */
 
 typedef struct {
     uint32_t seq; /* even: stable; odd: being written */
@@ -747,7 +749,9 @@ typedef struct {
     uint8_t nids;
     uint8_t key[PC_KEY];
     uint32_t ids[PC_IDS];
-} PCSlot; /* 96 bytes */
+} PCSlot; /* 168 bytes */
+_Static_assert(sizeof(PCSlot) == 168, "PCSlot layout");
+_Static_assert(PC_KEY <= 255 && PC_IDS <= 255, "len and nids are bytes");
 
 typedef struct {
     PCSlot *slots;
@@ -798,32 +802,55 @@ static int encode_piece(const RankTable *t, PieceCache *c, CallStats *st, const 
 {
     if (vec_reserve(out, n))
         return -1;
-    uint32_t r = rank_lookup_hint(t, p, n, 1);
+    uint64_t h = 0;
+    uint32_t r;
+    if (n >= 3) { /* the whole-piece lookup of rank_lookup_hint, keeping the hash for the cache below */
+        h = hash_bytes(p, n);
+        __builtin_prefetch(&t->slots[(size_t)h & t->mask]);
+        r = rank_lookup_hashed(t, p, n, h);
+    } else {
+        r = n == 1 ? t->byte_rank[p[0]] : t->pair_rank[((uint32_t)p[0] << 8) | p[1]];
+    }
     if (r != NO_RANK) {
         out->data[out->len++] = r;
         return 0;
     }
-    PCSlot *sl = NULL, *way2 = NULL;
+    PCSlot *sl = NULL;
     uint16_t tag = 0;
-    uint64_t h = 0;
     if (c && c->nslots && n <= PC_KEY) {
-        h = hash_bytes(p, n);
+        if (n < 3)
+            h = hash_bytes(p, n);
         tag = (uint16_t)(h >> 48);
         size_t i = (size_t)(((uint64_t)(uint32_t)h * c->nslots) >> 32);
-        sl = &c->slots[i];
-        if ((i ^ 1) < c->nslots)
-            way2 = &c->slots[i ^ 1];
         size_t nids;
-        if (pc_lookup(sl, tag, p, n, out->data + out->len, &nids) ||
-            (way2 && pc_lookup(way2, tag, p, n, out->data + out->len, &nids))) {
+        if (pc_lookup(&c->slots[i], tag, p, n, out->data + out->len, &nids)) {
             out->len += nids;
             st->hits++;
             return 0;
         }
+        /* the other ways of the piece's set: the slots i ^ 1, i ^ 2, i ^ 3 that exist */
+        size_t way[PC_WAYS] = {i, 0, 0, 0}, ways = 1;
+        for (size_t k = 1; k < PC_WAYS; k++) {
+            size_t j = i ^ k;
+            if (j < c->nslots)
+                way[ways++] = j;
+        }
+        for (size_t k = 1; k < ways; k++) {
+            if (pc_lookup(&c->slots[way[k]], tag, p, n, out->data + out->len, &nids)) {
+                out->len += nids;
+                st->hits++;
+                return 0;
+            }
+        }
         st->misses++;
-        /* the slot to fill: an empty one of the two, else one of them by a bit of the hash */
-        if (way2 && sl->len && (!way2->len || ((h >> 47) & 1)))
-            sl = way2;
+        /* the slot to fill: the first empty way, else one picked by two bits of the hash */
+        sl = NULL;
+        for (size_t k = 0; k < ways && !sl; k++) {
+            if (!c->slots[way[k]].len)
+                sl = &c->slots[way[k]];
+        }
+        if (!sl)
+            sl = &c->slots[way[(size_t)(h >> 46) % ways]];
     }
     size_t before = out->len;
     if (bpe_piece(t, p, n, out))
