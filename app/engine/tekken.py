@@ -28,7 +28,7 @@ from .artifact_regex import PatternRejected
 from .encoding import RankBPETokenizer
 from .errors import ArtifactError
 from .pretokenize import compile_pattern
-from .rank_tables import TEKKEN_RANKS, dump_ranks, restore_ranks
+from .rank_tables import TEKKEN_RANKS, Ranks, dump_ranks, restore_ranks
 from .store import TokenizerSpec
 
 #: Special tokens of tekken files that do not list their own (ids 0..19, in this order).
@@ -79,7 +79,7 @@ def parse_tekken(data: bytes, source: str) -> tuple[str, dict[bytes, int], dict[
     return pattern, ranks, {name: i for i, name in enumerate(names)}
 
 
-Parsed = tuple[str, dict[bytes, int], dict[str, int]]
+Parsed = tuple[str, Ranks, dict[str, int]]
 
 
 def _dump(parsed: Parsed) -> Compiled:
@@ -101,6 +101,7 @@ def load_tekken(spec: TokenizerSpec, *, cache_size: int | None = None, backend: 
     ``artifact_cache``: where the parsed file is stored and mapped from (part ``tekken-ranks``)."""
     data = spec.read_artifact()
     source = str(spec.artifact_path)
+    ranks: Ranks
     if artifact_cache is None:
         pattern, ranks, specials = parse_tekken(data, source)
     else:
