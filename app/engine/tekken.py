@@ -98,15 +98,17 @@ def _restore(compiled: Compiled) -> Parsed:
 def load_tekken(spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None,
                 artifact_cache: ArtifactCache | None = None) -> RankBPETokenizer:
     """The loader of manifest format ``tekken``: a verified tekken file as a :class:`RankBPETokenizer`.
-    ``artifact_cache``: where the parsed file is stored and mapped from (part ``tekken-ranks``)."""
-    data = spec.read_artifact()
+    ``artifact_cache``: where the parsed file is stored and mapped from (part ``tekken-ranks``; a compressed file
+    whose compressed bytes the cache has seen verified is then not decompressed, see
+    :func:`app.engine.artifacts.verify_artifact`)."""
     source = str(spec.artifact_path)
     ranks: Ranks
     if artifact_cache is None:
-        pattern, ranks, specials = parse_tekken(data, source)
+        pattern, ranks, specials = parse_tekken(spec.read_artifact(), source)
     else:
-        pattern, ranks, specials = artifact_cache.load(spec.sha256, TEKKEN_RANKS, lambda: parse_tekken(data, source),
-                                                       _dump, _restore)
+        artifact = spec.verify_artifact(artifact_cache)
+        pattern, ranks, specials = artifact_cache.load(spec.sha256, TEKKEN_RANKS,
+                                                       lambda: parse_tekken(artifact.read(), source), _dump, _restore)
     tokenizer = RankBPETokenizer(spec.name, pattern=pattern, mergeable_ranks=ranks, special_tokens=specials,
                                  cache_size=cache_size, spec=spec, backend=backend, template=(["<s>"], []))
     spec.check_vocab_size(tokenizer.n_vocab)
