@@ -160,7 +160,7 @@ def _build(section: str, config: Any, where: str, backend: str | None = None, de
         if builder.build == BPE.from_hf:
             return BPE.from_hf(config, backend=backend, lazy_native=True, derived=derived)
         if builder.build == Unigram.from_hf:
-            return Unigram.from_hf(config, backend=backend, excluded=excluded)
+            return Unigram.from_hf(config, backend=backend, excluded=excluded, derived=derived)
         if builder.build == WordPiece.from_hf:
             return WordPiece.from_hf(config, backend=backend)
         if builder.build == Precompiled.from_hf:  # its decoded table may come from the artifact cache
