@@ -154,10 +154,12 @@ class SentencePieceVocab:
     def _packed_types(self) -> bytes | None:
         """:attr:`types` as bytes (None when some type is outside 0..255), made once."""
         if self._types_packed is False:
-            try:
-                self._types_packed = bytes(self.types)
-            except (ValueError, TypeError):
-                self._types_packed = None
+            self._types_packed = None
+            if type(self.types) in (list, tuple):  # (bytes() of an array would give its raw bytes)
+                try:
+                    self._types_packed = bytes(self.types)
+                except (ValueError, TypeError):
+                    pass
         return self._types_packed  # type: ignore[return-value]
 
 
