@@ -26,7 +26,7 @@ from ...dropout import merge_with_dropout
 from ...sampling import Sample
 from ..base import ItemsSampler, Model, bpe_dropout_sampler
 from ..compiled import MERGE_BPE as _EXT
-from ..derived import Derive, compiled, derive
+from ..derived import Derive, LazyMerges, compiled, derive
 from ..text_plan import TextPlan
 
 #: Below this many symbols the quadratic scan beats the heap.
@@ -237,7 +237,7 @@ class BPE(Model):
         if not isinstance(vocab, dict):
             raise BPEError("vocab must be an object")
         raw = config.get("merges") or []
-        if not isinstance(raw, list):
+        if not isinstance(raw, (list, LazyMerges)):
             raise BPEError("merges must be a list")
         unk = config.get("unk_token")
         if unk is not None and unk not in vocab:
