@@ -16,7 +16,7 @@ from app.engine.artifact_cache import ArtifactCache, Compiled
 from app.engine.artifacts import XZ_WITNESS_PART
 from app.engine.loaders import LoadOptions, load_tokenizer
 from app.engine.pipeline.charsmap import CharsMap, load_charsmap
-from app.engine.pipeline.derived import Derive, pack_strings, read_array, unpack_strings
+from app.engine.pipeline.derived import Derive, LazyMerges, pack_strings, read_array, unpack_strings
 from app.engine.pipeline.gguf_kv import dump_kv, read_kv, restore_kv
 from app.engine.pipeline.hf_doc import dump_doc, restore_doc
 from app.engine.store import Store
@@ -252,3 +252,20 @@ def test_hf_doc_round_trip() -> None:
     assert restore_doc(dump_doc(doc), 10_000, "t.json") == doc
     with pytest.raises(ValueError):  # an id beyond what the file's size allows: a damaged entry
         restore_doc(dump_doc({"model": {"type": "BPE", "vocab": {"a": 10**6}}}), 100, "t.json")
+
+
+def test_restored_merges_are_checked_at_once_and_split_on_first_use() -> None:
+    doc = {"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "c": 3, "abc": 4}, "merges": ["a b", "ab c"]}}
+    stored = dump_doc(doc)
+    back = restore_doc(stored, 10_000, "t.json")
+    merges = back["model"]["merges"]
+    assert isinstance(merges, LazyMerges) and len(merges) == 2 and merges._items is None  # not split yet
+    assert merges == ["a b", "ab c"] and merges[1] == "ab c" and list(merges) == ["a b", "ab c"]
+    with pytest.raises(ValueError):  # the count disagrees with the section
+        restore_doc(Compiled({**stored.meta, "merges": ["str", 3]}, stored.sections), 10_000, "t.json")
+    with pytest.raises(ValueError):  # not UTF-8
+        restore_doc(Compiled(stored.meta, {**stored.sections, "merges": b"\xff\0x"}), 10_000, "t.json")
+    doc["model"]["merges"] = [["a", "b"], ["ab", "c"]]
+    pairs = restore_doc(dump_doc(doc), 10_000, "t.json")["model"]["merges"]
+    assert pairs == [("a", "b"), ("ab", "c")] and len(pairs) == 2
+    assert dump_doc(back).sections["merges"] == stored.sections["merges"]  # a restored list dumps as before
