@@ -221,11 +221,11 @@ def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_s
     except CharsMapError as exc:
         raise ArtifactError(source, str(exc)) from None
     user = vocab.ids_of(USER_DEFINED)
-    pairs = list(zip(vocab.pieces, vocab.scores, strict=True))
     model: SentencePieceBPE | Unigram
     split: SpaceSymbolSplit | None = None
     if vocab.model_type == "bpe":
         mergeable = vocab.ids_where((NORMAL, USER_DEFINED, UNUSED))
+        pairs = list(zip(vocab.pieces, vocab.scores, strict=True))
         model = SentencePieceBPE(pairs, unk_id=unk_id, byte_fallback=vocab.byte_fallback, mergeable=mergeable,
                                  user_defined=user, unused=vocab.ids_of(UNUSED), backend=backend,
                                  cache_size=default_cache_size() if cache_size is None else cache_size)
@@ -233,9 +233,9 @@ def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_s
             split = SpaceSymbolSplit()
     else:
         excluded = vocab.ids_where((NORMAL, USER_DEFINED), negate=True)
-        model = Unigram(pairs, unk_id=unk_id, byte_fallback=vocab.byte_fallback, excluded=excluded,
+        model = Unigram((), unk_id=unk_id, byte_fallback=vocab.byte_fallback, excluded=excluded,
                         user_defined=user, float32=True, cache_size=word_cache_size(cache_size, word_cache),
-                        backend=backend, derived=derived)
+                        backend=backend, derived=derived, columns=(vocab.pieces, vocab.scores))
     normalizer = SentencePieceNormalizer(
         charsmap, add_dummy_prefix=vocab.add_dummy_prefix, remove_extra_whitespaces=vocab.remove_extra_whitespaces,
         escape_whitespaces=vocab.escape_whitespaces, treat_whitespace_as_suffix=vocab.treat_whitespace_as_suffix,

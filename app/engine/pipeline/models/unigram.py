@@ -83,7 +83,7 @@ class Unigram(Model):
     def __init__(self, vocab: Sequence[tuple[str, float]], *, unk_id: int | None, byte_fallback: bool = False,
                  excluded: Collection[int] = (), user_defined: Collection[int] = (), float32: bool = False,
                  unk_score: float | None = None, backend: str | None = None, cache_size: int = 0,
-                 derived: Derive | None = None) -> None:
+                 derived: Derive | None = None, columns: tuple[list[str], list[float]] | None = None) -> None:
         """``vocab``: ``(piece, score)`` by id. ``excluded``: ids never matched in text. ``user_defined``: ids that
         SentencePiece scores by length (``float32`` only). ``unk_score``: default the lowest score of the
         matchable pieces minus 10 (callers pass the reference's own rule when it differs). ``backend``
@@ -93,17 +93,22 @@ class Unigram(Model):
         no piece has ``▁`` after its first character — the ids are the same with or without it). ``derived``: the
         artifact's cache of derivations: the compiled model, the scores table and the byte ids are then kept there
         (part ``unigram-model-<digest of the inputs>``, :data:`UNIGRAM_MODEL_PART`) and a warm load restores them
-        instead of building them (the piece -> id dict is then built on first use)."""
-        if set(map(len, vocab)) <= {2}:
+        instead of building them (the piece -> id dict is then built on first use). ``columns``: ``vocab`` as
+        the lists ``(pieces, scores)`` (``vocab`` is then ignored), which the callers that have them pass."""
+        pieces: Sequence[str] = []
+        scores: Sequence[float] = []
+        if columns is not None:
+            pieces, scores = columns
+            vocab = list(zip(pieces, scores, strict=True))
+        elif set(map(len, vocab)) <= {2}:
             pieces, scores = list(map(itemgetter(0), vocab)), list(map(itemgetter(1), vocab))
-        else:  # (not pairs: the reference's own error below)
-            pieces = scores = []
-        if len(pieces) == len(vocab) and set(map(type, scores)) <= {float}:  # the usual case, in C: no Python loop
-            self.vocab = list(zip(pieces, scores, strict=True))
+        # (else not pairs: the reference's own error below)
+        if len(pieces) == len(vocab) and set(map(type, scores)) <= {float}:  # the usual case: no Python loop
+            self.vocab = vocab if columns is not None else list(zip(pieces, scores, strict=True))
+            self._pieces, self._scores = list(pieces), list(scores)
         else:
             self.vocab = [(p, float(s)) for p, s in vocab]
-            pieces, scores = [p for p, _ in self.vocab], [s for _, s in self.vocab]
-        self._pieces, self._scores = pieces, scores
+            self._pieces, self._scores = [p for p, _ in self.vocab], [s for _, s in self.vocab]
         self.unk_id = unk_id
         self.byte_fallback = byte_fallback
         self.float32 = float32
@@ -321,16 +326,18 @@ class Unigram(Model):
         pairs = set(map(len, raw)) <= {2}
         pieces = list(map(itemgetter(0), raw)) if pairs else []
         scores = list(map(itemgetter(1), raw)) if pairs else []
+        columns: tuple[list[str], list[float]] | None = None
+        vocab: list[tuple[str, float]] = []
         if (pairs and set(map(type, pieces)) <= {str}
                 and set(map(type, scores)) <= {float}):  # the usual case, without a Python loop
-            vocab = list(zip(pieces, scores, strict=True))
+            columns = (pieces, scores)
         else:
             vocab = [(str(p), serde_f64(str(s)) if isinstance(s, int) else float(s)) for p, s in raw]
             scores = [s for _, s in vocab]
         unk = config.get("unk_id")
         return cls(vocab, unk_id=None if unk is None else int(unk), byte_fallback=bool(config.get("byte_fallback")),
                    excluded=excluded, unk_score=(min(scores) if scores else 0.0) - 10.0, backend=backend,
-                   derived=derived)
+                   derived=derived, columns=columns)
 
     @property
     def vocab_size(self) -> int:
