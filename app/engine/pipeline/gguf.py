@@ -70,7 +70,7 @@ def _sentencepiece_vocab(kv: dict[str, Any], model: str, source: str) -> Sentenc
         raise ArtifactError(source, "GGUF tokens, scores and token types differ in length")
     bos, eos, unk = _get(kv, "bos_token_id"), _get(kv, "eos_token_id"), _get(kv, "unknown_token_id")
     return SentencePieceVocab(
-        pieces=list(tokens), scores=[float(s) for s in scores], types=[int(t) for t in types],
+        pieces=list(tokens), scores=list(map(float, scores)), types=list(map(int, types)),
         model_type="bpe" if model == "llama" else "unigram", byte_fallback=6 in types,
         charsmap=_get(kv, "precompiled_charsmap") or b"", add_dummy_prefix=bool(_get(kv, "add_space_prefix", True)),
         remove_extra_whitespaces=bool(_get(kv, "remove_extra_whitespaces", model == "t5")),
