@@ -15,7 +15,10 @@ pytestmark = pytest.mark.skipif(not native.available(), reason="compiled core no
 RANKS = {bytes([b]): b for b in range(256)} | {b"ab": 300, b"abc": 301, b"hello world!": 260}
 
 
-def _sections(tokens: list[bytes], ids: list[int]) -> Compiled:
+def _sections(tokens: list[bytes], ids: list[int], *, all_bytes: bool = True) -> Compiled:
+    """Sections of ``tokens`` (ids ``ids``) after the 256 single bytes (ids 0..255) when ``all_bytes``."""
+    if all_bytes:
+        tokens, ids = [bytes([b]) for b in range(256)] + tokens, list(range(256)) + [256 + i for i in ids]
     offsets = [0]
     for t in tokens:
         offsets.append(offsets[-1] + len(t))
@@ -33,16 +36,25 @@ def test_restored_sections_equal_the_dict() -> None:
     assert table[301] == b"abc" and table[257] is None
 
 
-@pytest.mark.parametrize("tokens, ids", [
-    ([b"a", b"b", b"a"], [0, 1, 2]),  # repeated token
-    ([b"a", b"b", b"c"], [0, 2, 1]),  # ids not increasing
-    ([b"a", b"b", b"c"], [0, 1, 1]),  # repeated id
-    ([b"a", b"", b"c"], [0, 1, 2]),  # empty token
-    ([b"a", b"b", b"c"], [0, 1, 2**31 - 1]),  # id out of range
+@pytest.mark.parametrize("tokens, ids, reason", [
+    ([b"ab", b"bc", b"ab"], [0, 1, 2], "repeated token"),
+    ([b"ab", b"bc", b"a"], [0, 1, 2], "repeated token"),  # a single byte again
+    ([b"a long token", b"bc", b"a long token"], [0, 1, 2], "repeated token"),
+    ([b"ab", b"bc", b"cd"], [0, 2, 1], "ids are not strictly increasing"),
+    ([b"ab", b"bc", b"cd"], [0, 1, 1], "ids are not strictly increasing"),
+    ([b"ab", b"", b"cd"], [0, 1, 2], "offsets are not strictly increasing"),
+    ([b"ab", b"bc", b"cd"], [0, 1, 2**31 - 257], "below 2\\*\\*31-1"),
 ])
-def test_inconsistent_sections_are_refused(tokens: list[bytes], ids: list[int]) -> None:
-    with pytest.raises(ValueError):
+def test_inconsistent_sections_are_refused(tokens: list[bytes], ids: list[int], reason: str) -> None:
+    assert isinstance(restore_ranks(_sections([b"ab", b"bc", b"cd"], [0, 1, 2])), RankSections)  # (the good form)
+    with pytest.raises(ValueError, match=reason):
         restore_ranks(_sections(tokens, ids))
+
+
+def test_sections_lacking_a_single_byte_are_refused() -> None:
+    tokens = [bytes([b]) for b in range(256) if b != 7] + [b"ab"]
+    with pytest.raises(ValueError, match="lacks a single byte"):
+        restore_ranks(_sections(tokens, list(range(len(tokens))), all_bytes=False))
 
 
 def test_bad_layouts_are_refused() -> None:
