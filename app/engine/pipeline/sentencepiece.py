@@ -26,12 +26,13 @@ What the pipeline does, as ``sentencepiece`` does:
 from __future__ import annotations
 
 import re
+from array import array
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from ..artifact_cache import ArtifactCache
+from ..artifact_cache import ArtifactCache, Compiled
 from ..cache import default_cache_size
 from ..errors import ArtifactError
 from ..specials import Template
@@ -39,7 +40,7 @@ from ..store import TokenizerSpec
 from .added import AddedToken
 from .base import Span
 from .charsmap import CharsMapError, load_charsmap
-from .derived import Derive, derive_for
+from .derived import Derive, array_bytes, compiled, derive, derive_for, pack_strings, read_array, unpack_strings
 from .models.sp_bpe import SentencePieceBPE
 from .models.unigram import Unigram, word_cache_size
 from .pipeline import Pipeline
@@ -253,13 +254,61 @@ def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_s
                     cache_size=cache_size, spec=spec)
 
 
+#: The artifact cache part of a parsed ``.model`` file (:func:`load_sentencepiece`).
+SP_VOCAB_PART = "sp-vocab"
+_SP_FLAGS = ("byte_fallback", "add_dummy_prefix", "remove_extra_whitespaces", "escape_whitespaces",
+             "treat_whitespace_as_suffix")
+
+
+def _dump_vocab(vocab: SentencePieceVocab | None) -> Compiled:
+    """What :func:`parse_model` read, as sections (pieces packed, scores as doubles: each is a float32's exact
+    value) and ``meta``; a vocabulary whose pieces cannot be packed is stored as such (then parsed every time)."""
+    assert vocab is not None  # (what the build gives)
+    pieces = pack_strings(vocab.pieces)
+    if pieces is None:
+        return compiled({"packed": False}, {})
+    meta = {"packed": True, "n": len(vocab.pieces), "model_type": vocab.model_type, "unk_surface": vocab.unk_surface,
+            "bos_id": vocab.bos_id, "eos_id": vocab.eos_id, **{k: getattr(vocab, k) for k in _SP_FLAGS}}
+    return compiled(meta, {"pieces": pieces, "scores": array_bytes(array("d", vocab.scores)),
+                           "types": array_bytes(array("i", vocab.types)), "charsmap": vocab.charsmap})
+
+
+def _restore_vocab(stored: Compiled) -> SentencePieceVocab | None:
+    """The vocabulary :func:`_dump_vocab` stored (None: not packable, parse the file). Raises ``ValueError`` or
+    ``TypeError`` for an inconsistent entry."""
+    meta, sections = stored.meta, stored.sections
+    if meta.get("packed") is False:
+        return None
+    n = meta["n"]
+    if (meta.get("packed") is not True or type(n) is not int or meta["model_type"] not in ("bpe", "unigram")
+            or type(meta["unk_surface"]) is not str or not all(type(meta[k]) is bool for k in _SP_FLAGS)
+            or not all(i is None or (type(i) is int and 0 <= i < n) for i in (meta["bos_id"], meta["eos_id"]))):
+        raise ValueError("sp-vocab: bad meta")
+    return SentencePieceVocab(
+        pieces=unpack_strings(sections["pieces"], n), scores=read_array(sections["scores"], "d", n).tolist(),
+        types=read_array(sections["types"], "i", n).tolist(), model_type=meta["model_type"],
+        charsmap=bytes(sections["charsmap"]), unk_surface=meta["unk_surface"], bos_id=meta["bos_id"],
+        eos_id=meta["eos_id"], **{k: meta[k] for k in _SP_FLAGS})
+
+
 def load_sentencepiece(spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None,
                        word_cache: int | None = None, artifact_cache: ArtifactCache | None = None) -> Pipeline:
     """The loader of manifest format ``sentencepiece``: a verified ``.model`` file as a pipeline (its expensive
-    derivations from ``artifact_cache`` when given)."""
+    derivations from ``artifact_cache`` when given: the parsed file too, part ``"sp-vocab"``, with a compressed
+    file verified through the cache's witness and not decompressed)."""
     source = str(spec.artifact_path)
-    pipeline = build_pipeline(spec.name, parse_model(spec.read_artifact(), source), source=source,
-                              cache_size=cache_size, spec=spec, backend=backend, word_cache=word_cache,
-                              derived=derive_for(artifact_cache, spec.sha256))
+    derived = derive_for(artifact_cache, spec.sha256)
+    vocab: SentencePieceVocab | None = None
+    if derived is None:
+        vocab = parse_model(spec.read_artifact(), source)
+    else:
+        artifact = spec.verify_artifact(artifact_cache)
+        def parse() -> SentencePieceVocab | None:
+            return parse_model(artifact.read(), source)
+
+        vocab = derive(derived, SP_VOCAB_PART, parse, _dump_vocab, _restore_vocab) or parse_model(artifact.read(),
+                                                                                                   source)
+    pipeline = build_pipeline(spec.name, vocab, source=source, cache_size=cache_size, spec=spec, backend=backend,
+                              word_cache=word_cache, derived=derived)
     spec.check_vocab_size(pipeline.n_vocab)
     return pipeline

@@ -35,9 +35,9 @@ FAMILIES = {
     "llama2": {"gguf-kv", XZ_WITNESS_PART},
     "phi-3": {"gguf-kv", XZ_WITNESS_PART},
     "bge-small-en-v1.5": {"gguf-kv", XZ_WITNESS_PART},
-    "mistral-v1": set(),
-    "mistral-v3": set(),
-    "mistral-v7": set(),
+    "mistral-v1": {"sp-vocab", XZ_WITNESS_PART},
+    "mistral-v3": {"sp-vocab", XZ_WITNESS_PART},
+    "mistral-v7": {"sp-vocab", XZ_WITNESS_PART},
 }
 STORE = Store.load()
 
@@ -122,7 +122,8 @@ def test_python_backend_same_ids_from_warm_cache(tmp_path: Path) -> None:
                                             ("gemma3", "merge-model"), ("gemma3", "merge-model-tables"),
                                             ("xlm-roberta", "unigram-model"),
                                             ("xlm-roberta", "unigram-model-tables"),
-                                            ("xlm-roberta-sentencepiece", "unigram-model-ids")])
+                                            ("xlm-roberta-sentencepiece", "unigram-model-ids"),
+                                            ("mistral-v1", "sp-vocab")])
 def test_inconsistent_part_is_rebuilt(tmp_path: Path, name: str, part: str) -> None:
     """A verified file whose content does not fit (a wrong meta value) is refused by the part's restore, deleted
     and rebuilt; the ids stay those of a load without a cache."""
@@ -155,7 +156,7 @@ def test_inconsistent_part_is_rebuilt(tmp_path: Path, name: str, part: str) -> N
         sections["model"] = bytes(model)
     elif ids:
         sections["ids"] = sections["ids"][:-4] + (1 << 31).to_bytes(4, "little")
-    elif part.startswith("unigram-model-"):
+    elif part.startswith("unigram-model-") or part == "sp-vocab":
         meta["n"] += 1
     else:
         meta["merges"] += 1
