@@ -52,7 +52,7 @@ from .dropout import merge_with_dropout
 from .errors import InvalidTokenIdError
 from .native import NativeCore, resolve_backend
 from .pretokenize import PatternSplitter, PieceSplitter
-from .rank_tables import TIKTOKEN_RANKS, dump_ranks, restore_ranks
+from .rank_tables import TIKTOKEN_RANKS, Ranks, RankSections, dump_ranks, id_extremes, restore_ranks
 from .sampling import Sample
 from .specials import Special
 from .store import TokenizerSpec
@@ -86,7 +86,7 @@ class RankBPETokenizer(Tokenizer):
         name: str,
         *,
         pattern: str,
-        mergeable_ranks: dict[bytes, int],
+        mergeable_ranks: Ranks,
         special_tokens: Mapping[str, int],
         cache_size: int | None = None,
         spec: TokenizerSpec | None = None,
@@ -108,20 +108,28 @@ class RankBPETokenizer(Tokenizer):
         self.name = name
         self.spec = spec
         self.pattern = pattern
-        self._ranks = mergeable_ranks
-        missing = [b for b in range(256) if bytes([b]) not in mergeable_ranks]
+        sections = self._sections = mergeable_ranks if isinstance(mergeable_ranks, RankSections) else None
+        if sections is None:
+            assert isinstance(mergeable_ranks, dict)
+            self._ranks = mergeable_ranks
+        # (sections: the compiled check proved every single byte there; the dict and the id table are built on
+        # first use, by _ranks and _token_bytes)
+        missing = [] if sections is not None else [b for b in range(256) if bytes([b]) not in self._ranks]
         if missing:
             raise ValueError(f"{name}: byte-level vocabulary lacks single bytes {missing[:8]}")
-        self.max_token_value = max([*mergeable_ranks.values(), *special_tokens.values()])
+        self.max_token_value = max([*id_extremes(mergeable_ranks), *special_tokens.values()])
         if not 0 <= self.max_token_value < MAX_IDS:  # the table below is this long
             raise ValueError(f"{name}: largest id {self.max_token_value} is outside 0..{MAX_IDS - 1}")
         self.n_vocab = self.max_token_value + 1
-        # id -> bytes for ordinary tokens; None marks ids that are special or unassigned.
-        table: list[bytes | None] = [None] * self.n_vocab
-        for token, rank in mergeable_ranks.items():
-            table[rank] = token
-        self._init_special_tokens(special_tokens, lambda token_id: table[token_id] is not None, template)
-        self._token_bytes = table
+        if sections is None:
+            # id -> bytes for ordinary tokens; None marks ids that are special or unassigned.
+            table: list[bytes | None] = [None] * self.n_vocab
+            for token, rank in mergeable_ranks.items():
+                table[rank] = token
+            self._token_bytes = table
+            self._init_special_tokens(special_tokens, lambda token_id: table[token_id] is not None, template)
+        else:
+            self._init_special_tokens(special_tokens, sections.has_id, template)
         self._pretokenizer: PieceSplitter = PatternSplitter(pattern) if pre_tokenizer is None else pre_tokenizer
         self.backend = resolve_backend(backend)
         self._native: NativeCore | None = None
@@ -154,6 +162,19 @@ class RankBPETokenizer(Tokenizer):
         self._bind_plain_encode()
 
     @cached_property
+    def _ranks(self) -> dict[bytes, int]:
+        """token bytes -> id (set by the constructor for a dict; built on first use from restored sections)."""
+        assert self._sections is not None
+        return self._sections.as_dict()
+
+    @cached_property
+    def _token_bytes(self) -> list[bytes | None]:
+        """id -> bytes for ordinary tokens; None marks ids that are special or unassigned (set by the constructor
+        for a dict; built on first use from restored sections)."""
+        assert self._sections is not None
+        return self._sections.token_table(self.n_vocab)
+
+    @cached_property
     def _text_ranks(self) -> dict[str, int]:
         """Whole-piece lookup without encoding the piece: every token that is valid UTF-8, keyed by its text (the
         python backend's fast path; the native backend does not need it)."""
@@ -174,12 +195,12 @@ class RankBPETokenizer(Tokenizer):
         artifact's sha256 is checked either way."""
         data = spec.read_artifact()
         source = str(spec.artifact_path)
-        if artifact_cache is None:
-            ranks = parse_tiktoken(data, source=source)
-        else:
-            ranks = artifact_cache.load(spec.sha256, TIKTOKEN_RANKS, lambda: parse_tiktoken(data, source=source),
-                                        dump_ranks, restore_ranks)
-        check_ids([*ranks.values(), *spec.special_tokens.values()], "token id", len(data), str(spec.artifact_path))
+        def parse() -> Ranks:
+            return parse_tiktoken(data, source=source)
+
+        ranks = parse() if artifact_cache is None else artifact_cache.load(spec.sha256, TIKTOKEN_RANKS, parse,
+                                                                           dump_ranks, restore_ranks)
+        check_ids([*id_extremes(ranks), *spec.special_tokens.values()], "token id", len(data), str(spec.artifact_path))
         tokenizer = cls(
             spec.name,
             pattern=spec.pattern,

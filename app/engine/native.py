@@ -166,9 +166,11 @@ class NativeCore:
         "last_merges",
     )
 
-    def __init__(self, mergeable_ranks: dict[bytes, int], pattern: str, *, cache_size: int = 0,
+    def __init__(self, mergeable_ranks: Any, pattern: str, *, cache_size: int = 0,
                  scanner: int | None = None) -> None:
-        """Build the C tables for ``mergeable_ranks``. ``cache_size``: slots of the piece cache (0 = off).
+        """Build the C tables for ``mergeable_ranks`` (a ``dict[bytes, int]`` or a
+        :class:`~app.engine.rank_tables.RankSections`, read in one call). ``cache_size``: slots of the piece cache
+        (0 = off).
         ``scanner``: the native pre-tokenizer to use (default: ``pattern``'s, see :func:`scanner_id`).
 
         Raises ``RuntimeError`` without the extension, ``ValueError``/``TypeError`` for invalid ranks.
@@ -176,7 +178,8 @@ class NativeCore:
         if _core is None:
             raise RuntimeError(f"compiled core not available: {IMPORT_ERROR}")
         self.scanner = scanner_id(pattern) if scanner is None else scanner
-        self._core = _core.Core(mergeable_ranks, self.scanner, cache_size)
+        ranks = mergeable_ranks if isinstance(mergeable_ranks, dict) else mergeable_ranks.buffers()
+        self._core = _core.Core(ranks, self.scanner, cache_size)
         self.cache_stats = self._core.cache_stats  # () -> (hits, misses, size, max_size)
         self.clear_cache = self._core.clear_cache
         self.encode_pieces = self._core.encode_pieces

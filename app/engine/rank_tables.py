@@ -5,6 +5,11 @@ A table is stored as three sections, in id order: ``tokens`` (the token bytes, c
 (little-endian u32, ``n`` entries). :func:`restore_ranks` checks the layout (lengths, monotone offsets, distinct
 tokens) and raises ``ValueError`` on anything inconsistent, which the cache treats as a damaged file.
 
+With the compiled core, a restored table stays in its mapped sections (:class:`RankSections`): the core builds its
+hash table from them in one call, and the ``{bytes: id}`` dict is built only if Python code asks for it (the python
+backend, BPE-dropout, :attr:`RankBPETokenizer.ranks`). The compiled check (``_core.check_rank_sections``) makes
+the same checks as the dict path (and that ids strictly increase, which :func:`dump_ranks`' id order gives).
+
 Parts (the derivations stored this way):
 
 * ``tiktoken-ranks``: the parsed ranks of a tiktoken-format file (no base64 decoding on a warm load);
@@ -15,9 +20,12 @@ Parts (the derivations stored this way):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import threading
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from . import native
 from .artifact_cache import Compiled, u32_bytes, u32_view
 
 TIKTOKEN_RANKS = "tiktoken-ranks"
@@ -25,8 +33,10 @@ TEKKEN_RANKS = "tekken-ranks"
 BYTE_LEVEL_RANKS = "byte-level-ranks"
 
 
-def dump_ranks(ranks: Mapping[bytes, int], meta: dict[str, Any] | None = None) -> Compiled:
+def dump_ranks(ranks: Mapping[bytes, int] | RankSections, meta: dict[str, Any] | None = None) -> Compiled:
     """``ranks`` (ids in 0..2**32-1) as sections, in id order, with ``meta`` (JSON-able) alongside."""
+    if isinstance(ranks, RankSections):
+        ranks = ranks.as_dict()
     ordered = sorted(ranks.items(), key=lambda kv: kv[1])
     offsets = [0]
     total = 0
@@ -43,9 +53,75 @@ def dump_ranks(ranks: Mapping[bytes, int], meta: dict[str, Any] | None = None) -
     )
 
 
-def restore_ranks(compiled: Compiled) -> dict[bytes, int]:
-    """The table :func:`dump_ranks` stored. Raises ``ValueError``/``KeyError``/``TypeError`` on a layout that does
-    not add up (the cache then rebuilds)."""
+class RankSections:
+    """A rank table in the cache's raw form (module docstring), checked by the compiled core: ``n`` tokens, ids
+    strictly increasing up to ``max_id``. :meth:`buffers` is what :class:`app.engine.native.NativeCore` takes;
+    :meth:`as_dict` builds (once) the ``{bytes: id}`` dict. Immutable; thread-safe."""
+
+    __slots__ = ("_dict", "_lock", "ids", "max_id", "min_id", "n", "offsets", "tokens")
+
+    def __init__(self, tokens: memoryview | bytes, offsets: memoryview | bytes, ids: memoryview | bytes) -> None:
+        """Raises ``ValueError`` on inconsistent sections (``_core.check_rank_sections``), ``RuntimeError`` without
+        the compiled core."""
+        if native._core is None:
+            raise RuntimeError("RankSections needs the compiled core")
+        self.tokens, self.offsets, self.ids = memoryview(tokens).cast("B"), u32_view(offsets), u32_view(ids)
+        self.n, self.max_id = native._core.check_rank_sections(self.buffers())
+        self.min_id = self.ids[0] if self.n else 0
+        self._dict: dict[bytes, int] | None = None
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return self.n
+
+    def buffers(self) -> tuple[memoryview | Sequence[int], ...]:
+        """``(tokens, offsets, ids)``: the sections as the compiled core takes them."""
+        return self.tokens, self.offsets, self.ids
+
+    def has_id(self, token_id: int) -> bool:
+        """Whether some token has ``token_id`` (a binary search: ids strictly increase)."""
+        k = bisect_left(self.ids, token_id)
+        return k < self.n and self.ids[k] == token_id
+
+    def items(self) -> Iterable[tuple[bytes, int]]:
+        """``(token bytes, id)`` in id order."""
+        blob = bytes(self.tokens)
+        bounds = list(self.offsets)
+        return zip(map(blob.__getitem__, map(slice, bounds[:-1], bounds[1:])), list(self.ids), strict=True)
+
+    def as_dict(self) -> dict[bytes, int]:
+        """The ``{token bytes: id}`` dict (built on the first call, then shared: callers must not modify it)."""
+        table = self._dict
+        if table is None:
+            with self._lock:
+                table = self._dict
+                if table is None:
+                    table = self._dict = dict(self.items())
+        return table
+
+    def token_table(self, size: int) -> list[bytes | None]:
+        """id -> token bytes for ids below ``size`` (>= :attr:`max_id` + 1); None where no token has the id."""
+        table: list[bytes | None] = [None] * size
+        for token, token_id in self.items():
+            table[token_id] = token
+        return table
+
+
+#: A rank table as a loader hands it to :class:`app.engine.encoding.RankBPETokenizer`.
+Ranks = dict[bytes, int] | RankSections
+
+
+def restore_ranks(compiled: Compiled) -> Ranks:
+    """The table :func:`dump_ranks` stored: as :class:`RankSections` with the compiled core, else as a dict. Raises
+    ``ValueError``/``KeyError``/``TypeError`` on a layout that does not add up (the cache then rebuilds)."""
+    if native._core is not None:
+        sections = compiled.sections
+        if type(compiled.meta["n"]) is not int:
+            raise ValueError("rank table: bad meta")
+        restored = RankSections(sections["tokens"], sections["offsets"], sections["ids"])
+        if restored.n != compiled.meta["n"]:
+            raise ValueError("rank table: section sizes do not match")
+        return restored
     n = compiled.meta["n"]
     blob = bytes(compiled.sections["tokens"])
     offsets = u32_view(compiled.sections["offsets"])
@@ -60,3 +136,10 @@ def restore_ranks(compiled: Compiled) -> dict[bytes, int]:
     if len(ranks) != n:
         raise ValueError("rank table: repeated token")
     return ranks
+
+
+def id_extremes(ranks: Ranks) -> list[int]:
+    """The smallest and largest id of ``ranks`` (empty for an empty table), for range checks."""
+    if isinstance(ranks, RankSections):
+        return [ranks.min_id, ranks.max_id] if ranks.n else []
+    return [min(ranks.values()), max(ranks.values())] if ranks else []

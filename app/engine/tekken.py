@@ -28,7 +28,7 @@ from .artifact_regex import PatternRejected
 from .encoding import RankBPETokenizer
 from .errors import ArtifactError
 from .pretokenize import compile_pattern
-from .rank_tables import TEKKEN_RANKS, dump_ranks, restore_ranks
+from .rank_tables import TEKKEN_RANKS, Ranks, dump_ranks, restore_ranks
 from .store import TokenizerSpec
 
 #: Special tokens of tekken files that do not list their own (ids 0..19, in this order).
@@ -79,7 +79,7 @@ def parse_tekken(data: bytes, source: str) -> tuple[str, dict[bytes, int], dict[
     return pattern, ranks, {name: i for i, name in enumerate(names)}
 
 
-Parsed = tuple[str, dict[bytes, int], dict[str, int]]
+Parsed = tuple[str, Ranks, dict[str, int]]
 
 
 def _dump(parsed: Parsed) -> Compiled:
@@ -98,14 +98,17 @@ def _restore(compiled: Compiled) -> Parsed:
 def load_tekken(spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None,
                 artifact_cache: ArtifactCache | None = None) -> RankBPETokenizer:
     """The loader of manifest format ``tekken``: a verified tekken file as a :class:`RankBPETokenizer`.
-    ``artifact_cache``: where the parsed file is stored and mapped from (part ``tekken-ranks``)."""
-    data = spec.read_artifact()
+    ``artifact_cache``: where the parsed file is stored and mapped from (part ``tekken-ranks``; a compressed file
+    whose compressed bytes the cache has seen verified is then not decompressed, see
+    :func:`app.engine.artifacts.verify_artifact`)."""
     source = str(spec.artifact_path)
+    ranks: Ranks
     if artifact_cache is None:
-        pattern, ranks, specials = parse_tekken(data, source)
+        pattern, ranks, specials = parse_tekken(spec.read_artifact(), source)
     else:
-        pattern, ranks, specials = artifact_cache.load(spec.sha256, TEKKEN_RANKS, lambda: parse_tekken(data, source),
-                                                       _dump, _restore)
+        artifact = spec.verify_artifact(artifact_cache)
+        pattern, ranks, specials = artifact_cache.load(spec.sha256, TEKKEN_RANKS,
+                                                       lambda: parse_tekken(artifact.read(), source), _dump, _restore)
     tokenizer = RankBPETokenizer(spec.name, pattern=pattern, mergeable_ranks=ranks, special_tokens=specials,
                                  cache_size=cache_size, spec=spec, backend=backend, template=(["<s>"], []))
     spec.check_vocab_size(tokenizer.n_vocab)

@@ -117,10 +117,11 @@ def test_registry_passes_the_cache_down(tmp_path: Path) -> None:
     try:
         registry.load_all(names=["gpt2", "mistral-nemo"], artifact_cache=tmp_path / "c")
         cache = registry.open_artifact_cache(tmp_path / "c")
-        assert cache is not None and cache.misses == 2 and len(cache.files()) == 2
+        # tiktoken-ranks, tekken-ranks, and the witness of mistral-nemo's compressed file (not counted)
+        assert cache is not None and cache.misses == 2 and len(cache.files()) == 3
         registry.reset()
         registry.load_all(names=["gpt2", "qwen3"], artifact_cache="off")
-        assert len(list((tmp_path / "c").iterdir())) == 2
+        assert len(list((tmp_path / "c").iterdir())) == 3
     finally:
         registry.reset()
 

@@ -81,7 +81,7 @@ def test_without_a_cache_or_compression_it_is_read_verified(tmp_path: Path) -> N
         verify_artifact(plain, "0" * 64, None, None)
 
 
-@pytest.mark.parametrize("name", ["gemma3", "xlm-roberta", "qwen3"])
+@pytest.mark.parametrize("name", ["gemma3", "xlm-roberta", "qwen3", "mistral-nemo", "mistral-v1"])
 def test_warm_loads_of_compressed_artifacts_do_not_decompress(name: str, tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     spec = Store.load().spec(name)

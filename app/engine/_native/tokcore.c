@@ -161,22 +161,159 @@ static void rank_table_free(RankTable *t)
     memset(t, 0, sizeof(*t));
 }
 
-/* Fill t from a dict[bytes, int]. Returns 0, or -1 with a Python exception set. */
-static int rank_table_build(RankTable *t, PyObject *ranks)
+/* A rank table's tokens as flat arrays: token i is ptr[i][0..len[i]) with rank rank[i]. Built from a dict[bytes, int]
+ * (pointers into the dict's bytes objects) or from the compiled artifact cache's sections (pointers into the mapped
+ * token blob); valid while that source is alive. Every len is >= 1 and every rank in 0..INT32_MAX-1. */
+typedef struct {
+    size_t n;
+    const uint8_t **ptr;
+    uint32_t *len;
+    uint32_t *rank;
+    Py_buffer views[3];
+    int nviews;
+} RankEntries;
+
+static void entries_free(RankEntries *e)
 {
-    Py_ssize_t count = PyDict_Size(ranks), pos = 0, total = 0;
+    PyMem_RawFree((void *)e->ptr);
+    PyMem_RawFree(e->len);
+    PyMem_RawFree(e->rank);
+    for (int k = 0; k < e->nviews; k++)
+        PyBuffer_Release(&e->views[k]);
+    memset(e, 0, sizeof(*e));
+}
+
+static int entries_alloc(RankEntries *e, size_t n)
+{
+    e->n = n;
+    e->ptr = PyMem_RawMalloc((n ? n : 1) * sizeof(uint8_t *));
+    e->len = PyMem_RawMalloc((n ? n : 1) * sizeof(uint32_t));
+    e->rank = PyMem_RawMalloc((n ? n : 1) * sizeof(uint32_t));
+    if (!e->ptr || !e->len || !e->rank) {
+        entries_free(e);
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static int entries_from_dict(RankEntries *e, PyObject *ranks)
+{
+    Py_ssize_t count = PyDict_Size(ranks), pos = 0;
     PyObject *key, *value;
-    if (count < 0)
+    size_t i = 0;
+    if (count < 0 || entries_alloc(e, (size_t)count))
         return -1;
     while (PyDict_Next(ranks, &pos, &key, &value)) {
-        if (!PyBytes_Check(key) || PyBytes_GET_SIZE(key) == 0) {
+        if (!PyBytes_Check(key) || PyBytes_GET_SIZE(key) == 0 || PyBytes_GET_SIZE(key) > (Py_ssize_t)UINT32_MAX) {
+            entries_free(e);
             PyErr_SetString(PyExc_TypeError, "ranks keys must be non-empty bytes");
             return -1;
         }
-        if (PyBytes_GET_SIZE(key) > 8)
-            total += PyBytes_GET_SIZE(key);
+        long long r = PyLong_AsLongLong(value);
+        if (r == -1 && PyErr_Occurred()) {
+            entries_free(e);
+            return -1;
+        }
+        if (r < 0 || r >= (long long)INT32_MAX) {
+            entries_free(e);
+            PyErr_Format(PyExc_ValueError, "rank %lld out of range", r);
+            return -1;
+        }
+        e->ptr[i] = (const uint8_t *)PyBytes_AS_STRING(key);
+        e->len[i] = (uint32_t)PyBytes_GET_SIZE(key);
+        e->rank[i] = (uint32_t)r;
+        i++;
     }
-    if (total > (Py_ssize_t)UINT32_MAX) {
+    return 0;
+}
+
+/* From (tokens, offsets, ids): the token bytes concatenated, n + 1 native uint32 offsets (0, strictly increasing,
+ * the last one the blob's length: every token non-empty) and n native uint32 ids, strictly increasing (so distinct)
+ * and below INT32_MAX. ValueError naming the first inconsistency. */
+static int entries_from_sections(RankEntries *e, PyObject *sections)
+{
+    if (!PyTuple_Check(sections) || PyTuple_GET_SIZE(sections) != 3) {
+        PyErr_SetString(PyExc_TypeError, "ranks must be a dict or a (tokens, offsets, ids) tuple of buffers");
+        return -1;
+    }
+    memset(e, 0, sizeof(*e));
+    for (int k = 0; k < 3; k++) {
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(sections, k), &e->views[k], PyBUF_C_CONTIGUOUS) < 0) {
+            entries_free(e);
+            return -1;
+        }
+        e->nviews = k + 1;
+    }
+    const uint8_t *blob = e->views[0].buf;
+    size_t blob_len = (size_t)e->views[0].len;
+    if (e->views[1].len % 4 || e->views[2].len % 4 || e->views[1].len != e->views[2].len + 4) {
+        entries_free(e);
+        PyErr_SetString(PyExc_ValueError, "rank sections: sizes do not match");
+        return -1;
+    }
+    size_t n = (size_t)e->views[2].len / 4;
+    const uint8_t *off_raw = e->views[1].buf, *id_raw = e->views[2].buf;
+    Py_buffer keep[3];
+    memcpy(keep, e->views, sizeof(keep));
+    e->nviews = 0; /* entries_alloc frees on failure: hand the views back below */
+    if (entries_alloc(e, n)) {
+        for (int k = 0; k < 3; k++)
+            PyBuffer_Release(&keep[k]);
+        return -1;
+    }
+    memcpy(e->views, keep, sizeof(keep));
+    e->nviews = 3;
+    uint32_t prev_off, prev_id = 0;
+    memcpy(&prev_off, off_raw, 4);
+    if (prev_off != 0) {
+        entries_free(e);
+        PyErr_SetString(PyExc_ValueError, "rank sections: offsets do not start at 0");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t next, id;
+        memcpy(&next, off_raw + 4 * (i + 1), 4);
+        memcpy(&id, id_raw + 4 * i, 4);
+        if (next <= prev_off || next > blob_len) {
+            entries_free(e);
+            PyErr_SetString(PyExc_ValueError, "rank sections: offsets are not strictly increasing within the tokens");
+            return -1;
+        }
+        if (id >= (uint32_t)INT32_MAX || (i && id <= prev_id)) {
+            entries_free(e);
+            PyErr_SetString(PyExc_ValueError, "rank sections: ids are not strictly increasing below 2**31-1");
+            return -1;
+        }
+        e->ptr[i] = blob + prev_off;
+        e->len[i] = next - prev_off;
+        e->rank[i] = id;
+        prev_off = next;
+        prev_id = id;
+    }
+    if ((size_t)prev_off != blob_len) {
+        entries_free(e);
+        PyErr_SetString(PyExc_ValueError, "rank sections: offsets do not end at the tokens' length");
+        return -1;
+    }
+    return 0;
+}
+
+static int entries_from(RankEntries *e, PyObject *ranks)
+{
+    memset(e, 0, sizeof(*e));
+    return PyDict_Check(ranks) ? entries_from_dict(e, ranks) : entries_from_sections(e, ranks);
+}
+
+/* Fill t from the entries. ValueError on a repeated token. Returns 0, or -1 with a Python exception set. */
+static int rank_table_build(RankTable *t, const RankEntries *e)
+{
+    size_t count = e->n, total = 0;
+    for (size_t k = 0; k < count; k++) {
+        if (e->len[k] > 8)
+            total += e->len[k];
+    }
+    if (total > (size_t)UINT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "vocabulary too large");
         return -1;
     }
@@ -199,20 +336,10 @@ static int rank_table_build(RankTable *t, PyObject *ranks)
     for (int b = 0; b < 65536; b++)
         t->pair_rank[b] = NO_RANK;
     size_t off = 0;
-    pos = 0;
-    while (PyDict_Next(ranks, &pos, &key, &value)) {
-        long long r = PyLong_AsLongLong(value);
-        if (r == -1 && PyErr_Occurred()) {
-            rank_table_free(t);
-            return -1;
-        }
-        if (r < 0 || r >= (long long)INT32_MAX) {
-            rank_table_free(t);
-            PyErr_Format(PyExc_ValueError, "rank %lld out of range", r);
-            return -1;
-        }
-        const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(key);
-        size_t n = (size_t)PyBytes_GET_SIZE(key);
+    for (size_t k = 0; k < count; k++) {
+        uint32_t r = e->rank[k];
+        const uint8_t *p = e->ptr[k];
+        size_t n = e->len[k];
         if ((uint32_t)r > t->max_rank)
             t->max_rank = (uint32_t)r;
         if (n == 1)
@@ -223,13 +350,23 @@ static int rank_table_build(RankTable *t, PyObject *ranks)
         size_t bit = FILTER_BIT(h);
         t->filter[bit >> 6] |= (uint64_t)1 << (bit & 63);
         size_t i = (size_t)h & t->mask;
-        while (t->slots[i].len)
+        uint64_t tail = n <= 8 ? load_tail(p, n) : 0;
+        while (t->slots[i].len) {
+            const RankSlot *o = &t->slots[i];
+            if (o->len == n && (n <= 8 ? o->key == tail
+                                       : ((uint32_t)(o->key >> 32) == (uint32_t)(h >> 32) &&
+                                          !memcmp(t->arena + (uint32_t)o->key, p, n)))) {
+                rank_table_free(t);
+                PyErr_SetString(PyExc_ValueError, "rank table: repeated token");
+                return -1;
+            }
             i = (i + 1) & t->mask;
+        }
         RankSlot *sl = &t->slots[i];
         sl->len = (uint32_t)n;
         sl->rank = (uint32_t)r;
         if (n <= 8) {
-            sl->key = load_tail(p, n);
+            sl->key = tail;
         } else {
             memcpy(t->arena + off, p, n);
             sl->key = ((h >> 32) << 32) | (uint64_t)off;
@@ -413,7 +550,7 @@ static int by_rkey(const void *a, const void *b)
 
 /* Fill t's atomic-character tables (see above) from the ranks dict; leaves them empty when the vocabulary does not
  * qualify. Called with the GIL held. Returns 0, or -1 with a Python exception set. */
-static int atomic_build(RankTable *t, PyObject *ranks)
+static int atomic_build(RankTable *t, const RankEntries *e)
 {
     size_t nbits = (size_t)t->max_rank + 1, count = 0, cap = 1024, nblocks = 0;
     uint8_t *seen = PyMem_RawCalloc(nbits / 8 + 1, 1);
@@ -422,13 +559,11 @@ static int atomic_build(RankTable *t, PyObject *ranks)
     uint32_t *block = NULL;
     uint16_t *slot = NULL;
     int dup = 0, oom = !seen || !atoms;
-    Py_ssize_t pos = 0;
-    PyObject *key, *value;
     /* 1. the candidates: tokens that are one character, rebuilt by merging their bytes alone */
-    while (!oom && PyDict_Next(ranks, &pos, &key, &value)) {
-        uint32_t r = (uint32_t)PyLong_AsLongLong(value), cp;
-        const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(key);
-        size_t n = (size_t)PyBytes_GET_SIZE(key);
+    for (size_t e_i = 0; !oom && e_i < e->n; e_i++) {
+        uint32_t r = e->rank[e_i], cp;
+        const uint8_t *p = e->ptr[e_i];
+        size_t n = e->len[e_i];
         if (seen[r >> 3] & (1 << (r & 7)))
             dup = 1;
         seen[r >> 3] |= (uint8_t)(1 << (r & 7));
@@ -467,11 +602,10 @@ static int atomic_build(RankTable *t, PyObject *ranks)
         qsort(by_prefix, count, sizeof(uint16_t), by_key);
         qsort(by_suffix, count, sizeof(uint16_t), by_rkey);
         /* 2. every token marks the neighbour bytes that break (L) or (R) for the candidates it concerns */
-        pos = 0;
-        while (PyDict_Next(ranks, &pos, &key, &value)) {
-            uint32_t r = (uint32_t)PyLong_AsLongLong(value), cp;
-            const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(key);
-            size_t n = (size_t)PyBytes_GET_SIZE(key), lo, hi;
+        for (size_t e_i = 0; e_i < e->n; e_i++) {
+            uint32_t r = e->rank[e_i], cp;
+            const uint8_t *p = e->ptr[e_i];
+            size_t n = e->len[e_i], lo, hi;
             for (size_t k = 1; k <= 3 && k < n; k++) { /* ends with x + a proper prefix (k bytes) of a char */
                 const uint8_t *s = p + n - k;
                 size_t c = 1;
@@ -937,8 +1071,7 @@ static int Core_init(CoreObject *self, PyObject *args, PyObject *kwds)
     PyObject *ranks;
     int scanner = SCAN_NONE, atomic_chars = 1;
     Py_ssize_t cache_size = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!|inp", kwlist, &PyDict_Type, &ranks, &scanner, &cache_size,
-                                     &atomic_chars))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|inp", kwlist, &ranks, &scanner, &cache_size, &atomic_chars))
         return -1;
     if (cache_size < 0 || cache_size > ((Py_ssize_t)1 << 28)) {
         PyErr_SetString(PyExc_ValueError, "cache_size must be in 0..2**28");
@@ -952,24 +1085,25 @@ static int Core_init(CoreObject *self, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_RuntimeError, "Core is already initialised");
         return -1;
     }
-    if (rank_table_build(&self->table, ranks))
+    RankEntries entries;
+    if (entries_from(&entries, ranks))
         return -1;
-    if (atomic_chars && atomic_build(&self->table, ranks))
+    if (rank_table_build(&self->table, &entries) || (atomic_chars && atomic_build(&self->table, &entries))) {
+        entries_free(&entries);
         return -1;
+    }
     uint32_t max_rank = self->table.max_rank;
     self->n_ids = (size_t)max_rank + 1;
     self->id_objs = PyMem_Calloc(self->n_ids, sizeof(PyObject *));
     self->id_len = PyMem_RawCalloc(self->n_ids, sizeof(uint32_t));
     if (!self->id_objs || !self->id_len) {
+        entries_free(&entries);
         PyErr_NoMemory();
         return -1;
     }
-    Py_ssize_t pos = 0;
-    PyObject *key, *value;
-    while (PyDict_Next(ranks, &pos, &key, &value)) {
-        size_t r = (size_t)PyLong_AsLongLong(value);
-        self->id_len[r] = (uint32_t)PyBytes_GET_SIZE(key);
-    }
+    for (size_t k = 0; k < entries.n; k++)
+        self->id_len[entries.rank[k]] = entries.len[k];
+    entries_free(&entries);
     /* One int object per id, allocated in id order: building result lists touches their reference counts, and
      * frequent tokens (low ids) then share cache lines instead of being scattered over the ranks dict's ints. */
     for (size_t r = 0; r < self->n_ids; r++) {
@@ -1851,7 +1985,7 @@ static PyTypeObject CoreType = {
     .tp_basicsize = sizeof(CoreObject),
     .tp_dealloc = (destructor)Core_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Core(ranks: dict[bytes, int], scanner: int = 0, cache_size: int = 0): a thread-safe BPE core.",
+    .tp_doc = "Core(ranks: dict[bytes, int] | (tokens, offsets, ids), scanner: int = 0, cache_size: int = 0): a thread-safe BPE core.",
     .tp_methods = Core_methods,
     .tp_getset = Core_getset,
     .tp_init = (initproc)Core_init,
@@ -1906,7 +2040,62 @@ static PyObject *mod_utf8_size(PyObject *mod, PyObject *text)
     return PyLong_FromSsize_t(n);
 }
 
+/* check_rank_sections((tokens, offsets, ids)) -> (n, max id): the checks Core makes of the compiled artifact cache's
+ * rank sections (layout, strictly increasing ids, no repeated token), without keeping a core. ValueError naming the
+ * first inconsistency. */
+static PyObject *mod_check_rank_sections(PyObject *mod, PyObject *sections)
+{
+    (void)mod;
+    RankEntries e;
+    if (entries_from_sections(&e, sections))
+        return NULL;
+    /* every single byte a token (as rank_table_build requires), ids already strictly increasing: the largest is
+     * the last; no repeated token: an open-addressing set of entry indices (4 bytes a slot, a quarter of the
+     * core's table, so this costs a fraction of building it) */
+    uint8_t seen_byte[256] = {0};
+    size_t cap = 16;
+    while (cap < e.n * 2 + 2)
+        cap <<= 1;
+    uint32_t *set = PyMem_RawCalloc(cap, sizeof(uint32_t));
+    if (!set) {
+        entries_free(&e);
+        return PyErr_NoMemory();
+    }
+    const char *bad = NULL;
+    for (size_t k = 0; k < e.n && !bad; k++) {
+        const uint8_t *p = e.ptr[k];
+        uint32_t n = e.len[k];
+        if (n == 1)
+            seen_byte[p[0]] = 1;
+        size_t i = (size_t)hash_bytes(p, n) & (cap - 1);
+        while (set[i]) {
+            size_t j = set[i] - 1;
+            if (e.len[j] == n && !memcmp(e.ptr[j], p, n)) {
+                bad = "rank table: repeated token";
+                break;
+            }
+            i = (i + 1) & (cap - 1);
+        }
+        set[i] = (uint32_t)(k + 1);
+    }
+    PyMem_RawFree(set);
+    for (int b = 0; b < 256 && !bad; b++)
+        if (!seen_byte[b])
+            bad = "byte-level vocabulary lacks a single byte";
+    size_t n = e.n;
+    uint32_t max_rank = n ? e.rank[n - 1] : 0;
+    entries_free(&e);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, bad);
+        return NULL;
+    }
+    return Py_BuildValue("(nk)", (Py_ssize_t)n, (unsigned long)max_rank);
+}
+
 static PyMethodDef module_methods[] = {
+    {"check_rank_sections", mod_check_rank_sections, METH_O,
+     "check_rank_sections((tokens, offsets, ids)) -> (n, max_id): ValueError unless the rank sections are "
+     "consistent (offsets strictly increasing to len(tokens), ids strictly increasing, no repeated token)."},
     {"utf8_size", mod_utf8_size, METH_O,
      "utf8_size(text: str) -> int: UTF-8 length of text (kept in the str for the next encode); "
      "UnicodeEncodeError for a lone surrogate."},

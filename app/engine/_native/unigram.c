@@ -1012,6 +1012,7 @@ typedef struct {
     uint16_t sp_label;  /* the label of U+2581 (words start there) */
     double smax;        /* the largest |float32 score| of a piece or of the unknown node */
     Labeler labeler;    /* label_bmp and astral, for the normalizer */
+    int words_possible; /* the word cache may be used (its conditions above, cache_size aside) */
     int finite;         /* float32, and every piece's score and the unknown score below 1e30 in magnitude: every
                          * candidate is then finite (|base| <= 100,000), so a record's first candidate is the first
                          * one greater than its initial -inf, and the search needs no "unset" test */
@@ -1224,7 +1225,7 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->n_units = n_units;
     /* The word cache (see "words" below) needs: float32 arithmetic, U+2581 in some piece, no piece with U+2581
      * after its first character, and finite scores (so every bound below is finite). */
-    int words_ok = float32 && cache_size > 0 && self->label_bmp[0x2581] != 0;
+    int words_ok = float32 && self->label_bmp[0x2581] != 0; /* (with any cache_size: Model.dump records it) */
     self->sp_label = self->label_bmp[0x2581];
     self->smax = fabs((double)self->unk_f);
     for (Py_ssize_t k = 0; k < np && words_ok; k++) {
@@ -1234,6 +1235,8 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         if (a > self->smax) self->smax = a;
     }
     if (!(self->smax < 1e30)) words_ok = 0;
+    self->words_possible = words_ok;
+    words_ok = words_ok && cache_size > 0;
     self->finite = float32 && fabsf(self->unk_f) < 1e30f;
     for (Py_ssize_t k = 0; k < np && self->finite; k++) self->finite = fabsf(fscore[keys[k].id]) < 1e30f;
     if (words_ok && (!(self->cache = wc_new((size_t)cache_size, sizeof(UWSlot))) ||
@@ -2224,6 +2227,165 @@ static PyObject *Model_clear_cache(Model *self, PyObject *unused) {
     Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
+/* ---- dump and load: the built model without the build (the compiled artifact cache's "unigram-model" part) ---- */
+
+#define UDUMP_VERSION 1u
+#define UDUMP_HEADER 72 /* magic 8, version, flags, n_units, n_ids, unk_id, n_astral, alpha, sp_label, unk_f, pad,
+                           unk_d, smax (8 each) ... then bytes[256] */
+enum { UD_FLOAT32 = 1, UD_BYTE_FALLBACK = 2, UD_WHOLE = 4, UD_FINITE = 8, UD_WORDS = 16 };
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define UD_LITTLE 1
+#else
+#define UD_LITTLE 0
+#endif
+
+static size_t udump_size(int64_t n_units, int64_t n_ids, int64_t n_astral) {
+    return UDUMP_HEADER + 4 * 256 + (size_t)n_units * (sizeof(Cell) + 4) + ((size_t)n_ids + 1) * 8 +
+           0x10000 * 2 + (size_t)n_astral * 6;
+}
+
+/* The largest label (the alphabet size): labels are 1..alpha. */
+static uint32_t model_alpha(const Model *m) {
+    uint32_t alpha = 0;
+    for (uint32_t c = 0; c < 0x10000; c++) if (m->label_bmp[c] > alpha) alpha = m->label_bmp[c];
+    for (Py_ssize_t k = 0; k < m->n_astral; k++) if (m->astral_label[k] > alpha) alpha = m->astral_label[k];
+    return alpha;
+}
+
+PyDoc_STRVAR(udump_doc, "dump() -> bytes: the built model, for Model.load (little-endian hosts; ValueError elsewhere).");
+
+static PyObject *Model_dump(Model *self, PyObject *unused) {
+    (void)unused;
+    if (!UD_LITTLE) {
+        PyErr_SetString(PyExc_ValueError, "Model.dump needs a little-endian host");
+        return NULL;
+    }
+    uint32_t alpha = model_alpha(self);
+    int words = self->words_possible;
+    size_t total = udump_size(self->n_units, self->n_ids, self->n_astral);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    if (!out) return NULL;
+    unsigned char *q = (unsigned char *)PyBytes_AS_STRING(out);
+    uint32_t flags = (self->float32 ? UD_FLOAT32 : 0) | (self->byte_fallback ? UD_BYTE_FALLBACK : 0) |
+                     (self->whole_lookup ? UD_WHOLE : 0) | (self->finite ? UD_FINITE : 0) | (words ? UD_WORDS : 0);
+    uint32_t head[14] = {UDUMP_VERSION, flags, (uint32_t)self->n_units, (uint32_t)self->n_ids,
+                         (uint32_t)self->unk_id, (uint32_t)self->n_astral, alpha, self->sp_label, 0, 0, 0, 0, 0, 0};
+    memcpy(&head[8], &self->unk_f, 4);
+    memcpy(q, "UNIGDUMP", 8);
+    memcpy(q + 8, head, 40);
+    memcpy(q + 48, &self->unk_d, 8);
+    memcpy(q + 56, &self->smax, 8);
+    memset(q + 64, 0, 8);
+    q += UDUMP_HEADER;
+    memcpy(q, self->bytes, 4 * 256), q += 4 * 256;
+    memcpy(q, self->u, (size_t)self->n_units * sizeof(Cell)), q += (size_t)self->n_units * sizeof(Cell);
+    memcpy(q, self->id_of, (size_t)self->n_units * 4), q += (size_t)self->n_units * 4;
+    memcpy(q, self->dscore, ((size_t)self->n_ids + 1) * 8), q += ((size_t)self->n_ids + 1) * 8;
+    memcpy(q, self->label_bmp, 0x10000 * 2), q += 0x10000 * 2;
+    memcpy(q, self->astral, (size_t)self->n_astral * 4), q += (size_t)self->n_astral * 4;
+    memcpy(q, self->astral_label, (size_t)self->n_astral * 2);
+    return out;
+}
+
+static PyObject *udump_error(const char *what) {
+    PyErr_Format(PyExc_ValueError, "damaged unigram model dump: %s", what);
+    return NULL;
+}
+
+PyDoc_STRVAR(uload_doc, "Model.load(buffer, cache_size=0) -> Model: the model of a Model.dump() buffer; ValueError when "
+                        "it is damaged (layout, sizes, any index out of its range).");
+
+static PyObject *Model_load(PyObject *cls, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t cache_size = 0;
+    if (!PyArg_ParseTuple(args, "y*|n", &view, &cache_size)) return NULL;
+    const unsigned char *p = (const unsigned char *)view.buf;
+    size_t n = (size_t)view.len;
+    const char *bad = NULL;
+    Model *self = NULL;
+    uint32_t head[14];
+    if (!UD_LITTLE) { bad = "not a little-endian host"; goto fail; }
+    if (cache_size < 0 || cache_size > ((Py_ssize_t)1 << 24)) { bad = "cache_size out of range"; goto fail; }
+    if (n < UDUMP_HEADER || memcmp(p, "UNIGDUMP", 8) != 0) { bad = "bad magic"; goto fail; }
+    memcpy(head, p + 8, 40);
+    uint32_t flags = head[1], alpha = head[6], sp_label = head[7];
+    int64_t n_units = (int32_t)head[2], n_ids = (int32_t)head[3], n_astral = head[5];
+    int32_t unk_id = (int32_t)head[4];
+    if (head[0] != UDUMP_VERSION) { bad = "unsupported version"; goto fail; }
+    if (flags & ~31u) { bad = "bad flags"; goto fail; }
+    if (n_units < 1 || n_units > ((int64_t)1 << 30) || n_ids < 0 || n_astral > 0x100000 || alpha > 65535 ||
+        sp_label > alpha || unk_id < -1 || (int64_t)unk_id >= n_ids + 1) { bad = "counts out of range"; goto fail; }
+    if (udump_size(n_units, n_ids, n_astral) != n) { bad = "length does not match the counts"; goto fail; }
+    self = (Model *)((PyTypeObject *)cls)->tp_alloc((PyTypeObject *)cls, 0);
+    if (!self) { PyBuffer_Release(&view); return NULL; }
+    self->float32 = (flags & UD_FLOAT32) != 0;
+    self->byte_fallback = (flags & UD_BYTE_FALLBACK) != 0;
+    self->whole_lookup = (flags & UD_WHOLE) != 0;
+    self->finite = (flags & UD_FINITE) != 0;
+    self->words_possible = (flags & UD_WORDS) != 0;
+    self->n_units = (int32_t)n_units;
+    self->n_ids = (int32_t)n_ids;
+    self->unk_id = unk_id;
+    self->n_astral = (Py_ssize_t)n_astral;
+    self->sp_label = (uint16_t)sp_label;
+    memcpy(&self->unk_f, p + 8 + 32, 4);
+    memcpy(&self->unk_d, p + 48, 8);
+    memcpy(&self->smax, p + 56, 8);
+    const unsigned char *q = p + UDUMP_HEADER;
+    memcpy(self->bytes, q, 4 * 256), q += 4 * 256;
+    for (int k = 0; k < 256; k++)
+        if (self->bytes[k] < -1 || self->bytes[k] >= self->n_ids) { bad = "byte id out of range"; goto fail; }
+    self->u = (Cell *)malloc((size_t)n_units * sizeof(Cell));
+    self->id_of = (int32_t *)malloc((size_t)n_units * 4);
+    self->dscore = (double *)malloc(((size_t)n_ids + 1) * 8);
+    self->label_bmp = (uint16_t *)malloc(0x10000 * 2);
+    self->astral = (uint32_t *)malloc(((size_t)n_astral + 1) * 4);
+    self->astral_label = (uint16_t *)malloc(((size_t)n_astral + 1) * 2);
+    if (!self->u || !self->id_of || !self->dscore || !self->label_bmp || !self->astral || !self->astral_label)
+        goto nomem;
+    memcpy(self->u, q, (size_t)n_units * sizeof(Cell)), q += (size_t)n_units * sizeof(Cell);
+    memcpy(self->id_of, q, (size_t)n_units * 4), q += (size_t)n_units * 4;
+    memcpy(self->dscore, q, ((size_t)n_ids + 1) * 8), q += ((size_t)n_ids + 1) * 8;
+    memcpy(self->label_bmp, q, 0x10000 * 2), q += 0x10000 * 2;
+    memcpy(self->astral, q, (size_t)n_astral * 4), q += (size_t)n_astral * 4;
+    memcpy(self->astral_label, q, (size_t)n_astral * 2);
+    /* every step base + label (label <= alpha) of a unit in use stays inside the array, as the walk assumes */
+    if (self->u[0].check != -2) { bad = "no root"; goto fail; }
+    for (int64_t t = 0; t < n_units; t++) {
+        const Cell *c = &self->u[t];
+        if (c->check < -2 || c->check >= n_units) { bad = "parent out of range"; goto fail; }
+        if (c->check != -1 && (c->base < 0 || (int64_t)c->base + alpha >= n_units)) {
+            bad = "child out of range";
+            goto fail;
+        }
+        if (self->id_of[t] < -1 || self->id_of[t] >= self->n_ids) { bad = "piece id out of range"; goto fail; }
+    }
+    for (uint32_t c = 0; c < 0x10000; c++)
+        if (self->label_bmp[c] > alpha) { bad = "label out of range"; goto fail; }
+    for (int64_t k = 0; k < n_astral; k++)
+        if (self->astral[k] < 0x10000 || self->astral[k] >= 0x110000 || (k && self->astral[k] <= self->astral[k - 1]) ||
+            self->astral_label[k] == 0 || self->astral_label[k] > alpha) {
+            bad = "astral table out of order or range";
+            goto fail;
+        }
+    if (self->label_bmp[0x2581] != sp_label) { bad = "word label mismatch"; goto fail; }
+    self->labeler = (Labeler){self->label_bmp, self->astral, self->astral_label, self->n_astral};
+    if ((flags & UD_WORDS) && cache_size > 0 &&
+        (!(self->cache = wc_new((size_t)cache_size, sizeof(UWSlot))) || !(self->seen = (uint8_t *)calloc(SEEN_BYTES, 1))))
+        goto nomem;
+    PyBuffer_Release(&view);
+    return (PyObject *)self;
+nomem:
+    PyBuffer_Release(&view);
+    Py_XDECREF(self);
+    return PyErr_NoMemory();
+fail:
+    PyBuffer_Release(&view);
+    Py_XDECREF(self);
+    return udump_error(bad);
+}
+
 static PyMethodDef Model_methods[] = {
     {"tokenize", (PyCFunction)Model_tokenize, METH_O, tokenize_doc},
     {"encode", (PyCFunction)(void (*)(void))Model_encode, METH_VARARGS | METH_KEYWORDS, encode_doc},
@@ -2233,6 +2395,8 @@ static PyMethodDef Model_methods[] = {
     {"encode_metaspace", (PyCFunction)(void (*)(void))Model_encode_metaspace, METH_FASTCALL, encode_metaspace_doc},
     {"cache_stats", (PyCFunction)Model_cache_stats, METH_NOARGS, cache_stats_doc},
     {"clear_cache", (PyCFunction)Model_clear_cache, METH_NOARGS, clear_cache_doc},
+    {"dump", (PyCFunction)Model_dump, METH_NOARGS, udump_doc},
+    {"load", (PyCFunction)Model_load, METH_VARARGS | METH_CLASS, uload_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -13,8 +13,9 @@ lone surrogates of a JSON file survive) and a count.
 from __future__ import annotations
 
 import sys
+import threading
 from array import array
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -71,6 +72,59 @@ def unpack_strings(blob: bytes | memoryview, count: int) -> list[str]:
     if len(items) != count:
         raise ValueError(f"string section holds {len(items)} strings, not {count}")
     return items
+
+
+class LazyMerges(Sequence[Any]):
+    """A merge list restored from packed strings (:func:`pack_strings`): ``"a b"`` strings (form ``"str"``) or
+    ``(a, b)`` pairs (form ``"pair"``), split into its items on first use (a warm load whose compiled model is
+    restored never needs them). The packed text is checked when this is made (UTF-8, ``count`` items), so using it
+    raises nothing. Equal to a list or tuple of the same items. Thread-safe."""
+
+    __slots__ = ("_count", "_items", "_lock", "_texts")
+
+    def __init__(self, texts: Sequence[str], count: int) -> None:
+        """``texts``: one packed text (``"str"``) or two (``"pair"``: left and right). Raises ``ValueError`` when a
+        text does not hold ``count`` items."""
+        for text in texts:
+            if (text.count(_SEP) + 1 if text or count else 0) != count:
+                raise ValueError(f"merge section does not hold {count} strings")
+        if len(texts) not in (1, 2):
+            raise ValueError("a merge list is one or two packed texts")
+        self._texts: tuple[str, ...] | None = tuple(texts)
+        self._count = count
+        self._items: list[Any] | None = None
+        self._lock = threading.Lock()
+
+    def _list(self) -> list[Any]:
+        items = self._items
+        if items is None:
+            with self._lock:
+                items = self._items
+                if items is None:
+                    assert self._texts is not None
+                    parts = [text.split(_SEP) if self._count else [] for text in self._texts]
+                    items = parts[0] if len(parts) == 1 else list(zip(parts[0], parts[1], strict=True))
+                    self._items, self._texts = items, None
+        return items
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._list()[index]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._list())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (list, tuple, LazyMerges)):
+            return self._list() == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<LazyMerges of {self._count}>"
 
 
 def array_bytes(items: array[Any]) -> bytes:

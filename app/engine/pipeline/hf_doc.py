@@ -20,7 +20,7 @@ from ..artifact_cache import Compiled
 from ..artifact_limits import check_ids
 from ..artifacts import VerifiedArtifact
 from ..errors import ArtifactError
-from .derived import Derive, array_bytes, compiled, pack_strings, read_array, unpack_strings
+from .derived import Derive, LazyMerges, array_bytes, compiled, pack_strings, read_array, unpack_strings
 
 _MAX_ID = (1 << 32) - 1
 
@@ -38,6 +38,8 @@ def _split_vocab(vocab: Any) -> tuple[bytes, bytes, int] | None:
 def _split_merges(merges: Any) -> tuple[str, dict[str, bytes], int] | None:
     """``(form, sections, count)`` of a merge list of ``"a b"`` strings (form ``"str"``) or of ``[a, b]`` string
     pairs (form ``"pair"``), or None for any other shape."""
+    if isinstance(merges, LazyMerges):
+        merges = list(merges)
     if not isinstance(merges, list) or not merges:
         return None
     if all(type(m) is str for m in merges):
@@ -92,12 +94,12 @@ def restore_doc(data: Compiled, size: int, source: str) -> dict[str, Any]:
             _check_ids((min(ids), max(ids)), "model.vocab id", size, source)
     if meta["merges"] is not None:
         form, count = meta["merges"]
+        # split on first use (a warm load with a restored compiled model needs only the count); pairs as tuples:
+        # every reader takes a pair as a list or a tuple
         if form == "str":
-            model["merges"] = unpack_strings(sections["merges"], int(count))
+            model["merges"] = LazyMerges([_text(sections["merges"])], int(count))
         elif form == "pair":
-            left, right = unpack_strings(sections["left"], int(count)), unpack_strings(sections["right"], int(count))
-            # tuples: every reader takes a pair as a list or a tuple
-            model["merges"] = list(zip(left, right, strict=True))
+            model["merges"] = LazyMerges([_text(sections["left"]), _text(sections["right"])], int(count))
         else:
             raise ValueError(f"cached merges of unknown form {form!r}")
     added = doc.get("added_tokens")
@@ -105,6 +107,11 @@ def restore_doc(data: Compiled, size: int, source: str) -> dict[str, Any]:
         _check_ids([e["id"] for e in added if isinstance(e, dict) and isinstance(e.get("id"), int)],
                    "added_tokens id", size, source)
     return doc
+
+
+def _text(blob: bytes | memoryview) -> str:
+    """A packed string section's text (``UnicodeDecodeError``, a ``ValueError``, when it is not UTF-8)."""
+    return str(blob, "utf-8", "surrogatepass")
 
 
 def _check_ids(ids: list[int] | tuple[int, int], what: str, size: int, source: str) -> None:

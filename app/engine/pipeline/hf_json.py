@@ -160,7 +160,7 @@ def _build(section: str, config: Any, where: str, backend: str | None = None, de
         if builder.build == BPE.from_hf:
             return BPE.from_hf(config, backend=backend, lazy_native=True, derived=derived)
         if builder.build == Unigram.from_hf:
-            return Unigram.from_hf(config, backend=backend, excluded=excluded)
+            return Unigram.from_hf(config, backend=backend, excluded=excluded, derived=derived)
         if builder.build == WordPiece.from_hf:
             return WordPiece.from_hf(config, backend=backend)
         if builder.build == Precompiled.from_hf:  # its decoded table may come from the artifact cache
@@ -193,7 +193,9 @@ def check_hf_ids(doc: dict[str, Any], size: int | None, source: str) -> None:
     :func:`~app.engine.artifact_limits.id_bound` of the file's ``size`` (before any table is allocated)."""
     vocab = doc["model"].get("vocab")
     if isinstance(vocab, dict):
-        check_ids((v for v in vocab.values() if isinstance(v, int)), "model.vocab id", size, source)
+        values = vocab.values()
+        ints = values if set(map(type, values)) <= {int} else [v for v in values if isinstance(v, int)]
+        check_ids((min(ints), max(ints)) if ints else (), "model.vocab id", size, source)  # (min and max in C)
     elif isinstance(vocab, list):
         check_id(len(vocab), "model.vocab length", size, source)
     added = doc.get("added_tokens")

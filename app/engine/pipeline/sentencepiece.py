@@ -25,12 +25,14 @@ What the pipeline does, as ``sentencepiece`` does:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from array import array
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from ..artifact_cache import ArtifactCache
+from ..artifact_cache import ArtifactCache, Compiled
 from ..cache import default_cache_size
 from ..errors import ArtifactError
 from ..specials import Template
@@ -38,7 +40,7 @@ from ..store import TokenizerSpec
 from .added import AddedToken
 from .base import Span
 from .charsmap import CharsMapError, load_charsmap
-from .derived import Derive, derive_for
+from .derived import Derive, array_bytes, compiled, derive, derive_for, pack_strings, read_array, unpack_strings
 from .models.sp_bpe import SentencePieceBPE
 from .models.unigram import Unigram, word_cache_size
 from .pipeline import Pipeline
@@ -130,9 +132,36 @@ class SentencePieceVocab:
     add_eos: bool = False
     unk_id: int | None = None  #: default: the one piece of type UNKNOWN
     extra_special: dict[int, str] = field(default_factory=dict)  #: more special ids (non-control) by id
+    _types_packed: bytes | None | bool = field(default=False, init=False, repr=False, compare=False)
 
     def ids_of(self, kind: int) -> list[int]:
-        return [i for i, t in enumerate(self.types) if t == kind]
+        """The ids of the pieces of type ``kind``, in order."""
+        return self.ids_where((kind,))
+
+    def ids_where(self, kinds: Collection[int], *, negate: bool = False) -> list[int]:
+        """The ids of the pieces whose type is in ``kinds`` (with ``negate``: is not), in order. One scan in C
+        over the types as bytes when every type fits a byte (a vocabulary of 250,000 pieces is scanned several
+        times per load)."""
+        packed = self._packed_types()
+        wanted = set(kinds)
+        if packed is None or not all(0 <= k < 256 for k in wanted):
+            return [i for i, t in enumerate(self.types) if (t in wanted) != negate]
+        if not wanted:
+            return list(range(len(self.types))) if negate else []
+        pattern = re.compile(b"[" + (b"^" if negate else b"") + b"".join(re.escape(bytes([k])) for k in sorted(wanted))
+                             + b"]")
+        return [m.start() for m in pattern.finditer(packed)]
+
+    def _packed_types(self) -> bytes | None:
+        """:attr:`types` as bytes (None when some type is outside 0..255), made once."""
+        if self._types_packed is False:
+            self._types_packed = None
+            if type(self.types) in (list, tuple):  # (bytes() of an array would give its raw bytes)
+                try:
+                    self._types_packed = bytes(self.types)
+                except (ValueError, TypeError):
+                    pass
+        return self._types_packed  # type: ignore[return-value]
 
 
 def parse_model(data: bytes, source: str) -> SentencePieceVocab:
@@ -181,7 +210,6 @@ def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_s
     (no unknown piece, a malformed charsmap). ``backend``: the model's (see :class:`SentencePieceBPE` and
     :class:`Unigram`); ``word_cache``: a Unigram model's word-cache slots (see :func:`word_cache_size`);
     ``derived``: the artifact's cache of derivations (the charsmap's table), or None."""
-    types = vocab.types
     unknown = vocab.ids_of(UNKNOWN)
     if vocab.unk_id is not None:
         unk_id = vocab.unk_id
@@ -194,26 +222,26 @@ def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_s
     except CharsMapError as exc:
         raise ArtifactError(source, str(exc)) from None
     user = vocab.ids_of(USER_DEFINED)
-    pairs = list(zip(vocab.pieces, vocab.scores, strict=True))
     model: SentencePieceBPE | Unigram
     split: SpaceSymbolSplit | None = None
     if vocab.model_type == "bpe":
-        mergeable = [i for i, t in enumerate(types) if t in (NORMAL, USER_DEFINED, UNUSED)]
+        mergeable = vocab.ids_where((NORMAL, USER_DEFINED, UNUSED))
+        pairs = list(zip(vocab.pieces, vocab.scores, strict=True))
         model = SentencePieceBPE(pairs, unk_id=unk_id, byte_fallback=vocab.byte_fallback, mergeable=mergeable,
                                  user_defined=user, unused=vocab.ids_of(UNUSED), backend=backend,
                                  cache_size=default_cache_size() if cache_size is None else cache_size)
         if not vocab.treat_whitespace_as_suffix and splits_exactly(vocab.pieces[i] for i in mergeable):
             split = SpaceSymbolSplit()
     else:
-        excluded = [i for i, t in enumerate(types) if t not in (NORMAL, USER_DEFINED)]
-        model = Unigram(pairs, unk_id=unk_id, byte_fallback=vocab.byte_fallback, excluded=excluded,
+        excluded = vocab.ids_where((NORMAL, USER_DEFINED), negate=True)
+        model = Unigram((), unk_id=unk_id, byte_fallback=vocab.byte_fallback, excluded=excluded,
                         user_defined=user, float32=True, cache_size=word_cache_size(cache_size, word_cache),
-                        backend=backend)
+                        backend=backend, derived=derived, columns=(vocab.pieces, vocab.scores))
     normalizer = SentencePieceNormalizer(
         charsmap, add_dummy_prefix=vocab.add_dummy_prefix, remove_extra_whitespaces=vocab.remove_extra_whitespaces,
         escape_whitespaces=vocab.escape_whitespaces, treat_whitespace_as_suffix=vocab.treat_whitespace_as_suffix,
         user_defined=[vocab.pieces[i] for i in user])
-    special_ids = [i for i, t in enumerate(types) if t == CONTROL] + sorted(vocab.extra_special)
+    special_ids = vocab.ids_of(CONTROL) + sorted(vocab.extra_special)
     added = [AddedToken(vocab.extra_special.get(i, vocab.pieces[i]), i, special=True) for i in special_ids]
     prefix = ((vocab.pieces[vocab.bos_id], vocab.bos_id),) if vocab.add_bos and vocab.bos_id in special_ids else ()
     suffix = ((vocab.pieces[vocab.eos_id], vocab.eos_id),) if vocab.add_eos and vocab.eos_id in special_ids else ()
@@ -226,13 +254,61 @@ def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_s
                     cache_size=cache_size, spec=spec)
 
 
+#: The artifact cache part of a parsed ``.model`` file (:func:`load_sentencepiece`).
+SP_VOCAB_PART = "sp-vocab"
+_SP_FLAGS = ("byte_fallback", "add_dummy_prefix", "remove_extra_whitespaces", "escape_whitespaces",
+             "treat_whitespace_as_suffix")
+
+
+def _dump_vocab(vocab: SentencePieceVocab | None) -> Compiled:
+    """What :func:`parse_model` read, as sections (pieces packed, scores as doubles: each is a float32's exact
+    value) and ``meta``; a vocabulary whose pieces cannot be packed is stored as such (then parsed every time)."""
+    assert vocab is not None  # (what the build gives)
+    pieces = pack_strings(vocab.pieces)
+    if pieces is None:
+        return compiled({"packed": False}, {})
+    meta = {"packed": True, "n": len(vocab.pieces), "model_type": vocab.model_type, "unk_surface": vocab.unk_surface,
+            "bos_id": vocab.bos_id, "eos_id": vocab.eos_id, **{k: getattr(vocab, k) for k in _SP_FLAGS}}
+    return compiled(meta, {"pieces": pieces, "scores": array_bytes(array("d", vocab.scores)),
+                           "types": array_bytes(array("i", vocab.types)), "charsmap": vocab.charsmap})
+
+
+def _restore_vocab(stored: Compiled) -> SentencePieceVocab | None:
+    """The vocabulary :func:`_dump_vocab` stored (None: not packable, parse the file). Raises ``ValueError`` or
+    ``TypeError`` for an inconsistent entry."""
+    meta, sections = stored.meta, stored.sections
+    if meta.get("packed") is False:
+        return None
+    n = meta["n"]
+    if (meta.get("packed") is not True or type(n) is not int or meta["model_type"] not in ("bpe", "unigram")
+            or type(meta["unk_surface"]) is not str or not all(type(meta[k]) is bool for k in _SP_FLAGS)
+            or not all(i is None or (type(i) is int and 0 <= i < n) for i in (meta["bos_id"], meta["eos_id"]))):
+        raise ValueError("sp-vocab: bad meta")
+    return SentencePieceVocab(
+        pieces=unpack_strings(sections["pieces"], n), scores=read_array(sections["scores"], "d", n).tolist(),
+        types=read_array(sections["types"], "i", n).tolist(), model_type=meta["model_type"],
+        charsmap=bytes(sections["charsmap"]), unk_surface=meta["unk_surface"], bos_id=meta["bos_id"],
+        eos_id=meta["eos_id"], **{k: meta[k] for k in _SP_FLAGS})
+
+
 def load_sentencepiece(spec: TokenizerSpec, *, cache_size: int | None = None, backend: str | None = None,
                        word_cache: int | None = None, artifact_cache: ArtifactCache | None = None) -> Pipeline:
     """The loader of manifest format ``sentencepiece``: a verified ``.model`` file as a pipeline (its expensive
-    derivations from ``artifact_cache`` when given)."""
+    derivations from ``artifact_cache`` when given: the parsed file too, part ``"sp-vocab"``, with a compressed
+    file verified through the cache's witness and not decompressed)."""
     source = str(spec.artifact_path)
-    pipeline = build_pipeline(spec.name, parse_model(spec.read_artifact(), source), source=source,
-                              cache_size=cache_size, spec=spec, backend=backend, word_cache=word_cache,
-                              derived=derive_for(artifact_cache, spec.sha256))
+    derived = derive_for(artifact_cache, spec.sha256)
+    vocab: SentencePieceVocab | None = None
+    if derived is None:
+        vocab = parse_model(spec.read_artifact(), source)
+    else:
+        artifact = spec.verify_artifact(artifact_cache)
+        def parse() -> SentencePieceVocab | None:
+            return parse_model(artifact.read(), source)
+
+        vocab = derive(derived, SP_VOCAB_PART, parse, _dump_vocab, _restore_vocab) or parse_model(artifact.read(),
+                                                                                                   source)
+    pipeline = build_pipeline(spec.name, vocab, source=source, cache_size=cache_size, spec=spec, backend=backend,
+                              word_cache=word_cache, derived=derived)
     spec.check_vocab_size(pipeline.n_vocab)
     return pipeline

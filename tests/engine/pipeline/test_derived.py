@@ -16,7 +16,7 @@ from app.engine.artifact_cache import ArtifactCache, Compiled
 from app.engine.artifacts import XZ_WITNESS_PART
 from app.engine.loaders import LoadOptions, load_tokenizer
 from app.engine.pipeline.charsmap import CharsMap, load_charsmap
-from app.engine.pipeline.derived import Derive, pack_strings, read_array, unpack_strings
+from app.engine.pipeline.derived import Derive, LazyMerges, pack_strings, read_array, unpack_strings
 from app.engine.pipeline.gguf_kv import dump_kv, read_kv, restore_kv
 from app.engine.pipeline.hf_doc import dump_doc, restore_doc
 from app.engine.store import Store
@@ -29,15 +29,15 @@ from tests.engine.pipeline.corpus import hostile, long_strings
 #: witness of a compressed artifact's verification where the loader verifies through the cache (GGUF and
 #: ``tokenizer.json``: tests/engine/test_artifacts.py).
 FAMILIES = {
-    "xlm-roberta": {"gguf-kv", "charsmap", "metaspace-risk", XZ_WITNESS_PART},
-    "xlm-roberta-sentencepiece": {"gguf-kv", "charsmap", XZ_WITNESS_PART},
+    "xlm-roberta": {"gguf-kv", "charsmap", "metaspace-risk", "unigram-model", XZ_WITNESS_PART},
+    "xlm-roberta-sentencepiece": {"gguf-kv", "charsmap", "unigram-model", XZ_WITNESS_PART},
     "gemma3": {"hf-doc", "merge-model", XZ_WITNESS_PART},
     "llama2": {"gguf-kv", XZ_WITNESS_PART},
     "phi-3": {"gguf-kv", XZ_WITNESS_PART},
     "bge-small-en-v1.5": {"gguf-kv", XZ_WITNESS_PART},
-    "mistral-v1": set(),
-    "mistral-v3": set(),
-    "mistral-v7": set(),
+    "mistral-v1": {"sp-vocab", XZ_WITNESS_PART},
+    "mistral-v3": {"sp-vocab", XZ_WITNESS_PART},
+    "mistral-v7": {"sp-vocab", XZ_WITNESS_PART},
 }
 STORE = Store.load()
 
@@ -55,7 +55,18 @@ def _texts(tok: Tokenizer) -> list[str]:
 
 
 def _parts(directory: Path) -> set[str]:
-    return {p.name.split(".")[1] for p in directory.glob("*.tkc")}
+    """The parts of the cache files in ``directory`` (``unigram-model-<digest of its inputs>`` as ``unigram-model``)."""
+    return {_family(p.name.split(".")[1]) for p in directory.glob("*.tkc")}
+
+
+def _family(part: str) -> str:
+    return "unigram-model" if part.startswith("unigram-model-") else part
+
+
+def _stored_part(directory: Path, sha256: str, prefix: str) -> str:
+    """The one part of the artifact ``sha256`` in ``directory`` whose name starts with ``prefix``."""
+    (found,) = [p.name.split(".")[1] for p in directory.glob(f"{sha256}.{prefix}*.tkc")]
+    return found
 
 
 @pytest.fixture(scope="module", params=sorted(FAMILIES))
@@ -108,15 +119,22 @@ def test_python_backend_same_ids_from_warm_cache(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("name", "part"), [("xlm-roberta", "charsmap"), ("xlm-roberta", "metaspace-risk"),
                                             ("xlm-roberta", "gguf-kv"), ("gemma3", "hf-doc"),
-                                            ("gemma3", "merge-model"), ("gemma3", "merge-model-tables")])
+                                            ("gemma3", "merge-model"), ("gemma3", "merge-model-tables"),
+                                            ("xlm-roberta", "unigram-model"),
+                                            ("xlm-roberta", "unigram-model-tables"),
+                                            ("xlm-roberta-sentencepiece", "unigram-model-ids"),
+                                            ("mistral-v1", "sp-vocab")])
 def test_inconsistent_part_is_rebuilt(tmp_path: Path, name: str, part: str) -> None:
     """A verified file whose content does not fit (a wrong meta value) is refused by the part's restore, deleted
     and rebuilt; the ids stay those of a load without a cache."""
     spec = STORE.spec(name)
     load_tokenizer(spec, LoadOptions(artifact_cache=ArtifactCache(tmp_path)))
     cache = ArtifactCache(tmp_path)
-    tables = part == "merge-model-tables"  # the compiled model's tables damaged (Model.load refuses them)
-    part = "merge-model" if tables else part
+    tables = part.endswith("-tables")  # the compiled model's tables damaged (Model.load refuses them)
+    ids = part == "unigram-model-ids"  # a stored score id beyond the vocabulary
+    part = part.removesuffix("-tables").removesuffix("-ids")
+    if part == "unigram-model":
+        part = _stored_part(tmp_path, spec.sha256, "unigram-model-")
     stored = cache.get(spec.sha256, part)
     assert stored is not None
     meta = json.loads(json.dumps(stored.meta))
@@ -130,8 +148,16 @@ def test_inconsistent_part_is_rebuilt(tmp_path: Path, name: str, part: str) -> N
         meta["sections"][first][1] += 1
     elif part == "hf-doc":
         meta["vocab"] += 1
-    elif tables:
+    elif tables and part == "merge-model":
         sections["model"] = sections["model"][:1000] + b"\xff" + sections["model"][1001:]
+    elif tables:  # a child index of the trie's root beyond the array
+        model = bytearray(sections["model"])
+        model[72 + 1024:72 + 1028] = (1 << 30).to_bytes(4, "little")
+        sections["model"] = bytes(model)
+    elif ids:
+        sections["ids"] = sections["ids"][:-4] + (1 << 31).to_bytes(4, "little")
+    elif part.startswith("unigram-model-") or part == "sp-vocab":
+        meta["n"] += 1
     else:
         meta["merges"] += 1
     cache.put(spec.sha256, part, Compiled(meta, sections))
@@ -153,7 +179,7 @@ def test_truncated_file_is_rebuilt(tmp_path: Path) -> None:
     path.write_bytes(path.read_bytes()[:-100])
     cache = ArtifactCache(tmp_path)
     tok = load_tokenizer(spec, LoadOptions(artifact_cache=cache))
-    assert cache.rebuilt == 1 and cache.hits == 1
+    assert cache.rebuilt == 1 and cache.hits == 2  # (gguf-kv and unigram-model restored)
     assert tok.encode("ﬁ ① Ｈｅｌｌｏ") == _plain("xlm-roberta-sentencepiece").encode("ﬁ ① Ｈｅｌｌｏ")
 
 
@@ -227,3 +253,20 @@ def test_hf_doc_round_trip() -> None:
     assert restore_doc(dump_doc(doc), 10_000, "t.json") == doc
     with pytest.raises(ValueError):  # an id beyond what the file's size allows: a damaged entry
         restore_doc(dump_doc({"model": {"type": "BPE", "vocab": {"a": 10**6}}}), 100, "t.json")
+
+
+def test_restored_merges_are_checked_at_once_and_split_on_first_use() -> None:
+    doc = {"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "c": 3, "abc": 4}, "merges": ["a b", "ab c"]}}
+    stored = dump_doc(doc)
+    back = restore_doc(stored, 10_000, "t.json")
+    merges = back["model"]["merges"]
+    assert isinstance(merges, LazyMerges) and len(merges) == 2 and merges._items is None  # not split yet
+    assert merges == ["a b", "ab c"] and merges[1] == "ab c" and list(merges) == ["a b", "ab c"]
+    with pytest.raises(ValueError):  # the count disagrees with the section
+        restore_doc(Compiled({**stored.meta, "merges": ["str", 3]}, stored.sections), 10_000, "t.json")
+    with pytest.raises(ValueError):  # not UTF-8
+        restore_doc(Compiled(stored.meta, {**stored.sections, "merges": b"\xff\0x"}), 10_000, "t.json")
+    doc["model"]["merges"] = [["a", "b"], ["ab", "c"]]
+    pairs = restore_doc(dump_doc(doc), 10_000, "t.json")["model"]["merges"]
+    assert pairs == [("a", "b"), ("ab", "c")] and len(pairs) == 2
+    assert dump_doc(back).sections["merges"] == stored.sections["merges"]  # a restored list dumps as before

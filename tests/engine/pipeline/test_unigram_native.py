@@ -345,3 +345,29 @@ def test_tokenizer_json_unigram_honours_the_backend() -> None:
     for _ in range(300):
         text = tie_text(rng)
         assert native.encode(text) == python.encode(text), text
+
+
+# -- the compiled model's dump (the artifact cache's unigram-model part) ---------------------------------------------
+
+
+@pytest.mark.parametrize("float32", [False, True])
+def test_dump_load_round_trip(float32: bool) -> None:
+    from app.engine.pipeline.compiled import UNIGRAM
+
+    assert UNIGRAM.module is not None
+    vocab = [("<unk>", 0.0), ("▁a", -1.0), ("b", -2.0), ("▁ab", -1.5), ("東京", -3.0), ("🙂", -4.0), ("a", -2.5),
+             *((f"<0x{b:02X}>", -9.0) for b in range(256))]
+    model = Unigram(vocab, unk_id=0, byte_fallback=True, float32=float32, backend="native", cache_size=64)
+    assert model.native is not None
+    dump = model.native.dump()
+    loaded = UNIGRAM.module.Model.load(dump, 64)
+    assert loaded.dump() == dump
+    for text in ["▁ab▁a東京🙂xyz", "bbbb▁a▁a", "", "\U0001f600▁é"]:
+        assert loaded.tokenize(text) == model.native.tokenize(text)
+    for cut in (0, 8, 71, len(dump) - 1):
+        with pytest.raises(ValueError):
+            UNIGRAM.module.Model.load(dump[:cut])
+    damaged = bytearray(dump)
+    damaged[72 + 1024:72 + 1028] = (1 << 30).to_bytes(4, "little")  # the root's children beyond the array
+    with pytest.raises(ValueError):
+        UNIGRAM.module.Model.load(bytes(damaged))

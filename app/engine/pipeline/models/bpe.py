@@ -26,7 +26,7 @@ from ...dropout import merge_with_dropout
 from ...sampling import Sample
 from ..base import ItemsSampler, Model, bpe_dropout_sampler
 from ..compiled import MERGE_BPE as _EXT
-from ..derived import Derive, compiled, derive
+from ..derived import Derive, LazyMerges, compiled, derive
 from ..text_plan import TextPlan
 
 #: Below this many symbols the quadratic scan beats the heap.
@@ -67,11 +67,10 @@ class BPE(Model):
         self.ignore_merges = ignore_merges
         top = max(self.vocab.values(), default=-1)
         self._vocab_size = top + 1
-        self._id_to_token: list[str | None] = [None] * (top + 1)
-        for token, token_id in self.vocab.items():
-            if token_id < 0:
-                raise BPEError(f"negative id {token_id} for {token!r}")
-            self._id_to_token[token_id] = token
+        self._id_table: list[str | None] | None = None
+        values = self.vocab.values()
+        if not set(map(type, values)) <= {int} or min(values, default=0) < 0:
+            self._id_to_token  # noqa: B018 -- built now: raises as the reference does (negative or non-int id)
         self.unk_id: int | None = None
         if unk_token is not None and unk_token in self.vocab:
             self.unk_id = self.vocab[unk_token]
@@ -237,7 +236,7 @@ class BPE(Model):
         if not isinstance(vocab, dict):
             raise BPEError("vocab must be an object")
         raw = config.get("merges") or []
-        if not isinstance(raw, list):
+        if not isinstance(raw, (list, LazyMerges)):
             raise BPEError("merges must be a list")
         unk = config.get("unk_token")
         if unk is not None and unk not in vocab:
@@ -254,6 +253,20 @@ class BPE(Model):
     @property
     def vocab_size(self) -> int:
         return self._vocab_size
+
+    @property
+    def _id_to_token(self) -> list[str | None]:
+        """id -> token (None where no token has the id), built on first use when every id is a non-negative int
+        (a warm load never needs it); a build from the vocabulary, the same list whichever thread makes it."""
+        table = self._id_table
+        if table is None:
+            table = [None] * self._vocab_size
+            for token, token_id in self.vocab.items():
+                if token_id < 0:
+                    raise BPEError(f"negative id {token_id} for {token!r}")
+                table[token_id] = token
+            self._id_table = table
+        return table
 
     def token_to_id(self, token: str) -> int | None:
         return self.vocab.get(token)

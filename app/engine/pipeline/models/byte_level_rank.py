@@ -40,7 +40,7 @@ from ...artifact_regex import BoundedRegex
 from ...cache import CacheStats
 from ...encoding import RankBPETokenizer, scrub_surrogates
 from ...patterns import PATTERNS
-from ...rank_tables import BYTE_LEVEL_RANKS, dump_ranks, restore_ranks
+from ...rank_tables import BYTE_LEVEL_RANKS, Ranks, dump_ranks, restore_ranks
 from ...sampling import Sample
 from ...store import TokenizerSpec
 from ..added import AddedMatcher, AddedToken
@@ -188,7 +188,7 @@ def byte_level_rank_bpe(doc: dict[str, Any], model: Model, name: str, spec: Toke
     sources = _split_sources(doc.get("pre_tokenizer"))
     built: list[RankBPETokenizer] = []
 
-    def encoding_for(ranks: dict[bytes, int]) -> Any:
+    def encoding_for(ranks: Ranks) -> Any:
         assert sources is not None
         named = len(sources) == 1 and sources[0] in PATTERNS.values() and native.scanner_id(sources[0]) != 0
         sequence = 0 if named else native.sequence_scanner_id(tuple(sources))
@@ -229,7 +229,7 @@ def byte_level_rank_bpe(doc: dict[str, Any], model: Model, name: str, spec: Toke
 
 
 #: The proof's outcome: the rank table, or None and why the file is not rank BPE.
-ProofResult = tuple["dict[bytes, int] | None", str]
+ProofResult = tuple["Ranks | None", str]
 
 
 def _dump_proof(result: ProofResult) -> Compiled:

@@ -32,21 +32,32 @@ would choose the same path at that point of the text; the ids are the same with 
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import math
 import random
+import sys
 import threading
+from array import array
 from collections.abc import Callable, Collection, Mapping, Sequence
+from itertools import filterfalse
+from operator import itemgetter
 from typing import Any, cast
 
 from ... import defaults
+from ...artifact_cache import Compiled
 from ...cache import CacheStats
 from ...defaults import WORD_CACHE_ENV
 from ...encoding import scrub_surrogates
 from ...sampling import Sample
 from ..base import ItemsSampler, Model, each_pre_token
 from ..compiled import UNIGRAM as _EXT
+from ..derived import Derive, array_bytes, compiled, derive, read_array
 from ..json_numbers import f32, f32_list, serde_f64
 from .unigram_nbest import nbest, sample_nbest
+
+#: The artifact cache part (prefix; a digest of the model's inputs follows) of the compiled model and its tables.
+UNIGRAM_MODEL_PART = "unigram-model"
 
 _RESET = 100_000.0  # SentencePiece's re-basing threshold for float32 path scores
 
@@ -71,23 +82,41 @@ class Unigram(Model):
 
     def __init__(self, vocab: Sequence[tuple[str, float]], *, unk_id: int | None, byte_fallback: bool = False,
                  excluded: Collection[int] = (), user_defined: Collection[int] = (), float32: bool = False,
-                 unk_score: float | None = None, backend: str | None = None, cache_size: int = 0) -> None:
+                 unk_score: float | None = None, backend: str | None = None, cache_size: int = 0,
+                 derived: Derive | None = None, columns: tuple[list[str], list[float]] | None = None) -> None:
         """``vocab``: ``(piece, score)`` by id. ``excluded``: ids never matched in text. ``user_defined``: ids that
         SentencePiece scores by length (``float32`` only). ``unk_score``: default the lowest score of the
         matchable pieces minus 10 (callers pass the reference's own rule when it differs). ``backend``
         (``native``/``python``/None, see :func:`app.engine.native.resolve_backend`): native builds the compiled
         model when the extension is there (:attr:`native`; :attr:`backend` says which one is in use).
         ``cache_size``: slots of the compiled model's word cache (0: none; ``float32`` models only, and only when
-        no piece has ``▁`` after its first character — the ids are the same with or without it)."""
-        self.vocab = [(p, float(s)) for p, s in vocab]
+        no piece has ``▁`` after its first character — the ids are the same with or without it). ``derived``: the
+        artifact's cache of derivations: the compiled model, the scores table and the byte ids are then kept there
+        (part ``unigram-model-<digest of the inputs>``, :data:`UNIGRAM_MODEL_PART`) and a warm load restores them
+        instead of building them (the piece -> id dict is then built on first use). ``columns``: ``vocab`` as
+        the lists ``(pieces, scores)`` (``vocab`` is then ignored), which the callers that have them pass."""
+        pieces: Sequence[str] = []
+        scores: Sequence[float] = []
+        if columns is not None:
+            pieces, scores = columns
+            vocab = list(zip(pieces, scores, strict=True))
+        elif set(map(len, vocab)) <= {2}:
+            pieces, scores = list(map(itemgetter(0), vocab)), list(map(itemgetter(1), vocab))
+        # (else not pairs: the reference's own error below)
+        if len(pieces) == len(vocab) and set(map(type, scores)) <= {float}:  # the usual case: no Python loop
+            self.vocab = vocab if columns is not None else list(zip(pieces, scores, strict=True))
+            self._pieces, self._scores = list(pieces), list(scores)
+        else:
+            self.vocab = [(p, float(s)) for p, s in vocab]
+            self._pieces, self._scores = [p for p, _ in self.vocab], [s for _, s in self.vocab]
         self.unk_id = unk_id
         self.byte_fallback = byte_fallback
         self.float32 = float32
-        # a repeated piece resolves to its last id, as Hugging Face does (a later key overwrites the value)
-        self._token_to_id: dict[str, int] = dict(zip([p for p, _ in self.vocab], range(len(self.vocab)), strict=True))
+        self._to_id: dict[str, int] | None = None
+        self._score_dict: dict[int, float] | None = None
         self._user = frozenset(user_defined)
         self._unk_score_arg = unk_score
-        self._bytes = [self._token_to_id.get(f"<0x{b:02X}>") for b in range(256)]
+        self._derived = derived
         self._want_native = _EXT.resolve_backend(backend) == "native" and _EXT.module is not None
         self._cache_size = cache_size
         self._nodes_lock = threading.Lock()
@@ -100,35 +129,132 @@ class Unigram(Model):
     def backend(self) -> str:
         return "python" if self.native is None else "native"
 
+    @property
+    def _token_to_id(self) -> dict[str, int]:
+        """piece -> id; a repeated piece resolves to its last id, as Hugging Face does (a later key overwrites the
+        value). Built on first use (a build from the pieces, the same dict whichever thread makes it)."""
+        to_id = self._to_id
+        if to_id is None:
+            to_id = self._to_id = dict(zip(self._pieces, range(len(self._pieces)), strict=True))
+        return to_id
+
+    @property
+    def _score(self) -> dict[int, float]:
+        """id -> score for every matchable piece (the last id of a repeated piece), in id order of the build. Built
+        on first use from the restored table after a warm load (only the reference's paths read it then)."""
+        score = self._score_dict
+        if score is None:
+            ids, values = self._score_table
+            score = dict(zip(ids, values, strict=True))
+            self._score_dict = score
+        return score
+
     def _build(self, excluded: set[int]) -> None:
-        """The prefix table and scores of every matchable piece (all but ``excluded`` and the unknown piece)."""
-        float32 = self.float32
-        unk_score = self._unk_score_arg
+        """The prefix table and scores of every matchable piece (all but ``excluded`` and the unknown piece), and the
+        compiled model; with ``derived`` (native backend) restored from the artifact cache when it holds them."""
         excluded_set = set(excluded)
         if self.unk_id is not None:
             excluded_set.add(self.unk_id)
         self._excluded = frozenset(excluded_set)
-        vocab = self.vocab
-        matchable = [i for i, (piece, _) in enumerate(vocab) if piece and i not in excluded_set]
+        self._nodes_built: dict[str, int] | None = None
+        self._score_dict = None
+        self._score_table: tuple[Sequence[int], Sequence[float]] = ((), ())
+        if self._want_native and self._derived is not None and sys.byteorder == "little":
+            settings = self._settings()
+            digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+            derive(self._derived, f"{UNIGRAM_MODEL_PART}-{digest}", self._compute_and_compile,
+                   lambda _: self._dump_state(settings), lambda stored: self._restore_state(stored, settings))
+        else:
+            self._compute()
+            self.native = self._compile() if self._want_native else None
+        if self.native is None:
+            self._nodes  # noqa: B018 -- the Python backend builds its table at load, not on the first text
+
+    def _settings(self) -> dict[str, Any]:
+        """Everything the stored state is derived from (the cache entry's ``meta``, checked on restore): the
+        pieces and scores (digests), the excluded and user-defined ids, the flavour."""
+        pieces = "\0".join(self._pieces).encode("utf-8", "surrogatepass")
+        lengths = array("I", map(len, self._pieces)).tobytes()
+        scores = array("d", self._scores).tobytes()
+
+        def digest(*parts: bytes) -> str:
+            h = hashlib.sha256()
+            for part in parts:
+                h.update(len(part).to_bytes(8, "little"))
+                h.update(part)
+            return h.hexdigest()
+
+        return {"n": len(self._pieces), "pieces": digest(pieces, lengths), "scores": digest(scores),
+                "unk_id": self.unk_id, "byte_fallback": self.byte_fallback, "float32": self.float32,
+                "unk_score": None if self._unk_score_arg is None else self._unk_score_arg.hex(),
+                "excluded": digest(array("I", sorted(self._excluded)).tobytes()),
+                "user": digest(array("I", sorted(self._user)).tobytes())}
+
+    def _compute_and_compile(self) -> None:
+        self._compute()
+        self.native = self._compile()
+
+    def _dump_state(self, settings: dict[str, Any]) -> Compiled:
+        score = self._score
+        sections: dict[str, bytes] = {
+            "ids": array_bytes(array("I", score)), "scores": array_bytes(array("d", score.values())),
+            "unk_score": array_bytes(array("d", [self.unk_score])),
+            "bytes": array_bytes(array("i", [-1 if b is None else b for b in self._bytes]))}
+        if self.native is not None:
+            sections["model"] = self.native.dump()
+        return compiled({**settings, "native": self.native is not None}, sections)
+
+    def _restore_state(self, stored: Compiled, settings: dict[str, Any]) -> None:
+        """Raises ``ValueError`` when the entry was stored for other inputs or is damaged (``Model.load`` validates
+        the compiled tables; the ids and byte ids are checked against the vocabulary here)."""
+        assert _EXT.module is not None
+        meta = stored.meta
+        if {k: v for k, v in meta.items() if k != "native"} != settings or type(meta.get("native")) is not bool:
+            raise ValueError("unigram model stored for other inputs")
+        sections, n = stored.sections, len(self._pieces)
+        count = len(sections["ids"]) // 4
+        ids = read_array(sections["ids"], "I", count)
+        values = read_array(sections["scores"], "d", count)
+        unk_score = read_array(sections["unk_score"], "d", 1)[0]
+        byte_ids = read_array(sections["bytes"], "i", 256)
+        if count and max(ids) >= n or min(byte_ids) < -1 or max(byte_ids) >= n:
+            raise ValueError("unigram model: id out of range")
+        native = _EXT.module.Model.load(sections["model"], self._cache_size) if meta["native"] else None
+        self.unk_score = unk_score
+        self._bytes = [None if b < 0 else b for b in byte_ids]
+        self._score_table = (ids, values)
+        self.native = native
+
+    def _compute(self) -> None:
+        """The reference's tables: the unknown score, id -> score of every matchable piece, the byte ids."""
+        float32 = self.float32
+        unk_score = self._unk_score_arg
+        excluded_set = self._excluded
+        self._bytes = [self._token_to_id.get(f"<0x{b:02X}>") for b in range(256)]
+        vocab, pieces, scores = self.vocab, self._pieces, self._scores
+        # (the comprehensions of the reference, as C-level maps and filters: the same lists, in the same order)
+        empty = {i for i, piece in enumerate(pieces) if not piece} if "" in pieces else set()
+        matchable = list(filterfalse((excluded_set | empty).__contains__, range(len(pieces))))
         user = self._user
         if unk_score is None:
-            normal_scores = [vocab[i][1] for i in matchable if i not in user]
+            normal_scores = list(map(scores.__getitem__, filterfalse(user.__contains__, matchable)))
             unk_score = (min(normal_scores) if normal_scores else 0.0) - 10.0
         self.unk_score = f32(unk_score) if float32 else unk_score
         #: id -> score, for every matchable piece (the last id of a repeated piece)
         to_id = self._token_to_id
-        last = [i for i in matchable if to_id[vocab[i][0]] == i]
-        if not float32:
-            self._score: dict[int, float] = {i: vocab[i][1] for i in last}
+        if len(to_id) == len(pieces):  # no repeated piece: every matchable id is its piece's last
+            last = matchable
         else:
-            plain = [i for i in last if i not in user]
-            rounded = dict(zip(plain, f32_list([vocab[i][1] for i in plain]), strict=True))
-            self._score = {i: f32(0.1 * (len(vocab[i][0].encode("utf-8")) - 1)) if i in user else rounded[i]
-                           for i in last}
-        self._nodes_built: dict[str, int] | None = None
-        self.native = self._compile() if self._want_native else None
-        if self.native is None:
-            self._nodes  # noqa: B018 -- the Python backend builds its table at load, not on the first text
+            last = [i for i in matchable if to_id[vocab[i][0]] == i]
+        if not float32:
+            score = dict(zip(last, map(scores.__getitem__, last), strict=True))
+        else:
+            plain = list(filterfalse(user.__contains__, last))
+            score = dict.fromkeys(last, 0.0)
+            score.update(zip(plain, f32_list(list(map(scores.__getitem__, plain))), strict=True))
+            for i in user.intersection(last):
+                score[i] = f32(0.1 * (len(vocab[i][0].encode("utf-8")) - 1))
+        self._score_dict = score
 
     @property
     def _nodes(self) -> dict[str, int]:
@@ -160,7 +286,7 @@ class Unigram(Model):
         vocab = self.vocab
         try:
             return _EXT.module.Model(
-                [vocab[i][0] for i in ids], ids, scores, len(vocab),
+                list(map(self._pieces.__getitem__, ids)), ids, scores, len(vocab),
                 -1 if self.unk_id is None else self.unk_id, self.unk_score, self.byte_fallback, self.float32,
                 [-1 if b is None else b for b in self._bytes], not self.float32, self._cache_size)
         except (ValueError, OverflowError):
@@ -191,16 +317,27 @@ class Unigram(Model):
 
     @classmethod
     def from_hf(cls, config: Mapping[str, Any], *, excluded: Collection[int] = (),
-                backend: str | None = None) -> Unigram:
+                backend: str | None = None, derived: Derive | None = None) -> Unigram:
         """From a ``tokenizer.json`` model ``{"type": "Unigram", "unk_id", "vocab": [[piece, score], ...],
         "byte_fallback"}``. ``excluded``: ids of special added tokens (never matched in text). ``backend``: as
-        for the constructor."""
+        for the constructor; ``derived``: as for the constructor."""
         # an integer beyond 64 bits is a float to serde_json too, with its rounding (a JSON-read float already has it)
-        vocab = [(str(p), serde_f64(str(s)) if isinstance(s, int) else float(s)) for p, s in config.get("vocab") or []]
+        raw = config.get("vocab") or []
+        pairs = set(map(len, raw)) <= {2}
+        pieces = list(map(itemgetter(0), raw)) if pairs else []
+        scores = list(map(itemgetter(1), raw)) if pairs else []
+        columns: tuple[list[str], list[float]] | None = None
+        vocab: list[tuple[str, float]] = []
+        if (pairs and set(map(type, pieces)) <= {str}
+                and set(map(type, scores)) <= {float}):  # the usual case, without a Python loop
+            columns = (pieces, scores)
+        else:
+            vocab = [(str(p), serde_f64(str(s)) if isinstance(s, int) else float(s)) for p, s in raw]
+            scores = [s for _, s in vocab]
         unk = config.get("unk_id")
-        scores = [s for _, s in vocab]
         return cls(vocab, unk_id=None if unk is None else int(unk), byte_fallback=bool(config.get("byte_fallback")),
-                   excluded=excluded, unk_score=(min(scores) if scores else 0.0) - 10.0, backend=backend)
+                   excluded=excluded, unk_score=(min(scores) if scores else 0.0) - 10.0, backend=backend,
+                   derived=derived, columns=columns)
 
     @property
     def vocab_size(self) -> int:

@@ -40,8 +40,10 @@ class LatticeModel(Protocol):
     float32: bool
     unk_id: int | None
     unk_score: float
-    _score: dict[int, float]
     _user: frozenset[int]
+
+    @property
+    def _score(self) -> dict[int, float]: ...
 
     @property
     def _nodes(self) -> Mapping[str, int]: ...
