@@ -3,10 +3,13 @@
 time, for a ~200 B and a ~4 KB text (issue 26 asks for at most 1.1x).
 
     python -m bench.service.price_overhead [--requests 2000] [--rounds 7] [--clock wall|cpu]
+    python -m bench.service.price_overhead --pairs 200 [--batch 100] [--clock wall|cpu]
 
 Prints microseconds per request (median over interleaved rounds) and the ratio per size. ``--clock cpu`` times the
 process's CPU (``time.process_time``: every thread of the process, not the time it waits for a core), which is the
-steadier measure on a loaded machine.
+steadier measure on a loaded machine. ``--pairs``: finer interleaving for a noisy machine: ``--batch`` requests of
+one body, then as many of the other (alternating which goes first), ``--pairs`` times per size; prints the median
+and quartiles of the per-pair ratios, so a slow drift of the machine's speed cancels within each pair.
 """
 
 from __future__ import annotations
@@ -59,12 +62,46 @@ async def measure(requests: int, rounds: int, clock: str = "wall") -> dict[tuple
     return {k: statistics.median(v) for k, v in timings.items()}
 
 
+async def measure_pairs(batch: int, pairs: int, clock: str = "wall") -> dict[str, list[float]]:
+    """Per size, the ratios (model / tokenizer) of ``pairs`` adjacent batches of ``batch`` requests each."""
+    now = CLOCKS[clock]
+    from app.api.main import create_app
+    from app.core.config import Settings
+
+    app = create_app(Settings(log_level="warning", tokenizers="o200k_base"))
+    cases = bodies()
+    out: dict[str, list[float]] = {}
+    async with app.router.lifespan_context(app):
+        for body in cases.values():
+            for _ in range(200):
+                await call(app, "/count", body)
+        for size in TEXTS:
+            plain, priced = cases[(size, "tokenizer")], cases[(size, "model")]
+            for p in range(pairs):
+                took = {}
+                for body in ((plain, priced) if p % 2 == 0 else (priced, plain)):
+                    start = now()
+                    for _ in range(batch):
+                        await call(app, "/count", body)
+                    took[body] = now() - start
+                out.setdefault(size, []).append(took[priced] / took[plain])
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
+    parser.add_argument("--pairs", type=int, default=0, help="alternating batches instead of rounds (see above)")
+    parser.add_argument("--batch", type=int, default=100)
     args = parser.parse_args()
+    if args.pairs:
+        for size, ratios in asyncio.run(measure_pairs(args.batch, args.pairs, args.clock)).items():
+            q1, _, q3 = statistics.quantiles(ratios, n=4)
+            print(f"{size:>5}: /count model / tokenizer, median of {len(ratios)} pairs of {args.batch} requests: "
+                  f"{statistics.median(ratios):.3f} (quartiles {q1:.3f}-{q3:.3f})")
+        return
     result = asyncio.run(measure(args.requests, args.rounds, args.clock))
     for size in TEXTS:
         plain, priced = result[(size, "tokenizer")], result[(size, "model")]
