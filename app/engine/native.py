@@ -126,6 +126,16 @@ def utf8_size(text: str) -> int:
     return len(text.encode("utf-8"))
 
 
+def check_rank_sections(buffers: tuple[Any, ...]) -> tuple[int, int]:
+    """``(number of tokens, largest id)`` of a rank table's ``(tokens, offsets, ids)`` sections
+    (:class:`app.engine.rank_tables.RankSections`), checked by the compiled core; ``ValueError`` on an inconsistent
+    layout, ``RuntimeError`` without the compiled core."""
+    if _core is None:
+        raise RuntimeError("rank sections need the compiled core")
+    n, max_id = _core.check_rank_sections(buffers)
+    return int(n), int(max_id)
+
+
 def scanner_id(pattern: str) -> int:
     """The native pre-tokenizer for ``pattern`` (one of the bundled patterns), or 0 when there is none."""
     return CORE.scanner_id(pattern)

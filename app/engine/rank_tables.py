@@ -63,10 +63,8 @@ class RankSections:
     def __init__(self, tokens: memoryview | bytes, offsets: memoryview | bytes, ids: memoryview | bytes) -> None:
         """Raises ``ValueError`` on inconsistent sections (``_core.check_rank_sections``), ``RuntimeError`` without
         the compiled core."""
-        if native._core is None:
-            raise RuntimeError("RankSections needs the compiled core")
         self.tokens, self.offsets, self.ids = memoryview(tokens).cast("B"), u32_view(offsets), u32_view(ids)
-        self.n, self.max_id = native._core.check_rank_sections(self.buffers())
+        self.n, self.max_id = native.check_rank_sections(self.buffers())
         self.min_id = self.ids[0] if self.n else 0
         self._dict: dict[bytes, int] | None = None
         self._lock = threading.Lock()
@@ -114,7 +112,7 @@ Ranks = dict[bytes, int] | RankSections
 def restore_ranks(compiled: Compiled) -> Ranks:
     """The table :func:`dump_ranks` stored: as :class:`RankSections` with the compiled core, else as a dict. Raises
     ``ValueError``/``KeyError``/``TypeError`` on a layout that does not add up (the cache then rebuilds)."""
-    if native._core is not None:
+    if native.available():
         sections = compiled.sections
         if type(compiled.meta["n"]) is not int:
             raise ValueError("rank table: bad meta")
