@@ -427,7 +427,7 @@ FLUSH_SECONDS = 1.0
 def observe_billing(updates: Sequence[tuple[Any, float]]) -> None:
     """Queue :func:`billing_updates` for :func:`flush_billing`, which writes them under one hold of the write lock.
 
-    A request pays for one list append, not for its counter writes (about a tenth of a priced ``/count``). The
+    A request pays for one list append, not for its counter writes (they were 1.5 µs of a memoised block's 2.7). The
     queue is written when it holds :data:`BILLING_QUEUE` requests, before this process renders ``/metrics``, every
     :data:`FLUSH_SECONDS` by :func:`flusher` and when the app stops: a scrape served by another
     worker sees this worker's amounts at most that long after they were counted. Thread-safe (appends are atomic;
