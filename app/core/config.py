@@ -173,7 +173,9 @@ class Settings:
     load: str = _doc(
         "When tokenizers are loaded. `eager`: all of them at start-up, once, before anything listens (with several "
         "workers, in the `serve` process before the workers are forked, so they share that memory). `lazy`: start-up "
-        "only sha256-verifies every configured artifact and validates the model table (`/readyz` still means every "
+        "only sha256-verifies every configured artifact (through the compiled artifact cache: an `xz` artifact "
+        "whose compressed bytes it has seen verified is hashed, not decompressed again) and validates the model "
+        "table (`/readyz` still means every "
         "artifact is verified), and a tokenizer is loaded when a request first uses it: start-up is quicker and a "
         "process holds only the tokenizers it is asked for, but each worker loads its own copy (no sharing), the "
         "first request for a tokenizer pays for its load (about 2 s for the largest on an idle machine, 3.6-5.5 s "

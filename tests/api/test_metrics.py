@@ -116,6 +116,7 @@ def _priced_count(client: Any) -> None:
 
 def test_the_app_flusher_writes_the_queue_without_a_scrape() -> None:
     with TestClient(create_app(Settings(tokenizers="o200k_base"))) as client:
+        metrics.flush()
         before = _billed("gpt-4o", "input")
         _priced_count(client)
         deadline = time.monotonic() + 10 * metrics.FLUSH_SECONDS
@@ -126,7 +127,9 @@ def test_the_app_flusher_writes_the_queue_without_a_scrape() -> None:
 
 def test_the_app_shutdown_writes_the_queue(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(metrics, "FLUSH_SECONDS", 3600.0)  # the flusher never wakes during the test
+    monkeypatch.setattr(metrics, "BILLING_QUEUE", 10**9)  # nor does the queue fill up
     with TestClient(create_app(Settings(tokenizers="o200k_base"))) as client:
+        metrics.flush()  # what earlier tests in this process left queued
         before = _billed("gpt-4o", "input")
         _priced_count(client)
         _priced_count(client)
