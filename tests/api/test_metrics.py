@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import pytest
 from fastapi.testclient import TestClient
 from prometheus_client import REGISTRY
 
@@ -125,13 +124,35 @@ def test_the_app_flusher_writes_the_queue_without_a_scrape() -> None:
         assert _billed("gpt-4o", "input") == before + 2
 
 
-def test_the_app_shutdown_writes_the_queue(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(metrics, "FLUSH_SECONDS", 3600.0)  # the flusher never wakes during the test
-    monkeypatch.setattr(metrics, "BILLING_QUEUE", 10**9)  # nor does the queue fill up
-    with TestClient(create_app(Settings(tokenizers="o200k_base"))) as client:
-        metrics.flush()  # what earlier tests in this process left queued
-        before = _billed("gpt-4o", "input")
-        _priced_count(client)
-        _priced_count(client)
-        assert _billed("gpt-4o", "input") == before  # queued
-    assert _billed("gpt-4o", "input") == before + 4
+SHUTDOWN_SCRIPT = r"""
+from fastapi.testclient import TestClient
+from prometheus_client import REGISTRY
+from app.api import metrics
+from app.api.main import create_app
+from app.core.config import Settings
+
+def billed():
+    return REGISTRY.get_sample_value("tokenizer_billed_tokens_total", {"model": "gpt-4o", "kind": "input"}) or 0.0
+
+metrics.FLUSH_SECONDS = 3600.0  # the app's flusher never wakes
+metrics.BILLING_QUEUE = 10**9  # nor does the queue fill up
+with TestClient(create_app(Settings(tokenizers="o200k_base"))) as client:
+    for _ in range(2):
+        assert client.post("/count", json={"model": "gpt-4o", "text": "hello world"}).status_code == 200
+    queued = billed()
+print(queued, billed())
+"""
+
+
+def test_the_app_shutdown_writes_the_queue() -> None:
+    # in a fresh interpreter: in this one, other modules' apps may still be running a flusher of their own
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}  # this process's registry
+    out = subprocess.run([sys.executable, "-c", SHUTDOWN_SCRIPT], cwd=repo, env=env, capture_output=True, text=True,
+                         timeout=120, check=True).stdout.split()
+    assert [float(v) for v in out] == [0.0, 4.0]  # 2 tokens x 2 requests: queued until the app's shutdown
