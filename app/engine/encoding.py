@@ -453,3 +453,7 @@ class RankBPETokenizer(Tokenizer):
         if self._native is not None:
             self._native.clear_cache()
         self._cache.clear()
+
+    def commit_cache(self) -> int:
+        """The compiled core's piece cache, faulted in (see :meth:`Tokenizer.commit_cache`); 0 without it."""
+        return self._native.commit_cache() if self._native is not None else 0

@@ -168,6 +168,7 @@ class NativeCore:
         "count_pieces",
         "cache_stats",
         "clear_cache",
+        "commit_cache",
         "encode_batch",
         "count_batch",
         "count_utf8",
@@ -192,6 +193,7 @@ class NativeCore:
         self._core = _core.Core(ranks, self.scanner, cache_size)
         self.cache_stats = self._core.cache_stats  # () -> (hits, misses, size, max_size)
         self.clear_cache = self._core.clear_cache
+        self.commit_cache = self._core.commit_cache  # () -> bytes of piece cache faulted in, contents unchanged
         self.encode_pieces = self._core.encode_pieces
         self.count_pieces = self._core.count_pieces
         # (tokens: list[bytes]) -> per token the left part's length at rank BPE's last merge on it alone (0: none)

@@ -103,6 +103,12 @@ class Tokenizer(ABC):
     def clear_cache(self) -> None:
         """Empty the pre-token cache(s) (ids unchanged)."""
 
+    def commit_cache(self) -> int:
+        """Fault in this process's memory of the pre-token cache(s) now, contents unchanged; returns the bytes
+        covered (the default: 0, a family whose caches are written when they are built). For a serving process at
+        start-up, so that the first texts it caches do not pay the page faults."""
+        return 0
+
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         """A reference (name, store, sha256, backend), reloaded by name from its store on the other side, by the
         reducer :mod:`app.engine.registry` registers for :class:`Tokenizer` (:func:`copyreg.pickle`): a worker

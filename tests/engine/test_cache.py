@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from app.engine import Store, load_encoding
+from app.engine import Store, get_tokenizer, load_encoding
 from app.engine.cache import MAX_CACHED_PIECE_CHARS, PieceCache
 
 
@@ -145,3 +145,21 @@ def test_two_way_word_caches_of_every_size_are_invisible_in_the_output(name: str
         assert cached.encode(text) == uncached.encode(text)
     stats = cached.cache_stats()
     assert stats.hits > 0 and 0 < stats.size <= slots
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "qwen3", "gemma3", "bge-small-en-v1.5"])
+def test_committing_the_cache_keeps_its_entries_and_the_ids(name: str) -> None:
+    tokenizer = get_tokenizer(name)
+    text = _words(200, seed=7)
+    ids = tokenizer.encode(text)
+    before = tokenizer.cache_stats()
+    committed = tokenizer.commit_cache()
+    if name in ("cl100k_base", "qwen3"):  # the compiled rank core's piece cache: its slots, every byte of them
+        assert committed >= before.max_size * 168
+    else:  # caches written when they are built: nothing to commit
+        assert committed == 0
+    assert tokenizer.cache_stats() == before  # entries and counters untouched
+    assert tokenizer.encode(text) == ids
+    if name in ("cl100k_base", "qwen3"):
+        after = tokenizer.cache_stats()
+        assert after.hits > before.hits and after.size == before.size  # served from the entries kept

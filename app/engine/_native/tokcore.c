@@ -1918,6 +1918,36 @@ static PyObject *Core_clear_cache(CoreObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; an older kernel answers EINVAL and the loop below does the work */
+#endif
+
+/* commit_cache() -> int: commit this process's pages of the piece cache now, contents unchanged, and return the
+ * bytes covered. The slots are zero-filled on demand: without this, the first pieces a process caches pay the page
+ * faults -- on the 2 MiB pages big_calloc asks for, one zero-fill of 2 MiB each (0.3-0.5 ms, more while the kernel
+ * compacts memory), and in a forked worker a copy of every page the parent wrote. One madvise(MADV_POPULATE_WRITE)
+ * does it; where the kernel lacks it, one atomic add of 0 per 4 KiB page (never a lost update: safe while other
+ * threads encode). */
+static PyObject *Core_commit_cache(CoreObject *self, PyObject *unused)
+{
+    (void)unused;
+    PieceCache *c = &self->cache;
+    size_t size = c->nslots * sizeof(PCSlot);
+    if (!size)
+        return PyLong_FromLong(0);
+    Py_BEGIN_ALLOW_THREADS
+    const uintptr_t page = 4096;
+    uintptr_t start = (uintptr_t)c->slots & ~(page - 1), end = ((uintptr_t)c->slots + size + page - 1) & ~(page - 1);
+    if (madvise((void *)start, end - start, MADV_POPULATE_WRITE) != 0) {
+        uint8_t *first = (uint8_t *)c->slots, *last = first + size - 1;
+        __atomic_fetch_add(first, 0, __ATOMIC_RELAXED);
+        for (uintptr_t at = start + page; at <= (uintptr_t)last; at += page)
+            __atomic_fetch_add((uint8_t *)at, 0, __ATOMIC_RELAXED);
+    }
+    Py_END_ALLOW_THREADS
+    return PyLong_FromSize_t(size);
+}
+
 static PyObject *Core_get_scanner(CoreObject *self, void *closure)
 {
     (void)closure;
@@ -1970,6 +2000,8 @@ static PyMethodDef Core_methods[] = {
     {"cache_stats", (PyCFunction)Core_cache_stats, METH_NOARGS,
      "cache_stats() -> (hits, misses, size, max_size) of the piece cache."},
     {"clear_cache", (PyCFunction)Core_clear_cache, METH_NOARGS, "clear_cache(): empty the piece cache, reset counters."},
+    {"commit_cache", (PyCFunction)Core_commit_cache, METH_NOARGS,
+     "commit_cache() -> int: fault in this process's pages of the piece cache now (contents unchanged); bytes."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -240,6 +240,10 @@ class Model(Protocol):
         """Empty the model's own cache (the default: it has none)."""
         return None
 
+    def commit_cache(self) -> int:
+        """Fault in the model's own cache memory, contents unchanged; bytes covered (the default: 0, none)."""
+        return 0
+
     def exclude_from_text(self, ids: Collection[int]) -> None:
         """Never produce ``ids`` from text (special tokens a model could otherwise match as vocabulary pieces);
         the default does nothing (a model whose pieces cannot spell a special token's string)."""

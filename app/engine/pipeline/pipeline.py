@@ -417,6 +417,10 @@ class Pipeline(Tokenizer):
         self._cache.clear()
         self.model.clear_cache()
 
+    def commit_cache(self) -> int:
+        """The compiled model's cache, faulted in (see :meth:`Tokenizer.commit_cache`)."""
+        return self.model.commit_cache()
+
     @property
     def template(self) -> Template:
         """The post-processor's single-sequence template (what ``add_special_tokens=True`` adds)."""

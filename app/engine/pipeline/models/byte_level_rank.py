@@ -326,6 +326,10 @@ class ByteLevelRankBPE(Model):
         self.core.clear_cache()
         self.reference.clear_cache()
 
+    def commit_cache(self) -> int:
+        """The compiled core's piece cache, faulted in."""
+        return self.core.commit_cache()
+
 
 class RankTextEncoder:
     """Whole ordinary texts on the rank core (a :class:`~app.engine.pipeline.base.TextEncoder`): added tokens
