@@ -176,6 +176,12 @@ class ServiceState:
         for tokenizer in self.tokenizers.loaded():
             tokenizer.count(WARM_TEXT)
 
+    def commit_caches(self) -> int:
+        """Fault in this process's pre-token cache memory of every loaded tokenizer, contents unchanged (see
+        :meth:`~app.engine.tokenizer.Tokenizer.commit_cache`); returns the bytes covered. Once per serving process,
+        after any fork: the first requests then pay no page faults for it (a fresh 2 MiB page is 0.3-0.5 ms)."""
+        return sum(tokenizer.commit_cache() for tokenizer in self.tokenizers.loaded())
+
     # ------------------------------------------------------------------ resolution
 
     def tokenizer(self, name: str) -> Tokenizer:

@@ -2,8 +2,9 @@
 
 Start-up (the lifespan) loads and verifies every artifact and the model table in a worker thread before the app
 reports ready; a failure is logged with the file it names and aborts start-up. Before readiness it also warms what a
-first request would otherwise pay for: one short count per tokenizer, the routes' metric labels and the metric series
-of ``/count`` and ``/encode`` per tokenizer, so the first request after start-up costs what the tenth does. The
+first request would otherwise pay for: one short count per tokenizer, the pages of every pre-token cache (faulted in
+by this process, see :meth:`~app.engine.tokenizer.Tokenizer.commit_cache`), the routes' metric labels and the metric
+series of ``/count`` and ``/encode`` per tokenizer, so the first request after start-up costs what the tenth does. The
 loaded state is then frozen out of the garbage collector (``gc.freeze``), which removes full-collection pauses from
 request latency.
 Shutdown marks the app not ready and removes this worker's live gauges from the metrics directory.
@@ -27,6 +28,7 @@ from fastapi import FastAPI
 from starlette.types import Receive, Scope, Send
 
 from app.core.config import Settings
+from app.engine import Tokenizer
 
 from . import metrics
 from .batching import BatchThreads, batch_thread_limit
@@ -34,6 +36,7 @@ from .deps import ServiceState
 from .errors import install_handlers
 from .middleware import GatewayMiddleware
 from .openapi import build as build_openapi
+from .rehearsal import rehearse
 from .route_labels import RouteLabels
 from .routes import api_router, pages
 
@@ -95,11 +98,16 @@ def create_app(settings: Settings | None = None, state: ServiceState | None = No
     settings = settings or Settings.from_env()
     _configure_logging(settings.log_level)
 
+    def _on_load(tokenizer: Tokenizer) -> None:
+        tokenizer.commit_cache()
+        metrics.set_info([tokenizer])
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         try:
             svc = state if state is not None else await anyio.to_thread.run_sync(ServiceState.load, settings)
             await anyio.to_thread.run_sync(svc.warm)
+            await anyio.to_thread.run_sync(svc.commit_caches)  # this process's pages (a forked worker: its own)
         except Exception as exc:
             log.error("cannot start: %s", exc)
             raise
@@ -116,7 +124,7 @@ def create_app(settings: Settings | None = None, state: ServiceState | None = No
         svc.bulk_limiter = anyio.CapacityLimiter(settings.bulk_threads)
         svc.batch_threads = BatchThreads(batch_thread_limit(settings.batch_threads))
         metrics.set_info(svc.tokenizers.loaded())
-        svc.tokenizers.on_load = lambda tokenizer: metrics.set_info([tokenizer])  # lazy: published when loaded
+        svc.tokenizers.on_load = _on_load  # lazy: committed and published when loaded
         if svc.prices is not None:
             prov = svc.prices.data.provenance
             metrics.set_price_info(prov.as_dict())
@@ -125,6 +133,9 @@ def create_app(settings: Settings | None = None, state: ServiceState | None = No
                      prov.models)
         app.state.service = svc
         svc.ready = True
+        sent, failed = await rehearse(app, svc.tokenizers.loaded(), settings.auth_token)
+        if failed:
+            log.warning("start-up rehearsal: %d of %d requests were not answered 200", failed, sent)
         if settings.load == "lazy":
             log.info("ready (lazy: each tokenizer is loaded on first use; every artifact verified): %s",
                      ", ".join(svc.tokenizers))

@@ -46,7 +46,8 @@ import os
 import struct
 import sys
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from app.engine import Tokenizer
@@ -159,6 +160,21 @@ class _Dropped:
 
 _DROPPED = _Dropped()
 _child_lock = threading.Lock()
+#: True inside :func:`rehearsal`: every labelled update is dropped.
+_rehearsing = False
+
+
+@contextmanager
+def rehearsal() -> Iterator[None]:
+    """Drop every labelled update made inside (the start-up rehearsal's requests, :mod:`app.api.rehearsal`), so no
+    series counts a request nobody made; the in-flight gauge goes up and back down. For the start-up only, before
+    the app serves: a request served meanwhile would not be counted either."""
+    global _rehearsing
+    _rehearsing = True
+    try:
+        yield
+    finally:
+        _rehearsing = False
 
 
 def _room_for(metric: Any, labels: tuple[str, ...]) -> tuple[str, int]:
@@ -179,6 +195,8 @@ def _room_for(metric: Any, labels: tuple[str, ...]) -> tuple[str, int]:
 def _child(metric: Any, *labels: str) -> Any:
     """``metric.labels(*labels)``, memoised (label lookups are a measurable share of a small request). In
     multiprocess mode a new label set first gets its disk space reserved; without room it is dropped."""
+    if _rehearsing:
+        return _DROPPED  # not memoised
     key = (id(metric), labels)
     child = _children.get(key)
     if child is None:

@@ -30,6 +30,7 @@ itself dies (``PR_SET_PDEATHSIG``).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
 import gc
@@ -47,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
+from uvicorn.server import ServerState
 
 from app.core.config import Settings
 
@@ -139,11 +141,37 @@ def serve_loaded(settings: Settings, app: Any, sock: socket.socket) -> int:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server, with the hard deadline (:func:`arm_deadline`) armed by the first stop signal."""
+    """uvicorn's server, with the hard deadline (:func:`arm_deadline`) armed by the first stop signal, and the
+    rehearsal through its HTTP protocol (:func:`app.api.rehearsal.rehearse_protocol`) between the app's start-up
+    and the first accepted connection."""
 
     def __init__(self, config: uvicorn.Config, grace: float | None) -> None:
         super().__init__(config)
         self.grace = grace
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        app_startup = self.lifespan.startup
+
+        async def startup_then_rehearse() -> None:
+            from app.api.rehearsal import rehearse_protocol  # here: app.api.metrics is imported once serve set it up
+
+            await app_startup()
+            svc = getattr(getattr(self.config.app, "state", None), "service", None)
+            if self.lifespan.should_exit or svc is None:
+                return
+            config, state, app_state = self.config, ServerState(), self.lifespan.state
+
+            def protocol() -> asyncio.Protocol:
+                return config.http_protocol_class(config=config, server_state=state,  # type: ignore[call-arg]
+                                                  app_state=app_state)
+
+            sent, failed = await rehearse_protocol(protocol, svc.tokenizers.loaded(), svc.settings.auth_token)
+            if failed:
+                log.warning("start-up rehearsal through the HTTP protocol: %d of %d requests were not answered 200",
+                            failed, sent)
+
+        self.lifespan.startup = startup_then_rehearse  # type: ignore[method-assign]
+        await super().startup(sockets)
 
     def handle_exit(self, sig: int, frame: Any) -> None:
         if self.grace is not None:

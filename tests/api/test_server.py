@@ -68,6 +68,7 @@ def test_workers_share_metrics(live_server: Start, tmp_path: Path) -> None:
         assert _sample(text, "tokenizer_info", tokenizer="cl100k_base", sha256=tokenizer.spec.sha256) == 1  # type: ignore
         per_worker = tokenizer.cache_stats().max_size
         assert _sample(text, "tokenizer_cache_max_entries", tokenizer="cl100k_base") == 2 * per_worker
+    assert "rehearsal" not in server.log()  # every worker's start-up rehearsal was answered 200, and counted nowhere
 
 
 def test_graceful_shutdown_finishes_in_flight_request(live_server: Start) -> None:
