@@ -1,11 +1,15 @@
-"""The start-up rehearsal: requests the app sends to itself before it serves, so the first real one is not slower.
+"""The start-up rehearsal: requests a process sends itself before it serves, so the first real one is not slower.
 
-A fresh process runs its first request 3-5x slower than its tenth (measured in-process, 2026-12-04: about 0.5 ms
-against 0.1 ms for a 50-byte ``/count``): the interpreter has not yet specialised the request path's code and
-none of it is in the CPU caches. :func:`rehearse` runs a few ``POST /count`` and ``POST /encode`` per loaded
-tokenizer through the app's own ASGI entry (gateway, dispatch, operation, serialization), inside
-:func:`app.api.metrics.rehearsal` so that no metric counts them. It runs in the lifespan, after the service is
-marked ready and before uvicorn accepts a connection (uvicorn serves only once the lifespan's start-up is over).
+A fresh process ran its first ``/count`` of 50 bytes 3-5x slower than its tenth (in-process, 2026-12-04: about 0.5 ms
+against 0.1 ms): the interpreter had not yet specialised the request path's code, and none of it was in the CPU
+caches. Two passes, each inside :func:`app.api.metrics.rehearsal` so that no metric counts them:
+
+* :func:`rehearse`, in the app's lifespan (however the app is served): a few ``POST /count`` and ``POST /encode``
+  per loaded tokenizer through the app's own ASGI entry (gateway, dispatch, operation, serialization), after the
+  service is marked ready; uvicorn accepts no connection before the lifespan's start-up is over.
+* :func:`rehearse_protocol`, by ``serve``'s uvicorn server (:mod:`app.cli.prefork`) between the app's start-up and
+  its first accepted connection: keep-alive ``POST /count`` through the server's own HTTP protocol class over a
+  local socket pair (parser, request cycle, response writing).
 """
 
 from __future__ import annotations
