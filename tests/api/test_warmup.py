@@ -1,15 +1,17 @@
 """Start-up warms what a first request would otherwise build (app.api.main's lifespan): each tokenizer has run once,
-and the metric series of a successful /count and /encode exist (at zero) for every loaded tokenizer before any
-request."""
+its cache memory is committed by this process (a lazily loaded one's when it is loaded), and the metric series of a
+successful /count and /encode exist (at zero) for every loaded tokenizer before any request."""
 
 from __future__ import annotations
 
+import pytest
 from fastapi.testclient import TestClient
 from prometheus_client import REGISTRY
 
 from app.api.deps import WARM_TEXT, ServiceState, TokenizerTable
 from app.api.main import WARM_ENDPOINTS, create_app
 from app.core.config import Settings
+from app.engine.encoding import RankBPETokenizer
 
 
 def _count(name: str, endpoint: str, tokenizer: str, **extra: str) -> float | None:
@@ -59,3 +61,24 @@ def test_warm_counts_once_with_every_tokenizer() -> None:
     state.tokenizers["b"]  # noqa: B018 -- loads b
     state.warm()
     assert calls == [f"b:{WARM_TEXT}"]
+
+
+def test_each_process_commits_its_caches_at_start_up_and_lazy_ones_when_loaded(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    committed: list[str] = []
+    real = RankBPETokenizer.commit_cache
+
+    def recording(self: RankBPETokenizer) -> int:
+        committed.append(self.name)
+        return real(self)
+
+    monkeypatch.setattr(RankBPETokenizer, "commit_cache", recording)
+    with TestClient(create_app(Settings(tokenizers="gpt2,cl100k_base"))):
+        assert sorted(committed) == ["cl100k_base", "gpt2"]  # the lifespan's, once each
+    committed.clear()
+    with TestClient(create_app(Settings(tokenizers="gpt2,cl100k_base", load="lazy"))) as c:
+        assert committed == []  # nothing loaded yet
+        assert c.post("/count", json={"tokenizer": "gpt2", "text": "hello"}).status_code == 200
+        assert committed == ["gpt2"]  # on its first use
+        assert c.post("/count", json={"tokenizer": "gpt2", "text": "again"}).status_code == 200
+        assert committed == ["gpt2"]
