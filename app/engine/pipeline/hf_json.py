@@ -39,7 +39,7 @@ from .hf_doc import cached_hf_doc
 from .json_numbers import serde_f64
 from .models.bpe import BPE
 from .models.byte_level_rank import byte_level_rank_bpe
-from .models.unigram import Unigram
+from .models.unigram import Unigram, UnigramVocab
 from .models.wordlevel import WordLevel
 from .models.wordpiece import WordPiece
 from .pipeline import Pipeline
@@ -196,7 +196,7 @@ def check_hf_ids(doc: dict[str, Any], size: int | None, source: str) -> None:
         values = vocab.values()
         ints = values if set(map(type, values)) <= {int} else [v for v in values if isinstance(v, int)]
         check_ids((min(ints), max(ints)) if ints else (), "model.vocab id", size, source)  # (min and max in C)
-    elif isinstance(vocab, list):
+    elif isinstance(vocab, (list, UnigramVocab)):
         check_id(len(vocab), "model.vocab length", size, source)
     added = doc.get("added_tokens")
     if isinstance(added, list):
