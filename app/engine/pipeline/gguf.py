@@ -198,12 +198,15 @@ def _byte_level_doc(kv: dict[str, Any], source: str) -> dict[str, Any]:
     merges = _get(kv, "merges")
     if not merges:
         raise ArtifactError(source, "GGUF gpt2 vocabulary has no merges")
-    vocab: dict[str, int] = {}
-    added = []
-    for i, (token, kind) in enumerate(zip(tokens, types, strict=True)):
-        vocab.setdefault(token, i)
-        if kind == CONTROL:
-            added.append({"id": i, "content": token, "special": True, "normalized": False})
+    if len(types) != len(tokens):
+        raise ValueError("GGUF tokens and token types differ in length")  # (as zip(strict=True) raised)
+    vocab = dict(zip(tokens, range(len(tokens)), strict=True))  # (in C; a repeated token keeps its first id below)
+    if len(vocab) != len(tokens):
+        vocab = {}
+        for i, token in enumerate(tokens):
+            vocab.setdefault(token, i)
+    added = [{"id": i, "content": tokens[i], "special": True, "normalized": False}
+             for i in _ids_of_types(types, len(tokens), (CONTROL,))]
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
     post: dict[str, Any] = byte_level
     bos = _get(kv, "bos_token_id")
