@@ -25,11 +25,11 @@ What the pipeline does, as ``sentencepiece`` does:
 
 from __future__ import annotations
 
-import re
 from array import array
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import compress
 from typing import Any
 
 from ..artifact_cache import ArtifactCache, Compiled
@@ -151,9 +151,9 @@ class SentencePieceVocab:
             return [i for i, t in enumerate(self.types) if (t in wanted) != negate]
         if not wanted:
             return list(range(len(self.types))) if negate else []
-        pattern = re.compile(b"[" + (b"^" if negate else b"") + b"".join(re.escape(bytes([k])) for k in sorted(wanted))
-                             + b"]")
-        return [m.start() for m in pattern.finditer(packed)]
+        hit, miss = (b"\0", b"\1") if negate else (b"\1", b"\0")
+        flags = packed.translate(bytes((hit if k in wanted else miss)[0] for k in range(256)))
+        return list(compress(range(len(flags)), flags))
 
     def _packed_types(self) -> bytes | None:
         """:attr:`types` as bytes (None when some type is outside 0..255), made once."""
