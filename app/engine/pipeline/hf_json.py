@@ -156,13 +156,14 @@ def _build(section: str, config: Any, where: str, backend: str | None = None, de
         raise _Refused(f"{where} {type_name}: option(s) {sorted(unknown)} not supported")
     try:
         # models with a compiled core honour the backend; a BPE's is built when the pipeline asks for it, unless a
-        # fast model (FAST_MODELS) wraps it and never does; a Unigram model is built with its excluded ids at once
+        # fast model (FAST_MODELS) wraps it and never does; a Unigram or WordPiece model is built with its excluded
+        # ids at once
         if builder.build == BPE.from_hf:
             return BPE.from_hf(config, backend=backend, lazy_native=True, derived=derived)
         if builder.build == Unigram.from_hf:
             return Unigram.from_hf(config, backend=backend, excluded=excluded, derived=derived)
         if builder.build == WordPiece.from_hf:
-            return WordPiece.from_hf(config, backend=backend)
+            return WordPiece.from_hf(config, backend=backend, excluded=excluded)
         if builder.build == Precompiled.from_hf:  # its decoded table may come from the artifact cache
             return Precompiled.from_hf(config, derived=derived)
         return builder.build(config)
