@@ -33,6 +33,7 @@ from ..store import TokenizerSpec
 from ..tokenizer import Tokenizer
 from .derived import derive, derive_for
 from .gguf_kv import GGUFFormatError, dump_kv, read_kv, restore_kv
+from .models.unigram import UnigramVocab
 from .sentencepiece import SentencePieceVocab, build_pipeline
 from .sp_types import CONTROL, UNKNOWN, UNUSED
 
@@ -62,6 +63,11 @@ def _get(kv: dict[str, Any], key: str, default: Any = None) -> Any:
     return kv.get(f"tokenizer.ggml.{key}", default)
 
 
+#: The :attr:`~app.engine.pipeline.sentencepiece.SentencePieceVocab.origin` of :func:`_sentencepiece_vocab`'s
+#: pieces and scores (change the version when they change).
+_SENTENCEPIECE_ORIGIN = "gguf-kv/sentencepiece.v1"
+
+
 def _sentencepiece_vocab(kv: dict[str, Any], model: str, source: str) -> SentencePieceVocab:
     tokens: list[str] = _get(kv, "tokens")
     scores = _get(kv, "scores") or [0.0] * len(tokens)
@@ -75,7 +81,8 @@ def _sentencepiece_vocab(kv: dict[str, Any], model: str, source: str) -> Sentenc
         charsmap=_get(kv, "precompiled_charsmap") or b"", add_dummy_prefix=bool(_get(kv, "add_space_prefix", True)),
         remove_extra_whitespaces=bool(_get(kv, "remove_extra_whitespaces", model == "t5")),
         bos_id=bos, eos_id=eos, unk_id=unk,
-        add_bos=bool(_get(kv, "add_bos_token", model == "llama")), add_eos=bool(_get(kv, "add_eos_token", False)))
+        add_bos=bool(_get(kv, "add_bos_token", model == "llama")), add_eos=bool(_get(kv, "add_eos_token", False)),
+        origin=_SENTENCEPIECE_ORIGIN)
 
 
 def _bert_doc(kv: dict[str, Any], source: str) -> dict[str, Any]:
@@ -120,6 +127,11 @@ def _ids_of_types(types: Sequence[int], n: int, kinds: tuple[int, ...]) -> list[
     return [i for i in range(n) if types[i] in kinds]
 
 
+#: The :attr:`~app.engine.pipeline.models.unigram.UnigramVocab.origin` of :func:`_xlm_roberta_doc`'s vocabulary
+#: (part of the compiled model's cache key: change the version when the pieces or scores it derives change).
+_XLM_ROBERTA_ORIGIN = "gguf-kv/xlm-roberta-doc.v1"
+
+
 def _xlm_roberta_doc(kv: dict[str, Any], source: str) -> dict[str, Any]:
     """The ``tokenizer.json`` published with ``xlm-roberta-base`` (and the XLM-R models made from it) for a GGUF
     ``t5`` vocabulary converted from it, as ``transformers``' 4.x converter wrote it (``convert_slow_tokenizer.py``:
@@ -128,8 +140,9 @@ def _xlm_roberta_doc(kv: dict[str, Any], source: str) -> dict[str, Any]:
     then runs of two or more spaces to one space — nothing stripped, so trailing whitespace is a ``▁`` token —,
     pre-tokenizer ``Metaspace`` (``▁`` for spaces, prepended, split before each ``▁``), template ``<s> $A </s>``.
     The GGUF's padding entries after the last non-unused piece (llama.cpp pads to the model's embedding count)
-    are not part of that file and are left out. Raises :class:`ArtifactError` for a vocabulary without the
-    unknown, BOS or EOS ids or without a charsmap."""
+    are not part of that file and are left out. The vocabulary is a
+    :class:`~app.engine.pipeline.models.unigram.UnigramVocab` (reads as the file's pairs). Raises
+    :class:`ArtifactError` for a vocabulary without the unknown, BOS or EOS ids or without a charsmap."""
     import base64
 
     tokens: list[str] = _get(kv, "tokens")
@@ -162,8 +175,8 @@ def _xlm_roberta_doc(kv: dict[str, Any], source: str) -> dict[str, Any]:
                      {"SpecialToken": {"id": tokens[eos], "type_id": 0}}],
             "special_tokens": {tokens[i]: {"id": tokens[i], "ids": [i], "tokens": [tokens[i]]} for i in (bos, eos)}},
         "decoder": dict(metaspace),
-        "model": {"type": "Unigram", "unk_id": unk, "byte_fallback": False,
-                  "vocab": list(zip(tokens[:n], map(float, scores[:n]), strict=True))},  # (piece, score) pairs
+        "model": {"type": "Unigram", "unk_id": unk, "byte_fallback": False,  # (piece, score) pairs, as columns
+                  "vocab": UnigramVocab(tokens[:n], list(map(float, scores[:n])), origin=_XLM_ROBERTA_ORIGIN)},
     }
 
 
@@ -185,12 +198,15 @@ def _byte_level_doc(kv: dict[str, Any], source: str) -> dict[str, Any]:
     merges = _get(kv, "merges")
     if not merges:
         raise ArtifactError(source, "GGUF gpt2 vocabulary has no merges")
-    vocab: dict[str, int] = {}
-    added = []
-    for i, (token, kind) in enumerate(zip(tokens, types, strict=True)):
-        vocab.setdefault(token, i)
-        if kind == CONTROL:
-            added.append({"id": i, "content": token, "special": True, "normalized": False})
+    if len(types) != len(tokens):
+        raise ValueError("GGUF tokens and token types differ in length")  # (as zip(strict=True) raised)
+    vocab = dict(zip(tokens, range(len(tokens)), strict=True))  # (in C; a repeated token keeps its first id below)
+    if len(vocab) != len(tokens):
+        vocab = {}
+        for i, token in enumerate(tokens):
+            vocab.setdefault(token, i)
+    added = [{"id": i, "content": tokens[i], "special": True, "normalized": False}
+             for i in _ids_of_types(types, len(tokens), (CONTROL,))]
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
     post: dict[str, Any] = byte_level
     bos = _get(kv, "bos_token_id")

@@ -87,11 +87,12 @@ def restore_doc(data: Compiled, size: int, source: str) -> dict[str, Any]:
         keys = unpack_strings(sections["vocab_keys"], count)
         if model.get("vocab") is not None:
             raise ValueError("cached document has a vocabulary in both places")
-        model["vocab"] = dict(zip(keys, ids.tolist(), strict=True))
+        id_list = ids.tolist()  # (min and max read a list's ints faster than an array, which makes one per item)
+        model["vocab"] = dict(zip(keys, id_list, strict=True))
         if len(model["vocab"]) != count:
             raise ValueError("cached vocabulary has repeated tokens")
         if count:
-            _check_ids((min(ids), max(ids)), "model.vocab id", size, source)
+            _check_ids((min(id_list), max(id_list)), "model.vocab id", size, source)
     if meta["merges"] is not None:
         form, count = meta["merges"]
         # split on first use (a warm load with a restored compiled model needs only the count); pairs as tuples:

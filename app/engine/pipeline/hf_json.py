@@ -39,7 +39,7 @@ from .hf_doc import cached_hf_doc
 from .json_numbers import serde_f64
 from .models.bpe import BPE
 from .models.byte_level_rank import byte_level_rank_bpe
-from .models.unigram import Unigram
+from .models.unigram import Unigram, UnigramVocab
 from .models.wordlevel import WordLevel
 from .models.wordpiece import WordPiece
 from .pipeline import Pipeline
@@ -156,13 +156,14 @@ def _build(section: str, config: Any, where: str, backend: str | None = None, de
         raise _Refused(f"{where} {type_name}: option(s) {sorted(unknown)} not supported")
     try:
         # models with a compiled core honour the backend; a BPE's is built when the pipeline asks for it, unless a
-        # fast model (FAST_MODELS) wraps it and never does; a Unigram model is built with its excluded ids at once
+        # fast model (FAST_MODELS) wraps it and never does; a Unigram or WordPiece model is built with its excluded
+        # ids at once
         if builder.build == BPE.from_hf:
             return BPE.from_hf(config, backend=backend, lazy_native=True, derived=derived)
         if builder.build == Unigram.from_hf:
             return Unigram.from_hf(config, backend=backend, excluded=excluded, derived=derived)
         if builder.build == WordPiece.from_hf:
-            return WordPiece.from_hf(config, backend=backend)
+            return WordPiece.from_hf(config, backend=backend, excluded=excluded)
         if builder.build == Precompiled.from_hf:  # its decoded table may come from the artifact cache
             return Precompiled.from_hf(config, derived=derived)
         return builder.build(config)
@@ -196,7 +197,7 @@ def check_hf_ids(doc: dict[str, Any], size: int | None, source: str) -> None:
         values = vocab.values()
         ints = values if set(map(type, values)) <= {int} else [v for v in values if isinstance(v, int)]
         check_ids((min(ints), max(ints)) if ints else (), "model.vocab id", size, source)  # (min and max in C)
-    elif isinstance(vocab, list):
+    elif isinstance(vocab, (list, UnigramVocab)):
         check_id(len(vocab), "model.vocab length", size, source)
     added = doc.get("added_tokens")
     if isinstance(added, list):

@@ -25,11 +25,11 @@ What the pipeline does, as ``sentencepiece`` does:
 
 from __future__ import annotations
 
-import re
 from array import array
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import compress
 from typing import Any
 
 from ..artifact_cache import ArtifactCache, Compiled
@@ -132,6 +132,9 @@ class SentencePieceVocab:
     add_eos: bool = False
     unk_id: int | None = None  #: default: the one piece of type UNKNOWN
     extra_special: dict[int, str] = field(default_factory=dict)  #: more special ids (non-control) by id
+    #: The name of the deterministic derivation of ``pieces`` and ``scores`` from the artifact (the key of a
+    #: compiled Unigram model in the artifact cache, see :class:`Unigram`), or None.
+    origin: str | None = None
     _types_packed: bytes | None | bool = field(default=False, init=False, repr=False, compare=False)
 
     def ids_of(self, kind: int) -> list[int]:
@@ -148,9 +151,9 @@ class SentencePieceVocab:
             return [i for i, t in enumerate(self.types) if (t in wanted) != negate]
         if not wanted:
             return list(range(len(self.types))) if negate else []
-        pattern = re.compile(b"[" + (b"^" if negate else b"") + b"".join(re.escape(bytes([k])) for k in sorted(wanted))
-                             + b"]")
-        return [m.start() for m in pattern.finditer(packed)]
+        hit, miss = (b"\0", b"\1") if negate else (b"\1", b"\0")
+        flags = packed.translate(bytes((hit if k in wanted else miss)[0] for k in range(256)))
+        return list(compress(range(len(flags)), flags))
 
     def _packed_types(self) -> bytes | None:
         """:attr:`types` as bytes (None when some type is outside 0..255), made once."""
@@ -236,7 +239,7 @@ def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_s
         excluded = vocab.ids_where((NORMAL, USER_DEFINED), negate=True)
         model = Unigram((), unk_id=unk_id, byte_fallback=vocab.byte_fallback, excluded=excluded,
                         user_defined=user, float32=True, cache_size=word_cache_size(cache_size, word_cache),
-                        backend=backend, derived=derived, columns=(vocab.pieces, vocab.scores))
+                        backend=backend, derived=derived, columns=(vocab.pieces, vocab.scores), origin=vocab.origin)
     normalizer = SentencePieceNormalizer(
         charsmap, add_dummy_prefix=vocab.add_dummy_prefix, remove_extra_whitespaces=vocab.remove_extra_whitespaces,
         escape_whitespaces=vocab.escape_whitespaces, treat_whitespace_as_suffix=vocab.treat_whitespace_as_suffix,
@@ -256,6 +259,9 @@ def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_s
 
 #: The artifact cache part of a parsed ``.model`` file (:func:`load_sentencepiece`).
 SP_VOCAB_PART = "sp-vocab"
+#: :attr:`SentencePieceVocab.origin` of a ``.model`` file's pieces and scores (:func:`parse_model`'s, which the
+#: ``sp-vocab`` part restores alike; change the version when they change).
+SP_MODEL_ORIGIN = "sp-model.v1"
 _SP_FLAGS = ("byte_fallback", "add_dummy_prefix", "remove_extra_whitespaces", "escape_whitespaces",
              "treat_whitespace_as_suffix")
 
@@ -308,6 +314,7 @@ def load_sentencepiece(spec: TokenizerSpec, *, cache_size: int | None = None, ba
 
         vocab = derive(derived, SP_VOCAB_PART, parse, _dump_vocab, _restore_vocab) or parse_model(artifact.read(),
                                                                                                    source)
+        vocab.origin = SP_MODEL_ORIGIN
     pipeline = build_pipeline(spec.name, vocab, source=source, cache_size=cache_size, spec=spec, backend=backend,
                               word_cache=word_cache, derived=derived)
     spec.check_vocab_size(pipeline.n_vocab)

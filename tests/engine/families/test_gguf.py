@@ -171,3 +171,25 @@ def test_malformed_gguf_is_an_artifact_error() -> None:
     data = artifact_bytes("llama2")
     with pytest.raises(ArtifactError):
         from_gguf(data[:5000], "x", source="truncated.gguf")
+
+
+def test_byte_level_repeated_token_keeps_its_first_id(tmp_path: Path) -> None:
+    """A token repeated in a byte-level vocabulary is its first id (as ``setdefault`` over the ids gives); control
+    tokens are special tokens, never matched in text."""
+    from gguf import GGUFWriter
+
+    path = tmp_path / "dup.gguf"
+    writer = GGUFWriter(str(path), "llama")
+    writer.add_string("tokenizer.ggml.model", "gpt2")
+    writer.add_string("tokenizer.ggml.pre", "gpt-2")
+    writer.add_array("tokenizer.ggml.tokens", ["a", "b", "ab", "a", "<c>", "ab"])
+    writer.add_array("tokenizer.ggml.token_type", [1, 1, 1, 1, 3, 1])
+    writer.add_array("tokenizer.ggml.merges", ["a b"])
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.close()
+    for backend in ("native", "python"):
+        tok = from_gguf(path.read_bytes(), "dup", source="dup.gguf", backend=backend)
+        assert tok.encode("ab") == [2] and tok.encode("a") == [0] and tok.encode("ba") == [1, 0]
+        assert tok.special_tokens == {"<c>": 4}
+        assert 4 not in tok.encode("<c>")

@@ -270,3 +270,68 @@ def test_restored_merges_are_checked_at_once_and_split_on_first_use() -> None:
     pairs = restore_doc(dump_doc(doc), 10_000, "t.json")["model"]["merges"]
     assert pairs == [("a", "b"), ("ab", "c")] and len(pairs) == 2
     assert dump_doc(back).sections["merges"] == stored.sections["merges"]  # a restored list dumps as before
+
+
+# -- Unigram vocabularies as columns, and the compiled model keyed by their origin ----------------------------------
+
+_UNIGRAM_PIECES = ["<unk>", "▁a", "b", "▁ab", "東京", "🙂", "a", *(f"<0x{b:02X}>" for b in range(256))]
+_UNIGRAM_SCORES = [0.0, -1.0, -2.0, -1.5, -3.0, -4.0, -2.5, *([-9.0] * 256)]
+_UNIGRAM_TEXTS = ["▁ab▁a東京🙂xyz", "bbbb▁a▁a", "", "\U0001f600▁é"]
+
+
+def test_unigram_vocab_columns_build_the_pair_list_model() -> None:
+    """A ``UnigramVocab`` (a derived document's columns) reads as the pair list and builds the model the pair list
+    of a ``tokenizer.json`` builds; anything but string pieces and float scores of one length is refused."""
+    from app.engine.pipeline.models.unigram import Unigram, UnigramVocab
+
+    pairs = list(zip(_UNIGRAM_PIECES, _UNIGRAM_SCORES, strict=True))
+    columns = UnigramVocab(list(_UNIGRAM_PIECES), list(_UNIGRAM_SCORES), origin="test.v1")
+    assert columns == pairs and len(columns) == len(pairs) and columns[3] == ("▁ab", -1.5)
+    for backend in ("native", "python"):
+        config = {"type": "Unigram", "unk_id": 0, "byte_fallback": True}
+        expected = Unigram.from_hf({**config, "vocab": [list(p) for p in pairs]}, backend=backend)
+        model = Unigram.from_hf({**config, "vocab": columns}, backend=backend)
+        assert model.vocab == expected.vocab and model.unk_score == expected.unk_score
+        assert model.vocab_size == expected.vocab_size and model.id_to_token(4) == "東京"
+        for text in _UNIGRAM_TEXTS:
+            assert model.tokenize(text) == expected.tokenize(text)
+    for pieces, scores in [(["a"], [1]), (["a", "b"], [1.0]), ([1], [1.0])]:
+        with pytest.raises(ValueError):
+            UnigramVocab(pieces, scores)  # type: ignore[arg-type]
+
+
+def test_unigram_model_keyed_by_origin(tmp_path: Path) -> None:
+    """With an ``origin`` the stored model is keyed by it and the settings, not by a digest of the pieces: the
+    same origin is a hit, another origin or no origin another part; a part whose stored inputs do not match (its
+    meta names another origin) is refused, deleted and rebuilt, with the same ids."""
+    from app.engine.pipeline.models.unigram import UNIGRAM_MODEL_PART, Unigram
+
+    sha256 = "ab" * 32
+
+    def load(cache: ArtifactCache, origin: str | None) -> Unigram:
+        return Unigram((), unk_id=0, byte_fallback=True, float32=True, backend="native",
+                       derived=Derive(cache, sha256), columns=(list(_UNIGRAM_PIECES), list(_UNIGRAM_SCORES)),
+                       origin=origin)
+
+    plain = Unigram((), unk_id=0, byte_fallback=True, float32=True, backend="native",
+                    columns=(list(_UNIGRAM_PIECES), list(_UNIGRAM_SCORES)))
+    cold = ArtifactCache(tmp_path)
+    for origin in ("test.v1", "test.v2", None):
+        load(cold, origin)
+    assert cold.misses == 3
+    parts = sorted(p.name.split(".")[1] for p in tmp_path.glob("*.tkc"))
+    assert len(parts) == 3 and all(p.startswith(UNIGRAM_MODEL_PART + "-") for p in parts)
+    warm = ArtifactCache(tmp_path)
+    model = load(warm, "test.v1")
+    assert warm.hits == 1 and warm.misses == 0
+    entries = {p: warm.get(sha256, p) for p in parts}
+    (part,) = [p for p, entry in entries.items() if entry is not None and entry.meta.get("origin") == "test.v1"]
+    stored = entries[part]
+    assert stored is not None
+    sections = {k: bytes(v) for k, v in stored.sections.items()}
+    warm.put(sha256, part, Compiled({**stored.meta, "origin": "test.v2"}, sections))
+    again = ArtifactCache(tmp_path)
+    rebuilt = load(again, "test.v1")
+    assert again.rebuilt == 1 and again.hits == 0
+    for text in _UNIGRAM_TEXTS:
+        assert rebuilt.tokenize(text) == model.tokenize(text) == plain.tokenize(text)

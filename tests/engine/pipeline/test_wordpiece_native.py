@@ -271,3 +271,20 @@ def test_reordering_decides_ids_where_the_vocabulary_sees_the_order() -> None:
         assert native.encode(text) == python.encode(text) == expected, [hex(ord(c)) for c in text]
         unknown += expected.count(0)
     assert unknown < len(texts)  # the vocabulary does decide most of them
+
+
+@pytest.mark.parametrize("backend", ["native", "python"])
+def test_excluded_at_construction_equals_excluded_later(backend: str) -> None:
+    """Special ids given to the constructor (as the tokenizer.json loader does) exclude what a later
+    ``exclude_from_text`` excludes; excluding them again keeps the built model, new ids rebuild it."""
+    vocab = {"[UNK]": 0, "[CLS]": 1, "un": 2, "##aff": 3, "##able": 4, "a": 5, "##ff": 6}
+    at_once = WordPiece(vocab, excluded={1}, backend=backend)
+    later = WordPiece(vocab, backend=backend)
+    later.exclude_from_text({1})
+    for text in ["unaffable", "[CLS]", "aff", "a"]:
+        assert at_once.tokenize(text) == later.tokenize(text)
+    built = at_once.native
+    at_once.exclude_from_text({1})
+    assert at_once.native is built and at_once.tokenize("unaffable") == [2, 3, 4]
+    at_once.exclude_from_text({2})
+    assert at_once.tokenize("unaffable") == [0] and at_once.backend == backend

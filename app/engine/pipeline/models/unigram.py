@@ -77,13 +77,52 @@ def word_cache_size(cache_size: int | None = None, slots: int | None = None) -> 
     return 0 if cache_size == 0 else value
 
 
+class UnigramVocab(Sequence[tuple[str, float]]):
+    """A Unigram ``tokenizer.json`` model's ``vocab`` held as two columns, which a loader that derives the document
+    from another artifact (:mod:`app.engine.pipeline.gguf`) puts where the file has its ``[piece, score]`` pairs:
+    :meth:`Unigram.from_hf` takes the columns as they are. Reads as the list of ``(piece, score)`` tuples (made on
+    first use). ``origin``: the name of the deterministic derivation of both columns from the artifact whose
+    sha256 keys the cache (see :class:`Unigram`), or None. Raises ``ValueError`` unless the pieces are strings and
+    the scores floats, as many."""
+
+    __slots__ = ("_pairs", "origin", "pieces", "scores")
+
+    def __init__(self, pieces: list[str], scores: list[float], origin: str | None = None) -> None:
+        if len(pieces) != len(scores) or not set(map(type, pieces)) <= {str} or not set(map(type, scores)) <= {float}:
+            raise ValueError("a Unigram vocabulary is as many string pieces as float scores")
+        self.pieces, self.scores, self.origin = pieces, scores, origin
+        self._pairs: list[tuple[str, float]] | None = None
+
+    def _list(self) -> list[tuple[str, float]]:
+        if self._pairs is None:
+            self._pairs = list(zip(self.pieces, self.scores, strict=True))
+        return self._pairs
+
+    def __len__(self) -> int:
+        return len(self.pieces)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._list()[index]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (list, tuple, UnigramVocab)):
+            return self._list() == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<UnigramVocab of {len(self.pieces)}>"
+
+
 class Unigram(Model):
     """Viterbi segmentation over scored pieces. Thread-safe (no mutable state after construction)."""
 
     def __init__(self, vocab: Sequence[tuple[str, float]], *, unk_id: int | None, byte_fallback: bool = False,
                  excluded: Collection[int] = (), user_defined: Collection[int] = (), float32: bool = False,
                  unk_score: float | None = None, backend: str | None = None, cache_size: int = 0,
-                 derived: Derive | None = None, columns: tuple[list[str], list[float]] | None = None) -> None:
+                 derived: Derive | None = None, columns: tuple[list[str], list[float]] | None = None,
+                 origin: str | None = None) -> None:
         """``vocab``: ``(piece, score)`` by id. ``excluded``: ids never matched in text. ``user_defined``: ids that
         SentencePiece scores by length (``float32`` only). ``unk_score``: default the lowest score of the
         matchable pieces minus 10 (callers pass the reference's own rule when it differs). ``backend``
@@ -94,21 +133,28 @@ class Unigram(Model):
         artifact's cache of derivations: the compiled model, the scores table and the byte ids are then kept there
         (part ``unigram-model-<digest of the inputs>``, :data:`UNIGRAM_MODEL_PART`) and a warm load restores them
         instead of building them (the piece -> id dict is then built on first use). ``columns``: ``vocab`` as
-        the lists ``(pieces, scores)`` (``vocab`` is then ignored), which the callers that have them pass."""
+        the lists ``(pieces, scores)`` (``vocab`` is then ignored), which the callers that have them pass.
+        ``origin`` (with ``derived``): names the deterministic derivation of the pieces and scores from the artifact
+        (:attr:`UnigramVocab.origin`); the stored model is then keyed by it, the count and the other settings
+        instead of by a digest of every piece and score (None: by that digest)."""
         pieces: Sequence[str] = []
         scores: Sequence[float] = []
         if columns is not None:
             pieces, scores = columns
-            vocab = list(zip(pieces, scores, strict=True))
+            if len(pieces) != len(scores):
+                raise ValueError("unigram vocabulary: pieces and scores differ in length")
         elif set(map(len, vocab)) <= {2}:
             pieces, scores = list(map(itemgetter(0), vocab)), list(map(itemgetter(1), vocab))
         # (else not pairs: the reference's own error below)
-        if len(pieces) == len(vocab) and set(map(type, scores)) <= {float}:  # the usual case: no Python loop
-            self.vocab = vocab if columns is not None else list(zip(pieces, scores, strict=True))
+        self._pairs: list[tuple[str, float]] | None = None
+        # the usual case, without a Python loop:
+        if (columns is not None or len(pieces) == len(vocab)) and set(map(type, scores)) <= {float}:
             self._pieces, self._scores = list(pieces), list(scores)
         else:
-            self.vocab = [(p, float(s)) for p, s in vocab]
-            self._pieces, self._scores = [p for p, _ in self.vocab], [s for _, s in self.vocab]
+            pairs = [(p, float(s)) for p, s in (zip(pieces, scores, strict=True) if columns is not None else vocab)]
+            self._pieces, self._scores = [p for p, _ in pairs], [s for _, s in pairs]
+            self._pairs = pairs
+        self._origin = origin
         self.unk_id = unk_id
         self.byte_fallback = byte_fallback
         self.float32 = float32
@@ -128,6 +174,14 @@ class Unigram(Model):
     @property
     def backend(self) -> str:
         return "python" if self.native is None else "native"
+
+    @property
+    def vocab(self) -> list[tuple[str, float]]:
+        """``(piece, score)`` by id, built on first use (a load reads the pieces and scores as columns)."""
+        pairs = self._pairs
+        if pairs is None:
+            pairs = self._pairs = list(zip(self._pieces, self._scores, strict=True))
+        return pairs
 
     @property
     def _token_to_id(self) -> dict[str, int]:
@@ -172,10 +226,8 @@ class Unigram(Model):
 
     def _settings(self) -> dict[str, Any]:
         """Everything the stored state is derived from (the cache entry's ``meta``, checked on restore): the
-        pieces and scores (digests), the excluded and user-defined ids, the flavour."""
-        pieces = "\0".join(self._pieces).encode("utf-8", "surrogatepass")
-        lengths = array("I", map(len, self._pieces)).tobytes()
-        scores = array("d", self._scores).tobytes()
+        pieces and scores (their ``origin``, else digests of them), the excluded and user-defined ids, the
+        flavour."""
 
         def digest(*parts: bytes) -> str:
             h = hashlib.sha256()
@@ -184,7 +236,14 @@ class Unigram(Model):
                 h.update(part)
             return h.hexdigest()
 
-        return {"n": len(self._pieces), "pieces": digest(pieces, lengths), "scores": digest(scores),
+        inputs: dict[str, Any]
+        if self._origin is not None:
+            inputs = {"origin": self._origin}
+        else:
+            pieces = "\0".join(self._pieces).encode("utf-8", "surrogatepass")
+            lengths = array("I", map(len, self._pieces)).tobytes()
+            inputs = {"pieces": digest(pieces, lengths), "scores": digest(array("d", self._scores).tobytes())}
+        return {"n": len(self._pieces), **inputs,
                 "unk_id": self.unk_id, "byte_fallback": self.byte_fallback, "float32": self.float32,
                 "unk_score": None if self._unk_score_arg is None else self._unk_score_arg.hex(),
                 "excluded": digest(array("I", sorted(self._excluded)).tobytes()),
@@ -231,7 +290,7 @@ class Unigram(Model):
         unk_score = self._unk_score_arg
         excluded_set = self._excluded
         self._bytes = [self._token_to_id.get(f"<0x{b:02X}>") for b in range(256)]
-        vocab, pieces, scores = self.vocab, self._pieces, self._scores
+        pieces, scores = self._pieces, self._scores
         # (the comprehensions of the reference, as C-level maps and filters: the same lists, in the same order)
         empty = {i for i, piece in enumerate(pieces) if not piece} if "" in pieces else set()
         matchable = list(filterfalse((excluded_set | empty).__contains__, range(len(pieces))))
@@ -245,7 +304,7 @@ class Unigram(Model):
         if len(to_id) == len(pieces):  # no repeated piece: every matchable id is its piece's last
             last = matchable
         else:
-            last = [i for i in matchable if to_id[vocab[i][0]] == i]
+            last = [i for i in matchable if to_id[pieces[i]] == i]
         if not float32:
             score = dict(zip(last, map(scores.__getitem__, last), strict=True))
         else:
@@ -253,7 +312,7 @@ class Unigram(Model):
             score = dict.fromkeys(last, 0.0)
             score.update(zip(plain, f32_list(list(map(scores.__getitem__, plain))), strict=True))
             for i in user.intersection(last):
-                score[i] = f32(0.1 * (len(vocab[i][0].encode("utf-8")) - 1))
+                score[i] = f32(0.1 * (len(pieces[i].encode("utf-8")) - 1))
         self._score_dict = score
 
     @property
@@ -266,9 +325,9 @@ class Unigram(Model):
                 nodes = self._nodes_built
                 if nodes is None:
                     nodes = {}
-                    vocab = self.vocab
+                    pieces = self._pieces
                     for i in self._score:
-                        piece = vocab[i][0]
+                        piece = pieces[i]
                         for k in range(1, len(piece)):
                             nodes.setdefault(piece[:k], -1)
                         nodes[piece] = i
@@ -281,12 +340,11 @@ class Unigram(Model):
         assert _EXT.module is not None
         ids = list(self._score)
         scores = list(self._score.values())
-        if len(self.vocab) >= 1 << 31 or any(map(math.isnan, scores)):
+        if len(self._pieces) >= 1 << 31 or any(map(math.isnan, scores)):
             return None  # the compiled trie marks "no piece" with NaN
-        vocab = self.vocab
         try:
             return _EXT.module.Model(
-                list(map(self._pieces.__getitem__, ids)), ids, scores, len(vocab),
+                list(map(self._pieces.__getitem__, ids)), ids, scores, len(self._pieces),
                 -1 if self.unk_id is None else self.unk_id, self.unk_score, self.byte_fallback, self.float32,
                 [-1 if b is None else b for b in self._bytes], not self.float32, self._cache_size)
         except (ValueError, OverflowError):
@@ -321,8 +379,13 @@ class Unigram(Model):
         """From a ``tokenizer.json`` model ``{"type": "Unigram", "unk_id", "vocab": [[piece, score], ...],
         "byte_fallback"}``. ``excluded``: ids of special added tokens (never matched in text). ``backend``: as
         for the constructor; ``derived``: as for the constructor."""
-        # an integer beyond 64 bits is a float to serde_json too, with its rounding (a JSON-read float already has it)
         raw = config.get("vocab") or []
+        unk = config.get("unk_id")
+        if isinstance(raw, UnigramVocab):  # columns of a derived document, checked when made
+            return cls((), unk_id=None if unk is None else int(unk), byte_fallback=bool(config.get("byte_fallback")),
+                       excluded=excluded, unk_score=(min(raw.scores) if raw.scores else 0.0) - 10.0,
+                       backend=backend, derived=derived, columns=(raw.pieces, raw.scores), origin=raw.origin)
+        # an integer beyond 64 bits is a float to serde_json too, with its rounding (a JSON-read float already has it)
         pairs = set(map(len, raw)) <= {2}
         pieces = list(map(itemgetter(0), raw)) if pairs else []
         scores = list(map(itemgetter(1), raw)) if pairs else []
@@ -334,20 +397,19 @@ class Unigram(Model):
         else:
             vocab = [(str(p), serde_f64(str(s)) if isinstance(s, int) else float(s)) for p, s in raw]
             scores = [s for _, s in vocab]
-        unk = config.get("unk_id")
         return cls(vocab, unk_id=None if unk is None else int(unk), byte_fallback=bool(config.get("byte_fallback")),
                    excluded=excluded, unk_score=(min(scores) if scores else 0.0) - 10.0, backend=backend,
                    derived=derived, columns=columns)
 
     @property
     def vocab_size(self) -> int:
-        return len(self.vocab)
+        return len(self._pieces)
 
     def token_to_id(self, token: str) -> int | None:
         return self._token_to_id.get(token)
 
     def id_to_token(self, token_id: int) -> str | None:
-        return self.vocab[token_id][0] if 0 <= token_id < len(self.vocab) else None
+        return self._pieces[token_id] if 0 <= token_id < len(self._pieces) else None
 
     def _viterbi(self, text: str) -> list[tuple[int, int, int]]:
         """The best path as ``(id, start, end)``; the unknown id marks unknown nodes (one character each)."""

@@ -62,6 +62,7 @@ class WordPiece(Model):
             self._by_id.setdefault(token_id, token)
         self._size = max(self.vocab.values(), default=-1) + 1
         self._excluded: frozenset[int] = frozenset()
+        self._built = False  # (the matchable entries' model is made by the first exclude_from_text)
         self._native_wanted = (_EXT.resolve_backend(backend) == "native" and _EXT.module is not None
                                and 0 <= min(self.vocab.values()) and self._size <= 1 << 31)
         #: The compiled model (same ids) when the backend is native.
@@ -74,8 +75,12 @@ class WordPiece(Model):
         return "python" if self.native is None else "native"
 
     def exclude_from_text(self, ids: Collection[int]) -> None:
-        """Never match the entries ``ids`` in text (special tokens; called by the loader before first use)."""
-        self._excluded = self._excluded | frozenset(ids)
+        """Never match the entries ``ids`` in text (special tokens; called by the loader before first use). Ids
+        already excluded change nothing (the model is not rebuilt)."""
+        excluded = self._excluded | frozenset(ids)
+        if self._built and excluded == self._excluded:
+            return
+        self._excluded, self._built = excluded, True
         self._tries = None
         if self._native_wanted:
             starts, cont = self._entries()
