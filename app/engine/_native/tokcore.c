@@ -101,15 +101,26 @@ static inline uint32_t rank_lookup(const RankTable *t, const uint8_t *p, size_t 
     return rank_lookup_hint(t, p, n, 0);
 }
 
-/* Start loading what a later rank_lookup(t, p, n) reads, so that two lookups' cache misses overlap. */
-static inline void rank_prefetch(const RankTable *t, const uint8_t *p, size_t n)
+/* Start loading what a later rank_lookup_after(t, p, n, h) reads, so that two lookups' cache misses overlap.
+ * Returns the hash of p[0..n) (0 for n < 3, where none is needed), to hand to rank_lookup_after: each key is
+ * hashed once. */
+static inline uint64_t rank_prefetch(const RankTable *t, const uint8_t *p, size_t n)
 {
     if (n < 3)
-        return;
+        return 0;
     uint64_t h = hash_bytes(p, n);
     size_t bit = FILTER_BIT(h);
     __builtin_prefetch(&t->filter[bit >> 6]);
     __builtin_prefetch(&t->slots[(size_t)h & t->mask]);
+    return h;
+}
+
+/* rank_lookup(t, p, n) given h = rank_prefetch(t, p, n). */
+static inline uint32_t rank_lookup_after(const RankTable *t, const uint8_t *p, size_t n, uint64_t h)
+{
+    if (n == 2)
+        return t->pair_rank[((uint32_t)p[0] << 8) | p[1]];
+    return rank_lookup_hashed(t, p, n, h);
 }
 
 #define HUGE_PAGE ((size_t)2 << 20)
@@ -805,11 +816,10 @@ static int bpe_piece(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
             if (k < n)
                 prv[k] = bi;
             uint32_t q = prv[bi];
-            if (q != UINT32_MAX)
-                rank_prefetch(t, p + q, k - q);
+            uint64_t hq = q != UINT32_MAX ? rank_prefetch(t, p + q, k - q) : 0;
             rk[bi] = k < n ? rank_lookup(t, p + bi, nxt[k] - bi) : NO_RANK;
             if (q != UINT32_MAX)
-                rk[q] = rank_lookup(t, p + q, k - q);
+                rk[q] = rank_lookup_after(t, p + q, k - q, hq);
         }
     } else {
         uint64_t s_heap[3 * SMALL_PARTS * 8];
@@ -838,14 +848,13 @@ static int bpe_piece(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
             if (k < n)
                 prv[k] = i;
             uint32_t q = prv[i];
-            if (q != UINT32_MAX)
-                rank_prefetch(t, p + q, k - q);
+            uint64_t hq = q != UINT32_MAX ? rank_prefetch(t, p + q, k - q) : 0;
             uint32_t r = k < n ? rank_lookup(t, p + i, nxt[k] - i) : NO_RANK;
             rk[i] = r;
             if (r != NO_RANK)
                 heap_push(heap, &hsize, ((uint64_t)r << 32) | i);
             if (q != UINT32_MAX) {
-                r = rank_lookup(t, p + q, k - q);
+                r = rank_lookup_after(t, p + q, k - q, hq);
                 rk[q] = r;
                 if (r != NO_RANK)
                     heap_push(heap, &hsize, ((uint64_t)r << 32) | q);
