@@ -470,6 +470,24 @@ static inline size_t mb_char(const uint8_t *p, size_t n, uint32_t *cp)
     return len;
 }
 
+/* Length (2..4) and code point of the UTF-8 character whose lead byte is p[0] (>= 0xC2), trusting that the
+ * bytes form a valid, complete character: mb_char without its checks, for text already known to be valid UTF-8
+ * (what the pre-tokenizers require). */
+static inline size_t mb_char_trusted(const uint8_t *p, uint32_t *cp)
+{
+    uint32_t b = p[0];
+    if (b < 0xE0) {
+        *cp = ((b & 0x1F) << 6) | (p[1] & 0x3F);
+        return 2;
+    }
+    if (b < 0xF0) {
+        *cp = ((b & 0x0F) << 12) | ((uint32_t)(p[1] & 0x3F) << 6) | (p[2] & 0x3F);
+        return 3;
+    }
+    *cp = ((b & 0x07) << 18) | ((uint32_t)(p[1] & 0x3F) << 12) | ((uint32_t)(p[2] & 0x3F) << 6) | (p[3] & 0x3F);
+    return 4;
+}
+
 static inline const AtomChar *atom_of(const RankTable *t, uint32_t cp)
 {
     uint32_t k = t->atom_block[cp >> ATOM_BLOCK_SHIFT];
@@ -741,7 +759,9 @@ static inline uint64_t heap_pop(uint64_t *heap, size_t *size)
  * Each step merges the pair of lowest rank, leftmost on ties: pieces of at most SMALL_PARTS parts scan the list
  * (quadratic, but tiny); longer ones pop a heap of (rank << 32 | start) candidates, a popped candidate being
  * current iff rk[start] still equals its rank (lazy invalidation, as bpe.py's _merge_heap) -- O(n log n). */
-static int bpe_piece(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
+/* valid_utf8: p[0..n) is known to be valid UTF-8 cut at character boundaries (a pre-tokenizer's piece), so
+ * characters are decoded without checks; else (arbitrary bytes) mb_char checks each one. */
+static int bpe_piece(const RankTable *t, const uint8_t *p, size_t n, IdVec *out, int valid_utf8)
 {
     uint32_t s_nxt[BPE_STACK + 1], s_prv[BPE_STACK + 1], s_rk[BPE_STACK + 1], s_id[BPE_STACK + 1];
     uint64_t s_hs[BPE_STACK];
@@ -762,7 +782,7 @@ static int bpe_piece(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
         size_t len = 1;
         uint32_t r = t->byte_rank[p[i]], cp;
         if (p[i] >= 0xC2 && t->atoms) {
-            size_t clen = mb_char(p + i, n - i, &cp);
+            size_t clen = valid_utf8 ? mb_char_trusted(p + i, &cp) : mb_char(p + i, n - i, &cp);
             const AtomChar *a = clen ? atom_of(t, cp) : NULL;
             if (a && !(i > 0 && has_bit(a->bad_left, p[i - 1])) && !(i + clen < n && has_bit(a->bad_right, p[i + clen]))) {
                 len = clen;
@@ -939,9 +959,10 @@ static inline uint32_t pc_claim(PCSlot *sl)
 
 static inline void pc_release(PCSlot *sl, uint32_t odd) { __atomic_store_n(&sl->seq, odd + 1, __ATOMIC_RELEASE); }
 
-/* Ids of one piece appended to out: whole-piece lookup first, then the cache, then merging. Returns 0 or -1 (out
- * of memory). */
-static int encode_piece(const RankTable *t, PieceCache *c, CallStats *st, const uint8_t *p, size_t n, IdVec *out)
+/* Ids of one piece appended to out: whole-piece lookup first, then the cache, then merging. valid_utf8: as for
+ * bpe_piece. Returns 0 or -1 (out of memory). */
+static int encode_piece(const RankTable *t, PieceCache *c, CallStats *st, const uint8_t *p, size_t n, IdVec *out,
+                        int valid_utf8)
 {
     if (vec_reserve(out, n))
         return -1;
@@ -996,7 +1017,7 @@ static int encode_piece(const RankTable *t, PieceCache *c, CallStats *st, const 
             sl = &c->slots[way[(size_t)(h >> 46) % ways]];
     }
     size_t before = out->len;
-    if (bpe_piece(t, p, n, out))
+    if (bpe_piece(t, p, n, out, valid_utf8))
         return -1;
     size_t nids = out->len - before;
     uint32_t odd;
@@ -1034,7 +1055,7 @@ static int encode_text(const RankTable *t, PieceCache *c, scan_fn scan, const ui
         size_t e = scan(s, i, n);
         if (count_only)
             out->len = 0;
-        if (encode_piece(t, c, &st, s + i, e - i, out)) {
+        if (encode_piece(t, c, &st, s + i, e - i, out, 1)) { /* (the scanner's input is valid UTF-8) */
             rc = -1;
             break;
         }
@@ -1241,7 +1262,7 @@ static PyObject *core_pieces(CoreObject *self, PyObject *pieces, int count_only)
             continue;
         if (count_only)
             out.len = 0;
-        if (encode_piece(&self->table, &self->cache, &st, (const uint8_t *)utf8, (size_t)size, &out)) {
+        if (encode_piece(&self->table, &self->cache, &st, (const uint8_t *)utf8, (size_t)size, &out, 0)) {
             PyErr_NoMemory();
             goto done;
         }
@@ -1817,7 +1838,7 @@ static PyObject *Core_bpe(CoreObject *self, PyObject *piece)
     PyObject *result = NULL;
     CallStats st = {0, 0, 0};
     if (encode_piece(&self->table, NULL, &st, (const uint8_t *)PyBytes_AS_STRING(piece), (size_t)PyBytes_GET_SIZE(piece),
-                     &out))
+                     &out, 0))
         PyErr_NoMemory();
     else
         result = ids_to_list(self, out.data, out.len);
