@@ -1201,7 +1201,12 @@ static const uint8_t *text_utf8(CoreObject *self, PyObject *text, size_t *size)
     return (const uint8_t *)utf8;
 }
 
-/* encode(text) / count(text): the GIL is released for the scan and the merges. */
+/* Texts shorter than this are encoded holding the GIL: releasing and taking it back costs about as much as
+ * encoding a chat line itself, and another thread waits at most a few microseconds. */
+#define GIL_FROM 512
+
+/* encode(text) / count(text): the GIL is released for the scan and the merges (of texts of GIL_FROM bytes
+ * or more). */
 static PyObject *core_run(CoreObject *self, PyObject *text, int count_only)
 {
     size_t size;
@@ -1211,10 +1216,13 @@ static PyObject *core_run(CoreObject *self, PyObject *text, int count_only)
     IdVec out = {NULL, 0, 0};
     size_t ntokens = 0;
     int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = encode_text(&self->table, &self->cache, self->scan, utf8, size, &out, count_only,
-                     &ntokens);
-    Py_END_ALLOW_THREADS
+    if (size < GIL_FROM) {
+        rc = encode_text(&self->table, &self->cache, self->scan, utf8, size, &out, count_only, &ntokens);
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        rc = encode_text(&self->table, &self->cache, self->scan, utf8, size, &out, count_only, &ntokens);
+        Py_END_ALLOW_THREADS
+    }
     PyObject *result = NULL;
     if (rc)
         PyErr_NoMemory();
