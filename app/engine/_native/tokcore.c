@@ -959,26 +959,15 @@ static inline uint32_t pc_claim(PCSlot *sl)
 
 static inline void pc_release(PCSlot *sl, uint32_t odd) { __atomic_store_n(&sl->seq, odd + 1, __ATOMIC_RELEASE); }
 
-/* Ids of one piece appended to out: whole-piece lookup first, then the cache, then merging. valid_utf8: as for
- * bpe_piece. Returns 0 or -1 (out of memory). */
-static int encode_piece(const RankTable *t, PieceCache *c, CallStats *st, const uint8_t *p, size_t n, IdVec *out,
-                        int valid_utf8)
+/* encode_piece for a piece that is not itself a token (h: its hash_bytes if n >= 3, else 0; out has room for n
+ * more ids): the cache, then merging. Kept out of line, so that the common case (the piece is a token) inlines
+ * into the caller's loop without this part's register saves. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static int encode_piece_merged(const RankTable *t, PieceCache *c, CallStats *st, const uint8_t *p, size_t n,
+                               IdVec *out, int valid_utf8, uint64_t h)
 {
-    if (vec_reserve(out, n))
-        return -1;
-    uint64_t h = 0;
-    uint32_t r;
-    if (n >= 3) { /* the whole-piece lookup of rank_lookup_hint, keeping the hash for the cache below */
-        h = hash_bytes(p, n);
-        __builtin_prefetch(&t->slots[(size_t)h & t->mask]);
-        r = rank_lookup_hashed(t, p, n, h);
-    } else {
-        r = n == 1 ? t->byte_rank[p[0]] : t->pair_rank[((uint32_t)p[0] << 8) | p[1]];
-    }
-    if (r != NO_RANK) {
-        out->data[out->len++] = r;
-        return 0;
-    }
     PCSlot *sl = NULL;
     uint16_t tag = 0;
     if (c && c->nslots && n <= PC_KEY) {
@@ -1032,6 +1021,29 @@ static int encode_piece(const RankTable *t, PieceCache *c, CallStats *st, const 
         pc_release(sl, odd);
     }
     return 0;
+}
+
+/* Ids of one piece appended to out: whole-piece lookup first, then the cache, then merging. valid_utf8: as for
+ * bpe_piece. Returns 0 or -1 (out of memory). */
+static inline int encode_piece(const RankTable *t, PieceCache *c, CallStats *st, const uint8_t *p, size_t n,
+                               IdVec *out, int valid_utf8)
+{
+    if (vec_reserve(out, n))
+        return -1;
+    uint64_t h = 0;
+    uint32_t r;
+    if (n >= 3) { /* the whole-piece lookup of rank_lookup_hint, keeping the hash for the cache */
+        h = hash_bytes(p, n);
+        __builtin_prefetch(&t->slots[(size_t)h & t->mask]);
+        r = rank_lookup_hashed(t, p, n, h);
+    } else {
+        r = n == 1 ? t->byte_rank[p[0]] : t->pair_rank[((uint32_t)p[0] << 8) | p[1]];
+    }
+    if (r != NO_RANK) {
+        out->data[out->len++] = r;
+        return 0;
+    }
+    return encode_piece_merged(t, c, st, p, n, out, valid_utf8, h);
 }
 
 static void pc_account(PieceCache *c, const CallStats *st)
