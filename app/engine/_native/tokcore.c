@@ -1167,20 +1167,34 @@ static int Core_init(CoreObject *self, PyObject *args, PyObject *kwds)
 
 static PyObject *ids_to_list(CoreObject *self, const uint32_t *ids, size_t n)
 {
-    PyObject *list = PyList_New((Py_ssize_t)n);
-    if (!list)
-        return NULL;
+    if (!n)
+        return PyList_New(0);
+    /* PyList_New(n) zero-fills the item array (calloc) that the loop below overwrites: instead an empty list gets
+     * an uninitialised array, and its size becomes n only once every item is set (so nothing, not even the
+     * error path's list_dealloc, ever reads an unset item). */
+    PyObject **items = PyMem_Malloc(n * sizeof(PyObject *));
+    PyObject *list = items ? PyList_New(0) : NULL;
+    if (!list) {
+        PyMem_Free(items);
+        return items ? NULL : PyErr_NoMemory();
+    }
+    PyListObject *lo = (PyListObject *)list;
+    lo->ob_item = items;
+    lo->allocated = (Py_ssize_t)n;
     PyObject **objs = self->id_objs;
     for (size_t i = 0; i < n; i++) {
         PyObject *v = objs[ids[i]];
         if (v) {
             Py_INCREF(v);
         } else if (!(v = PyLong_FromUnsignedLong(ids[i]))) {
+            for (size_t k = 0; k < i; k++)
+                Py_DECREF(items[k]);
             Py_DECREF(list);
             return NULL;
         }
-        PyList_SET_ITEM(list, (Py_ssize_t)i, v);
+        items[i] = v;
     }
+    Py_SET_SIZE(lo, (Py_ssize_t)n);
     return list;
 }
 
