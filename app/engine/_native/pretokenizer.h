@@ -296,21 +296,33 @@ static size_t scan_qwen2(const uint8_t *s, size_t i, size_t n) { return scan_lla
 /* o200k alternative 1 without its prefix, from offset st: [A]*[B]+ where A = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}],
  * B = [\p{Ll}\p{Lm}\p{Lo}\p{M}]. Greedy A* takes the maximal A run [st, a); B+ then needs a B character: either
  * at a (then B+ takes the maximal B run), or A* gives back characters until the next one is in B -- the last
- * B character k inside the A run, where B+ can take only that one character (its successors in the run are not
- * B, nor is the character at a). Returns the end offset or 0 if the alternative fails. */
-static inline size_t o200k_alt1(const uint8_t *s, size_t st, size_t n)
+ * B character inside the A run, where B+ can take only that one character (its successors in the run are not
+ * B, nor is the character at a). One pass decodes each character once: the A run notes the end of its last B
+ * character as it goes (instead of walking back over the run), and the character at a, decoded when the run
+ * stops, decides directly. Returns the end offset or 0 if the alternative fails; *a_end gets a (the maximal A
+ * run's end, which alternative 2 needs when this one fails). */
+static inline size_t o200k_alt1(const uint8_t *s, size_t st, size_t n, size_t *a_end)
 {
-    size_t len;
-    size_t a = run_any(s, st, n, UT_A);
-    if (a < n && (char_at(s, a, &len) & UT_B))
-        return run_any(s, a + len, n, UT_B);
-    size_t k = a;
-    while (k > st) {
-        k = prev_start(s, k);
-        if (char_at(s, k, &len) & UT_B)
-            return k + len;
+    size_t k = st, len = 0, b_end = 0;
+    uint16_t f = 0;
+    while (k < n) {
+        uint8_t b = s[k];
+        if (b < 0x80) {
+            f = ascii_flags[b];
+            len = 1;
+        } else {
+            f = char_at(s, k, &len);
+        }
+        if (!(f & UT_A))
+            break;
+        if (f & UT_B)
+            b_end = k + len;
+        k += len;
     }
-    return 0;
+    *a_end = k;
+    if (k < n && (f & UT_B)) /* (f, len: the character at k, which stopped the run) */
+        return run_any(s, k + len, n, UT_B);
+    return b_end;
 }
 
 /* Optional case-insensitive contraction suffix of o200k's letter alternatives (contractions = 0: none, tekken). */
@@ -336,19 +348,21 @@ __attribute__((always_inline)) /* one copy per scanner with its switches folded 
 #endif
 static inline size_t scan_o200k_family(const uint8_t *s, size_t i, size_t n, int contractions, int three_digits)
 {
-    size_t l0, l1, e;
+    size_t l0, e, a_pre = 0, a_own = 0;
     uint16_t f0 = char_at(s, i, &l0);
     int pre = IS_PRE(f0) && i + l0 < n;
     /* Alternative 1: first with the optional prefix, then (the regex backtracks into `?`) without it. */
-    if (pre && (e = o200k_alt1(s, i + l0, n)))
+    if (pre && (e = o200k_alt1(s, i + l0, n, &a_pre)))
         return o200k_suffix(s, e, n, contractions);
-    if ((f0 & (UT_A | UT_B)) && (e = o200k_alt1(s, i, n)))
+    if ((f0 & (UT_A | UT_B)) && (e = o200k_alt1(s, i, n, &a_own)))
         return o200k_suffix(s, e, n, contractions);
-    /* Alternative 2: A+ B* (greedy, nothing after them can force a back-off). */
-    if (pre && (char_at(s, i + l0, &l1) & UT_A))
-        return o200k_suffix(s, run_any(s, run_any(s, i + l0 + l1, n, UT_A), n, UT_B), n, contractions);
-    if (f0 & UT_A)
-        return o200k_suffix(s, run_any(s, run_any(s, i + l0, n, UT_A), n, UT_B), n, contractions);
+    /* Alternative 2: A+ B* (greedy, nothing after them can force a back-off). A+ is the maximal A run alternative
+     * 1 just read from the same start (a_pre after the prefix, a_own from i), nonempty iff it ends past its
+     * start; B* is then empty, since alternative 1 failed: the character ending the run is not B. */
+    if (pre && a_pre > i + l0)
+        return o200k_suffix(s, a_pre, n, contractions);
+    if (f0 & UT_A) /* (then alternative 1 ran from i: f0 is in A) */
+        return o200k_suffix(s, a_own, n, contractions);
     if (f0 & UT_N)
         return three_digits ? digits3(s, i, n, l0) : i + l0;
     if ((e = punct_piece(s, i, n, f0, l0, 1)))

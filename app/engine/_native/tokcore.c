@@ -101,15 +101,26 @@ static inline uint32_t rank_lookup(const RankTable *t, const uint8_t *p, size_t 
     return rank_lookup_hint(t, p, n, 0);
 }
 
-/* Start loading what a later rank_lookup(t, p, n) reads, so that two lookups' cache misses overlap. */
-static inline void rank_prefetch(const RankTable *t, const uint8_t *p, size_t n)
+/* Start loading what a later rank_lookup_after(t, p, n, h) reads, so that two lookups' cache misses overlap.
+ * Returns the hash of p[0..n) (0 for n < 3, where none is needed), to hand to rank_lookup_after: each key is
+ * hashed once. */
+static inline uint64_t rank_prefetch(const RankTable *t, const uint8_t *p, size_t n)
 {
     if (n < 3)
-        return;
+        return 0;
     uint64_t h = hash_bytes(p, n);
     size_t bit = FILTER_BIT(h);
     __builtin_prefetch(&t->filter[bit >> 6]);
     __builtin_prefetch(&t->slots[(size_t)h & t->mask]);
+    return h;
+}
+
+/* rank_lookup(t, p, n) given h = rank_prefetch(t, p, n). */
+static inline uint32_t rank_lookup_after(const RankTable *t, const uint8_t *p, size_t n, uint64_t h)
+{
+    if (n == 2)
+        return t->pair_rank[((uint32_t)p[0] << 8) | p[1]];
+    return rank_lookup_hashed(t, p, n, h);
 }
 
 #define HUGE_PAGE ((size_t)2 << 20)
@@ -459,6 +470,24 @@ static inline size_t mb_char(const uint8_t *p, size_t n, uint32_t *cp)
     return len;
 }
 
+/* Length (2..4) and code point of the UTF-8 character whose lead byte is p[0] (>= 0xC2), trusting that the
+ * bytes form a valid, complete character: mb_char without its checks, for text already known to be valid UTF-8
+ * (what the pre-tokenizers require). */
+static inline size_t mb_char_trusted(const uint8_t *p, uint32_t *cp)
+{
+    uint32_t b = p[0];
+    if (b < 0xE0) {
+        *cp = ((b & 0x1F) << 6) | (p[1] & 0x3F);
+        return 2;
+    }
+    if (b < 0xF0) {
+        *cp = ((b & 0x0F) << 12) | ((uint32_t)(p[1] & 0x3F) << 6) | (p[2] & 0x3F);
+        return 3;
+    }
+    *cp = ((b & 0x07) << 18) | ((uint32_t)(p[1] & 0x3F) << 12) | ((uint32_t)(p[2] & 0x3F) << 6) | (p[3] & 0x3F);
+    return 4;
+}
+
 static inline const AtomChar *atom_of(const RankTable *t, uint32_t cp)
 {
     uint32_t k = t->atom_block[cp >> ATOM_BLOCK_SHIFT];
@@ -730,7 +759,9 @@ static inline uint64_t heap_pop(uint64_t *heap, size_t *size)
  * Each step merges the pair of lowest rank, leftmost on ties: pieces of at most SMALL_PARTS parts scan the list
  * (quadratic, but tiny); longer ones pop a heap of (rank << 32 | start) candidates, a popped candidate being
  * current iff rk[start] still equals its rank (lazy invalidation, as bpe.py's _merge_heap) -- O(n log n). */
-static int bpe_piece(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
+/* valid_utf8: p[0..n) is known to be valid UTF-8 cut at character boundaries (a pre-tokenizer's piece), so
+ * characters are decoded without checks; else (arbitrary bytes) mb_char checks each one. */
+static int bpe_piece(const RankTable *t, const uint8_t *p, size_t n, IdVec *out, int valid_utf8)
 {
     uint32_t s_nxt[BPE_STACK + 1], s_prv[BPE_STACK + 1], s_rk[BPE_STACK + 1], s_id[BPE_STACK + 1];
     uint64_t s_hs[BPE_STACK];
@@ -751,7 +782,7 @@ static int bpe_piece(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
         size_t len = 1;
         uint32_t r = t->byte_rank[p[i]], cp;
         if (p[i] >= 0xC2 && t->atoms) {
-            size_t clen = mb_char(p + i, n - i, &cp);
+            size_t clen = valid_utf8 ? mb_char_trusted(p + i, &cp) : mb_char(p + i, n - i, &cp);
             const AtomChar *a = clen ? atom_of(t, cp) : NULL;
             if (a && !(i > 0 && has_bit(a->bad_left, p[i - 1])) && !(i + clen < n && has_bit(a->bad_right, p[i + clen]))) {
                 len = clen;
@@ -805,11 +836,10 @@ static int bpe_piece(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
             if (k < n)
                 prv[k] = bi;
             uint32_t q = prv[bi];
-            if (q != UINT32_MAX)
-                rank_prefetch(t, p + q, k - q);
+            uint64_t hq = q != UINT32_MAX ? rank_prefetch(t, p + q, k - q) : 0;
             rk[bi] = k < n ? rank_lookup(t, p + bi, nxt[k] - bi) : NO_RANK;
             if (q != UINT32_MAX)
-                rk[q] = rank_lookup(t, p + q, k - q);
+                rk[q] = rank_lookup_after(t, p + q, k - q, hq);
         }
     } else {
         uint64_t s_heap[3 * SMALL_PARTS * 8];
@@ -838,14 +868,13 @@ static int bpe_piece(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
             if (k < n)
                 prv[k] = i;
             uint32_t q = prv[i];
-            if (q != UINT32_MAX)
-                rank_prefetch(t, p + q, k - q);
+            uint64_t hq = q != UINT32_MAX ? rank_prefetch(t, p + q, k - q) : 0;
             uint32_t r = k < n ? rank_lookup(t, p + i, nxt[k] - i) : NO_RANK;
             rk[i] = r;
             if (r != NO_RANK)
                 heap_push(heap, &hsize, ((uint64_t)r << 32) | i);
             if (q != UINT32_MAX) {
-                r = rank_lookup(t, p + q, k - q);
+                r = rank_lookup_after(t, p + q, k - q, hq);
                 rk[q] = r;
                 if (r != NO_RANK)
                     heap_push(heap, &hsize, ((uint64_t)r << 32) | q);
@@ -930,25 +959,15 @@ static inline uint32_t pc_claim(PCSlot *sl)
 
 static inline void pc_release(PCSlot *sl, uint32_t odd) { __atomic_store_n(&sl->seq, odd + 1, __ATOMIC_RELEASE); }
 
-/* Ids of one piece appended to out: whole-piece lookup first, then the cache, then merging. Returns 0 or -1 (out
- * of memory). */
-static int encode_piece(const RankTable *t, PieceCache *c, CallStats *st, const uint8_t *p, size_t n, IdVec *out)
+/* encode_piece for a piece that is not itself a token (h: its hash_bytes if n >= 3, else 0; out has room for n
+ * more ids): the cache, then merging. Kept out of line, so that the common case (the piece is a token) inlines
+ * into the caller's loop without this part's register saves. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static int encode_piece_merged(const RankTable *t, PieceCache *c, CallStats *st, const uint8_t *p, size_t n,
+                               IdVec *out, int valid_utf8, uint64_t h)
 {
-    if (vec_reserve(out, n))
-        return -1;
-    uint64_t h = 0;
-    uint32_t r;
-    if (n >= 3) { /* the whole-piece lookup of rank_lookup_hint, keeping the hash for the cache below */
-        h = hash_bytes(p, n);
-        __builtin_prefetch(&t->slots[(size_t)h & t->mask]);
-        r = rank_lookup_hashed(t, p, n, h);
-    } else {
-        r = n == 1 ? t->byte_rank[p[0]] : t->pair_rank[((uint32_t)p[0] << 8) | p[1]];
-    }
-    if (r != NO_RANK) {
-        out->data[out->len++] = r;
-        return 0;
-    }
     PCSlot *sl = NULL;
     uint16_t tag = 0;
     if (c && c->nslots && n <= PC_KEY) {
@@ -987,7 +1006,7 @@ static int encode_piece(const RankTable *t, PieceCache *c, CallStats *st, const 
             sl = &c->slots[way[(size_t)(h >> 46) % ways]];
     }
     size_t before = out->len;
-    if (bpe_piece(t, p, n, out))
+    if (bpe_piece(t, p, n, out, valid_utf8))
         return -1;
     size_t nids = out->len - before;
     uint32_t odd;
@@ -1002,6 +1021,29 @@ static int encode_piece(const RankTable *t, PieceCache *c, CallStats *st, const 
         pc_release(sl, odd);
     }
     return 0;
+}
+
+/* Ids of one piece appended to out: whole-piece lookup first, then the cache, then merging. valid_utf8: as for
+ * bpe_piece. Returns 0 or -1 (out of memory). */
+static inline int encode_piece(const RankTable *t, PieceCache *c, CallStats *st, const uint8_t *p, size_t n,
+                               IdVec *out, int valid_utf8)
+{
+    if (vec_reserve(out, n))
+        return -1;
+    uint64_t h = 0;
+    uint32_t r;
+    if (n >= 3) { /* the whole-piece lookup of rank_lookup_hint, keeping the hash for the cache */
+        h = hash_bytes(p, n);
+        __builtin_prefetch(&t->slots[(size_t)h & t->mask]);
+        r = rank_lookup_hashed(t, p, n, h);
+    } else {
+        r = n == 1 ? t->byte_rank[p[0]] : t->pair_rank[((uint32_t)p[0] << 8) | p[1]];
+    }
+    if (r != NO_RANK) {
+        out->data[out->len++] = r;
+        return 0;
+    }
+    return encode_piece_merged(t, c, st, p, n, out, valid_utf8, h);
 }
 
 static void pc_account(PieceCache *c, const CallStats *st)
@@ -1025,7 +1067,7 @@ static int encode_text(const RankTable *t, PieceCache *c, scan_fn scan, const ui
         size_t e = scan(s, i, n);
         if (count_only)
             out->len = 0;
-        if (encode_piece(t, c, &st, s + i, e - i, out)) {
+        if (encode_piece(t, c, &st, s + i, e - i, out, 1)) { /* (the scanner's input is valid UTF-8) */
             rc = -1;
             break;
         }
@@ -1125,20 +1167,34 @@ static int Core_init(CoreObject *self, PyObject *args, PyObject *kwds)
 
 static PyObject *ids_to_list(CoreObject *self, const uint32_t *ids, size_t n)
 {
-    PyObject *list = PyList_New((Py_ssize_t)n);
-    if (!list)
-        return NULL;
+    if (!n)
+        return PyList_New(0);
+    /* PyList_New(n) zero-fills the item array (calloc) that the loop below overwrites: instead an empty list gets
+     * an uninitialised array, and its size becomes n only once every item is set (so nothing, not even the
+     * error path's list_dealloc, ever reads an unset item). */
+    PyObject **items = PyMem_Malloc(n * sizeof(PyObject *));
+    PyObject *list = items ? PyList_New(0) : NULL;
+    if (!list) {
+        PyMem_Free(items);
+        return items ? NULL : PyErr_NoMemory();
+    }
+    PyListObject *lo = (PyListObject *)list;
+    lo->ob_item = items;
+    lo->allocated = (Py_ssize_t)n;
     PyObject **objs = self->id_objs;
     for (size_t i = 0; i < n; i++) {
         PyObject *v = objs[ids[i]];
         if (v) {
             Py_INCREF(v);
         } else if (!(v = PyLong_FromUnsignedLong(ids[i]))) {
+            for (size_t k = 0; k < i; k++)
+                Py_DECREF(items[k]);
             Py_DECREF(list);
             return NULL;
         }
-        PyList_SET_ITEM(list, (Py_ssize_t)i, v);
+        items[i] = v;
     }
+    Py_SET_SIZE(lo, (Py_ssize_t)n);
     return list;
 }
 
@@ -1171,7 +1227,12 @@ static const uint8_t *text_utf8(CoreObject *self, PyObject *text, size_t *size)
     return (const uint8_t *)utf8;
 }
 
-/* encode(text) / count(text): the GIL is released for the scan and the merges. */
+/* Texts shorter than this are encoded holding the GIL: releasing and taking it back costs about as much as
+ * encoding a chat line itself, and another thread waits at most a few microseconds. */
+#define GIL_FROM 512
+
+/* encode(text) / count(text): the GIL is released for the scan and the merges (of texts of GIL_FROM bytes
+ * or more). */
 static PyObject *core_run(CoreObject *self, PyObject *text, int count_only)
 {
     size_t size;
@@ -1181,10 +1242,13 @@ static PyObject *core_run(CoreObject *self, PyObject *text, int count_only)
     IdVec out = {NULL, 0, 0};
     size_t ntokens = 0;
     int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = encode_text(&self->table, &self->cache, self->scan, utf8, size, &out, count_only,
-                     &ntokens);
-    Py_END_ALLOW_THREADS
+    if (size < GIL_FROM) {
+        rc = encode_text(&self->table, &self->cache, self->scan, utf8, size, &out, count_only, &ntokens);
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        rc = encode_text(&self->table, &self->cache, self->scan, utf8, size, &out, count_only, &ntokens);
+        Py_END_ALLOW_THREADS
+    }
     PyObject *result = NULL;
     if (rc)
         PyErr_NoMemory();
@@ -1232,7 +1296,7 @@ static PyObject *core_pieces(CoreObject *self, PyObject *pieces, int count_only)
             continue;
         if (count_only)
             out.len = 0;
-        if (encode_piece(&self->table, &self->cache, &st, (const uint8_t *)utf8, (size_t)size, &out)) {
+        if (encode_piece(&self->table, &self->cache, &st, (const uint8_t *)utf8, (size_t)size, &out, 0)) {
             PyErr_NoMemory();
             goto done;
         }
@@ -1808,7 +1872,7 @@ static PyObject *Core_bpe(CoreObject *self, PyObject *piece)
     PyObject *result = NULL;
     CallStats st = {0, 0, 0};
     if (encode_piece(&self->table, NULL, &st, (const uint8_t *)PyBytes_AS_STRING(piece), (size_t)PyBytes_GET_SIZE(piece),
-                     &out))
+                     &out, 0))
         PyErr_NoMemory();
     else
         result = ids_to_list(self, out.data, out.len);
