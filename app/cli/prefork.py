@@ -169,6 +169,8 @@ class _Server(uvicorn.Server):
             if failed:
                 log.warning("start-up rehearsal through the HTTP protocol: %d of %d requests were not answered 200",
                             failed, sent)
+            else:
+                log.debug("start-up rehearsal through the HTTP protocol: %d requests", sent)
 
         self.lifespan.startup = startup_then_rehearse  # type: ignore[method-assign]
         await super().startup(sockets)

@@ -12,7 +12,9 @@ PSS over the tree (the memory the tree costs). With one worker, each loaded toke
 ``POST /count`` of a short text in a row on one connection (the text ends in the request's number, so no request
 repeats an earlier one's text), and the first and the tenth are timed client-side. The client is a plain socket
 sending prebuilt request bytes (no HTTP library whose own first use would be timed), and one ``GET /healthz`` on the
-same connection before them keeps the connection's set-up out of the first.
+same connection before them keeps the connection's set-up out of the first. The control: the first tokenizer's
+request again in the now warm process after :data:`PAUSE_S` seconds idle (median of :data:`PAUSES`), since a request
+after any pause also pays the machine's wake-up (idle CPU, cold caches), which no start-up work can remove.
 
 Memory is measured twice per server: idle (just ready) and after load: ``--load-requests`` ``POST /count`` spread
 round-robin over every loaded tokenizer, with distinct texts (so the caches fill), sent over 8 concurrent
@@ -43,6 +45,10 @@ from bench.engine.loadmem import smaps_kib
 from harness.server import REPO_ROOT, start
 
 TEXT = "Hello, world! How many tokens is this short sentence?"
+#: The control of the first-request figures: requests after this many seconds idle, this many times (see
+#: :func:`measure_service`).
+PAUSE_S = 0.5
+PAUSES = 3
 
 
 def _log(msg: str) -> None:
@@ -173,7 +179,19 @@ def measure_service(names: list[str], whole_store: bool, workers: int, requests:
                         exchange(sock, reader, raw)
                         times.append(time.perf_counter() - t)
                     per[name] = times
+                # The control: the same request in the now warm process after PAUSE_S idle, the gap readiness
+                # polling leaves before the first request (a request after a pause also pays the machine's wake-up)
+                paused = []
+                for i in range(PAUSES):
+                    time.sleep(PAUSE_S)
+                    body = json.dumps({"tokenizer": names[0], "text": f"{TEXT} {i}"}).encode()
+                    raw = (b"POST /count HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                           b"content-length: %d\r\n\r\n%s" % (len(body), body))
+                    t = time.perf_counter()
+                    exchange(sock, reader, raw)
+                    paused.append(time.perf_counter() - t)
             out["requests_ms"] = {n: [x * 1e3 for x in ts] for n, ts in per.items()}
+            out["after_pause_ms"] = _med([x * 1e3 for x in paused])
         if load_requests > 0:
             assert server.port is not None
             out["load_s"] = load_traffic(server.port, names, load_requests)
@@ -233,6 +251,7 @@ def summarize(samples: dict[str, list[dict[str, Any]]], requests: int) -> dict[s
             names = list(ds[0]["requests_ms"])
             s["first_ms"] = {n: _med([d["requests_ms"][n][0] for d in ds]) for n in names}
             s["last_ms"] = {n: _med([d["requests_ms"][n][requests - 1] for d in ds]) for n in names}
+            s["after_pause_ms"] = _med([d["after_pause_ms"] for d in ds])
         out[key] = s
     return out
 
@@ -294,6 +313,10 @@ def render(summary: dict[str, Any], requests: int) -> str:
                 lines.append(f"| {n} | {first:.2f} | {last:.2f} | {first / last:.1f}x |")
             lines.append(f"| median over tokenizers | {_med(list(s['first_ms'].values())):.2f} "
                          f"| {_med(list(s['last_ms'].values())):.2f} | {_med(ratios):.1f}x |")
+            first_name = next(iter(s["first_ms"]))
+            lines.append(f"\nThe process's first /count ({first_name}) {s['first_ms'][first_name]:.2f} ms; the same "
+                         f"request in the warm process after {PAUSE_S:g} s idle (median of {PAUSES}): "
+                         f"{s['after_pause_ms']:.2f} ms; its #{requests} in a burst: {s['last_ms'][first_name]:.2f} ms")
     return "\n".join(lines)
 
 

@@ -29,9 +29,11 @@ def test_startup_bench_smallest(tmp_path: Path) -> None:
     assert 0 < proc["uss"] <= proc["pss"] <= proc["rss"]
     assert serve["total_pss_kib"] == proc["pss"]
     assert set(serve["first_ms"]) == set(serve["last_ms"]) == {"gpt2"}
+    assert serve["after_pause_ms"] > 0
     after = serve["after_load"]["processes"]["supervisor"]
     assert 0 < after["uss"] <= after["pss"] <= after["rss"]
     assert serve["after_load"]["total_pss_kib"] == after["pss"]
     assert summary["one|refs"]["tokenizers"] == summary["one|ours-lib"]["tokenizers"] == 1
     assert "| gpt2 |" in p.stdout and "reference libraries (1)" in p.stdout
     assert "after load: the one process" in p.stdout
+    assert "in the warm process after 0.5 s idle" in p.stdout
