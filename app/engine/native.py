@@ -154,8 +154,8 @@ def resolve_backend(requested: str | None = None) -> str:
 class NativeCore:
     """An encoding's compiled core: ranks in C, the native pre-tokenizer of its pattern when there is one.
 
-    Immutable and thread-safe; :meth:`encode` and :meth:`count` release the GIL. Text must be valid Unicode
-    (no lone surrogates) -- callers scrub it first or catch ``UnicodeEncodeError``.
+    Immutable and thread-safe; :meth:`encode` and :meth:`count` release the GIL for texts of 512 bytes or more. Text
+    must be valid Unicode (no lone surrogates) -- callers scrub it first or catch ``UnicodeEncodeError``.
     """
 
     __slots__ = (
