@@ -22,7 +22,6 @@ by name.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -34,7 +33,7 @@ from ..tokenizer import Tokenizer
 from .derived import derive, derive_for
 from .gguf_kv import GGUFFormatError, dump_kv, read_kv, restore_kv
 from .models.unigram import UnigramVocab
-from .sentencepiece import SentencePieceVocab, build_pipeline
+from .sentencepiece import SentencePieceVocab, build_pipeline, positions_of_types
 from .sp_types import CONTROL, UNKNOWN, UNUSED
 
 SUPPORTED_MODELS = ("llama", "t5", "bert", "gpt2")
@@ -122,8 +121,7 @@ def _ids_of_types(types: Sequence[int], n: int, kinds: tuple[int, ...]) -> list[
         except (ValueError, TypeError):
             pass
         else:
-            pattern = re.compile(b"[" + b"".join(re.escape(bytes([k])) for k in sorted(set(kinds))) + b"]")
-            return [m.start() for m in pattern.finditer(packed)]
+            return positions_of_types(packed, kinds)
     return [i for i in range(n) if types[i] in kinds]
 
 

@@ -110,6 +110,15 @@ def _model_proto_class() -> Any:
     return message_factory.GetMessageClass(pool.FindMessageTypeByName("tokenizer_service.sentencepiece.ModelProto"))
 
 
+def positions_of_types(packed: bytes, kinds: Collection[int], *, negate: bool = False) -> list[int]:
+    """The positions in ``packed`` (one piece type per byte) whose type is in ``kinds`` (with ``negate``: is not),
+    in order, from one ``bytes.translate`` and one ``compress`` in C. ``kinds`` outside 0..255 never match."""
+    wanted = set(kinds)
+    hit, miss = (b"\0", b"\1") if negate else (b"\1", b"\0")
+    flags = packed.translate(bytes((hit if k in wanted else miss)[0] for k in range(256)))
+    return list(compress(range(len(flags)), flags))
+
+
 @dataclass
 class SentencePieceVocab:
     """Everything a SentencePiece-style tokenizer is built from (a ``.model`` file or a GGUF ``llama``/``t5``
@@ -149,11 +158,7 @@ class SentencePieceVocab:
         wanted = set(kinds)
         if packed is None or not all(0 <= k < 256 for k in wanted):
             return [i for i, t in enumerate(self.types) if (t in wanted) != negate]
-        if not wanted:
-            return list(range(len(self.types))) if negate else []
-        hit, miss = (b"\0", b"\1") if negate else (b"\1", b"\0")
-        flags = packed.translate(bytes((hit if k in wanted else miss)[0] for k in range(256)))
-        return list(compress(range(len(flags)), flags))
+        return positions_of_types(packed, wanted, negate=negate)
 
     def _packed_types(self) -> bytes | None:
         """:attr:`types` as bytes (None when some type is outside 0..255), made once."""

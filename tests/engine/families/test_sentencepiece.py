@@ -4,11 +4,13 @@ control and user-defined pieces, the template, offsets and errors."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from app.engine import get_tokenizer
 from app.engine.errors import ArtifactError
-from app.engine.pipeline.sentencepiece import parse_model
+from app.engine.pipeline.sentencepiece import parse_model, positions_of_types
 from harness.texts import sample
 
 from .references import artifact_bytes, sentencepiece_reference
@@ -108,3 +110,13 @@ def test_backend_argument_reaches_the_model(name: str) -> None:
         assert native.backend == "native" and native.model.backend == "native"  # type: ignore[attr-defined]
         text = "ｆｕｌｌ  wïdth \u2581 日本語 \x00 ﬁ"
         assert python.encode(text) == native.encode(text) == sentencepiece_reference(name).encode(text)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_positions_of_types_is_the_plain_scan(seed: int) -> None:
+    rng = random.Random(seed)
+    types = bytes(rng.randint(0, 6) for _ in range(rng.randint(0, 400)))
+    for kinds in [(), (1,), (2, 3), (0, 6, 300), tuple(range(7))]:
+        for negate in (False, True):
+            assert positions_of_types(types, kinds, negate=negate) == [
+                i for i, t in enumerate(types) if (t in kinds) != negate]
