@@ -3,8 +3,9 @@
 Start-up (the lifespan) loads and verifies every artifact and the model table in a worker thread before the app
 reports ready; a failure is logged with the file it names and aborts start-up. Before readiness it also warms what a
 first request would otherwise pay for: one short count per tokenizer, the pages of every pre-token cache (faulted in
-by this process, see :meth:`~app.engine.tokenizer.Tokenizer.commit_cache`), the routes' metric labels and the metric
-series of ``/count`` and ``/encode`` per tokenizer, so the first request after start-up costs what the tenth does. The
+by this process, see :meth:`~app.engine.tokenizer.Tokenizer.commit_cache`), the routes' metric labels, the metric
+series of ``/count`` and ``/encode`` per tokenizer, and a rehearsal of those requests that no metric counts
+(:mod:`app.api.rehearsal`), so the first request after start-up pays for none of that. The
 loaded state is then frozen out of the garbage collector (``gc.freeze``), which removes full-collection pauses from
 request latency.
 Shutdown marks the app not ready and removes this worker's live gauges from the metrics directory.

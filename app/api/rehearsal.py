@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import orjson
@@ -31,6 +31,9 @@ REHEARSAL_TEXT = "Rehearsal: the first request of 12 words, déjà vu!"
 #: Requests per endpoint and tokenizer, and extra /count requests of the first tokenizer (the shared path).
 PER_TOKENIZER = 2
 SHARED = 16
+#: Seconds one rehearsal request may take. Past it, or on any error, the rehearsal stops and counts the requests
+#: left as failed: it never holds up or stops a start-up.
+REQUEST_TIMEOUT = 10.0
 
 
 async def _post(app: ASGIApp, path: str, body: bytes, headers: list[tuple[bytes, bytes]]) -> int:
@@ -74,16 +77,24 @@ def _auth(auth_token: str | None) -> list[tuple[bytes, bytes]]:
     return [(b"authorization", b"Bearer " + auth_token.encode())] if auth_token else []
 
 
+async def _run(plan: list[tuple[str, bytes]], post: Callable[[str, bytes], Awaitable[int]]) -> tuple[int, int]:
+    """``post`` each of ``plan`` in turn with metrics dropped; returns (requests planned, requests not answered
+    200, those left after a timeout or an error included)."""
+    failed = 0
+    with metrics.rehearsal():
+        for k, (path, body) in enumerate(plan):
+            try:
+                failed += await asyncio.wait_for(post(path, body), REQUEST_TIMEOUT) != 200
+            except Exception:  # noqa: BLE001 -- a rehearsal never stops a start-up: the rest counts as failed
+                return len(plan), failed + len(plan) - k
+    return len(plan), failed
+
+
 async def rehearse(app: ASGIApp, tokenizers: Iterable[Tokenizer], auth_token: str | None) -> tuple[int, int]:
     """Send the rehearsal's requests to ``app`` (with ``auth_token`` as a bearer token when the service has one);
     returns (requests sent, answers other than 200). Metrics are left untouched (see the module docstring)."""
     headers = _auth(auth_token)
-    plan = _plan(tokenizers)
-    failed = 0
-    with metrics.rehearsal():
-        for path, body in plan:
-            failed += await _post(app, path, body, headers) != 200
-    return len(plan), failed
+    return await _run(_plan(tokenizers), lambda path, body: _post(app, path, body, headers))
 
 
 async def _read_answer(reader: asyncio.StreamReader) -> int:
@@ -110,17 +121,22 @@ async def rehearse_protocol(protocol_factory: Callable[[], asyncio.Protocol], to
         return 0, 0
     loop = asyncio.get_running_loop()
     server_side, client_side = socket.socketpair()
-    transport, _ = await loop.connect_accepted_socket(protocol_factory, sock=server_side)
-    reader, writer = await asyncio.open_connection(sock=client_side)
-    extra = b"".join(k + b": " + v + b"\r\n" for k, v in _auth(auth_token))
-    failed = 0
     try:
-        with metrics.rehearsal():
-            for path, body in plan:
-                writer.write(b"POST %s HTTP/1.1\r\nhost: rehearsal\r\ncontent-type: application/json\r\n"
-                             b"content-length: %d\r\n%s\r\n%s" % (path.encode(), len(body), extra, body))
-                failed += await _read_answer(reader) != 200
+        transport, _ = await loop.connect_accepted_socket(protocol_factory, sock=server_side)
+        reader, writer = await asyncio.open_connection(sock=client_side)
+    except Exception:  # noqa: BLE001 -- a rehearsal never stops a start-up
+        server_side.close()
+        client_side.close()
+        return len(plan), len(plan)
+    extra = b"".join(k + b": " + v + b"\r\n" for k, v in _auth(auth_token))
+
+    async def post(path: str, body: bytes) -> int:
+        writer.write(b"POST %s HTTP/1.1\r\nhost: rehearsal\r\ncontent-type: application/json\r\n"
+                     b"content-length: %d\r\n%s\r\n%s" % (path.encode(), len(body), extra, body))
+        return await _read_answer(reader)
+
+    try:
+        return await _run(plan, post)
     finally:
         writer.close()
         transport.close()
-    return len(plan), failed

@@ -3,7 +3,10 @@ server's HTTP protocol, are answered 200 and counted by no metric."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import uvicorn
@@ -11,6 +14,7 @@ from fastapi.testclient import TestClient
 from prometheus_client import REGISTRY
 from uvicorn.server import ServerState
 
+from app.api import rehearsal
 from app.api.main import create_app
 from app.api.protocol import HeaderTimeoutProtocol
 from app.api.rehearsal import PER_TOKENIZER, SHARED, rehearse, rehearse_protocol
@@ -65,3 +69,22 @@ def test_the_protocol_rehearsal_goes_through_uvicorn_and_is_not_counted(client: 
     assert len(built) == 1 and isinstance(built[0], HeaderTimeoutProtocol)  # one keep-alive connection
     assert _samples() == before
     assert client.portal.call(rehearse_protocol, protocol, svc.tokenizers.loaded(), "wrong") == (SHARED, SHARED)  # type: ignore[union-attr]
+
+
+def test_a_rehearsal_that_hangs_or_fails_never_holds_up_the_start_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rehearsal, "REQUEST_TIMEOUT", 0.05)
+
+    class One:
+        name = "gpt2"
+
+    async def hangs(scope: Any, receive: Any, send: Any) -> None:
+        await asyncio.Event().wait()
+
+    async def fails(scope: Any, receive: Any, send: Any) -> None:
+        raise RuntimeError("broken")
+
+    planned = 2 * PER_TOKENIZER + SHARED
+    for app in (hangs, fails):
+        started = time.monotonic()
+        assert asyncio.run(rehearse(app, [One()], None)) == (planned, planned)  # type: ignore[list-item]
+        assert time.monotonic() - started < 5
