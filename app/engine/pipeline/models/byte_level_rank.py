@@ -431,19 +431,41 @@ class RankTextEncoder:
             n += 1 if isinstance(part, int) else count(part)
         return n
 
+    def _parts(self, text: str) -> list[str | int]:
+        """What :meth:`encode` encodes of ``text``, in order: stretches of ordinary text (normalized) and added-token
+        ids; a plain text is its one stretch."""
+        if self._plain(text):
+            return [text]
+        return [part for _, _, part in self._stretches(scrub_surrogates(text))[0]]
+
     def encode_batch(self, texts: Sequence[str], num_threads: int) -> list[list[int]]:
-        """:meth:`encode` of each text, in order; plain texts go to the core's batch (C threads, no GIL)."""
-        plain = [self._plain(t) for t in texts]
-        done = iter(self.core.encode_batch([t for t, p in zip(texts, plain, strict=True) if p],
+        """:meth:`encode` of each text, in order. Every text is cut into its parts here (added tokens matched,
+        stretches normalized: under the GIL, one pass each), and every stretch of the whole batch goes to one call
+        of the core's batch (C threads, no GIL), so texts that hold an added token's string or need NFC run on
+        the threads too."""
+        parts = [self._parts(t) for t in texts]
+        done = iter(self.core.encode_batch([p for ps in parts for p in ps if isinstance(p, str)],
                                            num_threads=num_threads))
-        return [next(done) if p else self.encode(t) for t, p in zip(texts, plain, strict=True)]
+        out: list[list[int]] = []
+        for ps in parts:
+            if len(ps) == 1 and isinstance(ps[0], str):
+                out.append(next(done))
+                continue
+            ids: list[int] = []
+            for p in ps:
+                if isinstance(p, int):
+                    ids.append(p)
+                else:
+                    ids.extend(next(done))
+            out.append(ids)
+        return out
 
     def count_batch(self, texts: Sequence[str], num_threads: int) -> list[int]:
-        """:meth:`count` of each text, in order (threads as :meth:`encode_batch`)."""
-        plain = [self._plain(t) for t in texts]
-        done = iter(self.core.count_batch([t for t, p in zip(texts, plain, strict=True) if p],
+        """:meth:`count` of each text, in order (parts and threads as :meth:`encode_batch`)."""
+        parts = [self._parts(t) for t in texts]
+        done = iter(self.core.count_batch([p for ps in parts for p in ps if isinstance(p, str)],
                                           num_threads=num_threads))
-        return [next(done) if p else self.count(t) for t, p in zip(texts, plain, strict=True)]
+        return [sum(1 if isinstance(p, int) else next(done) for p in ps) for ps in parts]
 
     def encode_with_offsets(self, text: str) -> tuple[list[int], list[Span]] | None:
         """Ids and per-id ``(start, end)`` character spans in surrogate-free ``text``; None when NFC changes it."""
