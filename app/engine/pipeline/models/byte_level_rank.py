@@ -410,10 +410,9 @@ class RankTextEncoder:
         """Ids of ``text``."""
         if self._plain(text):  # (the RankBPETokenizer scrubs lone surrogates itself)
             return self.core.encode(text)
-        text = scrub_surrogates(text)
         ids: list[int] = []
         encode = self.core.encode
-        for _, _, part in self._stretches(text)[0]:
+        for part in self._parts(text):
             if isinstance(part, int):
                 ids.append(part)
             else:
@@ -424,26 +423,24 @@ class RankTextEncoder:
         """``len(encode(text))`` without building the list."""
         if self._plain(text):
             return self.core.count(text)
-        text = scrub_surrogates(text)
         count = self.core.count
-        n = 0
-        for _, _, part in self._stretches(text)[0]:
-            n += 1 if isinstance(part, int) else count(part)
-        return n
+        return sum(1 if isinstance(part, int) else count(part) for part in self._parts(text))
 
     def _parts(self, text: str) -> list[str | int]:
-        """What :meth:`encode` encodes of ``text``, in order: stretches of ordinary text (normalized) and added-token
-        ids; a plain text is its one stretch."""
-        if self._plain(text):
-            return [text]
+        """What :meth:`encode` encodes of a text that is not :meth:`_plain`, in order: stretches of ordinary text
+        (normalized) and added-token ids."""
         return [part for _, _, part in self._stretches(scrub_surrogates(text))[0]]
+
+    def _batch_parts(self, texts: Sequence[str]) -> list[list[str | int]]:
+        """:meth:`_parts` of each text; a plain text is its one stretch."""
+        return [[t] if self._plain(t) else self._parts(t) for t in texts]
 
     def encode_batch(self, texts: Sequence[str], num_threads: int) -> list[list[int]]:
         """:meth:`encode` of each text, in order. Every text is cut into its parts here (added tokens matched,
         stretches normalized: under the GIL, one pass each), and every stretch of the whole batch goes to one call
         of the core's batch (C threads, no GIL), so texts that hold an added token's string or need NFC run on
         the threads too."""
-        parts = [self._parts(t) for t in texts]
+        parts = self._batch_parts(texts)
         done = iter(self.core.encode_batch([p for ps in parts for p in ps if isinstance(p, str)],
                                            num_threads=num_threads))
         out: list[list[int]] = []
@@ -462,7 +459,7 @@ class RankTextEncoder:
 
     def count_batch(self, texts: Sequence[str], num_threads: int) -> list[int]:
         """:meth:`count` of each text, in order (parts and threads as :meth:`encode_batch`)."""
-        parts = [self._parts(t) for t in texts]
+        parts = self._batch_parts(texts)
         done = iter(self.core.count_batch([p for ps in parts for p in ps if isinstance(p, str)],
                                           num_threads=num_threads))
         return [sum(1 if isinstance(p, int) else next(done) for p in ps) for ps in parts]
