@@ -46,7 +46,7 @@ log = logging.getLogger("app.engine.artifact_cache")
 
 #: The engine's compiled-format version: part of every key and every file header. Bump it when the layout of any
 #: part changes (old files are then simply never looked up again; ``cache build`` writes the new ones).
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: rank tables carry the compiled core's image (app/engine/rank_tables.py)
 
 MAGIC = b"TKCACHE\0"
 SUFFIX = ".tkc"

@@ -136,6 +136,15 @@ def check_rank_sections(buffers: tuple[Any, ...]) -> tuple[int, int]:
     return int(n), int(max_id)
 
 
+def rank_table_image(buffers: tuple[Any, ...]) -> bytes:
+    """The compiled core's built lookup tables for a rank table's ``(tokens, offsets, ids)`` sections
+    (``Core.image()``): what :class:`NativeCore` then restores for the same sections instead of building them.
+    ``ValueError`` for sections the core refuses, ``RuntimeError`` without the compiled core."""
+    if _core is None:
+        raise RuntimeError("a rank table image needs the compiled core")
+    return bytes(_core.Core(buffers).image())
+
+
 def scanner_id(pattern: str) -> int:
     """The native pre-tokenizer for ``pattern`` (one of the bundled patterns), or 0 when there is none."""
     return CORE.scanner_id(pattern)
@@ -189,8 +198,10 @@ class NativeCore:
         if _core is None:
             raise RuntimeError(f"compiled core not available: {IMPORT_ERROR}")
         self.scanner = scanner_id(pattern) if scanner is None else scanner
-        ranks = mergeable_ranks if isinstance(mergeable_ranks, dict) else mergeable_ranks.buffers()
-        self._core = _core.Core(ranks, self.scanner, cache_size)
+        if isinstance(mergeable_ranks, dict):
+            self._core = _core.Core(mergeable_ranks, self.scanner, cache_size)
+        else:
+            self._core = self._restored(mergeable_ranks.buffers(), mergeable_ranks.image, cache_size)
         self.cache_stats = self._core.cache_stats  # () -> (hits, misses, size, max_size)
         self.clear_cache = self._core.clear_cache
         self.commit_cache = self._core.commit_cache  # () -> bytes of piece cache faulted in, contents unchanged
@@ -216,6 +227,17 @@ class NativeCore:
             self.encode = self.count = self.encode_with_offsets = self.encode_batch = self.count_batch = None
             self.count_utf8 = self.encode_utf8 = None
             self.count_framed = None
+
+    def _restored(self, buffers: tuple[Any, ...], image: Any, cache_size: int) -> Any:
+        """The core of restored rank sections: its tables copied from ``image`` (:func:`rank_table_image` of the
+        same sections, kept next to them in the artifact cache) when there is one and the core accepts it, else
+        built. An image the core refuses (written by another build of it) is logged and ignored."""
+        if image is not None:
+            try:
+                return _core.Core(buffers, self.scanner, cache_size, image=image)
+            except ValueError as exc:
+                _warn("ignoring a cached rank table image (%s); building the tables", exc)
+        return _core.Core(buffers, self.scanner, cache_size)
 
     @property
     def has_scanner(self) -> bool:

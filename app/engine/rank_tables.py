@@ -5,9 +5,11 @@ A table is stored as three sections, in id order: ``tokens`` (the token bytes, c
 (little-endian u32, ``n`` entries). :func:`restore_ranks` checks the layout (lengths, monotone offsets, distinct
 tokens) and raises ``ValueError`` on anything inconsistent, which the cache treats as a damaged file.
 
-With the compiled core, a restored table stays in its mapped sections (:class:`RankSections`): the core builds its
-hash table from them in one call, and the ``{bytes: id}`` dict is built only if Python code asks for it (the python
-backend, BPE-dropout, :attr:`RankBPETokenizer.ranks`). The compiled check (``_core.check_rank_sections``) makes
+With the compiled core, a restored table stays in its mapped sections (:class:`RankSections`), and a fourth section,
+``core``, holds the core's lookup tables built from those sections (:func:`app.engine.native.rank_table_image`): the
+core copies them (checked) instead of hashing every token again (a table stored without it is built in one call),
+and the ``{bytes: id}`` dict is built only if Python code asks for it (the python backend, BPE-dropout,
+:attr:`RankBPETokenizer.ranks`). The compiled check (``_core.check_rank_sections``) makes
 the same checks as the dict path (and that ids strictly increase, which :func:`dump_ranks`' id order gives).
 
 Parts (the derivations stored this way):
@@ -43,27 +45,33 @@ def dump_ranks(ranks: Mapping[bytes, int] | RankSections, meta: dict[str, Any] |
     for token, _ in ordered:
         total += len(token)
         offsets.append(total)
-    return Compiled(
-        meta={**(meta or {}), "n": len(ordered)},
-        sections={
-            "tokens": b"".join(token for token, _ in ordered),
-            "offsets": u32_bytes(offsets),
-            "ids": u32_bytes(token_id for _, token_id in ordered),
-        },
-    )
+    sections = {
+        "tokens": b"".join(token for token, _ in ordered),
+        "offsets": u32_bytes(offsets),
+        "ids": u32_bytes(token_id for _, token_id in ordered),
+    }
+    if native.available():  # built from the very sections a warm load restores (same order, same tables)
+        try:
+            sections["core"] = native.rank_table_image(RankSections(**sections).buffers())
+        except ValueError:  # ranks the core refuses: stored without, and refused again on use
+            pass
+    return Compiled(meta={**(meta or {}), "n": len(ordered)}, sections=sections)
 
 
 class RankSections:
     """A rank table in the cache's raw form (module docstring), checked by the compiled core: ``n`` tokens, ids
     strictly increasing up to ``max_id``. :meth:`buffers` is what :class:`app.engine.native.NativeCore` takes;
-    :meth:`as_dict` builds (once) the ``{bytes: id}`` dict. Immutable; thread-safe."""
+    :meth:`as_dict` builds (once) the ``{bytes: id}`` dict. ``image``: the compiled core's tables stored with the
+    sections (the ``core`` section), or None. Immutable; thread-safe."""
 
-    __slots__ = ("_dict", "_lock", "ids", "max_id", "min_id", "n", "offsets", "tokens")
+    __slots__ = ("_dict", "_lock", "ids", "image", "max_id", "min_id", "n", "offsets", "tokens")
 
-    def __init__(self, tokens: memoryview | bytes, offsets: memoryview | bytes, ids: memoryview | bytes) -> None:
+    def __init__(self, tokens: memoryview | bytes, offsets: memoryview | bytes, ids: memoryview | bytes,
+                 image: memoryview | bytes | None = None) -> None:
         """Raises ``ValueError`` on inconsistent sections (``_core.check_rank_sections``), ``RuntimeError`` without
-        the compiled core."""
+        the compiled core. ``image`` is checked by the core that uses it."""
         self.tokens, self.offsets, self.ids = memoryview(tokens).cast("B"), u32_view(offsets), u32_view(ids)
+        self.image = image
         self.n, self.max_id = native.check_rank_sections(self.buffers())
         self.min_id = self.ids[0] if self.n else 0
         self._dict: dict[bytes, int] | None = None
@@ -116,7 +124,7 @@ def restore_ranks(compiled: Compiled) -> Ranks:
         sections = compiled.sections
         if type(compiled.meta["n"]) is not int:
             raise ValueError("rank table: bad meta")
-        restored = RankSections(sections["tokens"], sections["offsets"], sections["ids"])
+        restored = RankSections(sections["tokens"], sections["offsets"], sections["ids"], sections.get("core"))
         if restored.n != compiled.meta["n"]:
             raise ValueError("rank table: section sizes do not match")
         return restored

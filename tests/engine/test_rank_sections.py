@@ -1,16 +1,23 @@
-"""Rank tables restored as mapped sections (:class:`app.engine.rank_tables.RankSections`): the compiled checks and
-the core built from them in one call."""
+"""Rank tables restored as mapped sections (:class:`app.engine.rank_tables.RankSections`): the compiled checks, the
+core built from them in one call, and the core restored from the image of its tables stored with them."""
 
 from __future__ import annotations
 
+import logging
+import random
+
 import pytest
 
-from app.engine import native
+from app.engine import get_tokenizer, native
 from app.engine.artifact_cache import Compiled, u32_bytes
 from app.engine.encoding import RankBPETokenizer
+from app.engine.native import NativeCore
 from app.engine.rank_tables import RankSections, dump_ranks, restore_ranks
 
+from .test_native import hostile_corpus
+
 pytestmark = pytest.mark.skipif(not native.available(), reason="compiled core not built")
+_core = native.CORE.module
 
 RANKS = {bytes([b]): b for b in range(256)} | {b"ab": 300, b"abc": 301, b"hello world!": 260}
 
@@ -83,3 +90,92 @@ def test_encoding_from_sections_equals_encoding_from_dict() -> None:
         RankBPETokenizer("t", pattern=pattern, mergeable_ranks=restored, special_tokens={"<s>": 300})
     py = RankBPETokenizer("t", pattern=pattern, mergeable_ranks=restored, special_tokens={}, backend="python")
     assert py.encode(text) == a.encode(text)
+
+
+# ------------------------------------------------------------------------------------------------ the core's image
+
+#: Bundled rank tables of each kind the core treats differently: with atomic characters (o200k_base, cl100k_base),
+#: tokens that are no merge of two others (llama3), a small vocabulary (gpt2).
+IMAGE_NAMES = ["gpt2", "cl100k_base", "o200k_base", "llama3"]
+IMAGE_TEXTS = [
+    "", "hello world", "don'T I'M", " \n  \n\t", "Привет мир, 日本語 and 😀😀 x\u0301y ＡＢＣ", "1234567 ²٣",
+    "ab" * 3_000, "中" * 2_000, "🙂" * 1_000, "a" * 5_000 + "b", " " * 4_000 + "x",
+    "".join(chr(c) for c in range(0x20, 0x3000, 7)),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module", params=IMAGE_NAMES)
+def bundled(request: pytest.FixtureRequest) -> tuple[str, dict[bytes, int], RankSections]:
+    """(pattern, ranks dict, the same ranks dumped and restored with their core image) of a bundled tokenizer."""
+    tok = get_tokenizer(request.param, backend="native")
+    restored = restore_ranks(dump_ranks(tok.ranks))
+    assert isinstance(restored, RankSections)
+    return tok.pattern, tok.ranks, restored
+
+
+def test_dumped_ranks_carry_the_core_image() -> None:
+    dumped = dump_ranks(RANKS)
+    restored = restore_ranks(dumped)
+    assert isinstance(restored, RankSections) and restored.image is not None
+    assert bytes(restored.image) == bytes(dumped.sections["core"])
+    assert bytes(restored.image) == native.rank_table_image(restored.buffers())  # deterministic
+
+
+def test_a_core_from_its_image_equals_a_built_core(bundled: tuple[str, dict[bytes, int], RankSections]) -> None:
+    pattern, ranks, restored = bundled
+    built = NativeCore(ranks, pattern)
+    from_image = NativeCore(restored, pattern)
+    for atomic in (True, False):  # the image also serves a core asked for no atomic characters
+        bare = _core.Core(restored.buffers(), built.scanner, 0, atomic_chars=atomic)
+        imaged = _core.Core(restored.buffers(), built.scanner, 0, atomic_chars=atomic, image=restored.image)
+        for text in IMAGE_TEXTS[:6]:
+            assert imaged.encode(text) == bare.encode(text)
+    pieces = [t.encode() for t in IMAGE_TEXTS[:6]] + [bytes(range(256)), b"\xe4\xb8" * 50, b"\xff\xfe" * 30]
+    assert from_image.encode_pieces(pieces) == built.encode_pieces(pieces)
+    for text in IMAGE_TEXTS + hostile_corpus(seed=11, n=150):
+        assert from_image.encode(text) == built.encode(text), repr(text[:60])
+
+
+def test_an_image_of_other_ranks_is_refused_and_the_tables_are_built(caplog: pytest.LogCaptureFixture) -> None:
+    other = restore_ranks(dump_ranks({**RANKS, b"xyz": 302}))
+    restored = restore_ranks(dump_ranks(RANKS))
+    assert isinstance(other, RankSections) and isinstance(restored, RankSections)
+    with pytest.raises(ValueError, match="built from other ranks"):
+        _core.Core(restored.buffers(), 0, 0, image=other.image)
+    swapped = RankSections(*restored.buffers(), image=other.image)  # type: ignore[arg-type]
+    pattern = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+    with caplog.at_level(logging.WARNING, logger="app.engine"):
+        core = NativeCore(swapped, pattern)
+    assert "ignoring a cached rank table image" in caplog.text
+    pieces = [b"abc", b" hello world!", b"abab"]
+    assert core.encode_pieces(pieces) == NativeCore(RANKS, pattern).encode_pieces(pieces)
+
+
+def test_damaged_images_raise_or_load_safely() -> None:
+    """Any flipped, cut or grown image either raises ValueError or gives a core that encodes without reading out of
+    bounds (a flip the checks cannot see, e.g. in the filter, may change ids: the cache file's digest catches those)."""
+    restored = restore_ranks(dump_ranks(RANKS))
+    assert isinstance(restored, RankSections) and restored.image is not None
+    image = bytes(restored.image)
+    rng = random.Random(5)
+    header, slots_at = 128, 128 + 4 * 256 + 4 * 65536 + (1 << 22) // 8
+    spots = [*range(header), *range(header, header + 1024),
+             *(slots_at + rng.randrange(len(image) - slots_at) for _ in range(300)),
+             *(rng.randrange(len(image)) for _ in range(300))]
+    refused = 0
+    for k, at in enumerate(spots):
+        damaged = bytearray(image)
+        damaged[at] ^= 1 << (k % 8)
+        try:
+            core = _core.Core(restored.buffers(), 0, 0, image=bytes(damaged))
+        except ValueError as exc:
+            assert str(exc).startswith("rank table image:")
+            refused += 1
+            continue
+        core.encode_pieces([b"abc hello world!", bytes(range(256)), b"abab" * 20])
+    assert refused >= 2 * header  # every header flip is refused, and most slot flips
+    for cut in (0, 1, 127, 128, len(image) // 2, len(image) - 8, len(image) - 1):
+        with pytest.raises(ValueError, match="rank table image"):
+            _core.Core(restored.buffers(), 0, 0, image=image[:cut])
+    with pytest.raises(ValueError, match="rank table image"):
+        _core.Core(restored.buffers(), 0, 0, image=image + bytes(8))

@@ -47,6 +47,7 @@ typedef struct {
     uint32_t *atom_block;   /* code point >> 7 -> 1 + block index into atom_slot, 0 = none */
     uint16_t *atom_slot;    /* blocks of 128: 1 + index into atoms, 0 = none */
     size_t count, n_atoms;
+    size_t arena_len, n_blocks; /* bytes used in arena; blocks of atom_slot */
     uint32_t max_rank;
 } RankTable;
 
@@ -333,6 +334,7 @@ static int rank_table_build(RankTable *t, const RankEntries *e)
         cap <<= 1;
     t->mask = cap - 1;
     t->count = (size_t)count;
+    t->arena_len = total;
     t->slots = big_calloc(cap * sizeof(RankSlot));
     t->arena = PyMem_RawMalloc((size_t)total + 16);
     t->pair_rank = PyMem_RawMalloc(sizeof(uint32_t) * 65536);
@@ -704,6 +706,207 @@ static int atomic_build(RankTable *t, const RankEntries *e)
     t->n_atoms = count;
     t->atom_block = block;
     t->atom_slot = slot;
+    t->n_blocks = nblocks;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------------ table image */
+
+/* A built RankTable as one flat image (Core.image()), which Core(..., image=) restores instead of running
+ * rank_table_build and atomic_build: the compiled artifact cache keeps it in the same file as the rank sections it
+ * was built from (app/engine/rank_tables.py), so a warm load copies tables instead of hashing every token and
+ * analysing every character. Native byte order. The header pins the layout (struct sizes, FILTER_BITS,
+ * ATOM_BLOCK_SHIFT, IMAGE_VERSION and the hash function, by a probe), so an image written by another build of this
+ * file is refused, never misread:
+ *
+ *   u64 header[16]: magic, layout, hash probe, mask, count, max_rank, arena_len, n_atoms, n_blocks, then zeros
+ *   u32 byte_rank[256], u32 pair_rank[65536], u64 filter[FILTER_BITS / 64], RankSlot slots[mask + 1],
+ *   u8 arena[arena_len] zero-padded to a multiple of 8, AtomChar atoms[n_atoms], and when n_atoms > 0:
+ *   u32 atom_block[ATOM_BLOCKS], u16 atom_slot[n_blocks << ATOM_BLOCK_SHIFT] zero-padded to a multiple of 8
+ *
+ * Bump IMAGE_VERSION when the meaning of any table changes without its size changing. */
+#define IMAGE_MAGIC 0x31474D4945524F43ull /* "COREIMG1" read as a little-endian u64 */
+#define IMAGE_VERSION 1
+#define IMAGE_HEADER 16
+
+static const char image_probe[] = "tokenizer-service rank table image";
+
+static uint64_t image_layout(void)
+{
+    return (uint64_t)sizeof(RankSlot) | (uint64_t)sizeof(AtomChar) << 8 | (uint64_t)ATOM_BLOCK_SHIFT << 16 |
+           (uint64_t)IMAGE_VERSION << 24 | (uint64_t)FILTER_BITS << 32;
+}
+
+static size_t pad8(size_t n) { return (n + 7) & ~(size_t)7; }
+
+/* Byte size of an image of these counts, or 0 when they are out of range. */
+static size_t image_size(uint64_t nslots, uint64_t arena_len, uint64_t n_atoms, uint64_t n_blocks)
+{
+    if (nslots > ((uint64_t)1 << 32) || arena_len > UINT32_MAX || n_atoms > 65535 || n_blocks > ATOM_BLOCKS)
+        return 0;
+    size_t size = IMAGE_HEADER * 8 + 4 * 256 + 4 * 65536 + FILTER_BITS / 8 + (size_t)nslots * sizeof(RankSlot) +
+                  pad8((size_t)arena_len) + (size_t)n_atoms * sizeof(AtomChar);
+    if (n_atoms)
+        size += 4 * (size_t)ATOM_BLOCKS + pad8(2 * ((size_t)n_blocks << ATOM_BLOCK_SHIFT));
+    return size;
+}
+
+/* The image of t as a new bytes object (NULL with an exception set). */
+static PyObject *image_bytes(const RankTable *t)
+{
+    size_t nslots = t->mask + 1, n_atoms = t->atoms ? t->n_atoms : 0, n_blocks = n_atoms ? t->n_blocks : 0;
+    size_t size = image_size(nslots, t->arena_len, n_atoms, n_blocks);
+    if (!size) {
+        PyErr_SetString(PyExc_ValueError, "rank table too large for an image");
+        return NULL;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+    if (!out)
+        return NULL;
+    uint8_t *w = (uint8_t *)PyBytes_AS_STRING(out);
+    memset(w, 0, size);
+    uint64_t head[IMAGE_HEADER] = {IMAGE_MAGIC, image_layout(), hash_bytes((const uint8_t *)image_probe,
+                                                                           sizeof(image_probe) - 1),
+                                   t->mask, t->count, t->max_rank, t->arena_len, n_atoms, n_blocks};
+    memcpy(w, head, sizeof(head));
+    w += sizeof(head);
+    memcpy(w, t->byte_rank, sizeof(t->byte_rank));
+    w += sizeof(t->byte_rank);
+    memcpy(w, t->pair_rank, 4 * 65536);
+    w += 4 * 65536;
+    memcpy(w, t->filter, FILTER_BITS / 8);
+    w += FILTER_BITS / 8;
+    memcpy(w, t->slots, nslots * sizeof(RankSlot));
+    w += nslots * sizeof(RankSlot);
+    memcpy(w, t->arena, t->arena_len);
+    w += pad8(t->arena_len);
+    if (n_atoms) {
+        memcpy(w, t->atoms, n_atoms * sizeof(AtomChar));
+        w += n_atoms * sizeof(AtomChar);
+        memcpy(w, t->atom_block, 4 * (size_t)ATOM_BLOCKS);
+        w += 4 * (size_t)ATOM_BLOCKS;
+        memcpy(w, t->atom_slot, 2 * (n_blocks << ATOM_BLOCK_SHIFT));
+    }
+    return out;
+}
+
+/* Fill t from an image (above) of the table built from e; with !atomic_chars its atoms are left out. Checks the
+ * header against this build and against e (count, largest rank, arena length, exact size), every value an
+ * encoder uses as an index or offset (ranks <= max_rank, arena offsets, atom indices), and the lookup of every
+ * 64th token and of every single byte, so a damaged or foreign image raises ValueError and is never read out of
+ * bounds. Returns 0, or -1 with a Python exception set (t left empty). */
+static int image_load(RankTable *t, const uint8_t *buf, size_t len, const RankEntries *e, int atomic_chars)
+{
+    uint64_t head[IMAGE_HEADER];
+    uint64_t total = 0;
+    uint32_t max_rank = 0;
+    const char *why = NULL;
+    for (size_t k = 0; k < e->n; k++) {
+        if (e->len[k] > 8)
+            total += e->len[k];
+        if (e->rank[k] > max_rank)
+            max_rank = e->rank[k];
+    }
+    if (len < sizeof(head)) {
+        why = "truncated";
+    } else {
+        memcpy(head, buf, sizeof(head));
+        uint64_t nslots = head[3] + 1, reserved = 0;
+        for (int k = 9; k < IMAGE_HEADER; k++)
+            reserved |= head[k];
+        if (head[0] != IMAGE_MAGIC || head[1] != image_layout() ||
+            head[2] != hash_bytes((const uint8_t *)image_probe, sizeof(image_probe) - 1) || reserved)
+            why = "written by another build of the core";
+        else if (head[4] != e->n || head[5] != max_rank || head[6] != total)
+            why = "built from other ranks";
+        else if (nslots < 16 || nslots > ((uint64_t)1 << 32) || (nslots & head[3]) || nslots < 2 * (uint64_t)e->n + 2)
+            why = "bad slot count";
+        else if ((head[7] == 0) != (head[8] == 0) || image_size(nslots, head[6], head[7], head[8]) != len)
+            why = "size does not match its header";
+    }
+    if (why) {
+        PyErr_Format(PyExc_ValueError, "rank table image: %s", why);
+        return -1;
+    }
+    size_t nslots = (size_t)head[3] + 1, n_atoms = atomic_chars ? (size_t)head[7] : 0;
+    size_t n_blocks = n_atoms ? (size_t)head[8] : 0;
+    memset(t, 0, sizeof(*t));
+    t->mask = nslots - 1;
+    t->count = e->n;
+    t->max_rank = max_rank;
+    t->arena_len = (size_t)total;
+    t->slots = big_calloc(nslots * sizeof(RankSlot));
+    t->arena = PyMem_RawCalloc((size_t)total + 16, 1);
+    t->pair_rank = PyMem_RawMalloc(4 * 65536);
+    t->filter = big_calloc(FILTER_BITS / 8);
+    if (n_atoms) {
+        t->atoms = PyMem_RawMalloc(n_atoms * sizeof(AtomChar));
+        t->atom_block = PyMem_RawMalloc(4 * (size_t)ATOM_BLOCKS);
+        t->atom_slot = PyMem_RawMalloc(2 * (n_blocks << ATOM_BLOCK_SHIFT));
+        t->n_atoms = n_atoms;
+        t->n_blocks = n_blocks;
+    }
+    if (!t->slots || !t->arena || !t->pair_rank || !t->filter ||
+        (n_atoms && (!t->atoms || !t->atom_block || !t->atom_slot))) {
+        rank_table_free(t);
+        PyErr_NoMemory();
+        return -1;
+    }
+    const uint8_t *r = buf + sizeof(head);
+    memcpy(t->byte_rank, r, sizeof(t->byte_rank));
+    r += sizeof(t->byte_rank);
+    memcpy(t->pair_rank, r, 4 * 65536);
+    r += 4 * 65536;
+    memcpy(t->filter, r, FILTER_BITS / 8);
+    r += FILTER_BITS / 8;
+    memcpy(t->slots, r, nslots * sizeof(RankSlot));
+    r += nslots * sizeof(RankSlot);
+    memcpy(t->arena, r, (size_t)total);
+    r += pad8((size_t)total);
+    if (n_atoms) {
+        memcpy(t->atoms, r, n_atoms * sizeof(AtomChar));
+        r += n_atoms * sizeof(AtomChar);
+        memcpy(t->atom_block, r, 4 * (size_t)ATOM_BLOCKS);
+        r += 4 * (size_t)ATOM_BLOCKS;
+        memcpy(t->atom_slot, r, 2 * (n_blocks << ATOM_BLOCK_SHIFT));
+    }
+    size_t used = 0;
+    for (size_t i = 0; !why && i < nslots; i++) {
+        const RankSlot *sl = &t->slots[i];
+        if (!sl->len)
+            continue;
+        used++;
+        if (sl->rank > max_rank || (sl->len > 8 && (uint64_t)(uint32_t)sl->key + sl->len > total))
+            why = "a slot is out of range";
+    }
+    if (!why && used != e->n)
+        why = "slot count does not match";
+    for (int b = 0; !why && b < 256; b++)
+        if (t->byte_rank[b] > max_rank)
+            why = "a byte has no rank";
+    for (size_t k = 0; !why && k < 65536; k++)
+        if (t->pair_rank[k] != NO_RANK && t->pair_rank[k] > max_rank)
+            why = "a pair rank is out of range";
+    for (size_t k = 0; !why && k < n_atoms; k++)
+        if (t->atoms[k].rank > max_rank || t->atoms[k].len < 2 || t->atoms[k].len > 4)
+            why = "an atom is out of range";
+    for (size_t k = 0; !why && n_atoms && k < ATOM_BLOCKS; k++)
+        if (t->atom_block[k] > n_blocks)
+            why = "an atom block is out of range";
+    for (size_t k = 0; !why && k < (n_blocks << ATOM_BLOCK_SHIFT); k++)
+        if (t->atom_slot[k] > n_atoms)
+            why = "an atom slot is out of range";
+    for (size_t k = 0; !why && k < e->n; k += 64)
+        if (rank_lookup(t, e->ptr[k], e->len[k]) != e->rank[k])
+            why = "a token's lookup does not match its ranks";
+    for (size_t k = 0; !why && k < e->n; k++)
+        if (e->len[k] == 1 && t->byte_rank[e->ptr[k][0]] != e->rank[k])
+            why = "a byte's rank does not match its ranks";
+    if (why) {
+        rank_table_free(t);
+        PyErr_Format(PyExc_ValueError, "rank table image: %s", why);
+        return -1;
+    }
     return 0;
 }
 
@@ -1109,11 +1312,12 @@ static void Core_dealloc(CoreObject *self)
 
 static int Core_init(CoreObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"ranks", "scanner", "cache_size", "atomic_chars", NULL};
-    PyObject *ranks;
+    static char *kwlist[] = {"ranks", "scanner", "cache_size", "atomic_chars", "image", NULL};
+    PyObject *ranks, *image = Py_None;
     int scanner = SCAN_NONE, atomic_chars = 1;
     Py_ssize_t cache_size = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|inp", kwlist, &ranks, &scanner, &cache_size, &atomic_chars))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|inpO", kwlist, &ranks, &scanner, &cache_size, &atomic_chars,
+                                     &image))
         return -1;
     if (cache_size < 0 || cache_size > ((Py_ssize_t)1 << 28)) {
         PyErr_SetString(PyExc_ValueError, "cache_size must be in 0..2**28");
@@ -1130,7 +1334,18 @@ static int Core_init(CoreObject *self, PyObject *args, PyObject *kwds)
     RankEntries entries;
     if (entries_from(&entries, ranks))
         return -1;
-    if (rank_table_build(&self->table, &entries) || (atomic_chars && atomic_build(&self->table, &entries))) {
+    if (image != Py_None) { /* the tables as Core.image() wrote them for these ranks (checked) */
+        Py_buffer view;
+        int failed = PyObject_GetBuffer(image, &view, PyBUF_C_CONTIGUOUS) < 0;
+        if (!failed) {
+            failed = image_load(&self->table, view.buf, (size_t)view.len, &entries, atomic_chars) != 0;
+            PyBuffer_Release(&view);
+        }
+        if (failed) {
+            entries_free(&entries);
+            return -1;
+        }
+    } else if (rank_table_build(&self->table, &entries) || (atomic_chars && atomic_build(&self->table, &entries))) {
         entries_free(&entries);
         return -1;
     }
@@ -2030,6 +2245,13 @@ static PyObject *Core_get_atomic(CoreObject *self, void *closure)
     return PyLong_FromSize_t(self->table.n_atoms);
 }
 
+static PyObject *Core_image(CoreObject *self, PyObject *Py_UNUSED(ignored))
+{
+    if (core_ready(self, 0))
+        return NULL;
+    return image_bytes(&self->table);
+}
+
 static PyMethodDef Core_methods[] = {
     {"encode", (PyCFunction)Core_encode, METH_O,
      "encode(text: str) -> list[int]: token ids of text (native pre-tokenizer + BPE, GIL released). "
@@ -2064,6 +2286,9 @@ static PyMethodDef Core_methods[] = {
     {"cache_stats", (PyCFunction)Core_cache_stats, METH_NOARGS,
      "cache_stats() -> (hits, misses, size, max_size) of the piece cache."},
     {"clear_cache", (PyCFunction)Core_clear_cache, METH_NOARGS, "clear_cache(): empty the piece cache, reset counters."},
+    {"image", (PyCFunction)Core_image, METH_NOARGS,
+     "image() -> bytes: the built lookup tables, which Core(ranks, ..., image=) restores for the same ranks instead of "
+     "building them (ValueError there for an image of other ranks or another build of the core)."},
     {"commit_cache", (PyCFunction)Core_commit_cache, METH_NOARGS,
      "commit_cache() -> int: fault in this process's pages of the piece cache now (contents unchanged); bytes."},
     {NULL, NULL, 0, NULL},
@@ -2081,7 +2306,9 @@ static PyTypeObject CoreType = {
     .tp_basicsize = sizeof(CoreObject),
     .tp_dealloc = (destructor)Core_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Core(ranks: dict[bytes, int] | (tokens, offsets, ids), scanner: int = 0, cache_size: int = 0): a thread-safe BPE core.",
+    .tp_doc = "Core(ranks: dict[bytes, int] | (tokens, offsets, ids), scanner: int = 0, cache_size: int = 0, "
+              "atomic_chars: bool = True, image: Buffer | None = None): a thread-safe BPE core; image: what image() "
+              "returned for the same ranks (its tables are copied, not built).",
     .tp_methods = Core_methods,
     .tp_getset = Core_getset,
     .tp_init = (initproc)Core_init,
