@@ -144,6 +144,7 @@ class RankBPETokenizer(Tokenizer):
             native = self._native = NativeCore(mergeable_ranks, pattern, cache_size=size, scanner=scanner)
             if native.encode is not None and native.count is not None:
                 self._native_encode, self._native_count = native.encode, native.count
+                self._encode_valid_text, self._count_valid_text = native.encode, native.count
             else:  # custom pattern: regex pre-tokenizer, native BPE
                 pieces, encode_pieces, count_pieces = (
                     self._pretokenizer.pieces,

@@ -467,6 +467,19 @@ def test_fast_call_sends_only_the_plain_call_to_the_fast_function() -> None:
     with pytest.raises(TypeError, match="callable"):
         FastCall(1, slow)
 
+    def strict(text: str) -> str:
+        if "\ud800" in text:
+            raise UnicodeEncodeError("utf-8", text, 0, 1, "surrogates not allowed")
+        return "fast:" + text
+
+    retrying = FastCall(strict, slow, retry=UnicodeEncodeError)
+    assert retrying("ok") == "fast:ok"
+    assert retrying("a\ud800") == ("slow", "a\ud800", 0)  # refused by fast: the general call, same argument
+    assert retrying("a", option=3) == ("slow", "a", 3)
+    with pytest.raises(ValueError, match="fast error"):  # other errors are not retried
+        FastCall(boom, slow, retry=UnicodeEncodeError)("fast error")
+    assert FastCall(boom, slow, retry=(KeyError, ValueError))("x") == ("slow", "x", 0)
+
     class Holder:
         def method(self, text: str) -> str:
             return text

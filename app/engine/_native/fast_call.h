@@ -1,10 +1,12 @@
 /* FastCall: a callable that sends the plain one-argument call straight to a compiled function and every other call
  * to the general one.
  *
- *     FastCall(fast, slow[, bound], *, length=False)
+ *     FastCall(fast, slow[, bound], *, length=False, retry=None)
  *
  * ``f(x)`` (one positional argument, no keywords) returns ``fast(bound, x)`` (``fast(x)`` without ``bound``), or
- * with ``length`` its ``len()``; any other call returns ``slow(*args, **kwargs)``, as it is. ``__wrapped__`` is
+ * with ``length`` its ``len()``; any other call returns ``slow(*args, **kwargs)``, as it is. ``retry`` (an
+ * exception class or tuple of them): a plain call whose ``fast`` raises one of them returns ``slow(x)`` instead
+ * (e.g. a compiled encoder that refuses text with lone surrogates, which the method scrubs). ``__wrapped__`` is
  * ``slow`` (so ``inspect.signature`` and ``help`` describe the general call) and ``__doc__`` its docstring.
  *
  * What it is for: a tokenizer's ``encode(text)`` with no options is one compiled call, but a Python method in front
@@ -24,6 +26,7 @@ typedef struct {
     PyObject *fast;
     PyObject *slow;
     PyObject *bound; /* NULL: not given */
+    PyObject *retry; /* NULL: none */
     int length;      /* the plain call returns len(fast(...)) */
     vectorcallfunc vectorcall;
 } FastCall;
@@ -35,6 +38,10 @@ static PyObject *FastCall_vectorcall(PyObject *op, PyObject *const *args, size_t
         PyObject *stack[2] = {self->bound, args[0]};
         PyObject *out = self->bound == NULL ? PyObject_Vectorcall(self->fast, args, 1, NULL)
                                             : PyObject_Vectorcall(self->fast, stack, 2, NULL);
+        if (out == NULL && self->retry != NULL && PyErr_ExceptionMatches(self->retry)) {
+            PyErr_Clear();
+            return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+        }
         if (out == NULL || !self->length) return out;
         Py_ssize_t len = PyObject_Length(out);
         Py_DECREF(out);
@@ -44,10 +51,11 @@ static PyObject *FastCall_vectorcall(PyObject *op, PyObject *const *args, size_t
 }
 
 static PyObject *FastCall_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    PyObject *fast, *slow, *bound = NULL; /* not given (None is a value like any other) */
+    PyObject *fast, *slow, *bound = NULL, *retry = Py_None; /* bound not given (None is a value like any other) */
     int length = 0;
-    static char *kwlist[] = {"fast", "slow", "bound", "length", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|O$p", kwlist, &fast, &slow, &bound, &length)) return NULL;
+    static char *kwlist[] = {"fast", "slow", "bound", "length", "retry", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|O$pO", kwlist, &fast, &slow, &bound, &length, &retry))
+        return NULL;
     if (!PyCallable_Check(fast) || !PyCallable_Check(slow)) {
         PyErr_SetString(PyExc_TypeError, "fast and slow must be callable");
         return NULL;
@@ -60,6 +68,10 @@ static PyObject *FastCall_new(PyTypeObject *type, PyObject *args, PyObject *kwds
     self->slow = slow;
     Py_XINCREF(bound);
     self->bound = bound;
+    if (retry != Py_None) {
+        Py_INCREF(retry);
+        self->retry = retry;
+    }
     self->length = length;
     self->vectorcall = FastCall_vectorcall;
     return (PyObject *)self;
@@ -69,6 +81,7 @@ static int FastCall_traverse(FastCall *self, visitproc visit, void *arg) {
     Py_VISIT(self->fast);
     Py_VISIT(self->slow);
     Py_VISIT(self->bound);
+    Py_VISIT(self->retry);
     return 0;
 }
 
@@ -76,6 +89,7 @@ static int FastCall_clear(FastCall *self) {
     Py_CLEAR(self->fast);
     Py_CLEAR(self->slow);
     Py_CLEAR(self->bound);
+    Py_CLEAR(self->retry);
     return 0;
 }
 
