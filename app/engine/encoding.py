@@ -56,7 +56,7 @@ from .rank_tables import TIKTOKEN_RANKS, Ranks, RankSections, dump_ranks, id_ext
 from .sampling import Sample
 from .specials import Special
 from .store import TokenizerSpec
-from .tokenizer import Tokenizer
+from .tokenizer import Tokenizer, ValidTextCalls
 
 log = logging.getLogger("app.engine")
 
@@ -144,7 +144,7 @@ class RankBPETokenizer(Tokenizer):
             native = self._native = NativeCore(mergeable_ranks, pattern, cache_size=size, scanner=scanner)
             if native.encode is not None and native.count is not None:
                 self._native_encode, self._native_count = native.encode, native.count
-                self._encode_valid_text, self._count_valid_text = native.encode, native.count
+                self._valid_text_calls = ValidTextCalls(native.encode, native.count)
             else:  # custom pattern: regex pre-tokenizer, native BPE
                 pieces, encode_pieces, count_pieces = (
                     self._pretokenizer.pieces,

@@ -46,6 +46,7 @@ import random
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import Any
 
@@ -55,6 +56,20 @@ from .errors import UnknownSpecialTokenError
 from .sampling import Sample, cannot_sample
 from .specials import Special, Template
 from .store import TokenizerSpec
+
+
+@dataclass(frozen=True)
+class ValidTextCalls:
+    """Compiled calls a tokenizer's plain ``encode(text)``/``count(text)`` go straight to
+    (:meth:`Tokenizer.valid_text_calls`). For a str ``text`` holding none of ``avoid``'s characters and, unless it
+    is ASCII, for which ``verify(text)`` is true, ``encode(text)``/``count(text)`` equal the tokenizer's
+    ``_encode_text(text)`` and its length, except that they raise ``UnicodeEncodeError`` for text with lone
+    surrogates; every other text goes to the tokenizer's methods."""
+
+    encode: Callable[[str], list[int]]
+    count: Callable[[str], int]
+    avoid: str = ""
+    verify: Callable[[str], bool] | None = None
 
 
 class Tokenizer(ABC):
@@ -82,11 +97,9 @@ class Tokenizer(ABC):
     #: ``len(_encode_text(text))`` without the list, when the family has such a call (None: :meth:`count` takes the
     #: length of ``_encode_text``)
     _count_text: Callable[[str], int] | None = None
-    #: A compiled ``_encode_text`` / ``len(_encode_text)`` for text without lone surrogates, raising
-    #: ``UnicodeEncodeError`` on any (where ``_encode_text`` scrubs them), or None: the plain calls go straight to
-    #: them (``_bind_plain_encode``), without the Python frame of ``_encode_text``.
-    _encode_valid_text: Callable[[str], list[int]] | None = None
-    _count_valid_text: Callable[[str], int] | None = None
+    #: Compiled calls the plain ``encode(text)``/``count(text)`` go straight to (``_bind_plain_encode``), without
+    #: the Python frames of ``_encode_text``; None: a family has none.
+    _valid_text_calls: ValidTextCalls | None = None
 
     # -- what every family implements -----------------------------------------------------------------------------
 
@@ -196,12 +209,17 @@ class Tokenizer(ABC):
 
     # -- encoding and counting ------------------------------------------------------------------------------------
 
+    def valid_text_calls(self) -> ValidTextCalls | None:
+        """The compiled calls the plain ``encode(text)``/``count(text)`` go to (:class:`ValidTextCalls`), or None
+        when this tokenizer has none (its plain calls then go through ``_encode_text``)."""
+        return self._valid_text_calls
+
     def _bind_plain_encode(self) -> None:
         """Send ``encode(text)``, the call with one positional argument and no options, straight to
         ``_encode_text`` (one compiled call when that is a compiled function with its first argument bound), through
         an instance attribute (``app/engine/_native/fast_call.h``); every other call is :meth:`encode` itself. The
-        same for ``count(text)`` unless the family has a ``count`` of its own. With ``_encode_valid_text`` /
-        ``_count_valid_text`` the plain calls go to those, and text they refuse (lone surrogates) to the method. It
+        same for ``count(text)`` unless the family has a ``count`` of its own. With :meth:`valid_text_calls` the
+        plain calls go to those for the texts they admit, and every other text to the method. It
         saves the Python frames, up to ~170 ns a call (``python -m bench.families.plain_call``; about 0.8 us with
         ``_encode_text``'s own frame). A family calls it once its ``_encode_text`` is final; without the compiled
         core, or on the pure-Python backend, it does nothing."""
@@ -215,9 +233,11 @@ class Tokenizer(ABC):
             fast, bound = fast.func, fast.args
         dispatch = CORE.module.FastCall
         encode, count = type(self).encode.__get__(self), type(self).count.__get__(self)
-        if self._encode_valid_text is not None and self._count_valid_text is not None:
-            self.__dict__["encode"] = dispatch(self._encode_valid_text, encode, retry=UnicodeEncodeError)
-            self.__dict__["count"] = dispatch(self._count_valid_text, count, retry=UnicodeEncodeError)
+        calls = self._valid_text_calls
+        if calls is not None:
+            guard: dict[str, Any] = {"retry": UnicodeEncodeError, "avoid": calls.avoid, "verify": calls.verify}
+            self.__dict__["encode"] = dispatch(calls.encode, encode, **guard)
+            self.__dict__["count"] = dispatch(calls.count, count, **guard)
             return
         self.__dict__["encode"] = dispatch(fast, encode, *bound)
         if type(self).count is Tokenizer.count:

@@ -479,6 +479,26 @@ def test_fast_call_sends_only_the_plain_call_to_the_fast_function() -> None:
     with pytest.raises(ValueError, match="fast error"):  # other errors are not retried
         FastCall(boom, slow, retry=UnicodeEncodeError)("fast error")
     assert FastCall(boom, slow, retry=(KeyError, ValueError))("x") == ("slow", "x", 0)
+    checked: list[str] = []
+
+    def ascii_or_short(text: str) -> bool:
+        checked.append(text)
+        return len(text) < 3
+
+    guarded = FastCall(fast, slow, avoid="<>", verify=ascii_or_short)
+    assert guarded("plain") == ("fast", "plain") and checked == []  # ASCII: verify is not asked
+    assert guarded("a<b") == ("slow", "a<b", 0) and guarded("x>") == ("slow", "x>", 0)
+    assert guarded("é") == ("fast", "é") and guarded("été") == ("slow", "été", 0)
+    assert checked == ["é", "été"]
+    assert guarded(b"bytes") == ("slow", b"bytes", 0)  # not a str: the general call
+    with pytest.raises(TypeError, match="avoid"):
+        FastCall(fast, slow, avoid=b"<")
+
+    def broken(text: str) -> bool:
+        raise KeyError(text)
+
+    with pytest.raises(KeyError):
+        FastCall(fast, slow, verify=broken)("é")
 
     class Holder:
         def method(self, text: str) -> str:

@@ -156,7 +156,7 @@ def test_count_framed_on_chat_tokenizers(name: str) -> None:
 # ------------------------------------------------------------------------------------- encode(text), the plain call
 
 PLAIN_CALL_TEXTS = ["", "hello", " Hello  world\n", "日本語のテキスト", "<s> [INST] <|endoftext|>", "a\ud800b",
-                    "x" * 3000]
+                    "x" * 3000, "cafe\u0301 <think>", "e\u0301\ud800<", "Å ﬀ <tool_call>"]
 
 
 @pytest.mark.parametrize("name", ["cl100k_base", "mistral-v3", "xlm-roberta-sentencepiece", "xlm-roberta",
@@ -172,7 +172,7 @@ def test_plain_encode_call_is_the_method(name: str, backend: str) -> None:
     method = type(tok).encode.__get__(tok)
     dispatched = type(tok.encode).__name__ == "FastCall"
     assert dispatched == (backend == "native" and native.available() and tok.backend == "native")
-    straight = tok._encode_valid_text is not None  # the plain calls go to the compiled core itself
+    straight = tok.valid_text_calls() is not None  # the plain calls go to the compiled core itself
     assert (type(tok.count).__name__ == "FastCall") == (dispatched and (type(tok).count is Tokenizer.count
                                                                         or straight))
     for text in PLAIN_CALL_TEXTS:

@@ -1,12 +1,15 @@
 /* FastCall: a callable that sends the plain one-argument call straight to a compiled function and every other call
  * to the general one.
  *
- *     FastCall(fast, slow[, bound], *, length=False, retry=None)
+ *     FastCall(fast, slow[, bound], *, length=False, retry=None, avoid=None, verify=None)
  *
  * ``f(x)`` (one positional argument, no keywords) returns ``fast(bound, x)`` (``fast(x)`` without ``bound``), or
  * with ``length`` its ``len()``; any other call returns ``slow(*args, **kwargs)``, as it is. ``retry`` (an
  * exception class or tuple of them): a plain call whose ``fast`` raises one of them returns ``slow(x)`` instead
- * (e.g. a compiled encoder that refuses text with lone surrogates, which the method scrubs). ``__wrapped__`` is
+ * (e.g. a compiled encoder that refuses text with lone surrogates, which the method scrubs). ``avoid`` (a str) and
+ * ``verify`` (a callable) narrow the plain call further: it goes to ``fast`` only when ``x`` is a str holding none
+ * of ``avoid``'s characters and, unless it is ASCII, ``verify(x)`` is true; every other ``x`` goes to ``slow(x)``
+ * (e.g. text that may hold an added token's string, or that may need Unicode normalization). ``__wrapped__`` is
  * ``slow`` (so ``inspect.signature`` and ``help`` describe the general call) and ``__doc__`` its docstring.
  *
  * What it is for: a tokenizer's ``encode(text)`` with no options is one compiled call, but a Python method in front
@@ -27,14 +30,36 @@ typedef struct {
     PyObject *slow;
     PyObject *bound; /* NULL: not given */
     PyObject *retry; /* NULL: none */
+    PyObject *avoid; /* NULL: none (a str) */
+    PyObject *verify; /* NULL: none */
     int length;      /* the plain call returns len(fast(...)) */
     vectorcallfunc vectorcall;
 } FastCall;
 
+/* 1 if the plain call of x goes to fast (avoid, verify above), 0 if to slow; -1 with an exception from verify. */
+static int FastCall_admits(FastCall *self, PyObject *x) {
+    if (self->avoid == NULL && self->verify == NULL) return 1;
+    if (!PyUnicode_Check(x)) return 0;
+    Py_ssize_t len = PyUnicode_GET_LENGTH(x);
+    if (self->avoid != NULL) {
+        Py_ssize_t k, n = PyUnicode_GET_LENGTH(self->avoid);
+        for (k = 0; k < n; k++)
+            if (PyUnicode_FindChar(x, PyUnicode_READ_CHAR(self->avoid, k), 0, len, 1) != -1) return 0;
+    }
+    if (self->verify == NULL || PyUnicode_IS_ASCII(x)) return 1;
+    PyObject *ok = PyObject_CallOneArg(self->verify, x);
+    if (ok == NULL) return -1;
+    int truth = PyObject_IsTrue(ok);
+    Py_DECREF(ok);
+    return truth;
+}
+
 static PyObject *FastCall_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     FastCall *self = (FastCall *)op;
     Py_ssize_t n = PyVectorcall_NARGS(nargsf);
-    if (n == 1 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0)) {
+    int plain = n == 1 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0) ? FastCall_admits(self, args[0]) : 0;
+    if (plain < 0) return NULL;
+    if (plain) {
         PyObject *stack[2] = {self->bound, args[0]};
         PyObject *out = self->bound == NULL ? PyObject_Vectorcall(self->fast, args, 1, NULL)
                                             : PyObject_Vectorcall(self->fast, stack, 2, NULL);
@@ -51,11 +76,16 @@ static PyObject *FastCall_vectorcall(PyObject *op, PyObject *const *args, size_t
 }
 
 static PyObject *FastCall_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    PyObject *fast, *slow, *bound = NULL, *retry = Py_None; /* bound not given (None is a value like any other) */
-    int length = 0;
-    static char *kwlist[] = {"fast", "slow", "bound", "length", "retry", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|O$pO", kwlist, &fast, &slow, &bound, &length, &retry))
+    PyObject *fast, *slow, *bound = NULL, *retry = Py_None, *avoid = Py_None, *verify = Py_None;
+    int length = 0; /* (bound: NULL when not given; None is a value like any other) */
+    static char *kwlist[] = {"fast", "slow", "bound", "length", "retry", "avoid", "verify", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|O$pOOO", kwlist, &fast, &slow, &bound, &length, &retry, &avoid,
+                                     &verify))
         return NULL;
+    if ((avoid != Py_None && !PyUnicode_Check(avoid)) || (verify != Py_None && !PyCallable_Check(verify))) {
+        PyErr_SetString(PyExc_TypeError, "avoid must be a str and verify callable");
+        return NULL;
+    }
     if (!PyCallable_Check(fast) || !PyCallable_Check(slow)) {
         PyErr_SetString(PyExc_TypeError, "fast and slow must be callable");
         return NULL;
@@ -72,6 +102,14 @@ static PyObject *FastCall_new(PyTypeObject *type, PyObject *args, PyObject *kwds
         Py_INCREF(retry);
         self->retry = retry;
     }
+    if (avoid != Py_None && PyUnicode_GET_LENGTH(avoid) > 0) {
+        Py_INCREF(avoid);
+        self->avoid = avoid;
+    }
+    if (verify != Py_None) {
+        Py_INCREF(verify);
+        self->verify = verify;
+    }
     self->length = length;
     self->vectorcall = FastCall_vectorcall;
     return (PyObject *)self;
@@ -82,6 +120,8 @@ static int FastCall_traverse(FastCall *self, visitproc visit, void *arg) {
     Py_VISIT(self->slow);
     Py_VISIT(self->bound);
     Py_VISIT(self->retry);
+    Py_VISIT(self->avoid);
+    Py_VISIT(self->verify);
     return 0;
 }
 
@@ -90,6 +130,8 @@ static int FastCall_clear(FastCall *self) {
     Py_CLEAR(self->slow);
     Py_CLEAR(self->bound);
     Py_CLEAR(self->retry);
+    Py_CLEAR(self->avoid);
+    Py_CLEAR(self->verify);
     return 0;
 }
 

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from ..cache import CacheStats
 from ..sampling import Sample, cannot_sample
 from ..specials import Template
+from ..tokenizer import ValidTextCalls
 from .added import AddedToken
 
 #: ``(start, end)`` in characters (code points) of the original text.
@@ -141,6 +142,12 @@ class TextEncoder(Protocol):
         """Ids of surrogate-free ``text`` and each id's ``(start, end)`` in it, before any post-processor; None when
         normalization changes the text (the pipeline, which carries alignment through normalization, then
         computes them)."""
+        ...
+
+    def valid_text_calls(self) -> ValidTextCalls | None:
+        """Compiled calls the pipeline's plain ``encode(text)``/``count(text)`` may go straight to (see
+        :class:`~app.engine.tokenizer.ValidTextCalls`: equal to :meth:`encode`/:meth:`count` on the texts they
+        admit), or None."""
         ...
 
 

@@ -122,6 +122,7 @@ class Pipeline(Tokenizer):
         if self._text_encoder is not None:
             self.text_path, self._encode_text = "text-encoder", self._text_encoder.encode
             self._count_text = self._text_encoder.count
+            self._valid_text_calls = self._text_encoder.valid_text_calls()
             self.pattern = self._text_encoder.pattern
         else:
             self.text_path, self._encode_text = self._choose_text_path(normalizer, pre_tokenizer)

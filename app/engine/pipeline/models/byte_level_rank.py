@@ -26,6 +26,7 @@ the pipeline's.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import unicodedata
@@ -43,6 +44,7 @@ from ...patterns import PATTERNS
 from ...rank_tables import BYTE_LEVEL_RANKS, Ranks, dump_ranks, restore_ranks
 from ...sampling import Sample
 from ...store import TokenizerSpec
+from ...tokenizer import ValidTextCalls
 from ..added import AddedMatcher, AddedToken
 from ..base import ItemsSampler, Model, Normalizer, PreTokenizer, Span
 from ..byte_level_ranks import NotRankOrdered, is_rank_ordered_byte_level_bpe, ranks_from_hf_model
@@ -405,6 +407,16 @@ class RankTextEncoder:
         return "".join(out)
 
     # ------------------------------------------------------------------ the TextEncoder methods
+
+    def valid_text_calls(self) -> ValidTextCalls | None:
+        """The rank core's compiled calls (:meth:`RankBPETokenizer.valid_text_calls`) for the texts :meth:`encode`
+        hands to it whole: none of the added tokens' first characters in them and, with NFC, already NFC (what
+        :meth:`_plain` checks); None without them."""
+        calls = self.core.valid_text_calls()
+        if calls is None or calls.avoid or calls.verify is not None:
+            return None
+        verify = functools.partial(unicodedata.is_normalized, "NFC") if self._nfc else None
+        return ValidTextCalls(calls.encode, calls.count, self._first_chars, verify)
 
     def encode(self, text: str) -> list[int]:
         """Ids of ``text``."""
