@@ -158,7 +158,7 @@ class RankBPETokenizer(Tokenizer):
             log.info("encoding %s: native backend (compiled core, %s, BPE in C)", name, how)
         else:
             self._cache = PieceCache(self._encode_piece, default_cache_size() if cache_size is None else cache_size)
-            self._text_ranks  # noqa: B018 -- built at load, not on the first request
+            self._text_ranks = self._build_text_ranks()  # at load, not on the first request
             log.info("encoding %s: python backend (pure-Python reference engine)", name)
         self._bind_plain_encode()
 
@@ -175,10 +175,9 @@ class RankBPETokenizer(Tokenizer):
         assert self._sections is not None
         return self._sections.token_table(self.n_vocab)
 
-    @cached_property
-    def _text_ranks(self) -> dict[str, int]:
+    def _build_text_ranks(self) -> dict[str, int]:
         """Whole-piece lookup without encoding the piece: every token that is valid UTF-8, keyed by its text (the
-        python backend's fast path; the native backend does not need it)."""
+        python backend's fast path, built by its constructor as ``_text_ranks``; the native backend has none)."""
         text_ranks: dict[str, int] = {}
         for token, rank in self._ranks.items():
             try:

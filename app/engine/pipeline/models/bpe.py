@@ -70,7 +70,7 @@ class BPE(Model):
         self._id_table: list[str | None] | None = None
         values = self.vocab.values()
         if not set(map(type, values)) <= {int} or min(values, default=0) < 0:
-            self._id_to_token  # noqa: B018 -- built now: raises as the reference does (negative or non-int id)
+            self._token_table()  # built now: raises as the reference does (negative or non-int id)
         self.unk_id: int | None = None
         if unk_token is not None and unk_token in self.vocab:
             self.unk_id = self.vocab[unk_token]
@@ -98,13 +98,21 @@ class BPE(Model):
         if not eligible:
             self._prepare_python()
         elif not lazy_native:
-            self.native  # noqa: B018 -- built now: a bad merge list raises BPEError from the constructor
+            self._built_native()  # now: a bad merge list raises BPEError from the constructor
 
     @property
     def native(self) -> Any:
         """The compiled model, built on first access (None on the python backend, or when the compiled model
         refuses the vocabulary: then the reference is prepared, raising :class:`BPEError` for a bad merge list, and
         :attr:`backend` becomes ``"python"``). Thread-safe."""
+        return self._built_native()
+
+    @native.setter
+    def native(self, value: Any) -> None:
+        self._native = value
+
+    def _built_native(self) -> Any:
+        """:attr:`native`, built now if it waits for its first use."""
         model = self._native
         if model is _UNBUILT:
             with self._native_lock:
@@ -112,10 +120,6 @@ class BPE(Model):
                     self._native = self._load_native()
                 model = self._native
         return model
-
-    @native.setter
-    def native(self, value: Any) -> None:
-        self._native = value
 
     @property
     def native_built(self) -> bool:
@@ -254,8 +258,7 @@ class BPE(Model):
     def vocab_size(self) -> int:
         return self._vocab_size
 
-    @property
-    def _id_to_token(self) -> list[str | None]:
+    def _token_table(self) -> list[str | None]:
         """id -> token (None where no token has the id), built on first use when every id is a non-negative int
         (a warm load never needs it); a build from the vocabulary, the same list whichever thread makes it."""
         table = self._id_table
@@ -272,7 +275,7 @@ class BPE(Model):
         return self.vocab.get(token)
 
     def id_to_token(self, token_id: int) -> str | None:
-        return self._id_to_token[token_id] if 0 <= token_id < self._vocab_size else None
+        return self._token_table()[token_id] if 0 <= token_id < self._vocab_size else None
 
     def tokenize(self, text: str) -> list[int]:
         """Ids of one pre-token."""

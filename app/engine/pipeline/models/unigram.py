@@ -222,7 +222,7 @@ class Unigram(Model):
             self._compute()
             self.native = self._compile() if self._want_native else None
         if self.native is None:
-            self._nodes  # noqa: B018 -- the Python backend builds its table at load, not on the first text
+            self.prefix_table()  # the Python backend builds its table at load, not on the first text
 
     def _settings(self) -> dict[str, Any]:
         """Everything the stored state is derived from (the cache entry's ``meta``, checked on restore): the
@@ -315,10 +315,10 @@ class Unigram(Model):
                 score[i] = f32(0.1 * (len(pieces[i].encode("utf-8")) - 1))
         self._score_dict = score
 
-    @property
-    def _nodes(self) -> dict[str, int]:
+    def prefix_table(self) -> dict[str, int]:
         """The prefix table: piece -> id (>= 0) if the piece is matchable, -1 if it is only a prefix of matchable
-        pieces. Built on first use when the compiled model runs (only offsets and sampling need it then)."""
+        pieces (shared: callers must not modify it). Built once, on first use when the compiled model runs (only
+        offsets, sampling and n-best need it then); thread-safe."""
         nodes = self._nodes_built
         if nodes is None:
             with self._nodes_lock:
@@ -363,7 +363,7 @@ class Unigram(Model):
         """Drop the compiled model: every call runs the pure-Python reference from now on."""
         self._want_native = False
         self.native = None
-        self._nodes  # noqa: B018
+        self.prefix_table()
 
     def exclude_from_text(self, ids: Collection[int]) -> None:
         """Never match the pieces ``ids`` in text (a ``tokenizer.json``'s special added tokens; called once by the
@@ -417,7 +417,7 @@ class Unigram(Model):
         score = [0.0] * (n + 1)
         start_at = [-1] * (n + 1)
         node_id = [-1] * (n + 1)
-        get = self._nodes.get
+        get = self.prefix_table().get
         scores = self._score
         rnd = f32 if self.float32 else None
         unk_score = self.unk_score
@@ -492,7 +492,7 @@ class Unigram(Model):
         if not text:
             return []
         n = len(text)
-        get = self._nodes.get
+        get = self.prefix_table().get
         scores = self._score
         unk = -2 if self.unk_id is None else self.unk_id
         user = self._user if self.float32 else frozenset()

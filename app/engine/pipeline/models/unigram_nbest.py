@@ -45,8 +45,7 @@ class LatticeModel(Protocol):
     @property
     def _score(self) -> dict[int, float]: ...
 
-    @property
-    def _nodes(self) -> Mapping[str, int]: ...
+    def prefix_table(self) -> Mapping[str, int]: ...
 
     def _finish(self, text: str, path: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]: ...
 
@@ -142,7 +141,7 @@ class _Lattice:
         self.segments = segments
         rnd = f32 if model.float32 else float
         self.add = (lambda a, b: f32(a + b)) if model.float32 else (lambda a, b: a + b)
-        nodes_of = model._nodes  # piece or prefix -> id (-1: a prefix only)
+        nodes_of = model.prefix_table()  # piece or prefix -> id (-1: a prefix only)
         scores = model._score
         user = model._user if model.float32 else frozenset()
         unk = -2 if model.unk_id is None else model.unk_id
