@@ -64,10 +64,28 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class Compiled:
     """One derivation in its stored form: ``meta`` (JSON-able) and named raw ``sections``. Read from the cache, the
-    sections are read-only memoryviews into a shared mmap of the file."""
+    sections are read-only memoryviews into a shared mmap of the file (``mapping``; ``regions``: each section's
+    offset and length in it)."""
 
     meta: dict[str, Any]
     sections: Mapping[str, memoryview | bytes] = field(default_factory=dict)
+    mapping: mmap.mmap | None = field(default=None, compare=False, repr=False)
+    regions: Mapping[str, tuple[int, int]] = field(default_factory=dict, compare=False, repr=False)
+
+    def release(self, name: str) -> None:
+        """Drop this process's resident pages of section ``name`` (whole pages inside it) once it has been copied:
+        verifying the file read every page, and they stay counted in the process's memory while the mapping lives
+        (other sections keep it alive). The file's contents are unchanged: a later read faults them in again.
+        Does nothing for a section that is not mapped."""
+        region = self.regions.get(name)
+        if self.mapping is None or region is None:
+            return
+        page = mmap.PAGESIZE
+        start = -(-region[0] // page) * page
+        end = (region[0] + region[1]) // page * page
+        if end > start:
+            with contextlib.suppress(OSError, ValueError, AttributeError):  # (no madvise: the pages just stay)
+                self.mapping.madvise(mmap.MADV_DONTNEED, start, end - start)
 
 
 class DamagedFile(ValueError):
@@ -140,6 +158,7 @@ def decode(buffer: memoryview, sha256: str, part: str) -> Compiled:
         raise DamagedFile("header lacks meta or sections")
     payload_len = buffer.nbytes - payload_start
     sections: dict[str, memoryview] = {}
+    regions: dict[str, tuple[int, int]] = {}
     for entry in table:
         if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)
                 and all(type(v) is int for v in entry[1:])):
@@ -148,7 +167,9 @@ def decode(buffer: memoryview, sha256: str, part: str) -> Compiled:
         if offset < 0 or length < 0 or offset + length > payload_len or name in sections:
             raise DamagedFile(f"section {name!r} out of bounds")
         sections[name] = buffer[payload_start + offset:payload_start + offset + length]
-    return Compiled(meta=meta, sections=sections)
+        regions[name] = (payload_start + offset, length)
+    mapping = buffer.obj if isinstance(buffer.obj, mmap.mmap) else None
+    return Compiled(meta=meta, sections=sections, mapping=mapping, regions=regions)
 
 
 class ArtifactCache:

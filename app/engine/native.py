@@ -202,6 +202,7 @@ class NativeCore:
             self._core = _core.Core(mergeable_ranks, self.scanner, cache_size)
         else:
             self._core = self._restored(mergeable_ranks.buffers(), mergeable_ranks.image, cache_size)
+            mergeable_ranks.drop_image()
         self.cache_stats = self._core.cache_stats  # () -> (hits, misses, size, max_size)
         self.clear_cache = self._core.clear_cache
         self.commit_cache = self._core.commit_cache  # () -> bytes of piece cache faulted in, contents unchanged

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from . import native
@@ -52,7 +53,8 @@ def dump_ranks(ranks: Mapping[bytes, int] | RankSections, meta: dict[str, Any] |
     }
     if native.available():  # built from the very sections a warm load restores (same order, same tables)
         try:
-            sections["core"] = native.rank_table_image(RankSections(**sections).buffers())
+            plain = RankSections(sections["tokens"], sections["offsets"], sections["ids"])
+            sections["core"] = native.rank_table_image(plain.buffers())
         except ValueError:  # ranks the core refuses: stored without, and refused again on use
             pass
     return Compiled(meta={**(meta or {}), "n": len(ordered)}, sections=sections)
@@ -64,14 +66,16 @@ class RankSections:
     :meth:`as_dict` builds (once) the ``{bytes: id}`` dict. ``image``: the compiled core's tables stored with the
     sections (the ``core`` section), or None. Immutable; thread-safe."""
 
-    __slots__ = ("_dict", "_lock", "ids", "image", "max_id", "min_id", "n", "offsets", "tokens")
+    __slots__ = ("_dict", "_lock", "_release", "ids", "image", "max_id", "min_id", "n", "offsets", "tokens")
 
     def __init__(self, tokens: memoryview | bytes, offsets: memoryview | bytes, ids: memoryview | bytes,
-                 image: memoryview | bytes | None = None) -> None:
+                 image: memoryview | bytes | None = None, release: Callable[[], None] | None = None) -> None:
         """Raises ``ValueError`` on inconsistent sections (``_core.check_rank_sections``), ``RuntimeError`` without
-        the compiled core. ``image`` is checked by the core that uses it."""
+        the compiled core. ``image`` is checked by the core that uses it; ``release`` frees its mapped pages (see
+        :meth:`drop_image`)."""
         self.tokens, self.offsets, self.ids = memoryview(tokens).cast("B"), u32_view(offsets), u32_view(ids)
         self.image = image
+        self._release = release
         self.n, self.max_id = native.check_rank_sections(self.buffers())
         self.min_id = self.ids[0] if self.n else 0
         self._dict: dict[bytes, int] | None = None
@@ -79,6 +83,14 @@ class RankSections:
 
     def __len__(self) -> int:
         return self.n
+
+    def drop_image(self) -> None:
+        """Forget :attr:`image` once a core has copied it (or refused it), and drop its pages from this process's
+        memory: a warm load would otherwise keep every table twice, once in the core and once in the mapping."""
+        self.image = None
+        release, self._release = self._release, None
+        if release is not None:
+            release()
 
     def buffers(self) -> tuple[memoryview | Sequence[int], ...]:
         """``(tokens, offsets, ids)``: the sections as the compiled core takes them."""
@@ -124,7 +136,8 @@ def restore_ranks(compiled: Compiled) -> Ranks:
         sections = compiled.sections
         if type(compiled.meta["n"]) is not int:
             raise ValueError("rank table: bad meta")
-        restored = RankSections(sections["tokens"], sections["offsets"], sections["ids"], sections.get("core"))
+        restored = RankSections(sections["tokens"], sections["offsets"], sections["ids"], sections.get("core"),
+                                partial(compiled.release, "core"))
         if restored.n != compiled.meta["n"]:
             raise ValueError("rank table: section sizes do not match")
         return restored

@@ -297,3 +297,34 @@ def test_u32_helpers() -> None:
         u32_view(b"abc")
     with pytest.raises(OverflowError):
         u32_bytes([2**32])
+
+
+def _mapped_rss_kib(path: Path) -> int:
+    """Resident KiB of this process's mappings of ``path`` (``/proc/self/smaps``)."""
+    total, inside = 0, False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            first = line.split(" ", 1)[0]
+            if "-" in first and not first.endswith(":"):  # a mapping's header line
+                inside = line.rstrip("\n").endswith(str(path))
+            elif inside and first == "Rss:":
+                total += int(line.split()[1])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs /proc/self/smaps")
+def test_release_drops_a_copied_sections_pages_and_keeps_its_bytes(tmp_path: Path) -> None:
+    cache = ArtifactCache(tmp_path)
+    big = os.urandom(4 << 20)
+    cache.put(SHA, PART, Compiled(meta={"n": 1}, sections={"small": b"kept", "big": big}))
+    got = cache.get(SHA, PART)
+    assert got is not None and got.mapping is not None
+    path = cache.path(SHA, PART)
+    before = _mapped_rss_kib(path)
+    assert before >= 4 << 10  # verifying the digest read every page
+    got.release("big")
+    after = _mapped_rss_kib(path)
+    assert after <= before - (4 << 10) + 8  # all but at most the two partial pages at its ends
+    assert bytes(got.sections["small"]) == b"kept" and bytes(got.sections["big"]) == big  # faulted in again
+    Compiled(meta={}, sections={"x": b"y"}).release("x")  # not mapped: nothing to do
+    got.release("absent")

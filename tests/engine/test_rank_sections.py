@@ -123,11 +123,14 @@ def test_dumped_ranks_carry_the_core_image() -> None:
 
 def test_a_core_from_its_image_equals_a_built_core(bundled: tuple[str, dict[bytes, int], RankSections]) -> None:
     pattern, ranks, restored = bundled
+    image = restored.image
+    assert image is not None
     built = NativeCore(ranks, pattern)
     from_image = NativeCore(restored, pattern)
+    assert restored.image is None  # dropped once the core copied it
     for atomic in (True, False):  # the image also serves a core asked for no atomic characters
         bare = _core.Core(restored.buffers(), built.scanner, 0, atomic_chars=atomic)
-        imaged = _core.Core(restored.buffers(), built.scanner, 0, atomic_chars=atomic, image=restored.image)
+        imaged = _core.Core(restored.buffers(), built.scanner, 0, atomic_chars=atomic, image=image)
         for text in IMAGE_TEXTS[:6]:
             assert imaged.encode(text) == bare.encode(text)
     pieces = [t.encode() for t in IMAGE_TEXTS[:6]] + [bytes(range(256)), b"\xe4\xb8" * 50, b"\xff\xfe" * 30]
