@@ -217,7 +217,8 @@ def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_s
     """The pipeline for ``vocab``. Raises :class:`ArtifactError` naming ``source`` for an inconsistent vocabulary
     (no unknown piece, a malformed charsmap). ``backend``: the model's (see :class:`SentencePieceBPE` and
     :class:`Unigram`); ``word_cache``: a Unigram model's word-cache slots (see :func:`word_cache_size`);
-    ``derived``: the artifact's cache of derivations (the charsmap's table), or None."""
+    ``derived``: the artifact's cache of derivations (the charsmap's table, the compiled BPE or Unigram model), or
+    None."""
     unknown = vocab.ids_of(UNKNOWN)
     if vocab.unk_id is not None:
         unk_id = vocab.unk_id
@@ -234,10 +235,10 @@ def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_s
     split: SpaceSymbolSplit | None = None
     if vocab.model_type == "bpe":
         mergeable = vocab.ids_where((NORMAL, USER_DEFINED, UNUSED))
-        pairs = list(zip(vocab.pieces, vocab.scores, strict=True))
-        model = SentencePieceBPE(pairs, unk_id=unk_id, byte_fallback=vocab.byte_fallback, mergeable=mergeable,
+        model = SentencePieceBPE((), unk_id=unk_id, byte_fallback=vocab.byte_fallback, mergeable=mergeable,
                                  user_defined=user, unused=vocab.ids_of(UNUSED), backend=backend,
-                                 cache_size=default_cache_size() if cache_size is None else cache_size)
+                                 cache_size=default_cache_size() if cache_size is None else cache_size,
+                                 derived=derived, columns=(vocab.pieces, vocab.scores), origin=vocab.origin)
         if not vocab.treat_whitespace_as_suffix and splits_exactly(vocab.pieces[i] for i in mergeable):
             split = SpaceSymbolSplit()
     else:
