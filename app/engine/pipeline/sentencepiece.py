@@ -239,7 +239,7 @@ def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_s
                                  user_defined=user, unused=vocab.ids_of(UNUSED), backend=backend,
                                  cache_size=default_cache_size() if cache_size is None else cache_size,
                                  derived=derived, columns=(vocab.pieces, vocab.scores), origin=vocab.origin)
-        if not vocab.treat_whitespace_as_suffix and splits_exactly(vocab.pieces[i] for i in mergeable):
+        if not vocab.treat_whitespace_as_suffix and splits_exactly(list(map(vocab.pieces.__getitem__, mergeable))):
             split = SpaceSymbolSplit()
     else:
         excluded = vocab.ids_where((NORMAL, USER_DEFINED), negate=True)
