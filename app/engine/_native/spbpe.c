@@ -1081,7 +1081,7 @@ static inline int heap_less(const HeapItem *x, const HeapItem *y) { return *x < 
 static int heap_push(Scratch *sc, Py_ssize_t *hn, HeapItem it) {
     if (*hn == sc->hcap) {
         Py_ssize_t cap = sc->hcap ? sc->hcap * 2 : 256;
-        HeapItem *raw = (HeapItem *)aligned_alloc(64, (size_t)(cap + 4) * sizeof(HeapItem));
+        HeapItem *raw = (HeapItem *)aligned_alloc(64, ((size_t)(cap + 4) * sizeof(HeapItem) + 63) & ~(size_t)63);
         if (!raw) return -1;
         if (sc->heap) {
             memcpy(raw + 3, sc->heap, (size_t)*hn * sizeof(HeapItem));
