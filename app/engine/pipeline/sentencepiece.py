@@ -112,8 +112,19 @@ def _model_proto_class() -> Any:
 
 def positions_of_types(packed: bytes, kinds: Collection[int], *, negate: bool = False) -> list[int]:
     """The positions in ``packed`` (one piece type per byte) whose type is in ``kinds`` (with ``negate``: is not),
-    in order, from one ``bytes.translate`` and one ``compress`` in C. ``kinds`` outside 0..255 never match."""
+    in order, from one ``bytes.translate`` and one ``compress`` in C; a rare type (at most 1 in 32, such as the
+    control or byte pieces) is found by ``bytes.find`` instead. ``kinds`` outside 0..255 never match."""
     wanted = set(kinds)
+    if not negate:
+        present = [k for k in wanted if 0 <= k < 256]
+        if sum(map(packed.count, present)) * 32 <= len(packed):
+            found: list[int] = []
+            for k in present:
+                at = packed.find(k)
+                while at >= 0:
+                    found.append(at)
+                    at = packed.find(k, at + 1)
+            return sorted(found) if len(present) > 1 else found
     hit, miss = (b"\0", b"\1") if negate else (b"\1", b"\0")
     flags = packed.translate(bytes((hit if k in wanted else miss)[0] for k in range(256)))
     return list(compress(range(len(flags)), flags))
