@@ -46,7 +46,7 @@ from .models.unigram import Unigram, word_cache_size
 from .pipeline import Pipeline
 from .sp_decoder import SentencePieceDecoder
 from .sp_normalizer import SentencePieceNormalizer
-from .sp_split import SpaceSymbolSplit, splits_exactly
+from .sp_split import SpaceSymbolSplit
 from .sp_types import BYTE, CONTROL, NORMAL, UNKNOWN, UNUSED, USER_DEFINED
 
 _MODEL_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}
@@ -250,7 +250,7 @@ def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_s
                                  user_defined=user, unused=vocab.ids_of(UNUSED), backend=backend,
                                  cache_size=default_cache_size() if cache_size is None else cache_size,
                                  derived=derived, columns=(vocab.pieces, vocab.scores), origin=vocab.origin)
-        if not vocab.treat_whitespace_as_suffix and splits_exactly(list(map(vocab.pieces.__getitem__, mergeable))):
+        if not vocab.treat_whitespace_as_suffix and model.splits_at_space():
             split = SpaceSymbolSplit()
     else:
         excluded = vocab.ids_where((NORMAL, USER_DEFINED), negate=True)

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from app.engine import get_tokenizer
-from app.engine.artifact_cache import ArtifactCache
+from app.engine.artifact_cache import ArtifactCache, Compiled
 from app.engine.loaders import LoadOptions, load_tokenizer
 from app.engine.pipeline import Pipeline
 from app.engine.pipeline.models import sp_bpe
@@ -343,3 +343,24 @@ def test_reference_tables_are_built_once_on_first_use(monkeypatch: pytest.Monkey
         assert spans == python.model.tokenize_with_spans(text)  # type: ignore[attr-defined]
     assert model.token_to_id("<0x41>") == python.model.token_to_id("<0x41>")  # type: ignore[attr-defined]
     assert model.token_to_id("no such") is None
+
+
+def test_space_split_answer_comes_from_the_cache(tmp_path: Path) -> None:
+    """A warm load takes :meth:`SentencePieceBPE.splits_at_space` from the stored model's meta (not recomputed):
+    an entry that says False gives a pipeline without the cut, whose ids are the same (the cut is exact here)."""
+    from app.engine.pipeline.sp_split import SpaceSymbolSplit
+
+    spec = Store.load().spec("llama2")
+    cold = load_tokenizer(spec, LoadOptions(artifact_cache=ArtifactCache(tmp_path), backend="native"))
+    assert isinstance(cold.pre_tokenizer, SpaceSymbolSplit)  # type: ignore[attr-defined]
+    cache = ArtifactCache(tmp_path)
+    stored = cache.get(spec.sha256, sp_bpe.SP_BPE_MODEL_PART)
+    assert stored is not None and stored.meta["space_split"] is True
+    cache.put(spec.sha256, sp_bpe.SP_BPE_MODEL_PART,
+              Compiled({**stored.meta, "space_split": False}, {k: bytes(v) for k, v in stored.sections.items()}))
+    warm_cache = ArtifactCache(tmp_path)
+    warm = load_tokenizer(spec, LoadOptions(artifact_cache=warm_cache, backend="native"))
+    assert warm_cache.hits >= 2 and warm_cache.misses == warm_cache.rebuilt == 0
+    assert warm.pre_tokenizer is None  # type: ignore[attr-defined]
+    texts = [*HOSTILE, *sample(5, 40, seed=17)]
+    assert [warm.encode(t) for t in texts] == [cold.encode(t) for t in texts]

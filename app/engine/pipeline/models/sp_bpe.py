@@ -40,7 +40,7 @@ from ..base import ItemsSampler, Model, bpe_dropout_sampler
 from ..compiled import SP_BPE as _EXT
 from ..derived import Derive, compiled, derive
 from ..sp_normalizer import SentencePieceNormalizer
-from ..sp_split import SpaceSymbolSplit
+from ..sp_split import SpaceSymbolSplit, splits_exactly
 
 #: The artifact cache part of the compiled model's tables (:class:`SentencePieceBPE` with ``derived``).
 SP_BPE_MODEL_PART = "sp-bpe-model"
@@ -94,6 +94,7 @@ class SentencePieceBPE(Model):
         self._reference_ready = False
         self._all_built: dict[str, int] | None = None
         self._cache_size = cache_size
+        self._space_split: bool | None = None  # splits_at_space(), once known
         #: The compiled model (same ids) when the backend is native and the vocabulary has an unknown id.
         self.native: Any = None
         if _EXT.resolve_backend(backend) == "native" and _EXT.module is not None and unk_id is not None:
@@ -176,6 +177,17 @@ class SentencePieceBPE(Model):
             self._max_len = max((len(p) for p in self._pieces), default=1)
             self._reference_ready = True
 
+    def splits_at_space(self) -> bool:
+        """True if no mergeable piece has ``▁`` after a character other than ``▁``
+        (:func:`~app.engine.pipeline.sp_split.splits_exactly` over them), so cutting the text before every such
+        ``▁`` gives the same ids. Stored with the compiled model in the artifact cache (a warm load reads it)."""
+        split = self._space_split
+        if split is None:
+            pieces = self._piece_list
+            ids = range(len(pieces)) if self._mergeable is None else self._mergeable
+            split = self._space_split = splits_exactly(list(map(pieces.__getitem__, ids)))
+        return split
+
     def _user_pieces(self) -> list[str]:
         """The user-defined pieces (non-empty, distinct), longest first (the compiled model's order)."""
         pieces = self._piece_list
@@ -207,17 +219,19 @@ class SentencePieceBPE(Model):
                 "user": _digest(self._user_ids), "unused": _digest(self._unused_ids)}
 
     def _dump_native(self, model: Any) -> Compiled:
-        if model is None:
-            return compiled({"refused": True, **self._settings()}, {})
-        return compiled({"refused": False, **self._settings()}, {"model": model.dump()})
+        meta = {"refused": model is None, "space_split": self.splits_at_space(), **self._settings()}
+        return compiled(meta, {} if model is None else {"model": model.dump()})
 
     def _restore_native(self, stored: Compiled) -> Any:
-        """The stored compiled model (None for a stored refusal). Raises ``ValueError`` when it was stored for other
-        settings or is damaged (``Model.load`` validates its tables)."""
+        """The stored compiled model (None for a stored refusal) and :meth:`splits_at_space`'s answer. Raises
+        ``ValueError`` when it was stored for other settings or is damaged (``Model.load`` validates its tables)."""
         assert _EXT.module is not None
-        refused = stored.meta.get("refused")
-        if type(refused) is not bool or stored.meta != {"refused": refused, **self._settings()}:
+        meta = stored.meta
+        refused, split = meta.get("refused"), meta.get("space_split")
+        if (type(refused) is not bool or type(split) is not bool
+                or meta != {"refused": refused, "space_split": split, **self._settings()}):
             raise ValueError("SentencePiece BPE model stored for other settings")
+        self._space_split = split
         if refused:
             return None
         model = _EXT.module.Model.load(stored.sections["model"], self._cache_size)
