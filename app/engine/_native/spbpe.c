@@ -300,41 +300,24 @@ static Py_ssize_t read_cps(PyObject *s, uint32_t *pool) {
     return n;
 }
 
-static int build_user(Model *self, PyObject *user, const StrTable *all) {
-    Py_ssize_t n = PyList_GET_SIZE(user), total = 0;
-    for (Py_ssize_t k = 0; k < n; k++) {
-        PyObject *p = PyList_GET_ITEM(user, k);
-        if (!PyUnicode_Check(p) || PyUnicode_GET_LENGTH(p) == 0) {
-            PyErr_SetString(PyExc_ValueError, "user-defined pieces must be non-empty str");
-            return -1;
-        }
-        total += PyUnicode_GET_LENGTH(p);
-    }
-    self->n_user = n;
-    if (n == 0) return 0;
+/* The lookup tables of the user-defined pieces from user_pool/user_start/user_len (n_user of them, lengths >= 1):
+ * the hash (first of equal pieces wins), the sorted distinct first characters and per first character the distinct
+ * lengths, longest first. */
+static int user_tables(Model *self) {
+    Py_ssize_t n = self->n_user;
     size_t cap = pow2_at_least((size_t)n * 2 + 1);
-    self->user_pool = (uint32_t *)malloc((size_t)total * 4 + 4);
-    self->user_start = (Py_ssize_t *)malloc((size_t)n * sizeof(Py_ssize_t));
-    self->user_len = (Py_ssize_t *)malloc((size_t)n * sizeof(Py_ssize_t));
-    self->user_out = (int32_t *)malloc((size_t)n * sizeof(int32_t));
     self->user_slots = (int32_t *)malloc(cap * sizeof(int32_t));
     self->user_first = (uint32_t *)malloc((size_t)n * sizeof(uint32_t));
     self->first_at = (Py_ssize_t *)malloc((size_t)n * sizeof(Py_ssize_t));
     self->user_lengths = (Py_ssize_t *)malloc((size_t)(2 * n) * sizeof(Py_ssize_t));
-    if (!self->user_pool || !self->user_start || !self->user_len || !self->user_out || !self->user_slots ||
-        !self->user_first || !self->first_at || !self->user_lengths) {
+    if (!self->user_slots || !self->user_first || !self->first_at || !self->user_lengths) {
         PyErr_NoMemory();
         return -1;
     }
     memset(self->user_slots, 0xFF, cap * sizeof(int32_t));
     self->user_mask = cap - 1;
-    Py_ssize_t at = 0;
     for (Py_ssize_t k = 0; k < n; k++) {
-        Py_ssize_t len = read_cps(PyList_GET_ITEM(user, k), self->user_pool + at);
-        self->user_start[k] = at;
-        self->user_len[k] = len;
-        int32_t id = str_get(all, self->user_pool + at, len);
-        self->user_out[k] = (id >= 0 && id != self->unk_id) ? id : -1;
+        Py_ssize_t at = self->user_start[k], len = self->user_len[k];
         size_t i = (size_t)hash_cps(self->user_pool + at, len) & self->user_mask;
         int dup = 0;
         while (self->user_slots[i] >= 0) {
@@ -348,7 +331,6 @@ static int build_user(Model *self, PyObject *user, const StrTable *all) {
         }
         if (!dup) self->user_slots[i] = (int32_t)k;
         self->user_first[k] = self->user_pool[at];
-        at += len;
     }
     qsort(self->user_first, (size_t)n, sizeof(uint32_t), cmp_u32);
     Py_ssize_t nf = 0;
@@ -373,6 +355,65 @@ static int build_user(Model *self, PyObject *user, const StrTable *all) {
             }
         }
         qsort(self->user_lengths + base + 1, (size_t)self->user_lengths[base], sizeof(Py_ssize_t), cmp_len_desc);
+    }
+    return 0;
+}
+
+/* pool, starts, lengths and output ids of n user-defined pieces (total code points); the tables are made by
+ * user_tables */
+static int user_alloc(Model *self, Py_ssize_t n, Py_ssize_t total) {
+    self->n_user = n;
+    self->user_pool = (uint32_t *)malloc((size_t)total * 4 + 4);
+    self->user_start = (Py_ssize_t *)malloc((size_t)n * sizeof(Py_ssize_t) + 1);
+    self->user_len = (Py_ssize_t *)malloc((size_t)n * sizeof(Py_ssize_t) + 1);
+    self->user_out = (int32_t *)malloc((size_t)n * sizeof(int32_t) + 1);
+    if (!self->user_pool || !self->user_start || !self->user_len || !self->user_out) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static int build_user(Model *self, PyObject *user, const StrTable *all) {
+    Py_ssize_t n = PyList_GET_SIZE(user), total = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *p = PyList_GET_ITEM(user, k);
+        if (!PyUnicode_Check(p) || PyUnicode_GET_LENGTH(p) == 0) {
+            PyErr_SetString(PyExc_ValueError, "user-defined pieces must be non-empty str");
+            return -1;
+        }
+        total += PyUnicode_GET_LENGTH(p);
+    }
+    if (n == 0) return 0;
+    if (user_alloc(self, n, total) < 0) return -1;
+    Py_ssize_t at = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Py_ssize_t len = read_cps(PyList_GET_ITEM(user, k), self->user_pool + at);
+        self->user_start[k] = at;
+        self->user_len[k] = len;
+        int32_t id = str_get(all, self->user_pool + at, len);
+        self->user_out[k] = (id >= 0 && id != self->unk_id) ? id : -1;
+        at += len;
+    }
+    return user_tables(self);
+}
+
+/* the pair filter of the finished pair table (pairs16 or pairs); -1: no memory */
+static int fill_filter(Model *self) {
+    self->filter = (uint64_t *)calloc(FILTER_BITS / 64, sizeof(uint64_t));
+    if (!self->filter) return -1;
+    for (size_t j = 0; j <= self->pair_mask; j++) {
+        int32_t a, b;
+        if (self->pairs16) {
+            if (self->pairs16[j] == UINT64_MAX) continue;
+            uint32_t key = (uint32_t)(self->pairs16[j] >> 32);
+            a = (int32_t)(key >> 16), b = (int32_t)(key & 0xFFFF);
+        } else {
+            if (self->pairs[j].key == UINT64_MAX) continue;
+            a = (int32_t)(self->pairs[j].key >> 32), b = (int32_t)(self->pairs[j].key & 0xFFFFFFFFu);
+        }
+        uint32_t bit = (uint32_t)(pair_hash(self, a, b) >> 40) & (FILTER_BITS - 1);
+        self->filter[bit >> 6] |= 1ULL << (bit & 63);
     }
     return 0;
 }
@@ -608,21 +649,7 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
             }
         }
     }
-    self->filter = (uint64_t *)calloc(FILTER_BITS / 64, sizeof(uint64_t));
-    if (!self->filter) goto nomem;
-    for (size_t j = 0; j <= self->pair_mask; j++) {
-        int32_t a, b;
-        if (self->pairs16) {
-            if (self->pairs16[j] == UINT64_MAX) continue;
-            uint32_t key = (uint32_t)(self->pairs16[j] >> 32);
-            a = (int32_t)(key >> 16), b = (int32_t)(key & 0xFFFF);
-        } else {
-            if (self->pairs[j].key == UINT64_MAX) continue;
-            a = (int32_t)(self->pairs[j].key >> 32), b = (int32_t)(self->pairs[j].key & 0xFFFFFFFFu);
-        }
-        uint32_t bit = (uint32_t)(pair_hash(self, a, b) >> 40) & (FILTER_BITS - 1);
-        self->filter[bit >> 6] |= 1ULL << (bit & 63);
-    }
+    if (fill_filter(self) < 0) goto nomem;
     self->bigrams = (uint64_t *)calloc(FILTER_BITS / 64, sizeof(uint64_t));
     if (!self->bigrams) goto nomem;
     for (Py_ssize_t i = 0; i < np; i++) {
@@ -1054,7 +1081,7 @@ static inline int heap_less(const HeapItem *x, const HeapItem *y) { return *x < 
 static int heap_push(Scratch *sc, Py_ssize_t *hn, HeapItem it) {
     if (*hn == sc->hcap) {
         Py_ssize_t cap = sc->hcap ? sc->hcap * 2 : 256;
-        HeapItem *raw = (HeapItem *)aligned_alloc(64, (size_t)(cap + 4) * sizeof(HeapItem));
+        HeapItem *raw = (HeapItem *)aligned_alloc(64, ((size_t)(cap + 4) * sizeof(HeapItem) + 63) & ~(size_t)63);
         if (!raw) return -1;
         if (sc->heap) {
             memcpy(raw + 3, sc->heap, (size_t)*hn * sizeof(HeapItem));
@@ -1566,6 +1593,382 @@ static PyObject *Model_clear_cache(Model *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+/* ---- dump / load -------------------------------------------------------------------------------------------- */
+
+/* The built tables as one little-endian buffer (``Model.dump``), rebuilt by ``Model.load`` without the pieces:
+ *   header   "SPBPDUMP", u32 version (DUMP_VERSION), u32 flags (1 byte_fallback, 2 out_is_sym), i32 unk_id, u32 0,
+ *            u64 n_pieces, u64 n_syms, u64 n_chars, u64 n_pairs, u64 n_user, u64 user_total, i32 bytes[256]
+ *   symbols  n_syms x (i32 output id, u32 length | unused << 31)
+ *   chars    n_chars x (u32 code point, i32 symbol, i32 output id), by code point: the BMP ones with a symbol or an
+ *            output id, and every code point of the astral table
+ *   pairs    n_pairs x (u32 left, u32 right, u32 merged, u32 rank), by (left, right)
+ *   bigrams  FILTER_BITS / 64 u64
+ *   user     n_user x (u32 length, i32 output id), then user_total u32 code points (the pieces in order)
+ *   checksum u64 over all the bytes before it
+ * The pair table, its filter and the per-symbol sides are rebuilt from the pairs, the user-defined lookup from the
+ * user pieces; the dump of a loaded model is the same bytes. */
+#define DUMP_VERSION 1
+#define DUMP_HEADER (8 + 4 + 4 + 4 + 4 + 8 * 6 + 4 * 256)
+#define BIGRAM_WORDS (FILTER_BITS / 64)
+#define MAX_CP 0x110000u
+
+static void put_u32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static void put_u64(unsigned char *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint32_t get_u32(const unsigned char *p) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
+    return v;
+}
+static uint64_t get_u64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* checksum of p[0..n): words of 8 bytes (little-endian) and a zero-padded tail, mixed in order */
+static uint64_t dump_checksum(const unsigned char *p, size_t n) {
+    uint64_t h = 0x7370627065646D70ULL ^ (uint64_t)n;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) h = mix64(h ^ get_u64(p + i)) + i;
+    uint64_t tail = 0;
+    for (size_t k = 0; i + k < n; k++) tail |= (uint64_t)p[i + k] << (8 * k);
+    return mix64(h ^ tail ^ 0x9E3779B97F4A7C15ULL);
+}
+
+typedef struct {
+    uint64_t key; /* pair_key(left, right) */
+    int32_t sym, rank;
+} PairEntry;
+
+static int cmp_pair_entry(const void *a, const void *b) {
+    uint64_t x = ((const PairEntry *)a)->key, y = ((const PairEntry *)b)->key;
+    return (x > y) - (x < y);
+}
+
+PyDoc_STRVAR(dump_doc, "dump() -> bytes: the built tables, for Model.load (a versioned little-endian layout).");
+
+static PyObject *Model_dump(Model *self, PyObject *unused) {
+    size_t n_astral = 0, n_chars = 0, n_pairs = 0, k = 0;
+    for (uint32_t c = 0; c < BMP; c++) n_chars += self->bmp[c].sym >= 0 || self->bmp[c].out >= 0;
+    if (self->astral)
+        for (size_t j = 0; j <= self->astral_mask; j++) n_astral += self->astral[j].cp != UINT32_MAX;
+    n_chars += n_astral;
+    if (self->pairs16) {
+        for (size_t j = 0; j <= self->pair_mask; j++) n_pairs += self->pairs16[j] != UINT64_MAX;
+    } else {
+        for (size_t j = 0; j <= self->pair_mask; j++) n_pairs += self->pairs[j].key != UINT64_MAX;
+    }
+    uint64_t user_total = 0;
+    for (Py_ssize_t u = 0; u < self->n_user; u++) user_total += (uint64_t)self->user_len[u];
+    uint32_t *astral = (uint32_t *)malloc(n_astral * sizeof(uint32_t) + 4);
+    PairEntry *pe = (PairEntry *)malloc(n_pairs * sizeof(PairEntry) + 1);
+    if (!astral || !pe) {
+        free(astral), free(pe);
+        return PyErr_NoMemory();
+    }
+    if (self->astral)
+        for (size_t j = 0; j <= self->astral_mask; j++)
+            if (self->astral[j].cp != UINT32_MAX) astral[k++] = self->astral[j].cp;
+    qsort(astral, n_astral, sizeof(uint32_t), cmp_u32);
+    k = 0;
+    for (size_t j = 0; j <= self->pair_mask; j++) {
+        if (self->pairs16) {
+            uint64_t v = self->pairs16[j];
+            if (v == UINT64_MAX) continue;
+            uint32_t key = (uint32_t)(v >> 32);
+            pe[k].key = pair_key((int32_t)(key >> 16), (int32_t)(key & 0xFFFF));
+            pe[k].sym = (int32_t)((v >> 16) & 0xFFFF);
+            pe[k].rank = (int32_t)(v & 0xFFFF);
+        } else {
+            if (self->pairs[j].key == UINT64_MAX) continue;
+            pe[k].key = self->pairs[j].key;
+            pe[k].sym = self->pairs[j].sym;
+            pe[k].rank = self->pairs[j].rank;
+        }
+        k++;
+    }
+    qsort(pe, n_pairs, sizeof(PairEntry), cmp_pair_entry);
+    size_t total = DUMP_HEADER + 8 * (size_t)self->n_syms + 12 * n_chars + 16 * n_pairs + 8 * BIGRAM_WORDS +
+                   8 * (size_t)self->n_user + 4 * (size_t)user_total + 8;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    if (!out) {
+        free(astral), free(pe);
+        return NULL;
+    }
+    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(out), *q = p;
+    memcpy(q, "SPBPDUMP", 8), q += 8;
+    put_u32(q, DUMP_VERSION), q += 4;
+    put_u32(q, (uint32_t)(self->byte_fallback ? 1 : 0) | (self->out_is_sym ? 2 : 0)), q += 4;
+    put_u32(q, (uint32_t)self->unk_id), q += 4;
+    put_u32(q, 0), q += 4;
+    put_u64(q, (uint64_t)self->n_pieces), q += 8;
+    put_u64(q, (uint64_t)self->n_syms), q += 8;
+    put_u64(q, (uint64_t)n_chars), q += 8;
+    put_u64(q, (uint64_t)n_pairs), q += 8;
+    put_u64(q, (uint64_t)self->n_user), q += 8;
+    put_u64(q, user_total), q += 8;
+    for (int b = 0; b < 256; b++) put_u32(q, (uint32_t)self->bytes[b]), q += 4;
+    for (Py_ssize_t s = 0; s < self->n_syms; s++) {
+        put_u32(q, (uint32_t)self->sym_out[s]);
+        put_u32(q + 4, (uint32_t)self->sym_len[s] | (self->sym_unused[s] ? 0x80000000u : 0)), q += 8;
+    }
+    for (uint32_t c = 0; c < BMP; c++) {
+        const CharSlot *cs = &self->bmp[c];
+        if (cs->sym < 0 && cs->out < 0) continue;
+        put_u32(q, c), put_u32(q + 4, (uint32_t)cs->sym), put_u32(q + 8, (uint32_t)cs->out), q += 12;
+    }
+    for (size_t j = 0; j < n_astral; j++) {
+        const CharSlot *cs = astral_get(self, astral[j]);
+        put_u32(q, astral[j]), put_u32(q + 4, (uint32_t)cs->sym), put_u32(q + 8, (uint32_t)cs->out), q += 12;
+    }
+    for (size_t j = 0; j < n_pairs; j++) {
+        put_u32(q, (uint32_t)(pe[j].key >> 32)), put_u32(q + 4, (uint32_t)(pe[j].key & 0xFFFFFFFFu));
+        put_u32(q + 8, (uint32_t)pe[j].sym), put_u32(q + 12, (uint32_t)pe[j].rank), q += 16;
+    }
+    free(astral), free(pe);
+    for (size_t j = 0; j < BIGRAM_WORDS; j++) put_u64(q, self->bigrams[j]), q += 8;
+    for (Py_ssize_t u = 0; u < self->n_user; u++)
+        put_u32(q, (uint32_t)self->user_len[u]), put_u32(q + 4, (uint32_t)self->user_out[u]), q += 8;
+    for (Py_ssize_t u = 0; u < self->n_user; u++)
+        for (Py_ssize_t c = 0; c < self->user_len[u]; c++) put_u32(q, self->user_pool[self->user_start[u] + c]), q += 4;
+    put_u64(q, dump_checksum(p, (size_t)(q - p)));
+    return out;
+}
+
+static PyObject *dump_error(const char *what) {
+    PyErr_Format(PyExc_ValueError, "damaged SentencePiece BPE model dump: %s", what);
+    return NULL;
+}
+
+/* The model of a dump, validated (layout, counts, length and checksum first; then every id below n_pieces, every
+ * symbol below n_syms, every code point below 0x110000 and in order, every rank below n_pieces, one entry per
+ * pair, a single-character symbol for each character, and each pair's merged length the sum of its halves', so
+ * splitting a piece back never leaves its text); ValueError for anything else. Time and memory are linear in the
+ * buffer (plus fixed tables). */
+static PyObject *model_from_dump(PyTypeObject *type, const unsigned char *p, size_t n, Py_ssize_t cache_size) {
+    if (n < DUMP_HEADER + 8) return dump_error("too short");
+    if (memcmp(p, "SPBPDUMP", 8) != 0) return dump_error("bad magic");
+    if (get_u32(p + 8) != DUMP_VERSION) return dump_error("unsupported version");
+    uint32_t flags = get_u32(p + 12);
+    int32_t unk_id = (int32_t)get_u32(p + 16);
+    if (flags & ~3u || get_u32(p + 20) != 0) return dump_error("bad flags");
+    uint64_t n_pieces = get_u64(p + 24), n_syms = get_u64(p + 32), n_chars = get_u64(p + 40);
+    uint64_t n_pairs = get_u64(p + 48), n_user = get_u64(p + 56), user_total = get_u64(p + 64);
+    if (n_pieces < 1 || n_pieces >= (1 << 24) - 1 || n_syms < n_pieces || n_syms > n / 8 || n_chars > MAX_CP ||
+        n_chars > n / 12 || n_pairs > n / 16 || n_user > n / 8 || user_total > n / 4)
+        return dump_error("counts out of range");
+    uint64_t need = DUMP_HEADER + 8 * n_syms + 12 * n_chars + 16 * n_pairs + 8 * (uint64_t)BIGRAM_WORDS +
+                    8 * n_user + 4 * user_total + 8;
+    if (need != n) return dump_error("length does not match the counts");
+    if (get_u64(p + n - 8) != dump_checksum(p, n - 8)) return dump_error("checksum mismatch");
+    if (unk_id < 0 || (uint64_t)unk_id >= n_pieces) return dump_error("unknown id out of range");
+    const unsigned char *q = p + 72;
+    int32_t bytes[256];
+    for (int b = 0; b < 256; b++, q += 4) {
+        bytes[b] = (int32_t)get_u32(q);
+        if (bytes[b] < -1 || (int64_t)bytes[b] >= (int64_t)n_pieces) return dump_error("byte id out of range");
+    }
+    Model *self = (Model *)type->tp_alloc(type, 0);
+    if (!self) return NULL;
+    const char *bad = NULL;
+    self->unk_id = unk_id;
+    self->byte_fallback = (flags & 1) != 0;
+    self->out_is_sym = (flags & 2) != 0;
+    memcpy(self->bytes, bytes, sizeof(bytes));
+    self->n_syms = (Py_ssize_t)n_syms;
+    self->sym_out = (int32_t *)malloc((size_t)(n_syms + 1) * sizeof(int32_t));
+    self->sym_len = (int32_t *)calloc((size_t)n_syms + 1, sizeof(int32_t));
+    self->sym_unused = (uint8_t *)calloc((size_t)n_syms + 1, 1);
+    self->sym_side = (uint8_t *)calloc((size_t)n_syms + 1, 1);
+    self->bmp = (CharSlot *)malloc(BMP * sizeof(CharSlot));
+    self->bigrams = (uint64_t *)malloc(BIGRAM_WORDS * sizeof(uint64_t));
+    if (!self->sym_out || !self->sym_len || !self->sym_unused || !self->sym_side || !self->bmp || !self->bigrams)
+        goto nomem;
+    for (uint64_t s = 0; s < n_syms; s++, q += 8) {
+        int32_t out = (int32_t)get_u32(q);
+        uint32_t lf = get_u32(q + 4);
+        if (out < -1 || (int64_t)out >= (int64_t)n_pieces) {
+            bad = "symbol output id out of range";
+            goto fail;
+        }
+        self->sym_out[s] = out;
+        self->sym_len[s] = (int32_t)(lf & 0x7FFFFFFFu);
+        self->sym_unused[s] = (uint8_t)(lf >> 31);
+        if (lf >> 31) self->has_unused = 1;
+    }
+    for (uint32_t c = 0; c < BMP; c++) self->bmp[c].cp = c, self->bmp[c].sym = -1, self->bmp[c].out = -1;
+    {
+        const unsigned char *cq = q;
+        uint64_t n_astral = 0;
+        int64_t last = -1;
+        for (uint64_t i = 0; i < n_chars; i++, cq += 12) {
+            uint32_t cp = get_u32(cq);
+            int32_t sym = (int32_t)get_u32(cq + 4), out = (int32_t)get_u32(cq + 8);
+            if (cp >= MAX_CP || (int64_t)cp <= last) {
+                bad = "character entries out of order or range";
+                goto fail;
+            }
+            last = cp;
+            if (sym < -1 || (int64_t)sym >= (int64_t)n_syms || (sym >= 0 && self->sym_len[sym] != 1) || out < -1 ||
+                (int64_t)out >= (int64_t)n_pieces) {
+                bad = "character entry out of range";
+                goto fail;
+            }
+            if (cp < BMP) {
+                self->bmp[cp].sym = sym;
+                self->bmp[cp].out = out;
+            } else {
+                n_astral++;
+            }
+        }
+        if (n_astral) {
+            size_t cap = pow2_at_least((size_t)n_astral * 2 + 1);
+            self->astral = (CharSlot *)malloc(cap * sizeof(CharSlot));
+            if (!self->astral) goto nomem;
+            for (size_t j = 0; j < cap; j++) self->astral[j].cp = UINT32_MAX, self->astral[j].sym = -1,
+                                              self->astral[j].out = -1;
+            self->astral_mask = cap - 1;
+            cq = q;
+            for (uint64_t i = 0; i < n_chars; i++, cq += 12) {
+                uint32_t cp = get_u32(cq);
+                if (cp < BMP) continue;
+                size_t j = (size_t)mix64(cp) & self->astral_mask;
+                while (self->astral[j].cp != UINT32_MAX) j = (j + 1) & self->astral_mask;
+                self->astral[j].cp = cp;
+                self->astral[j].sym = (int32_t)get_u32(cq + 4);
+                self->astral[j].out = (int32_t)get_u32(cq + 8);
+            }
+        }
+        q = cq;
+    }
+    {
+        size_t cap = pow2_at_least((size_t)n_pairs * 2 + 1);
+        int compact = n_syms < 0xFFFF; /* as at construction: symbols and ranks fit in 16 bits */
+        if (compact) {
+            self->pairs16 = (uint64_t *)malloc(cap * sizeof(uint64_t));
+            if (!self->pairs16) goto nomem;
+            memset(self->pairs16, 0xFF, cap * sizeof(uint64_t));
+        } else {
+            self->pairs = (PairSlot *)malloc(cap * sizeof(PairSlot));
+            if (!self->pairs) goto nomem;
+            for (size_t j = 0; j < cap; j++) self->pairs[j].key = UINT64_MAX;
+        }
+        self->pair_mask = cap - 1;
+        for (uint64_t i = 0; i < n_pairs; i++, q += 16) {
+            uint32_t a = get_u32(q), b = get_u32(q + 4), ms = get_u32(q + 8), rank = get_u32(q + 12);
+            if (a >= n_syms || b >= n_syms || ms >= n_pieces || rank >= n_pieces) {
+                bad = "pair entry out of range";
+                goto fail;
+            }
+            int64_t la = self->sym_len[a], lb = self->sym_len[b];
+            if (la < 1 || lb < 1 || la + lb != (int64_t)self->sym_len[ms] ||
+                (self->out_is_sym && self->sym_out[ms] != (int32_t)ms)) {
+                bad = "pair entry inconsistent with its symbols";
+                goto fail;
+            }
+            if (compact) {
+                uint32_t key = (a << 16) | b;
+                size_t j = (size_t)mix64(key) & self->pair_mask;
+                for (; self->pairs16[j] != UINT64_MAX; j = (j + 1) & self->pair_mask)
+                    if ((uint32_t)(self->pairs16[j] >> 32) == key) {
+                        bad = "pair listed twice";
+                        goto fail;
+                    }
+                self->pairs16[j] = ((uint64_t)key << 32) | ((uint64_t)ms << 16) | (uint64_t)rank;
+            } else {
+                uint64_t key = pair_key((int32_t)a, (int32_t)b);
+                size_t j = (size_t)mix64(key) & self->pair_mask;
+                for (; self->pairs[j].key != UINT64_MAX; j = (j + 1) & self->pair_mask)
+                    if (self->pairs[j].key == key) {
+                        bad = "pair listed twice";
+                        goto fail;
+                    }
+                self->pairs[j].key = key;
+                self->pairs[j].sym = (int32_t)ms;
+                self->pairs[j].rank = (int32_t)rank;
+            }
+            self->sym_side[a] |= 1;
+            self->sym_side[b] |= 2;
+        }
+        self->n_pairs = (Py_ssize_t)n_pairs;
+    }
+    if (fill_filter(self) < 0) goto nomem;
+    for (size_t j = 0; j < BIGRAM_WORDS; j++, q += 8) self->bigrams[j] = get_u64(q);
+    if (n_user) {
+        if (user_alloc(self, (Py_ssize_t)n_user, (Py_ssize_t)user_total) < 0) goto error;
+        uint64_t at = 0;
+        for (uint64_t u = 0; u < n_user; u++, q += 8) {
+            uint32_t len = get_u32(q);
+            int32_t out = (int32_t)get_u32(q + 4);
+            if (len < 1 || len > user_total - at || out < -1 || (int64_t)out >= (int64_t)n_pieces) {
+                bad = "user-defined piece out of range";
+                goto fail;
+            }
+            self->user_start[u] = (Py_ssize_t)at;
+            self->user_len[u] = (Py_ssize_t)len;
+            self->user_out[u] = out;
+            at += len;
+        }
+        if (at != user_total) {
+            bad = "user-defined pieces do not fill their pool";
+            goto fail;
+        }
+        for (uint64_t c = 0; c < user_total; c++, q += 4) {
+            uint32_t cp = get_u32(q);
+            if (cp >= MAX_CP) {
+                bad = "user-defined code point out of range";
+                goto fail;
+            }
+            self->user_pool[c] = cp;
+        }
+        if (user_tables(self) < 0) goto error;
+    } else if (user_total) {
+        bad = "user-defined code points without pieces";
+        goto fail;
+    }
+    self->id_objs = (PyObject **)calloc((size_t)n_pieces + 1, sizeof(PyObject *));
+    if (!self->id_objs) goto nomem;
+    self->n_pieces = (Py_ssize_t)n_pieces;
+    for (uint64_t i = 0; i < n_pieces; i++)
+        if (!(self->id_objs[i] = PyLong_FromSsize_t((Py_ssize_t)i))) goto error;
+    if (cache_size > 0 && !(self->cache = wc_new((size_t)cache_size, sizeof(WCSlot)))) goto nomem;
+    return (PyObject *)self;
+nomem:
+    PyErr_NoMemory();
+error:
+    Py_DECREF(self);
+    return NULL;
+fail:
+    Py_DECREF(self);
+    return dump_error(bad);
+}
+
+PyDoc_STRVAR(load_doc, "Model.load(buffer, cache_size=0) -> Model: the model of a Model.dump() buffer (any bytes-like "
+                       "object) with a word cache of cache_size slots; ValueError when it is damaged (layout, "
+                       "lengths, checksum, ids, symbols, ranks, code points).");
+
+static PyObject *Model_load(PyObject *cls, PyObject *args, PyObject *kwds) {
+    Py_buffer view;
+    Py_ssize_t cache_size = 0;
+    static char *kwlist[] = {"buffer", "cache_size", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "y*|n", kwlist, &view, &cache_size)) return NULL;
+    if (cache_size < 0 || cache_size > ((Py_ssize_t)1 << 26)) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "cache_size must be in 0..2**26");
+        return NULL;
+    }
+    PyObject *out = model_from_dump((PyTypeObject *)cls, (const unsigned char *)view.buf, (size_t)view.len,
+                                    cache_size);
+    PyBuffer_Release(&view);
+    return out;
+}
+
+static PyObject *Model_n_pieces(Model *self, void *closure) { return PyLong_FromSsize_t(self->n_pieces); }
+
 static PyObject *Model_n_pairs(Model *self, void *closure) { return PyLong_FromSsize_t(self->n_pairs); }
 
 static PyMethodDef Model_methods[] = {
@@ -1575,11 +1978,14 @@ static PyMethodDef Model_methods[] = {
     {"encode", (PyCFunction)Model_encode, METH_O, encode_doc},
     {"cache_stats", (PyCFunction)Model_cache_stats, METH_NOARGS, cache_stats_doc},
     {"clear_cache", (PyCFunction)Model_clear_cache, METH_NOARGS, clear_cache_doc},
+    {"dump", (PyCFunction)Model_dump, METH_NOARGS, dump_doc},
+    {"load", (PyCFunction)(void (*)(void))Model_load, METH_VARARGS | METH_KEYWORDS | METH_CLASS, load_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef Model_getset[] = {
     {"n_pairs", (getter)Model_n_pairs, NULL, "number of (left, right) symbol pairs that merge", NULL},
+    {"n_pieces", (getter)Model_n_pieces, NULL, "number of pieces (ids)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -1588,7 +1994,8 @@ static PyTypeObject ModelType = {
     .tp_basicsize = sizeof(Model),
     .tp_dealloc = (destructor)Model_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "SentencePiece BPE by piece score: Model(pieces, ranks, unk_id, byte_fallback, user, unused, cache_size=0).",
+    .tp_doc = "SentencePiece BPE by piece score: Model(pieces, ranks, unk_id, byte_fallback, user, unused, cache_size=0); "
+              "Model.load(Model.dump(), cache_size) is the same model.",
     .tp_methods = Model_methods,
     .tp_getset = Model_getset,
     .tp_new = Model_new,

@@ -2,9 +2,10 @@
 
 A loader that was given a cache hands its builders a :class:`Derive` for the artifact (the cache and the
 artifact's sha256); each expensive step then goes through :func:`derive` under a ``part`` name that says what it
-holds (``"charsmap"``, ``"metaspace-risk"``, ``"gguf-kv"``, ``"hf-doc"``, ``"merge-model"``). Without a cache
-(``None``) the step is simply built, as it always was. A cached result is stored as raw sections plus JSON
-``meta`` (never pickled); a ``restore`` that finds it inconsistent raises ``ValueError`` and the cache rebuilds it.
+holds (``"charsmap"``, ``"metaspace-risk"``, ``"gguf-kv"``, ``"hf-doc"``, ``"merge-model"``,
+``"sp-bpe-model"``). Without a cache (``None``) the step is simply built, as it always was. A cached result is
+stored as raw sections plus JSON ``meta`` (never pickled); a ``restore`` that finds it inconsistent raises
+``ValueError`` and the cache rebuilds it.
 
 :func:`pack_strings` / :func:`unpack_strings` store a list of strings as one UTF-8 blob (``surrogatepass``, so
 lone surrogates of a JSON file survive) and a count.

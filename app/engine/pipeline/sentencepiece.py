@@ -46,7 +46,7 @@ from .models.unigram import Unigram, word_cache_size
 from .pipeline import Pipeline
 from .sp_decoder import SentencePieceDecoder
 from .sp_normalizer import SentencePieceNormalizer
-from .sp_split import SpaceSymbolSplit, splits_exactly
+from .sp_split import SpaceSymbolSplit
 from .sp_types import BYTE, CONTROL, NORMAL, UNKNOWN, UNUSED, USER_DEFINED
 
 _MODEL_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}
@@ -112,8 +112,19 @@ def _model_proto_class() -> Any:
 
 def positions_of_types(packed: bytes, kinds: Collection[int], *, negate: bool = False) -> list[int]:
     """The positions in ``packed`` (one piece type per byte) whose type is in ``kinds`` (with ``negate``: is not),
-    in order, from one ``bytes.translate`` and one ``compress`` in C. ``kinds`` outside 0..255 never match."""
+    in order, from one ``bytes.translate`` and one ``compress`` in C; a rare type (at most 1 in 32, such as the
+    control or byte pieces) is found by ``bytes.find`` instead. ``kinds`` outside 0..255 never match."""
     wanted = set(kinds)
+    if not negate:
+        present = [k for k in wanted if 0 <= k < 256]
+        if sum(map(packed.count, present)) * 32 <= len(packed):
+            found: list[int] = []
+            for k in present:
+                at = packed.find(k)
+                while at >= 0:
+                    found.append(at)
+                    at = packed.find(k, at + 1)
+            return sorted(found) if len(present) > 1 else found
     hit, miss = (b"\0", b"\1") if negate else (b"\1", b"\0")
     flags = packed.translate(bytes((hit if k in wanted else miss)[0] for k in range(256)))
     return list(compress(range(len(flags)), flags))
@@ -217,7 +228,8 @@ def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_s
     """The pipeline for ``vocab``. Raises :class:`ArtifactError` naming ``source`` for an inconsistent vocabulary
     (no unknown piece, a malformed charsmap). ``backend``: the model's (see :class:`SentencePieceBPE` and
     :class:`Unigram`); ``word_cache``: a Unigram model's word-cache slots (see :func:`word_cache_size`);
-    ``derived``: the artifact's cache of derivations (the charsmap's table), or None."""
+    ``derived``: the artifact's cache of derivations (the charsmap's table, the compiled BPE or Unigram model), or
+    None."""
     unknown = vocab.ids_of(UNKNOWN)
     if vocab.unk_id is not None:
         unk_id = vocab.unk_id
@@ -234,11 +246,11 @@ def build_pipeline(name: str, vocab: SentencePieceVocab, *, source: str, cache_s
     split: SpaceSymbolSplit | None = None
     if vocab.model_type == "bpe":
         mergeable = vocab.ids_where((NORMAL, USER_DEFINED, UNUSED))
-        pairs = list(zip(vocab.pieces, vocab.scores, strict=True))
-        model = SentencePieceBPE(pairs, unk_id=unk_id, byte_fallback=vocab.byte_fallback, mergeable=mergeable,
+        model = SentencePieceBPE((), unk_id=unk_id, byte_fallback=vocab.byte_fallback, mergeable=mergeable,
                                  user_defined=user, unused=vocab.ids_of(UNUSED), backend=backend,
-                                 cache_size=default_cache_size() if cache_size is None else cache_size)
-        if not vocab.treat_whitespace_as_suffix and splits_exactly(vocab.pieces[i] for i in mergeable):
+                                 cache_size=default_cache_size() if cache_size is None else cache_size,
+                                 derived=derived, columns=(vocab.pieces, vocab.scores), origin=vocab.origin)
+        if not vocab.treat_whitespace_as_suffix and model.splits_at_space():
             split = SpaceSymbolSplit()
     else:
         excluded = vocab.ids_where((NORMAL, USER_DEFINED), negate=True)

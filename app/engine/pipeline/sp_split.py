@@ -19,11 +19,19 @@ SPACE_SYMBOL = "\u2581"
 
 
 _CROSSING = re.compile(f"[^{SPACE_SYMBOL}]{SPACE_SYMBOL}")
+#: The same over the pieces joined by NUL and reversed (``▁`` then a character other than ``▁`` or NUL, the end of
+#: a piece): a pattern that starts with a literal, which ``re`` finds fast.
+_CROSSING_JOINED_REVERSED = re.compile(f"{SPACE_SYMBOL}[^\0{SPACE_SYMBOL}]")
 
 
 def splits_exactly(pieces: Iterable[str]) -> bool:
-    """True if no piece has ``▁`` after a character other than ``▁``."""
-    return not any(map(_CROSSING.search, pieces))
+    """True if no piece has ``▁`` after a character other than ``▁``. One search over the pieces joined by NUL
+    (piece by piece when some piece holds a NUL)."""
+    items = pieces if isinstance(pieces, list) else list(pieces)
+    joined = "\0".join(items)
+    if joined.count("\0") != max(len(items) - 1, 0):
+        return not any(map(_CROSSING.search, items))
+    return _CROSSING_JOINED_REVERSED.search(joined[::-1]) is None
 
 
 class SpaceSymbolSplit:

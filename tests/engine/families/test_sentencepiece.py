@@ -115,8 +115,24 @@ def test_backend_argument_reaches_the_model(name: str) -> None:
 @pytest.mark.parametrize("seed", range(5))
 def test_positions_of_types_is_the_plain_scan(seed: int) -> None:
     rng = random.Random(seed)
-    types = bytes(rng.randint(0, 6) for _ in range(rng.randint(0, 400)))
-    for kinds in [(), (1,), (2, 3), (0, 6, 300), tuple(range(7))]:
+    common = rng.randint(0, 6)  # (the first half: every type as often; the second: most pieces of one type)
+    types = bytes(rng.randint(0, 6) if seed % 2 or rng.random() < 0.02 else common
+                  for _ in range(rng.randint(0, 400 if seed % 2 else 4000)))
+    for kinds in [(), (1,), (2, 3), (0, 6, 300), tuple(range(7)), (common,), tuple({0, 1, 2} - {common})]:
         for negate in (False, True):
             assert positions_of_types(types, kinds, negate=negate) == [
                 i for i, t in enumerate(types) if (t in kinds) != negate]
+
+
+def test_splits_exactly_is_the_per_piece_check() -> None:
+    """The one search over the joined pieces decides as a search in every piece would, NULs in pieces included."""
+    import re
+
+    from app.engine.pipeline.sp_split import splits_exactly
+
+    crossing = re.compile("[^\u2581]\u2581")
+    rng = random.Random(7)
+    for _ in range(5000):
+        items = ["".join(rng.choice("a\u2581\0") for _ in range(rng.randint(0, 4))) for _ in range(rng.randint(0, 5))]
+        assert splits_exactly(items) == (not any(crossing.search(p) for p in items)), items
+        assert splits_exactly(iter(items)) == splits_exactly(items)

@@ -32,12 +32,12 @@ FAMILIES = {
     "xlm-roberta": {"gguf-kv", "charsmap", "metaspace-risk", "unigram-model", XZ_WITNESS_PART},
     "xlm-roberta-sentencepiece": {"gguf-kv", "charsmap", "unigram-model", XZ_WITNESS_PART},
     "gemma3": {"hf-doc", "merge-model", XZ_WITNESS_PART},
-    "llama2": {"gguf-kv", XZ_WITNESS_PART},
-    "phi-3": {"gguf-kv", XZ_WITNESS_PART},
+    "llama2": {"gguf-kv", "sp-bpe-model", XZ_WITNESS_PART},
+    "phi-3": {"gguf-kv", "sp-bpe-model", XZ_WITNESS_PART},
     "bge-small-en-v1.5": {"gguf-kv", XZ_WITNESS_PART},
-    "mistral-v1": {"sp-vocab", XZ_WITNESS_PART},
-    "mistral-v3": {"sp-vocab", XZ_WITNESS_PART},
-    "mistral-v7": {"sp-vocab", XZ_WITNESS_PART},
+    "mistral-v1": {"sp-vocab", "sp-bpe-model", XZ_WITNESS_PART},
+    "mistral-v3": {"sp-vocab", "sp-bpe-model", XZ_WITNESS_PART},
+    "mistral-v7": {"sp-vocab", "sp-bpe-model", XZ_WITNESS_PART},
 }
 STORE = Store.load()
 
@@ -123,7 +123,9 @@ def test_python_backend_same_ids_from_warm_cache(tmp_path: Path) -> None:
                                             ("xlm-roberta", "unigram-model"),
                                             ("xlm-roberta", "unigram-model-tables"),
                                             ("xlm-roberta-sentencepiece", "unigram-model-ids"),
-                                            ("mistral-v1", "sp-vocab")])
+                                            ("mistral-v1", "sp-vocab"), ("mistral-v1", "sp-bpe-model"),
+                                            ("llama2", "sp-bpe-model"), ("llama2", "sp-bpe-model-tables"),
+                                            ("phi-3", "sp-bpe-model-refused")])
 def test_inconsistent_part_is_rebuilt(tmp_path: Path, name: str, part: str) -> None:
     """A verified file whose content does not fit (a wrong meta value) is refused by the part's restore, deleted
     and rebuilt; the ids stay those of a load without a cache."""
@@ -132,7 +134,8 @@ def test_inconsistent_part_is_rebuilt(tmp_path: Path, name: str, part: str) -> N
     cache = ArtifactCache(tmp_path)
     tables = part.endswith("-tables")  # the compiled model's tables damaged (Model.load refuses them)
     ids = part == "unigram-model-ids"  # a stored score id beyond the vocabulary
-    part = part.removesuffix("-tables").removesuffix("-ids")
+    refused = part.endswith("-refused")  # a stored refusal made for other settings
+    part = part.removesuffix("-tables").removesuffix("-ids").removesuffix("-refused")
     if part == "unigram-model":
         part = _stored_part(tmp_path, spec.sha256, "unigram-model-")
     stored = cache.get(spec.sha256, part)
@@ -148,7 +151,10 @@ def test_inconsistent_part_is_rebuilt(tmp_path: Path, name: str, part: str) -> N
         meta["sections"][first][1] += 1
     elif part == "hf-doc":
         meta["vocab"] += 1
-    elif tables and part == "merge-model":
+    elif refused:
+        meta["refused"], meta["byte_fallback"] = True, not meta["byte_fallback"]
+        sections = {}
+    elif tables and part in ("merge-model", "sp-bpe-model"):
         sections["model"] = sections["model"][:1000] + b"\xff" + sections["model"][1001:]
     elif tables:  # a child index of the trie's root beyond the array
         model = bytearray(sections["model"])
@@ -156,7 +162,7 @@ def test_inconsistent_part_is_rebuilt(tmp_path: Path, name: str, part: str) -> N
         sections["model"] = bytes(model)
     elif ids:
         sections["ids"] = sections["ids"][:-4] + (1 << 31).to_bytes(4, "little")
-    elif part.startswith("unigram-model-") or part == "sp-vocab":
+    elif part.startswith("unigram-model-") or part in ("sp-vocab", "sp-bpe-model"):
         meta["n"] += 1
     else:
         meta["merges"] += 1

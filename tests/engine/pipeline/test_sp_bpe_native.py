@@ -11,11 +11,17 @@ import os
 import random
 import subprocess
 import sys
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from app.engine import get_tokenizer
+from app.engine.artifact_cache import ArtifactCache, Compiled
+from app.engine.loaders import LoadOptions, load_tokenizer
 from app.engine.pipeline import Pipeline
 from app.engine.pipeline.models import sp_bpe
 from app.engine.pipeline.models.sp_bpe import SentencePieceBPE
@@ -29,6 +35,7 @@ from app.engine.pipeline.sentencepiece import (
     SentencePieceVocab,
     build_pipeline,
 )
+from app.engine.store import Store
 from harness import realtext
 from harness.references import sentencepiece_reference
 from harness.texts import HOSTILE, SPECIAL_STRINGS, sample
@@ -150,6 +157,7 @@ def test_cache_changes_nothing_and_is_bounded() -> None:
     tok = get_tokenizer("llama2")
     assert isinstance(tok, Pipeline) and isinstance(tok.model, SentencePieceBPE)
     vocab = tok.model.vocab
+    tok.model.prepare_reference()
     uncached = SentencePieceBPE(vocab, unk_id=0, byte_fallback=True, mergeable=tok.model._pieces.values(),
                                 backend="native", cache_size=0)
     texts = sample(5, 40, seed=3)
@@ -255,6 +263,7 @@ def test_engine_python_forces_the_reference() -> None:
 def _bundled_texts(name: str, seed: int) -> list[str]:
     tok = get_tokenizer(name)
     assert isinstance(tok, Pipeline) and isinstance(tok.model, SentencePieceBPE)
+    tok.model.prepare_reference()
     user = sorted(tok.model._user)  # the user-defined pieces, matched in text
     texts = list(hostile([*tok.special_tokens, *user], seed=seed, count=300, token_limit=20))
     texts += HOSTILE
@@ -295,3 +304,63 @@ def test_bundled_long_runs(name: str) -> None:
         ids = native.encode(text)
         assert ids == python.encode(text), text[:40]
         assert ids == ref.encode(text), text[:40]
+
+
+def test_reference_tables_are_built_once_on_first_use(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """With the compiled model the reference's tables wait for their first use (a warm load restores the compiled
+    model and builds none of them); threads asking at once build them once, and get the reference's results."""
+    spec = Store.load().spec("mistral-v1")
+    load_tokenizer(spec, LoadOptions(artifact_cache=ArtifactCache(tmp_path), backend="native"))  # cold: fills it
+    tok = load_tokenizer(spec, LoadOptions(artifact_cache=ArtifactCache(tmp_path), backend="native"))
+    model = tok.model  # type: ignore[attr-defined]
+    assert isinstance(model, SentencePieceBPE) and model.backend == "native"
+    assert not model._reference_ready and model._all_built is None
+    python = get_tokenizer("mistral-v1", backend="python")
+    real = model._mergeable_ranks
+    calls: list[int] = []
+
+    def slow() -> Any:
+        calls.append(1)
+        time.sleep(0.05)  # (widens the window in which other threads arrive)
+        return real()
+
+    monkeypatch.setattr(model, "_mergeable_ranks", slow)
+    texts = [f"Hello wörld {i} ▁▁ 中文 <s> [INST]" * (i + 1) for i in range(16)]
+    barrier = threading.Barrier(8)
+
+    def work(text: str) -> tuple[Any, Any, Any]:
+        barrier.wait() if text in texts[:8] else None
+        return tok.encode_with_offsets(text), model.token_to_id("▁Hello"), model.tokenize_with_spans(text)
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(work, texts))
+    assert calls == [1]
+    model.prepare_reference()
+    assert calls == [1] and model._reference_ready
+    for text, (offsets, hello, spans) in zip(texts, results, strict=True):
+        assert offsets == python.encode_with_offsets(text)
+        assert hello == python.model.token_to_id("▁Hello") is not None  # type: ignore[attr-defined]
+        assert spans == python.model.tokenize_with_spans(text)  # type: ignore[attr-defined]
+    assert model.token_to_id("<0x41>") == python.model.token_to_id("<0x41>")  # type: ignore[attr-defined]
+    assert model.token_to_id("no such") is None
+
+
+def test_space_split_answer_comes_from_the_cache(tmp_path: Path) -> None:
+    """A warm load takes :meth:`SentencePieceBPE.splits_at_space` from the stored model's meta (not recomputed):
+    an entry that says False gives a pipeline without the cut, whose ids are the same (the cut is exact here)."""
+    from app.engine.pipeline.sp_split import SpaceSymbolSplit
+
+    spec = Store.load().spec("llama2")
+    cold = load_tokenizer(spec, LoadOptions(artifact_cache=ArtifactCache(tmp_path), backend="native"))
+    assert isinstance(cold.pre_tokenizer, SpaceSymbolSplit)  # type: ignore[attr-defined]
+    cache = ArtifactCache(tmp_path)
+    stored = cache.get(spec.sha256, sp_bpe.SP_BPE_MODEL_PART)
+    assert stored is not None and stored.meta["space_split"] is True
+    cache.put(spec.sha256, sp_bpe.SP_BPE_MODEL_PART,
+              Compiled({**stored.meta, "space_split": False}, {k: bytes(v) for k, v in stored.sections.items()}))
+    warm_cache = ArtifactCache(tmp_path)
+    warm = load_tokenizer(spec, LoadOptions(artifact_cache=warm_cache, backend="native"))
+    assert warm_cache.hits >= 2 and warm_cache.misses == warm_cache.rebuilt == 0
+    assert warm.pre_tokenizer is None  # type: ignore[attr-defined]
+    texts = [*HOSTILE, *sample(5, 40, seed=17)]
+    assert [warm.encode(t) for t in texts] == [cold.encode(t) for t in texts]
