@@ -64,7 +64,7 @@ class RankSections:
     """A rank table in the cache's raw form (module docstring), checked by the compiled core: ``n`` tokens, ids
     strictly increasing up to ``max_id``. :meth:`buffers` is what :class:`app.engine.native.NativeCore` takes;
     :meth:`as_dict` builds (once) the ``{bytes: id}`` dict. ``image``: the compiled core's tables stored with the
-    sections (the ``core`` section), or None. Immutable; thread-safe."""
+    sections (the ``core`` section), or None once :meth:`drop_image` let it go. Immutable otherwise; thread-safe."""
 
     __slots__ = ("_dict", "_lock", "_release", "ids", "image", "max_id", "min_id", "n", "offsets", "tokens")
 
