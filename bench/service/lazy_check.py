@@ -1,6 +1,8 @@
 """``TOKENIZER_LOAD=lazy`` next to eager: whole store, 2 workers; ready time, memory, first ``/count`` per tokenizer.
 
-``python -m bench.service.lazy_check lazy`` (or ``eager``) prints one JSON line: seconds to ready, each process's PSS
+``python -m bench.service.lazy_check lazy [WORKERS]`` (or ``eager``; ``WORKERS`` default 2) prints one JSON line:
+seconds to ready (from just before the process starts to ``/readyz`` 200 with every worker's start-up complete,
+polled every 10 ms), each process's PSS
 and USS (MiB) at readiness and the tree's total PSS, then two ``POST /count`` for each of cl100k_base, xlm-roberta
 and gemma3 on one connection (lazy: the first loads the tokenizer in the worker that answers), timed client-side,
 then memory again. Results: bench/service/RESULTS.md.
@@ -24,19 +26,20 @@ NAMES = ("cl100k_base", "xlm-roberta", "gemma3")
 
 
 def memory(server: Server) -> dict[str, Any]:
-    procs = {"supervisor": smaps_kib(server.pid), **{f"worker{i + 1}": smaps_kib(p)
-                                                     for i, p in enumerate(server.workers())}}
+    """PSS and USS of every process of the server (one worker: the one process), MiB, and their total PSS."""
+    workers = [p for p in server.workers() if p != server.pid]  # (one worker: the server serves itself)
+    procs = {"supervisor": smaps_kib(server.pid), **{f"worker{i + 1}": smaps_kib(p) for i, p in enumerate(workers)}}
     return {"processes": {k: {m: v[m] // 1024 for m in ("pss", "uss")} for k, v in procs.items()},
             "total_pss_mib": sum(v["pss"] for v in procs.values()) // 1024}
 
 
-def main(mode: str) -> int:
+def main(mode: str, workers: int = 2) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        server = start(Path(tmp) / "serve.log", "--workers", "2", "--load", mode, env={"TOKENIZER_TOKENIZERS": ""},
-                       ready_timeout=600, poll=0.05)
+        server = start(Path(tmp) / "serve.log", "--workers", str(workers), "--load", mode,
+                       env={"TOKENIZER_TOKENIZERS": ""}, ready_timeout=600, poll=0.01)
         try:
-            out: dict[str, Any] = {"mode": mode, "ready_s": round(time.perf_counter() - t0, 2),
+            out: dict[str, Any] = {"mode": mode, "workers": workers, "ready_s": round(time.perf_counter() - t0, 3),
                                    "idle": memory(server), "count_ms": {}}
             assert server.port is not None
             with socket.create_connection(("127.0.0.1", server.port)) as sock:
@@ -54,4 +57,4 @@ def main(mode: str) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1] if len(sys.argv) > 1 else "lazy"))
+    raise SystemExit(main(sys.argv[1] if len(sys.argv) > 1 else "lazy", int(sys.argv[2]) if len(sys.argv) > 2 else 2))
