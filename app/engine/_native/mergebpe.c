@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "hash_mix.h"
+#include "dump_bytes.h"
 #include "word_cache.h"
 #include "py_items.h"
 #include "utf8_put.h"
@@ -709,32 +710,7 @@ static PyObject *Model_encode(Model *self, PyObject *args) {
 #define CLASS_WORDS (65536 / 64)
 #define JBIT_WORDS (JBITS / 64)
 
-static void put_u32(unsigned char *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static void put_u64(unsigned char *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static uint32_t get_u32(const unsigned char *p) {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-static uint64_t get_u64(const unsigned char *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
-/* checksum of p[0..n): words of 8 bytes (little-endian) and a zero-padded tail, mixed in order */
-static uint64_t dump_checksum(const unsigned char *p, size_t n) {
-    uint64_t h = 0x6D65726765627065ULL ^ (uint64_t)n;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) h = mix64(h ^ get_u64(p + i)) + i;
-    uint64_t tail = 0;
-    for (size_t k = 0; i + k < n; k++) tail |= (uint64_t)p[i + k] << (8 * k);
-    return mix64(h ^ tail ^ 0x9E3779B97F4A7C15ULL);
-}
+#define DUMP_SEED 0x6D65726765627065ULL /* this format's checksum seed (dump_bytes.h) */
 
 PyDoc_STRVAR(dump_doc, "dump() -> bytes: the built tables, for Model.load (a versioned little-endian layout).");
 
@@ -802,7 +778,7 @@ static PyObject *Model_dump(Model *self, PyObject *unused) {
         for (size_t i = 0; i < CLASS_WORDS; i++) put_u64(q, self->class_junctions[i]), q += 8;
         for (size_t i = 0; i < JBIT_WORDS; i++) put_u64(q, self->junction_bits[i]), q += 8;
     }
-    put_u64(q, dump_checksum(p, (size_t)(q - p)));
+    put_u64(q, dump_checksum(p, (size_t)(q - p), DUMP_SEED));
     return out;
 }
 
@@ -826,7 +802,7 @@ static PyObject *model_from_dump(PyTypeObject *type, const unsigned char *p, siz
         return dump_error("counts out of range");
     uint64_t need = DUMP_HEADER + 8 * n_chars + 16 * n_pairs + (cuttable ? 8 * (CLASS_WORDS + JBIT_WORDS) : 0) + 8;
     if (need != n) return dump_error("length does not match the counts");
-    if (get_u64(p + n - 8) != dump_checksum(p, n - 8)) return dump_error("checksum mismatch");
+    if (get_u64(p + n - 8) != dump_checksum(p, n - 8, DUMP_SEED)) return dump_error("checksum mismatch");
     const unsigned char *q = p + 56;
     int32_t bytes[256];
     for (int b = 0; b < 256; b++, q += 4) {

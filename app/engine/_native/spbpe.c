@@ -30,6 +30,7 @@
 
 #include "word_cache.h"
 #include "hash_mix.h"
+#include "dump_bytes.h"
 #include "py_items.h"
 #include "utf8_put.h"
 #include "scrub_text.h"
@@ -1612,32 +1613,7 @@ static PyObject *Model_clear_cache(Model *self, PyObject *unused) {
 #define BIGRAM_WORDS (FILTER_BITS / 64)
 #define MAX_CP 0x110000u
 
-static void put_u32(unsigned char *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static void put_u64(unsigned char *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static uint32_t get_u32(const unsigned char *p) {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-static uint64_t get_u64(const unsigned char *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
-/* checksum of p[0..n): words of 8 bytes (little-endian) and a zero-padded tail, mixed in order */
-static uint64_t dump_checksum(const unsigned char *p, size_t n) {
-    uint64_t h = 0x7370627065646D70ULL ^ (uint64_t)n;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) h = mix64(h ^ get_u64(p + i)) + i;
-    uint64_t tail = 0;
-    for (size_t k = 0; i + k < n; k++) tail |= (uint64_t)p[i + k] << (8 * k);
-    return mix64(h ^ tail ^ 0x9E3779B97F4A7C15ULL);
-}
+#define DUMP_SEED 0x7370627065646D70ULL /* this format's checksum seed (dump_bytes.h) */
 
 typedef struct {
     uint64_t key; /* pair_key(left, right) */
@@ -1735,7 +1711,7 @@ static PyObject *Model_dump(Model *self, PyObject *unused) {
         put_u32(q, (uint32_t)self->user_len[u]), put_u32(q + 4, (uint32_t)self->user_out[u]), q += 8;
     for (Py_ssize_t u = 0; u < self->n_user; u++)
         for (Py_ssize_t c = 0; c < self->user_len[u]; c++) put_u32(q, self->user_pool[self->user_start[u] + c]), q += 4;
-    put_u64(q, dump_checksum(p, (size_t)(q - p)));
+    put_u64(q, dump_checksum(p, (size_t)(q - p), DUMP_SEED));
     return out;
 }
 
@@ -1764,7 +1740,7 @@ static PyObject *model_from_dump(PyTypeObject *type, const unsigned char *p, siz
     uint64_t need = DUMP_HEADER + 8 * n_syms + 12 * n_chars + 16 * n_pairs + 8 * (uint64_t)BIGRAM_WORDS +
                     8 * n_user + 4 * user_total + 8;
     if (need != n) return dump_error("length does not match the counts");
-    if (get_u64(p + n - 8) != dump_checksum(p, n - 8)) return dump_error("checksum mismatch");
+    if (get_u64(p + n - 8) != dump_checksum(p, n - 8, DUMP_SEED)) return dump_error("checksum mismatch");
     if (unk_id < 0 || (uint64_t)unk_id >= n_pieces) return dump_error("unknown id out of range");
     const unsigned char *q = p + 72;
     int32_t bytes[256];
