@@ -185,6 +185,16 @@ typedef struct {
     struct WordCache *cache;
 } Model;
 
+/* An empty table of astral code points for n of them (at most half full); -1 when out of memory. */
+static int astral_alloc(Model *self, size_t n) {
+    size_t cap = pow2_at_least(n * 2 + 1);
+    self->astral = (CharSlot *)malloc(cap * sizeof(CharSlot));
+    if (!self->astral) return -1;
+    for (size_t j = 0; j < cap; j++) self->astral[j].cp = UINT32_MAX, self->astral[j].sym = -1, self->astral[j].out = -1;
+    self->astral_mask = cap - 1;
+    return 0;
+}
+
 static void Model_dealloc(Model *self) {
     free(self->sym_out), free(self->sym_len), free(self->sym_unused), free(self->bmp);
     free(self->astral), free(self->pairs), free(self->pairs16), free(self->sym_side), free(self->filter), free(self->bigrams), free(self->user_pool), free(self->user_start), free(self->user_len);
@@ -518,12 +528,7 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         for (Py_ssize_t j = 0; j < total; j++)
             if (pool[j] >= BMP) n_astral++;
         if (n_astral) {
-            size_t cap = pow2_at_least((size_t)n_astral * 2 + 1);
-            self->astral = (CharSlot *)malloc(cap * sizeof(CharSlot));
-            if (!self->astral) goto nomem;
-            for (size_t j = 0; j < cap; j++) self->astral[j].cp = UINT32_MAX, self->astral[j].sym = -1,
-                                              self->astral[j].out = -1;
-            self->astral_mask = cap - 1;
+            if (astral_alloc(self, (size_t)n_astral)) goto nomem;
             for (Py_ssize_t j = 0; j < total; j++) {
                 uint32_t cp = pool[j];
                 if (cp < BMP) continue;
@@ -1802,12 +1807,7 @@ static PyObject *model_from_dump(PyTypeObject *type, const unsigned char *p, siz
             }
         }
         if (n_astral) {
-            size_t cap = pow2_at_least((size_t)n_astral * 2 + 1);
-            self->astral = (CharSlot *)malloc(cap * sizeof(CharSlot));
-            if (!self->astral) goto nomem;
-            for (size_t j = 0; j < cap; j++) self->astral[j].cp = UINT32_MAX, self->astral[j].sym = -1,
-                                              self->astral[j].out = -1;
-            self->astral_mask = cap - 1;
+            if (astral_alloc(self, (size_t)n_astral)) goto nomem;
             cq = q;
             for (uint64_t i = 0; i < n_chars; i++, cq += 12) {
                 uint32_t cp = get_u32(cq);
