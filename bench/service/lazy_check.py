@@ -1,6 +1,8 @@
 """``TOKENIZER_LOAD=lazy`` next to eager: whole store, 2 workers; ready time, memory, first ``/count`` per tokenizer.
 
-``python -m bench.service.lazy_check lazy [WORKERS]`` (or ``eager``; ``WORKERS`` default 2) prints one JSON line:
+``python -m bench.service.lazy_check lazy [WORKERS] [cold]`` (or ``eager``; ``WORKERS`` default 2; ``cold``: drop the
+kernel's page cache first, ``sync`` and ``/proc/sys/vm/drop_caches``, root only, so the interpreter, the packages, the
+store and the artifact cache are read from disk: the "cold disk" start of a fresh node) prints one JSON line:
 seconds to ready (from just before the process starts to ``/readyz`` 200 with every worker's start-up complete,
 polled every 10 ms), each process's PSS
 and USS (MiB) at readiness and the tree's total PSS, then two ``POST /count`` for each of cl100k_base, xlm-roberta
@@ -11,6 +13,7 @@ then memory again. Results: bench/service/RESULTS.md.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 import tempfile
@@ -33,13 +36,23 @@ def memory(server: Server) -> dict[str, Any]:
             "total_pss_mib": sum(v["pss"] for v in procs.values()) // 1024}
 
 
-def main(mode: str, workers: int = 2) -> int:
+def drop_page_cache() -> None:
+    """Write back dirty pages and drop the kernel's clean page cache (needs root: ``PermissionError`` otherwise)."""
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def main(mode: str, workers: int = 2, cold: bool = False) -> int:
     with tempfile.TemporaryDirectory() as tmp:
+        if cold:
+            drop_page_cache()
         t0 = time.perf_counter()
         server = start(Path(tmp) / "serve.log", "--workers", str(workers), "--load", mode,
                        env={"TOKENIZER_TOKENIZERS": ""}, ready_timeout=600, poll=0.01)
         try:
-            out: dict[str, Any] = {"mode": mode, "workers": workers, "ready_s": round(time.perf_counter() - t0, 3),
+            out: dict[str, Any] = {"mode": mode, "workers": workers, "disk": "cold" if cold else "warm",
+                                   "ready_s": round(time.perf_counter() - t0, 3),
                                    "idle": memory(server), "count_ms": {}}
             assert server.port is not None
             with socket.create_connection(("127.0.0.1", server.port)) as sock:
@@ -57,4 +70,5 @@ def main(mode: str, workers: int = 2) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1] if len(sys.argv) > 1 else "lazy", int(sys.argv[2]) if len(sys.argv) > 2 else 2))
+    raise SystemExit(main(sys.argv[1] if len(sys.argv) > 1 else "lazy", int(sys.argv[2]) if len(sys.argv) > 2 else 2,
+                          len(sys.argv) > 3 and sys.argv[3] == "cold"))
