@@ -10,22 +10,28 @@ File layout (all integers little-endian)::
     magic  b"TKCACHE\\0"        8 bytes
     format version             u32
     header length H            u32
-    sha256(header + payload)   32 bytes
+    file length                u64 (the whole file, fixed part included)
+    checksum                   u32: CRC-32 (``zlib.crc32``) of the 24 bytes above, then of header + payload
+    (reserved, zero)           u32
     header                     H bytes of UTF-8 JSON: {"sha256", "part", "version", "meta", "sections": [[name, offset,
                                length], ...]} (offsets relative to the payload start)
     padding                    to a multiple of 8
     payload                    the sections, each starting on a multiple of 8
 
-Every read is verified (magic, version, the key in the header, the digest, section bounds): a file that fails any
-check is logged once, deleted when possible and reported absent, so the caller rebuilds — never trusted. Writes are
-atomic (a temp file in the same directory, then ``os.replace``); a cache that cannot be written (read-only image,
-full disk) never fails a load.
+Every read is verified (magic, version, file length, checksum, the key in the header, section bounds): a file that
+fails any check is logged once, deleted when possible and reported absent, so the caller rebuilds — never trusted.
+Writes are atomic (a temp file in the same directory, then ``os.replace``); a cache that cannot be written (read-only
+image, full disk) never fails a load.
+
+The checksum guards against damage and staleness only (it is stored in the file, so whoever can write the file can
+recompute it; memory safety comes from each restore's structural checks): CRC-32 detects every single-bit flip and
+every burst of up to 32 bits, the stored length every truncation or extension, and other damage but for a chance
+of 2**-32. It reads about three times faster than sha256 (format version 3; version 2 files held a sha256).
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import mmap
@@ -36,6 +42,7 @@ import sys
 import tempfile
 import threading
 import time
+import zlib
 from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,11 +53,12 @@ log = logging.getLogger("app.engine.artifact_cache")
 
 #: The engine's compiled-format version: part of every key and every file header. Bump it when the layout of any
 #: part changes (old files are then simply never looked up again; ``cache build`` writes the new ones).
-FORMAT_VERSION = 2  # 2: rank tables carry the compiled core's image (app/engine/rank_tables.py)
+FORMAT_VERSION = 3  # 2: rank tables carry the compiled core's image (app/engine/rank_tables.py); 3: CRC-32 + length
 
 MAGIC = b"TKCACHE\0"
 SUFFIX = ".tkc"
-_FIXED = struct.Struct("<8sII32s")  # magic, version, header length, digest
+_FIXED = struct.Struct("<8sIIQII")  # magic, version, header length, file length, checksum, reserved
+_CHECKED = 24  # the fixed part's bytes under the checksum: magic, version, header length, file length
 _ALIGN = 8
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _PART = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
@@ -124,10 +132,11 @@ def encode(sha256: str, part: str, compiled: Compiled) -> bytes:
     header = json.dumps({"sha256": sha256, "part": part, "version": FORMAT_VERSION, "meta": compiled.meta,
                          "sections": table}, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode()
     header += b" " * _pad(_FIXED.size + len(header))
-    digest = hashlib.sha256(header)
+    length = _FIXED.size + len(header) + offset
+    crc = zlib.crc32(header, zlib.crc32(_FIXED.pack(MAGIC, FORMAT_VERSION, len(header), length, 0, 0)[:_CHECKED]))
     for chunk in chunks:
-        digest.update(chunk)
-    return b"".join([_FIXED.pack(MAGIC, FORMAT_VERSION, len(header), digest.digest()), header, *chunks])
+        crc = zlib.crc32(chunk, crc)
+    return b"".join([_FIXED.pack(MAGIC, FORMAT_VERSION, len(header), length, crc, 0), header, *chunks])
 
 
 def decode(buffer: memoryview, sha256: str, part: str) -> Compiled:
@@ -135,7 +144,7 @@ def decode(buffer: memoryview, sha256: str, part: str) -> Compiled:
     ``buffer``. Raises :class:`DamagedFile` naming the first check that failed."""
     if buffer.nbytes < _FIXED.size:
         raise DamagedFile("truncated header")
-    magic, version, header_len, digest = _FIXED.unpack_from(buffer, 0)
+    magic, version, header_len, length, crc, reserved = _FIXED.unpack_from(buffer, 0)
     if magic != MAGIC:
         raise DamagedFile("wrong magic")
     if version != FORMAT_VERSION:
@@ -143,8 +152,12 @@ def decode(buffer: memoryview, sha256: str, part: str) -> Compiled:
     payload_start = _FIXED.size + header_len
     if payload_start > buffer.nbytes or payload_start % _ALIGN:
         raise DamagedFile("header length out of bounds")
-    if hashlib.sha256(buffer[_FIXED.size:]).digest() != digest:
-        raise DamagedFile("digest mismatch")
+    if reserved:
+        raise DamagedFile("reserved field is not zero")
+    if length != buffer.nbytes:
+        raise DamagedFile(f"file length {buffer.nbytes}, header says {length}")
+    if zlib.crc32(buffer[_FIXED.size:], zlib.crc32(buffer[:_CHECKED])) != crc:
+        raise DamagedFile("checksum mismatch")
     try:
         header = json.loads(bytes(buffer[_FIXED.size:payload_start]))
     except ValueError:

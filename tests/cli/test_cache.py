@@ -48,7 +48,7 @@ def test_verify_reports_damage_and_gaps_without_changing_anything(tmp_path: Path
     capsys.readouterr()
     assert main(["cache", "verify", "--dir", str(d), "--tokenizers", NAMES, "-q"]) == 1
     out = capsys.readouterr().out
-    assert f"FAIL {path.name}: digest mismatch" in out
+    assert f"FAIL {path.name}: checksum mismatch" in out
     assert "MISSING gpt2" in out and "MISSING mistral-nemo" in out
     assert [p.name for p in d.iterdir()] == [path.name] and path.read_bytes() == bytes(data)  # untouched
     assert main(["cache", "build", "--dir", str(d), "--tokenizers", NAMES, "-q"]) == 0

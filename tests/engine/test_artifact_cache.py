@@ -9,6 +9,7 @@ import multiprocessing
 import os
 import stat
 import struct
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -126,8 +127,12 @@ def _header_len_out_of_bounds(data: bytes) -> bytes:
     return data[:12] + struct.pack("<I", len(data) + 8) + data[16:]
 
 
-def _digest_zeroed(data: bytes) -> bytes:
-    return data[:16] + b"\0" * 32 + data[48:]
+def _checksum_zeroed(data: bytes) -> bytes:
+    return data[:24] + b"\0" * 4 + data[28:]
+
+
+def _length_changed(data: bytes) -> bytes:
+    return data[:16] + struct.pack("<Q", len(data) + 8) + data[24:] + b"\0" * 8
 
 
 def _section_out_of_bounds(data: bytes) -> bytes:
@@ -137,9 +142,11 @@ def _section_out_of_bounds(data: bytes) -> bytes:
 
 
 def _rehash(data: bytes) -> bytes:
-    magic, version, header_len, _ = ac._FIXED.unpack_from(data, 0)
-    digest = hashlib.sha256(data[ac._FIXED.size:]).digest()
-    return ac._FIXED.pack(magic, version, header_len, digest) + data[ac._FIXED.size:]
+    """``data`` with the file length and checksum of its bytes (what a writer with a bug would produce)."""
+    magic, version, header_len, _, _, _ = ac._FIXED.unpack_from(data, 0)
+    checked = ac._FIXED.pack(magic, version, header_len, len(data), 0, 0)[:24]
+    crc = zlib.crc32(data[ac._FIXED.size:], zlib.crc32(checked))
+    return ac._FIXED.pack(magic, version, header_len, len(data), crc, 0) + data[ac._FIXED.size:]
 
 
 DAMAGE = {
@@ -151,11 +158,13 @@ DAMAGE = {
     "wrong magic": _wrong_magic,
     "other format version": _other_version,
     "header length out of bounds": _header_len_out_of_bounds,
-    "digest zeroed": _digest_zeroed,
+    "checksum zeroed": _checksum_zeroed,
+    "file length changed (zeros appended)": _length_changed,
+    "zeros appended": lambda d: d + b"\0" * 8,
     "another sha256 in the header": lambda d: ac.encode(OTHER, PART, _dump(_value())),
     "another part in the header": lambda d: ac.encode(SHA, "other-part", _dump(_value())),
     "section out of bounds": lambda d: _rehash(_section_out_of_bounds(d)),
-    "header not JSON": lambda d: _rehash(d[:48] + b"\x00" + d[49:]),
+    "header not JSON": lambda d: _rehash(d[:32] + b"\x00" + d[33:]),
     "restore fails on a verified file": lambda d: ac.encode(
         SHA, PART, Compiled(meta={}, sections={"blob": b"ab", "offsets": u32_bytes([0, 5])})),
 }
@@ -176,6 +185,53 @@ def test_damaged_file_is_never_trusted(tmp_path: Path, damage: str, caplog: pyte
     assert len(warnings) == 1 and "damaged" in warnings[0].getMessage() and str(path) in warnings[0].getMessage()
     assert path.read_bytes() == good  # rebuilt and rewritten
     assert _load(cache, build) == _value() and cache.hits == 1 and build.calls == 2
+
+
+def _two_sections() -> bytes:
+    return ac.encode(SHA, PART, Compiled(meta={"n": 3}, sections={"blob": b"abcdefghij", "offsets": u32_bytes([0, 4,
+                                                                                                          10])}))
+
+
+def test_every_bit_flip_is_detected() -> None:
+    """Each single-bit flip anywhere in a file (fixed part, header, padding, each section) fails verification."""
+    data = _two_sections()
+    ac.decode(memoryview(data), SHA, PART)
+    regions = {"fixed": (0, ac._FIXED.size)}
+    regions.update(ac.decode(memoryview(data), SHA, PART).regions)
+    assert set(regions) == {"fixed", "blob", "offsets"}
+    flipped: dict[str, int] = dict.fromkeys(regions, 0)
+    for at in range(len(data)):
+        for bit in range(8):
+            bad = bytearray(data)
+            bad[at] ^= 1 << bit
+            with pytest.raises(ac.DamagedFile):
+                ac.decode(memoryview(bytes(bad)), SHA, PART)
+            for name, (start, length) in regions.items():
+                flipped[name] += start <= at < start + length
+    assert all(flipped.values())  # every region was hit
+
+
+def test_every_truncation_and_extension_is_detected() -> None:
+    data = _two_sections()
+    for end in range(len(data)):
+        with pytest.raises(ac.DamagedFile):
+            ac.decode(memoryview(data[:end]), SHA, PART)
+    for extra in (b"\0", b"\0" * 8, b"x" * 16):
+        with pytest.raises(ac.DamagedFile):
+            ac.decode(memoryview(data + extra), SHA, PART)
+
+
+def test_two_bit_flips_in_a_large_section_are_detected() -> None:
+    """Flips far apart in a section of a few MiB (CRC-32 catches every double-bit error within 2**31 bits)."""
+    blob = bytes(range(256)) * (16 << 10)
+    data = ac.encode(SHA, PART, Compiled(meta={}, sections={"big": blob}))
+    (start, length), = ac.decode(memoryview(data), SHA, PART).regions.values()
+    for first, second in ((start, start + length - 1), (start + 12345, start + (3 << 20)), (start + 7, start + 8)):
+        bad = bytearray(data)
+        bad[first] ^= 0x10
+        bad[second] ^= 0x01
+        with pytest.raises(ac.DamagedFile, match="checksum"):
+            ac.decode(memoryview(bytes(bad)), SHA, PART)
 
 
 def test_get_of_damaged_file_deletes_it(tmp_path: Path) -> None:
