@@ -18,6 +18,11 @@ Parts (the derivations stored this way):
 * ``tekken-ranks``: a tekken file's ranks, with its pattern and special-token names in ``meta``;
 * ``byte-level-ranks``: the proven rank table of a byte-level BPE ``tokenizer.json`` or GGUF vocabulary
   (:mod:`app.engine.pipeline.byte_level_ranks`), or, in ``meta``, why the file is not rank BPE.
+
+``meta["core_image"]`` records whether the writer had the compiled core and so tried to store the image (a table
+the core refuses is stored without one). A table written without that attempt (by a process without the core) is
+refused by :func:`restore_ranks` in a process with the core, so the cache rebuilds it once, image included,
+instead of building the core's tables on every later load.
 """
 
 from __future__ import annotations
@@ -51,13 +56,14 @@ def dump_ranks(ranks: Mapping[bytes, int] | RankSections, meta: dict[str, Any] |
         "offsets": u32_bytes(offsets),
         "ids": u32_bytes(token_id for _, token_id in ordered),
     }
-    if native.available():  # built from the very sections a warm load restores (same order, same tables)
+    image_tried = native.available()
+    if image_tried:  # built from the very sections a warm load restores (same order, same tables)
         try:
             plain = RankSections(sections["tokens"], sections["offsets"], sections["ids"])
             sections["core"] = native.rank_table_image(plain.buffers())
         except ValueError:  # ranks the core refuses: stored without, and refused again on use
             pass
-    return Compiled(meta={**(meta or {}), "n": len(ordered)}, sections=sections)
+    return Compiled(meta={**(meta or {}), "n": len(ordered), "core_image": image_tried}, sections=sections)
 
 
 class RankSections:
@@ -131,11 +137,15 @@ Ranks = dict[bytes, int] | RankSections
 
 def restore_ranks(compiled: Compiled) -> Ranks:
     """The table :func:`dump_ranks` stored: as :class:`RankSections` with the compiled core, else as a dict. Raises
-    ``ValueError``/``KeyError``/``TypeError`` on a layout that does not add up (the cache then rebuilds)."""
+    ``ValueError``/``KeyError``/``TypeError`` on a layout that does not add up, and, with the compiled core,
+    ``ValueError`` for a table whose writer did not try to store the core's image (module docstring): the cache
+    then rebuilds it."""
     if native.available():
         sections = compiled.sections
         if type(compiled.meta["n"]) is not int:
             raise ValueError("rank table: bad meta")
+        if compiled.meta.get("core_image") is not True:
+            raise ValueError("rank table stored without the compiled core's image (written without the core)")
         restored = RankSections(sections["tokens"], sections["offsets"], sections["ids"], sections.get("core"),
                                 partial(compiled.release, "core"))
         if restored.n != compiled.meta["n"]:

@@ -3,13 +3,15 @@ core built from them in one call, and the core restored from the image of its ta
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import random
+from pathlib import Path
 
 import pytest
 
 from app.engine import get_tokenizer, native
-from app.engine.artifact_cache import Compiled, u32_bytes
+from app.engine.artifact_cache import ArtifactCache, Compiled, u32_bytes
 from app.engine.encoding import RankBPETokenizer
 from app.engine.native import NativeCore
 from app.engine.rank_tables import RankSections, dump_ranks, restore_ranks
@@ -29,8 +31,8 @@ def _sections(tokens: list[bytes], ids: list[int], *, all_bytes: bool = True) ->
     offsets = [0]
     for t in tokens:
         offsets.append(offsets[-1] + len(t))
-    return Compiled(meta={"n": len(tokens)}, sections={"tokens": b"".join(tokens), "offsets": u32_bytes(offsets),
-                                                       "ids": u32_bytes(ids)})
+    return Compiled(meta={"n": len(tokens), "core_image": True},
+                    sections={"tokens": b"".join(tokens), "offsets": u32_bytes(offsets), "ids": u32_bytes(ids)})
 
 
 def test_restored_sections_equal_the_dict() -> None:
@@ -72,7 +74,7 @@ def test_bad_layouts_are_refused() -> None:
     with pytest.raises(ValueError):  # one id too few
         restore_ranks(Compiled(good.meta, {**sections, "ids": bytes(sections["ids"])[:-4]}))
     with pytest.raises(ValueError):  # n in meta disagrees
-        restore_ranks(Compiled({"n": len(RANKS) + 1}, sections))
+        restore_ranks(Compiled({**good.meta, "n": len(RANKS) + 1}, sections))
 
 
 def test_encoding_from_sections_equals_encoding_from_dict() -> None:
@@ -156,7 +158,7 @@ def test_an_image_of_other_ranks_is_refused_and_the_tables_are_built(caplog: pyt
 
 def test_damaged_images_raise_or_load_safely() -> None:
     """Any flipped, cut or grown image either raises ValueError or gives a core that encodes without reading out of
-    bounds (a flip the checks cannot see, e.g. in the filter, may change ids: the cache file's digest catches those)."""
+    bounds (a flip the checks cannot see, e.g. in the filter, may change ids: the file's checksum catches those)."""
     restored = restore_ranks(dump_ranks(RANKS))
     assert isinstance(restored, RankSections) and restored.image is not None
     image = bytes(restored.image)
@@ -182,3 +184,52 @@ def test_damaged_images_raise_or_load_safely() -> None:
             _core.Core(restored.buffers(), 0, 0, image=image[:cut])
     with pytest.raises(ValueError, match="rank table image"):
         _core.Core(restored.buffers(), 0, 0, image=image + bytes(8))
+
+
+# ------------------------------------------------------------------------------ tables written without the core
+def test_a_table_written_without_the_core_is_rebuilt_once_with_its_image(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cache entry written by a process without the compiled core has no image; a process with the core rebuilds
+    it once (image included) and then restores it, instead of building the core's tables on every load."""
+    cache = ArtifactCache(tmp_path)
+    sha = hashlib.sha256(b"ranks").hexdigest()
+    builds: list[int] = []
+
+    def build() -> dict[bytes, int]:
+        builds.append(1)
+        return RANKS
+
+    def load() -> dict[bytes, int] | RankSections:
+        return cache.load(sha, "tiktoken-ranks", build, dump_ranks, restore_ranks)
+
+    with monkeypatch.context() as m:
+        m.setattr(native, "available", lambda: False)
+        assert load() == RANKS  # a dict without the core
+        assert load() == RANKS and cache.hits == 1  # that process reads its own entry back
+    stored = cache.get(sha, "tiktoken-ranks")
+    assert stored is not None and "core" not in stored.sections and stored.meta["core_image"] is False
+    assert load() == RANKS  # refused and built again (the built dict is what this load gets)
+    assert len(builds) == 2 and cache.rebuilt == 1
+    stored = cache.get(sha, "tiktoken-ranks")
+    assert stored is not None and "core" in stored.sections and stored.meta["core_image"] is True
+    for hits in (2, 3):
+        again = load()
+        assert isinstance(again, RankSections) and again.image is not None and again.as_dict() == RANKS
+        assert len(builds) == 2 and cache.rebuilt == 1 and cache.hits == hits
+
+
+def test_a_table_the_core_refused_is_not_rebuilt_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An entry whose writer had the core but got no image (refused) restores as it is: no rebuild loop."""
+    def refuse(buffers: tuple[object, ...]) -> bytes:
+        raise ValueError("refused")
+
+    with monkeypatch.context() as m:
+        m.setattr(native, "rank_table_image", refuse)
+        dumped = dump_ranks(RANKS)
+    assert "core" not in dumped.sections and dumped.meta["core_image"] is True
+    restored = restore_ranks(dumped)
+    assert isinstance(restored, RankSections) and restored.image is None and restored.as_dict() == RANKS
+    with pytest.raises(ValueError, match="without the compiled core's image"):
+        restore_ranks(Compiled({**dumped.meta, "core_image": False}, dumped.sections))
+    with pytest.raises(ValueError, match="without the compiled core's image"):
+        restore_ranks(Compiled({"n": dumped.meta["n"]}, dumped.sections))  # a meta of before the flag
