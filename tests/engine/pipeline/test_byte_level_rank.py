@@ -14,6 +14,7 @@ import json
 import os
 import random
 import unicodedata
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 
 import pytest
@@ -21,7 +22,7 @@ from tokenizers import Tokenizer as HFTokenizer
 
 from app.engine import get_store, get_tokenizer, native, patterns
 from app.engine.encoding import scrub_surrogates
-from app.engine.pipeline.added import AddedMatcher
+from app.engine.pipeline.added import AddedMatcher, AddedToken
 from app.engine.pipeline.hf_json import from_hf_json
 from app.engine.pipeline.models.bpe import BPE
 from app.engine.pipeline.models.byte_level_rank import (
@@ -292,6 +293,25 @@ def test_literal_matcher_splits_as_the_pipelines_matcher(name: str) -> None:
     fast, reference = LiteralMatcher(entries), AddedMatcher(entries)
     texts = [*token_strings(name), *list(corpus.random_mixes(FUZZ_SEED + 2, 300)), "", "<", "<<||>>"]
     assert [fast.split(t) for t in texts] == [reference.split(t) for t in texts]
+
+
+def test_literal_matcher_compiles_on_first_use_and_threads_agree() -> None:
+    """The alternation is compiled on the first split that needs one (never for special tokens only); threads that
+    race to the first split get the same cuts as the pipeline's matcher."""
+    tokens = [AddedToken(content=c, id=i, special=c.startswith("<|")) for i, c in
+              enumerate(["<|end|>", "<think>", "</think>", "<th", "ab"])]
+    entries = [(t.content, t) for t in tokens]
+    specials_only = LiteralMatcher([(t.content, t) for t in tokens if t.special])
+    assert specials_only.split("x<|end|>y") == [(0, 9, None)] and not specials_only.compiled
+    reference = AddedMatcher(entries)
+    texts = ["", "<think>ab</think>", "<|end|><thinkab", "x" * 50 + "<th<think>", "abab<|end|>"]
+    for _ in range(3):
+        fast = LiteralMatcher(entries)
+        assert not fast.compiled
+        with ThreadPoolExecutor(8) as pool:
+            got = list(pool.map(lambda _, m=fast: [m.split(x) for x in texts], range(16)))
+        assert fast.compiled
+        assert got == [[reference.split(x) for x in texts]] * 16
 
 
 def test_nfc_windows_equal_whole_text_nfc() -> None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
+import threading
 import unicodedata
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import Any
@@ -97,7 +98,9 @@ class LiteralMatcher:
     """The splits of :class:`~app.engine.pipeline.added.AddedMatcher` (leftmost-longest over all patterns, special
     tokens' matches skipped) for token sets without ``single_word``/``lstrip``/``rstrip``, searched by one compiled
     alternation of the literal patterns, longest first (at the leftmost position where any pattern matches, the
-    first alternative that matches is the longest). Python's ``re`` is exact for literals."""
+    first alternative that matches is the longest). Python's ``re`` is exact for literals. The alternation is
+    compiled on the first :meth:`split` that needs it (compiling a few hundred literals takes tens of milliseconds,
+    and a set of special tokens only never needs it); thread-safe."""
 
     def __init__(self, entries: Sequence[tuple[str, AddedToken]]) -> None:
         self._by_pattern: dict[str, AddedToken] = {}
@@ -105,19 +108,35 @@ class LiteralMatcher:
             if pattern:
                 self._by_pattern.setdefault(pattern, token)
         self.has_matchable = any(not t.special for t in self._by_pattern.values())
-        patterns = sorted(self._by_pattern, key=len, reverse=True)
-        self._search = re.compile("|".join(map(re.escape, patterns))).finditer if patterns else None
+        self._search: Callable[[str], Iterator[re.Match[str]]] | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the alternation has been compiled (by a :meth:`split` that needed it)."""
+        return self._search is not None
+
+    def _searcher(self) -> Callable[[str], Iterator[re.Match[str]]]:
+        """The compiled alternation's ``finditer`` (compiled once, on first use)."""
+        search = self._search
+        if search is None:
+            with self._lock:
+                search = self._search
+                if search is None:
+                    patterns = sorted(self._by_pattern, key=len, reverse=True)
+                    search = self._search = re.compile("|".join(map(re.escape, patterns))).finditer
+        return search
 
     def split(self, text: str) -> list[tuple[int, int, AddedToken | None]]:
         """``text`` cut into ordinary stretches and matched tokens, covering it in order."""
         if not text:
             return [(0, 0, None)]
-        if self._search is None or not self.has_matchable:
+        if not self.has_matchable:  # (then some pattern exists: a matchable token has one)
             return [(0, len(text), None)]
         out: list[tuple[int, int, AddedToken | None]] = []
         taken = 0
         by_pattern = self._by_pattern
-        for m in self._search(text):
+        for m in self._searcher()(text):
             token = by_pattern[m.group()]
             if token.special:
                 continue
