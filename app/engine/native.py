@@ -21,7 +21,9 @@ the tests simulate a machine without a compiler.
 from __future__ import annotations
 
 import importlib
+import sys
 import threading
+from array import array
 from types import ModuleType
 from typing import Any
 
@@ -134,6 +136,33 @@ def check_rank_sections(buffers: tuple[Any, ...]) -> tuple[int, int]:
         raise RuntimeError("rank sections need the compiled core")
     n, max_id = _core.check_rank_sections(buffers)
     return int(n), int(max_id)
+
+
+def check_packed_vocab(keys: Any, ids: Any, count: int) -> tuple[int, int]:
+    """``(smallest id, largest id)`` (``(0, -1)`` when empty) of a vocabulary stored as ``count`` packed strings
+    (:func:`app.engine.pipeline.derived.pack_strings`) and ``count`` little-endian u32 ids, checked by the compiled
+    core without building a dict; ``ValueError`` unless both hold ``count`` entries and no string repeats,
+    ``RuntimeError`` without the compiled core."""
+    if _core is None:
+        raise RuntimeError("a packed vocabulary check needs the compiled core")
+    low, high = _core.check_packed_vocab(keys, ids, count)
+    return int(low), int(high)
+
+
+def u32_range(ids: Any) -> tuple[int, int]:
+    """``(smallest, largest)`` of a buffer of little-endian u32 ids (``(0, -1)`` when empty), in one pass of C with
+    the compiled core (Python's ``min``/``max`` make an int of every item). ``ValueError`` when its length is not
+    a multiple of 4."""
+    if _core is not None:
+        low, high = _core.u32_range(ids)
+        return int(low), int(high)
+    view = memoryview(ids).cast("B")
+    if view.nbytes % 4:
+        raise ValueError("u32 section length is not a multiple of 4")
+    values = array("I", view)
+    if sys.byteorder != "little":  # pragma: no cover
+        values.byteswap()
+    return (min(values), max(values)) if values else (0, -1)
 
 
 def rank_table_image(buffers: tuple[Any, ...]) -> bytes:

@@ -9,6 +9,7 @@ import random
 import subprocess
 import sys
 import threading
+from array import array
 from pathlib import Path
 
 import pytest
@@ -510,3 +511,29 @@ def test_fast_call_sends_only_the_plain_call_to_the_fast_function() -> None:
     del h
     gc.collect()
     assert alive() is None
+
+
+# -------------------------------------------------------------------------- checks of cached sections without dicts
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet=st.characters(blacklist_characters="\0", blacklist_categories=["Cs"]), max_size=4),
+                max_size=30),
+       st.lists(st.integers(0, 2**32 - 1), min_size=30, max_size=30))
+def test_check_packed_vocab_equals_the_dict_checks(keys: list[str], all_ids: list[int]) -> None:
+    """``check_packed_vocab`` refuses exactly the entries whose dict would lose a repeated key, and its range is
+    the ids' ``min``/``max``; ``u32_range`` is ``min``/``max`` of any u32 buffer."""
+    ids = all_ids[:len(keys)]
+    blob, raw = "\0".join(keys).encode(), array("I", ids).tobytes()
+    if len(set(keys)) == len(keys):
+        expected = (min(ids), max(ids)) if ids else (0, -1)
+        assert native.check_packed_vocab(blob, raw, len(keys)) == expected == native.u32_range(raw)
+    else:
+        with pytest.raises(ValueError, match="repeated"):
+            native.check_packed_vocab(blob, raw, len(keys))
+    for count in (len(keys) + 1, len(keys) - 1):
+        if count >= 0:
+            with pytest.raises(ValueError):
+                native.check_packed_vocab(blob, raw, count)
+    with pytest.raises(ValueError):
+        native.check_packed_vocab(blob, raw + b"\0" * 4, len(keys))
+    with pytest.raises(ValueError):
+        native.u32_range(raw + b"\0")

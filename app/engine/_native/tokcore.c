@@ -2415,10 +2415,129 @@ static PyObject *mod_check_rank_sections(PyObject *mod, PyObject *sections)
     return Py_BuildValue("(nk)", (Py_ssize_t)n, (unsigned long)max_rank);
 }
 
+/* check_packed_vocab(keys, ids, count) -> (min id, max id): the checks of a vocabulary stored as packed strings
+ * (count strings joined by NUL) and count little-endian u32 ids, without building the dict: ValueError unless keys
+ * holds count strings, none repeated, and ids count ids. (0, -1) for an empty vocabulary. */
+static PyObject *mod_check_packed_vocab(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    Py_buffer keys, ids;
+    Py_ssize_t count;
+    if (!PyArg_ParseTuple(args, "y*y*n", &keys, &ids, &count))
+        return NULL;
+    const char *bad = NULL;
+    uint32_t lo = 0, hi = 0;
+    const uint8_t *k = keys.buf, *d = ids.buf;
+    size_t nk = (size_t)keys.len, n = count < 0 ? 0 : (size_t)count;
+    uint32_t *start = NULL, *set = NULL;
+    if (count < 0 || (size_t)ids.len != n * 4 || n > 0xFFFFFFFEu || nk > 0xFFFFFFFEu) {
+        bad = "vocabulary sections do not hold that many entries";
+        goto done;
+    }
+    if (n == 0) {
+        if (nk)
+            bad = "vocabulary sections do not hold that many entries";
+        goto done;
+    }
+    /* the start of each string (n + 1 entries: the last is one past the end) */
+    start = PyMem_RawMalloc((n + 1) * sizeof(uint32_t));
+    size_t cap = 16;
+    while (cap < n * 2 + 2)
+        cap <<= 1;
+    set = PyMem_RawCalloc(cap, sizeof(uint32_t));
+    if (!start || !set) {
+        PyMem_RawFree(start);
+        PyMem_RawFree(set);
+        PyBuffer_Release(&keys);
+        PyBuffer_Release(&ids);
+        return PyErr_NoMemory();
+    }
+    size_t m = 0;
+    start[m++] = 0;
+    for (const uint8_t *p = k, *end = k + nk; (p = memchr(p, 0, (size_t)(end - p))) != NULL; p++) {
+        if (m == n) {
+            bad = "vocabulary sections do not hold that many entries";
+            goto done;
+        }
+        start[m++] = (uint32_t)(p - k + 1);
+    }
+    if (m != n) {
+        bad = "vocabulary sections do not hold that many entries";
+        goto done;
+    }
+    start[n] = (uint32_t)(nk + 1);
+    for (size_t i = 0; i < n && !bad; i++) {
+        const uint8_t *p = k + start[i];
+        size_t len = start[i + 1] - 1 - start[i];
+        size_t h = (size_t)(len ? hash_bytes(p, len) : 0) & (cap - 1); /* (hash_bytes needs len >= 1) */
+        while (set[h]) {
+            size_t j = set[h] - 1;
+            if (start[j + 1] - 1 - start[j] == len && !memcmp(k + start[j], p, len)) {
+                bad = "cached vocabulary has repeated tokens";
+                break;
+            }
+            h = (h + 1) & (cap - 1);
+        }
+        set[h] = (uint32_t)(i + 1);
+        uint32_t v = (uint32_t)d[4 * i] | (uint32_t)d[4 * i + 1] << 8 | (uint32_t)d[4 * i + 2] << 16
+                     | (uint32_t)d[4 * i + 3] << 24;
+        if (i == 0 || v < lo)
+            lo = v;
+        if (i == 0 || v > hi)
+            hi = v;
+    }
+done:
+    PyMem_RawFree(start);
+    PyMem_RawFree(set);
+    PyBuffer_Release(&keys);
+    PyBuffer_Release(&ids);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, bad);
+        return NULL;
+    }
+    if (n == 0)
+        return Py_BuildValue("(ii)", 0, -1);
+    return Py_BuildValue("(kk)", (unsigned long)lo, (unsigned long)hi);
+}
+
+/* u32_range(ids) -> (min, max) of a buffer of little-endian u32 ids ((0, -1) when empty); ValueError when its
+ * length is not a multiple of 4. */
+static PyObject *mod_u32_range(PyObject *mod, PyObject *arg)
+{
+    (void)mod;
+    Py_buffer ids;
+    if (PyObject_GetBuffer(arg, &ids, PyBUF_SIMPLE) < 0)
+        return NULL;
+    size_t n = (size_t)ids.len / 4;
+    const uint8_t *d = ids.buf;
+    uint32_t lo = UINT32_MAX, hi = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t v = (uint32_t)d[4 * i] | (uint32_t)d[4 * i + 1] << 8 | (uint32_t)d[4 * i + 2] << 16
+                     | (uint32_t)d[4 * i + 3] << 24;
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+    }
+    int odd = ids.len % 4 != 0;
+    PyBuffer_Release(&ids);
+    if (odd) {
+        PyErr_SetString(PyExc_ValueError, "u32 section length is not a multiple of 4");
+        return NULL;
+    }
+    if (n == 0)
+        return Py_BuildValue("(ii)", 0, -1);
+    return Py_BuildValue("(kk)", (unsigned long)lo, (unsigned long)hi);
+}
+
 static PyMethodDef module_methods[] = {
     {"check_rank_sections", mod_check_rank_sections, METH_O,
      "check_rank_sections((tokens, offsets, ids)) -> (n, max_id): ValueError unless the rank sections are "
      "consistent (offsets strictly increasing to len(tokens), ids strictly increasing, no repeated token)."},
+    {"check_packed_vocab", mod_check_packed_vocab, METH_VARARGS,
+     "check_packed_vocab(keys: Buffer, ids: Buffer, count: int) -> (min_id, max_id): ValueError unless keys holds "
+     "count NUL-separated strings, none repeated, and ids count little-endian u32 ids; (0, -1) when empty."},
+    {"u32_range", mod_u32_range, METH_O,
+     "u32_range(ids: Buffer) -> (min, max): extremes of little-endian u32 ids, (0, -1) when empty; ValueError "
+     "when the length is not a multiple of 4."},
     {"utf8_size", mod_utf8_size, METH_O,
      "utf8_size(text: str) -> int: UTF-8 length of text (kept in the str for the next encode); "
      "UnicodeEncodeError for a lone surrogate."},

@@ -38,6 +38,7 @@ from functools import cache
 from typing import Any
 
 from ..bpe import merge_small
+from .derived import LazyVocab
 from .pre_tokenizers import byte_chars
 
 
@@ -118,6 +119,8 @@ def ranks_from_hf_model(
         if model.get(key) not in (None, ""):
             raise NotRankOrdered(f"{key} is set ({model.get(key)!r})")
     vocab = model.get("vocab")
+    if isinstance(vocab, LazyVocab):
+        vocab = vocab.as_dict()
     if not isinstance(vocab, dict):
         raise NotRankOrdered("model has no vocab object")
     pairs = _merge_pairs(model.get("merges") or [])

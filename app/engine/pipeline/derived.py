@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 import threading
 from array import array
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, Sequence, ValuesView
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -126,6 +126,108 @@ class LazyMerges(Sequence[Any]):
 
     def __repr__(self) -> str:
         return f"<LazyMerges of {self._count}>"
+
+
+class LazyVocab(Mapping[str, int]):
+    """A token -> id vocabulary restored from packed strings (:func:`pack_strings`) and an id array, made a dict on
+    first use (a warm load whose compiled model is restored never needs it). Checked when made: ``count`` strings,
+    ``count`` ids; :attr:`min_id` and :attr:`max_id` come from the id array (or ``id_range``, the extremes a caller
+    already read from it), so range checks need no dict. A repeated token keeps its last id, as ``json.loads``
+    does for a repeated key (a caller that must refuse repeats checks first:
+    :func:`app.engine.native.check_packed_vocab`). Every lookup of the mapping builds the dict; :meth:`find`
+    answers one lookup without it. Thread-safe."""
+
+    __slots__ = ("_count", "_dict", "_ids", "_lock", "_text", "max_id", "min_id")
+
+    def __init__(self, text: str, ids: array[int], count: int, id_range: tuple[int, int] | None = None) -> None:
+        """``text``: the packed keys; ``ids``: their ids, in the same order; ``id_range``: their smallest and
+        largest (computed when None). Raises ``ValueError`` when ``text`` or ``ids`` does not hold ``count``
+        items."""
+        if len(ids) != count or (text.count(_SEP) + 1 if text or count else 0) != count:
+            raise ValueError(f"vocabulary sections do not hold {count} entries")
+        self._text: str | None = text
+        self._ids: array[int] | None = ids
+        self._count = count
+        if id_range is None:
+            id_range = (min(ids), max(ids)) if count else (0, -1)
+        #: smallest and largest id (0 and -1 for an empty vocabulary)
+        self.min_id, self.max_id = id_range
+        self._dict: dict[str, int] | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def built(self) -> bool:
+        """Whether the dict has been built."""
+        return self._dict is not None
+
+    def as_dict(self) -> dict[str, int]:
+        """The vocabulary as a dict (built on the first call, then shared: callers must not modify it)."""
+        table = self._dict
+        if table is None:
+            with self._lock:
+                table = self._dict
+                if table is None:
+                    assert self._text is not None and self._ids is not None
+                    keys = self._text.split(_SEP) if self._count else []
+                    table = self._dict = dict(zip(keys, self._ids.tolist(), strict=True))
+                    self._text = self._ids = None
+        return table
+
+    def find(self, key: str) -> int | None:
+        """The id of ``key`` (None when absent) without building the dict: a scan of the packed text, for the few
+        lookups a load makes."""
+        table = self._dict
+        if table is not None:
+            return table.get(key)
+        text, ids, count = self._text, self._ids, self._count
+        if text is None or ids is None:  # built meanwhile
+            return self.as_dict().get(key)
+        if count == 0 or _SEP in key:
+            return None
+        if count == 1:
+            return ids[0] if text == key else None
+        if text.endswith(_SEP + key):  # the last entry (the last of repeated ones wins)
+            return ids[count - 1]
+        at = text.rfind(_SEP + key + _SEP)
+        if at >= 0:
+            return ids[text.count(_SEP, 0, at) + 1]
+        return ids[0] if text.startswith(key + _SEP) else None
+
+    def __getitem__(self, key: str) -> int:
+        return self.as_dict()[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.as_dict()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.as_dict().get(key, default)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.as_dict())
+
+    def __len__(self) -> int:
+        return len(self.as_dict())
+
+    def keys(self) -> KeysView[str]:
+        return self.as_dict().keys()
+
+    def values(self) -> ValuesView[int]:
+        return self.as_dict().values()
+
+    def items(self) -> ItemsView[str, int]:
+        return self.as_dict().items()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LazyVocab):
+            return self.as_dict() == other.as_dict()
+        if isinstance(other, Mapping):
+            return self.as_dict() == dict(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<LazyVocab of {self._count}>"
 
 
 def array_bytes(items: array[Any]) -> bytes:

@@ -7,6 +7,12 @@ written exactly). The restored document equals the parsed one (same keys in the 
 forms, except that ``[a, b]`` merge pairs come back as tuples, which every reader of a merge list takes alike), so
 every builder sees what it would have seen. A vocabulary or merge list of another shape stays in the
 JSON. The ids of the restored document are checked against the artifact's size again (as the parse checks them).
+
+With the compiled core, a ``BPE`` model's vocabulary comes back as a
+:class:`~app.engine.pipeline.derived.LazyVocab` (a mapping that builds its dict on first use), checked at once by
+:func:`~app.engine.native.check_packed_vocab` (counts, no repeated token, the id range on the id array), and its
+merges as a :class:`~app.engine.pipeline.derived.LazyMerges`: a warm load whose compiled model is restored needs
+neither. Any other vocabulary is a dict, checked as it is built.
 """
 
 from __future__ import annotations
@@ -16,17 +22,20 @@ from array import array
 from collections.abc import Callable
 from typing import Any
 
+from .. import native
 from ..artifact_cache import Compiled
 from ..artifact_limits import check_ids
 from ..artifacts import VerifiedArtifact
 from ..errors import ArtifactError
-from .derived import Derive, LazyMerges, array_bytes, compiled, pack_strings, read_array, unpack_strings
+from .derived import Derive, LazyMerges, LazyVocab, array_bytes, compiled, pack_strings, read_array, unpack_strings
 
 _MAX_ID = (1 << 32) - 1
 
 
 def _split_vocab(vocab: Any) -> tuple[bytes, bytes, int] | None:
     """``(keys, ids, count)`` of a token -> id object of plain ids, or None for any other shape."""
+    if isinstance(vocab, LazyVocab):
+        vocab = vocab.as_dict()
     if not isinstance(vocab, dict) or not all(type(v) is int and 0 <= v <= _MAX_ID for v in vocab.values()):
         return None
     keys = pack_strings(list(vocab))
@@ -84,15 +93,21 @@ def restore_doc(data: Compiled, size: int, source: str) -> dict[str, Any]:
     if meta["vocab"] is not None:
         count = int(meta["vocab"])
         ids = read_array(sections["vocab_ids"], "I", count)
-        keys = unpack_strings(sections["vocab_keys"], count)
         if model.get("vocab") is not None:
             raise ValueError("cached document has a vocabulary in both places")
-        id_list = ids.tolist()  # (min and max read a list's ints faster than an array, which makes one per item)
-        model["vocab"] = dict(zip(keys, id_list, strict=True))
-        if len(model["vocab"]) != count:
-            raise ValueError("cached vocabulary has repeated tokens")
-        if count:
-            _check_ids((min(id_list), max(id_list)), "model.vocab id", size, source)
+        if model.get("type") == "BPE" and native.available():  # a dict on first use (a restored model needs none)
+            id_range = native.check_packed_vocab(sections["vocab_keys"], sections["vocab_ids"], count)  # no repeats
+            if count:
+                _check_ids(id_range, "model.vocab id", size, source)
+            model["vocab"] = LazyVocab(_text(sections["vocab_keys"]), ids, count, id_range)
+        else:
+            keys = unpack_strings(sections["vocab_keys"], count)
+            id_list = ids.tolist()  # (min and max read a list's ints faster than an array, which makes one per item)
+            model["vocab"] = dict(zip(keys, id_list, strict=True))
+            if len(model["vocab"]) != count:
+                raise ValueError("cached vocabulary has repeated tokens")
+            if count:
+                _check_ids((min(id_list), max(id_list)), "model.vocab id", size, source)
     if meta["merges"] is not None:
         form, count = meta["merges"]
         # split on first use (a warm load with a restored compiled model needs only the count); pairs as tuples:

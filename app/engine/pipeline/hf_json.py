@@ -34,7 +34,7 @@ from . import processors as proc
 from .added import AddedToken
 from .base import Model
 from .charsmap import Precompiled
-from .derived import Derive, derive_for
+from .derived import Derive, LazyVocab, derive_for
 from .hf_doc import cached_hf_doc
 from .json_numbers import serde_f64
 from .models.bpe import BPE
@@ -193,7 +193,9 @@ def check_hf_ids(doc: dict[str, Any], size: int | None, source: str) -> None:
     """Raise :class:`ArtifactError` if an id of the model's vocabulary or of ``added_tokens`` is outside
     :func:`~app.engine.artifact_limits.id_bound` of the file's ``size`` (before any table is allocated)."""
     vocab = doc["model"].get("vocab")
-    if isinstance(vocab, dict):
+    if isinstance(vocab, LazyVocab):
+        check_ids((vocab.min_id, vocab.max_id) if vocab.max_id >= 0 else (), "model.vocab id", size, source)
+    elif isinstance(vocab, dict):
         values = vocab.values()
         ints = values if set(map(type, values)) <= {int} else [v for v in values if isinstance(v, int)]
         check_ids((min(ints), max(ints)) if ints else (), "model.vocab id", size, source)  # (min and max in C)

@@ -8,17 +8,21 @@ import functools
 import itertools
 import json
 import math
+from array import array
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from app.engine.artifact_cache import ArtifactCache, Compiled
+from app.engine import native
+from app.engine.artifact_cache import ArtifactCache, Compiled, u32_bytes
 from app.engine.artifacts import XZ_WITNESS_PART
 from app.engine.loaders import LoadOptions, load_tokenizer
 from app.engine.pipeline.charsmap import CharsMap, load_charsmap
-from app.engine.pipeline.derived import Derive, LazyMerges, pack_strings, read_array, unpack_strings
+from app.engine.pipeline.derived import Derive, LazyMerges, LazyVocab, pack_strings, read_array, unpack_strings
 from app.engine.pipeline.gguf_kv import dump_kv, read_kv, restore_kv
 from app.engine.pipeline.hf_doc import dump_doc, restore_doc
+from app.engine.pipeline.models.bpe import BPE, BPEError
 from app.engine.store import Store
 from app.engine.tokenizer import Tokenizer
 from tests.engine.exactness.corpus import surrogate_strings
@@ -276,6 +280,92 @@ def test_restored_merges_are_checked_at_once_and_split_on_first_use() -> None:
     pairs = restore_doc(dump_doc(doc), 10_000, "t.json")["model"]["merges"]
     assert pairs == [("a", "b"), ("ab", "c")] and len(pairs) == 2
     assert dump_doc(back).sections["merges"] == stored.sections["merges"]  # a restored list dumps as before
+
+
+def _lazy_vocab(vocab: dict[str, int]) -> LazyVocab:
+    packed = pack_strings(list(vocab))
+    assert packed is not None
+    return LazyVocab(packed.decode("utf-8", "surrogatepass"), array("I", vocab.values()), len(vocab))
+
+
+@pytest.mark.skipif(not native.available(), reason="compiled core not built")
+def test_restored_bpe_vocab_is_checked_at_once_and_built_on_first_use() -> None:
+    vocab = {"a": 7, "b": 1, "ab": 2, "\ud800": 3, "": 9, "c": 4}
+    doc = {"model": {"type": "BPE", "vocab": vocab, "merges": ["a b"]}}
+    stored = dump_doc(doc)
+    back = restore_doc(stored, 10_000, "t.json")["model"]["vocab"]
+    assert isinstance(back, LazyVocab) and (back.min_id, back.max_id) == (1, 9) and not back.built
+    assert [back.find(k) for k in [*vocab, "x", "a\0b", "ab\0"]] == [*vocab.values(), None, None, None]
+    assert not back.built and back == vocab and back.built and list(back.items()) == list(vocab.items())
+    assert dump_doc({"model": {"type": "BPE", "vocab": back}}).sections["vocab_keys"] == stored.sections["vocab_keys"]
+    with pytest.raises(ValueError):  # the count disagrees with the sections
+        restore_doc(Compiled({**stored.meta, "vocab": 5}, stored.sections), 10_000, "t.json")
+    with pytest.raises(ValueError):  # not UTF-8
+        restore_doc(Compiled(stored.meta, {**stored.sections, "vocab_keys": b"\xff\0b\0ab\0x\0\0c"}), 10_000,
+                    "t.json")
+    with pytest.raises(ValueError, match="model.vocab id"):  # beyond what the file's size allows: no dict needed
+        restore_doc(dump_doc({"model": {"type": "BPE", "vocab": {"a": 1, "b": 10**6, "c": 2}}}), 100, "t.json")
+    with pytest.raises(ValueError, match="repeated tokens"):  # (only a crafted entry holds one)
+        restore_doc(Compiled({**stored.meta, "vocab": 3}, {**stored.sections, "vocab_keys": b"a\0b\0a",
+                                                             "vocab_ids": u32_bytes([1, 2, 3])}), 10_000, "t.json")
+
+
+def test_restored_vocab_without_the_core_is_a_checked_dict(monkeypatch: pytest.MonkeyPatch) -> None:
+    vocab = {"a": 7, "b": 1, "ab": 2}
+    stored = dump_doc({"model": {"type": "BPE", "vocab": vocab}})
+    monkeypatch.setattr(native, "available", lambda: False)
+    back = restore_doc(stored, 10_000, "t.json")["model"]["vocab"]
+    assert type(back) is dict and back == vocab
+    with pytest.raises(ValueError, match="repeated tokens"):
+        restore_doc(Compiled(stored.meta, {**stored.sections, "vocab_keys": b"a\0b\0a"}), 10_000, "t.json")
+
+
+def test_lazy_vocab_lookups_equal_the_dict() -> None:
+    """:meth:`LazyVocab.find` (no dict) and every mapping method (the dict) agree with ``dict(zip(keys, ids))``,
+    repeated tokens keeping their last id; threads that race to the first use get one dict."""
+    cases = [([], []), ([""], [0]), (["x"], [4]), (["a", "a"], [1, 2]), (["a", "b", "a", "c"], [1, 2, 3, 4]),
+             (["b", "a", "c", "a"], [1, 2, 3, 4]), (["", "a", ""], [5, 6, 7]), (["aa", "a", "aaa"], [0, 1, 2])]
+    for keys, ids in cases:
+        packed = pack_strings(keys)
+        assert packed is not None
+        expected = dict(zip(keys, ids, strict=True))
+        probes = [*keys, "", "a", "aa", "z", "a\0"]
+        lazy = LazyVocab(packed.decode(), array("I", ids), len(keys))
+        assert [lazy.find(k) for k in probes] == [expected.get(k) for k in probes], keys
+        assert (lazy.min_id, lazy.max_id) == ((min(ids), max(ids)) if ids else (0, -1))
+        with ThreadPoolExecutor(4) as pool:
+            dicts = list(pool.map(lambda _, v=lazy: v.as_dict(), range(8)))
+        assert all(d is dicts[0] for d in dicts) and dicts[0] == expected
+        assert [lazy.find(k) for k in probes] == [expected.get(k) for k in probes]  # (from the dict now)
+        assert lazy == expected and len(lazy) == len(expected) and dict(lazy) == expected
+        assert all((k in lazy) == (k in expected) and lazy.get(k) == expected.get(k) for k in probes)
+    with pytest.raises(ValueError):
+        LazyVocab("a\0b", array("I", [1]), 2)
+    with pytest.raises(ValueError):
+        LazyVocab("a\0b", array("I", [1, 2]), 3)
+
+
+@pytest.mark.parametrize("backend", ["native", "python"])
+def test_bpe_of_a_lazy_vocab_equals_bpe_of_the_dict(backend: str) -> None:
+    """A byte-fallback BPE with an unknown token built from a LazyVocab encodes, decodes and sizes as the dict's,
+    and needs no dict to be made (native backend, compiled model built on first use)."""
+    vocab = {"<unk>": 0, **{f"<0x{b:02X}>": 1 + b for b in range(256)}, "a": 300, "b": 301, "ab": 302, "▁": 303,
+             "▁ab": 304}
+    merges = ["a b", "▁ ab"]
+    config = {"type": "BPE", "unk_token": "<unk>", "byte_fallback": True, "fuse_unk": True}
+    plain = BPE.from_hf({**config, "vocab": vocab, "merges": merges}, backend=backend)
+    lazy_vocab = _lazy_vocab(vocab)
+    lazy = BPE.from_hf({**config, "vocab": lazy_vocab, "merges": merges}, backend=backend, lazy_native=True)
+    assert (lazy.unk_id, lazy.vocab_size, lazy.backend) == (plain.unk_id, plain.vocab_size, plain.backend) == (
+        0, 305, backend)
+    if backend == "native":
+        assert not lazy_vocab.built  # nothing needed the dict yet (a warm load restores the compiled model)
+    for text in ["▁ab", "abab▁xé", "日本", ""]:
+        assert lazy.tokenize(text) == plain.tokenize(text), text
+    assert [lazy.id_to_token(i) for i in range(306)] == [plain.id_to_token(i) for i in range(306)]
+    assert lazy.vocab == plain.vocab and lazy.token_to_id("ab") == 302
+    with pytest.raises(BPEError):
+        BPE.from_hf({**config, "unk_token": "<missing>", "vocab": _lazy_vocab(vocab), "merges": merges})
 
 
 # -- Unigram vocabularies as columns, and the compiled model keyed by their origin ----------------------------------

@@ -26,7 +26,7 @@ from ...dropout import merge_with_dropout
 from ...sampling import Sample
 from ..base import ItemsSampler, Model, bpe_dropout_sampler
 from ..compiled import MERGE_BPE as _EXT
-from ..derived import Derive, LazyMerges, compiled, derive
+from ..derived import Derive, LazyMerges, LazyVocab, compiled, derive
 from ..text_plan import TextPlan
 
 #: Below this many symbols the quadratic scan beats the heap.
@@ -57,7 +57,8 @@ class BPE(Model):
                  fuse_unk: bool = False, byte_fallback: bool = False, continuing_subword_prefix: str | None = None,
                  end_of_word_suffix: str | None = None, ignore_merges: bool = False,
                  backend: str | None = None, lazy_native: bool = False, derived: Derive | None = None) -> None:
-        self.vocab = dict(vocab)
+        # a LazyVocab (a cached tokenizer.json's) is kept as it is: its dict is built on first use of :attr:`vocab`
+        self._vocab: dict[str, int] | LazyVocab = vocab if isinstance(vocab, LazyVocab) else dict(vocab)
         self._derived = derived
         self.unk_token = unk_token
         self.fuse_unk = fuse_unk
@@ -65,15 +66,21 @@ class BPE(Model):
         self.prefix = continuing_subword_prefix or ""
         self.suffix = end_of_word_suffix or ""
         self.ignore_merges = ignore_merges
-        top = max(self.vocab.values(), default=-1)
-        self._vocab_size = top + 1
         self._id_table: list[str | None] | None = None
-        values = self.vocab.values()
-        if not set(map(type, values)) <= {int} or min(values, default=0) < 0:
-            self._token_table()  # built now: raises as the reference does (negative or non-int id)
         self.unk_id: int | None = None
-        if unk_token is not None and unk_token in self.vocab:
-            self.unk_id = self.vocab[unk_token]
+        if isinstance(self._vocab, LazyVocab):  # ids of a u32 array: non-negative ints
+            top = self._vocab.max_id
+            if unk_token is not None:
+                self.unk_id = self._vocab.find(unk_token)
+        else:
+            top = max(self._vocab.values(), default=-1)
+            values = self._vocab.values()
+            if not set(map(type, values)) <= {int} or min(values, default=0) < 0:
+                self._vocab_size = top + 1
+                self._token_table()  # built now: raises as the reference does (negative or non-int id)
+            if unk_token is not None and unk_token in self._vocab:
+                self.unk_id = self._vocab[unk_token]
+        self._vocab_size = top + 1
         self._width = max(top + 1, 1)
         self._raw_merges = merges
         self._ranks: dict[int, tuple[int, int]] = {}
@@ -81,7 +88,7 @@ class BPE(Model):
         # Cutting long pre-tokens is exact only when symbols are plain characters (built on first use).
         self._cuttable = not self.prefix and not self.suffix and not ignore_merges
         self._junction_set: set[str] | None = None
-        self._bytes = [self.vocab.get(f"<0x{b:02X}>") for b in range(256)] if byte_fallback else []
+        self._bytes: list[int | None] | None = None  # byte -> id of its <0xNN> token, built on first use
         # The compiled model (same ids) when the backend is native and the options are ones it supports. With
         # ``lazy_native`` it is built on first use of :attr:`native` (a pipeline asks at construction; a model
         # wrapped by a faster one, such as the byte-level rank path's reference, may never need it), so a bad merge
@@ -99,6 +106,21 @@ class BPE(Model):
             self._prepare_python()
         elif not lazy_native:
             self._built_native()  # now: a bad merge list raises BPEError from the constructor
+
+    @property
+    def vocab(self) -> dict[str, int]:
+        """Token -> id (built on first use when the model was given a :class:`LazyVocab`; callers must not modify
+        it)."""
+        vocab = self._vocab
+        return vocab.as_dict() if isinstance(vocab, LazyVocab) else vocab
+
+    def _byte_ids(self) -> list[int | None]:
+        """Byte -> id of its ``<0xNN>`` token (None where absent), for ``byte_fallback``; built on first use."""
+        table = self._bytes
+        if table is None:
+            get = self.vocab.get
+            table = self._bytes = [get(f"<0x{b:02X}>") for b in range(256)]
+        return table
 
     @property
     def native(self) -> Any:
@@ -237,13 +259,13 @@ class BPE(Model):
         if config.get("dropout") not in (None, 0, 0.0):
             raise BPEError(f"dropout {config.get('dropout')!r} (only null is supported)")
         vocab = config.get("vocab")
-        if not isinstance(vocab, dict):
+        if not isinstance(vocab, (dict, LazyVocab)):
             raise BPEError("vocab must be an object")
         raw = config.get("merges") or []
         if not isinstance(raw, (list, LazyMerges)):
             raise BPEError("merges must be a list")
         unk = config.get("unk_token")
-        if unk is not None and unk not in vocab:
+        if unk is not None and (vocab.find(unk) is None if isinstance(vocab, LazyVocab) else unk not in vocab):
             raise BPEError(f"unk_token {unk!r} is not in the vocabulary")
         return cls(vocab, raw, unk_token=unk, fuse_unk=bool(config.get("fuse_unk", False)),
                    byte_fallback=bool(config.get("byte_fallback", False)),
@@ -412,7 +434,8 @@ class BPE(Model):
                     spans.append((i, i + 1))
                 continue
             if self.byte_fallback:
-                byte_ids = [self._bytes[b] for b in s.encode("utf-8")]
+                byte_table = self._byte_ids()
+                byte_ids = [byte_table[b] for b in s.encode("utf-8")]
                 if all(b is not None for b in byte_ids):
                     for b in byte_ids:
                         assert b is not None

@@ -44,7 +44,7 @@ from itertools import filterfalse
 from operator import itemgetter
 from typing import Any, cast
 
-from ... import defaults
+from ... import defaults, native
 from ...artifact_cache import Compiled
 from ...cache import CacheStats
 from ...defaults import WORD_CACHE_ENV
@@ -276,13 +276,13 @@ class Unigram(Model):
         values = read_array(sections["scores"], "d", count)
         unk_score = read_array(sections["unk_score"], "d", 1)[0]
         byte_ids = read_array(sections["bytes"], "i", 256)
-        if count and max(ids) >= n or min(byte_ids) < -1 or max(byte_ids) >= n:
+        if native.u32_range(sections["ids"])[1] >= n or min(byte_ids) < -1 or max(byte_ids) >= n:
             raise ValueError("unigram model: id out of range")
-        native = _EXT.module.Model.load(sections["model"], self._cache_size) if meta["native"] else None
+        model = _EXT.module.Model.load(sections["model"], self._cache_size) if meta["native"] else None
         self.unk_score = unk_score
         self._bytes = [None if b < 0 else b for b in byte_ids]
         self._score_table = (ids, values)
-        self.native = native
+        self.native = model
 
     def _compute(self) -> None:
         """The reference's tables: the unknown score, id -> score of every matchable piece, the byte ids."""
