@@ -177,15 +177,15 @@ def _added_tokens(entries: Any) -> list[AddedToken]:
     if not isinstance(entries, list):
         raise _Refused("added_tokens: expected a list")
     out = []
+    known = _ADDED_KEYS.issuperset
     for i, e in enumerate(entries):
         if not isinstance(e, dict) or not isinstance(e.get("content"), str) or not isinstance(e.get("id"), int):
             raise _Refused(f"added_tokens[{i}]: expected an object with 'id' and 'content'")
-        unknown = set(e) - _ADDED_KEYS
-        if unknown:
-            raise _Refused(f"added_tokens[{i}]: option(s) {sorted(unknown)} not supported")
-        out.append(AddedToken(content=e["content"], id=e["id"], special=bool(e.get("special", False)),
-                              single_word=bool(e.get("single_word", False)), lstrip=bool(e.get("lstrip", False)),
-                              rstrip=bool(e.get("rstrip", False)), normalized=bool(e.get("normalized", True))))
+        if not known(e):
+            raise _Refused(f"added_tokens[{i}]: option(s) {sorted(set(e) - _ADDED_KEYS)} not supported")
+        get = e.get
+        out.append(AddedToken(e["content"], e["id"], bool(get("special", False)), bool(get("single_word", False)),
+                              bool(get("lstrip", False)), bool(get("rstrip", False)), bool(get("normalized", True))))
     return out
 
 

@@ -11,6 +11,7 @@ import pytest
 from app.engine.artifact_cache import ArtifactCache
 from app.engine.errors import ArtifactError
 from app.engine.pipeline import Pipeline, hf_json
+from app.engine.pipeline.added import AddedToken
 from app.engine.pipeline.base import Model
 from app.engine.pipeline.byte_level_ranks import is_rank_ordered_byte_level_bpe
 from app.engine.pipeline.hf_json import from_hf_json
@@ -65,6 +66,20 @@ def test_unsupported_component_or_option_is_refused(section: str, config: dict[s
     with pytest.raises(ArtifactError) as info:
         hf_json.load_hf_json_file(path, "theirs")
     assert named in str(info.value) and str(path) in str(info.value)
+
+
+def test_added_token_flags_are_read_and_unknown_options_refused() -> None:
+    added = [{"id": 6, "content": "<s>", "special": True, "normalized": False},
+             {"id": 7, "content": "ba", "single_word": True, "lstrip": 1, "rstrip": 0},
+             {"id": 8, "content": "x"}]
+    tok = from_hf_json(json.dumps(tiny(added_tokens=added)), "t")
+    assert isinstance(tok, Pipeline)
+    assert tok.added_vocabulary == [
+        AddedToken(content="<s>", id=6, special=True, normalized=False),
+        AddedToken(content="ba", id=7, single_word=True, lstrip=True, rstrip=False, normalized=True),
+        AddedToken(content="x", id=8, normalized=True)]
+    with pytest.raises(ArtifactError, match=r"added_tokens\[1\]: option\(s\) \['extra'\] not supported"):
+        from_hf_json(json.dumps(tiny(added_tokens=[added[0], {**added[1], "extra": 1}])), "t")
 
 
 def test_bpe_options_that_cannot_be_exact_are_refused() -> None:
