@@ -1118,6 +1118,9 @@ typedef struct {
 } PCSlot; /* 168 bytes */
 _Static_assert(sizeof(PCSlot) == 168, "PCSlot layout");
 _Static_assert(PC_KEY <= 255 && PC_IDS <= 255, "len and nids are bytes");
+_Static_assert(PC_IDS % 4 == 0, "pc_lookup copies blocks of four ids");
+_Static_assert(offsetof(PCSlot, len) == offsetof(PCSlot, tag) + 2 && offsetof(PCSlot, nids) == offsetof(PCSlot, tag) + 3,
+               "pc_meta reads tag, len, nids as one word");
 
 typedef struct {
     PCSlot *slots;
@@ -1130,21 +1133,41 @@ typedef struct {
     uint64_t hits, misses, filled; /* filled: empty slots this call wrote */
 } CallStats;
 
-/* 1 if slot sl holds the piece p (n bytes, hash tag) consistently; its ids are then copied to ids (room for
- * n) and their number to *nids (ids past the result may be written even on a miss). A slot being written, or rewritten during the copy, is a miss. */
-static inline int pc_lookup(const PCSlot *sl, uint16_t tag, const uint8_t *p, size_t n, uint32_t *ids, size_t *nids)
+/* The slot fields a lookup matches first, as one 32-bit word (tag, len, nids in memory order). */
+static inline uint32_t pc_meta(const PCSlot *sl)
+{
+    uint32_t m;
+    memcpy(&m, &sl->tag, 4);
+    return m;
+}
+
+/* What pc_meta's low 24 bits (tag and len) hold for a slot holding a piece of n bytes with hash tag tag. */
+static inline uint32_t pc_want(uint16_t tag, size_t n)
+{
+    return (uint32_t)tag | ((uint32_t)n << 16);
+}
+
+/* 1 if slot sl holds the piece p (n bytes; want: pc_want of its tag and n) consistently; its ids are then copied
+ * to ids and their number to *nids. ids needs room for n + 3 (whole blocks of four ids are copied, so ids past
+ * the result may be written, even on a miss). The key is compared in place and the ids copied, then the sequence
+ * number is read again: a slot being written, or rewritten meanwhile, is a miss. (Reads of a slot under rewrite
+ * may see a mix of old and new bytes; every such result is discarded, and the bounds checks on nids keep even
+ * those reads inside the slot and ids.) */
+static inline int pc_lookup(const PCSlot *sl, uint32_t want, const uint8_t *p, size_t n, uint32_t *ids, size_t *nids)
 {
     uint32_t s1 = __atomic_load_n(&sl->seq, __ATOMIC_ACQUIRE);
-    if ((s1 & 1) || sl->len != n || sl->tag != tag)
+    uint32_t meta = pc_meta(sl);
+    if ((s1 & 1) || (meta & 0xFFFFFF) != want)
         return 0;
-    uint8_t key[PC_KEY];
-    size_t k = sl->nids;
+    size_t k = meta >> 24;
     if (k > PC_IDS || k > n) /* (a consistent slot has k <= n: a piece has at most one id per byte) */
         return 0;
-    memcpy(key, sl->key, n);
-    memcpy(ids, sl->ids, k * sizeof(uint32_t));
+    if (!bytes_eq(sl->key, p, n))
+        return 0;
+    for (size_t j = 0; j < k; j += 4) /* fixed-size blocks: plain moves, no memcpy call (PC_IDS % 4 == 0) */
+        memcpy(ids + j, sl->ids + j, 4 * sizeof(uint32_t));
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    if (__atomic_load_n(&sl->seq, __ATOMIC_RELAXED) != s1 || !bytes_eq(key, p, n))
+    if (__atomic_load_n(&sl->seq, __ATOMIC_RELAXED) != s1)
         return 0;
     *nids = k;
     return 1;
@@ -1162,7 +1185,7 @@ static inline uint32_t pc_claim(PCSlot *sl)
 
 static inline void pc_release(PCSlot *sl, uint32_t odd) { __atomic_store_n(&sl->seq, odd + 1, __ATOMIC_RELEASE); }
 
-/* encode_piece for a piece that is not itself a token (h: its hash_bytes if n >= 3, else 0; out has room for n
+/* encode_piece for a piece that is not itself a token (h: its hash_bytes if n >= 3, else 0; out has room for n + 3
  * more ids): the cache, then merging. Kept out of line, so that the common case (the piece is a token) inlines
  * into the caller's loop without this part's register saves. */
 #if defined(__GNUC__)
@@ -1177,36 +1200,31 @@ static int encode_piece_merged(const RankTable *t, PieceCache *c, CallStats *st,
         if (n < 3)
             h = hash_bytes(p, n);
         tag = (uint16_t)(h >> 48);
+        uint32_t want = pc_want(tag, n);
         size_t i = (size_t)(((uint64_t)(uint32_t)h * c->nslots) >> 32);
         size_t nids;
-        if (pc_lookup(&c->slots[i], tag, p, n, out->data + out->len, &nids)) {
-            out->len += nids;
-            st->hits++;
-            return 0;
-        }
-        /* the other ways of the piece's set: the slots i ^ 1, i ^ 2, i ^ 3 that exist */
-        size_t way[PC_WAYS] = {i, 0, 0, 0}, ways = 1;
-        for (size_t k = 1; k < PC_WAYS; k++) {
+        uint32_t *dst = out->data + out->len;
+        /* the piece's set: slots i, i ^ 1, i ^ 2, i ^ 3 (those below nslots; way 0 is i itself) */
+        for (size_t k = 0; k < PC_WAYS; k++) {
             size_t j = i ^ k;
-            if (j < c->nslots)
-                way[ways++] = j;
-        }
-        for (size_t k = 1; k < ways; k++) {
-            if (pc_lookup(&c->slots[way[k]], tag, p, n, out->data + out->len, &nids)) {
+            if (j < c->nslots && pc_lookup(&c->slots[j], want, p, n, dst, &nids)) {
                 out->len += nids;
                 st->hits++;
                 return 0;
             }
         }
         st->misses++;
-        /* the slot to fill: the first empty way, else one picked by two bits of the hash */
-        sl = NULL;
-        for (size_t k = 0; k < ways && !sl; k++) {
-            if (!c->slots[way[k]].len)
-                sl = &c->slots[way[k]];
+        /* the slot to fill: the first empty way, else one picked by two bits of the hash (i itself when that way
+         * is past the end) */
+        for (size_t k = 0; k < PC_WAYS && !sl; k++) {
+            size_t j = i ^ k;
+            if (j < c->nslots && !c->slots[j].len)
+                sl = &c->slots[j];
         }
-        if (!sl)
-            sl = &c->slots[way[(size_t)(h >> 46) % ways]];
+        if (!sl) {
+            size_t j = i ^ (size_t)((h >> 46) & (PC_WAYS - 1));
+            sl = &c->slots[j < c->nslots ? j : i];
+        }
     }
     size_t before = out->len;
     if (bpe_piece(t, p, n, out, valid_utf8))
@@ -1231,7 +1249,7 @@ static int encode_piece_merged(const RankTable *t, PieceCache *c, CallStats *st,
 static inline int encode_piece(const RankTable *t, PieceCache *c, CallStats *st, const uint8_t *p, size_t n,
                                IdVec *out, int valid_utf8)
 {
-    if (vec_reserve(out, n))
+    if (vec_reserve(out, n + 3)) /* (+ 3: pc_lookup's block copy) */
         return -1;
     uint64_t h = 0;
     uint32_t r;
