@@ -164,8 +164,9 @@ static inline size_t after_last_newline(const uint8_t *s, size_t i, size_t w)
 
 /* ------------------------------------------------------------------------------------------------ scanners */
 
-/* gpt2: '(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s */
-static size_t scan_gpt2(const uint8_t *s, size_t i, size_t n)
+/* gpt2: '(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s
+ * (Always inlined where its address is not taken: encode_text has a copy of its loop for it.) */
+static PRETOK_INLINE size_t scan_gpt2(const uint8_t *s, size_t i, size_t n)
 {
     size_t l0, l1;
     uint8_t b = s[i];

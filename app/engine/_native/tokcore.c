@@ -1277,9 +1277,12 @@ static void pc_account(PieceCache *c, const CallStats *st)
         __atomic_add_fetch(&c->size, (int64_t)st->filled, __ATOMIC_RELAXED);
 }
 
-/* Encode a whole UTF-8 text with a scanner. count_only: out is scratch, *ntokens gets the count. */
-static int encode_text(const RankTable *t, PieceCache *c, scan_fn scan, const uint8_t *s, size_t n, IdVec *out,
-                       int count_only, size_t *ntokens)
+/* encode_text's loop, always inlined: called with a constant scanner, the copy calls it directly (or inlines it). */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline int encode_text_with(const RankTable *t, PieceCache *c, scan_fn scan, const uint8_t *s, size_t n,
+                                   IdVec *out, int count_only, size_t *ntokens)
 {
     size_t total = 0;
     CallStats st = {0, 0, 0};
@@ -1298,6 +1301,18 @@ static int encode_text(const RankTable *t, PieceCache *c, scan_fn scan, const ui
     pc_account(c, &st);
     *ntokens = count_only ? total : out->len;
     return rc;
+}
+
+/* Encode a whole UTF-8 text with a scanner. count_only: out is scratch, *ntokens gets the count. The gpt2 scanner
+ * (gpt2, p50k) has its own copy of the loop with the scanner inlined, which saves the call and its register saves
+ * per piece (-1.1% instructions on mixed documents); the same for cl100k and o200k cost instructions (+2.8%, +4.8%:
+ * their larger scanners crowd the loop's registers), so they and the others go through the pointer. */
+static int encode_text(const RankTable *t, PieceCache *c, scan_fn scan, const uint8_t *s, size_t n, IdVec *out,
+                       int count_only, size_t *ntokens)
+{
+    if (scan == scan_gpt2)
+        return encode_text_with(t, c, scan_gpt2, s, n, out, count_only, ntokens);
+    return encode_text_with(t, c, scan, s, n, out, count_only, ntokens);
 }
 
 /* ------------------------------------------------------------------------------------------------ Python type */
