@@ -1287,6 +1287,10 @@ static inline int encode_text_with(const RankTable *t, PieceCache *c, scan_fn sc
     size_t total = 0;
     CallStats st = {0, 0, 0};
     int rc = 0;
+    /* Room for about one id per two bytes at once (mixed text; English needs half that), instead of doubling from
+     * 64 ids through a series of reallocs, each copying what came before; encode_piece still reserves per piece. */
+    if (!count_only && vec_reserve(out, n / 2 + 64))
+        return -1;
     for (size_t i = 0; i < n;) {
         size_t e = scan(s, i, n);
         if (count_only)
