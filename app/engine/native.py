@@ -21,13 +21,12 @@ the tests simulate a machine without a compiler.
 from __future__ import annotations
 
 import importlib
-import sys
 import threading
-from array import array
 from types import ModuleType
 from typing import Any
 
 from . import defaults, patterns
+from .artifact_cache import u32_view
 from .defaults import DISABLE_ENV, ENGINE_ENV
 
 
@@ -156,13 +155,8 @@ def u32_range(ids: Any) -> tuple[int, int]:
     if _core is not None:
         low, high = _core.u32_range(ids)
         return int(low), int(high)
-    view = memoryview(ids).cast("B")
-    if view.nbytes % 4:
-        raise ValueError("u32 section length is not a multiple of 4")
-    values = array("I", view)
-    if sys.byteorder != "little":  # pragma: no cover
-        values.byteswap()
-    return (min(values), max(values)) if values else (0, -1)
+    values = u32_view(ids)
+    return (min(values), max(values)) if len(values) else (0, -1)
 
 
 def rank_table_image(buffers: tuple[Any, ...]) -> bytes:

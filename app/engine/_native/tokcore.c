@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "bytes_hash.h"
+#include "dump_bytes.h"
 #include "pretokenizer.h"
 #include "utf8_put.h"
 #include "fast_call.h"
@@ -2516,8 +2517,7 @@ static PyObject *mod_check_packed_vocab(PyObject *mod, PyObject *args)
             h = (h + 1) & (cap - 1);
         }
         set[h] = (uint32_t)(i + 1);
-        uint32_t v = (uint32_t)d[4 * i] | (uint32_t)d[4 * i + 1] << 8 | (uint32_t)d[4 * i + 2] << 16
-                     | (uint32_t)d[4 * i + 3] << 24;
+        uint32_t v = get_u32(d + 4 * i);
         if (i == 0 || v < lo)
             lo = v;
         if (i == 0 || v > hi)
@@ -2549,8 +2549,7 @@ static PyObject *mod_u32_range(PyObject *mod, PyObject *arg)
     const uint8_t *d = ids.buf;
     uint32_t lo = UINT32_MAX, hi = 0;
     for (size_t i = 0; i < n; i++) {
-        uint32_t v = (uint32_t)d[4 * i] | (uint32_t)d[4 * i + 1] << 8 | (uint32_t)d[4 * i + 2] << 16
-                     | (uint32_t)d[4 * i + 3] << 24;
+        uint32_t v = get_u32(d + 4 * i);
         lo = v < lo ? v : lo;
         hi = v > hi ? v : hi;
     }

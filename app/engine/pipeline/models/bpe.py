@@ -68,19 +68,18 @@ class BPE(Model):
         self.ignore_merges = ignore_merges
         self._id_table: list[str | None] | None = None
         self.unk_id: int | None = None
-        if isinstance(self._vocab, LazyVocab):  # ids of a u32 array: non-negative ints
-            top = self._vocab.max_id
+        # (a LazyVocab's ids come from a u32 array: non-negative ints)
+        top = self._vocab.max_id if isinstance(self._vocab, LazyVocab) else max(self._vocab.values(), default=-1)
+        self._vocab_size = top + 1
+        if isinstance(self._vocab, LazyVocab):
             if unk_token is not None:
                 self.unk_id = self._vocab.find(unk_token)
         else:
-            top = max(self._vocab.values(), default=-1)
             values = self._vocab.values()
             if not set(map(type, values)) <= {int} or min(values, default=0) < 0:
-                self._vocab_size = top + 1
                 self._token_table()  # built now: raises as the reference does (negative or non-int id)
             if unk_token is not None and unk_token in self._vocab:
                 self.unk_id = self._vocab[unk_token]
-        self._vocab_size = top + 1
         self._width = max(top + 1, 1)
         self._raw_merges = merges
         self._ranks: dict[int, tuple[int, int]] = {}
