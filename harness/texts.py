@@ -90,3 +90,25 @@ HOSTILE_RUNS: dict[str, Callable[[int], str]] = {
     "base64": _b64,
     "cjk_run": _cycle("\u4e00\u4e8c\u4e09\u56db\u4e94"),
 }
+
+
+#: Planes 4-13 hold no assigned character and planes 15-16 only private use (and the two non-characters that end
+#: each plane): every code point of such a plane has the same Unicode properties, so its two ends and one in 97
+#: stand for it (``tests/engine/test_native_scanner.py`` checks the uniformity against the ``regex`` tables).
+UNIFORM_PLANES = frozenset({4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 15, 16})
+
+
+def plane_sample(lo: int) -> list[int]:
+    """The code points a sweep checks in the plane starting at ``lo``: all of them, or the first and last 256 and
+    one in 97 between of a uniform plane (surrogates included: callers drop them where text cannot hold them)."""
+    if lo >> 16 not in UNIFORM_PLANES:
+        return list(range(lo, lo + 0x10000))
+    return sorted({*range(lo, lo + 256), *range(lo + 256, lo + 0xFF00, 97), *range(lo + 0xFF00, lo + 0x10000)})
+
+
+def swept_scalars(*, full: bool = False) -> tuple[int, ...]:
+    """Every Unicode scalar value (surrogates excluded) with ``full``, else the uniform planes sampled as
+    :func:`plane_sample` does (about 31% of them)."""
+    if full:
+        return tuple(c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+    return tuple(c for lo in range(0, 0x110000, 0x10000) for c in plane_sample(lo) if not 0xD800 <= c <= 0xDFFF)

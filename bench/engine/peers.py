@@ -268,7 +268,7 @@ def quicktok_engine(encoding: str) -> Engine | Unavailable:
     except ImportError as e:
         return Unavailable("quicktok", encoding, f"not installed ({e}); pip install quicktok-v1")
     version = _version("quicktok-v1") or _version("quicktok")
-    if not hasattr(quicktok, "get_tokenizer"):
+    if not hasattr(quicktok, "get_encoding"):  # quicktok-v1's API (another "quicktok" lacks it)
         api = sorted(n for n in dir(quicktok) if not n.startswith("_") and n != "quicktok")
         return Unavailable("quicktok", encoding,
                            f"the installed 'quicktok' {version} is not quicktok-v1 (public API: {api}); it has no "

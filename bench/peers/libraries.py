@@ -321,7 +321,7 @@ def _tokie(name: str, a: Artifacts) -> Peer | Missing:
 def _quicktok(name: str, a: Artifacts) -> Peer | Missing:
     import quicktok
 
-    if not hasattr(quicktok, "get_tokenizer"):
+    if not hasattr(quicktok, "get_encoding"):  # quicktok-v1's API (another "quicktok" lacks it)
         return Missing("quicktok-v1", version("quicktok-v1"), "the installed quicktok is not quicktok-v1")
     if name not in QUICKTOK_BUILTIN:
         return Missing("quicktok-v1", version("quicktok-v1"), "bundles only cl100k_base, o200k_base, o200k_harmony, "

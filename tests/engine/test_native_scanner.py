@@ -14,6 +14,7 @@ import pytest
 import regex
 
 from app.engine import native, patterns
+from harness.texts import UNIFORM_PLANES, plane_sample
 
 pytestmark = pytest.mark.skipif(not native.available(), reason=f"compiled core not built: {native.IMPORT_ERROR}")
 
@@ -121,28 +122,24 @@ def test_scanner_matches_regex_on_hostile_runs(pattern_id: str) -> None:
         assert core.split(text) == compiled.findall(text), repr(text[:40])
 
 
-# Planes 4-13 hold no assigned character and planes 15-16 only private use (and the two non-characters that end
-# each plane): every code point of such a plane has the same properties, so its two ends and one in 97 stand for it.
-_UNIFORM_PLANES = {4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 15, 16}
-
-
-def _plane_sample(lo: int) -> list[int]:
-    """The code points of the plane starting at ``lo`` that the sweep checks: all, or a sample of a uniform plane."""
-    if lo >> 16 not in _UNIFORM_PLANES:
-        return list(range(lo, lo + 0x10000))
-    return sorted({*range(lo, lo + 256), *range(lo + 256, lo + 0xFF00, 97), *range(lo + 0xFF00, lo + 0x10000)})
+def test_uniform_planes_are_uniform(regex_flags: list[int]) -> None:
+    """The planes the sweeps below sample (``harness.texts.plane_sample``) have one set of ``regex`` properties
+    between their ends, so their samples stand for every code point in them."""
+    for plane in UNIFORM_PLANES:
+        lo = plane << 16
+        assert len(set(regex_flags[lo : lo + 0xFFFE])) == 1, f"plane {plane} is not uniform"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("pattern_id", sorted(patterns.PATTERNS))
 def test_every_code_point_in_contexts(pattern_id: str) -> None:
     """Each code point (surrogates excluded: text is scrubbed before scanning; uniform planes sampled, see
-    ``_plane_sample``) in a few contexts, a plane at a time."""
+    ``harness.texts.plane_sample``) in a few contexts, a plane at a time."""
     core = _core(pattern_id)
     compiled = regex.compile(patterns.PATTERNS[pattern_id])
     contexts = ["a{c}b {c}{c}1 {c}'s x{c} \n{c}", "'{c}A{c}a中{c}\u0301"]
     for lo in range(0, 0x110000, 0x10000):
-        chars = [chr(cp) for cp in _plane_sample(lo) if not 0xD800 <= cp < 0xE000]
+        chars = [chr(cp) for cp in plane_sample(lo) if not 0xD800 <= cp < 0xE000]
         text = "".join(ctx.format(c=c) for c in chars for ctx in contexts)
         got, want = core.split(text), compiled.findall(text)
         if got != want:
@@ -188,7 +185,7 @@ def test_split_sequence_scanner_every_code_point_in_contexts() -> None:
     core, reference = _deepseek()
     contexts = ["a{c}b {c}{c}1 {c}'s x{c} \n{c}", "中{c}ひ{c}・ {c}1{c}\x00{c}", "'{c}A{c}  {c}\u0301{c}\r\n"]
     for lo in range(0, 0x110000, 0x10000):
-        chars = [chr(cp) for cp in _plane_sample(lo) if not 0xD800 <= cp < 0xE000]
+        chars = [chr(cp) for cp in plane_sample(lo) if not 0xD800 <= cp < 0xE000]
         text = "".join(ctx.format(c=c) for c in chars for ctx in contexts)
         got, want = core.split(text), reference(text)
         if got != want:

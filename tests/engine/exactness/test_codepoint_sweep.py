@@ -1,5 +1,8 @@
 """(b) Every Unicode scalar value, in a few contexts, through each pattern: ids must equal tiktoken's.
 
+The suite sweeps planes 0-3 and 14 whole and samples the uniform planes (``harness.texts.plane_sample``: no assigned
+character, or private use only; 31% of all scalar values in all); ``CODEPOINT_SWEEP_FULL=1`` sweeps every one.
+
 This pins the Unicode tables of both our pre-tokenizers (the ``regex`` module of the Python engine and the tables
 generated into the compiled core) to tiktoken's (both Unicode 16): an upgrade that moves a code point between
 \\p{L}, \\p{N}, \\p{M}, \\s, upper/lower case or case folding fails here.
@@ -19,10 +22,13 @@ failure names them.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 
 import pytest
+
+from harness.texts import swept_scalars
 
 from .reference import PATTERN_TOKENIZERS, TALLY, native_available, ours, reference_encoding
 
@@ -34,7 +40,7 @@ CONTEXTS = (
 )
 BATCH = 2048
 PYTHON_STRIDE = 32
-ALL_SCALARS: tuple[int, ...] = tuple(c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+SCALARS: tuple[int, ...] = swept_scalars(full=bool(os.environ.get("CODEPOINT_SWEEP_FULL")))
 
 Encoder = Callable[[str], list[int]]
 
@@ -64,8 +70,8 @@ def sweep(name: str, context: str, encoders: dict[str, tuple[Encoder, int]]) -> 
     reference = reference_encoding(name).encode_ordinary
     bad: dict[str, list[Sequence[int]]] = {label: [] for label in encoders}
     batches = dict.fromkeys(encoders, 0)
-    for index, start in enumerate(range(0, len(ALL_SCALARS), BATCH)):
-        chunk = ALL_SCALARS[start : start + BATCH]
+    for index, start in enumerate(range(0, len(SCALARS), BATCH)):
+        chunk = SCALARS[start : start + BATCH]
         text = render(context, chunk)
         want = reference(text)
         for label, (encode, stride) in encoders.items():
@@ -126,7 +132,7 @@ def test_every_code_point(pattern_id: str) -> None:
             if groups:
                 failures[f"{label} in {context!r}"] = [" ".join(f"U+{c:04X}" for c in g[:8]) for g in groups[:20]]
     TALLY.note(
-        f"sweep {pattern_id:7s} ({name}): {len(ALL_SCALARS):,} scalar values x {len(CONTEXTS)} contexts, "
+        f"sweep {pattern_id:7s} ({name}): {len(SCALARS):,} scalar values x {len(CONTEXTS)} contexts, "
         f"batches of {BATCH}, compared as {', '.join(f'{k} (every {v[1]})' for k, v in encoders.items())}: "
         f"{sum(len(v) for v in failures.values())} differing groups, {time.perf_counter() - started:.0f}s"
     )
