@@ -22,6 +22,10 @@ keep-alive connections (several workers: the kernel hands connections to both), 
 serving (refcounts, caches, copy-on-write of shared pages) show in its USS. With several workers the report gives
 each worker's USS (its unique memory: what one more worker costs) and the tree's total PSS next to one worker's.
 
+The framework's own start-up is the floor of every ready time: each repetition also starts the stock floor app
+(:mod:`bench.service.floor_app`: FastAPI, one route returning a constant) on the stock uvicorn CLI, one worker, and
+times it the same way, from just before its process starts to its first ``GET /healthz`` 200 (same polling).
+
 Next to it, fresh child processes (:mod:`bench.engine.loadmem`) load the same tokenizers as a library in one process
 (``ours``) and the reference libraries on the equivalent files (``refs``: tiktoken for rank files and tekken's ranks,
 Hugging Face ``tokenizers`` for ``tokenizer.json``, ``sentencepiece`` for ``.model``; files written once by
@@ -42,7 +46,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from bench.engine.loadmem import smaps_kib
-from harness.server import REPO_ROOT, start
+from harness.server import REPO_ROOT, free_port, serve_env, start
 
 TEXT = "Hello, world! How many tokens is this short sentence?"
 #: The control of the first-request figures: requests after this many seconds idle, this many times (see
@@ -202,6 +206,33 @@ def measure_service(names: list[str], whole_store: bool, workers: int, requests:
         server.stop()
 
 
+def measure_floor(log_dir: Path, poll: float = 0.05, timeout: float = 120) -> dict[str, Any]:
+    """The stock floor app on the stock uvicorn CLI (see the module docstring): seconds from just before its
+    process starts to its first ``GET /healthz`` 200, polled every ``poll`` s, and its memory then. Raises
+    RuntimeError if it exits or does not answer within ``timeout`` s."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "uvicorn", "bench.service.floor_app:app", "--host", "127.0.0.1", "--port",
+           str(port), "--no-access-log"]
+    with open(log_dir / "floor.log", "wb") as log:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=serve_env(), stdout=log, stderr=subprocess.STDOUT)
+    try:
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+                    exchange(sock, sock.makefile("rb"), b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+                break
+            except (OSError, RuntimeError):
+                if proc.poll() is not None or time.perf_counter() - t0 > timeout:
+                    raise RuntimeError(f"the floor app did not start:\n{(log_dir / 'floor.log').read_text()}") from None
+                time.sleep(poll)
+        ready_s = time.perf_counter() - t0
+        return {"ready_s": ready_s, "processes": {"supervisor": smaps_kib(proc.pid)}}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 def _med(xs: list[float]) -> float:
     return float(statistics.median(xs))
 
@@ -214,6 +245,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     samples: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
         for rep in range(args.reps):
+            _log(f"rep {rep + 1}/{args.reps}: the stock floor app")
+            samples.setdefault("floor|stock", []).append(measure_floor(Path(tmp)))
             for set_name in args.sets:
                 names = sets[set_name]
                 refs = json.dumps(reference_files(names, work))
@@ -237,6 +270,10 @@ def summarize(samples: dict[str, list[dict[str, Any]]], requests: int) -> dict[s
             out[key] = {"load_s": _med([d["load_s"] for d in ds]),
                         **{k: _med([d["smaps"][k] for d in ds]) for k in ("rss", "pss", "uss")},
                         "tokenizers": len(ds[0]["encodings"])}
+            continue
+        if key == "floor|stock":
+            out[key] = {"ready_s": _med([d["ready_s"] for d in ds]),
+                        **{k: _med([d["processes"]["supervisor"][k] for d in ds]) for k in ("rss", "pss", "uss")}}
             continue
         s: dict[str, Any] = {"ready_s": _med([d["ready_s"] for d in ds]),
                              "total_pss_kib": _med([d["total_pss_kib"] for d in ds]),
@@ -265,6 +302,10 @@ def render(summary: dict[str, Any], requests: int) -> str:
     lines = ["| set | what | ready / load s | RSS MiB | PSS MiB | USS MiB |", "|---|---|---:|---:|---:|---:|"]
     for key, s in summary.items():
         set_name, what = key.split("|")
+        if key == "floor|stock":
+            lines.append(f"| - | the stock floor app (FastAPI, uvicorn CLI, 1 worker) | {s['ready_s']:.2f} "
+                         f"| {_mib(s['rss'])} | {_mib(s['pss'])} | {_mib(s['uss'])} |")
+            continue
         if "load_s" in s:
             label = ("reference libraries" if what == "refs" else "ours as a library") + f" ({s['tokenizers']})"
             lines.append(f"| {set_name} | {label} | {s['load_s']:.2f} | {_mib(s['rss'])} | {_mib(s['pss'])} "
@@ -284,7 +325,8 @@ def render(summary: dict[str, Any], requests: int) -> str:
                 lines.append(f"| {set_name} | {label} | | {_mib(m['rss'])} | {_mib(m['pss'])} | {_mib(m['uss'])} |")
             lines.append(f"| {set_name} | {what.replace('serve', 'serve, ')} worker(s), after load: total PSS | | | "
                          f"{_mib(s['after_load']['total_pss_kib'])} | |")
-    for set_name in sorted({k.split("|")[0] for k in summary}):
+    floor = summary.get("floor|stock")
+    for set_name in sorted({k.split("|")[0] for k in summary} - {"floor"}):
         one, two = summary.get(f"{set_name}|serve1"), summary.get(f"{set_name}|serve2")
         if one and two:
             lines.append(f"\n{set_name}: total PSS, 1 worker {_mib(one['total_pss_kib'])} MiB, 2 workers "
@@ -302,6 +344,9 @@ def render(summary: dict[str, Any], requests: int) -> str:
         if one and refs:
             lines.append(f"{set_name}: ready (1 worker) / reference libraries' load = "
                          f"{one['ready_s'] / refs['load_s']:.2f}x")
+        if one and floor:
+            lines.append(f"{set_name}: ready (1 worker) {one['ready_s']:.2f} s = the stock floor app's "
+                         f"{floor['ready_s']:.2f} s + {one['ready_s'] - floor['ready_s']:.2f} s")
     for key, s in summary.items():
         if "first_ms" in s:
             lines += ["", f"{key}: POST /count ({len(TEXT)} B), first vs request {requests} after readiness, ms",

@@ -22,7 +22,9 @@ def test_startup_bench_smallest(tmp_path: Path) -> None:
                        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     summary = json.loads(out.read_text())["summary"]
-    assert set(summary) == {"one|refs", "one|ours-lib", "one|serve1"}
+    assert set(summary) == {"floor|stock", "one|refs", "one|ours-lib", "one|serve1"}
+    floor = summary["floor|stock"]
+    assert floor["ready_s"] > 0 and 0 < floor["uss"] <= floor["pss"] <= floor["rss"]
     serve = summary["one|serve1"]
     assert serve["ready_s"] > 0
     proc = serve["processes"]["supervisor"]
@@ -37,3 +39,6 @@ def test_startup_bench_smallest(tmp_path: Path) -> None:
     assert "| gpt2 |" in p.stdout and "reference libraries (1)" in p.stdout
     assert "after load: the one process" in p.stdout
     assert "in the warm process after 0.5 s idle" in p.stdout
+    assert "the stock floor app (FastAPI, uvicorn CLI, 1 worker)" in p.stdout
+    floor_line = f"one: ready (1 worker) {serve['ready_s']:.2f} s = the stock floor app's {floor['ready_s']:.2f} s"
+    assert floor_line in p.stdout
