@@ -103,7 +103,7 @@ def test_killed_worker_is_replaced_by_a_fork(live_server: Start, tmp_path: Path)
     while time.monotonic() < deadline and (len(server.workers()) != 2 or victim in server.workers()):
         time.sleep(0.1)
     now = server.workers()
-    assert len(now) == 2 and victim not in now and survivor in now, now
+    assert len(now) == 2 and victim not in now and survivor in now, (now, server.pid, server.log()[-4000:])
     replacement = (set(now) - {survivor}).pop()
     assert _cmdline(replacement) == _cmdline(server.pid)
     assert f"worker {victim} died (killed by signal 9)" in server.log()
