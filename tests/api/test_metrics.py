@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -31,6 +32,18 @@ def _value(name: str, tokenizer: str) -> float:
     return REGISTRY.get_sample_value(name, {"tokenizer": tokenizer}) or 0.0
 
 
+def _unflushed(attempt: Callable[[], bool]) -> None:
+    """Run ``attempt`` until once no other flush interfered while it ran (it returns False when one did).
+
+    The session's apps (``tests/api/conftest.py``) keep running their lifespans' flushers (:func:`metrics.flusher`,
+    every :data:`metrics.FLUSH_SECONDS`), which may write the shared billing queue or copy a used cache's counters
+    between two lines of a test."""
+    for _ in range(5):
+        if attempt():
+            return
+    pytest.fail("another flush wrote the queue during each of 5 attempts")
+
+
 def test_cache_counters_follow_cache_stats_as_deltas() -> None:
     tokenizer = FakeEncoding("fake-cache-test")
     for stats, hits, misses in [(CacheStats(5, 3, 4, 10), 5, 3), (CacheStats(7, 3, 5, 10), 7, 3),
@@ -45,18 +58,25 @@ def test_cache_counters_follow_cache_stats_as_deltas() -> None:
 
 
 def test_used_caches_are_copied_at_the_next_flush() -> None:
-    tokenizer = FakeEncoding("fake-cache-used-test")
-    metrics.sync_cache([tokenizer])  # type: ignore[list-item]
-    tokenizer.stats = CacheStats(9, 4, 5, 10)
-    metrics.cache_used(tokenizer)  # type: ignore[arg-type]
-    metrics.cache_used(tokenizer)  # type: ignore[arg-type]
-    assert _value("tokenizer_cache_hits_total", tokenizer.name) == 0  # noted, not copied yet
-    metrics.flush()
-    assert _value("tokenizer_cache_hits_total", tokenizer.name) == 9
-    assert _value("tokenizer_cache_misses_total", tokenizer.name) == 4
-    tokenizer.stats = CacheStats(12, 4, 5, 10)
-    metrics.flush()  # not used since: nothing copied
-    assert _value("tokenizer_cache_hits_total", tokenizer.name) == 9
+    names = (f"fake-cache-used-test-{k}" for k in itertools.count())
+
+    def attempt() -> bool:
+        tokenizer = FakeEncoding(next(names))
+        metrics.sync_cache([tokenizer])  # type: ignore[list-item]
+        tokenizer.stats = CacheStats(9, 4, 5, 10)
+        metrics.cache_used(tokenizer)  # type: ignore[arg-type]
+        metrics.cache_used(tokenizer)  # type: ignore[arg-type]
+        if _value("tokenizer_cache_hits_total", tokenizer.name) != 0:  # copied by another flush already
+            return False
+        metrics.flush()
+        assert _value("tokenizer_cache_hits_total", tokenizer.name) == 9
+        assert _value("tokenizer_cache_misses_total", tokenizer.name) == 4
+        tokenizer.stats = CacheStats(12, 4, 5, 10)
+        metrics.flush()  # not used since: nothing copied
+        assert _value("tokenizer_cache_hits_total", tokenizer.name) == 9
+        return True
+
+    _unflushed(attempt)
 
 
 def test_json_media_types() -> None:
@@ -83,17 +103,6 @@ def test_lookalike_counters_agree() -> None:
 
 def _billed(model: str, kind: str) -> float:
     return REGISTRY.get_sample_value("tokenizer_billed_tokens_total", {"model": model, "kind": kind}) or 0.0
-
-
-def _unflushed(attempt: Callable[[], bool]) -> None:
-    """Run ``attempt`` until once no other flush wrote the queue while it ran (it returns False when one did).
-
-    The session's apps (``tests/api/conftest.py``) keep running their lifespans' flushers (:func:`metrics.flusher`,
-    every :data:`metrics.FLUSH_SECONDS`), which may write the shared queue between two lines of a test."""
-    for _ in range(5):
-        if attempt():
-            return
-    pytest.fail("another flush wrote the queue during each of 5 attempts")
 
 
 def test_billing_updates_are_queued_then_written_together() -> None:
