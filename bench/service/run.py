@@ -67,7 +67,9 @@ def start(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[by
         return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT)
 
 
-def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 300) -> None:
+def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 300, poll: float = 0.3) -> None:
+    """Return once ``url``'s ``/healthz`` answers 200, polled every ``poll`` s; raises RuntimeError if ``proc`` exits
+    or ``timeout`` s pass first."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -77,7 +79,7 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 300) ->
                 return
         except httpx.TransportError:
             pass
-        time.sleep(0.3)
+        time.sleep(poll)
     raise RuntimeError(f"{url}: not ready after {timeout}s")
 
 

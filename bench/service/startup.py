@@ -46,6 +46,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from bench.engine.loadmem import smaps_kib
+from bench.service.run import start as start_process
+from bench.service.run import stop, wait_ready
 from harness.server import REPO_ROOT, free_port, serve_env, start
 
 TEXT = "Hello, world! How many tokens is this short sentence?"
@@ -206,31 +208,21 @@ def measure_service(names: list[str], whole_store: bool, workers: int, requests:
         server.stop()
 
 
-def measure_floor(log_dir: Path, poll: float = 0.05, timeout: float = 120) -> dict[str, Any]:
+def measure_floor(log_dir: Path, poll: float = 0.05) -> dict[str, Any]:
     """The stock floor app on the stock uvicorn CLI (see the module docstring): seconds from just before its
-    process starts to its first ``GET /healthz`` 200, polled every ``poll`` s, and its memory then. Raises
-    RuntimeError if it exits or does not answer within ``timeout`` s."""
+    process starts to its first ``GET /healthz`` 200, polled every ``poll`` s as ours is, and its memory then.
+    Raises RuntimeError if it exits or does not answer within 120 s."""
     port = free_port()
     cmd = [sys.executable, "-m", "uvicorn", "bench.service.floor_app:app", "--host", "127.0.0.1", "--port",
            str(port), "--no-access-log"]
-    with open(log_dir / "floor.log", "wb") as log:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=serve_env(), stdout=log, stderr=subprocess.STDOUT)
+    t0 = time.perf_counter()
+    proc = start_process(cmd, serve_env(), log_dir / "floor.log")
     try:
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
-                    exchange(sock, sock.makefile("rb"), b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
-                break
-            except (OSError, RuntimeError):
-                if proc.poll() is not None or time.perf_counter() - t0 > timeout:
-                    raise RuntimeError(f"the floor app did not start:\n{(log_dir / 'floor.log').read_text()}") from None
-                time.sleep(poll)
+        wait_ready(f"http://127.0.0.1:{port}", proc, timeout=120, poll=poll)
         ready_s = time.perf_counter() - t0
         return {"ready_s": ready_s, "processes": {"supervisor": smaps_kib(proc.pid)}}
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        stop(proc)
 
 
 def _med(xs: list[float]) -> float:
