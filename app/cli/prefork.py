@@ -238,6 +238,9 @@ class Supervisor:
         from app.api import metrics
 
         metrics.release_process_files()  # the supervisor never serves: no values of its own in the directory
+        # An ignored SIGCHLD inherited from the parent (dispositions survive exec) makes the kernel reap dead workers
+        # itself: waitpid would never see them, and none would be replaced. The supervisor reaps its own children.
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         self._mask = signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED)
         try:
             for slot in range(self.count):

@@ -94,9 +94,17 @@ def test_workers_fork_after_a_loader_that_imports_numpy(live_server: Start) -> N
     assert server.stop() == 0
 
 
-def test_killed_worker_is_replaced_by_a_fork(live_server: Start, tmp_path: Path) -> None:
+@pytest.mark.parametrize("parent_sigchld", [signal.SIG_DFL, signal.SIG_IGN], ids=["default", "ignored"])
+def test_killed_worker_is_replaced_by_a_fork(live_server: Start, tmp_path: Path,
+                                             parent_sigchld: signal.Handlers) -> None:
+    """Also when ``serve`` inherits an ignored SIGCHLD (a parent's disposition survives exec; some libraries in the
+    suite's own process set it), which would let the kernel reap dead workers behind the supervisor's back."""
     mp_dir = tmp_path / "prom"
-    server = live_server("--workers", "2", env={"PROMETHEUS_MULTIPROC_DIR": str(mp_dir)})
+    previous = signal.signal(signal.SIGCHLD, parent_sigchld)
+    try:
+        server = live_server("--workers", "2", env={"PROMETHEUS_MULTIPROC_DIR": str(mp_dir)})
+    finally:
+        signal.signal(signal.SIGCHLD, previous)
     victim, survivor = server.workers()
     os.kill(victim, signal.SIGKILL)
     deadline = time.monotonic() + 30
