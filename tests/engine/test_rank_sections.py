@@ -163,7 +163,7 @@ def test_damaged_images_raise_or_load_safely() -> None:
     assert isinstance(restored, RankSections) and restored.image is not None
     image = bytes(restored.image)
     rng = random.Random(5)
-    header, slots_at = 128, 128 + 4 * 256 + 4 * 65536 + (1 << 22) // 8
+    header, slots_at = 128, 128 + 4 * 256 + 4 * 65536 + (1 << 21) // 8  # header, byte and pair ranks, filter
     spots = [*range(header), *range(header, header + 1024),
              *(slots_at + rng.randrange(len(image) - slots_at) for _ in range(300)),
              *(rng.randrange(len(image)) for _ in range(300))]
