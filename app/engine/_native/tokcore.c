@@ -730,7 +730,9 @@ static int atomic_build(RankTable *t, const RankEntries *e)
  *   u8 arena[arena_len] zero-padded to a multiple of 8, AtomChar atoms[n_atoms], and when n_atoms > 0:
  *   u32 atom_block[ATOM_BLOCKS], u16 atom_slot[n_blocks << ATOM_BLOCK_SHIFT] zero-padded to a multiple of 8
  *
- * Bump IMAGE_VERSION when the meaning of any table changes without its size changing. */
+ * Bump IMAGE_VERSION when the meaning of any table changes without its size changing, and with any change here
+ * bump FORMAT_VERSION in app/engine/artifact_cache.py too: a refused image is not rewritten in the cache, so the
+ * tables would be built on every load until the cache file's key changes. */
 #define IMAGE_MAGIC 0x31474D4945524F43ull /* "COREIMG1" read as a little-endian u64 */
 #define IMAGE_VERSION 2 /* 2: the three-bit blocked filter */
 #define IMAGE_HEADER 16
