@@ -16,11 +16,10 @@ The test suite runs the check, so a ``regex`` upgrade cannot change the tables s
 
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 
 import regex
+from generated_file import c_rows, two_stage, write_or_check  # (scripts/, this file's directory)
 
 HEADER = Path(__file__).resolve().parent.parent / "app" / "engine" / "_native" / "unicode_tables.h"
 MAX_CP = 0x110000
@@ -79,18 +78,7 @@ def compute_flags() -> list[int]:
 
 def render(flags: list[int]) -> str:
     """The C header text for ``flags``."""
-    blocks: dict[tuple[int, ...], int] = {}
-    stage1: list[int] = []
-    for start in range(0, MAX_CP, BLOCK):
-        block = tuple(flags[start : start + BLOCK])
-        stage1.append(blocks.setdefault(block, len(blocks)))
-    stage2 = [v for block in blocks for v in block]
-
-    def rows(values: list[int], per_line: int, width: int) -> str:
-        lines = []
-        for i in range(0, len(values), per_line):
-            lines.append("    " + ", ".join(f"{v:#0{width}x}" for v in values[i : i + per_line]) + ",")
-        return "\n".join(lines)
+    stage1, stage2 = two_stage(flags, BLOCK)
 
     defines = "\n".join(f"#define UT_{name} 0x{bit:04x}u" for name, bit in FLAG_BITS.items())
     letters = "\n".join(f"#define UT_LETTER_{ch.upper()} {i}" for i, ch in enumerate(LETTERS, start=1))
@@ -107,11 +95,11 @@ def render(flags: list[int]) -> str:
 {letters}
 
 static const uint16_t UT_STAGE1[{len(stage1)}] = {{
-{rows(stage1, 16, 6)}
+{c_rows(stage1, 16, "#06x")}
 }};
 
 static const uint16_t UT_STAGE2[{len(stage2)}] = {{
-{rows(stage2, 12, 6)}
+{c_rows(stage2, 12, "#06x")}
 }};
 
 #endif
@@ -126,22 +114,8 @@ def regex_version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="compare with the committed header instead of writing")
-    parser.add_argument("--output", type=Path, default=HEADER)
-    args = parser.parse_args(argv)
-    text = render(compute_flags())
-    if args.check:
-        current = args.output.read_text(encoding="utf-8") if args.output.exists() else ""
-        if current != text:
-            print(f"{args.output} is stale: rerun scripts/gen_unicode_tables.py", file=sys.stderr)
-            return 1
-        print(f"{args.output} is up to date")
-        return 0
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(text, encoding="utf-8")
-    print(f"wrote {args.output}")
-    return 0
+    return write_or_check(__doc__.split("\n\n")[0], HEADER, "gen_unicode_tables.py", lambda: render(compute_flags()),
+                          argv)
 
 
 if __name__ == "__main__":

@@ -3,10 +3,8 @@ differential fuzzing of piece boundaries, and a sweep of every code point in con
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import random
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,6 +12,7 @@ import pytest
 import regex
 
 from app.engine import native, patterns
+from harness.scripts import load_script
 from harness.texts import UNIFORM_PLANES, plane_sample
 
 pytestmark = pytest.mark.skipif(not native.available(), reason=f"compiled core not built: {native.IMPORT_ERROR}")
@@ -33,12 +32,7 @@ ALPHABET = [
 
 
 def _gen_module():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("gen_unicode_tables", ROOT / "scripts" / "gen_unicode_tables.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("gen_unicode_tables", module)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("gen_unicode_tables")
 
 
 @pytest.fixture(scope="module")

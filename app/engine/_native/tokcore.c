@@ -23,6 +23,7 @@
 #include "pretokenizer.h"
 #include "utf8_put.h"
 #include "fast_call.h"
+#include "nfc_check.h"
 
 #define NO_RANK UINT32_MAX
 
@@ -2429,6 +2430,32 @@ static PyObject *mod_utf8_size(PyObject *mod, PyObject *text)
     return PyLong_FromSsize_t(n);
 }
 
+static PyObject *is_normalized_fn; /* unicodedata.is_normalized, taken at module init */
+
+/* nfc_verify(text) -> bool: unicodedata.is_normalized("NFC", text), the compiled quick check answering for every
+ * stretch it is sure of and unicodedata for the others (nfc_check.h), so always the same answer. */
+static PyObject *mod_nfc_verify(PyObject *mod, PyObject *text)
+{
+    (void)mod;
+    if (!PyUnicode_Check(text)) {
+        PyErr_Format(PyExc_TypeError, "text must be str, not %.100s", Py_TYPE(text)->tp_name);
+        return NULL;
+    }
+    int r = nfc_verify(text, is_normalized_fn);
+    return r < 0 ? NULL : PyBool_FromLong(r);
+}
+
+/* nfc_quick(text) -> bool: the compiled quick check alone (True: certainly NFC; False: not sure). */
+static PyObject *mod_nfc_quick(PyObject *mod, PyObject *text)
+{
+    (void)mod;
+    if (!PyUnicode_Check(text)) {
+        PyErr_Format(PyExc_TypeError, "text must be str, not %.100s", Py_TYPE(text)->tp_name);
+        return NULL;
+    }
+    return PyBool_FromLong(nfc_quick_yes(text));
+}
+
 /* check_rank_sections((tokens, offsets, ids)) -> (n, max id): the checks Core makes of the compiled artifact cache's
  * rank sections (layout, strictly increasing ids, no repeated token), without keeping a core. ValueError naming the
  * first inconsistency. */
@@ -2605,6 +2632,11 @@ static PyMethodDef module_methods[] = {
     {"utf8_size", mod_utf8_size, METH_O,
      "utf8_size(text: str) -> int: UTF-8 length of text (kept in the str for the next encode); "
      "UnicodeEncodeError for a lone surrogate."},
+    {"nfc_verify", mod_nfc_verify, METH_O,
+     "nfc_verify(text: str) -> bool: unicodedata.is_normalized('NFC', text), the compiled quick check answering "
+     "for every stretch it is sure of."},
+    {"nfc_quick", mod_nfc_quick, METH_O,
+     "nfc_quick(text: str) -> bool: True when the compiled NFC quick check is sure text is NFC (else not sure)."},
     {"unicode_flags", mod_unicode_flags, METH_O, "unicode_flags(cp: int) -> int: class flags of one code point."},
     {"all_unicode_flags", mod_all_unicode_flags, METH_NOARGS,
      "all_unicode_flags() -> bytes: flags of every code point as little-endian uint16."},
@@ -2619,6 +2651,13 @@ PyMODINIT_FUNC PyInit__core(void)
 {
     pretok_init();
     if (PyType_Ready(&CoreType) < 0 || PyType_Ready(&FastCallType) < 0)
+        return NULL;
+    PyObject *unicodedata = PyImport_ImportModule("unicodedata");
+    if (!unicodedata)
+        return NULL;
+    is_normalized_fn = PyObject_GetAttrString(unicodedata, "is_normalized");
+    Py_DECREF(unicodedata);
+    if (!is_normalized_fn)
         return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (!m)
@@ -2636,6 +2675,7 @@ PyMODINIT_FUNC PyInit__core(void)
         return NULL;
     }
     if (PyModule_AddStringConstant(m, "REGEX_VERSION", UT_REGEX_VERSION) < 0 ||
+        PyModule_AddStringConstant(m, "NFC_UNICODE_VERSION", NFC_UNICODE_VERSION) < 0 ||
         PyModule_AddIntConstant(m, "SCAN_NONE", SCAN_NONE) < 0 ||
         PyModule_AddIntConstant(m, "SCAN_GPT2", SCAN_GPT2) < 0 ||
         PyModule_AddIntConstant(m, "SCAN_CL100K", SCAN_CL100K) < 0 ||

@@ -26,11 +26,9 @@ the pipeline's.
 
 from __future__ import annotations
 
-import functools
 import logging
 import re
 import threading
-import unicodedata
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -362,6 +360,7 @@ class RankTextEncoder:
         self.core = core
         self.pattern = core.pattern
         self._nfc = normalize is not None
+        self._is_nfc = native.nfc_verify()  # unicodedata.is_normalized("NFC", ·), compiled where it can be
         self._raw = _matcher([(t.content, t) for t in added if not t.normalized])
         # The pipeline's own normalizer (NFC), so that both normalize alike; the unicodedata check in front is
         # only a shortcut: text that is NFC by the current Unicode tables is left alone by every NFC.
@@ -380,7 +379,7 @@ class RankTextEncoder:
         for c in self._first_chars:
             if c in text:
                 return False
-        return not self._nfc or text.isascii() or unicodedata.is_normalized("NFC", text)  # isascii: O(1)
+        return not self._nfc or text.isascii() or self._is_nfc(text)  # isascii: O(1)
 
     def _stretches(self, text: str) -> tuple[list[tuple[int, int, str | int]], bool]:
         """``text`` as ``(start, end, normalized stretch or added-token id)`` in order, as the pipeline cuts it, and
@@ -395,7 +394,7 @@ class RankTextEncoder:
             if start == end:
                 continue
             chunk = text[start:end]
-            if self._nfc and not chunk.isascii() and not unicodedata.is_normalized("NFC", chunk):
+            if self._nfc and not chunk.isascii() and not self._is_nfc(chunk):
                 chunk = self.nfc_windows(chunk)
                 exact = False
             if not self._normed.has_matchable:
@@ -421,7 +420,7 @@ class RankTextEncoder:
             found = _NFC_BOUNDARY.search(text, cut) if cut < n else None
             end = found.start() if found is not None else n
             window = text[start:end]
-            out.append(window if unicodedata.is_normalized("NFC", window) else self._normalize(window))
+            out.append(window if self._is_nfc(window) else self._normalize(window))
             start = end
         return "".join(out)
 
@@ -434,7 +433,7 @@ class RankTextEncoder:
         calls = self.core.valid_text_calls()
         if calls is None or calls.avoid or calls.verify is not None:
             return None
-        verify = functools.partial(unicodedata.is_normalized, "NFC") if self._nfc else None
+        verify = self._is_nfc if self._nfc else None
         return ValidTextCalls(calls.encode, calls.count, self._first_chars, verify)
 
     def encode(self, text: str) -> list[int]:
