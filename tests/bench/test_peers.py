@@ -132,3 +132,21 @@ def test_quick_run_checks_every_installed_peer(data_dir: Path, tmp_path: Path) -
         best = ranked(result, "docs_cold")
         assert best and all(libs[lib]["exact"] for lib, _ in best)
     assert "| tokenizer | reference, MB/s | fastest exact peer, MB/s | ours, MB/s | ours / fastest |" in report
+
+
+def test_ab_builds_compares_two_builds_of_the_core(data_dir: Path) -> None:
+    """bench.engine.ab_builds: the working tree against itself with a flag, one round (the harness, not a timing)."""
+    import shutil
+
+    from bench.engine import ab_builds
+
+    if shutil.which("gcc") is None:
+        pytest.skip("no gcc")
+    builds = [ab_builds.Build.parse("a=WORK"), ab_builds.Build.parse("b=WORK:-O2")]
+    assert builds[1].flags == ["-O2"]
+    with pytest.raises(ValueError):
+        ab_builds.Build.parse("nameonly")
+    times = ab_builds.measure("cl100k_base", builds, 1, 1, data_dir)
+    assert set(times) == {"a", "b"} and all(len(v) == 1 and v[0] > 0 for t in times.values() for v in t.values())
+    text = ab_builds.report(times)
+    assert "b / a (median per-round ratio of times): cold" in text

@@ -1117,8 +1117,8 @@ static int bpe_piece(const RankTable *t, const uint8_t *p, size_t n, IdVec *out,
  *
  * A dense array of hints (hint[j]: slot j's tag, len and nids as pc_meta reads them, written after the slot) puts a
  * set's four ways in 16 bytes of one cache line: a lookup reads the slot of a way only when its hint matches, and
- * picks the way to fill from the hints, so a miss touches one line instead of four slots (the slots are 2.6 MiB at
- * the default size, far beyond the L2 cache). A hint is only a hint: a slot is always checked under its own
+ * picks the way to fill from the hints, so a miss touches one line instead of four slots (the slots are 1.9 MiB at
+ * the default size, beyond the L2 cache). A hint is only a hint: a slot is always checked under its own
  * sequence lock, so a stale hint costs a wasted slot read or a missed hit, never a wrong id. */
 #define PC_KEY 48
 #define PC_IDS 16
