@@ -62,7 +62,7 @@ def test_openapi_no_5xx_and_responses_conform() -> None:
         assert {op.label for op in operations} >= {"POST /encode", "POST /count", "POST /decode", "GET /tokenizers"}
         for op, mode in itertools.product(operations, (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)):
 
-            @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True,
+            @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True,
                       database=None)
             @given(case=op.as_strategy(generation_mode=mode))
             def run(case: schemathesis.Case) -> None:

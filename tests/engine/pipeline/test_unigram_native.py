@@ -208,7 +208,7 @@ def _sp_text(rng: random.Random) -> str:
 def test_random_sentencepiece_models(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(20261201)
     compared = 0
-    for k in range(16):  # each model with XLM-R's charsmap decodes it twice (1-2 s): few models, many texts
+    for k in range(16):  # few models, many texts each
         data = _sp_model(rng)
         ref = spm.SentencePieceProcessor(model_proto=data)
         vocab = parse_model(data, "r.model")
