@@ -244,7 +244,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tokenizers", default=",".join(TOKENIZERS))
     p.add_argument("--runs", type=int, default=7)
-    p.add_argument("--docs-per-corpus", type=int, default=8, help="10 KB documents per corpus (13 corpora)")
+    p.add_argument("--docs-per-corpus", type=int, default=8, help="10 KB documents per corpus (12 corpora)")
     p.add_argument("--lines", type=int, default=4000, help="chat-sized lines in the lines batch")
     p.add_argument("--max-corpora", type=int, default=None, help="use only the first N corpora")
     p.add_argument("--out-dir", type=Path, default=None, help=f"where BATCH.md/batch.json go ({DEFAULT_OUT})")

@@ -450,7 +450,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--tokenizers", default=",".join(TOKENIZERS))
     p.add_argument("--libraries", default=",".join(LIBRARIES), help="peer libraries (PyPI names) to try")
     p.add_argument("--runs", type=int, default=5)
-    p.add_argument("--docs-per-corpus", type=int, default=8, help="10 KB documents per corpus (13 corpora)")
+    p.add_argument("--docs-per-corpus", type=int, default=8, help="10 KB documents per corpus (12 corpora)")
     p.add_argument("--lines", type=int, default=400, help="chat-sized lines")
     p.add_argument("--max-corpora", type=int, default=None, help="use only the first N corpora")
     p.add_argument("--cpu", type=int, default=None, help="the CPU to pin to (default: the last one allowed)")

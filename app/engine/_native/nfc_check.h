@@ -52,9 +52,9 @@ static int nfc_quick_yes(PyObject *text)
  * exception set. */
 static int nfc_verify(PyObject *text, PyObject *is_normalized)
 {
-    if (nfc_quick_yes(text))
-        return 1;
     int kind = PyUnicode_KIND(text);
+    if (kind == PyUnicode_1BYTE_KIND)
+        return 1; /* as nfc_quick_yes; otherwise one scan, resumed after each stretch handed to unicodedata */
     const void *data = PyUnicode_DATA(text);
     Py_ssize_t n = PyUnicode_GET_LENGTH(text), at = 0;
     unsigned last = 0;
