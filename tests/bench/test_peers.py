@@ -150,3 +150,18 @@ def test_ab_builds_compares_two_builds_of_the_core(data_dir: Path) -> None:
     assert set(times) == {"a", "b"} and all(len(v) == 1 and v[0] > 0 for t in times.values() for v in t.values())
     text = ab_builds.report(times)
     assert "b / a (median per-round ratio of times): cold" in text
+
+
+def test_batch_paths_compares_the_two_batch_paths(data_dir: Path) -> None:
+    """bench.peers.batch_paths: one round on a few documents and lines (the harness, not a timing)."""
+    from bench.peers import batch_paths, workloads
+
+    texts = workloads.corpora_texts(data_dir, max_corpora=2)
+    loads = {"docs": workloads.documents(texts, 1), "lines": workloads.lines(texts, 20)}
+    times = batch_paths.measure("llama2", loads, 1)
+    assert {p for t in times.values() for p in t} == {"1 thread", "2t pool", "2t compiled"}
+    assert all(len(v) == 1 and v[0] > 0 for t in times.values() for v in t.values())
+    text = batch_paths.report("llama2", times, {"docs": 1000, "lines": 100})
+    assert "2t compiled:" in text and text.count("\n") == 1
+    with pytest.raises(SystemExit):
+        batch_paths.measure("o200k_base", loads, 1)

@@ -24,6 +24,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1433,19 +1434,64 @@ static PyObject *Model_encode_text(Model *self, PyObject *const *args, Py_ssize_
 }
 
 PyDoc_STRVAR(encode_texts_doc,
-             "encode_texts(flags, texts, counts) -> list: encode_text(flags, text) of each text of the list ``texts`` "
-             "(with ``counts`` true, the number of ids of each), in one call: the texts are read with the GIL held, "
-             "then encoded one after another with it released once, chat-sized ones included (which encode_text "
-             "encodes holding it), so threads that each encode a share of a batch run in parallel.");
+             "encode_texts(flags, texts, counts, num_threads=1) -> list: encode_text(flags, text) of each text of the "
+             "list ``texts`` (with ``counts`` true, the number of ids of each), in one call: the texts are read with "
+             "the GIL held, then encoded with it released, chat-sized ones included (which encode_text encodes "
+             "holding it), on up to num_threads threads (the caller's included, about one per 32 KiB of text) that "
+             "take the next text as they finish one; the lists are built at the end, by the caller.");
+
+/* An encode_texts call's texts, shared by the threads that encode them. */
+typedef struct {
+    Model *m;
+    uint32_t *all;              /* every text's code points, text i from starts[i] (room around it as load_text) */
+    const Py_ssize_t *starts;
+    const Py_ssize_t *lens;     /* code points of text i */
+    int *who;                   /* text i's ids: worker who[i]'s buffer, from[i] to to[i] */
+    Py_ssize_t *from, *to;
+    Py_ssize_t count, next;     /* next: the counter the workers take texts from (atomic) */
+    int flags, failed;          /* failed: a worker ran out of memory (atomic) */
+} Texts;
+
+/* One thread's share: its own output buffer and scratch (a Call), its cache counts. */
+typedef struct {
+    Texts *t;
+    int k;
+    Call c;
+    CallStats st;
+} TextsWorker;
+
+#define TEXTS_MAX_THREADS 64
+
+/* Encode texts taken from the counter until none is left (called without the GIL). */
+static void *texts_worker(void *arg) {
+    TextsWorker *w = (TextsWorker *)arg;
+    Texts *t = w->t;
+    for (;;) {
+        Py_ssize_t i = __atomic_fetch_add(&t->next, 1, __ATOMIC_RELAXED);
+        if (i >= t->count || __atomic_load_n(&t->failed, __ATOMIC_RELAXED)) return NULL;
+        uint32_t *s = t->all + t->starts[i];
+        Py_ssize_t n = normalize(s, t->lens[i], t->flags);
+        t->who[i] = w->k;
+        t->from[i] = w->c.b->n;
+        if (bpe_text(t->m, w->c.sc, s, n, t->flags & F_SPLIT, w->c.b, &w->st) < 0) {
+            __atomic_store_n(&t->failed, 1, __ATOMIC_RELAXED);
+            return NULL;
+        }
+        t->to[i] = w->c.b->n;
+    }
+}
 
 static PyObject *Model_encode_texts(Model *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3 || !PyLong_Check(args[0]) || !PyList_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "encode_texts(flags: int, texts: list[str], counts: bool)");
+    if (nargs < 3 || nargs > 4 || !PyLong_Check(args[0]) || !PyList_Check(args[1]) ||
+        (nargs == 4 && !PyLong_Check(args[3]))) {
+        PyErr_SetString(PyExc_TypeError, "encode_texts(flags: int, texts: list[str], counts: bool, num_threads: int = 1)");
         return NULL;
     }
     int flags = (int)PyLong_AsLong(args[0]);
     int counts = PyObject_IsTrue(args[2]);
     if (counts < 0) return NULL;
+    long num_threads = nargs == 4 ? PyLong_AsLong(args[3]) : 1;
+    if (num_threads == -1 && PyErr_Occurred()) return NULL;
     PyObject *texts = args[1];
     Py_ssize_t count = PyList_GET_SIZE(texts), total = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
@@ -1458,11 +1504,15 @@ static PyObject *Model_encode_texts(Model *self, PyObject *const *args, Py_ssize
         if (n > PY_SSIZE_T_MAX / 8 - 3 - total) return PyErr_NoMemory();
         total += n + 3; /* as load_text: one code point of room in front, one after, one more */
     }
+    size_t slots = (size_t)count + 1;
     uint32_t *all = (uint32_t *)malloc(((size_t)total + 1) * sizeof(uint32_t));
-    Py_ssize_t *starts = (Py_ssize_t *)malloc(((size_t)count + 1) * sizeof(Py_ssize_t));
-    Py_ssize_t *lens = (Py_ssize_t *)malloc(((size_t)count + 1) * sizeof(Py_ssize_t));
-    if (!all || !starts || !lens) {
-        free(all), free(starts), free(lens);
+    Py_ssize_t *starts = (Py_ssize_t *)malloc(slots * sizeof(Py_ssize_t));
+    Py_ssize_t *lens = (Py_ssize_t *)malloc(slots * sizeof(Py_ssize_t));
+    Py_ssize_t *from = (Py_ssize_t *)malloc(slots * sizeof(Py_ssize_t));
+    Py_ssize_t *to = (Py_ssize_t *)malloc(slots * sizeof(Py_ssize_t));
+    int *who = (int *)malloc(slots * sizeof(int));
+    if (!all || !starts || !lens || !from || !to || !who) {
+        free(all), free(starts), free(lens), free(from), free(to), free(who);
         return PyErr_NoMemory();
     }
     starts[0] = 0;
@@ -1472,30 +1522,45 @@ static PyObject *Model_encode_texts(Model *self, PyObject *const *args, Py_ssize
         lens[i] = scrub_code_points(PyUnicode_KIND(x), PyUnicode_DATA(x), n, all + starts[i] + 1);
         starts[i + 1] = starts[i] + n + 3;
     }
-    Call c;
-    call_begin(&c, total);
-    CallStats st = {0, 0, 0};
-    int rc = 0;
-    Py_BEGIN_ALLOW_THREADS for (Py_ssize_t i = 0; i < count && rc == 0; i++) {
-        uint32_t *t = all + starts[i];
-        Py_ssize_t n = normalize(t, lens[i], flags);
-        rc = bpe_text(self, c.sc, t, n, flags & F_SPLIT, c.b, &st);
-        lens[i] = c.b->n; /* from here: where text i's ids end */
+    /* a thread is worth starting for about 32 KiB of text */
+    long want = num_threads < 1 ? 1 : num_threads > TEXTS_MAX_THREADS ? TEXTS_MAX_THREADS : num_threads;
+    if (want > count) want = count ? (long)count : 1;
+    if (want > total / 32768 + 1) want = (long)(total / 32768 + 1);
+    Texts t = {self, all, starts, lens, who, from, to, count, 0, flags, 0};
+    TextsWorker *workers = (TextsWorker *)malloc((size_t)want * sizeof(TextsWorker)); /* Calls are kilobytes */
+    if (!workers) {
+        free(all), free(starts), free(lens), free(from), free(to), free(who);
+        return PyErr_NoMemory();
     }
-    Py_END_ALLOW_THREADS free(all);
+    pthread_t threads[TEXTS_MAX_THREADS];
+    int started = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (long k = 0; k < want; k++) {
+        workers[k].t = &t, workers[k].k = (int)k;
+        workers[k].st = (CallStats){0, 0, 0};
+        call_begin(&workers[k].c, total / want);
+    }
+    for (long k = 1; k < want; k++)
+        if (pthread_create(&threads[started], NULL, texts_worker, &workers[k]) == 0) started++;
+    texts_worker(&workers[0]); /* the caller encodes too; texts a worker that failed to start would take go to it */
+    for (int k = 0; k < started; k++) pthread_join(threads[k], NULL);
+    Py_END_ALLOW_THREADS
+    free(all);
     free(starts);
-    wc_account(self->cache, &st);
-    PyObject *out = rc < 0 ? PyErr_NoMemory() : PyList_New(count);
-    for (Py_ssize_t i = 0, from = 0; out && i < count; from = lens[i++]) {
-        PyObject *v = counts ? PyLong_FromSsize_t(lens[i] - from) : ids_list(self, c.b->ids + from, lens[i] - from);
+    free(lens);
+    for (long k = 0; k < want; k++) wc_account(self->cache, &workers[k].st);
+    PyObject *out = t.failed ? PyErr_NoMemory() : PyList_New(count);
+    for (Py_ssize_t i = 0; out && i < count; i++) {
+        Py_ssize_t n = to[i] - from[i];
+        PyObject *v = counts ? PyLong_FromSsize_t(n) : ids_list(self, workers[who[i]].c.b->ids + from[i], n);
         if (!v) {
             Py_CLEAR(out);
             break;
         }
         PyList_SET_ITEM(out, i, v);
     }
-    free(lens);
-    call_end(&c);
+    for (long k = 0; k < want; k++) call_end(&workers[k].c);
+    free(workers), free(from), free(to), free(who);
     return out;
 }
 

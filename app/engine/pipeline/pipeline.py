@@ -19,7 +19,6 @@ import random
 from collections.abc import Callable, Iterable, Sequence
 from typing import cast
 
-from .._batch import map_chunks_in_threads
 from ..cache import CacheStats, PieceCache, default_cache_size
 from ..encoding import scrub_surrogates
 from ..errors import InvalidTokenIdError
@@ -283,10 +282,10 @@ class Pipeline(Tokenizer):
     def encode_batch(self, texts: Sequence[str], *, num_threads: int = 1,
                      sample: Sample | None = None) -> list[list[int]]:
         """:meth:`encode` of each text, in order (the model's text encoder batches them when it has one; the
-        text-plan and whole-text paths, where the model has a batch form, in chunks, one compiled call each)."""
+        text-plan and whole-text paths, where the model has a batch form, through it: see
+        :meth:`~app.engine.pipeline.base.Model.text_batch_encoder`)."""
         if sample is None and self._batch_text is not None:
-            batch = self._batch_text
-            return map_chunks_in_threads(lambda chunk: batch(chunk, False), texts, num_threads)
+            return self._batch_text(texts if type(texts) is list else list(texts), False, num_threads)
         if self._text_encoder is None or sample is not None:
             return super().encode_batch(texts, num_threads=num_threads, sample=sample)
         return self._text_encoder.encode_batch(texts, num_threads)
@@ -294,8 +293,7 @@ class Pipeline(Tokenizer):
     def count_batch(self, texts: Sequence[str], *, num_threads: int = 1, sample: Sample | None = None) -> list[int]:
         """:meth:`count` of each text, in order (batched as :meth:`encode_batch`)."""
         if sample is None and self._batch_text is not None:
-            batch = self._batch_text
-            return map_chunks_in_threads(lambda chunk: batch(chunk, True), texts, num_threads)
+            return self._batch_text(texts if type(texts) is list else list(texts), True, num_threads)
         if self._text_encoder is None or sample is not None:
             return super().count_batch(texts, num_threads=num_threads, sample=sample)
         return self._text_encoder.count_batch(texts, num_threads)

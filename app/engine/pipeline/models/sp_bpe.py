@@ -260,13 +260,13 @@ class SentencePieceBPE(Model):
         self._batch_flags = flags
         return cast("Callable[[str], list[int]]", functools.partial(native.encode_text, flags))
 
-    def text_batch_encoder(self) -> Callable[[list[str], bool], list[Any]] | None:
+    def text_batch_encoder(self) -> Callable[[list[str], bool, int], list[Any]] | None:
         """The compiled ``encode_texts`` with the flags of the last encoder :meth:`fused_encoder` returned (None if
         it returned None, or was not asked)."""
         flags = self._batch_flags
         if flags is None or self.native is None:
             return None
-        return cast("Callable[[list[str], bool], list[Any]]", functools.partial(self.native.encode_texts, flags))
+        return cast("Callable[[list[str], bool, int], list[Any]]", functools.partial(self.native.encode_texts, flags))
 
     def cache_stats(self) -> CacheStats:
         """Counters of the compiled model's word cache (all 0 without one)."""

@@ -45,6 +45,7 @@ from operator import itemgetter
 from typing import Any, cast
 
 from ... import defaults, native
+from ..._batch import in_chunks
 from ...artifact_cache import Compiled
 from ...cache import CacheStats
 from ...defaults import WORD_CACHE_ENV
@@ -602,13 +603,14 @@ class Unigram(Model):
         self._batch_front = compiled
         return cast("Callable[[str], list[int]]", functools.partial(self.native.encode_text, compiled[0]))
 
-    def text_batch_encoder(self) -> Callable[[list[str], bool], list[Any]] | None:
+    def text_batch_encoder(self) -> Callable[[list[str], bool, int], list[Any]] | None:
         """The compiled ``encode_texts`` behind the compiled normalizer of the last encoder :meth:`fused_encoder`
         returned, when that was the compiled ``encode_text`` (not the Metaspace encoder); else None."""
         front = self._batch_front
         if front is None or self.native is None:
             return None
-        return cast("Callable[[list[str], bool], list[Any]]", functools.partial(self.native.encode_texts, front[0]))
+        return in_chunks(cast("Callable[[list[str], bool], list[Any]]",
+                              functools.partial(self.native.encode_texts, front[0])))
 
     def _compiled_front(self, normalizer: object, pre_tokenizer: object) -> tuple[object] | None:
         """``(compiled normalizer,)`` (its inner value None for no normalizer) when the compiled model can run
