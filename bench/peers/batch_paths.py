@@ -1,17 +1,17 @@
-"""SentencePiece BPE batches on 2 threads: a thread pool over chunks against the compiled call's own threads.
+"""Pipeline batches on 2 threads: a thread pool over chunks against the compiled batch call's own threads.
 
-``python -m bench.peers.batch_paths --tokenizers mistral-v1,llama2,phi-3 --rounds 15``
+``python -m bench.peers.batch_paths --tokenizers mistral-v1,llama2,phi-3,gemma3 --rounds 15``
 
 One instance per tokenizer, in one process, on the peer benchmark's workloads (:mod:`bench.peers.workloads`: the
 10 KB documents and 4,000 chat-sized lines), each workload one batch. Round after round (interleaved, so the
 machine's drift hits every path alike), the wall-clock time of ``encode_batch`` with:
 
 * **1 thread**;
-* **2t pool**: the batch cut into chunks, 4 per thread, each chunk one compiled ``encode_texts`` call on a thread
-  pool (``app.engine._batch.in_chunks``: how SentencePiece BPE ran batches before 2026-12-05, and how the text-plan
-  and Unigram paths still do);
-* **2t compiled**: one ``encode_texts`` call whose own threads take the next text as they finish one (the
-  pipeline's path now).
+* **2t pool**: the batch cut into chunks, 4 per thread, each chunk one single-threaded compiled batch call on a
+  thread pool (``app.engine._batch.in_chunks``: how SentencePiece BPE (``encode_texts``) and the merge-list
+  text-plan path (``TextEncoder.encode_batch``) ran batches before 2026-12-05, and how the Unigram files still do);
+* **2t compiled**: one compiled batch call whose own threads take the next text as they finish one (the
+  pipeline's path now for SentencePiece BPE and the text-plan path).
 
 Every path's ids are checked against the 1-thread batch first. Prints MB/s and the speed-up over 1 thread (median
 over rounds). Instances are warm (the check ran first): this is the word cache's steady state.
@@ -20,7 +20,6 @@ over rounds). Instances are warm (the check ran first): this is the word cache's
 from __future__ import annotations
 
 import argparse
-import functools
 import statistics
 import time
 from collections.abc import Callable
@@ -29,15 +28,15 @@ from typing import Any
 
 
 def measure(name: str, workloads: dict[str, list[str]], rounds: int) -> dict[str, dict[str, list[float]]]:
-    """``{workload: {path: [seconds per round]}}`` for tokenizer ``name`` (a SentencePiece BPE pipeline)."""
+    """``{workload: {path: [seconds per round]}}`` for tokenizer ``name`` (a pipeline with a compiled batch call)."""
     from app.engine._batch import in_chunks
     from app.engine.registry import get_store, load_encoding
 
     tok: Any = load_encoding(get_store().spec(name))
-    compiled, model = getattr(tok, "_batch_text", None), getattr(tok, "model", None)
-    if compiled is None or not hasattr(model, "_batch_flags"):
-        raise SystemExit(f"{name}: not a SentencePiece BPE pipeline with a compiled batch call")
-    pool = in_chunks(functools.partial(model.native.encode_texts, model._batch_flags))
+    compiled = getattr(tok, "_batch_text", None)
+    if compiled is None:
+        raise SystemExit(f"{name}: not a pipeline with a compiled batch call")
+    pool = in_chunks(lambda texts, counts: compiled(texts, counts, 1))
     paths: dict[str, tuple[int, Callable[..., Any]]] = {"1 thread": (1, compiled), "2t pool": (2, pool),
                                                         "2t compiled": (2, compiled)}
     out: dict[str, dict[str, list[float]]] = {}
@@ -69,7 +68,7 @@ def report(name: str, times: dict[str, dict[str, list[float]]], sizes: dict[str,
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--tokenizers", default="mistral-v1,llama2,phi-3")
+    p.add_argument("--tokenizers", default="mistral-v1,llama2,phi-3,gemma3")
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--docs-per-corpus", type=int, default=8)
     p.add_argument("--lines", type=int, default=4000)

@@ -17,6 +17,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1427,18 +1428,62 @@ static PyObject *TextEncoder_encode(TextEncoder *self, PyObject *arg) {
 }
 
 PyDoc_STRVAR(te_encode_batch_doc,
-             "encode_batch(texts, counts) -> list: encode() of each text of the list ``texts`` (with ``counts`` true, "
-             "the number of ids of each), in one call: the texts are read with the GIL held, then encoded one after "
-             "another with it released once, chat-sized ones included (which encode() encodes holding it), so "
-             "threads that each encode a share of a batch run in parallel.");
+             "encode_batch(texts, counts, num_threads=1) -> list: encode() of each text of the list ``texts`` (with "
+             "``counts`` true, the number of ids of each), in one call: the texts are read with the GIL held, then "
+             "encoded with it released, chat-sized ones included (which encode() encodes holding it), on up to "
+             "num_threads threads (the caller's included, about one per 32 KiB of text) that take the next text as "
+             "they finish one; the lists are built at the end, by the caller.");
+
+/* An encode_batch call's texts, shared by the threads that encode them. */
+typedef struct {
+    const TextEncoder *te;
+    const uint32_t *t;          /* every text's code points, text i from starts[i] to starts[i + 1] */
+    const Py_ssize_t *starts;
+    int *who;                   /* text i's ids: worker who[i]'s buffer, from[i] to to[i] */
+    Py_ssize_t *from, *to;
+    Py_ssize_t count, next;     /* next: the counter the workers take texts from (atomic) */
+    int rc;                     /* the first failure: -1 memory, -2 surrogate (atomic) */
+} TeTexts;
+
+/* One thread's share: its output buffer, its normalization scratch, its cache counts. */
+typedef struct {
+    TeTexts *b;
+    int k;
+    Buf out;
+    uint32_t *norm;
+    CallStats st;
+} TeWorker;
+
+#define TE_MAX_THREADS 64
+
+/* Encode texts taken from the counter until none is left (called without the GIL). */
+static void *te_worker(void *arg) {
+    TeWorker *w = (TeWorker *)arg;
+    TeTexts *b = w->b;
+    for (;;) {
+        Py_ssize_t i = __atomic_fetch_add(&b->next, 1, __ATOMIC_RELAXED);
+        if (i >= b->count || __atomic_load_n(&b->rc, __ATOMIC_RELAXED)) return NULL;
+        b->who[i] = w->k;
+        b->from[i] = w->out.n;
+        int rc = tc_text(b->te, b->t + b->starts[i], b->starts[i + 1] - b->starts[i], w->norm, &w->out, &w->st);
+        if (rc < 0) {
+            int none = 0;
+            __atomic_compare_exchange_n(&b->rc, &none, rc, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+            return NULL;
+        }
+        b->to[i] = w->out.n;
+    }
+}
 
 static PyObject *TextEncoder_encode_batch(TextEncoder *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2 || !PyList_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "encode_batch(texts: list[str], counts: bool)");
+    if (nargs < 2 || nargs > 3 || !PyList_Check(args[0]) || (nargs == 3 && !PyLong_Check(args[2]))) {
+        PyErr_SetString(PyExc_TypeError, "encode_batch(texts: list[str], counts: bool, num_threads: int = 1)");
         return NULL;
     }
     int counts = PyObject_IsTrue(args[1]);
     if (counts < 0) return NULL;
+    long num_threads = nargs == 3 ? PyLong_AsLong(args[2]) : 1;
+    if (num_threads == -1 && PyErr_Occurred()) return NULL;
     PyObject *texts = args[0];
     Py_ssize_t count = PyList_GET_SIZE(texts), total = 0, longest = 0;
     Py_ssize_t widen = self->replace_len > 1 ? self->replace_len : 1;
@@ -1453,12 +1498,23 @@ static PyObject *TextEncoder_encode_batch(TextEncoder *self, PyObject *const *ar
         total += n;
         if (n > longest) longest = n;
     }
+    /* a thread is worth starting for about 32 KiB of text */
+    long want = num_threads < 1 ? 1 : num_threads > TE_MAX_THREADS ? TE_MAX_THREADS : num_threads;
+    if (want > count) want = count ? (long)count : 1;
+    if (want > total / 32768 + 1) want = (long)(total / 32768 + 1);
+    size_t slots = (size_t)count + 1;
     uint32_t *t = (uint32_t *)malloc(((size_t)total + 1) * sizeof(uint32_t));
-    uint32_t *norm = (uint32_t *)malloc(((size_t)longest * (size_t)widen + 1) * sizeof(uint32_t));
-    Py_ssize_t *starts = (Py_ssize_t *)malloc(((size_t)count + 1) * sizeof(Py_ssize_t));
-    Py_ssize_t *ends = (Py_ssize_t *)malloc(((size_t)count + 1) * sizeof(Py_ssize_t));
-    if (!t || !norm || !starts || !ends) {
-        free(t), free(norm), free(starts), free(ends);
+    Py_ssize_t *starts = (Py_ssize_t *)malloc(slots * sizeof(Py_ssize_t));
+    Py_ssize_t *from = (Py_ssize_t *)malloc(slots * sizeof(Py_ssize_t));
+    Py_ssize_t *to = (Py_ssize_t *)malloc(slots * sizeof(Py_ssize_t));
+    int *who = (int *)malloc(slots * sizeof(int));
+    TeWorker *workers = (TeWorker *)calloc((size_t)want, sizeof(TeWorker));
+    int nomem = !t || !starts || !from || !to || !who || !workers;
+    for (long k = 0; !nomem && k < want; k++)
+        nomem = !(workers[k].norm = (uint32_t *)malloc(((size_t)longest * (size_t)widen + 1) * sizeof(uint32_t)));
+    if (nomem) {
+        for (long k = 0; workers && k < want; k++) free(workers[k].norm);
+        free(t), free(starts), free(from), free(to), free(who), free(workers);
         return PyErr_NoMemory();
     }
     starts[0] = 0;
@@ -1467,35 +1523,37 @@ static PyObject *TextEncoder_encode_batch(TextEncoder *self, PyObject *const *ar
         starts[i + 1] = starts[i] + scrub_code_points(PyUnicode_KIND(x), PyUnicode_DATA(x), PyUnicode_GET_LENGTH(x),
                                                       t + starts[i]);
     }
-    Buf b = {NULL, 0, 0};
-    CallStats st = {0, 0, 0};
-    int rc = 0;
-    Py_BEGIN_ALLOW_THREADS for (Py_ssize_t i = 0; i < count && rc == 0; i++) {
-        rc = tc_text(self, t + starts[i], starts[i + 1] - starts[i], norm, &b, &st);
-        ends[i] = b.n;
-    }
-    Py_END_ALLOW_THREADS free(t);
-    free(norm);
+    TeTexts b = {self, t, starts, who, from, to, count, 0, 0};
+    pthread_t threads[TE_MAX_THREADS];
+    int started = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (long k = 0; k < want; k++) workers[k].b = &b, workers[k].k = (int)k;
+    for (long k = 1; k < want; k++)
+        if (pthread_create(&threads[started], NULL, te_worker, &workers[k]) == 0) started++;
+    te_worker(&workers[0]); /* the caller encodes too; texts a worker that failed to start would take go to it */
+    for (int k = 0; k < started; k++) pthread_join(threads[k], NULL);
+    Py_END_ALLOW_THREADS
+    free(t);
     free(starts);
-    wc_account(self->cache, &st);
-    if (rc < 0) {
-        free(b.syms), free(ends);
-        if (rc == -2) {
-            PyErr_SetString(PyExc_ValueError, "surrogate code point in text");
-            return NULL;
-        }
-        return PyErr_NoMemory();
-    }
-    PyObject *out = PyList_New(count);
-    for (Py_ssize_t i = 0, from = 0; out && i < count; from = ends[i++]) {
-        PyObject *v = counts ? PyLong_FromSsize_t(ends[i] - from) : te_ids_list(self, b.syms + from, ends[i] - from);
+    for (long k = 0; k < want; k++) wc_account(self->cache, &workers[k].st);
+    PyObject *out = NULL;
+    if (b.rc == -2)
+        PyErr_SetString(PyExc_ValueError, "surrogate code point in text");
+    else if (b.rc < 0)
+        PyErr_NoMemory();
+    else
+        out = PyList_New(count);
+    for (Py_ssize_t i = 0; out && i < count; i++) {
+        Py_ssize_t n = to[i] - from[i];
+        PyObject *v = counts ? PyLong_FromSsize_t(n) : te_ids_list(self, workers[who[i]].out.syms + from[i], n);
         if (!v) {
             Py_CLEAR(out);
             break;
         }
         PyList_SET_ITEM(out, i, v);
     }
-    free(b.syms), free(ends);
+    for (long k = 0; k < want; k++) free(workers[k].out.syms), free(workers[k].norm);
+    free(workers), free(from), free(to), free(who);
     return out;
 }
 

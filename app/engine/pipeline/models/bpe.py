@@ -21,7 +21,6 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
-from ..._batch import in_chunks
 from ...cache import CacheStats
 from ...dropout import merge_with_dropout
 from ...sampling import Sample
@@ -206,11 +205,10 @@ class BPE(Model):
         return cast("Callable[[str], list[int]]", encoder.encode)
 
     def text_batch_encoder(self) -> Callable[[list[str], bool, int], list[Any]] | None:
-        """The compiled ``TextEncoder``'s ``encode_batch`` once :meth:`plan_encoder` made one (else None), over
-        chunks of the batch on a thread pool."""
+        """The compiled ``TextEncoder``'s ``encode_batch`` (on its own threads) once :meth:`plan_encoder` made one
+        (else None)."""
         encoder = self._plan_encoder
-        return None if encoder is None else in_chunks(cast("Callable[[list[str], bool], list[Any]]",
-                                                           encoder.encode_batch))
+        return None if encoder is None else cast("Callable[[list[str], bool, int], list[Any]]", encoder.encode_batch)
 
     def cache_stats(self) -> CacheStats | None:
         """Counters of the compiled text encoder's segment cache; None without one (the pipeline's own cache)."""
