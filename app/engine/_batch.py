@@ -24,16 +24,6 @@ def map_chunks_in_threads(fn: Callable[[list[T]], list[R]], items: Sequence[T], 
         return [r for chunk_result in pool.map(fn, chunks) for r in chunk_result]
 
 
-def in_chunks(fn: Callable[[list[T], bool], list[R]]) -> Callable[[list[T], bool, int], list[R]]:
-    """A batch function ``fn(items, flag)`` (one compiled call that releases the GIL) as
-    ``(items, flag, num_threads)``: :func:`map_chunks_in_threads` over chunks of ``items``."""
-
-    def run(items: list[T], flag: bool, num_threads: int) -> list[R]:
-        return map_chunks_in_threads(lambda chunk: fn(chunk, flag), items, num_threads)
-
-    return run
-
-
 def map_in_threads(fn: Callable[[T], R], items: Sequence[T], num_threads: int) -> list[R]:
     """``[fn(x) for x in items]``, in order, over up to ``num_threads`` threads.
 

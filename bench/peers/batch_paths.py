@@ -8,10 +8,10 @@ machine's drift hits every path alike), the wall-clock time of ``encode_batch`` 
 
 * **1 thread**;
 * **2t pool**: the batch cut into chunks, 4 per thread, each chunk one single-threaded compiled batch call on a
-  thread pool (``app.engine._batch.in_chunks``: how SentencePiece BPE (``encode_texts``) and the merge-list
-  text-plan path (``TextEncoder.encode_batch``) ran batches before 2026-12-05, and how the Unigram files still do);
+  thread pool (``app.engine._batch.map_chunks_in_threads``: how SentencePiece BPE, the merge-list text-plan path and
+  the SentencePiece Unigram files ran batches before 2026-12-05);
 * **2t compiled**: one compiled batch call whose own threads take the next text as they finish one (the
-  pipeline's path now for SentencePiece BPE and the text-plan path).
+  pipeline's path now).
 
 Every path's ids are checked against the 1-thread batch first. Prints MB/s and the speed-up over 1 thread (median
 over rounds). Instances are warm (the check ran first): this is the word cache's steady state.
@@ -29,14 +29,17 @@ from typing import Any
 
 def measure(name: str, workloads: dict[str, list[str]], rounds: int) -> dict[str, dict[str, list[float]]]:
     """``{workload: {path: [seconds per round]}}`` for tokenizer ``name`` (a pipeline with a compiled batch call)."""
-    from app.engine._batch import in_chunks
+    from app.engine._batch import map_chunks_in_threads
     from app.engine.registry import get_store, load_encoding
 
     tok: Any = load_encoding(get_store().spec(name))
     compiled = getattr(tok, "_batch_text", None)
     if compiled is None:
         raise SystemExit(f"{name}: not a pipeline with a compiled batch call")
-    pool = in_chunks(lambda texts, counts: compiled(texts, counts, 1))
+
+    def pool(texts: list[str], counts: bool, threads: int) -> Any:
+        return map_chunks_in_threads(lambda chunk: compiled(chunk, counts, 1), texts, threads)
+
     paths: dict[str, tuple[int, Callable[..., Any]]] = {"1 thread": (1, compiled), "2t pool": (2, pool),
                                                         "2t compiled": (2, compiled)}
     out: dict[str, dict[str, list[float]]] = {}

@@ -1,7 +1,6 @@
 """``encode_batch`` / ``count_batch`` of every bundled tokenizer on threads: the ids of per-text calls, whichever
-path a family's batch takes (the compiled call's own C threads for byte-level rank BPE, SentencePiece BPE and the
-text-plan path, chunks of one compiled batch call each for SentencePiece Unigram, a thread pool over per-text
-compiled calls otherwise), on
+path a family's batch takes (the compiled call's own C threads for byte-level rank BPE, SentencePiece BPE and Unigram
+and the text-plan path, a thread pool over per-text compiled calls otherwise), on
 hostile texts, added-token strings, lone surrogates and a batch large enough for the compiled core to start its
 threads; and that the heavy part runs without the GIL, chat-sized texts included."""
 
@@ -54,7 +53,7 @@ def test_compiled_batch_calls_edge_cases(name: str) -> None:
     assert tokenizer.count_batch(("a b", "c"), num_threads=2) == [tokenizer.count("a b"), tokenizer.count("c")]
     with pytest.raises(TypeError, match=r"texts\[1\] must be str"):
         tokenizer.encode_batch(["a", b"b"])  # type: ignore[list-item]
-    # more threads than texts, and than 32 KiB shares of text (the compiled call's own threads, or the pool's)
+    # more threads than texts, and than 32 KiB shares of text (the compiled call's own threads)
     texts = ["x" * 40_000, "中文" * 30_000, "", "a\ud800 b", " hello world " * 9_000, "🙂" * 20_000]
     want = [tokenizer.encode(t) for t in texts]
     for threads in (3, 8, 64, 1000):

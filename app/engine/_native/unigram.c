@@ -27,6 +27,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <math.h>
@@ -2007,14 +2008,64 @@ static PyObject *Model_encode_text(Model *self, PyObject *const *args, Py_ssize_
 }
 
 PyDoc_STRVAR(encode_texts_doc,
-             "encode_texts(normalizer, texts, counts) -> list: encode_text(normalizer, text) of each text of the list "
-             "``texts`` (with ``counts`` true, the number of ids of each), in one call with the GIL released once, "
-             "chat-sized texts included (which encode_text encodes holding it), so threads that each encode a share "
-             "of a batch run in parallel. The same errors as encode_text.");
+             "encode_texts(normalizer, texts, counts, num_threads=1) -> list: encode_text(normalizer, text) of each "
+             "text of the list ``texts`` (with ``counts`` true, the number of ids of each), in one call with the GIL "
+             "released once, chat-sized texts included (which encode_text encodes holding it), on up to num_threads "
+             "threads (the caller's included, about one per 32 KiB of text) that take the next text as they finish "
+             "one; the lists are built at the end, by the caller. The same errors as encode_text.");
+
+/* An encode_texts call's texts, shared by the threads that encode them. */
+typedef struct {
+    Model *m;
+    Normalizer *nz;
+    Text *ts;
+    int *who;                   /* text i's ids: worker who[i]'s buffer, from[i] to to[i] */
+    Py_ssize_t *from, *to;
+    Py_ssize_t count, next;     /* next: the counter the workers take texts from (atomic) */
+    int rc;                     /* the first failure, an E_* code (atomic) */
+} UgTexts;
+
+/* One thread's share: its output, byte and label buffers, its cache counts. */
+typedef struct {
+    UgTexts *b;
+    int k;
+    IdBuf out;
+    ByteBuf buf;
+    LabBuf lab;
+    CallStats st;
+} UgWorker;
+
+#define UG_MAX_THREADS 64
+
+/* Encode texts taken from the counter until none is left (called without the GIL). */
+static void *ug_worker(void *arg) {
+    UgWorker *w = (UgWorker *)arg;
+    UgTexts *b = w->b;
+    LabBuf *labs = b->nz ? &w->lab : NULL;
+    for (;;) {
+        Py_ssize_t i = __atomic_fetch_add(&b->next, 1, __ATOMIC_RELAXED);
+        if (i >= b->count || __atomic_load_n(&b->rc, __ATOMIC_RELAXED)) return NULL;
+        w->buf.n = 0;
+        w->lab.n = 0, w->lab.done = 0;
+        int rc = prepare(b->nz, &b->ts[i], &w->buf, labs);
+        free(b->ts[i].scrubbed);
+        b->ts[i].scrubbed = NULL;
+        if (rc == 0 && labs) rc = labs_reserve(labs, 1);
+        b->who[i] = w->k;
+        b->from[i] = w->out.n;
+        if (rc == 0) rc = viterbi(b->m, w->buf.v, w->buf.n, labs, &w->out, &w->st);
+        if (rc != 0) {
+            int none = 0;
+            __atomic_compare_exchange_n(&b->rc, &none, rc < 0 ? rc : E_NOMEM, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+            return NULL;
+        }
+        b->to[i] = w->out.n;
+    }
+}
 
 static PyObject *Model_encode_texts(Model *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3 || !PyList_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "encode_texts(normalizer, texts: list[str], counts: bool)");
+    if (nargs < 3 || nargs > 4 || !PyList_Check(args[1]) || (nargs == 4 && !PyLong_Check(args[3]))) {
+        PyErr_SetString(PyExc_TypeError, "encode_texts(normalizer, texts: list[str], counts: bool, num_threads: int = 1)");
         return NULL;
     }
     PyObject *nobj = args[0];
@@ -2022,61 +2073,75 @@ static PyObject *Model_encode_texts(Model *self, PyObject *const *args, Py_ssize
     if (normalizer_arg(nobj, &nz) < 0) return NULL;
     int counts = PyObject_IsTrue(args[2]);
     if (counts < 0) return NULL;
+    long num_threads = nargs == 4 ? PyLong_AsLong(args[3]) : 1;
+    if (num_threads == -1 && PyErr_Occurred()) return NULL;
     /* our own list of the texts: it keeps each one alive while the GIL is released */
     PyObject *held = PyList_GetSlice(args[1], 0, PyList_GET_SIZE(args[1]));
     if (!held) return NULL;
-    Py_ssize_t count = PyList_GET_SIZE(held);
+    Py_ssize_t count = PyList_GET_SIZE(held), total = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
-        if (!PyUnicode_Check(PyList_GET_ITEM(held, i))) {
+        PyObject *x = PyList_GET_ITEM(held, i);
+        if (!PyUnicode_Check(x)) {
             Py_DECREF(held);
             PyErr_Format(PyExc_TypeError, "texts[%zd] must be str", i);
             return NULL;
         }
+        total += PyUnicode_GET_LENGTH(x);
     }
-    Py_ssize_t *ends = (Py_ssize_t *)malloc(((size_t)count + 1) * sizeof(Py_ssize_t));
-    Text *ts = (Text *)malloc(((size_t)count + 1) * sizeof(Text));
-    if (!ends || !ts) {
-        free(ends), free(ts);
+    /* a thread is worth starting for about 32 KiB of text */
+    long want = num_threads < 1 ? 1 : num_threads > UG_MAX_THREADS ? UG_MAX_THREADS : num_threads;
+    if (want > count) want = count ? (long)count : 1;
+    if (want > total / 32768 + 1) want = (long)(total / 32768 + 1);
+    size_t slots = (size_t)count + 1;
+    Py_ssize_t *from = (Py_ssize_t *)malloc(slots * sizeof(Py_ssize_t));
+    Py_ssize_t *to = (Py_ssize_t *)malloc(slots * sizeof(Py_ssize_t));
+    int *who = (int *)malloc(slots * sizeof(int));
+    Text *ts = (Text *)malloc(slots * sizeof(Text));
+    UgWorker *workers = (UgWorker *)calloc((size_t)want, sizeof(UgWorker));
+    if (!from || !to || !who || !ts || !workers) {
+        free(from), free(to), free(who), free(ts), free(workers);
         Py_DECREF(held);
         return PyErr_NoMemory();
     }
     for (Py_ssize_t i = 0; i < count; i++) text_open(PyList_GET_ITEM(held, i), &ts[i]);
-    IdBuf out = {NULL, 0, 0, NULL};
-    ByteBuf buf = {NULL, 0, 0, NULL};
-    LabBuf lab = {NULL, 0, 0, NULL, &self->labeler, 0};
-    LabBuf *labs = nz ? &lab : NULL;
-    CallStats st = {0, 0, 0};
-    int rc = 0;
-    Py_BEGIN_ALLOW_THREADS for (Py_ssize_t i = 0; i < count && rc == 0; i++) {
-        buf.n = 0;
-        lab.n = 0, lab.done = 0;
-        rc = prepare(nz, &ts[i], &buf, labs);
-        free(ts[i].scrubbed);
-        ts[i].scrubbed = NULL;
-        if (rc == 0 && labs) rc = labs_reserve(labs, 1);
-        if (rc == 0) rc = viterbi(self, buf.v, buf.n, labs, &out, &st);
-        ends[i] = out.n;
+    UgTexts b = {self, nz, ts, who, from, to, count, 0, 0};
+    for (long k = 0; k < want; k++) {
+        workers[k].b = &b, workers[k].k = (int)k;
+        workers[k].lab = (LabBuf){NULL, 0, 0, NULL, &self->labeler, 0};
     }
-    Py_END_ALLOW_THREADS bytes_free(&buf);
-    labs_free(&lab);
+    pthread_t threads[UG_MAX_THREADS];
+    int started = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (long k = 1; k < want; k++)
+        if (pthread_create(&threads[started], NULL, ug_worker, &workers[k]) == 0) started++;
+    ug_worker(&workers[0]); /* the caller encodes too; texts a worker that failed to start would take go to it */
+    for (int k = 0; k < started; k++) pthread_join(threads[k], NULL);
+    Py_END_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < count; i++) free(ts[i].scrubbed); /* texts left when a worker failed */
     free(ts);
-    wc_account(self->cache, &st);
+    for (long k = 0; k < want; k++) {
+        bytes_free(&workers[k].buf);
+        labs_free(&workers[k].lab);
+        wc_account(self->cache, &workers[k].st);
+    }
     PyObject *res = NULL;
-    if (rc < 0) {
-        ids_list(&out, rc); /* sets the error, frees the ids */
+    if (b.rc < 0) {
+        IdBuf none = {NULL, 0, 0, NULL};
+        ids_list(&none, b.rc); /* sets the error */
     } else {
         res = PyList_New(count);
-        for (Py_ssize_t i = 0, from = 0; res && i < count; from = ends[i++]) {
-            PyObject *v = counts ? PyLong_FromSsize_t(ends[i] - from) : ids_slice_list(out.v + from, ends[i] - from);
+        for (Py_ssize_t i = 0; res && i < count; i++) {
+            Py_ssize_t n = to[i] - from[i];
+            PyObject *v = counts ? PyLong_FromSsize_t(n) : ids_slice_list(workers[who[i]].out.v + from[i], n);
             if (!v) {
                 Py_CLEAR(res);
                 break;
             }
             PyList_SET_ITEM(res, i, v);
         }
-        ids_free(&out);
     }
-    free(ends);
+    for (long k = 0; k < want; k++) ids_free(&workers[k].out);
+    free(workers), free(from), free(to), free(who);
     Py_DECREF(held);
     return res;
 }

@@ -45,7 +45,6 @@ from operator import itemgetter
 from typing import Any, cast
 
 from ... import defaults, native
-from ..._batch import in_chunks
 from ...artifact_cache import Compiled
 from ...cache import CacheStats
 from ...defaults import WORD_CACHE_ENV
@@ -609,8 +608,8 @@ class Unigram(Model):
         front = self._batch_front
         if front is None or self.native is None:
             return None
-        return in_chunks(cast("Callable[[list[str], bool], list[Any]]",
-                              functools.partial(self.native.encode_texts, front[0])))
+        batch = functools.partial(self.native.encode_texts, front[0])
+        return cast("Callable[[list[str], bool, int], list[Any]]", batch)
 
     def _compiled_front(self, normalizer: object, pre_tokenizer: object) -> tuple[object] | None:
         """``(compiled normalizer,)`` (its inner value None for no normalizer) when the compiled model can run
