@@ -17,7 +17,6 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +26,7 @@
 #include "py_items.h"
 #include "utf8_put.h"
 #include "scrub_text.h"
+#include "batch_threads.h"
 
 #define HEAP_FROM 48
 #define NO_RANK INT32_MAX
@@ -1454,25 +1454,21 @@ typedef struct {
     CallStats st;
 } TeWorker;
 
-#define TE_MAX_THREADS 64
-
-/* Encode texts taken from the counter until none is left (called without the GIL). */
+/* Encode texts taken from the counter until none is left (batch_threads.h; called without the GIL). */
 static void *te_worker(void *arg) {
     TeWorker *w = (TeWorker *)arg;
     TeTexts *b = w->b;
-    for (;;) {
-        Py_ssize_t i = __atomic_fetch_add(&b->next, 1, __ATOMIC_RELAXED);
-        if (i >= b->count || __atomic_load_n(&b->rc, __ATOMIC_RELAXED)) return NULL;
+    for (Py_ssize_t i; (i = batch_next(&b->next, b->count, &b->rc)) >= 0;) {
         b->who[i] = w->k;
         b->from[i] = w->out.n;
         int rc = tc_text(b->te, b->t + b->starts[i], b->starts[i + 1] - b->starts[i], w->norm, &w->out, &w->st);
         if (rc < 0) {
-            int none = 0;
-            __atomic_compare_exchange_n(&b->rc, &none, rc, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-            return NULL;
+            batch_fail(&b->rc, rc);
+            break;
         }
         b->to[i] = w->out.n;
     }
+    return NULL;
 }
 
 static PyObject *TextEncoder_encode_batch(TextEncoder *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -1498,10 +1494,7 @@ static PyObject *TextEncoder_encode_batch(TextEncoder *self, PyObject *const *ar
         total += n;
         if (n > longest) longest = n;
     }
-    /* a thread is worth starting for about 32 KiB of text */
-    long want = num_threads < 1 ? 1 : num_threads > TE_MAX_THREADS ? TE_MAX_THREADS : num_threads;
-    if (want > count) want = count ? (long)count : 1;
-    if (want > total / 32768 + 1) want = (long)(total / 32768 + 1);
+    long want = batch_threads_wanted(num_threads, count, total);
     size_t slots = (size_t)count + 1;
     uint32_t *t = (uint32_t *)malloc(((size_t)total + 1) * sizeof(uint32_t));
     Py_ssize_t *starts = (Py_ssize_t *)malloc(slots * sizeof(Py_ssize_t));
@@ -1524,14 +1517,9 @@ static PyObject *TextEncoder_encode_batch(TextEncoder *self, PyObject *const *ar
                                                       t + starts[i]);
     }
     TeTexts b = {self, t, starts, who, from, to, count, 0, 0};
-    pthread_t threads[TE_MAX_THREADS];
-    int started = 0;
-    Py_BEGIN_ALLOW_THREADS
     for (long k = 0; k < want; k++) workers[k].b = &b, workers[k].k = (int)k;
-    for (long k = 1; k < want; k++)
-        if (pthread_create(&threads[started], NULL, te_worker, &workers[k]) == 0) started++;
-    te_worker(&workers[0]); /* the caller encodes too; texts a worker that failed to start would take go to it */
-    for (int k = 0; k < started; k++) pthread_join(threads[k], NULL);
+    Py_BEGIN_ALLOW_THREADS
+    batch_threads_run(te_worker, workers, sizeof *workers, want);
     Py_END_ALLOW_THREADS
     free(t);
     free(starts);

@@ -24,7 +24,6 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +34,7 @@
 #include "py_items.h"
 #include "utf8_put.h"
 #include "scrub_text.h"
+#include "batch_threads.h"
 
 #define HEAP_FROM 32
 #define RELEASE_FROM 256 /* texts longer than this (code points) are encoded with the GIL released */
@@ -1460,25 +1460,22 @@ typedef struct {
     CallStats st;
 } TextsWorker;
 
-#define TEXTS_MAX_THREADS 64
-
-/* Encode texts taken from the counter until none is left (called without the GIL). */
+/* Encode texts taken from the counter until none is left (batch_threads.h; called without the GIL). */
 static void *texts_worker(void *arg) {
     TextsWorker *w = (TextsWorker *)arg;
     Texts *t = w->t;
-    for (;;) {
-        Py_ssize_t i = __atomic_fetch_add(&t->next, 1, __ATOMIC_RELAXED);
-        if (i >= t->count || __atomic_load_n(&t->failed, __ATOMIC_RELAXED)) return NULL;
+    for (Py_ssize_t i; (i = batch_next(&t->next, t->count, &t->failed)) >= 0;) {
         uint32_t *s = t->all + t->starts[i];
         Py_ssize_t n = normalize(s, t->lens[i], t->flags);
         t->who[i] = w->k;
         t->from[i] = w->c.b->n;
         if (bpe_text(t->m, w->c.sc, s, n, t->flags & F_SPLIT, w->c.b, &w->st) < 0) {
-            __atomic_store_n(&t->failed, 1, __ATOMIC_RELAXED);
-            return NULL;
+            batch_fail(&t->failed, 1);
+            break;
         }
         t->to[i] = w->c.b->n;
     }
+    return NULL;
 }
 
 static PyObject *Model_encode_texts(Model *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -1522,28 +1519,20 @@ static PyObject *Model_encode_texts(Model *self, PyObject *const *args, Py_ssize
         lens[i] = scrub_code_points(PyUnicode_KIND(x), PyUnicode_DATA(x), n, all + starts[i] + 1);
         starts[i + 1] = starts[i] + n + 3;
     }
-    /* a thread is worth starting for about 32 KiB of text */
-    long want = num_threads < 1 ? 1 : num_threads > TEXTS_MAX_THREADS ? TEXTS_MAX_THREADS : num_threads;
-    if (want > count) want = count ? (long)count : 1;
-    if (want > total / 32768 + 1) want = (long)(total / 32768 + 1);
+    long want = batch_threads_wanted(num_threads, count, total);
     Texts t = {self, all, starts, lens, who, from, to, count, 0, flags, 0};
     TextsWorker *workers = (TextsWorker *)malloc((size_t)want * sizeof(TextsWorker)); /* Calls are kilobytes */
     if (!workers) {
         free(all), free(starts), free(lens), free(from), free(to), free(who);
         return PyErr_NoMemory();
     }
-    pthread_t threads[TEXTS_MAX_THREADS];
-    int started = 0;
     Py_BEGIN_ALLOW_THREADS
     for (long k = 0; k < want; k++) {
         workers[k].t = &t, workers[k].k = (int)k;
         workers[k].st = (CallStats){0, 0, 0};
         call_begin(&workers[k].c, total / want);
     }
-    for (long k = 1; k < want; k++)
-        if (pthread_create(&threads[started], NULL, texts_worker, &workers[k]) == 0) started++;
-    texts_worker(&workers[0]); /* the caller encodes too; texts a worker that failed to start would take go to it */
-    for (int k = 0; k < started; k++) pthread_join(threads[k], NULL);
+    batch_threads_run(texts_worker, workers, sizeof *workers, want);
     Py_END_ALLOW_THREADS
     free(all);
     free(starts);

@@ -27,7 +27,6 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <math.h>
@@ -39,6 +38,7 @@
 #include "utf8_put.h"
 #include "scrub_text.h"
 #include "word_cache.h"
+#include "batch_threads.h"
 
 #define RESET 100000.0f /* SentencePiece's re-basing threshold for float32 path scores */
 #define UNK_MARK (-2)   /* path nodes that are unknown characters */
@@ -2035,16 +2035,12 @@ typedef struct {
     CallStats st;
 } UgWorker;
 
-#define UG_MAX_THREADS 64
-
-/* Encode texts taken from the counter until none is left (called without the GIL). */
+/* Encode texts taken from the counter until none is left (batch_threads.h; called without the GIL). */
 static void *ug_worker(void *arg) {
     UgWorker *w = (UgWorker *)arg;
     UgTexts *b = w->b;
     LabBuf *labs = b->nz ? &w->lab : NULL;
-    for (;;) {
-        Py_ssize_t i = __atomic_fetch_add(&b->next, 1, __ATOMIC_RELAXED);
-        if (i >= b->count || __atomic_load_n(&b->rc, __ATOMIC_RELAXED)) return NULL;
+    for (Py_ssize_t i; (i = batch_next(&b->next, b->count, &b->rc)) >= 0;) {
         w->buf.n = 0;
         w->lab.n = 0, w->lab.done = 0;
         int rc = prepare(b->nz, &b->ts[i], &w->buf, labs);
@@ -2055,12 +2051,12 @@ static void *ug_worker(void *arg) {
         b->from[i] = w->out.n;
         if (rc == 0) rc = viterbi(b->m, w->buf.v, w->buf.n, labs, &w->out, &w->st);
         if (rc != 0) {
-            int none = 0;
-            __atomic_compare_exchange_n(&b->rc, &none, rc < 0 ? rc : E_NOMEM, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-            return NULL;
+            batch_fail(&b->rc, rc < 0 ? rc : E_NOMEM);
+            break;
         }
         b->to[i] = w->out.n;
     }
+    return NULL;
 }
 
 static PyObject *Model_encode_texts(Model *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -2088,10 +2084,7 @@ static PyObject *Model_encode_texts(Model *self, PyObject *const *args, Py_ssize
         }
         total += PyUnicode_GET_LENGTH(x);
     }
-    /* a thread is worth starting for about 32 KiB of text */
-    long want = num_threads < 1 ? 1 : num_threads > UG_MAX_THREADS ? UG_MAX_THREADS : num_threads;
-    if (want > count) want = count ? (long)count : 1;
-    if (want > total / 32768 + 1) want = (long)(total / 32768 + 1);
+    long want = batch_threads_wanted(num_threads, count, total);
     size_t slots = (size_t)count + 1;
     Py_ssize_t *from = (Py_ssize_t *)malloc(slots * sizeof(Py_ssize_t));
     Py_ssize_t *to = (Py_ssize_t *)malloc(slots * sizeof(Py_ssize_t));
@@ -2109,13 +2102,8 @@ static PyObject *Model_encode_texts(Model *self, PyObject *const *args, Py_ssize
         workers[k].b = &b, workers[k].k = (int)k;
         workers[k].lab = (LabBuf){NULL, 0, 0, NULL, &self->labeler, 0};
     }
-    pthread_t threads[UG_MAX_THREADS];
-    int started = 0;
     Py_BEGIN_ALLOW_THREADS
-    for (long k = 1; k < want; k++)
-        if (pthread_create(&threads[started], NULL, ug_worker, &workers[k]) == 0) started++;
-    ug_worker(&workers[0]); /* the caller encodes too; texts a worker that failed to start would take go to it */
-    for (int k = 0; k < started; k++) pthread_join(threads[k], NULL);
+    batch_threads_run(ug_worker, workers, sizeof *workers, want);
     Py_END_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < count; i++) free(ts[i].scrubbed); /* texts left when a worker failed */
     free(ts);
