@@ -223,9 +223,9 @@ class Model(Protocol):
     def text_batch_encoder(self) -> Callable[[list[str], bool, int], list[Any]] | None:
         """The batch form of the whole-text encoder :meth:`plan_encoder` or :meth:`fused_encoder` last made (the
         one the pipeline runs): ``(texts, counts, num_threads)`` -> each text's ids (its number of ids when
-        ``counts``), on up to ``num_threads`` threads, compiled calls that release the GIL once each, short texts
-        included (the compiled call's own threads, or a thread pool over chunks of the batch: see
-        ``app/engine/_batch.py``); None (the default) when there is none."""
+        ``counts``), in one compiled call that releases the GIL once, short texts included, and encodes on up to
+        ``num_threads`` threads of its own (``app/engine/_native/batch_threads.h``); None (the default) when there
+        is none."""
         return None
 
     def sampler(self, sample: Sample, name: str) -> ItemsSampler | None:
