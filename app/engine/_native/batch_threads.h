@@ -26,18 +26,46 @@ static inline long batch_threads_wanted(long num_threads, Py_ssize_t count, Py_s
     return want;
 }
 
-/* The next text for a worker to encode, or -1 when there is none left or a worker has failed (*failed non-zero). */
-static inline Py_ssize_t batch_next(Py_ssize_t *next, Py_ssize_t count, const int *failed)
+/* A batch's texts as its workers share them: which worker's output holds text i's ids (who[i], from[i] to to[i]),
+ * the counter they take texts from, and the first failure. */
+typedef struct {
+    int *who;
+    Py_ssize_t *from, *to;
+    Py_ssize_t count, next; /* next: atomic */
+    int failed;             /* the first failure's code, 0 while there is none (atomic) */
+} BatchTexts;
+
+/* 0, or -1 when out of memory (nothing then to free). */
+static int batch_texts_init(BatchTexts *b, Py_ssize_t count)
 {
-    Py_ssize_t i = __atomic_fetch_add(next, 1, __ATOMIC_RELAXED);
-    return i < count && !__atomic_load_n(failed, __ATOMIC_RELAXED) ? i : -1;
+    size_t slots = (size_t)count + 1;
+    b->who = (int *)malloc(slots * sizeof(int));
+    b->from = (Py_ssize_t *)malloc(slots * sizeof(Py_ssize_t));
+    b->to = (Py_ssize_t *)malloc(slots * sizeof(Py_ssize_t));
+    b->count = count, b->next = 0, b->failed = 0;
+    if (b->who && b->from && b->to)
+        return 0;
+    free(b->who), free(b->from), free(b->to);
+    return -1;
 }
 
-/* Record a worker's failure code (the first one wins). */
-static inline void batch_fail(int *failed, int code)
+static void batch_texts_free(BatchTexts *b)
+{
+    free(b->who), free(b->from), free(b->to);
+}
+
+/* The next text for a worker to encode, or -1 when there is none left or a worker has failed. */
+static inline Py_ssize_t batch_next(BatchTexts *b)
+{
+    Py_ssize_t i = __atomic_fetch_add(&b->next, 1, __ATOMIC_RELAXED);
+    return i < b->count && !__atomic_load_n(&b->failed, __ATOMIC_RELAXED) ? i : -1;
+}
+
+/* Record a worker's failure code (non-zero; the first one wins). */
+static inline void batch_fail(BatchTexts *b, int code)
 {
     int none = 0;
-    __atomic_compare_exchange_n(failed, &none, code, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    __atomic_compare_exchange_n(&b->failed, &none, code, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 }
 
 /* Run worker(workers + k * size) for k < want: k = 0 on the calling thread, the others on pthreads, joined before

@@ -1439,10 +1439,7 @@ typedef struct {
     const TextEncoder *te;
     const uint32_t *t;          /* every text's code points, text i from starts[i] to starts[i + 1] */
     const Py_ssize_t *starts;
-    int *who;                   /* text i's ids: worker who[i]'s buffer, from[i] to to[i] */
-    Py_ssize_t *from, *to;
-    Py_ssize_t count, next;     /* next: the counter the workers take texts from (atomic) */
-    int rc;                     /* the first failure: -1 memory, -2 surrogate (atomic) */
+    BatchTexts bt;              /* where text i's ids went (a worker's out); failed: -1 memory, -2 surrogate */
 } TeTexts;
 
 /* One thread's share: its output buffer, its normalization scratch, its cache counts. */
@@ -1458,15 +1455,15 @@ typedef struct {
 static void *te_worker(void *arg) {
     TeWorker *w = (TeWorker *)arg;
     TeTexts *b = w->b;
-    for (Py_ssize_t i; (i = batch_next(&b->next, b->count, &b->rc)) >= 0;) {
-        b->who[i] = w->k;
-        b->from[i] = w->out.n;
+    for (Py_ssize_t i; (i = batch_next(&b->bt)) >= 0;) {
+        b->bt.who[i] = w->k;
+        b->bt.from[i] = w->out.n;
         int rc = tc_text(b->te, b->t + b->starts[i], b->starts[i + 1] - b->starts[i], w->norm, &w->out, &w->st);
         if (rc < 0) {
-            batch_fail(&b->rc, rc);
+            batch_fail(&b->bt, rc);
             break;
         }
-        b->to[i] = w->out.n;
+        b->bt.to[i] = w->out.n;
     }
     return NULL;
 }
@@ -1495,28 +1492,25 @@ static PyObject *TextEncoder_encode_batch(TextEncoder *self, PyObject *const *ar
         if (n > longest) longest = n;
     }
     long want = batch_threads_wanted(num_threads, count, total);
-    size_t slots = (size_t)count + 1;
+    TeTexts b = {self, NULL, NULL, {0}};
     uint32_t *t = (uint32_t *)malloc(((size_t)total + 1) * sizeof(uint32_t));
-    Py_ssize_t *starts = (Py_ssize_t *)malloc(slots * sizeof(Py_ssize_t));
-    Py_ssize_t *from = (Py_ssize_t *)malloc(slots * sizeof(Py_ssize_t));
-    Py_ssize_t *to = (Py_ssize_t *)malloc(slots * sizeof(Py_ssize_t));
-    int *who = (int *)malloc(slots * sizeof(int));
+    Py_ssize_t *starts = (Py_ssize_t *)malloc(((size_t)count + 1) * sizeof(Py_ssize_t));
     TeWorker *workers = (TeWorker *)calloc((size_t)want, sizeof(TeWorker));
-    int nomem = !t || !starts || !from || !to || !who || !workers;
+    int nomem = !t || !starts || !workers;
     for (long k = 0; !nomem && k < want; k++)
         nomem = !(workers[k].norm = (uint32_t *)malloc(((size_t)longest * (size_t)widen + 1) * sizeof(uint32_t)));
-    if (nomem) {
+    if (nomem || batch_texts_init(&b.bt, count) < 0) {
         for (long k = 0; workers && k < want; k++) free(workers[k].norm);
-        free(t), free(starts), free(from), free(to), free(who), free(workers);
+        free(t), free(starts), free(workers);
         return PyErr_NoMemory();
     }
+    b.t = t, b.starts = starts;
     starts[0] = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *x = PyList_GET_ITEM(texts, i);
         starts[i + 1] = starts[i] + scrub_code_points(PyUnicode_KIND(x), PyUnicode_DATA(x), PyUnicode_GET_LENGTH(x),
                                                       t + starts[i]);
     }
-    TeTexts b = {self, t, starts, who, from, to, count, 0, 0};
     for (long k = 0; k < want; k++) workers[k].b = &b, workers[k].k = (int)k;
     Py_BEGIN_ALLOW_THREADS
     batch_threads_run(te_worker, workers, sizeof *workers, want);
@@ -1525,15 +1519,16 @@ static PyObject *TextEncoder_encode_batch(TextEncoder *self, PyObject *const *ar
     free(starts);
     for (long k = 0; k < want; k++) wc_account(self->cache, &workers[k].st);
     PyObject *out = NULL;
-    if (b.rc == -2)
+    if (b.bt.failed == -2)
         PyErr_SetString(PyExc_ValueError, "surrogate code point in text");
-    else if (b.rc < 0)
+    else if (b.bt.failed < 0)
         PyErr_NoMemory();
     else
         out = PyList_New(count);
     for (Py_ssize_t i = 0; out && i < count; i++) {
-        Py_ssize_t n = to[i] - from[i];
-        PyObject *v = counts ? PyLong_FromSsize_t(n) : te_ids_list(self, workers[who[i]].out.syms + from[i], n);
+        Py_ssize_t n = b.bt.to[i] - b.bt.from[i];
+        const int32_t *ids = workers[b.bt.who[i]].out.syms + b.bt.from[i];
+        PyObject *v = counts ? PyLong_FromSsize_t(n) : te_ids_list(self, ids, n);
         if (!v) {
             Py_CLEAR(out);
             break;
@@ -1541,7 +1536,8 @@ static PyObject *TextEncoder_encode_batch(TextEncoder *self, PyObject *const *ar
         PyList_SET_ITEM(out, i, v);
     }
     for (long k = 0; k < want; k++) free(workers[k].out.syms), free(workers[k].norm);
-    free(workers), free(from), free(to), free(who);
+    free(workers);
+    batch_texts_free(&b.bt);
     return out;
 }
 

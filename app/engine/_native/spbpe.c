@@ -1446,10 +1446,8 @@ typedef struct {
     uint32_t *all;              /* every text's code points, text i from starts[i] (room around it as load_text) */
     const Py_ssize_t *starts;
     const Py_ssize_t *lens;     /* code points of text i */
-    int *who;                   /* text i's ids: worker who[i]'s buffer, from[i] to to[i] */
-    Py_ssize_t *from, *to;
-    Py_ssize_t count, next;     /* next: the counter the workers take texts from (atomic) */
-    int flags, failed;          /* failed: a worker ran out of memory (atomic) */
+    int flags;
+    BatchTexts bt;              /* where text i's ids went (a worker's Call buffer); failed: out of memory */
 } Texts;
 
 /* One thread's share: its own output buffer and scratch (a Call), its cache counts. */
@@ -1464,16 +1462,16 @@ typedef struct {
 static void *texts_worker(void *arg) {
     TextsWorker *w = (TextsWorker *)arg;
     Texts *t = w->t;
-    for (Py_ssize_t i; (i = batch_next(&t->next, t->count, &t->failed)) >= 0;) {
+    for (Py_ssize_t i; (i = batch_next(&t->bt)) >= 0;) {
         uint32_t *s = t->all + t->starts[i];
         Py_ssize_t n = normalize(s, t->lens[i], t->flags);
-        t->who[i] = w->k;
-        t->from[i] = w->c.b->n;
+        t->bt.who[i] = w->k;
+        t->bt.from[i] = w->c.b->n;
         if (bpe_text(t->m, w->c.sc, s, n, t->flags & F_SPLIT, w->c.b, &w->st) < 0) {
-            batch_fail(&t->failed, 1);
+            batch_fail(&t->bt, 1);
             break;
         }
-        t->to[i] = w->c.b->n;
+        t->bt.to[i] = w->c.b->n;
     }
     return NULL;
 }
@@ -1501,30 +1499,23 @@ static PyObject *Model_encode_texts(Model *self, PyObject *const *args, Py_ssize
         if (n > PY_SSIZE_T_MAX / 8 - 3 - total) return PyErr_NoMemory();
         total += n + 3; /* as load_text: one code point of room in front, one after, one more */
     }
-    size_t slots = (size_t)count + 1;
+    long want = batch_threads_wanted(num_threads, count, total);
+    Texts t = {self, NULL, NULL, NULL, flags, {0}};
     uint32_t *all = (uint32_t *)malloc(((size_t)total + 1) * sizeof(uint32_t));
-    Py_ssize_t *starts = (Py_ssize_t *)malloc(slots * sizeof(Py_ssize_t));
-    Py_ssize_t *lens = (Py_ssize_t *)malloc(slots * sizeof(Py_ssize_t));
-    Py_ssize_t *from = (Py_ssize_t *)malloc(slots * sizeof(Py_ssize_t));
-    Py_ssize_t *to = (Py_ssize_t *)malloc(slots * sizeof(Py_ssize_t));
-    int *who = (int *)malloc(slots * sizeof(int));
-    if (!all || !starts || !lens || !from || !to || !who) {
-        free(all), free(starts), free(lens), free(from), free(to), free(who);
+    Py_ssize_t *starts = (Py_ssize_t *)malloc(((size_t)count + 1) * sizeof(Py_ssize_t));
+    Py_ssize_t *lens = (Py_ssize_t *)malloc(((size_t)count + 1) * sizeof(Py_ssize_t));
+    TextsWorker *workers = (TextsWorker *)malloc((size_t)want * sizeof(TextsWorker)); /* Calls are kilobytes */
+    if (!all || !starts || !lens || !workers || batch_texts_init(&t.bt, count) < 0) {
+        free(all), free(starts), free(lens), free(workers);
         return PyErr_NoMemory();
     }
+    t.all = all, t.starts = starts, t.lens = lens;
     starts[0] = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *x = PyList_GET_ITEM(texts, i);
         Py_ssize_t n = PyUnicode_GET_LENGTH(x);
         lens[i] = scrub_code_points(PyUnicode_KIND(x), PyUnicode_DATA(x), n, all + starts[i] + 1);
         starts[i + 1] = starts[i] + n + 3;
-    }
-    long want = batch_threads_wanted(num_threads, count, total);
-    Texts t = {self, all, starts, lens, who, from, to, count, 0, flags, 0};
-    TextsWorker *workers = (TextsWorker *)malloc((size_t)want * sizeof(TextsWorker)); /* Calls are kilobytes */
-    if (!workers) {
-        free(all), free(starts), free(lens), free(from), free(to), free(who);
-        return PyErr_NoMemory();
     }
     Py_BEGIN_ALLOW_THREADS
     for (long k = 0; k < want; k++) {
@@ -1538,10 +1529,10 @@ static PyObject *Model_encode_texts(Model *self, PyObject *const *args, Py_ssize
     free(starts);
     free(lens);
     for (long k = 0; k < want; k++) wc_account(self->cache, &workers[k].st);
-    PyObject *out = t.failed ? PyErr_NoMemory() : PyList_New(count);
+    PyObject *out = t.bt.failed ? PyErr_NoMemory() : PyList_New(count);
     for (Py_ssize_t i = 0; out && i < count; i++) {
-        Py_ssize_t n = to[i] - from[i];
-        PyObject *v = counts ? PyLong_FromSsize_t(n) : ids_list(self, workers[who[i]].c.b->ids + from[i], n);
+        Py_ssize_t n = t.bt.to[i] - t.bt.from[i];
+        PyObject *v = counts ? PyLong_FromSsize_t(n) : ids_list(self, workers[t.bt.who[i]].c.b->ids + t.bt.from[i], n);
         if (!v) {
             Py_CLEAR(out);
             break;
@@ -1549,7 +1540,8 @@ static PyObject *Model_encode_texts(Model *self, PyObject *const *args, Py_ssize
         PyList_SET_ITEM(out, i, v);
     }
     for (long k = 0; k < want; k++) call_end(&workers[k].c);
-    free(workers), free(from), free(to), free(who);
+    free(workers);
+    batch_texts_free(&t.bt);
     return out;
 }
 

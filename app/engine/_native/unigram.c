@@ -2019,10 +2019,7 @@ typedef struct {
     Model *m;
     Normalizer *nz;
     Text *ts;
-    int *who;                   /* text i's ids: worker who[i]'s buffer, from[i] to to[i] */
-    Py_ssize_t *from, *to;
-    Py_ssize_t count, next;     /* next: the counter the workers take texts from (atomic) */
-    int rc;                     /* the first failure, an E_* code (atomic) */
+    BatchTexts bt;              /* where text i's ids went (a worker's out); failed: an E_* code */
 } UgTexts;
 
 /* One thread's share: its output, byte and label buffers, its cache counts. */
@@ -2040,21 +2037,21 @@ static void *ug_worker(void *arg) {
     UgWorker *w = (UgWorker *)arg;
     UgTexts *b = w->b;
     LabBuf *labs = b->nz ? &w->lab : NULL;
-    for (Py_ssize_t i; (i = batch_next(&b->next, b->count, &b->rc)) >= 0;) {
+    for (Py_ssize_t i; (i = batch_next(&b->bt)) >= 0;) {
         w->buf.n = 0;
         w->lab.n = 0, w->lab.done = 0;
         int rc = prepare(b->nz, &b->ts[i], &w->buf, labs);
         free(b->ts[i].scrubbed);
         b->ts[i].scrubbed = NULL;
         if (rc == 0 && labs) rc = labs_reserve(labs, 1);
-        b->who[i] = w->k;
-        b->from[i] = w->out.n;
+        b->bt.who[i] = w->k;
+        b->bt.from[i] = w->out.n;
         if (rc == 0) rc = viterbi(b->m, w->buf.v, w->buf.n, labs, &w->out, &w->st);
         if (rc != 0) {
-            batch_fail(&b->rc, rc < 0 ? rc : E_NOMEM);
+            batch_fail(&b->bt, rc < 0 ? rc : E_NOMEM);
             break;
         }
-        b->to[i] = w->out.n;
+        b->bt.to[i] = w->out.n;
     }
     return NULL;
 }
@@ -2085,19 +2082,15 @@ static PyObject *Model_encode_texts(Model *self, PyObject *const *args, Py_ssize
         total += PyUnicode_GET_LENGTH(x);
     }
     long want = batch_threads_wanted(num_threads, count, total);
-    size_t slots = (size_t)count + 1;
-    Py_ssize_t *from = (Py_ssize_t *)malloc(slots * sizeof(Py_ssize_t));
-    Py_ssize_t *to = (Py_ssize_t *)malloc(slots * sizeof(Py_ssize_t));
-    int *who = (int *)malloc(slots * sizeof(int));
-    Text *ts = (Text *)malloc(slots * sizeof(Text));
+    Text *ts = (Text *)malloc(((size_t)count + 1) * sizeof(Text));
     UgWorker *workers = (UgWorker *)calloc((size_t)want, sizeof(UgWorker));
-    if (!from || !to || !who || !ts || !workers) {
-        free(from), free(to), free(who), free(ts), free(workers);
+    UgTexts b = {self, nz, ts, {0}};
+    if (!ts || !workers || batch_texts_init(&b.bt, count) < 0) {
+        free(ts), free(workers);
         Py_DECREF(held);
         return PyErr_NoMemory();
     }
     for (Py_ssize_t i = 0; i < count; i++) text_open(PyList_GET_ITEM(held, i), &ts[i]);
-    UgTexts b = {self, nz, ts, who, from, to, count, 0, 0};
     for (long k = 0; k < want; k++) {
         workers[k].b = &b, workers[k].k = (int)k;
         workers[k].lab = (LabBuf){NULL, 0, 0, NULL, &self->labeler, 0};
@@ -2113,14 +2106,14 @@ static PyObject *Model_encode_texts(Model *self, PyObject *const *args, Py_ssize
         wc_account(self->cache, &workers[k].st);
     }
     PyObject *res = NULL;
-    if (b.rc < 0) {
+    if (b.bt.failed < 0) {
         IdBuf none = {NULL, 0, 0, NULL};
-        ids_list(&none, b.rc); /* sets the error */
+        ids_list(&none, b.bt.failed); /* sets the error */
     } else {
         res = PyList_New(count);
         for (Py_ssize_t i = 0; res && i < count; i++) {
-            Py_ssize_t n = to[i] - from[i];
-            PyObject *v = counts ? PyLong_FromSsize_t(n) : ids_slice_list(workers[who[i]].out.v + from[i], n);
+            Py_ssize_t n = b.bt.to[i] - b.bt.from[i];
+            PyObject *v = counts ? PyLong_FromSsize_t(n) : ids_slice_list(workers[b.bt.who[i]].out.v + b.bt.from[i], n);
             if (!v) {
                 Py_CLEAR(res);
                 break;
@@ -2129,7 +2122,8 @@ static PyObject *Model_encode_texts(Model *self, PyObject *const *args, Py_ssize
         }
     }
     for (long k = 0; k < want; k++) ids_free(&workers[k].out);
-    free(workers), free(from), free(to), free(who);
+    free(workers);
+    batch_texts_free(&b.bt);
     Py_DECREF(held);
     return res;
 }
