@@ -13,11 +13,13 @@ from array import array
 from pathlib import Path
 
 import pytest
+import regex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.engine import CacheStats, RankBPETokenizer, get_store, get_tokenizer, list_tokenizers, native
 from app.engine.bpe import byte_pair_encode
+from app.engine.patterns import GPT2
 
 pytestmark = pytest.mark.skipif(not native.available(), reason=f"compiled core not built: {native.IMPORT_ERROR}")
 
@@ -390,6 +392,61 @@ def test_duplicate_ranks_disable_atomic_characters() -> None:
     ranks[b"zz"] = ranks["о".encode()]  # two tokens, one rank: the rule's proof does not apply
     assert _core.Core(ranks, 0, 0, True).atomic_chars == 0
     assert _core.Core(_byte_vocab("о".encode()), 0, 0, True).atomic_chars == 1
+
+
+# (tokcore.c, next_cut): a piece that is not a token is merged in stretches, cut where no token holds the two bytes
+# on either side next to each other (no merge can join across), each stretch merged alone or found in the cache.
+
+
+def _split_reference(text: str, ranks: dict[bytes, int]) -> list[int]:
+    """tiktoken's rule with the GPT-2 pattern: a piece that is a token is that token, any other is merged."""
+    out: list[int] = []
+    for piece in regex.findall(GPT2, text):
+        b = piece.encode()
+        out += [ranks[b]] if b in ranks else byte_pair_encode(b, ranks)
+    return out
+
+
+def test_stretches_are_merged_never_taken_whole() -> None:
+    """'abc' is a token BPE cannot build (no 'ab', no 'bc'): inside 'abcd', cut before 'd', it stays three bytes."""
+    from app.engine._native import _core
+
+    ranks = _byte_vocab(b"abc", "中".encode())
+    for cache_size in (0, 64):
+        core = _core.Core(ranks, _core.SCAN_GPT2, cache_size, True)
+        assert core.cuts  # type: ignore[attr-defined]
+        assert core.bpe(b"abcd") == [97, 98, 99, 100]  # type: ignore[attr-defined]
+        for text in ["abcd", "abc", "xabc", "abc中", "中abc中abcd", "abcd abcd abc"]:
+            assert core.encode(text) == _split_reference(text, ranks), text  # type: ignore[attr-defined]
+
+
+def test_stretches_equal_reference_on_random_vocabularies() -> None:
+    """Random vocabularies over a few scripts' characters (ranks in random order, so many tokens are unreachable and
+    many boundaries are joined by a token or not), random texts: cut or not, cached or not, ids are the reference's."""
+    from app.engine._native import _core
+
+    rng = random.Random(28)
+    alphabet = [c.encode() for c in "ab中文日本語한국ไทยпр é"] + [b"\xe4", b"\xb8"]
+    for _ in range(40):
+        extra = {b"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 4))) for _ in range(rng.randint(5, 60))}
+        extra = {t for t in extra if len(t) > 1}
+        ranks = _byte_vocab(*rng.sample(sorted(extra), len(extra)))
+        cores = [_core.Core(ranks, _core.SCAN_GPT2, size, atomic) for size in (0, 64) for atomic in (True, False)]
+        for _ in range(60):
+            piece = b"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 24)))
+            want = [ranks[piece]] if piece in ranks else byte_pair_encode(piece, ranks)
+            text = piece.decode("utf-8", "replace")
+            for core in cores:
+                assert core.bpe(piece) == want, (ranks, piece)  # type: ignore[attr-defined]
+                assert core.encode(text) == _split_reference(text, ranks), (ranks, text)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("name", "cuts"), [("gpt2", True), ("cl100k_base", True), ("o200k_base", False)])
+def test_cutting_is_on_where_most_cjk_boundaries_are_open(name: str, cuts: bool) -> None:
+    """The rule of joined_build: cut only when fewer than half of the (continuation, three-byte lead) byte pairs are
+    joined by some token (gpt2: 45 of 1,024; cl100k_base: 279; o200k_base: 754)."""
+    whole, _ = _atomic_pair(name)
+    assert whole.cuts is cuts  # type: ignore[attr-defined]
 
 
 @given(st.text(max_size=200) | st.lists(st.sampled_from([*PIECES, "\ud800", "\udfff"]), max_size=30).map("".join))

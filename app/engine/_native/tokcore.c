@@ -46,6 +46,8 @@ typedef struct {
     uint64_t *filter;    /* FILTER_BITS bits: a blocked Bloom filter of the keys of >= 3 bytes (three bits per key,
                             all in one 64-bit word), a cache-resident pre-check that answers most failed lookups
                             (BPE candidates that are not tokens) */
+    uint64_t *joined; /* 65536 bits: bit (a << 8 | b) says bytes a, b stand next to each other in some token; where
+                         they stand in no token, no merge can join across them (see next_cut) */
     struct AtomChar *atoms; /* characters BPE may start from whole (see atomic_build); NULL = none */
     uint32_t *atom_block;   /* code point >> 7 -> 1 + block index into atom_slot, 0 = none */
     uint16_t *atom_slot;    /* blocks of 128: 1 + index into atoms, 0 = none */
@@ -175,6 +177,7 @@ static void rank_table_free(RankTable *t)
     PyMem_RawFree(t->arena);
     PyMem_RawFree(t->pair_rank);
     big_free(t->filter, FILTER_BITS / 8);
+    PyMem_RawFree(t->joined);
     PyMem_RawFree(t->atoms);
     PyMem_RawFree(t->atom_block);
     PyMem_RawFree(t->atom_slot);
@@ -400,6 +403,39 @@ static int rank_table_build(RankTable *t, const RankEntries *e)
             return -1;
         }
     }
+    return 0;
+}
+
+/* Fill t->joined from the entries (every token's adjacent byte pairs), and keep it only when it leaves most
+ * boundaries between three-byte characters open: fewer than half of the 1,024 pairs (continuation byte, lead byte
+ * 0xE0-0xEF) joined. Those are the scripts written without spaces (CJK, kana, Hangul, Thai), whose pre-tokens are
+ * long and rarely tokens; when most of their boundaries are joined (o200k_base: 754 of 1,024; cl100k_base: 279;
+ * gpt2: 45), next_cut seldom finds one and its scan is pure cost (+5% instructions on cold documents), so
+ * t->joined stays NULL: no cutting. Returns 0, or -1 when out of memory (no exception set). */
+static int joined_build(RankTable *t, const RankEntries *e)
+{
+    uint64_t *joined = PyMem_RawCalloc(65536 / 64, sizeof(uint64_t));
+    if (!joined)
+        return -1;
+    for (size_t k = 0; k < e->n; k++) {
+        const uint8_t *p = e->ptr[k];
+        for (size_t i = 1; i < e->len[k]; i++) {
+            uint32_t pair = ((uint32_t)p[i - 1] << 8) | p[i];
+            joined[pair >> 6] |= (uint64_t)1 << (pair & 63);
+        }
+    }
+    size_t shut = 0;
+    for (uint32_t x = 0x80; x < 0xC0; x++) {
+        for (uint32_t y = 0xE0; y < 0xF0; y++) {
+            uint32_t pair = (x << 8) | y;
+            shut += (joined[pair >> 6] >> (pair & 63)) & 1;
+        }
+    }
+    if (shut >= 512) {
+        PyMem_RawFree(joined);
+        joined = NULL;
+    }
+    t->joined = joined;
     return 0;
 }
 
@@ -962,7 +998,8 @@ static inline uint64_t heap_pop(uint64_t *heap, size_t *size)
     return top;
 }
 
-/* Merge the piece p[0..n) (n >= 2, not itself a token) and append its ids to out (capacity reserved by the caller).
+/* Merge the piece p[0..n) (n >= 2) from its bytes and append its ids to out (capacity reserved by the caller):
+ * BPE proper, even when the piece is itself a token (the whole-token shortcut is the caller's, for whole pieces).
  * Returns 0, or -1 when out of memory.
  *
  * Parts form a linked list over byte offsets: the part starting at byte i ends at nxt[i] (prv[i]: the previous
@@ -1109,10 +1146,11 @@ static int bpe_piece(const RankTable *t, const uint8_t *p, size_t n, IdVec *out,
  * guarded by a sequence lock. A reader checks the slot's tag and length, copies its key and ids and keeps the
  * copy only if the sequence number was even and unchanged around the copy, so hits write nothing shared; a
  * writer claims a slot by moving its number from even to odd (compare-and-swap) and skips the insert if another
- * thread holds it -- caching is optional. Only pieces that are not themselves tokens, of at most PC_KEY bytes and
- * PC_IDS ids, are cached (48 bytes: a run of 16 CJK characters, which byte-level patterns keep as one piece; the
- * 120-byte slots keep the default 16,384 slots at 1.9 MiB -- with 64 bytes and 24 ids, 168-byte slots measured 3-8%
- * slower on cold documents, their footprint evicting the rank tables from the caches).
+ * thread holds it -- caching is optional. A key maps to what BPE makes of its bytes: pieces that are not themselves
+ * tokens, and the stretches longer pieces are cut into (see next_cut; a stretch may be a token), of at most PC_KEY
+ * bytes and PC_IDS ids, are cached (48 bytes: a run of 16 CJK characters, which byte-level patterns keep as one
+ * piece; the 120-byte slots keep the default 16,384 slots at 1.9 MiB -- with 64 bytes and 24 ids, 168-byte slots
+ * measured 3-8% slower on cold documents, their footprint evicting the rank tables from the caches).
  * Output is identical with the cache on or off.
  *
  * A dense array of hints (hint[j]: slot j's tag, len and nids as pc_meta reads them, written after the slot) puts a
@@ -1206,14 +1244,78 @@ static inline uint32_t pc_claim(PCSlot *sl)
 
 static inline void pc_release(PCSlot *sl, uint32_t odd) { __atomic_store_n(&sl->seq, odd + 1, __ATOMIC_RELEASE); }
 
+/* BPE of p[0..n) for n <= 3 (ids appended; out has room): at most two merges, the pairs' ranks compared directly. */
+static inline void bpe_short(const RankTable *t, const uint8_t *p, size_t n, IdVec *out)
+{
+    uint32_t *o = out->data + out->len;
+    if (n == 1) {
+        o[0] = t->byte_rank[p[0]];
+        out->len += 1;
+        return;
+    }
+    uint32_t left = t->pair_rank[((uint32_t)p[0] << 8) | p[1]];
+    if (n == 2) {
+        if (left != NO_RANK) {
+            o[0] = left;
+            out->len += 1;
+        } else {
+            o[0] = t->byte_rank[p[0]];
+            o[1] = t->byte_rank[p[1]];
+            out->len += 2;
+        }
+        return;
+    }
+    uint32_t right = t->pair_rank[((uint32_t)p[1] << 8) | p[2]];
+    if (left == NO_RANK && right == NO_RANK) {
+        o[0] = t->byte_rank[p[0]];
+        o[1] = t->byte_rank[p[1]];
+        o[2] = t->byte_rank[p[2]];
+        out->len += 3;
+        return;
+    }
+    uint32_t whole = rank_lookup(t, p, 3); /* the only merge left after either pair merged */
+    if (whole != NO_RANK) {
+        o[0] = whole;
+        out->len += 1;
+    } else if (left <= right) { /* the lower rank merges first; the left one on a tie */
+        o[0] = left;
+        o[1] = t->byte_rank[p[2]];
+        out->len += 2;
+    } else {
+        o[0] = t->byte_rank[p[0]];
+        o[1] = right;
+        out->len += 2;
+    }
+}
+
+/* The first character boundary i of p[0..n) after from (from < i < n) where bytes p[i - 1] and p[i] stand next to
+ * each other in no token (t->joined), else n. No merge can join across such a boundary -- it would make a token
+ * holding those two bytes side by side -- so BPE of the piece is BPE of the stretches between such boundaries, one
+ * after the other: the stretches are shorter, and the same stretch recurs across pieces that differ (a run of CJK
+ * characters splits where no token spans two of them), so it is merged once and then found in the cache. */
+static inline size_t next_cut(const RankTable *t, const uint8_t *p, size_t from, size_t n)
+{
+    for (size_t i = from + 1; i < n; i++) {
+        uint32_t pair = ((uint32_t)p[i - 1] << 8) | p[i];
+        if (!is_cont(p[i]) && !((t->joined[pair >> 6] >> (pair & 63)) & 1))
+            return i;
+    }
+    return n;
+}
+
 /* encode_piece for a piece that is not itself a token (h: its hash_bytes if n >= 3, else 0; out has room for n + 3
- * more ids): the cache, then merging. Kept out of line, so that the common case (the piece is a token) inlines
- * into the caller's loop without this part's register saves. */
+ * more ids): the cache, then merging -- the whole piece at once, or (may_cut, and t->joined kept) stretch by stretch
+ * when next_cut finds boundaries no merge can cross: stretches of up to three bytes by bpe_short, longer ones through
+ * this function again (cache, then bpe_piece; no further cut, no whole-token shortcut). On cold 10 KB documents
+ * this left bpe_piece about a quarter of its instructions on gpt2 and three quarters on cl100k_base (cachegrind),
+ * as CJK, kana, Hangul and Thai runs fall into characters and short runs that recur across pieces. Kept out of line,
+ * so that the common case (the piece is a token) inlines into the caller's loop without this part's register saves.
+ * Also called with a stretch (may_cut 0), which may itself be a token. */
 #if defined(__GNUC__)
 __attribute__((noinline))
 #endif
 static int encode_piece_merged(const RankTable *t, PieceCache *c, CallStats *st, const uint8_t *p, size_t n,
-                               IdVec *out, int valid_utf8, uint64_t h)
+                               IdVec *out, int valid_utf8, uint64_t h, int may_cut)
 {
     PCSlot *sl = NULL;
     size_t slot = 0;
@@ -1252,8 +1354,21 @@ static int encode_piece_merged(const RankTable *t, PieceCache *c, CallStats *st,
         }
     }
     size_t before = out->len;
-    if (bpe_piece(t, p, n, out, valid_utf8))
-        return -1;
+    size_t cut = may_cut && t->joined ? next_cut(t, p, 0, n) : n;
+    if (cut == n) {
+        if (bpe_piece(t, p, n, out, valid_utf8))
+            return -1;
+    } else { /* each stretch merged as a piece of its own: short ones at once, longer ones through the cache (never
+              * the whole-token shortcut, which holds for whole pieces only: a token need not be what BPE makes of
+              * its bytes) */
+        for (size_t a = 0; a < n; a = cut, cut = a < n ? next_cut(t, p, a, n) : n) {
+            size_t len = cut - a;
+            if (len <= 3)
+                bpe_short(t, p + a, len, out);
+            else if (encode_piece_merged(t, c, st, p + a, len, out, valid_utf8, hash_bytes(p + a, len), 0))
+                return -1;
+        }
+    }
     size_t nids = out->len - before;
     uint32_t odd;
     if (sl && nids <= PC_IDS && (odd = pc_claim(sl)) != 0) {
@@ -1290,7 +1405,7 @@ static inline int encode_piece(const RankTable *t, PieceCache *c, CallStats *st,
         out->data[out->len++] = r;
         return 0;
     }
-    return encode_piece_merged(t, c, st, p, n, out, valid_utf8, h);
+    return encode_piece_merged(t, c, st, p, n, out, valid_utf8, h, 1);
 }
 
 static void pc_account(PieceCache *c, const CallStats *st)
@@ -1411,6 +1526,11 @@ static int Core_init(CoreObject *self, PyObject *args, PyObject *kwds)
         }
     } else if (rank_table_build(&self->table, &entries) || (atomic_chars && atomic_build(&self->table, &entries))) {
         entries_free(&entries);
+        return -1;
+    }
+    if (joined_build(&self->table, &entries)) {
+        entries_free(&entries);
+        PyErr_NoMemory();
         return -1;
     }
     uint32_t max_rank = self->table.max_rank;
@@ -2306,6 +2426,12 @@ static PyObject *Core_get_size(CoreObject *self, void *closure)
     return PyLong_FromSize_t(self->table.count);
 }
 
+static PyObject *Core_get_cuts(CoreObject *self, void *closure)
+{
+    (void)closure;
+    return PyBool_FromLong(self->table.joined != NULL);
+}
+
 static PyObject *Core_get_atomic(CoreObject *self, void *closure)
 {
     (void)closure;
@@ -2365,6 +2491,8 @@ static PyGetSetDef Core_getset[] = {
     {"scanner", (getter)Core_get_scanner, NULL, "scanner id (0 = none)", NULL},
     {"vocab_entries", (getter)Core_get_size, NULL, "number of ordinary tokens", NULL},
     {"atomic_chars", (getter)Core_get_atomic, NULL, "number of characters BPE may start from whole (0 = off)", NULL},
+    {"cuts", (getter)Core_get_cuts, NULL, "whether pieces are merged in stretches cut where no token joins two bytes",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
