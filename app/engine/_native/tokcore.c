@@ -47,7 +47,10 @@ typedef struct {
                             all in one 64-bit word), a cache-resident pre-check that answers most failed lookups
                             (BPE candidates that are not tokens) */
     uint64_t *joined; /* 65536 bits: bit (a << 8 | b) says bytes a, b stand next to each other in some token; where
-                         they stand in no token, no merge can join across them (see next_cut) */
+                         they stand in no token, no merge can join across them (see next_cut); NULL = no cutting */
+    uint64_t *ends;   /* 65536 bits: bytes a, b are the last two of some token */
+    uint64_t *triple; /* TRIPLE_BITS bits: a one-hash Bloom filter of every three bytes a, b, c side by side in a
+                         token with b no continuation byte (a false positive only loses a cut) */
     struct AtomChar *atoms; /* characters BPE may start from whole (see atomic_build); NULL = none */
     uint32_t *atom_block;   /* code point >> 7 -> 1 + block index into atom_slot, 0 = none */
     uint16_t *atom_slot;    /* blocks of 128: 1 + index into atoms, 0 = none */
@@ -178,6 +181,8 @@ static void rank_table_free(RankTable *t)
     PyMem_RawFree(t->pair_rank);
     big_free(t->filter, FILTER_BITS / 8);
     PyMem_RawFree(t->joined);
+    PyMem_RawFree(t->ends);
+    PyMem_RawFree(t->triple);
     PyMem_RawFree(t->atoms);
     PyMem_RawFree(t->atom_block);
     PyMem_RawFree(t->atom_slot);
@@ -406,12 +411,23 @@ static int rank_table_build(RankTable *t, const RankEntries *e)
     return 0;
 }
 
-/* Fill t->joined from the entries (every token's adjacent byte pairs), and keep it only when it leaves most
+#define TRIPLE_BITS ((size_t)1 << 19) /* 64 KiB: 4% false positives at cl100k_base's 21,000 triples */
+
+static inline int bit_at(const uint64_t *m, size_t k) { return (int)((m[k >> 6] >> (k & 63)) & 1); }
+static inline void bit_set(uint64_t *m, size_t k) { m[k >> 6] |= (uint64_t)1 << (k & 63); }
+
+static inline size_t triple_bit(const uint8_t *p)
+{
+    uint32_t v = ((uint32_t)p[0] << 16) | ((uint32_t)p[1] << 8) | p[2];
+    return (size_t)((v * 0x9E3779B1u) >> (32 - 19));
+}
+
+/* Fill t->joined, t->ends and t->triple from the entries, and keep them only when the vocabulary leaves most
  * boundaries between three-byte characters open: fewer than half of the 1,024 pairs (continuation byte, lead byte
  * 0xE0-0xEF) joined. Those are the scripts written without spaces (CJK, kana, Hangul, Thai), whose pre-tokens are
  * long and rarely tokens; when most of their boundaries are joined (o200k_base: 754 of 1,024; cl100k_base: 279;
- * gpt2: 45), next_cut seldom finds one and its scan is pure cost (+5% instructions on cold documents), so
- * t->joined stays NULL: no cutting. Returns 0, or -1 when out of memory (no exception set). */
+ * gpt2: 45), next_cut seldom finds one and its scan is pure cost (+5% instructions on cold documents), so the
+ * tables stay NULL: no cutting. Returns 0, or -1 when out of memory (no exception set). */
 static int joined_build(RankTable *t, const RankEntries *e)
 {
     uint64_t *joined = PyMem_RawCalloc(65536 / 64, sizeof(uint64_t));
@@ -419,23 +435,39 @@ static int joined_build(RankTable *t, const RankEntries *e)
         return -1;
     for (size_t k = 0; k < e->n; k++) {
         const uint8_t *p = e->ptr[k];
-        for (size_t i = 1; i < e->len[k]; i++) {
-            uint32_t pair = ((uint32_t)p[i - 1] << 8) | p[i];
-            joined[pair >> 6] |= (uint64_t)1 << (pair & 63);
-        }
+        for (size_t i = 1; i < e->len[k]; i++)
+            bit_set(joined, ((size_t)p[i - 1] << 8) | p[i]);
     }
     size_t shut = 0;
-    for (uint32_t x = 0x80; x < 0xC0; x++) {
-        for (uint32_t y = 0xE0; y < 0xF0; y++) {
-            uint32_t pair = (x << 8) | y;
-            shut += (joined[pair >> 6] >> (pair & 63)) & 1;
-        }
+    for (size_t x = 0x80; x < 0xC0; x++) {
+        for (size_t y = 0xE0; y < 0xF0; y++)
+            shut += (size_t)bit_at(joined, (x << 8) | y);
     }
     if (shut >= 512) {
         PyMem_RawFree(joined);
-        joined = NULL;
+        return 0;
+    }
+    uint64_t *ends = PyMem_RawCalloc(65536 / 64, sizeof(uint64_t));
+    uint64_t *triple = PyMem_RawCalloc(TRIPLE_BITS / 64, sizeof(uint64_t));
+    if (!ends || !triple) {
+        PyMem_RawFree(joined);
+        PyMem_RawFree(ends);
+        PyMem_RawFree(triple);
+        return -1;
+    }
+    for (size_t k = 0; k < e->n; k++) {
+        const uint8_t *p = e->ptr[k];
+        size_t n = e->len[k];
+        if (n >= 2)
+            bit_set(ends, ((size_t)p[n - 2] << 8) | p[n - 1]);
+        for (size_t i = 0; i + 2 < n; i++) {
+            if ((p[i + 1] & 0xC0) != 0x80) /* (no continuation byte) */
+                bit_set(triple, triple_bit(p + i));
+        }
     }
     t->joined = joined;
+    t->ends = ends;
+    t->triple = triple;
     return 0;
 }
 
@@ -1288,16 +1320,21 @@ static inline void bpe_short(const RankTable *t, const uint8_t *p, size_t n, IdV
     }
 }
 
-/* The first character boundary i of p[0..n) after from (from < i < n) where bytes p[i - 1] and p[i] stand next to
- * each other in no token (t->joined), else n. No merge can join across such a boundary -- it would make a token
- * holding those two bytes side by side -- so BPE of the piece is BPE of the stretches between such boundaries, one
- * after the other: the stretches are shorter, and the same stretch recurs across pieces that differ (a run of CJK
- * characters splits where no token spans two of them), so it is merged once and then found in the cache. */
+/* The first character boundary i of p[0..n) after from (from < i < n) that no merge can join across, else n. A merge
+ * across i makes a token holding bytes p[i - 1], p[i] side by side, and either ending there or going on with
+ * p[i + 1]: so i is cut when that pair stands next to each other in no token (t->joined), or when it ends no token
+ * (t->ends) and the three bytes p[i - 1..i + 1] stand side by side in no token (t->triple; at the end of the piece
+ * the pair alone decides). BPE of the piece is then BPE of the stretches between cuts, one after the other: the
+ * stretches are shorter, and the same stretch recurs across pieces that differ (a run of CJK characters splits
+ * where no token spans two of them), so it is merged once and then found in the cache. */
 static inline size_t next_cut(const RankTable *t, const uint8_t *p, size_t from, size_t n)
 {
     for (size_t i = from + 1; i < n; i++) {
-        uint32_t pair = ((uint32_t)p[i - 1] << 8) | p[i];
-        if (!is_cont(p[i]) && !((t->joined[pair >> 6] >> (pair & 63)) & 1))
+        if (is_cont(p[i]))
+            continue;
+        size_t pair = ((size_t)p[i - 1] << 8) | p[i];
+        if (!bit_at(t->joined, pair) ||
+            (!bit_at(t->ends, pair) && (i + 1 == n || !bit_at(t->triple, triple_bit(p + i - 1)))))
             return i;
     }
     return n;
