@@ -1240,17 +1240,47 @@ static int merge_emit(const Model *m, Scratch *sc, Sym *syms, Py_ssize_t ns, con
     return 0;
 }
 
+/* merge_emit of syms[0..ns), a piece cut out of a longer segment, through the word cache (st: the call's counters,
+ * NULL = no cache). The same piece recurs across segments that differ (a run of CJK or Thai characters cut where no
+ * mergeable piece spans two of them), so it is merged once. A piece of two or more symbols holds only code points
+ * of mergeable pieces (anything else is cut off on its own), so its ids depend on its code points alone; it is
+ * stored only when no unknown id came out (and none was pending before it): a run of unknowns fuses into one id
+ * across pieces. */
+static int merge_cut(const Model *m, Scratch *sc, Sym *syms, Py_ssize_t ns, const uint32_t *text, Emit *e,
+                     CallStats *st) {
+    if (ns < 2 || !st || e->prev_unk) return merge_emit(m, sc, syms, ns, text, e);
+    Py_ssize_t start = syms[0].start, len = syms[ns - 1].start + syms[ns - 1].len - start;
+    WCSlot copy;
+    WCSeg seg;
+    int got = wc_seg_get(m->cache, text + start, len, WC_KEY, WC_IDS, &copy, sizeof copy, &seg, st);
+    if (got > 0) {
+        if (buf_reserve(e->out, copy.h.count) < 0) return -1;
+        memcpy(e->out->ids + e->out->n, copy.ids, (size_t)copy.h.count * sizeof(int32_t));
+        e->out->n += copy.h.count;
+        return 0;
+    }
+    Py_ssize_t before = e->out->n;
+    if (merge_emit(m, sc, syms, ns, text, e) < 0) return -1;
+    if (got == 0 && !e->prev_unk) {
+        for (Py_ssize_t i = before; i < e->out->n; i++)
+            if (e->out->ids[i] == m->unk_id) return 0;
+        wc_seg_put(&seg, text + start, len, WC_KEY, WC_IDS, e->out->ids + before, e->out->n - before, st);
+    }
+    return 0;
+}
+
 /* BPE over text[0..n) (one segment); ids appended to out. A segment is merged in pieces cut where no merge can
  * ever cross (two neighbouring initial symbols that are no two adjacent characters of any mergeable piece, or one
  * that never merges): the pieces merge independently (no candidate spans a cut), one after the other into the
- * same output, so a long run of such text needs memory for its longest uncut piece only. Models with UNUSED
- * pieces are not cut (their split-back bookkeeping spans the whole segment, as the reference's does). */
-static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssize_t n, Buf *out) {
+ * same output, so a long run of such text needs memory for its longest uncut piece only; when the segment is cut,
+ * its pieces go through the word cache (merge_cut; st NULL: not). Models with UNUSED pieces are not cut (their
+ * split-back bookkeeping spans the whole segment, as the reference's does). */
+static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssize_t n, Buf *out, CallStats *st) {
     if (n <= 0) return 0;
     if (n > INT32_MAX - 1) return -1;
     if (scratch_reserve(sc, n) < 0) return -1; /* address space only: pages are touched as they are used */
     Sym *syms = sc->syms;
-    int cut = !m->has_unused;
+    int cut = !m->has_unused, was_cut = 0;
     Emit e = {out, 0};
     Py_ssize_t ns = 0;
     for (Py_ssize_t i = 0; i < n;) {
@@ -1277,12 +1307,13 @@ static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssi
         }
         if (cut && ns > 0 && (cur.sym < 0 || syms[ns - 1].sym < 0 ||
                               !bigram_has(m, text[syms[ns - 1].start], text[cur.start]))) {
-            if (merge_emit(m, sc, syms, ns, text, &e) < 0) return -1;
+            if (merge_cut(m, sc, syms, ns, text, &e, st) < 0) return -1;
             ns = 0;
+            was_cut = 1;
         }
         syms[ns++] = cur;
     }
-    return merge_emit(m, sc, syms, ns, text, &e);
+    return was_cut ? merge_cut(m, sc, syms, ns, text, &e, st) : merge_emit(m, sc, syms, ns, text, &e);
 }
 
 /* bpe_segment through the word cache (segments of at most WC_KEY code points, all in the BMP) */
@@ -1298,7 +1329,7 @@ static int cached_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_
         return 0;
     }
     Py_ssize_t before = out->n;
-    if (bpe_segment(m, sc, text, n, out) < 0) return -1;
+    if (bpe_segment(m, sc, text, n, out, st) < 0) return -1;
     if (got == 0) wc_seg_put(&seg, text, n, WC_KEY, WC_IDS, out->ids + before, out->n - before, st);
     return 0;
 }
@@ -1563,10 +1594,10 @@ static PyObject *Model_tokenize(Model *self, PyObject *arg) {
     int rc;
     if (n > RELEASE_FROM) {
         Py_BEGIN_ALLOW_THREADS
-        rc = bpe_segment(self, c.sc, t, n, c.b);
+        rc = bpe_segment(self, c.sc, t, n, c.b, NULL);
         Py_END_ALLOW_THREADS
     } else {
-        rc = bpe_segment(self, c.sc, t, n, c.b);
+        rc = bpe_segment(self, c.sc, t, n, c.b, NULL);
     }
     call_text_done(&c, t, stack);
     PyObject *list = finish(self, c.b, rc);

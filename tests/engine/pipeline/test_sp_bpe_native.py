@@ -145,6 +145,23 @@ def test_large_vocabularies_match_the_reference() -> None:
         assert native.tokenize(text) == python.tokenize(text), text
 
 
+def test_cut_pieces_come_from_the_cache_with_unknown_runs_fused() -> None:
+    """No piece joins 'b' and 'c', so 'abcd' is merged as 'ab' + 'cd', and those pieces are cached (spbpe.c
+    merge_cut); 'x' is unknown (no byte fallback) and a run of unknowns is one id, across a cut too."""
+    pieces = ["<unk>", "a", "b", "c", "d", "ab", "cd", "abab"]
+    vocab = list(zip(pieces, [0.0, -5.0, -5.0, -5.0, -5.0, -1.0, -2.0, -3.0], strict=True))
+    args = {"unk_id": 0, "mergeable": range(1, len(pieces)), "cache_size": 64}
+    native = SentencePieceBPE(vocab, backend="native", **args)  # type: ignore[arg-type]
+    python = SentencePieceBPE(vocab, backend="python", **args)  # type: ignore[arg-type]
+    assert native.encode_pieces(["abcd"], 0) == [5, 6] and native.cache_stats().hits == 0
+    assert native.encode_pieces(["cdab"], 0) == [6, 5] and native.cache_stats().hits == 2  # both halves
+    texts = ["abcd", "xabcd", "abcdx", "xxabcdxx", "abxcd", "cdab", "dabcab", "ababcdabab", "xcdx", "cdxxab"]
+    for text in [*texts, *reversed(texts), *texts]:
+        assert native.encode_pieces([text], 0) == python.tokenize(text), text
+    assert native.encode_pieces(["xxabcdxx"], 0) == [0, 5, 6, 0]
+    assert native.cache_stats().hits > 0
+
+
 def test_ties_merge_leftmost_first() -> None:
     pieces = ["<unk>", "a", "aa"]
     vocab = list(zip(pieces, [0.0, -1.0, -1.0], strict=True))
