@@ -218,3 +218,20 @@ def test_plain_call_bench_checks_ids_and_prints_rows(data_dir: Path) -> None:
         cells = [c.strip().rstrip("x") for c in row.strip("|").split("|")]
         rates = [float(v) for c in cells[1:] for v in c.split(" / ")]
         assert len(rates) == 12 and all(v > 0 for i, v in enumerate(rates) if i != 6)  # the 7th: ns saved (+/-)
+
+
+def test_ab_checkouts_alternates_processes_and_prints_ratios(data_dir: Path) -> None:
+    """``bench.engine.ab_checkouts`` with this checkout on both sides: one process per side and pair, each printing
+    its cold/warm/lines figures, then one ratio line per tokenizer (the same code, so near 1; not asserted)."""
+    proc = subprocess.run([sys.executable, "-m", "bench.engine.ab_checkouts", "--a", str(REPO_ROOT), "--b",
+                           str(REPO_ROOT), "--tokenizers", "gpt2,llama2", "--pairs", "1", "--rounds", "1",
+                           "--docs-per-corpus", "1", "--lines", "20", "--max-corpora", "3", "--data-dir",
+                           str(data_dir)],
+                          cwd=REPO_ROOT, env={**os.environ, "BENCH_CORPORA_OFFLINE": "1"}, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = [line.split() for line in proc.stdout.splitlines() if line.startswith("pair 1 ")]
+    assert sorted((r[2], r[3]) for r in runs) == [("a", "gpt2"), ("a", "llama2"), ("b", "gpt2"), ("b", "llama2")]
+    assert all(float(r[5]) > 0 and float(r[8]) > 0 and float(r[11]) > 0 for r in runs)
+    ratios = {line.split()[0]: line.split()[1:] for line in proc.stdout.splitlines() if line.startswith("  ")}
+    assert set(ratios) == {"gpt2", "llama2"} and all(len(v) == 6 and float(v[1]) > 0 for v in ratios.values())
