@@ -426,7 +426,7 @@ static inline size_t triple_bit(const uint8_t *p)
  * boundaries between three-byte characters open: fewer than half of the 1,024 pairs (continuation byte, lead byte
  * 0xE0-0xEF) joined. Those are the scripts written without spaces (CJK, kana, Hangul, Thai), whose pre-tokens are
  * long and rarely tokens; when most of their boundaries are joined (o200k_base: 754 of 1,024; cl100k_base: 279;
- * gpt2: 45), next_cut seldom finds one and its scan is pure cost (+5% instructions on cold documents), so the
+ * gpt2: 45), next_cut seldom finds one and its scan is pure cost (2-5% more instructions on cold documents), so the
  * tables stay NULL: no cutting. Returns 0, or -1 when out of memory (no exception set). */
 static int joined_build(RankTable *t, const RankEntries *e)
 {
