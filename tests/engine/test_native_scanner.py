@@ -116,6 +116,24 @@ def test_scanner_matches_regex_on_hostile_runs(pattern_id: str) -> None:
         assert core.split(text) == compiled.findall(text), repr(text[:40])
 
 
+#: Words of ASCII letters next to what ends or extends them: the scanners' ASCII word paths take these and hand
+#: everything else (a byte from 0x80 up after the letters, an apostrophe, no lowercase letter) to the general path.
+WORD_PARTS = ["the", "The", "THE", "x", "I", "iPhone", "USAtoday", "abcdefghijklmnopqrstuvwxyzABCDEFGH",
+              " ", " ", "  ", ",", ".", "'", "'s", "'LL", "-", "/", "_", "\n", "\r\n", "\t", "7", "42",
+              "é", "É", "\u0301", "ʰ", "中", "ǅ", "\u00a0", "😀"]
+
+
+@pytest.mark.parametrize("pattern_id", sorted(patterns.PATTERNS))
+def test_scanner_matches_regex_on_ascii_words(pattern_id: str) -> None:
+    core = _core(pattern_id)
+    compiled = regex.compile(patterns.PATTERNS[pattern_id])
+    rng = random.Random(FUZZ_SEED + 7 * len(pattern_id))
+    weights = [12 if part.isascii() and part.strip().isalpha() else 3 if part.isascii() else 1 for part in WORD_PARTS]
+    for _ in range(FUZZ_CASES // 4):
+        text = "".join(rng.choices(WORD_PARTS, weights, k=rng.randint(0, 30)))
+        assert core.split(text) == compiled.findall(text), repr(text)
+
+
 def test_uniform_planes_are_uniform(regex_flags: list[int]) -> None:
     """The planes the sweeps below sample (``harness.texts.plane_sample``) have one set of ``regex`` properties
     between their ends, so their samples stand for every code point in them."""

@@ -18,6 +18,10 @@
 
 #include "unicode_tables.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 enum {
     SCAN_NONE = 0, SCAN_GPT2 = 1, SCAN_CL100K = 2, SCAN_O200K = 3, SCAN_LLAMA3 = 4, SCAN_QWEN2 = 5,
     SCAN_DEEPSEEK_V3 = 6, SCAN_TEKKEN = 7, SCAN_LAST = 7
@@ -35,6 +39,11 @@ enum {
 #endif
 
 static uint16_t ascii_flags[128];
+/* Classes of the 256 byte values for the o200k family's ASCII word path: AC_PRE an ASCII character of
+ * [^\r\n\p{L}\p{N}], AC_UPPER one in A and not B (A-Z), AC_LOWER one in B and not A (a-z); 0 otherwise, every byte
+ * from 0x80 up included. Derived from ascii_flags by pretok_init. */
+enum { AC_PRE = 1, AC_UPPER = 2, AC_LOWER = 3 };
+static uint8_t ascii_class[256];
 /* Flags of every code point below U+0800 (the one- and two-byte UTF-8 characters), indexed directly: one load
  * instead of ut_flags' two for the Latin, Greek, Cyrillic, Hebrew, Arabic... letters (4 KiB). */
 static uint16_t low_flags[0x800];
@@ -119,6 +128,40 @@ static PRETOK_INLINE size_t run_none(const uint8_t *s, size_t i, size_t n, uint1
 #define IS_PRE(f) (!((f) & (UT_L | UT_N | UT_NL))) /* [^\r\n\p{L}\p{N}] */
 #define LETTER(f) ((f) >> UT_LETTER_SHIFT)
 
+/* First offset >= i whose byte is not an ASCII letter (fold 0x20: a-z only when fold is 0x00, a-z and A-Z when it
+ * is 0x20), or n. Sixteen bytes at a time where sixteen remain (SSE2), so the run's end costs one unpredictable
+ * branch per sixteen letters instead of one per word. */
+static inline size_t ascii_letter_run(const uint8_t *s, size_t i, size_t n, uint8_t fold)
+{
+#if defined(__SSE2__)
+    const __m128i f = _mm_set1_epi8((char)fold), lo = _mm_set1_epi8('a' - 1), hi = _mm_set1_epi8('z' + 1);
+    while (n - i >= 16) { /* (bytes from 0x80 up are negative as signed chars, below 'a') */
+        __m128i v = _mm_or_si128(_mm_loadu_si128((const __m128i *)(const void *)(s + i)), f);
+        unsigned not_letter = 0xFFFFu ^ (unsigned)_mm_movemask_epi8(_mm_and_si128(_mm_cmpgt_epi8(v, lo),
+                                                                                   _mm_cmplt_epi8(v, hi)));
+        if (not_letter)
+            return i + (size_t)__builtin_ctz(not_letter);
+        i += 16;
+    }
+#endif
+    while (i < n && (uint8_t)((s[i] | fold) - 'a') < 26)
+        i++;
+    return i;
+}
+
+/* The ASCII word of the cl100k, llama3, qwen2 and gpt2 letter alternatives at i: an optional prefix character
+ * (gpt2: a space only; the others: an ASCII [^\r\n\p{L}\p{N}]) then ASCII letters, ended by the text's end or
+ * by an ASCII byte (no letter: the letter run \p{L}+ stops there). Returns its end, or 0 when the piece at i is
+ * not such a word (no letter, or a byte from 0x80 up after the letters, which may be a letter): the scanner's
+ * general path decides then. Callers first rule out the contraction alternative that precedes it (an apostrophe
+ * at i). */
+static inline size_t ascii_word(const uint8_t *s, size_t i, size_t n, int space_prefix_only)
+{
+    size_t k = i + (space_prefix_only ? s[i] == ' ' : ascii_class[s[i]] == AC_PRE);
+    size_t e = ascii_letter_run(s, k, n, 0x20);
+    return e > k && (e == n || s[e] < 0x80) ? e : 0;
+}
+
 /* Case-insensitive contraction at i (s[i] == '\''): (?i:'s|'t|'re|'ve|'m|'ll|'d) (cl100k's
  * '(?i:[sdmt]|ll|ve|re) is the same set). Returns the end offset, or 0 if none matches. */
 static inline size_t contraction_ci(const uint8_t *s, size_t i, size_t n)
@@ -180,6 +223,9 @@ static PRETOK_INLINE size_t scan_gpt2(const uint8_t *s, size_t i, size_t n)
                 return i + 3;
         }
     }
+    size_t e = ascii_word(s, i, n, 1);
+    if (e)
+        return e;
     if (b == ' ' && i + 1 < n) {
         uint16_t f1 = char_at(s, i + 1, &l1);
         if (f1 & UT_L)
@@ -240,6 +286,8 @@ static size_t scan_cl100k(const uint8_t *s, size_t i, size_t n)
     size_t l0, l1, e;
     if (s[i] == '\'' && (e = contraction_ci(s, i, n)))
         return e;
+    if ((e = ascii_word(s, i, n, 0)))
+        return e;
     uint16_t f0 = char_at(s, i, &l0);
     if (f0 & UT_L)
         return run_any(s, i + l0, n, UT_L);
@@ -290,6 +338,8 @@ static inline size_t scan_llama_family(const uint8_t *s, size_t i, size_t n, int
 {
     size_t l0, l1, e;
     if (s[i] == '\'' && (e = contraction_ci(s, i, n)))
+        return e;
+    if ((e = ascii_word(s, i, n, 0)))
         return e;
     uint16_t f0 = char_at(s, i, &l0);
     if (f0 & UT_L)
@@ -363,6 +413,19 @@ __attribute__((always_inline)) /* one copy per scanner with its switches folded 
 static inline size_t scan_o200k_family(const uint8_t *s, size_t i, size_t n, int contractions, int three_digits)
 {
     size_t l0, e, a_pre = 0, a_own = 0;
+    /* The ASCII word (most pieces of English and code): an optional ASCII prefix character, [A-Z]*[a-z]+, then the
+     * text's end or an ASCII character other than an apostrophe. That is what alternative 1 matches there: the
+     * prefix is taken when present (`?` is greedy), A* takes the uppercase run and B+ the lowercase one, both stop
+     * at an ASCII character that is not theirs, and no suffix can follow. Anything else (no lowercase letter, a
+     * byte from 0x80 up or an apostrophe after the letters) takes the general path below from i. */
+    {
+        size_t u = i + (ascii_class[s[i]] == AC_PRE);
+        while (u < n && ascii_class[s[u]] == AC_UPPER)
+            u++;
+        e = ascii_letter_run(s, u, n, 0);
+        if (e > u && (e == n || (s[e] < 0x80 && s[e] != '\'')))
+            return e;
+    }
     uint16_t f0 = char_at(s, i, &l0);
     int pre = IS_PRE(f0) && i + l0 < n;
     /* Alternative 1: first with the optional prefix, then (the regex backtracks into `?`) without it. */
@@ -500,8 +563,11 @@ static scan_fn scanner_of(int id)
 /* Fill the ASCII fast-path table; call once (module init) before any scanner runs. */
 static void pretok_init(void)
 {
-    for (uint32_t c = 0; c < 128; c++)
-        ascii_flags[c] = ut_flags(c);
+    for (uint32_t c = 0; c < 128; c++) {
+        uint16_t f = ascii_flags[c] = ut_flags(c);
+        uint16_t ab = f & (UT_A | UT_B);
+        ascii_class[c] = ab == UT_A ? AC_UPPER : ab == UT_B ? AC_LOWER : IS_PRE(f) ? AC_PRE : 0;
+    }
     for (uint32_t c = 0; c < 0x800; c++)
         low_flags[c] = ut_flags(c);
 }
