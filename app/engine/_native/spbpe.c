@@ -179,6 +179,8 @@ typedef struct {
     size_t user_mask;
     uint32_t *user_first; /* sorted distinct first characters */
     Py_ssize_t n_first;
+    uint64_t user_first_bits[16]; /* bit c % 1024 for each first character c: most characters start none, known
+                                   * without the binary search */
     Py_ssize_t *first_at; /* per first character: offset into user_lengths: count, then lengths */
     Py_ssize_t *user_lengths;
     PyObject **id_objs; /* id -> its int object, made once (n_pieces of them) */
@@ -343,6 +345,7 @@ static int user_tables(Model *self) {
         }
         if (!dup) self->user_slots[i] = (int32_t)k;
         self->user_first[k] = self->user_pool[at];
+        self->user_first_bits[(self->user_pool[at] >> 6) & 15] |= 1ULL << (self->user_pool[at] & 63);
     }
     qsort(self->user_first, (size_t)n, sizeof(uint32_t), cmp_u32);
     Py_ssize_t nf = 0;
@@ -1058,6 +1061,7 @@ static inline int emit_one(const Model *m, Scratch *sc, Emit *e, const Sym *s, c
 
 static inline Py_ssize_t user_match(const Model *m, const uint32_t *t, Py_ssize_t i, Py_ssize_t n) {
     uint32_t c = t[i];
+    if (!((m->user_first_bits[(c >> 6) & 15] >> (c & 63)) & 1)) return -1;
     Py_ssize_t lo = 0, hi = m->n_first;
     while (lo < hi) {
         Py_ssize_t mid = (lo + hi) / 2;
@@ -1156,10 +1160,14 @@ static int merge_emit(const Model *m, Scratch *sc, Sym *syms, Py_ssize_t ns, con
             syms[at].sym = nw;
             syms[at].out = m->out_is_sym ? nw : m->sym_out[nw];
             syms[at].len += syms[at + 1].len;
-            memmove(syms + at + 1, syms + at + 2, (size_t)(ns - at - 2) * sizeof(Sym));
+            /* close the gap with plain loops: fewer than HEAP_FROM items, where a memmove call costs more than
+             * the copying (and its size dispatch mispredicts) */
+            for (Py_ssize_t k = at + 1; k < ns - 1; k++) syms[k] = syms[k + 1];
             ns--;
-            memmove(rank + at, rank + at + 1, (size_t)(np - at - 1) * sizeof(int32_t));
-            memmove(msym + at, msym + at + 1, (size_t)(np - at - 1) * sizeof(int32_t));
+            for (Py_ssize_t k = at; k < np - 1; k++) {
+                rank[k] = rank[k + 1];
+                msym[k] = msym[k + 1];
+            }
             np--;
             if (at > 0) pair_prefetch(m, syms[at - 1].sym, nw);
             if (at < np) pair_prefetch(m, nw, syms[at + 1].sym);
