@@ -235,3 +235,19 @@ def test_ab_checkouts_alternates_processes_and_prints_ratios(data_dir: Path) -> 
     assert all(float(r[5]) > 0 and float(r[8]) > 0 and float(r[11]) > 0 for r in runs)
     ratios = {line.split()[0]: line.split()[1:] for line in proc.stdout.splitlines() if line.startswith("  ")}
     assert set(ratios) == {"gpt2", "llama2"} and all(len(v) == 6 and float(v[1]) > 0 for v in ratios.values())
+
+
+def test_per_corpus_times_each_corpus_against_a_peer(data_dir: Path) -> None:
+    """``bench.peers.per_corpus``: one row per corpus with ours, the peer and their ratio; tiktoken (a test
+    dependency) is exact on gpt2, so it is timed, not skipped."""
+    proc = subprocess.run([sys.executable, "-m", "bench.peers.per_corpus", "--tokenizers", "gpt2", "--peers",
+                           "tiktoken", "--rounds", "1", "--docs-per-corpus", "1", "--max-corpora", "3",
+                           "--data-dir", str(data_dir)],
+                          cwd=REPO_ROOT, env={**os.environ, "BENCH_CORPORA_OFFLINE": "1"}, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line.strip("| ").split(" | ") for line in proc.stdout.splitlines() if line.startswith("| ")]
+    assert rows[0] == ["corpus", "bytes", "ours MB/s", "tiktoken MB/s", "ours / tiktoken"]
+    assert [r[0] for r in rows[1:]] == ["english", "code", "ml-zh"]
+    assert all(float(r[2]) > 0 and float(r[3]) > 0 and r[4].endswith("x") for r in rows[1:])
+    assert "not timed" not in proc.stdout
