@@ -43,7 +43,8 @@ def measure(name: str, peer_names: list[str], rounds: int, docs_per_corpus: int,
     docs = {corpus: d for corpus, d in docs.items() if d}
     sizes = {corpus: sum(len(t.encode("utf-8")) for t in d) for corpus, d in docs.items()}
     ours = libraries.ours(name)
-    want = {corpus: [ours.load()(t) for t in d] for corpus, d in docs.items()}
+    reference = ours.load()
+    want = {corpus: [reference(t) for t in d] for corpus, d in docs.items()}
     engines: dict[str, Any] = {"ours": ours.load}
     skipped: dict[str, str] = {}
     for peer in libraries.candidates(name, Artifacts(work_dir), peer_names):

@@ -39,7 +39,7 @@ enum {
 #endif
 
 static uint16_t ascii_flags[128];
-/* Classes of the 256 byte values for the o200k family's ASCII word path: AC_PRE an ASCII character of
+/* Classes of the 256 byte values for the scanners' ASCII word paths: AC_PRE an ASCII character of
  * [^\r\n\p{L}\p{N}], AC_UPPER one in A and not B (A-Z), AC_LOWER one in B and not A (a-z); 0 otherwise, every byte
  * from 0x80 up included. Derived from ascii_flags by pretok_init. */
 enum { AC_PRE = 1, AC_UPPER = 2, AC_LOWER = 3 };
