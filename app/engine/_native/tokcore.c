@@ -575,7 +575,6 @@ static inline const AtomChar *atom_of(const RankTable *t, uint32_t cp)
     return a ? &t->atoms[a - 1] : NULL;
 }
 
-
 static inline uint32_t pack_left(const uint8_t *p, size_t n)
 {
     uint32_t k = 0;
