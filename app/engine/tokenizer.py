@@ -123,8 +123,9 @@ class Tokenizer(ABC):
 
     def commit_cache(self) -> int:
         """Fault in this process's memory of the pre-token cache(s) now, contents unchanged; returns the bytes
-        covered (the default: 0, a family whose caches are written when they are built). For a serving process at
-        start-up, so that the first texts it caches do not pay the page faults."""
+        covered (the default: 0, a family whose caches are written when they are built). The compiled rank core
+        commits its cache when it is built; a forked serving process calls this at start-up for its own copy, so that
+        the first texts it caches do not pay the page faults (or copies of the parent's pages)."""
         return 0
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:

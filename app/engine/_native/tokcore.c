@@ -1443,6 +1443,32 @@ static inline int encode_piece(const RankTable *t, PieceCache *c, CallStats *st,
     return encode_piece_merged(t, c, st, p, n, out, valid_utf8, h, 1);
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; an older kernel answers EINVAL and the loop below does the work */
+#endif
+
+/* Commit this process's pages of the cache c now, contents unchanged; returns the bytes covered (0: cache off). The
+ * slots are zero-filled on demand: without this, the first pieces a process caches pay the page faults -- on the
+ * 2 MiB pages big_calloc asks for, one zero-fill of 2 MiB each (0.3-0.5 ms, more while the kernel compacts memory;
+ * 10-16% of a fresh instance's first eight English documents), and in a forked worker a copy of every page the
+ * parent wrote. One madvise(MADV_POPULATE_WRITE) does it; where the kernel lacks it, one atomic add of 0 per 4 KiB
+ * page (never a lost update: safe while other threads encode). Needs no GIL. */
+static size_t pc_commit(PieceCache *c)
+{
+    size_t size = c->nslots ? pc_bytes(c->nslots) : 0;
+    if (!size)
+        return 0;
+    const uintptr_t page = 4096;
+    uintptr_t start = (uintptr_t)c->hint & ~(page - 1), end = ((uintptr_t)c->hint + size + page - 1) & ~(page - 1);
+    if (madvise((void *)start, end - start, MADV_POPULATE_WRITE) != 0) {
+        uint8_t *first = (uint8_t *)c->hint, *last = first + size - 1;
+        __atomic_fetch_add(first, 0, __ATOMIC_RELAXED);
+        for (uintptr_t at = start + page; at <= (uintptr_t)last; at += page)
+            __atomic_fetch_add((uint8_t *)at, 0, __ATOMIC_RELAXED);
+    }
+    return size;
+}
+
 static void pc_account(PieceCache *c, const CallStats *st)
 {
     if (st->hits)
@@ -1501,8 +1527,9 @@ typedef struct {
     PyObject_HEAD RankTable table;
     int scanner_id;
     scan_fn scan;
-    PyObject **id_objs; /* id -> an int object made once (so building result lists allocates no ints); NULL where
-                           an id has no ordinary token */
+    PyObject **id_objs; /* id -> its int object, made on the id's first use in a result list (so later lists
+                           allocate no ints), NULL until then: made at load, the 200,000 of o200k_base cost 6 MiB and
+                           a cache miss each on first use, scattered as they were over the ranks */
     size_t n_ids;
     uint32_t *id_len; /* id -> length of its bytes (0 where an id has no ordinary token) */
     PieceCache cache;
@@ -1519,7 +1546,7 @@ static void Core_dealloc(CoreObject *self)
     if (self->id_objs) {
         for (size_t i = 0; i < self->n_ids; i++)
             Py_XDECREF(self->id_objs[i]);
-        PyMem_Free(self->id_objs);
+        PyMem_RawFree(self->id_objs);
     }
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -1570,22 +1597,18 @@ static int Core_init(CoreObject *self, PyObject *args, PyObject *kwds)
     }
     uint32_t max_rank = self->table.max_rank;
     self->n_ids = (size_t)max_rank + 1;
-    self->id_objs = PyMem_Calloc(self->n_ids, sizeof(PyObject *));
+    self->id_objs = PyMem_RawMalloc(self->n_ids * sizeof(PyObject *));
     self->id_len = PyMem_RawCalloc(self->n_ids, sizeof(uint32_t));
     if (!self->id_objs || !self->id_len) {
         entries_free(&entries);
         PyErr_NoMemory();
         return -1;
     }
+    /* Written, not left to calloc: its pages are then faulted in here, not one by one in the first calls. */
+    memset(self->id_objs, 0, self->n_ids * sizeof(PyObject *));
     for (size_t k = 0; k < entries.n; k++)
         self->id_len[entries.rank[k]] = entries.len[k];
     entries_free(&entries);
-    /* One int object per id, allocated in id order: building result lists touches their reference counts, and
-     * frequent tokens (low ids) then share cache lines instead of being scattered over the ranks dict's ints. */
-    for (size_t r = 0; r < self->n_ids; r++) {
-        if (self->id_len[r] && !(self->id_objs[r] = PyLong_FromSize_t(r)))
-            return -1;
-    }
     self->scanner_id = scanner;
     self->scan = scanner_of(scanner);
     if (cache_size > 0) {
@@ -1597,6 +1620,7 @@ static int Core_init(CoreObject *self, PyObject *args, PyObject *kwds)
         self->cache.hint = (uint32_t *)block;
         self->cache.slots = (PCSlot *)(block + pc_hint_bytes((size_t)cache_size));
         self->cache.nslots = (size_t)cache_size;
+        pc_commit(&self->cache); /* now, not in the first calls (a forked worker: commit_cache for its own copy) */
     }
     return 0;
 }
@@ -1622,7 +1646,10 @@ static PyObject *ids_to_list(CoreObject *self, const uint32_t *ids, size_t n)
         PyObject *v = objs[ids[i]];
         if (v) {
             Py_INCREF(v);
-        } else if (!(v = PyLong_FromUnsignedLong(ids[i]))) {
+        } else if ((v = PyLong_FromUnsignedLong(ids[i])) != NULL) {
+            objs[ids[i]] = v; /* the array's reference; the list's is the one below */
+            Py_INCREF(v);
+        } else {
             for (size_t k = 0; k < i; k++)
                 Py_DECREF(items[k]);
             Py_DECREF(list);
@@ -2419,32 +2446,14 @@ static PyObject *Core_clear_cache(CoreObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23 /* Linux 5.14; an older kernel answers EINVAL and the loop below does the work */
-#endif
-
 /* commit_cache() -> int: commit this process's pages of the piece cache now, contents unchanged, and return the
- * bytes covered. The slots are zero-filled on demand: without this, the first pieces a process caches pay the page
- * faults -- on the 2 MiB pages big_calloc asks for, one zero-fill of 2 MiB each (0.3-0.5 ms, more while the kernel
- * compacts memory), and in a forked worker a copy of every page the parent wrote. One madvise(MADV_POPULATE_WRITE)
- * does it; where the kernel lacks it, one atomic add of 0 per 4 KiB page (never a lost update: safe while other
- * threads encode). */
+ * bytes covered (see pc_commit). Core() does it once; a forked worker calls it for its own copy. */
 static PyObject *Core_commit_cache(CoreObject *self, PyObject *unused)
 {
     (void)unused;
-    PieceCache *c = &self->cache;
-    size_t size = c->nslots ? pc_bytes(c->nslots) : 0;
-    if (!size)
-        return PyLong_FromLong(0);
+    size_t size;
     Py_BEGIN_ALLOW_THREADS
-    const uintptr_t page = 4096;
-    uintptr_t start = (uintptr_t)c->hint & ~(page - 1), end = ((uintptr_t)c->hint + size + page - 1) & ~(page - 1);
-    if (madvise((void *)start, end - start, MADV_POPULATE_WRITE) != 0) {
-        uint8_t *first = (uint8_t *)c->hint, *last = first + size - 1;
-        __atomic_fetch_add(first, 0, __ATOMIC_RELAXED);
-        for (uintptr_t at = start + page; at <= (uintptr_t)last; at += page)
-            __atomic_fetch_add((uint8_t *)at, 0, __ATOMIC_RELAXED);
-    }
+    size = pc_commit(&self->cache);
     Py_END_ALLOW_THREADS
     return PyLong_FromSize_t(size);
 }
