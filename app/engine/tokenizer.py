@@ -61,14 +61,14 @@ from .store import TokenizerSpec
 @dataclass(frozen=True)
 class ValidTextCalls:
     """Compiled calls a tokenizer's plain ``encode(text)``/``count(text)`` go straight to
-    (:meth:`Tokenizer.valid_text_calls`). For a str ``text`` holding none of ``avoid``'s characters and, unless it
-    is ASCII, for which ``verify(text)`` is true, ``encode(text)``/``count(text)`` equal the tokenizer's
-    ``_encode_text(text)`` and its length, except that they raise ``UnicodeEncodeError`` for text with lone
-    surrogates; every other text goes to the tokenizer's methods."""
+    (:meth:`Tokenizer.valid_text_calls`). For a str ``text`` holding none of ``avoid``'s characters (a tuple: none
+    of its non-empty strings) and, unless it is ASCII, for which ``verify(text)`` is true,
+    ``encode(text)``/``count(text)`` equal the tokenizer's ``_encode_text(text)`` and its length, except that they
+    raise ``UnicodeEncodeError`` for text with lone surrogates; every other text goes to the tokenizer's methods."""
 
     encode: Callable[[str], list[int]]
     count: Callable[[str], int]
-    avoid: str = ""
+    avoid: str | tuple[str, ...] = ""
     verify: Callable[[str], bool] | None = None
 
 

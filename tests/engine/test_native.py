@@ -551,6 +551,13 @@ def test_fast_call_sends_only_the_plain_call_to_the_fast_function() -> None:
     assert guarded(b"bytes") == ("slow", b"bytes", 0)  # not a str: the general call
     with pytest.raises(TypeError, match="avoid"):
         FastCall(fast, slow, avoid=b"<")
+    strings = FastCall(fast, slow, avoid=("<think>", "</think>", "[x]"))  # a tuple: its strings decide
+    assert strings("a < b <thin") == ("fast", "a < b <thin")  # first characters only: still the compiled call
+    assert strings("x</think>") == ("slow", "x</think>", 0) and strings("[x]") == ("slow", "[x]", 0)
+    assert strings("[y] <think>") == ("slow", "[y] <think>", 0)  # a later string behind an earlier first character
+    for bad in (("",), ("<", 3), (b"<",)):
+        with pytest.raises(TypeError, match="avoid"):
+            FastCall(fast, slow, avoid=bad)
 
     def broken(text: str) -> bool:
         raise KeyError(text)

@@ -6,10 +6,12 @@
  * ``f(x)`` (one positional argument, no keywords) returns ``fast(bound, x)`` (``fast(x)`` without ``bound``), or
  * with ``length`` its ``len()``; any other call returns ``slow(*args, **kwargs)``, as it is. ``retry`` (an
  * exception class or tuple of them): a plain call whose ``fast`` raises one of them returns ``slow(x)`` instead
- * (e.g. a compiled encoder that refuses text with lone surrogates, which the method scrubs). ``avoid`` (a str) and
- * ``verify`` (a callable) narrow the plain call further: it goes to ``fast`` only when ``x`` is a str holding none
- * of ``avoid``'s characters and, unless it is ASCII, ``verify(x)`` is true; every other ``x`` goes to ``slow(x)``
- * (e.g. text that may hold an added token's string, or that may need Unicode normalization). ``__wrapped__`` is
+ * (e.g. a compiled encoder that refuses text with lone surrogates, which the method scrubs). ``avoid`` (a str, or
+ * a tuple of non-empty strs) and ``verify`` (a callable) narrow the plain call further: it goes to ``fast`` only
+ * when ``x`` is a str holding none of ``avoid``'s characters (a tuple: none of its strings; their first characters
+ * are looked for first, so text holding none of those costs one character search per distinct first character)
+ * and, unless it is ASCII, ``verify(x)`` is true; every other ``x`` goes to ``slow(x)`` (e.g. text that holds an
+ * added token's string, or that may need Unicode normalization). ``__wrapped__`` is
  * ``slow`` (so ``inspect.signature`` and ``help`` describe the general call) and ``__doc__`` its docstring.
  *
  * What it is for: a tokenizer's ``encode(text)`` with no options is one compiled call, but a Python method in front
@@ -30,21 +32,31 @@ typedef struct {
     PyObject *slow;
     PyObject *bound; /* NULL: not given */
     PyObject *retry; /* NULL: none */
-    PyObject *avoid; /* NULL: none (a str) */
+    PyObject *avoid; /* NULL: none (a str: the characters, or the first characters of avoid_strings) */
+    PyObject *avoid_strings; /* NULL: avoid's characters decide alone; else a tuple of strs, which then decide */
     PyObject *verify; /* NULL: none */
     int length;      /* the plain call returns len(fast(...)) */
     vectorcallfunc vectorcall;
 } FastCall;
 
-/* 1 if the plain call of x goes to fast (avoid, verify above), 0 if to slow; -1 with an exception from verify. */
+/* 1 if the plain call of x goes to fast (avoid, verify above), 0 if to slow; -1 with an exception set. */
 static int FastCall_admits(FastCall *self, PyObject *x) {
     if (self->avoid == NULL && self->verify == NULL) return 1;
     if (!PyUnicode_Check(x)) return 0;
     Py_ssize_t len = PyUnicode_GET_LENGTH(x);
     if (self->avoid != NULL) {
         Py_ssize_t k, n = PyUnicode_GET_LENGTH(self->avoid);
-        for (k = 0; k < n; k++)
-            if (PyUnicode_FindChar(x, PyUnicode_READ_CHAR(self->avoid, k), 0, len, 1) != -1) return 0;
+        for (k = 0; k < n; k++) {
+            Py_ssize_t at = PyUnicode_FindChar(x, PyUnicode_READ_CHAR(self->avoid, k), 0, len, 1);
+            if (at == -2) return -1;
+            if (at == -1) continue;
+            if (self->avoid_strings == NULL) return 0;
+            for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(self->avoid_strings); j++) {
+                at = PyUnicode_Find(x, PyTuple_GET_ITEM(self->avoid_strings, j), 0, len, 1);
+                if (at != -1) return at == -2 ? -1 : 0;
+            }
+            break; /* every string looked for: none is in x */
+        }
     }
     if (self->verify == NULL || PyUnicode_IS_ASCII(x)) return 1;
     PyObject *ok = PyObject_CallOneArg(self->verify, x);
@@ -82,16 +94,50 @@ static PyObject *FastCall_new(PyTypeObject *type, PyObject *args, PyObject *kwds
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|O$pOOO", kwlist, &fast, &slow, &bound, &length, &retry, &avoid,
                                      &verify))
         return NULL;
+    PyObject *strings = NULL; /* (new reference: avoid's strings, when it is a tuple) */
+    if (avoid != Py_None && PyTuple_Check(avoid)) {
+        PyObject *firsts = PyUnicode_New(0, 0); /* the strings' distinct first characters, in order */
+        for (Py_ssize_t j = 0; firsts != NULL && j < PyTuple_GET_SIZE(avoid); j++) {
+            PyObject *item = PyTuple_GET_ITEM(avoid, j);
+            if (!PyUnicode_Check(item) || PyUnicode_GET_LENGTH(item) == 0) {
+                Py_CLEAR(firsts);
+                PyErr_SetString(PyExc_TypeError, "avoid must be a str or a tuple of non-empty strs");
+                break;
+            }
+            PyObject *first = PyUnicode_Substring(item, 0, 1);
+            int seen = first == NULL ? -1 : PyUnicode_Contains(firsts, first);
+            if (seen == 0)
+                PyUnicode_Append(&firsts, first);
+            Py_XDECREF(first);
+            if (seen < 0)
+                Py_CLEAR(firsts);
+        }
+        if (firsts == NULL)
+            return NULL;
+        strings = avoid;
+        Py_INCREF(strings);
+        avoid = firsts; /* (owned from here: released below) */
+    } else {
+        Py_INCREF(avoid);
+    }
     if ((avoid != Py_None && !PyUnicode_Check(avoid)) || (verify != Py_None && !PyCallable_Check(verify))) {
-        PyErr_SetString(PyExc_TypeError, "avoid must be a str and verify callable");
+        Py_DECREF(avoid);
+        Py_XDECREF(strings);
+        PyErr_SetString(PyExc_TypeError, "avoid must be a str or a tuple of non-empty strs, and verify callable");
         return NULL;
     }
     if (!PyCallable_Check(fast) || !PyCallable_Check(slow)) {
+        Py_DECREF(avoid);
+        Py_XDECREF(strings);
         PyErr_SetString(PyExc_TypeError, "fast and slow must be callable");
         return NULL;
     }
     FastCall *self = (FastCall *)type->tp_alloc(type, 0);
-    if (!self) return NULL;
+    if (!self) {
+        Py_DECREF(avoid);
+        Py_XDECREF(strings);
+        return NULL;
+    }
     Py_INCREF(fast);
     Py_INCREF(slow);
     self->fast = fast;
@@ -103,8 +149,11 @@ static PyObject *FastCall_new(PyTypeObject *type, PyObject *args, PyObject *kwds
         self->retry = retry;
     }
     if (avoid != Py_None && PyUnicode_GET_LENGTH(avoid) > 0) {
-        Py_INCREF(avoid);
-        self->avoid = avoid;
+        self->avoid = avoid; /* (the reference taken above) */
+        self->avoid_strings = strings;
+    } else {
+        Py_DECREF(avoid);
+        Py_XDECREF(strings);
     }
     if (verify != Py_None) {
         Py_INCREF(verify);
@@ -121,6 +170,7 @@ static int FastCall_traverse(FastCall *self, visitproc visit, void *arg) {
     Py_VISIT(self->bound);
     Py_VISIT(self->retry);
     Py_VISIT(self->avoid);
+    Py_VISIT(self->avoid_strings);
     Py_VISIT(self->verify);
     return 0;
 }
@@ -131,6 +181,7 @@ static int FastCall_clear(FastCall *self) {
     Py_CLEAR(self->bound);
     Py_CLEAR(self->retry);
     Py_CLEAR(self->avoid);
+    Py_CLEAR(self->avoid_strings);
     Py_CLEAR(self->verify);
     return 0;
 }

@@ -142,6 +142,16 @@ def test_added_and_special_tokens_alone_and_glued(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_first_characters_of_added_tokens_without_their_strings(name: str) -> None:
+    """Text holding an added token's first character but none of the tokens' strings goes to the compiled call
+    whole (``RankTextEncoder``'s ``avoid`` strings); ids as Hugging Face's, next to the same text with the strings."""
+    contents = [t["content"] for t in document(name)["added_tokens"]]  # type: ignore[index]
+    near = ["if a < b and c<d: return x<<2", "<html><body>é</body></html>", "vector<int> v; // <- here",
+            *(c[:-1] + " " + c[1:] for c in contents), *(c.upper() if c.upper() != c else c + c[:1] for c in contents)]
+    assert_same(name, [*near, *(t + contents[i % len(contents)] for i, t in enumerate(near))])
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_nfc_sensitive_text(name: str) -> None:
     assert_same(name, NFC_SENSITIVE + [s * 3 + " " + s for s in NFC_SENSITIVE])
 

@@ -367,18 +367,22 @@ class RankTextEncoder:
         self._normalize: Callable[[str], str] = normalize if normalize is not None else (lambda s: s)
         norm = self._normalize
         self._normed = _matcher([(norm(t.content), t) for t in added if t.normalized])
-        # First characters of the non-special tokens' patterns: a (normalized) text holding none of them matches
-        # no added token (special ones only ever block a match).
-        self._first_chars = "".join(sorted({(norm(t.content) if t.normalized else t.content)[:1]
-                                            for t in added if not t.special} - {""}))
+        # The non-special tokens' strings (normalized ones as normalized): a (normalized) text holding none of them
+        # matches no added token (special ones only ever block a match); their first characters, looked for first.
+        self._avoid = tuple(sorted({norm(t.content) if t.normalized else t.content
+                                    for t in added if not t.special} - {""}))
+        self._first_chars = "".join(sorted({s[0] for s in self._avoid}))
 
     # ------------------------------------------------------------------ text -> stretches
 
     def _plain(self, text: str) -> bool:
-        """True if ``text`` needs neither added-token matching nor normalization (the common case)."""
+        """True if ``text`` needs neither added-token matching nor normalization (the common case): it holds none
+        of the non-special added tokens' strings and is NFC (when the pipeline normalizes)."""
         for c in self._first_chars:
             if c in text:
-                return False
+                if any(s in text for s in self._avoid):
+                    return False
+                break
         return not self._nfc or text.isascii() or self._is_nfc(text)  # isascii: O(1)
 
     def _stretches(self, text: str) -> tuple[list[tuple[int, int, str | int]], bool]:
@@ -428,13 +432,13 @@ class RankTextEncoder:
 
     def valid_text_calls(self) -> ValidTextCalls | None:
         """The rank core's compiled calls (:meth:`RankBPETokenizer.valid_text_calls`) for the texts :meth:`encode`
-        hands to it whole: none of the added tokens' first characters in them and, with NFC, already NFC (what
+        hands to it whole: none of the non-special added tokens' strings in them and, with NFC, already NFC (what
         :meth:`_plain` checks); None without them."""
         calls = self.core.valid_text_calls()
         if calls is None or calls.avoid or calls.verify is not None:
             return None
         verify = self._is_nfc if self._nfc else None
-        return ValidTextCalls(calls.encode, calls.count, self._first_chars, verify)
+        return ValidTextCalls(calls.encode, calls.count, self._avoid, verify)
 
     def encode(self, text: str) -> list[int]:
         """Ids of ``text``."""
