@@ -54,8 +54,9 @@ log = logging.getLogger("app.engine.artifact_cache")
 #: The engine's compiled-format version: part of every key and every file header. Bump it when the layout of any
 #: part changes (old files are then simply never looked up again; ``cache build`` writes the new ones).
 #: 2: rank tables carry the compiled core's image (app/engine/rank_tables.py); 3: CRC-32 + length; 4: the core's image
-#: version 2 (its three-bit filter; a core refuses an older image and would rebuild its tables on every load).
-FORMAT_VERSION = 4
+#: version 2 (its three-bit filter; a core refuses an older image and would rebuild its tables on every load); 5: the
+#: SentencePiece BPE model's dump version 2 (its exact bigram rows, app/engine/_native/spbpe.c).
+FORMAT_VERSION = 5
 
 MAGIC = b"TKCACHE\0"
 SUFFIX = ".tkc"

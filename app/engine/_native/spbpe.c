@@ -41,6 +41,8 @@
 #define NO_RANK INT32_MAX
 #define SPACE_SYMBOL 0x2581
 #define FILTER_BITS (1u << 19)
+#define LOW_CHARS 0x800u /* code points below this (one or two UTF-8 bytes) with a symbol: bigrams in a bit matrix */
+#define NO_CLASS UINT16_MAX
 #define BMP 0x10000
 
 /* encode_text flags (the normalizer's options and the split) */
@@ -169,6 +171,12 @@ typedef struct {
     uint64_t *filter;  /* FILTER_BITS bits, one per hash value of a pair: 0 = no such pair (small enough to stay
                         * in a core's cache, so most pairs that do not merge cost no miss in the big table) */
     uint64_t *bigrams; /* FILTER_BITS bits, one per hash value of two adjacent characters of a mergeable piece */
+    /* bigram_has for two code points below LOW_CHARS that have a symbol, read without hashing: low_class numbers
+     * them (NO_CLASS: none), low_bigrams holds one row of low_words u64 per number, bit b of row a set when a
+     * mergeable piece has a then b (exact, where ``bigrams`` may answer a false 1) */
+    uint16_t *low_class;
+    uint64_t *low_bigrams;
+    size_t low_words, n_low_words;
     /* user-defined pieces: pool of code points, per piece (start, length, output id); a hash over them; per first
      * character the distinct lengths, longest first */
     uint32_t *user_pool;
@@ -200,7 +208,9 @@ static int astral_alloc(Model *self, size_t n) {
 
 static void Model_dealloc(Model *self) {
     free(self->sym_out), free(self->sym_len), free(self->sym_unused), free(self->bmp);
-    free(self->astral), free(self->pairs), free(self->pairs16), free(self->sym_side), free(self->filter), free(self->bigrams), free(self->user_pool), free(self->user_start), free(self->user_len);
+    free(self->astral), free(self->pairs), free(self->pairs16), free(self->sym_side), free(self->filter);
+    free(self->bigrams), free(self->low_class), free(self->low_bigrams);
+    free(self->user_pool), free(self->user_start), free(self->user_len);
     free(self->user_out), free(self->user_slots), free(self->user_first), free(self->first_at);
     free(self->user_lengths);
     if (self->id_objs) {
@@ -242,10 +252,34 @@ static inline uint32_t bigram_bit(uint32_t a, uint32_t b) {
     return (uint32_t)(mix64(((uint64_t)a << 21) | b) >> 40) & (FILTER_BITS - 1);
 }
 
-/* 0: no mergeable piece has the characters a, b next to each other (1 may be a false positive) */
-static inline int bigram_has(const Model *m, uint32_t a, uint32_t b) {
+/* the hashed table's answer for the characters a, b (a false 1 possible) */
+static inline int bigram_hashed(const Model *m, uint32_t a, uint32_t b) {
     uint32_t bit = bigram_bit(a, b);
     return (int)((m->bigrams[bit >> 6] >> (bit & 63)) & 1);
+}
+
+/* 0: no mergeable piece has the characters a, b next to each other (1 may be a false positive, except for two code
+ * points below LOW_CHARS with a symbol: their bit matrix is exact and needs no hashing) */
+static inline int bigram_has(const Model *m, uint32_t a, uint32_t b) {
+    if (a < LOW_CHARS && b < LOW_CHARS) {
+        uint32_t ca = m->low_class[a], cb = m->low_class[b];
+        if (ca != NO_CLASS && cb != NO_CLASS)
+            return (int)((m->low_bigrams[ca * m->low_words + (cb >> 6)] >> (cb & 63)) & 1);
+    }
+    return bigram_hashed(m, a, b);
+}
+
+/* low_class from bmp (filled) and an empty low_bigrams (one word more: never a zero-size allocation); -1 when out
+ * of memory */
+static int low_alloc(Model *self) {
+    self->low_class = (uint16_t *)malloc(LOW_CHARS * sizeof(uint16_t));
+    if (!self->low_class) return -1;
+    uint32_t n = 0;
+    for (uint32_t c = 0; c < LOW_CHARS; c++) self->low_class[c] = self->bmp[c].sym >= 0 ? (uint16_t)n++ : NO_CLASS;
+    self->low_words = (n + 63) / 64;
+    self->n_low_words = (size_t)n * self->low_words;
+    self->low_bigrams = (uint64_t *)calloc(self->n_low_words + 1, sizeof(uint64_t));
+    return self->low_bigrams ? 0 : -1;
 }
 
 static inline int filter_has(const Model *m, uint64_t h) {
@@ -667,6 +701,17 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         for (Py_ssize_t j = start[i]; j + 1 < start[i + 1]; j++) {
             uint32_t bit = bigram_bit(pool[j], pool[j + 1]);
             self->bigrams[bit >> 6] |= 1ULL << (bit & 63);
+        }
+    }
+    if (low_alloc(self) < 0) goto nomem;
+    for (Py_ssize_t i = 0; i < np; i++) {
+        if (rank[i] < 0) continue;
+        for (Py_ssize_t j = start[i]; j + 1 < start[i + 1]; j++) {
+            uint32_t a = pool[j], b = pool[j + 1];
+            if (a >= LOW_CHARS || b >= LOW_CHARS || self->low_class[a] == NO_CLASS || self->low_class[b] == NO_CLASS)
+                continue;
+            uint32_t cb = self->low_class[b];
+            self->low_bigrams[self->low_class[a] * self->low_words + (cb >> 6)] |= 1ULL << (cb & 63);
         }
     }
     if (build_user(self, user, &all) < 0) goto fail;
@@ -1695,10 +1740,11 @@ static PyObject *Model_clear_cache(Model *self, PyObject *unused) {
  *   pairs    n_pairs x (u32 left, u32 right, u32 merged, u32 rank), by (left, right)
  *   bigrams  FILTER_BITS / 64 u64
  *   user     n_user x (u32 length, i32 output id), then user_total u32 code points (the pieces in order)
+ *   low      u64 count, then count u64: low_bigrams (count: one row per code point below LOW_CHARS with a symbol)
  *   checksum u64 over all the bytes before it
  * The pair table, its filter and the per-symbol sides are rebuilt from the pairs, the user-defined lookup from the
  * user pieces; the dump of a loaded model is the same bytes. */
-#define DUMP_VERSION 1
+#define DUMP_VERSION 2
 #define DUMP_HEADER (8 + 4 + 4 + 4 + 4 + 8 * 6 + 4 * 256)
 #define BIGRAM_WORDS (FILTER_BITS / 64)
 #define MAX_CP 0x110000u
@@ -1759,7 +1805,7 @@ static PyObject *Model_dump(Model *self, PyObject *unused) {
     }
     qsort(pe, n_pairs, sizeof(PairEntry), cmp_pair_entry);
     size_t total = DUMP_HEADER + 8 * (size_t)self->n_syms + 12 * n_chars + 16 * n_pairs + 8 * BIGRAM_WORDS +
-                   8 * (size_t)self->n_user + 4 * (size_t)user_total + 8;
+                   8 * (size_t)self->n_user + 4 * (size_t)user_total + 8 + 8 * self->n_low_words + 8;
     PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
     if (!out) {
         free(astral), free(pe);
@@ -1801,6 +1847,8 @@ static PyObject *Model_dump(Model *self, PyObject *unused) {
         put_u32(q, (uint32_t)self->user_len[u]), put_u32(q + 4, (uint32_t)self->user_out[u]), q += 8;
     for (Py_ssize_t u = 0; u < self->n_user; u++)
         for (Py_ssize_t c = 0; c < self->user_len[u]; c++) put_u32(q, self->user_pool[self->user_start[u] + c]), q += 4;
+    put_u64(q, (uint64_t)self->n_low_words), q += 8;
+    for (size_t j = 0; j < self->n_low_words; j++) put_u64(q, self->low_bigrams[j]), q += 8;
     put_u64(q, dump_checksum(p, (size_t)(q - p), DUMP_SEED));
     return out;
 }
@@ -1827,9 +1875,12 @@ static PyObject *model_from_dump(PyTypeObject *type, const unsigned char *p, siz
     if (n_pieces < 1 || n_pieces >= (1 << 24) - 1 || n_syms < n_pieces || n_syms > n / 8 || n_chars > MAX_CP ||
         n_chars > n / 12 || n_pairs > n / 16 || n_user > n / 8 || user_total > n / 4)
         return dump_error("counts out of range");
-    uint64_t need = DUMP_HEADER + 8 * n_syms + 12 * n_chars + 16 * n_pairs + 8 * (uint64_t)BIGRAM_WORDS +
-                    8 * n_user + 4 * user_total + 8;
-    if (need != n) return dump_error("length does not match the counts");
+    uint64_t low_at = DUMP_HEADER + 8 * n_syms + 12 * n_chars + 16 * n_pairs + 8 * (uint64_t)BIGRAM_WORDS +
+                      8 * n_user + 4 * user_total;
+    if (low_at + 16 > n) return dump_error("length does not match the counts");
+    uint64_t n_low_words = get_u64(p + low_at);
+    if (n_low_words > n / 8 || low_at + 8 + 8 * n_low_words + 8 != n)
+        return dump_error("length does not match the counts");
     if (get_u64(p + n - 8) != dump_checksum(p, n - 8, DUMP_SEED)) return dump_error("checksum mismatch");
     if (unk_id < 0 || (uint64_t)unk_id >= n_pieces) return dump_error("unknown id out of range");
     const unsigned char *q = p + 72;
@@ -1991,6 +2042,13 @@ static PyObject *model_from_dump(PyTypeObject *type, const unsigned char *p, siz
         bad = "user-defined code points without pieces";
         goto fail;
     }
+    if (low_alloc(self) < 0) goto nomem;
+    if (get_u64(q) != self->n_low_words) {
+        bad = "bigram rows do not match the characters";
+        goto fail;
+    }
+    q += 8;
+    for (size_t j = 0; j < self->n_low_words; j++, q += 8) self->low_bigrams[j] = get_u64(q);
     self->id_objs = (PyObject **)calloc((size_t)n_pieces + 1, sizeof(PyObject *));
     if (!self->id_objs) goto nomem;
     self->n_pieces = (Py_ssize_t)n_pieces;

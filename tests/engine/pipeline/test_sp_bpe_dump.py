@@ -216,7 +216,8 @@ def _layout(body: bytes | bytearray) -> dict[str, int]:
     user = pairs + 16 * n_pairs + BIGRAMS
     return {"n_pieces": n_pieces, "n_syms": n_syms, "n_chars": n_chars, "n_pairs": n_pairs, "n_user": n_user,
             "user_total": user_total, "syms": syms, "chars": chars, "pairs": pairs, "user": user,
-            "pool": user + 8 * n_user}
+            "pool": user + 8 * n_user, "low": user + 8 * n_user + 4 * user_total,
+            "n_low_words": struct.unpack_from("<Q", body, user + 8 * n_user + 4 * user_total)[0]}
 
 
 def _field(body: bytearray, offset: int, fmt: str, value: int) -> bytes:
@@ -229,8 +230,10 @@ def test_well_checksummed_bad_fields_raise() -> None:
     body = bytearray(_small().dump()[:-8])
     at = _layout(body)
     assert at["n_pieces"] == 12 and at["n_user"] == 1 and at["user_total"] == 3 and at["n_pairs"] >= 4
+    assert at["n_low_words"] >= 2 and at["low"] + 8 + 8 * at["n_low_words"] == len(body)
     for bad in [
-        _field(body, 8, "<I", 2),  # version
+        _field(body, 8, "<I", 1),  # version
+        _field(body, 8, "<I", 3),
         _field(body, 12, "<I", 4),  # unknown flag
         _field(body, 16, "<i", 12),  # unknown id beyond the pieces
         _field(body, 16, "<i", -1),
@@ -261,8 +264,11 @@ def test_well_checksummed_bad_fields_raise() -> None:
         _field(body, at["user"], "<I", 4),
         _field(body, at["user"] + 4, "<i", 12),
         _field(body, at["pool"], "<I", 0x110000),
+        _field(body, at["low"], "<Q", at["n_low_words"] + 1),  # bigram rows: more than the length holds
+        _field(body, at["low"], "<Q", 1 << 62),
+        _sealed(body[:at["low"]] + struct.pack("<Q", at["n_low_words"] - 1) + body[at["low"] + 16:]),  # one short
         _sealed(b"SPBPDUMQ" + body[8:]),  # magic
-        _sealed(body[:-4]),  # the pool cut short
+        _sealed(body[:-4]),  # the bigram rows cut short
     ]:
         _rejects(bad)
 
