@@ -1860,9 +1860,9 @@ static PyObject *dump_error(const char *what) {
 
 /* The model of a dump, validated (layout, counts, length and checksum first; then every id below n_pieces, every
  * symbol below n_syms, every code point below 0x110000 and in order, every rank below n_pieces, one entry per
- * pair, a single-character symbol for each character, and each pair's merged length the sum of its halves', so
- * splitting a piece back never leaves its text); ValueError for anything else. Time and memory are linear in the
- * buffer (plus fixed tables). */
+ * pair, a single-character symbol for each character, each pair's merged length the sum of its halves', so
+ * splitting a piece back never leaves its text, and one bigram row per character below LOW_CHARS with a symbol);
+ * ValueError for anything else. Time and memory are linear in the buffer (plus fixed tables). */
 static PyObject *model_from_dump(PyTypeObject *type, const unsigned char *p, size_t n, Py_ssize_t cache_size) {
     if (n < DUMP_HEADER + 8) return dump_error("too short");
     if (memcmp(p, "SPBPDUMP", 8) != 0) return dump_error("bad magic");
