@@ -258,13 +258,17 @@ static inline int bigram_hashed(const Model *m, uint32_t a, uint32_t b) {
     return (int)((m->bigrams[bit >> 6] >> (bit & 63)) & 1);
 }
 
+/* the word of low_bigrams that holds the bit of the numbered characters (ca, cb) */
+static inline uint64_t *low_word(const Model *m, uint32_t ca, uint32_t cb) {
+    return m->low_bigrams + (size_t)ca * m->low_words + (cb >> 6);
+}
+
 /* 0: no mergeable piece has the characters a, b next to each other (1 may be a false positive, except for two code
  * points below LOW_CHARS with a symbol: their bit matrix is exact and needs no hashing) */
 static inline int bigram_has(const Model *m, uint32_t a, uint32_t b) {
     if (a < LOW_CHARS && b < LOW_CHARS) {
         uint32_t ca = m->low_class[a], cb = m->low_class[b];
-        if (ca != NO_CLASS && cb != NO_CLASS)
-            return (int)((m->low_bigrams[ca * m->low_words + (cb >> 6)] >> (cb & 63)) & 1);
+        if (ca != NO_CLASS && cb != NO_CLASS) return (int)((*low_word(m, ca, cb) >> (cb & 63)) & 1);
     }
     return bigram_hashed(m, a, b);
 }
@@ -695,23 +699,14 @@ static PyObject *Model_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     }
     if (fill_filter(self) < 0) goto nomem;
     self->bigrams = (uint64_t *)calloc(FILTER_BITS / 64, sizeof(uint64_t));
-    if (!self->bigrams) goto nomem;
+    if (!self->bigrams || low_alloc(self) < 0) goto nomem;
     for (Py_ssize_t i = 0; i < np; i++) {
         if (rank[i] < 0) continue;
         for (Py_ssize_t j = start[i]; j + 1 < start[i + 1]; j++) {
-            uint32_t bit = bigram_bit(pool[j], pool[j + 1]);
+            uint32_t a = pool[j], b = pool[j + 1], bit = bigram_bit(a, b);
             self->bigrams[bit >> 6] |= 1ULL << (bit & 63);
-        }
-    }
-    if (low_alloc(self) < 0) goto nomem;
-    for (Py_ssize_t i = 0; i < np; i++) {
-        if (rank[i] < 0) continue;
-        for (Py_ssize_t j = start[i]; j + 1 < start[i + 1]; j++) {
-            uint32_t a = pool[j], b = pool[j + 1];
-            if (a >= LOW_CHARS || b >= LOW_CHARS || self->low_class[a] == NO_CLASS || self->low_class[b] == NO_CLASS)
-                continue;
-            uint32_t cb = self->low_class[b];
-            self->low_bigrams[self->low_class[a] * self->low_words + (cb >> 6)] |= 1ULL << (cb & 63);
+            if (a < LOW_CHARS && b < LOW_CHARS && self->low_class[a] != NO_CLASS && self->low_class[b] != NO_CLASS)
+                *low_word(self, self->low_class[a], self->low_class[b]) |= 1ULL << (self->low_class[b] & 63);
         }
     }
     if (build_user(self, user, &all) < 0) goto fail;
