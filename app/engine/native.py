@@ -3,7 +3,7 @@
 The compiled core holds an encoding's ranks in a C hash table and runs the hand-written pre-tokenizer of a bundled
 pattern plus rank-based BPE with the GIL released. Pieces that are not themselves tokens go through a bounded piece
 cache in C (four ways per set, shared by threads through per-slot sequence locks, so hits write nothing shared;
-pieces of at most 48 bytes and 16 ids). Its
+a piece when its bytes and ids fit a 64-byte slot). Its
 ids are identical to the pure-Python reference engine (``pretokenize.py`` + ``bpe.py``);
 ``tests/engine/test_native*.py`` check that differentially.
 

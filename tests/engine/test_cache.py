@@ -11,10 +11,10 @@ from app.engine import Store, get_tokenizer, load_encoding
 from app.engine.cache import MAX_CACHED_PIECE_CHARS, PieceCache
 
 
-def _words(n: int, seed: int = 0) -> str:
+def _words(n: int, seed: int = 0, longest: int = 12) -> str:
     rng = random.Random(seed)
     alphabet = "abcdefghijklmnopqrstuvwxyzäöüßжщ語"
-    return " ".join("".join(rng.choice(alphabet) for _ in range(rng.randint(3, 12))) for _ in range(n))
+    return " ".join("".join(rng.choice(alphabet) for _ in range(rng.randint(3, longest))) for _ in range(n))
 
 
 def test_output_is_identical_with_the_cache_on_or_off() -> None:
@@ -102,9 +102,10 @@ def test_tiny_and_odd_sized_caches_are_invisible_in_the_output(cache_size: int) 
 
 def test_pieces_that_share_a_slot_both_stay_cached() -> None:
     # a cycle over a few hundred distinct pieces in a cache eight times larger: with four ways, conflicts are rare
-    # enough that the later passes are (nearly) all hits (a direct-mapped table missed 7.5 % here, two ways 0-2 %)
+    # enough that the later passes are (nearly) all hits (a direct-mapped table missed 7.5 % here, two ways 0-2 %);
+    # words of at most 8 characters (24 bytes, 8 ids) always fit a slot
     tokenizer = load_encoding(Store.load().spec("cl100k_base"), cache_size=4096)
-    text = _words(512, seed=99)
+    text = _words(512, seed=99, longest=8)
     tokenizer.count(text)
     before = tokenizer.cache_stats()
     for _ in range(4):
@@ -114,21 +115,27 @@ def test_pieces_that_share_a_slot_both_stay_cached() -> None:
     assert hits > 0 and misses <= 0.005 * (hits + misses)
 
 
-@pytest.mark.parametrize("piece", ["的是不了人我在有他这为之大来以个", "мыслительнаядеятельность",
-                                   "Grundstücksverkehrsgenehmigungszuständigkeit"])
-def test_pieces_of_up_to_48_bytes_are_cached(piece: str) -> None:
-    # byte-level patterns keep a run of letters as one piece: CJK text without spaces, long words; the compiled
-    # cache keeps pieces of up to 48 bytes and 16 ids (it kept 40 and 12, then 64 and 24, whose larger slots were
-    # slower on cold documents), and longer ones still come out the same
+@pytest.mark.parametrize(("piece", "fits"), [
+    ("internationalizationinternationalization", True),  # 40 bytes and 4 ids: a slot's 56 bytes exactly
+    ("Antidisestablishmentarianism", True),  # 28 bytes and 6 ids
+    ("мыслительная", True),  # 24 bytes and 5 ids
+    ("MississippiMississippiMississippi", False),  # 33 bytes and 6 ids: 4 bytes too many
+    ("Kraftfahrzeughaftpflichtversicherung", False),  # 36 bytes and 11 ids
+])
+def test_pieces_are_cached_when_their_bytes_and_ids_fit_a_slot(piece: str, fits: bool) -> None:
+    # byte-level patterns keep a run of letters as one piece; a slot of the compiled cache is one 64-byte line whose
+    # 56 bytes hold the piece's bytes, then (from the next multiple of four) its ids (it held a fixed 48 bytes and 16
+    # ids in 120 bytes, slower on cold documents); a piece that does not fit is merged again each time, the same ids
     spec = Store.load().spec("cl100k_base")
     cached, uncached = load_encoding(spec, cache_size=4096), load_encoding(spec, cache_size=0)
-    assert 40 < len(piece.encode()) <= 48 and len(uncached.encode(piece)) <= 16  # the case under test
-    assert cached.encode(piece) == uncached.encode(piece)
+    ids = uncached.encode(piece)
+    assert ((len(piece.encode()) + 3) // 4 * 4 + 4 * len(ids) <= 56) == fits  # the case under test
+    assert cached.encode(piece) == ids
     before = cached.cache_stats()
-    assert cached.encode(piece) == uncached.encode(piece)
+    assert cached.encode(piece) == ids
     after = cached.cache_stats()
-    assert (after.hits - before.hits, after.misses - before.misses) == (1, 0)
-    longer = piece * 3  # past 48 bytes: not cached, same ids
+    assert (after.hits - before.hits, after.misses - before.misses) == ((1, 0) if fits else (0, 1))
+    longer = piece * 3  # past any slot: never cached, same ids
     for _ in range(2):
         assert cached.encode(longer) == uncached.encode(longer)
 
@@ -156,7 +163,7 @@ def test_committing_the_cache_keeps_its_entries_and_the_ids(name: str) -> None:
     before = tokenizer.cache_stats()
     committed = tokenizer.commit_cache()
     if name in ("cl100k_base", "qwen3"):  # the compiled rank core's piece cache: its hints and slots, every byte
-        assert committed >= before.max_size * (4 + 120)
+        assert committed >= before.max_size * (4 + 64)
     else:  # caches written when they are built: nothing to commit
         assert committed == 0
     assert tokenizer.cache_stats() == before  # entries and counters untouched

@@ -1177,19 +1177,22 @@ static int bpe_piece(const RankTable *t, const uint8_t *p, size_t n, IdVec *out,
  * copy only if the sequence number was even and unchanged around the copy, so hits write nothing shared; a
  * writer claims a slot by moving its number from even to odd (compare-and-swap) and skips the insert if another
  * thread holds it -- caching is optional. A key maps to what BPE makes of its bytes: pieces that are not themselves
- * tokens, and the stretches longer pieces are cut into (see next_cut; a stretch may be a token), of at most PC_KEY
- * bytes and PC_IDS ids, are cached (48 bytes: a run of 16 CJK characters, which byte-level patterns keep as one
- * piece; the 120-byte slots keep the default 16,384 slots at 1.9 MiB -- with 64 bytes and 24 ids, 168-byte slots
- * measured 3-8% slower on cold documents, their footprint evicting the rank tables from the caches).
- * Output is identical with the cache on or off.
+ * tokens, and the stretches longer pieces are cut into (see next_cut; a stretch may be a token), are cached when
+ * their bytes and ids fit a slot's PC_DATA bytes: the key, then (from the next multiple of four) its ids, so a
+ * slot holds 40 bytes and 4 ids, 24 bytes and 8 ids, 12 bytes and 11 ids (a run of 16 CJK characters, which
+ * byte-level patterns keep as one piece, usually not). That covers 94-96% of the occurrences of non-token pieces
+ * in the bench's documents (o200k_base, cl100k_base, qwen3; whole pieces, before any cut), and every slot is one
+ * cache line: the 120-byte slots with a fixed 48 bytes and 16 ids before them (98-99%) cost two lines a hit and two
+ * a fill, and at 16,384 slots took 1.9 MiB to these 1 MiB (docs/performance.md has the A/B). Output is identical
+ * with the cache on or off.
  *
  * A dense array of hints (hint[j]: slot j's tag, len and nids as pc_meta reads them, written after the slot) puts a
  * set's four ways in 16 bytes of one cache line: a lookup reads the slot of a way only when its hint matches, and
- * picks the way to fill from the hints, so a miss touches one line instead of four slots (the slots are 1.9 MiB at
- * the default size, beyond the L2 cache). A hint is only a hint: a slot is always checked under its own
- * sequence lock, so a stale hint costs a wasted slot read or a missed hit, never a wrong id. */
-#define PC_KEY 48
-#define PC_IDS 16
+ * picks the way to fill from the hints, so a miss touches one line instead of four slots; way 0's slot, where most
+ * hits are, is prefetched with the hints, so a hit there waits for one load, not two. A hint is only a hint: a
+ * slot is always checked under its own sequence lock, so a stale hint costs a wasted slot read or a missed hit,
+ * never a wrong id. */
+#define PC_DATA 56
 #define PC_WAYS 4 /* slots per set (a power of two) */
 
 typedef struct {
@@ -1197,14 +1200,14 @@ typedef struct {
     uint16_t tag; /* hash >> 48 */
     uint8_t len;  /* 0 = empty */
     uint8_t nids;
-    uint8_t key[PC_KEY];
-    uint32_t ids[PC_IDS];
-} PCSlot; /* 120 bytes */
-_Static_assert(sizeof(PCSlot) == 120, "PCSlot layout");
-_Static_assert(PC_KEY <= 255 && PC_IDS <= 255, "len and nids are bytes");
-_Static_assert(PC_IDS % 4 == 0, "pc_lookup copies blocks of four ids");
+    uint8_t data[PC_DATA]; /* the key's len bytes, then from pc_ids_at(len) its nids ids */
+} PCSlot;
+_Static_assert(sizeof(PCSlot) == 64, "PCSlot layout: one cache line");
 _Static_assert(offsetof(PCSlot, len) == offsetof(PCSlot, tag) + 2 && offsetof(PCSlot, nids) == offsetof(PCSlot, tag) + 3,
                "pc_meta reads tag, len, nids as one word");
+
+/* Where a slot's ids start for a key of len bytes; the piece fits when pc_ids_at(len) + 4 * nids <= PC_DATA. */
+static inline size_t pc_ids_at(size_t len) { return (len + 3) & ~(size_t)3; }
 
 typedef struct {
     PCSlot *slots;
@@ -1218,9 +1221,10 @@ typedef struct {
     uint64_t hits, misses, filled; /* filled: empty slots this call wrote */
 } CallStats;
 
-/* Bytes of a cache of nslots slots: the hints, padded to a cache line, then the slots. */
+/* Bytes of a cache of nslots slots: the hints, padded to a cache line, then the slots, then 64 bytes that pc_lookup's
+ * copy may read past the last slot. */
 static size_t pc_hint_bytes(size_t nslots) { return (nslots * sizeof(uint32_t) + 63) & ~(size_t)63; }
-static size_t pc_bytes(size_t nslots) { return pc_hint_bytes(nslots) + nslots * sizeof(PCSlot); }
+static size_t pc_bytes(size_t nslots) { return pc_hint_bytes(nslots) + nslots * sizeof(PCSlot) + 64; }
 
 /* The slot fields a lookup matches first, as one 32-bit word (tag, len, nids in memory order). */
 static inline uint32_t pc_meta(const PCSlot *sl)
@@ -1237,24 +1241,24 @@ static inline uint32_t pc_want(uint16_t tag, size_t n)
 }
 
 /* 1 if slot sl holds the piece p (n bytes; want: pc_want of its tag and n) consistently; its ids are then copied
- * to ids and their number to *nids. ids needs room for n + 3 (whole blocks of four ids are copied, so ids past
- * the result may be written, even on a miss). The key is compared in place and the ids copied, then the sequence
- * number is read again: a slot being written, or rewritten meanwhile, is a miss. (Reads of a slot under rewrite
- * may see a mix of old and new bytes; every such result is discarded, and the bounds checks on nids keep even
- * those reads inside the slot and ids.) */
+ * to ids and their number to *nids. ids needs room for n + 3 (ids are copied two at a time, so one id past the
+ * result may be written, even on a miss). The key is compared in place and the ids copied, then the sequence number
+ * is read again: a slot being written, or rewritten meanwhile, is a miss. (Reads of a slot under rewrite may see a
+ * mix of old and new bytes; every such result is discarded, and the bounds checks on nids keep even those reads
+ * inside the slot, or the 4 bytes after it, and ids.) */
 static inline int pc_lookup(const PCSlot *sl, uint32_t want, const uint8_t *p, size_t n, uint32_t *ids, size_t *nids)
 {
     uint32_t s1 = __atomic_load_n(&sl->seq, __ATOMIC_ACQUIRE);
     uint32_t meta = pc_meta(sl);
     if ((s1 & 1) || (meta & 0xFFFFFF) != want)
         return 0;
-    size_t k = meta >> 24;
-    if (k > PC_IDS || k > n) /* (a consistent slot has k <= n: a piece has at most one id per byte) */
+    size_t k = meta >> 24, at = pc_ids_at(n);
+    if (at + 4 * k > PC_DATA || k > n) /* (a consistent slot has k <= n: a piece has at most one id per byte) */
         return 0;
-    if (!bytes_eq(sl->key, p, n))
+    if (!bytes_eq(sl->data, p, n))
         return 0;
-    for (size_t j = 0; j < k; j += 4) /* fixed-size blocks: plain moves, no memcpy call (PC_IDS % 4 == 0) */
-        memcpy(ids + j, sl->ids + j, 4 * sizeof(uint32_t));
+    for (size_t j = 0; j < k; j += 2) /* fixed-size pairs: plain moves, no memcpy call */
+        memcpy(ids + j, sl->data + at + 4 * j, 2 * sizeof(uint32_t));
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     if (__atomic_load_n(&sl->seq, __ATOMIC_RELAXED) != s1)
         return 0;
@@ -1355,7 +1359,7 @@ static int encode_piece_merged(const RankTable *t, PieceCache *c, CallStats *st,
     PCSlot *sl = NULL;
     size_t slot = 0;
     uint16_t tag = 0;
-    if (c && c->nslots && n <= PC_KEY) {
+    if (c && c->nslots && pc_ids_at(n) + 4 <= PC_DATA) {
         if (n < 3)
             h = hash_bytes(p, n);
         tag = (uint16_t)(h >> 48);
@@ -1366,6 +1370,7 @@ static int encode_piece_merged(const RankTable *t, PieceCache *c, CallStats *st,
         /* the piece's set: slots i, i ^ 1, i ^ 2, i ^ 3 (those below nslots; way 0 is i itself); their hints share
          * one 16-byte block */
         uint32_t hints[PC_WAYS];
+        __builtin_prefetch(&c->slots[i]); /* way 0, where most hits are: its line loads while the hints do */
         for (size_t k = 0; k < PC_WAYS; k++) {
             size_t j = i ^ k;
             hints[k] = j < c->nslots ? __atomic_load_n(&c->hint[j], __ATOMIC_RELAXED) : 0xFF0000u; /* len 255: none */
@@ -1406,14 +1411,14 @@ static int encode_piece_merged(const RankTable *t, PieceCache *c, CallStats *st,
     }
     size_t nids = out->len - before;
     uint32_t odd;
-    if (sl && nids <= PC_IDS && (odd = pc_claim(sl)) != 0) {
+    if (sl && pc_ids_at(n) + 4 * nids <= PC_DATA && (odd = pc_claim(sl)) != 0) {
         if (!sl->len)
             st->filled++;
         sl->tag = tag;
         sl->len = (uint8_t)n;
         sl->nids = (uint8_t)nids;
-        memcpy(sl->key, p, n);
-        memcpy(sl->ids, out->data + before, nids * sizeof(uint32_t));
+        memcpy(sl->data, p, n);
+        memcpy(sl->data + pc_ids_at(n), out->data + before, nids * sizeof(uint32_t));
         pc_release(sl, odd);
         __atomic_store_n(&c->hint[slot], pc_want(tag, n) | (uint32_t)nids << 24, __ATOMIC_RELAXED);
     }
