@@ -140,6 +140,28 @@ def test_pieces_are_cached_when_their_bytes_and_ids_fit_a_slot(piece: str, fits:
         assert cached.encode(longer) == uncached.encode(longer)
 
 
+@pytest.mark.parametrize(("name", "word", "looked_up", "hit"), [
+    ("mistral-v1", "internationalization", True, True),  # "▁" + 20 code points, 2 ids: past the 12 of fixed slots
+    ("mistral-v1", "electroencephalography", True, False),  # 23 code points and 5 ids: 12 bytes too many
+    ("gemma3", "internationalization", True, True),  # 20 code points, 2 ids
+    ("gemma3", "electroencephalography", True, True),  # 22 code points and 3 ids: the 64 bytes exactly
+    ("gemma3", "Kraftfahrzeughaftpflichtversicherung", False, False),  # 36 code points: no slot holds it
+])
+def test_segment_caches_keep_long_words_that_split_into_few_ids(name: str, word: str, looked_up: bool,
+                                                                 hit: bool) -> None:
+    # word_cache.h's segment slots (SentencePiece BPE, gemma3) are one 64-byte line holding the segment's code
+    # points, then its ids: a long word that is one or two tokens fits as well as a short one that is many
+    spec = Store.load().spec(name)
+    cached, uncached = load_encoding(spec, cache_size=4096), load_encoding(spec, cache_size=0)
+    ids = uncached.encode(word)
+    assert cached.encode(word) == ids
+    before = cached.cache_stats()
+    assert cached.encode(word) == ids
+    after = cached.cache_stats()
+    expected = (1, 0) if hit else (0, 1) if looked_up else (0, 0)
+    assert (after.hits - before.hits, after.misses - before.misses) == expected
+
+
 @pytest.mark.parametrize("name", ["gemma3", "mistral-v1", "xlm-roberta-sentencepiece"])
 @pytest.mark.parametrize("slots", [1, 3])
 def test_two_way_word_caches_of_every_size_are_invisible_in_the_output(name: str, slots: int) -> None:

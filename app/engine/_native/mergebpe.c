@@ -1186,22 +1186,21 @@ static PyTypeObject MatcherType = {
  * 3. each stretch between matches has every ``replace_from`` character replaced by ``replace_to`` (a Replace
  *    normalizer with a one-character pattern; -1: none); the pre-tokenizer is a no-op (the plan checks it);
  * 4. the stretch is cut where no merge can cross (as ``Model.encode`` cuts: exact) and each segment goes through
- *    a bounded word cache (segments of at most TC_KEY characters, all in the BMP) to the model.
+ *    a bounded word cache (segments of characters all in the BMP, when they and their ids fit a slot) to the model.
  *
  * Immutable after construction; the cache is lock-free (word_cache.h), so several threads may encode at once. */
-#define TC_KEY 20
-#define TC_IDS 20
 #define TC_RELEASE_FROM 512 /* code points: longer texts are encoded with the GIL released */
 #define TC_STACK 512
 
+/* One cache line: a segment and its ids when both fit (wc_seg_fits: 12 code points and 8 ids, 20 and 4). The
+ * 128-byte slots with a fixed 20 code points and 20 ids before them read and wrote two lines an entry: 1.03-1.05x
+ * cold, 1.05-1.06x warm and 0.94-0.97x the time a line without them (gemma3; docs/performance.md). */
 typedef struct {
     WCHead h; /* h.len: code points of the key, h.count: ids */
-    uint16_t key[TC_KEY];
-    int32_t ids[TC_IDS];
+    uint16_t data[28]; /* the key's code points, then its ids (word_cache.h's segment slot) */
 } TCSlot;
-_Static_assert(sizeof(TCSlot) == 128, "a segment cache slot is two cache lines");
-_Static_assert(offsetof(TCSlot, key) == WC_SEG_KEY_OFF && offsetof(TCSlot, ids) == WC_SEG_IDS_OFF(TC_KEY),
-               "a segment cache slot has word_cache.h's shape");
+_Static_assert(sizeof(TCSlot) == 64, "a segment cache slot is one cache line");
+_Static_assert(offsetof(TCSlot, data) == WC_SEG_KEY_OFF, "a segment cache slot has word_cache.h's shape");
 
 typedef struct {
     PyObject_HEAD
@@ -1285,16 +1284,17 @@ fail:
 static int tc_segment(const TextEncoder *te, const uint32_t *t, Py_ssize_t n, Buf *out, CallStats *st) {
     TCSlot copy;
     WCSeg seg;
-    int got = wc_seg_get(te->cache, t, n, TC_KEY, TC_IDS, &copy, sizeof copy, &seg, st);
+    int got = wc_seg_get(te->cache, t, n, &copy, sizeof copy, &seg, st);
     if (got > 0) {
+        const int32_t *ids = wc_seg_ids(&copy, n);
         for (int k = 0; k < copy.h.count; k++)
-            if (buf_push(out, copy.ids[k]) < 0) return -1;
+            if (buf_push(out, ids[k]) < 0) return -1;
         return 0;
     }
     Py_ssize_t before = out->n;
     int rc = tokenize_range(te->model, PyUnicode_4BYTE_KIND, t, 0, n, out);
     if (rc < 0 || got < 0) return rc;
-    wc_seg_put(&seg, t, n, TC_KEY, TC_IDS, out->syms + before, out->n - before, st);
+    wc_seg_put(&seg, t, n, sizeof(TCSlot), out->syms + before, out->n - before, st);
     return 0;
 }
 

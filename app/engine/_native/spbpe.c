@@ -132,20 +132,15 @@ typedef struct {
 
 /* ---- word cache ------------------------------------------------------------------------------------------- */
 
-/* A bounded cache from a segment (at most WC_KEY code points, all in the BMP) to its ids (at most WC_IDS): the
- * lock-free table of word_cache.h. The ids are the same with the cache on or off (a segment's ids depend on
- * nothing but its code points). */
-#define WC_KEY 12
-#define WC_IDS 8
-
+/* A bounded cache from a segment (code points all in the BMP) to its ids, when both fit a slot of 64 bytes (see
+ * wc_seg_fits: 12 code points and 8 ids, 20 and 4, 24 and 2): the lock-free table of word_cache.h. The ids are the
+ * same with the cache on or off (a segment's ids depend on nothing but its code points). */
 typedef struct {
     WCHead h; /* h.len: code points of the key, h.count: ids */
-    uint16_t key[WC_KEY];
-    int32_t ids[WC_IDS];
+    uint16_t data[28]; /* the key's code points, then its ids (word_cache.h's segment slot) */
 } WCSlot; /* 64 bytes: one cache line */
 _Static_assert(sizeof(WCSlot) == 64, "a segment cache slot is one cache line");
-_Static_assert(offsetof(WCSlot, key) == WC_SEG_KEY_OFF && offsetof(WCSlot, ids) == WC_SEG_IDS_OFF(WC_KEY),
-               "a segment cache slot has word_cache.h's shape");
+_Static_assert(offsetof(WCSlot, data) == WC_SEG_KEY_OFF, "a segment cache slot has word_cache.h's shape");
 
 /* ---- the model ---------------------------------------------------------------------------------------------- */
 
@@ -1300,10 +1295,10 @@ static int merge_cut(const Model *m, Scratch *sc, Sym *syms, Py_ssize_t ns, cons
     Py_ssize_t start = syms[0].start, len = syms[ns - 1].start + syms[ns - 1].len - start;
     WCSlot copy;
     WCSeg seg;
-    int got = wc_seg_get(m->cache, text + start, len, WC_KEY, WC_IDS, &copy, sizeof copy, &seg, st);
+    int got = wc_seg_get(m->cache, text + start, len, &copy, sizeof copy, &seg, st);
     if (got > 0) {
         if (buf_reserve(e->out, copy.h.count) < 0) return -1;
-        memcpy(e->out->ids + e->out->n, copy.ids, (size_t)copy.h.count * sizeof(int32_t));
+        memcpy(e->out->ids + e->out->n, wc_seg_ids(&copy, len), (size_t)copy.h.count * sizeof(int32_t));
         e->out->n += copy.h.count;
         return 0;
     }
@@ -1312,7 +1307,7 @@ static int merge_cut(const Model *m, Scratch *sc, Sym *syms, Py_ssize_t ns, cons
     if (got == 0 && !e->prev_unk) {
         for (Py_ssize_t i = before; i < e->out->n; i++)
             if (e->out->ids[i] == m->unk_id) return 0;
-        wc_seg_put(&seg, text + start, len, WC_KEY, WC_IDS, e->out->ids + before, e->out->n - before, st);
+        wc_seg_put(&seg, text + start, len, sizeof(WCSlot), e->out->ids + before, e->out->n - before, st);
     }
     return 0;
 }
@@ -1364,21 +1359,21 @@ static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssi
     return was_cut ? merge_cut(m, sc, syms, ns, text, &e, st) : merge_emit(m, sc, syms, ns, text, &e);
 }
 
-/* bpe_segment through the word cache (segments of at most WC_KEY code points, all in the BMP) */
+/* bpe_segment through the word cache (segments whose code points, all in the BMP, and ids fit a slot) */
 static int cached_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssize_t n, Buf *out,
                           CallStats *st) {
     WCSlot copy;
     WCSeg seg;
-    int got = wc_seg_get(m->cache, text, n, WC_KEY, WC_IDS, &copy, sizeof copy, &seg, st);
+    int got = wc_seg_get(m->cache, text, n, &copy, sizeof copy, &seg, st);
     if (got > 0) {
         if (buf_reserve(out, copy.h.count) < 0) return -1;
-        memcpy(out->ids + out->n, copy.ids, (size_t)copy.h.count * sizeof(int32_t));
+        memcpy(out->ids + out->n, wc_seg_ids(&copy, n), (size_t)copy.h.count * sizeof(int32_t));
         out->n += copy.h.count;
         return 0;
     }
     Py_ssize_t before = out->n;
     if (bpe_segment(m, sc, text, n, out, st) < 0) return -1;
-    if (got == 0) wc_seg_put(&seg, text, n, WC_KEY, WC_IDS, out->ids + before, out->n - before, st);
+    if (got == 0) wc_seg_put(&seg, text, n, sizeof(WCSlot), out->ids + before, out->n - before, st);
     return 0;
 }
 

@@ -13,9 +13,9 @@
  * every 65,535 clears. What a slot holds after the head is the caller's; a cache never changes results, only how
  * often they are recomputed.
  *
- * Segment caches (mergebpe.c's and spbpe.c's) share one slot shape and one lookup: a key of at most ``key_cap``
- * code points, all in the BMP, stored as ``uint16_t`` right after the head, then at most ``ids_cap`` ``int32_t``
- * ids (:func:`wc_seg_get`, :func:`wc_seg_put`).
+ * Segment caches (mergebpe.c's and spbpe.c's) share one slot shape and one lookup: a key of code points, all in the
+ * BMP, stored as ``uint16_t`` right after the head, then its ``int32_t`` ids, as many as fit the slot
+ * (:func:`wc_seg_get`, :func:`wc_seg_put`).
  */
 #ifndef TOK_WORD_CACHE_H
 #define TOK_WORD_CACHE_H
@@ -149,10 +149,20 @@ static void wc_clear(WordCache *c) {
 /* ---- segment caches ------------------------------------------------------------------------------------------ */
 
 /* A segment slot: the WCHead (len: code points of the key, count: ids), the key's code points as uint16_t from byte
- * WC_SEG_KEY_OFF, the ids as int32_t from byte WC_SEG_IDS_OFF(key_cap). The caller's slot struct must match
- * (static-assert its offsetof). */
+ * WC_SEG_KEY_OFF, then its ids as int32_t from WC_SEG_IDS_AT(len), the next multiple of 4. A slot of S bytes holds
+ * a segment of n code points and k ids when WC_SEG_IDS_AT(n) + 4 k <= S (wc_seg_fits): in 64 bytes 24 code points
+ * and 2 ids, 16 and 6, 12 and 8, 4 and 12 -- long words, which split into few ids, fit as well as short ones. */
 #define WC_SEG_KEY_OFF sizeof(WCHead)
-#define WC_SEG_IDS_OFF(key_cap) ((WC_SEG_KEY_OFF + 2 * (size_t)(key_cap) + 3) & ~(size_t)3)
+#define WC_SEG_IDS_AT(n) ((WC_SEG_KEY_OFF + 2 * (size_t)(n) + 3) & ~(size_t)3)
+
+static inline int wc_seg_fits(size_t slot_size, Py_ssize_t n, Py_ssize_t nids) {
+    return n >= 1 && nids >= 0 && WC_SEG_IDS_AT(n) + 4 * (size_t)nids <= slot_size;
+}
+
+/* The ids of a segment of n code points in a slot (or a copy of one). */
+static inline const int32_t *wc_seg_ids(const void *slot, Py_ssize_t n) {
+    return (const int32_t *)((const unsigned char *)slot + WC_SEG_IDS_AT(n));
+}
 
 /* Where a missed segment goes: its hash, its slots and the generation it was looked up in (for wc_seg_put). */
 typedef struct {
@@ -162,13 +172,14 @@ typedef struct {
     uint16_t gen;
 } WCSeg;
 
-/* Look the segment t[0..n) up in ``c``. 1: a hit, its ids in ``copy`` (a slot of ``slot_size`` bytes the caller
- * owns; ``count`` of the head, ids at WC_SEG_IDS_OFF), counted in st->hits; 0: a miss, counted in st->misses, and
- * ``seg`` says where wc_seg_put may store the segment's ids; -1: not cacheable (no cache, n outside 1..key_cap or a
- * code point outside the BMP), nothing counted. */
-static inline int wc_seg_get(WordCache *c, const uint32_t *t, Py_ssize_t n, unsigned key_cap, unsigned ids_cap,
-                             void *copy, size_t slot_size, WCSeg *seg, CallStats *st) {
-    if (!c || n > (Py_ssize_t)key_cap || n <= 0) return -1;
+/* Look the segment t[0..n) up in ``c``, whose slots are ``slot_size`` bytes. 1: a hit, the slot copied to ``copy``
+ * (``slot_size`` bytes the caller owns, 4-byte aligned; ``count`` of the head, the ids at wc_seg_ids(copy, n)),
+ * counted in st->hits; 0: a miss, counted in st->misses, and ``seg`` says where wc_seg_put may store the segment's
+ * ids; -1: not cacheable (no cache, n not at least 1 or too long for a slot to hold it with one id, or a code point
+ * outside the BMP), nothing counted. */
+static inline int wc_seg_get(WordCache *c, const uint32_t *t, Py_ssize_t n, void *copy, size_t slot_size, WCSeg *seg,
+                             CallStats *st) {
+    if (!c || !wc_seg_fits(slot_size, n, 1)) return -1;
     uint64_t h = 1469598103934665603ULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         if (t[i] >= 0x10000) return -1;
@@ -184,7 +195,7 @@ static inline int wc_seg_get(WordCache *c, const uint32_t *t, Py_ssize_t n, unsi
     const uint16_t *key = (const uint16_t *)((const unsigned char *)copy + WC_SEG_KEY_OFF);
     for (int w = 0; w < seg->nways; w++) {
         if (!wc_maybe(seg->ways[w], (unsigned)n, gen) || !wc_read(seg->ways[w], copy, slot_size) ||
-            head->len != n || head->gen != gen || head->count > ids_cap)
+            head->len != n || head->gen != gen || !wc_seg_fits(slot_size, n, head->count))
             continue;
         Py_ssize_t i = 0;
         while (i < n && key[i] == t[i]) i++;
@@ -197,21 +208,22 @@ static inline int wc_seg_get(WordCache *c, const uint32_t *t, Py_ssize_t n, unsi
     return 0;
 }
 
-/* After a miss (wc_seg_get returned 0), store the segment t[0..n) with its ``nids`` ids, unless they are more than
- * ``ids_cap`` or another thread is writing the slot; a slot that was empty is counted in st->filled. */
-static inline void wc_seg_put(const WCSeg *seg, const uint32_t *t, Py_ssize_t n, unsigned key_cap, unsigned ids_cap,
-                              const int32_t *ids, Py_ssize_t nids, CallStats *st) {
+/* After a miss (wc_seg_get returned 0), store the segment t[0..n) with its ``nids`` ids, unless they do not fit a
+ * slot of ``slot_size`` bytes or another thread is writing the slot; a slot that was empty is counted in
+ * st->filled. */
+static inline void wc_seg_put(const WCSeg *seg, const uint32_t *t, Py_ssize_t n, size_t slot_size, const int32_t *ids,
+                              Py_ssize_t nids, CallStats *st) {
     unsigned char *sl = (unsigned char *)wc_victim((void **)seg->ways, seg->nways, seg->h, seg->gen);
     WCHead *head = (WCHead *)sl;
     uint32_t odd;
-    if (nids <= (Py_ssize_t)ids_cap && (odd = wc_claim(sl)) != 0) {
+    if (wc_seg_fits(slot_size, n, nids) && (odd = wc_claim(sl)) != 0) {
         if (!head->len || head->gen != seg->gen) st->filled++;
         head->gen = seg->gen;
         head->len = (uint8_t)n;
         head->count = (uint8_t)nids;
         uint16_t *key = (uint16_t *)(sl + WC_SEG_KEY_OFF);
         for (Py_ssize_t i = 0; i < n; i++) key[i] = (uint16_t)t[i];
-        memcpy(sl + WC_SEG_IDS_OFF(key_cap), ids, (size_t)nids * sizeof(int32_t));
+        memcpy(sl + WC_SEG_IDS_AT(n), ids, (size_t)nids * sizeof(int32_t));
         wc_release(sl, odd);
     }
 }
