@@ -150,13 +150,14 @@ static void wc_clear(WordCache *c) {
 
 /* A segment slot: the WCHead (len: code points of the key, count: ids), the key's code points as uint16_t from byte
  * WC_SEG_KEY_OFF, then its ids as int32_t from WC_SEG_IDS_AT(len), the next multiple of 4. A slot of S bytes holds
- * a segment of n code points and k ids when WC_SEG_IDS_AT(n) + 4 k <= S (wc_seg_fits): in 64 bytes 24 code points
- * and 2 ids, 16 and 6, 12 and 8, 4 and 12 -- long words, which split into few ids, fit as well as short ones. */
+ * a segment of n code points and k ids when WC_SEG_IDS_AT(n) + 4 k <= S (wc_seg_fits; n and k also at most 255, the
+ * head's bytes): in 64 bytes 24 code points and 2 ids, 16 and 6, 12 and 8, 4 and 12 -- long words, which split into
+ * few ids, fit as well as short ones. */
 #define WC_SEG_KEY_OFF sizeof(WCHead)
 #define WC_SEG_IDS_AT(n) ((WC_SEG_KEY_OFF + 2 * (size_t)(n) + 3) & ~(size_t)3)
 
 static inline int wc_seg_fits(size_t slot_size, Py_ssize_t n, Py_ssize_t nids) {
-    return n >= 1 && nids >= 0 && WC_SEG_IDS_AT(n) + 4 * (size_t)nids <= slot_size;
+    return n >= 1 && n <= 255 && nids >= 0 && nids <= 255 && WC_SEG_IDS_AT(n) + 4 * (size_t)nids <= slot_size;
 }
 
 /* The ids of a segment of n code points in a slot (or a copy of one). */
