@@ -1280,11 +1280,12 @@ fail:
     return NULL;
 }
 
-/* one segment t[0..n) through the cache */
-static int tc_segment(const TextEncoder *te, const uint32_t *t, Py_ssize_t n, Buf *out, CallStats *st) {
+/* one segment t[0..n) through the cache; cacheable: wc_seg_hash returned 1 for it, with its hash h */
+static int tc_segment(const TextEncoder *te, const uint32_t *t, Py_ssize_t n, int cacheable, uint64_t h, Buf *out,
+                      CallStats *st) {
     TCSlot copy;
     WCSeg seg;
-    int got = wc_seg_get(te->cache, t, n, &copy, sizeof copy, &seg, st);
+    int got = te->cache && cacheable ? wc_seg_get_hashed(te->cache, t, n, h, &copy, sizeof copy, &seg, st) : -1;
     if (got > 0) {
         const int32_t *ids = wc_seg_ids(&copy, n);
         for (int k = 0; k < copy.h.count; k++)
@@ -1298,23 +1299,39 @@ static int tc_segment(const TextEncoder *te, const uint32_t *t, Py_ssize_t n, Bu
     return 0;
 }
 
-/* one normalized stretch t[0..n): cut where no merge can cross (Model.encode's cut, at every length) */
+/* The first cut of t[0..n) after from (Model.encode's cut: two known characters no merge joins), else n. */
+static inline Py_ssize_t stretch_cut(const Model *m, const uint32_t *t, Py_ssize_t from, Py_ssize_t n) {
+    int known_prev = m->chars[t[from]] >= 0;
+    for (Py_ssize_t i = from + 1; i < n; i++) {
+        int known = m->chars[t[i]] >= 0;
+        if (known && known_prev && !junction_maybe(m, t[i - 1], t[i])) return i;
+        known_prev = known;
+    }
+    return n;
+}
+
+/* one normalized stretch t[0..n): cut where no merge can cross (Model.encode's cut, at every length); the next
+ * segment is found and hashed, and its cache slot prefetched, before this one is looked up and merged */
 static int tc_stretch(const TextEncoder *te, const uint32_t *t, Py_ssize_t n, Buf *out, CallStats *st) {
     const Model *m = te->model;
     if (n <= 0) return 0;
     if (m->class_junctions == NULL) return tokenize_range(m, PyUnicode_4BYTE_KIND, t, 0, n, out);
-    Py_ssize_t seg = 0;
-    int known_prev = m->chars[t[0]] >= 0;
-    for (Py_ssize_t i = 1; i < n; i++) {
-        int known = m->chars[t[i]] >= 0;
-        if (known && known_prev && !junction_maybe(m, t[i - 1], t[i])) {
-            int rc = tc_segment(te, t + seg, i - seg, out, st);
-            if (rc < 0) return rc;
-            seg = i;
-        }
-        known_prev = known;
+    Py_ssize_t seg = 0, end = stretch_cut(m, t, 0, n);
+    uint64_t h = 0;
+    int cacheable = te->cache && wc_seg_hash(t, end, sizeof(TCSlot), &h);
+    while (seg < n) {
+        Py_ssize_t next_end = end < n ? stretch_cut(m, t, end, n) : n;
+        uint64_t next_h = 0;
+        int next_cacheable = end < n && te->cache && wc_seg_hash(t + end, next_end - end, sizeof(TCSlot), &next_h);
+        if (next_cacheable) wc_seg_prefetch(te->cache, next_h);
+        int rc = tc_segment(te, t + seg, end - seg, cacheable, h, out, st);
+        if (rc < 0) return rc;
+        seg = end;
+        end = next_end;
+        h = next_h;
+        cacheable = next_cacheable;
     }
-    return tc_segment(te, t + seg, n - seg, out, st);
+    return 0;
 }
 
 /* t[s..e) normalized into norm (room for (e - s) * max(1, replace_len)), then tc_stretch */

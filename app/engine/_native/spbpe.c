@@ -1359,12 +1359,13 @@ static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssi
     return was_cut ? merge_cut(m, sc, syms, ns, text, &e, st) : merge_emit(m, sc, syms, ns, text, &e);
 }
 
-/* bpe_segment through the word cache (segments whose code points, all in the BMP, and ids fit a slot) */
-static int cached_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssize_t n, Buf *out,
-                          CallStats *st) {
+/* bpe_segment through the word cache (segments whose code points, all in the BMP, and ids fit a slot); cacheable:
+ * wc_seg_hash returned 1 for the segment, with its hash h */
+static int cached_segment_hashed(const Model *m, Scratch *sc, const uint32_t *text, Py_ssize_t n, int cacheable,
+                                 uint64_t h, Buf *out, CallStats *st) {
     WCSlot copy;
     WCSeg seg;
-    int got = wc_seg_get(m->cache, text, n, &copy, sizeof copy, &seg, st);
+    int got = m->cache && cacheable ? wc_seg_get_hashed(m->cache, text, n, h, &copy, sizeof copy, &seg, st) : -1;
     if (got > 0) {
         if (buf_reserve(out, copy.h.count) < 0) return -1;
         memcpy(out->ids + out->n, wc_seg_ids(&copy, n), (size_t)copy.h.count * sizeof(int32_t));
@@ -1377,18 +1378,41 @@ static int cached_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_
     return 0;
 }
 
-/* segments of text[0..n): cut before every U+2581 that follows another character (split), else one */
+static int cached_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssize_t n, Buf *out,
+                          CallStats *st) {
+    uint64_t h = 0;
+    int cacheable = m->cache && wc_seg_hash(text, n, sizeof(WCSlot), &h);
+    return cached_segment_hashed(m, sc, text, n, cacheable, h, out, st);
+}
+
+/* The end of the segment of text[0..n) that starts at seg: the next U+2581 after seg that follows another
+ * character, else n. */
+static inline Py_ssize_t segment_end(const uint32_t *text, Py_ssize_t seg, Py_ssize_t n) {
+    for (Py_ssize_t i = seg + 1; i < n; i++)
+        if (text[i] == SPACE_SYMBOL && text[i - 1] != SPACE_SYMBOL) return i;
+    return n;
+}
+
+/* segments of text[0..n): cut before every U+2581 that follows another character (split), else one. The next
+ * segment is found and hashed, and its cache slot prefetched, before this one is looked up and merged. */
 static int bpe_text(const Model *m, Scratch *sc, const uint32_t *text, Py_ssize_t n, int split, Buf *out,
                     CallStats *st) {
     if (!split) return cached_segment(m, sc, text, n, out, st);
-    Py_ssize_t seg = 0;
-    for (Py_ssize_t i = 1; i < n; i++) {
-        if (text[i] == SPACE_SYMBOL && text[i - 1] != SPACE_SYMBOL) {
-            if (cached_segment(m, sc, text + seg, i - seg, out, st) < 0) return -1;
-            seg = i;
-        }
+    Py_ssize_t seg = 0, end = segment_end(text, 0, n);
+    uint64_t h = 0;
+    int cacheable = m->cache && wc_seg_hash(text, end, sizeof(WCSlot), &h);
+    while (seg < n) {
+        Py_ssize_t next_end = end < n ? segment_end(text, end, n) : n;
+        uint64_t next_h = 0;
+        int next_cacheable = end < n && m->cache && wc_seg_hash(text + end, next_end - end, sizeof(WCSlot), &next_h);
+        if (next_cacheable) wc_seg_prefetch(m->cache, next_h);
+        if (cached_segment_hashed(m, sc, text + seg, end - seg, cacheable, h, out, st) < 0) return -1;
+        seg = end;
+        end = next_end;
+        h = next_h;
+        cacheable = next_cacheable;
     }
-    return cached_segment(m, sc, text + seg, n - seg, out, st);
+    return 0;
 }
 
 /* ---- Python entry points ------------------------------------------------------------------------------------ */

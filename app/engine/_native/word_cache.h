@@ -173,21 +173,31 @@ typedef struct {
     uint16_t gen;
 } WCSeg;
 
-/* Look the segment t[0..n) up in ``c``, whose slots are ``slot_size`` bytes. 1: a hit, the slot copied to ``copy``
- * (``slot_size`` bytes the caller owns, 4-byte aligned; ``count`` of the head, the ids at wc_seg_ids(copy, n)),
- * counted in st->hits; 0: a miss, counted in st->misses, and ``seg`` says where wc_seg_put may store the segment's
- * ids; -1: not cacheable (no cache, n not at least 1 or too long for a slot to hold it with one id, or a code point
- * outside the BMP), nothing counted. */
-static inline int wc_seg_get(WordCache *c, const uint32_t *t, Py_ssize_t n, void *copy, size_t slot_size, WCSeg *seg,
-                             CallStats *st) {
-    if (!c || !wc_seg_fits(slot_size, n, 1)) return -1;
-    uint64_t h = 1469598103934665603ULL;
+/* The hash of the segment t[0..n) into *h: 1, or 0 when no slot of ``slot_size`` bytes can hold it (n not at least
+ * 1 or too long to fit with one id, or a code point outside the BMP). */
+static inline int wc_seg_hash(const uint32_t *t, Py_ssize_t n, size_t slot_size, uint64_t *h) {
+    if (!wc_seg_fits(slot_size, n, 1)) return 0;
+    uint64_t x = 1469598103934665603ULL;
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (t[i] >= 0x10000) return -1;
-        h ^= t[i];
-        h *= 1099511628211ULL;
+        if (t[i] >= 0x10000) return 0;
+        x ^= t[i];
+        x *= 1099511628211ULL;
     }
-    h = mix64(h ^ (uint64_t)n);
+    *h = mix64(x ^ (uint64_t)n);
+    return 1;
+}
+
+/* Start loading the first slot a segment of hash h may sit in (a lookup soon after finds it in cache). */
+static inline void wc_seg_prefetch(const WordCache *c, uint64_t h) {
+    if (c) __builtin_prefetch(c->slots + (size_t)(((uint64_t)(uint32_t)h * c->nslots) >> 32) * c->slot_size);
+}
+
+/* Look the segment t[0..n) of hash h (wc_seg_hash's, which returned 1) up in ``c``, whose slots are ``slot_size``
+ * bytes. 1: a hit, the slot copied to ``copy`` (``slot_size`` bytes the caller owns, 4-byte aligned; ``count`` of
+ * the head, the ids at wc_seg_ids(copy, n)), counted in st->hits; 0: a miss, counted in st->misses, and ``seg`` says
+ * where wc_seg_put may store the segment's ids. */
+static inline int wc_seg_get_hashed(WordCache *c, const uint32_t *t, Py_ssize_t n, uint64_t h, void *copy,
+                                    size_t slot_size, WCSeg *seg, CallStats *st) {
     uint16_t gen = wc_gen(c);
     seg->h = h;
     seg->gen = gen;
@@ -207,6 +217,15 @@ static inline int wc_seg_get(WordCache *c, const uint32_t *t, Py_ssize_t n, void
     }
     st->misses++;
     return 0;
+}
+
+/* wc_seg_get_hashed with the hash computed here; -1 (nothing counted) when there is no cache or the segment is not
+ * cacheable (wc_seg_hash returned 0). */
+static inline int wc_seg_get(WordCache *c, const uint32_t *t, Py_ssize_t n, void *copy, size_t slot_size, WCSeg *seg,
+                             CallStats *st) {
+    uint64_t h;
+    if (!c || !wc_seg_hash(t, n, slot_size, &h)) return -1;
+    return wc_seg_get_hashed(c, t, n, h, copy, slot_size, seg, st);
 }
 
 /* After a miss (wc_seg_get returned 0), store the segment t[0..n) with its ``nids`` ids, unless they do not fit a
