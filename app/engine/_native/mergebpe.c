@@ -1280,12 +1280,13 @@ fail:
     return NULL;
 }
 
-/* one segment t[0..n) through the cache; cacheable: wc_seg_hash returned 1 for it, with its hash h */
+/* one segment t[0..n) through the cache; cacheable: the cache exists and wc_seg_hash returned 1 for the segment,
+ * with its hash h */
 static int tc_segment(const TextEncoder *te, const uint32_t *t, Py_ssize_t n, int cacheable, uint64_t h, Buf *out,
                       CallStats *st) {
     TCSlot copy;
     WCSeg seg;
-    int got = te->cache && cacheable ? wc_seg_get_hashed(te->cache, t, n, h, &copy, sizeof copy, &seg, st) : -1;
+    int got = cacheable ? wc_seg_get_hashed(te->cache, t, n, h, &copy, sizeof copy, &seg, st) : -1;
     if (got > 0) {
         const int32_t *ids = wc_seg_ids(&copy, n);
         for (int k = 0; k < copy.h.count; k++)
@@ -1318,12 +1319,11 @@ static int tc_stretch(const TextEncoder *te, const uint32_t *t, Py_ssize_t n, Bu
     if (m->class_junctions == NULL) return tokenize_range(m, PyUnicode_4BYTE_KIND, t, 0, n, out);
     Py_ssize_t seg = 0, end = stretch_cut(m, t, 0, n);
     uint64_t h = 0;
-    int cacheable = te->cache && wc_seg_hash(t, end, sizeof(TCSlot), &h);
+    int cacheable = wc_seg_ahead(te->cache, t, end, sizeof(TCSlot), &h);
     while (seg < n) {
         Py_ssize_t next_end = end < n ? stretch_cut(m, t, end, n) : n;
         uint64_t next_h = 0;
-        int next_cacheable = end < n && te->cache && wc_seg_hash(t + end, next_end - end, sizeof(TCSlot), &next_h);
-        if (next_cacheable) wc_seg_prefetch(te->cache, next_h);
+        int next_cacheable = end < n && wc_seg_ahead(te->cache, t + end, next_end - end, sizeof(TCSlot), &next_h);
         int rc = tc_segment(te, t + seg, end - seg, cacheable, h, out, st);
         if (rc < 0) return rc;
         seg = end;

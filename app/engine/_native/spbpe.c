@@ -1360,12 +1360,12 @@ static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssi
 }
 
 /* bpe_segment through the word cache (segments whose code points, all in the BMP, and ids fit a slot); cacheable:
- * wc_seg_hash returned 1 for the segment, with its hash h */
+ * the cache exists and wc_seg_hash returned 1 for the segment, with its hash h */
 static int cached_segment_hashed(const Model *m, Scratch *sc, const uint32_t *text, Py_ssize_t n, int cacheable,
                                  uint64_t h, Buf *out, CallStats *st) {
     WCSlot copy;
     WCSeg seg;
-    int got = m->cache && cacheable ? wc_seg_get_hashed(m->cache, text, n, h, &copy, sizeof copy, &seg, st) : -1;
+    int got = cacheable ? wc_seg_get_hashed(m->cache, text, n, h, &copy, sizeof copy, &seg, st) : -1;
     if (got > 0) {
         if (buf_reserve(out, copy.h.count) < 0) return -1;
         memcpy(out->ids + out->n, wc_seg_ids(&copy, n), (size_t)copy.h.count * sizeof(int32_t));
@@ -1400,12 +1400,11 @@ static int bpe_text(const Model *m, Scratch *sc, const uint32_t *text, Py_ssize_
     if (!split) return cached_segment(m, sc, text, n, out, st);
     Py_ssize_t seg = 0, end = segment_end(text, 0, n);
     uint64_t h = 0;
-    int cacheable = m->cache && wc_seg_hash(text, end, sizeof(WCSlot), &h);
+    int cacheable = wc_seg_ahead(m->cache, text, end, sizeof(WCSlot), &h);
     while (seg < n) {
         Py_ssize_t next_end = end < n ? segment_end(text, end, n) : n;
         uint64_t next_h = 0;
-        int next_cacheable = end < n && m->cache && wc_seg_hash(text + end, next_end - end, sizeof(WCSlot), &next_h);
-        if (next_cacheable) wc_seg_prefetch(m->cache, next_h);
+        int next_cacheable = end < n && wc_seg_ahead(m->cache, text + end, next_end - end, sizeof(WCSlot), &next_h);
         if (cached_segment_hashed(m, sc, text + seg, end - seg, cacheable, h, out, st) < 0) return -1;
         seg = end;
         end = next_end;

@@ -187,9 +187,13 @@ static inline int wc_seg_hash(const uint32_t *t, Py_ssize_t n, size_t slot_size,
     return 1;
 }
 
-/* Start loading the first slot a segment of hash h may sit in (a lookup soon after finds it in cache). */
-static inline void wc_seg_prefetch(const WordCache *c, uint64_t h) {
-    if (c) __builtin_prefetch(c->slots + (size_t)(((uint64_t)(uint32_t)h * c->nslots) >> 32) * c->slot_size);
+/* For a segment about to be looked up: 1 if ``c`` may hold the segment t[0..n) (its hash into *h, and the first
+ * slot it may sit in starts loading, so the lookup soon after finds it in cache), else 0 (no cache, or
+ * wc_seg_hash returned 0). */
+static inline int wc_seg_ahead(const WordCache *c, const uint32_t *t, Py_ssize_t n, size_t slot_size, uint64_t *h) {
+    if (!c || !wc_seg_hash(t, n, slot_size, h)) return 0;
+    __builtin_prefetch(c->slots + (size_t)(((uint64_t)(uint32_t)*h * c->nslots) >> 32) * c->slot_size);
+    return 1;
 }
 
 /* Look the segment t[0..n) of hash h (wc_seg_hash's, which returned 1) up in ``c``, whose slots are ``slot_size``
