@@ -162,6 +162,21 @@ def test_segment_caches_keep_long_words_that_split_into_few_ids(name: str, word:
     assert (after.hits - before.hits, after.misses - before.misses) == expected
 
 
+@pytest.mark.parametrize("word", ["abc", "Hello", "tokenizer", "x", "слово"])
+def test_a_piece_cut_from_a_segment_is_found_as_a_whole_segment(word: str) -> None:
+    # SentencePiece BPE hashes a whole segment while it scans for its end (spbpe.c's segment_scan) and a piece cut
+    # out of a segment with wc_seg_hash (word_cache.h): "▁word," is cut into "▁word" and ","; the cached
+    # "▁word" is then the whole segment of "word", found only if both hashes agree
+    spec = Store.load().spec("mistral-v1")
+    cached, uncached = load_encoding(spec, cache_size=4096), load_encoding(spec, cache_size=0)
+    assert cached.encode(word + ",") == uncached.encode(word + ",")
+    before = cached.cache_stats()
+    assert (before.hits, before.misses, before.size) == (0, 2, 2)  # the segment, then its piece "▁word"
+    assert cached.encode(word) == uncached.encode(word)
+    after = cached.cache_stats()
+    assert (after.hits - before.hits, after.misses - before.misses) == (1, 0)
+
+
 @pytest.mark.parametrize("name", ["gemma3", "mistral-v1", "xlm-roberta-sentencepiece"])
 @pytest.mark.parametrize("slots", [1, 3])
 def test_two_way_word_caches_of_every_size_are_invisible_in_the_output(name: str, slots: int) -> None:

@@ -1392,26 +1392,45 @@ static int cached_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_
     return cached_segment_hashed(m, sc, text, n, cacheable, h, out, st);
 }
 
-/* The end of the segment of text[0..n) that starts at seg: the next U+2581 after seg that follows another
- * character, else n. */
-static inline Py_ssize_t segment_end(const uint32_t *text, Py_ssize_t seg, Py_ssize_t n) {
-    for (Py_ssize_t i = seg + 1; i < n; i++)
-        if (text[i] == SPACE_SYMBOL && text[i - 1] != SPACE_SYMBOL) return i;
-    return n;
+/* The end of the segment of text[0..n) that starts at seg (seg < n): the next U+2581 after seg that follows another
+ * character, else n. In the same pass, *h gets the segment's wc_seg_hash and *any the OR of its code points (for
+ * wc_seg_hashable). */
+static inline Py_ssize_t segment_scan(const uint32_t *text, Py_ssize_t seg, Py_ssize_t n, uint64_t *h, uint32_t *any) {
+    uint32_t c = text[seg], or_all = c;
+    uint64_t even = wc_seg_step(WC_SEG_BASIS, c), odd = WC_SEG_BASIS;
+    Py_ssize_t i = seg + 1;
+    for (;;) { /* two code points a turn, one per lane */
+        if (i >= n || ((c = text[i]) == SPACE_SYMBOL && text[i - 1] != SPACE_SYMBOL)) break;
+        or_all |= c;
+        odd = wc_seg_step(odd, c);
+        if (++i >= n || ((c = text[i]) == SPACE_SYMBOL && text[i - 1] != SPACE_SYMBOL)) break;
+        or_all |= c;
+        even = wc_seg_step(even, c);
+        i++;
+    }
+    *h = wc_seg_done(even, odd, i - seg);
+    *any = or_all;
+    return i;
 }
 
 /* segments of text[0..n): cut before every U+2581 that follows another character (split), else one. The next
  * segment is found and hashed, and its cache slot prefetched, before this one is looked up and merged. */
 static int bpe_text(const Model *m, Scratch *sc, const uint32_t *text, Py_ssize_t n, int split, Buf *out,
                     CallStats *st) {
-    if (!split) return cached_segment(m, sc, text, n, out, st);
-    Py_ssize_t seg = 0, end = segment_end(text, 0, n);
-    uint64_t h = 0;
-    int cacheable = wc_seg_ahead(m->cache, text, end, sizeof(WCSlot), &h);
+    if (!split || n <= 0) return cached_segment(m, sc, text, n, out, st);
+    uint64_t h, next_h = 0;
+    uint32_t any;
+    Py_ssize_t seg = 0, end = segment_scan(text, 0, n, &h, &any);
+    int cacheable = m->cache && wc_seg_hashable(sizeof(WCSlot), end, any);
+    if (cacheable) wc_seg_prefetch(m->cache, h);
     while (seg < n) {
-        Py_ssize_t next_end = end < n ? segment_end(text, end, n) : n;
-        uint64_t next_h = 0;
-        int next_cacheable = end < n && wc_seg_ahead(m->cache, text + end, next_end - end, sizeof(WCSlot), &next_h);
+        Py_ssize_t next_end = n;
+        int next_cacheable = 0;
+        if (end < n) {
+            next_end = segment_scan(text, end, n, &next_h, &any);
+            next_cacheable = m->cache && wc_seg_hashable(sizeof(WCSlot), next_end - end, any);
+            if (next_cacheable) wc_seg_prefetch(m->cache, next_h);
+        }
         if (cached_segment_hashed(m, sc, text + seg, end - seg, cacheable, h, out, st) < 0) return -1;
         seg = end;
         end = next_end;

@@ -173,18 +173,44 @@ typedef struct {
     uint16_t gen;
 } WCSeg;
 
-/* The hash of the segment t[0..n) into *h: 1, or 0 when no slot of ``slot_size`` bytes can hold it (n not at least
- * 1 or too long to fit with one id, or a code point outside the BMP). */
+/* The segment hash: FNV-1a steps over the code points in two lanes, those at even and at odd offsets (two chains
+ * of multiplications that do not wait on each other), from WC_SEG_BASIS, joined with the length by wc_seg_done. */
+#define WC_SEG_BASIS 1469598103934665603ULL
+static inline uint64_t wc_seg_step(uint64_t lane, uint32_t cp) { return (lane ^ cp) * 1099511628211ULL; }
+static inline uint64_t wc_seg_done(uint64_t even, uint64_t odd, Py_ssize_t n) {
+    return mix64(even ^ (odd * 0x9E3779B97F4A7C15ULL) ^ (uint64_t)n);
+}
+
+/* 1 when a slot of ``slot_size`` bytes can hold a segment of n code points whose bitwise OR is ``any`` (n at least
+ * 1 and short enough to fit with one id, every code point in the BMP). */
+static inline int wc_seg_hashable(size_t slot_size, Py_ssize_t n, uint32_t any) {
+    return any < 0x10000 && wc_seg_fits(slot_size, n, 1);
+}
+
+/* The hash of the segment t[0..n) into *h: 1, or 0 when no slot of ``slot_size`` bytes can hold it (see
+ * wc_seg_hashable). */
 static inline int wc_seg_hash(const uint32_t *t, Py_ssize_t n, size_t slot_size, uint64_t *h) {
     if (!wc_seg_fits(slot_size, n, 1)) return 0;
-    uint64_t x = 1469598103934665603ULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (t[i] >= 0x10000) return 0;
-        x ^= t[i];
-        x *= 1099511628211ULL;
+    uint64_t even = WC_SEG_BASIS, odd = WC_SEG_BASIS;
+    uint32_t any = 0;
+    Py_ssize_t i = 0;
+    for (; i + 1 < n; i += 2) {
+        any |= t[i] | t[i + 1];
+        even = wc_seg_step(even, t[i]);
+        odd = wc_seg_step(odd, t[i + 1]);
     }
-    *h = mix64(x ^ (uint64_t)n);
+    if (i < n) {
+        any |= t[i];
+        even = wc_seg_step(even, t[i]);
+    }
+    if (any >= 0x10000) return 0;
+    *h = wc_seg_done(even, odd, n);
     return 1;
+}
+
+/* Start loading the first slot a segment of hash h may sit in. */
+static inline void wc_seg_prefetch(const WordCache *c, uint64_t h) {
+    __builtin_prefetch(c->slots + (size_t)(((uint64_t)(uint32_t)h * c->nslots) >> 32) * c->slot_size);
 }
 
 /* For a segment about to be looked up: 1 if ``c`` may hold the segment t[0..n) (its hash into *h, and the first
@@ -192,7 +218,7 @@ static inline int wc_seg_hash(const uint32_t *t, Py_ssize_t n, size_t slot_size,
  * wc_seg_hash returned 0). */
 static inline int wc_seg_ahead(const WordCache *c, const uint32_t *t, Py_ssize_t n, size_t slot_size, uint64_t *h) {
     if (!c || !wc_seg_hash(t, n, slot_size, h)) return 0;
-    __builtin_prefetch(c->slots + (size_t)(((uint64_t)(uint32_t)*h * c->nslots) >> 32) * c->slot_size);
+    wc_seg_prefetch(c, *h);
     return 1;
 }
 
