@@ -1396,19 +1396,16 @@ static int cached_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_
  * character, else n. In the same pass, *h gets the segment's wc_seg_hash and *any the OR of its code points (for
  * wc_seg_hashable). */
 static inline Py_ssize_t segment_scan(const uint32_t *text, Py_ssize_t seg, Py_ssize_t n, uint64_t *h, uint32_t *any) {
-    uint32_t c = text[seg], or_all = c;
-    uint64_t even = wc_seg_step(WC_SEG_BASIS, c), odd = WC_SEG_BASIS;
+    uint32_t or_all = text[seg];
+    uint64_t x = wc_seg_step(WC_SEG_BASIS, text[seg]);
     Py_ssize_t i = seg + 1;
-    for (;;) { /* two code points a turn, one per lane */
-        if (i >= n || ((c = text[i]) == SPACE_SYMBOL && text[i - 1] != SPACE_SYMBOL)) break;
+    for (; i < n; i++) {
+        uint32_t c = text[i];
+        if (c == SPACE_SYMBOL && text[i - 1] != SPACE_SYMBOL) break;
         or_all |= c;
-        odd = wc_seg_step(odd, c);
-        if (++i >= n || ((c = text[i]) == SPACE_SYMBOL && text[i - 1] != SPACE_SYMBOL)) break;
-        or_all |= c;
-        even = wc_seg_step(even, c);
-        i++;
+        x = wc_seg_step(x, c);
     }
-    *h = wc_seg_done(even, odd, i - seg);
+    *h = wc_seg_done(x, i - seg);
     *any = or_all;
     return i;
 }

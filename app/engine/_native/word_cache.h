@@ -173,13 +173,10 @@ typedef struct {
     uint16_t gen;
 } WCSeg;
 
-/* The segment hash: FNV-1a steps over the code points in two lanes, those at even and at odd offsets (two chains
- * of multiplications that do not wait on each other), from WC_SEG_BASIS, joined with the length by wc_seg_done. */
+/* The segment hash: FNV-1a steps over the code points from WC_SEG_BASIS, then mixed with the length (wc_seg_done). */
 #define WC_SEG_BASIS 1469598103934665603ULL
-static inline uint64_t wc_seg_step(uint64_t lane, uint32_t cp) { return (lane ^ cp) * 1099511628211ULL; }
-static inline uint64_t wc_seg_done(uint64_t even, uint64_t odd, Py_ssize_t n) {
-    return mix64(even ^ (odd * 0x9E3779B97F4A7C15ULL) ^ (uint64_t)n);
-}
+static inline uint64_t wc_seg_step(uint64_t x, uint32_t cp) { return (x ^ cp) * 1099511628211ULL; }
+static inline uint64_t wc_seg_done(uint64_t x, Py_ssize_t n) { return mix64(x ^ (uint64_t)n); }
 
 /* 1 when a slot of ``slot_size`` bytes can hold a segment of n code points whose bitwise OR is ``any`` (n at least
  * 1 and short enough to fit with one id, every code point in the BMP). */
@@ -191,20 +188,12 @@ static inline int wc_seg_hashable(size_t slot_size, Py_ssize_t n, uint32_t any) 
  * wc_seg_hashable). */
 static inline int wc_seg_hash(const uint32_t *t, Py_ssize_t n, size_t slot_size, uint64_t *h) {
     if (!wc_seg_fits(slot_size, n, 1)) return 0;
-    uint64_t even = WC_SEG_BASIS, odd = WC_SEG_BASIS;
-    uint32_t any = 0;
-    Py_ssize_t i = 0;
-    for (; i + 1 < n; i += 2) {
-        any |= t[i] | t[i + 1];
-        even = wc_seg_step(even, t[i]);
-        odd = wc_seg_step(odd, t[i + 1]);
+    uint64_t x = WC_SEG_BASIS;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (t[i] >= 0x10000) return 0;
+        x = wc_seg_step(x, t[i]);
     }
-    if (i < n) {
-        any |= t[i];
-        even = wc_seg_step(even, t[i]);
-    }
-    if (any >= 0x10000) return 0;
-    *h = wc_seg_done(even, odd, n);
+    *h = wc_seg_done(x, n);
     return 1;
 }
 
