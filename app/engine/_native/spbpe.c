@@ -1317,8 +1317,8 @@ static int merge_cut(const Model *m, Scratch *sc, Sym *syms, Py_ssize_t ns, cons
  * that never merges): the pieces merge independently (no candidate spans a cut), one after the other into the
  * same output, so a long run of such text needs memory for its longest uncut piece only; when the segment is cut,
  * its pieces go through the word cache (merge_cut; st NULL: not), but for pieces of one symbol, emitted at once
- * without a call (a cold pass over the bench's documents has 193,663 of them for mistral-v1). Models with UNUSED pieces are not cut (their split-back bookkeeping spans the whole
- * segment, as the reference's does). */
+ * without a call (a cold pass over the bench's documents has 193,663 of them for mistral-v1). Models with UNUSED
+ * pieces are not cut (their split-back bookkeeping spans the whole segment, as the reference's does). */
 static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssize_t n, Buf *out, CallStats *st) {
     if (n <= 0) return 0;
     if (n > INT32_MAX - 1) return -1;
@@ -1410,24 +1410,28 @@ static inline Py_ssize_t segment_scan(const uint32_t *text, Py_ssize_t seg, Py_s
     return i;
 }
 
+/* segment_scan from ``at``, and in *cacheable whether the cache may hold that segment (then its first slot starts
+ * loading) */
+static inline Py_ssize_t segment_ahead(const Model *m, const uint32_t *text, Py_ssize_t at, Py_ssize_t n, uint64_t *h,
+                                       int *cacheable) {
+    uint32_t any;
+    Py_ssize_t end = segment_scan(text, at, n, h, &any);
+    *cacheable = m->cache && wc_seg_hashable(sizeof(WCSlot), end - at, any);
+    if (*cacheable) wc_seg_prefetch(m->cache, *h);
+    return end;
+}
+
 /* segments of text[0..n): cut before every U+2581 that follows another character (split), else one. The next
  * segment is found and hashed, and its cache slot prefetched, before this one is looked up and merged. */
 static int bpe_text(const Model *m, Scratch *sc, const uint32_t *text, Py_ssize_t n, int split, Buf *out,
                     CallStats *st) {
     if (!split || n <= 0) return cached_segment(m, sc, text, n, out, st);
     uint64_t h, next_h = 0;
-    uint32_t any;
-    Py_ssize_t seg = 0, end = segment_scan(text, 0, n, &h, &any);
-    int cacheable = m->cache && wc_seg_hashable(sizeof(WCSlot), end, any);
-    if (cacheable) wc_seg_prefetch(m->cache, h);
+    int cacheable, next_cacheable = 0;
+    Py_ssize_t seg = 0, end = segment_ahead(m, text, 0, n, &h, &cacheable);
     while (seg < n) {
         Py_ssize_t next_end = n;
-        int next_cacheable = 0;
-        if (end < n) {
-            next_end = segment_scan(text, end, n, &next_h, &any);
-            next_cacheable = m->cache && wc_seg_hashable(sizeof(WCSlot), next_end - end, any);
-            if (next_cacheable) wc_seg_prefetch(m->cache, next_h);
-        }
+        if (end < n) next_end = segment_ahead(m, text, end, n, &next_h, &next_cacheable);
         if (cached_segment_hashed(m, sc, text + seg, end - seg, cacheable, h, out, st) < 0) return -1;
         seg = end;
         end = next_end;
