@@ -18,7 +18,7 @@ HEADERS = [f"{NATIVE}/bytes_hash.h", f"{NATIVE}/pretokenizer.h", f"{NATIVE}/unic
            f"{NATIVE}/bert_tables.h", f"{NATIVE}/hash_mix.h", f"{NATIVE}/py_items.h", f"{NATIVE}/word_cache.h",
            f"{NATIVE}/sp_rules.h", f"{NATIVE}/sp_scripts.h", f"{NATIVE}/fast_call.h",
            f"{NATIVE}/utf8_put.h", f"{NATIVE}/scrub_text.h", f"{NATIVE}/dump_bytes.h", f"{NATIVE}/nfc_check.h",
-           f"{NATIVE}/nfc_tables.h", f"{NATIVE}/batch_threads.h"]
+           f"{NATIVE}/nfc_tables.h", f"{NATIVE}/batch_threads.h", f"{NATIVE}/id_list.h"]
 
 
 def _extension(module: str, *sources: str) -> Extension:

@@ -24,6 +24,7 @@
 #include "dump_bytes.h"
 #include "word_cache.h"
 #include "py_items.h"
+#include "id_list.h"
 #include "utf8_put.h"
 #include "scrub_text.h"
 #include "batch_threads.h"
@@ -1381,24 +1382,28 @@ static int tc_text(const TextEncoder *te, const uint32_t *t, Py_ssize_t n, uint3
 
 /* a list of the ids syms[0..n), small ids' int objects shared through id_objs; NULL with an error set */
 static PyObject *te_ids_list(TextEncoder *self, const int32_t *syms, Py_ssize_t n) {
-    PyObject *list = PyList_New(n);
+    PyObject *list = list_unfilled(n);
     if (!list) return NULL;
+    PyObject **items = list_items(list);
     for (Py_ssize_t i = 0; i < n; i++) {
         int32_t id = syms[i];
         PyObject *v;
         if (id < self->model->n_ids) {
             v = self->id_objs[id];
-            if (!v && !(v = self->id_objs[id] = PyLong_FromLong(id))) {
+            if (!v && (v = self->id_objs[id] = PyLong_FromLong(id)) == NULL) {
+                list_sized(list, i);
                 Py_DECREF(list);
                 return NULL;
             }
             Py_INCREF(v);
         } else if (!(v = PyLong_FromLong(id))) {
+            list_sized(list, i);
             Py_DECREF(list);
             return NULL;
         }
-        PyList_SET_ITEM(list, i, v);
+        items[i] = v;
     }
+    list_sized(list, n);
     return list;
 }
 

@@ -32,6 +32,7 @@
 #include "hash_mix.h"
 #include "dump_bytes.h"
 #include "py_items.h"
+#include "id_list.h"
 #include "utf8_put.h"
 #include "scrub_text.h"
 #include "batch_threads.h"
@@ -1394,7 +1395,7 @@ static int cached_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_
 
 /* The end of the segment of text[0..n) that starts at seg (seg < n): the next U+2581 after seg that follows another
  * character, else n. In the same pass, *h gets the segment's wc_seg_hash and *any the OR of its code points (for
- * wc_seg_hashable). */
+ * wc_seg_cacheable). */
 static inline Py_ssize_t segment_scan(const uint32_t *text, Py_ssize_t seg, Py_ssize_t n, uint64_t *h, uint32_t *any) {
     uint32_t or_all = text[seg];
     uint64_t x = wc_seg_step(WC_SEG_BASIS, text[seg]);
@@ -1416,7 +1417,7 @@ static inline Py_ssize_t segment_ahead(const Model *m, const uint32_t *text, Py_
                                        int *cacheable) {
     uint32_t any;
     Py_ssize_t end = segment_scan(text, at, n, h, &any);
-    *cacheable = m->cache && wc_seg_hashable(sizeof(WCSlot), end - at, any);
+    *cacheable = m->cache && wc_seg_cacheable(sizeof(WCSlot), end - at, any);
     if (*cacheable) wc_seg_prefetch(m->cache, *h);
     return end;
 }
@@ -1465,21 +1466,22 @@ static Py_ssize_t load_text(PyObject *s, uint32_t **dst, Py_ssize_t extra, int s
 
 /* ids[0..n) as a list */
 static PyObject *ids_list(const Model *m, const int32_t *ids, Py_ssize_t n) {
-    PyObject *list = PyList_New(n);
-    if (list) {
-        for (Py_ssize_t i = 0; i < n; i++) {
-            int32_t id = ids[i];
-            PyObject *v = id < m->n_pieces ? m->id_objs[id] : NULL;
-            if (v) Py_INCREF(v);
-            else v = PyLong_FromLong(id);
-            if (!v) {
-                Py_DECREF(list);
-                list = NULL;
-                break;
-            }
-            PyList_SET_ITEM(list, i, v);
+    PyObject *list = list_unfilled(n);
+    if (!list) return NULL;
+    PyObject **items = list_items(list);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t id = ids[i];
+        PyObject *v = id < m->n_pieces ? m->id_objs[id] : NULL;
+        if (v) Py_INCREF(v);
+        else v = PyLong_FromLong(id);
+        if (!v) {
+            list_sized(list, i);
+            Py_DECREF(list);
+            return NULL;
         }
+        items[i] = v;
     }
+    list_sized(list, n);
     return list;
 }
 

@@ -24,6 +24,7 @@
 #include "utf8_put.h"
 #include "fast_call.h"
 #include "nfc_check.h"
+#include "id_list.h"
 
 #define NO_RANK UINT32_MAX
 
@@ -1632,20 +1633,10 @@ static int Core_init(CoreObject *self, PyObject *args, PyObject *kwds)
 
 static PyObject *ids_to_list(CoreObject *self, const uint32_t *ids, size_t n)
 {
-    if (!n)
-        return PyList_New(0);
-    /* PyList_New(n) zero-fills the item array (calloc) that the loop below overwrites: instead an empty list gets
-     * an uninitialised array, and its size becomes n only once every item is set (so nothing, not even the
-     * error path's list_dealloc, ever reads an unset item). */
-    PyObject **items = PyMem_Malloc(n * sizeof(PyObject *));
-    PyObject *list = items ? PyList_New(0) : NULL;
-    if (!list) {
-        PyMem_Free(items);
-        return items ? NULL : PyErr_NoMemory();
-    }
-    PyListObject *lo = (PyListObject *)list;
-    lo->ob_item = items;
-    lo->allocated = (Py_ssize_t)n;
+    PyObject *list = list_unfilled((Py_ssize_t)n);
+    if (!list)
+        return NULL;
+    PyObject **items = list_items(list);
     PyObject **objs = self->id_objs;
     for (size_t i = 0; i < n; i++) {
         PyObject *v = objs[ids[i]];
@@ -1655,14 +1646,13 @@ static PyObject *ids_to_list(CoreObject *self, const uint32_t *ids, size_t n)
             objs[ids[i]] = v; /* the array's reference; the list's is the one below */
             Py_INCREF(v);
         } else {
-            for (size_t k = 0; k < i; k++)
-                Py_DECREF(items[k]);
+            list_sized(list, (Py_ssize_t)i);
             Py_DECREF(list);
             return NULL;
         }
         items[i] = v;
     }
-    Py_SET_SIZE(lo, (Py_ssize_t)n);
+    list_sized(list, (Py_ssize_t)n);
     return list;
 }
 

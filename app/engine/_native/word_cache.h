@@ -180,12 +180,12 @@ static inline uint64_t wc_seg_done(uint64_t x, Py_ssize_t n) { return mix64(x ^ 
 
 /* 1 when a slot of ``slot_size`` bytes can hold a segment of n code points whose bitwise OR is ``any`` (n at least
  * 1 and short enough to fit with one id, every code point in the BMP). */
-static inline int wc_seg_hashable(size_t slot_size, Py_ssize_t n, uint32_t any) {
+static inline int wc_seg_cacheable(size_t slot_size, Py_ssize_t n, uint32_t any) {
     return any < 0x10000 && wc_seg_fits(slot_size, n, 1);
 }
 
 /* The hash of the segment t[0..n) into *h: 1, or 0 when no slot of ``slot_size`` bytes can hold it (see
- * wc_seg_hashable). */
+ * wc_seg_cacheable). */
 static inline int wc_seg_hash(const uint32_t *t, Py_ssize_t n, size_t slot_size, uint64_t *h) {
     if (!wc_seg_fits(slot_size, n, 1)) return 0;
     uint64_t x = WC_SEG_BASIS;
