@@ -1,6 +1,7 @@
 /*
- * id_list.h: the lists of ids the compiled cores return, built without zero-filling their item arrays
- * (PyList_New(n) clears an array that the caller then overwrites item by item). Header-only; needs Python.h first.
+ * id_list.h: lists of ids built without zero-filling their item arrays (PyList_New(n) clears an array that the
+ * caller then overwrites item by item): the text encoders' results in tokcore.c, spbpe.c and mergebpe.c, where a
+ * call returns thousands of ids. Header-only; needs Python.h first.
  */
 #ifndef TOK_ID_LIST_H
 #define TOK_ID_LIST_H

@@ -1390,7 +1390,7 @@ static PyObject *te_ids_list(TextEncoder *self, const int32_t *syms, Py_ssize_t 
         PyObject *v;
         if (id < self->model->n_ids) {
             v = self->id_objs[id];
-            if (!v && (v = self->id_objs[id] = PyLong_FromLong(id)) == NULL) {
+            if (!v && !(v = self->id_objs[id] = PyLong_FromLong(id))) {
                 list_sized(list, i);
                 Py_DECREF(list);
                 return NULL;
