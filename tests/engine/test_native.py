@@ -558,6 +558,9 @@ def test_fast_call_sends_only_the_plain_call_to_the_fast_function() -> None:
     for bad in (("",), ("<", 3), (b"<",)):
         with pytest.raises(TypeError, match="avoid"):
             FastCall(fast, slow, avoid=bad)
+    many = "<" * 100  # past the occurrences compared one by one: the strings are then searched for
+    assert strings(many + "x") == ("fast", many + "x") and strings(many + "<think>") == ("slow", many + "<think>", 0)
+    assert strings("<" * 63 + "<think>") == ("slow", "<" * 63 + "<think>", 0)
 
     def broken(text: str) -> bool:
         raise KeyError(text)
@@ -575,6 +578,24 @@ def test_fast_call_sends_only_the_plain_call_to_the_fast_function() -> None:
     del h
     gc.collect()
     assert alive() is None
+
+
+def test_fast_call_avoid_strings_match_a_substring_search() -> None:
+    """Whether a text goes to the general call is exactly whether it holds one of ``avoid``'s strings, on random
+    texts over their characters (and wider ones: one- to four-byte str kinds)."""
+    from app.engine._native._core import FastCall
+
+    strings = ("<think>", "</think>", "<|im_start|>", "[x]", "éé", "😀<")
+    call = FastCall(lambda text: "fast", lambda text: "slow", avoid=strings)
+    rng = random.Random(28)
+    for _ in range(3000):  # some texts mostly '<': past the occurrences compared one by one
+        alphabet = rng.choice(("<>/|thinkmsar_[]xé😀 ", "<<<<<<think>/|x"))
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 240)))
+        if rng.random() < 0.3:
+            at = rng.randrange(len(text) + 1)
+            text = text[:at] + rng.choice(strings) + text[at:]
+        want = "slow" if any(s in text for s in strings) else "fast"
+        assert call(text) == want, text
 
 
 # -------------------------------------------------------------------------- checks of cached sections without dicts

@@ -80,6 +80,22 @@ def test_random_strings_of_marks_and_jamo() -> None:
     assert disagreements == 0 and quick_sure > 1000
 
 
+def test_marks_at_every_offset_of_a_latin_run() -> None:
+    """Two-byte text whose Latin run (below U+0300, read eight characters at a time) is broken at every offset by
+    marks in and out of canonical order, a character that composes with the one before it, or one not in NFC."""
+    core = _core()
+    latin = "".join(chr(cp) for cp in range(0x100, 0x2FF, 7))  # Latin Extended, IPA, modifiers: a two-byte str
+    answers = set()
+    for tail in ("\u0316\u0350", "\u0350\u0316", "\u0301", "e\u0301", "\u0340", "\u1e9b\u0323", "x"):
+        for at in range(0, 41):
+            text = latin[:at] + tail + latin[at:at + 20]
+            expected = _is_nfc(text)
+            answers.add(expected)
+            assert core.nfc_verify(text) is expected, ascii(text)  # type: ignore[attr-defined]
+            assert not core.nfc_quick(text) or expected, ascii(text)  # type: ignore[attr-defined]
+    assert answers == {True, False}
+
+
 def test_non_strings_raise_type_error() -> None:
     with pytest.raises(TypeError):
         _core().nfc_verify(b"abc")  # type: ignore[attr-defined]

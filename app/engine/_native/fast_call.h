@@ -39,23 +39,51 @@ typedef struct {
     vectorcallfunc vectorcall;
 } FastCall;
 
+/* Past this many occurrences of one first character, the strings starting with it are searched for from there
+ * instead (one pass each), so that text made of that character costs no more than those searches. */
+#define AVOID_AT_MOST 64
+
+/* 1 if str x (of len characters) holds one of avoid_strings (all of whose first characters are in avoid), 0 if
+ * not; -1 with an exception set. Each first character is looked for, and only where it occurs are the strings
+ * starting with it compared: text holding a few '<' and none of the strings costs one character search, not a
+ * search per string over the whole text. */
+static int FastCall_holds(FastCall *self, PyObject *x, Py_ssize_t len) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(self->avoid), count = PyTuple_GET_SIZE(self->avoid_strings);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Py_UCS4 c = PyUnicode_READ_CHAR(self->avoid, k);
+        for (Py_ssize_t from = 0, seen = 0;; seen++) {
+            Py_ssize_t at = PyUnicode_FindChar(x, c, from, len, 1);
+            if (at < 0) {
+                if (at == -2) return -1;
+                break;
+            }
+            for (Py_ssize_t j = 0; j < count; j++) {
+                PyObject *s = PyTuple_GET_ITEM(self->avoid_strings, j);
+                if (PyUnicode_READ_CHAR(s, 0) != c) continue;
+                Py_ssize_t r = seen < AVOID_AT_MOST ? PyUnicode_Tailmatch(x, s, at, len, -1)
+                                                    : PyUnicode_Find(x, s, at, len, 1) + 1;
+                if (r < 0) return -1;
+                if (r > 0) return 1;
+            }
+            if (seen >= AVOID_AT_MOST) break; /* every string of this first character searched for from here */
+            from = at + 1;
+        }
+    }
+    return 0;
+}
+
 /* 1 if the plain call of x goes to fast (avoid, verify above), 0 if to slow; -1 with an exception set. */
 static int FastCall_admits(FastCall *self, PyObject *x) {
     if (self->avoid == NULL && self->verify == NULL) return 1;
     if (!PyUnicode_Check(x)) return 0;
     Py_ssize_t len = PyUnicode_GET_LENGTH(x);
-    if (self->avoid != NULL) {
-        Py_ssize_t k, n = PyUnicode_GET_LENGTH(self->avoid);
-        for (k = 0; k < n; k++) {
+    if (self->avoid != NULL && self->avoid_strings != NULL) {
+        int holds = FastCall_holds(self, x, len);
+        if (holds != 0) return holds < 0 ? -1 : 0;
+    } else if (self->avoid != NULL) {
+        for (Py_ssize_t k = 0; k < PyUnicode_GET_LENGTH(self->avoid); k++) {
             Py_ssize_t at = PyUnicode_FindChar(x, PyUnicode_READ_CHAR(self->avoid, k), 0, len, 1);
-            if (at == -2) return -1;
-            if (at == -1) continue;
-            if (self->avoid_strings == NULL) return 0;
-            for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(self->avoid_strings); j++) {
-                at = PyUnicode_Find(x, PyTuple_GET_ITEM(self->avoid_strings, j), 0, len, 1);
-                if (at != -1) return at == -2 ? -1 : 0;
-            }
-            break; /* every string looked for: none is in x */
+            if (at != -1) return at == -2 ? -1 : 0;
         }
     }
     if (self->verify == NULL || PyUnicode_IS_ASCII(x)) return 1;

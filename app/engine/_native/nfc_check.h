@@ -14,6 +14,9 @@
 
 #include <Python.h>
 #include <stdint.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "nfc_tables.h"
 
@@ -23,17 +26,50 @@ static inline unsigned nfc_value(uint32_t cp)
     return NFC_STAGE2[((size_t)NFC_STAGE1[cp >> NFC_BLOCK_SHIFT] << NFC_BLOCK_SHIFT) | (cp & NFC_BLOCK_MASK)];
 }
 
+/* Every character below this is a starter that is NFC_QC Yes (table value 0; scripts/gen_nfc_tables.py checks):
+ * Latin, Latin-1, Latin Extended, IPA and spacing modifiers are answered without reading the table. */
+#define NFC_PLAIN_BELOW 0x300
+
+/* The loop of nfc_first_unsure over the code units of one str kind. */
+#define NFC_SCAN(UNIT)                                                                                                \
+    do {                                                                                                              \
+        const UNIT *s = (const UNIT *)data;                                                                           \
+        for (; i < n; i++) {                                                                                          \
+            uint32_t cp = s[i];                                                                                       \
+            if (cp < NFC_PLAIN_BELOW) {                                                                               \
+                prev = 0;                                                                                             \
+                continue;                                                                                             \
+            }                                                                                                         \
+            unsigned v = nfc_value(cp);                                                                               \
+            if (v == NFC_UNSURE || (v && prev > v))                                                                   \
+                break;                                                                                                \
+            prev = v;                                                                                                 \
+        }                                                                                                             \
+    } while (0)
+
 /* Index of the first character at or after i in a str's data (kind, n characters) that the quick check is not
  * sure of, given the combining class *last of the character before i (updated); n when there is none. */
 static Py_ssize_t nfc_first_unsure(int kind, const void *data, Py_ssize_t i, Py_ssize_t n, unsigned *last)
 {
     unsigned prev = *last;
-    for (; i < n; i++) {
-        unsigned v = nfc_value(PyUnicode_READ(kind, data, i));
-        if (v == NFC_UNSURE || (v && prev > v))
-            break;
-        prev = v;
-    }
+    if (kind == PyUnicode_1BYTE_KIND) {
+        NFC_SCAN(Py_UCS1);
+    } else if (kind == PyUnicode_2BYTE_KIND) {
+#if defined(__SSE2__)
+        /* eight code units at a time while all are below NFC_PLAIN_BELOW (saturating subtraction: 0 iff <= 0x2FF) */
+        const __m128i top = _mm_set1_epi16(NFC_PLAIN_BELOW - 1), zero = _mm_setzero_si128();
+        const Py_UCS2 *u = (const Py_UCS2 *)data;
+        Py_ssize_t from = i;
+        while (n - i >= 8 &&
+               _mm_movemask_epi8(_mm_cmpeq_epi16(_mm_subs_epu16(_mm_loadu_si128((const __m128i *)(const void *)(u + i)),
+                                                                top), zero)) == 0xFFFF)
+            i += 8;
+        if (i > from)
+            prev = 0;
+#endif
+        NFC_SCAN(Py_UCS2);
+    } else
+        NFC_SCAN(Py_UCS4);
     *last = prev;
     return i;
 }
