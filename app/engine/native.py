@@ -141,6 +141,13 @@ def nfc_verify() -> Callable[[str], bool]:
     return _core.nfc_verify if _core is not None else _is_nfc  # type: ignore[no-any-return]
 
 
+def nfc_apply() -> Callable[[str, Callable[[str], str]], str] | None:
+    """The compiled ``nfc_apply(text, normalize)``: ``normalize(text)`` for an NFC ``normalize``, handing it only the
+    stretches of ``text`` (between characters before which NFC splits text) that are not NFC, ``text`` itself when it
+    is NFC; None without the compiled core."""
+    return _core.nfc_apply if _core is not None else None  # type: ignore[no-any-return]
+
+
 def check_rank_sections(buffers: tuple[Any, ...]) -> tuple[int, int]:
     """``(number of tokens, largest id)`` of a rank table's ``(tokens, offsets, ids)`` sections
     (:class:`app.engine.rank_tables.RankSections`), checked by the compiled core; ``ValueError`` on an inconsistent

@@ -96,6 +96,35 @@ def test_marks_at_every_offset_of_a_latin_run() -> None:
     assert answers == {True, False}
 
 
+def test_nfc_apply_is_unicodedatas_nfc() -> None:
+    """``nfc_apply`` normalizes only the stretches that are not NFC, and gives the whole text's NFC: random texts of
+    marks, jamo and composing pairs (several stretches each, one changed or several), and the text itself (the same
+    object) when it is NFC."""
+    core = _core()
+
+    def nfc(text: str) -> str:
+        return unicodedata.normalize("NFC", text)
+
+    rng = random.Random(2812)
+    changed = 0
+    for k in range(20_000):
+        text = "".join(rng.choice(POOL) for _ in range(rng.randint(1, 8 if k % 2 else 60)))
+        got = core.nfc_apply(text, nfc)  # type: ignore[attr-defined]
+        assert got == nfc(text), ascii(text)
+        if got == text:
+            assert got is text
+        changed += got != text
+    assert changed > 1000
+    handed: list[str] = []
+    assert core.nfc_apply("abc e\u0301 def \u1100\u1161 xyz", lambda s: handed.append(s) or nfc(s)) == \
+        "abc \u00e9 def \uac00 xyz"  # type: ignore[attr-defined]
+    assert handed == ["e\u0301", "\u1100\u1161"]  # the two stretches alone
+    with pytest.raises(TypeError, match="str"):
+        core.nfc_apply("e\u0301", lambda s: 1)  # type: ignore[attr-defined]
+    with pytest.raises(KeyError):
+        core.nfc_apply("e\u0301", lambda s: {}[s])  # type: ignore[attr-defined]
+
+
 def test_non_strings_raise_type_error() -> None:
     with pytest.raises(TypeError):
         _core().nfc_verify(b"abc")  # type: ignore[attr-defined]

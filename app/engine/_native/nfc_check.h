@@ -7,7 +7,8 @@
  * Yes) is a normalization boundary: nothing before it composes with it or across it, and canonical reordering never
  * crosses it, so a text is NFC exactly when each stretch from one such character to the next is. nfc_verify checks
  * the stretches in C and hands only those it is not sure of -- one holding an unsure character, or non-zero
- * combining classes that decrease -- to unicodedata, so it always gives unicodedata's answer.
+ * combining classes that decrease -- to unicodedata, so it always gives unicodedata's answer; nfc_apply normalizes
+ * only those of them that are not NFC.
  */
 #ifndef TOK_NFC_CHECK_H
 #define TOK_NFC_CHECK_H
@@ -84,6 +85,34 @@ static int nfc_quick_yes(PyObject *text)
     return nfc_first_unsure(PyUnicode_KIND(text), PyUnicode_DATA(text), 0, n, &last) == n;
 }
 
+/* The stretch of text (kind, data, n characters) around the unsure character at bad: from the boundary at or
+ * before it (a character of value 0, or the start) to the next boundary after it (excluded, or the end). NFC
+ * never changes a text across a boundary, so each stretch is normalized, or checked, on its own. */
+static void nfc_stretch(int kind, const void *data, Py_ssize_t n, Py_ssize_t bad, Py_ssize_t *start, Py_ssize_t *end)
+{
+    Py_ssize_t a = bad, b = bad + 1;
+    while (a > 0 && nfc_value(PyUnicode_READ(kind, data, a)) != 0)
+        a--;
+    while (b < n && nfc_value(PyUnicode_READ(kind, data, b)) != 0)
+        b++;
+    *start = a;
+    *end = b;
+}
+
+/* is_normalized("NFC", text[start:end]): 1, 0, or -1 with an exception set (*form: the str "NFC", made on first
+ * use, the caller's to release). */
+static int nfc_stretch_is_nfc(PyObject *text, Py_ssize_t start, Py_ssize_t end, PyObject *is_normalized,
+                              PyObject **form, PyObject **stretch)
+{
+    if (!*form && !(*form = PyUnicode_FromString("NFC")))
+        return -1;
+    *stretch = PyUnicode_Substring(text, start, end);
+    PyObject *r = *stretch ? PyObject_CallFunctionObjArgs(is_normalized, *form, *stretch, NULL) : NULL;
+    int result = r ? PyObject_IsTrue(r) : -1;
+    Py_XDECREF(r);
+    return result;
+}
+
 /* unicodedata.is_normalized("NFC", text) for a str text (is_normalized: that function): 1, 0, or -1 with an
  * exception set. */
 static int nfc_verify(PyObject *text, PyObject *is_normalized)
@@ -92,7 +121,7 @@ static int nfc_verify(PyObject *text, PyObject *is_normalized)
     if (kind == PyUnicode_1BYTE_KIND)
         return 1; /* as nfc_quick_yes; otherwise one scan, resumed after each stretch handed to unicodedata */
     const void *data = PyUnicode_DATA(text);
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text), at = 0;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), at = 0, start, end;
     unsigned last = 0;
     PyObject *form = NULL;
     int result = 1;
@@ -100,23 +129,74 @@ static int nfc_verify(PyObject *text, PyObject *is_normalized)
         Py_ssize_t bad = nfc_first_unsure(kind, data, at, n, &last);
         if (bad == n)
             break;
-        Py_ssize_t start = bad, end = bad + 1; /* the stretch around it: from the boundary before to the next one */
-        while (start > 0 && nfc_value(PyUnicode_READ(kind, data, start)) != 0)
-            start--;
-        while (end < n && nfc_value(PyUnicode_READ(kind, data, end)) != 0)
-            end++;
-        if (!form && !(form = PyUnicode_FromString("NFC")))
-            return -1;
-        PyObject *stretch = PyUnicode_Substring(text, start, end);
-        PyObject *r = stretch ? PyObject_CallFunctionObjArgs(is_normalized, form, stretch, NULL) : NULL;
+        nfc_stretch(kind, data, n, bad, &start, &end);
+        PyObject *stretch = NULL;
+        result = nfc_stretch_is_nfc(text, start, end, is_normalized, &form, &stretch);
         Py_XDECREF(stretch);
-        result = r ? PyObject_IsTrue(r) : -1;
-        Py_XDECREF(r);
         at = end;
         last = 0;
     }
     Py_XDECREF(form);
     return result;
+}
+
+/* normalize(text) for a str text, where normalize is an NFC (a new reference, text itself when it is NFC; NULL with
+ * an exception set): only the stretches the quick check is not sure of and is_normalized says are not NFC are
+ * handed to normalize, and the rest of the text is kept as it is. normalize must return a str. */
+static PyObject *nfc_apply(PyObject *text, PyObject *is_normalized, PyObject *normalize)
+{
+    int kind = PyUnicode_KIND(text);
+    if (kind == PyUnicode_1BYTE_KIND)
+        return Py_NewRef(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), at = 0, done = 0, start, end;
+    unsigned last = 0;
+    PyObject *form = NULL, *parts = NULL, *out = NULL;
+    for (;;) {
+        Py_ssize_t bad = nfc_first_unsure(kind, data, at, n, &last);
+        if (bad == n)
+            break;
+        nfc_stretch(kind, data, n, bad, &start, &end);
+        PyObject *stretch = NULL;
+        int is_nfc = nfc_stretch_is_nfc(text, start, end, is_normalized, &form, &stretch);
+        if (is_nfc < 0) {
+            Py_XDECREF(stretch);
+            goto done;
+        }
+        if (!is_nfc) {
+            PyObject *kept = PyUnicode_Substring(text, done, start);
+            PyObject *changed = kept ? PyObject_CallOneArg(normalize, stretch) : NULL;
+            Py_DECREF(stretch);
+            if (changed && !PyUnicode_Check(changed))
+                PyErr_SetString(PyExc_TypeError, "normalize must return a str");
+            if (!changed || !PyUnicode_Check(changed) || (!parts && !(parts = PyList_New(0))) ||
+                PyList_Append(parts, kept) || PyList_Append(parts, changed)) {
+                Py_XDECREF(kept);
+                Py_XDECREF(changed);
+                goto done;
+            }
+            Py_DECREF(kept);
+            Py_DECREF(changed);
+            done = end;
+        } else {
+            Py_DECREF(stretch);
+        }
+        at = end;
+        last = 0;
+    }
+    if (!parts) {
+        out = Py_NewRef(text);
+    } else {
+        PyObject *rest = PyUnicode_Substring(text, done, n), *empty = rest ? PyUnicode_New(0, 0) : NULL;
+        if (empty && !PyList_Append(parts, rest))
+            out = PyUnicode_Join(empty, parts);
+        Py_XDECREF(rest);
+        Py_XDECREF(empty);
+    }
+done:
+    Py_XDECREF(parts);
+    Py_XDECREF(form);
+    return out;
 }
 
 #endif /* TOK_NFC_CHECK_H */

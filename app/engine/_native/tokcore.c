@@ -2612,6 +2612,17 @@ static PyObject *mod_nfc_verify(PyObject *mod, PyObject *text)
     return r < 0 ? NULL : PyBool_FromLong(r);
 }
 
+/* nfc_apply(text, normalize) -> str: normalize(text) for an NFC normalize, computed stretch by stretch
+ * (nfc_check.h): text itself when it is NFC. */
+static PyObject *mod_nfc_apply(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    PyObject *text, *normalize;
+    if (!PyArg_ParseTuple(args, "UO:nfc_apply", &text, &normalize))
+        return NULL;
+    return nfc_apply(text, is_normalized_fn, normalize);
+}
+
 /* nfc_quick(text) -> bool: the compiled quick check alone (True: certainly NFC; False: not sure). */
 static PyObject *mod_nfc_quick(PyObject *mod, PyObject *text)
 {
@@ -2802,6 +2813,9 @@ static PyMethodDef module_methods[] = {
     {"nfc_verify", mod_nfc_verify, METH_O,
      "nfc_verify(text: str) -> bool: unicodedata.is_normalized('NFC', text), the compiled quick check answering "
      "for every stretch it is sure of."},
+    {"nfc_apply", mod_nfc_apply, METH_VARARGS,
+     "nfc_apply(text: str, normalize) -> str: normalize(text) for an NFC normalize, only the stretches of text that "
+     "are not NFC handed to it (text itself when it is NFC)."},
     {"nfc_quick", mod_nfc_quick, METH_O,
      "nfc_quick(text: str) -> bool: True when the compiled NFC quick check is sure text is NFC (else not sure)."},
     {"unicode_flags", mod_unicode_flags, METH_O, "unicode_flags(cp: int) -> int: class flags of one code point."},

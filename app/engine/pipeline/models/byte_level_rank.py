@@ -361,6 +361,7 @@ class RankTextEncoder:
         self.pattern = core.pattern
         self._nfc = normalize is not None
         self._is_nfc = native.nfc_verify()  # unicodedata.is_normalized("NFC", ·), compiled where it can be
+        self._nfc_apply = native.nfc_apply()  # NFC of only the stretches that need it, compiled (None: windows)
         self._raw = _matcher([(t.content, t) for t in added if not t.normalized])
         # The pipeline's own normalizer (NFC), so that both normalize alike; the unicodedata check in front is
         # only a shortcut: text that is NFC by the current Unicode tables is left alone by every NFC.
@@ -413,7 +414,11 @@ class RankTextEncoder:
 
     def nfc_windows(self, text: str) -> str:
         """The normalizer's NFC of ``text``, computed per window between NFC boundaries and only for windows that
-        are not NFC already (a long text with a few non-NFC characters costs a scan, not a full normalization)."""
+        are not NFC already (a long text with a few non-NFC characters costs a scan, not a full normalization).
+        With the compiled core, the windows are the shortest stretches between boundaries that hold a character
+        the quick check is not sure of (``native.nfc_apply``)."""
+        if self._nfc_apply is not None:
+            return self._nfc_apply(text, self._normalize)
         n = len(text)
         if n <= NFC_WINDOW:
             return self._normalize(text)
