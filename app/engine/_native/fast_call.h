@@ -9,7 +9,8 @@
  * (e.g. a compiled encoder that refuses text with lone surrogates, which the method scrubs). ``avoid`` (a str, or
  * a tuple of non-empty strs) and ``verify`` (a callable) narrow the plain call further: it goes to ``fast`` only
  * when ``x`` is a str holding none of ``avoid``'s characters (a tuple: none of its strings; their first characters
- * are looked for first, so text holding none of those costs one character search per distinct first character)
+ * are looked for first and the strings compared only where one occurs, so text holding none of those costs one
+ * character search per distinct first character)
  * and, unless it is ASCII, ``verify(x)`` is true; every other ``x`` goes to ``slow(x)`` (e.g. text that holds an
  * added token's string, or that may need Unicode normalization). ``__wrapped__`` is
  * ``slow`` (so ``inspect.signature`` and ``help`` describe the general call) and ``__doc__`` its docstring.
