@@ -116,9 +116,20 @@ def test_nfc_apply_is_unicodedatas_nfc() -> None:
         changed += got != text
     assert changed > 1000
     handed: list[str] = []
-    assert core.nfc_apply("abc e\u0301 def \u1100\u1161 xyz", lambda s: handed.append(s) or nfc(s)) == \
-        "abc \u00e9 def \uac00 xyz"  # type: ignore[attr-defined]
-    assert handed == ["e\u0301", "\u1100\u1161"]  # the two stretches alone
+
+    def counted(text: str) -> str:
+        handed.append(text)
+        return nfc(text)
+
+    far = "abc e\u0301" + " x" * 40 + " \u1100\u1161 xyz"  # two stretches 80 characters apart: each alone
+    assert core.nfc_apply(far, counted) == nfc(far) and handed == ["e\u0301", "\u1100\u1161"]  # type: ignore[attr-defined]
+    handed.clear()  # closer than 64 characters: handed over as one
+    assert core.nfc_apply("abc e\u0301 def \u1100\u1161 xyz", counted) == "abc \u00e9 def \uac00 xyz"  # type: ignore[attr-defined]
+    assert handed == ["e\u0301 def \u1100\u1161"]
+    for hostile in ("e\u0301 " * 50_000, ("e\u0301" + "x" * 70) * 2_000, "\u0301" * 100_000):
+        handed.clear()  # many stretches: at most one call per 64 characters
+        assert core.nfc_apply(hostile, counted) == nfc(hostile)  # type: ignore[attr-defined]
+        assert len(handed) <= len(hostile) // 64 + 1
     with pytest.raises(TypeError, match="str"):
         core.nfc_apply("e\u0301", lambda s: 1)  # type: ignore[attr-defined]
     with pytest.raises(KeyError):

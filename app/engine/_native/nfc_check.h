@@ -99,6 +99,37 @@ static void nfc_stretch(int kind, const void *data, Py_ssize_t n, Py_ssize_t bad
     *end = b;
 }
 
+/* Stretches fewer than NFC_JOIN characters apart are handed to unicodedata as one (whatever lies between them is
+ * cut from them by boundaries, so the answer is the same), until the joined stretch is NFC_JOIN_UP_TO long: a text
+ * of many short unsure stretches costs one call per NFC_JOIN characters at most, not one per stretch, and each
+ * call reads a few hundred characters, not the whole text (is_normalized answers no at the first call that can). */
+#define NFC_JOIN 64
+#define NFC_JOIN_UP_TO 256
+
+/* The next stretch to hand over at or after *at (the combining class before it in *last): 1 and [*start, *end),
+ * *at moved past it; 0 when the rest of the text is sure. */
+static int nfc_next_stretch(int kind, const void *data, Py_ssize_t n, Py_ssize_t *at, unsigned *last,
+                            Py_ssize_t *start, Py_ssize_t *end)
+{
+    Py_ssize_t bad = nfc_first_unsure(kind, data, *at, n, last);
+    if (bad == n) {
+        *at = n;
+        return 0;
+    }
+    nfc_stretch(kind, data, n, bad, start, end);
+    while (*end - *start < NFC_JOIN_UP_TO) {
+        unsigned prev = 0; /* (*end is a boundary, of value 0, or the end) */
+        Py_ssize_t limit = n - *end > NFC_JOIN ? *end + NFC_JOIN : n, next_start;
+        bad = nfc_first_unsure(kind, data, *end, limit, &prev);
+        if (bad == limit)
+            break;
+        nfc_stretch(kind, data, n, bad, &next_start, end);
+    }
+    *at = *end;
+    *last = 0;
+    return 1;
+}
+
 /* is_normalized("NFC", text[start:end]): 1, 0, or -1 with an exception set (*form: the str "NFC", made on first
  * use, the caller's to release). */
 static int nfc_stretch_is_nfc(PyObject *text, Py_ssize_t start, Py_ssize_t end, PyObject *is_normalized,
@@ -125,16 +156,10 @@ static int nfc_verify(PyObject *text, PyObject *is_normalized)
     unsigned last = 0;
     PyObject *form = NULL;
     int result = 1;
-    while (result == 1) {
-        Py_ssize_t bad = nfc_first_unsure(kind, data, at, n, &last);
-        if (bad == n)
-            break;
-        nfc_stretch(kind, data, n, bad, &start, &end);
+    while (result == 1 && nfc_next_stretch(kind, data, n, &at, &last, &start, &end)) {
         PyObject *stretch = NULL;
         result = nfc_stretch_is_nfc(text, start, end, is_normalized, &form, &stretch);
         Py_XDECREF(stretch);
-        at = end;
-        last = 0;
     }
     Py_XDECREF(form);
     return result;
@@ -152,11 +177,7 @@ static PyObject *nfc_apply(PyObject *text, PyObject *is_normalized, PyObject *no
     Py_ssize_t n = PyUnicode_GET_LENGTH(text), at = 0, done = 0, start, end;
     unsigned last = 0;
     PyObject *form = NULL, *parts = NULL, *out = NULL;
-    for (;;) {
-        Py_ssize_t bad = nfc_first_unsure(kind, data, at, n, &last);
-        if (bad == n)
-            break;
-        nfc_stretch(kind, data, n, bad, &start, &end);
+    while (nfc_next_stretch(kind, data, n, &at, &last, &start, &end)) {
         PyObject *stretch = NULL;
         int is_nfc = nfc_stretch_is_nfc(text, start, end, is_normalized, &form, &stretch);
         if (is_nfc < 0) {
@@ -181,8 +202,6 @@ static PyObject *nfc_apply(PyObject *text, PyObject *is_normalized, PyObject *no
         } else {
             Py_DECREF(stretch);
         }
-        at = end;
-        last = 0;
     }
     if (!parts) {
         out = Py_NewRef(text);
