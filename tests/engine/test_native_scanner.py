@@ -184,6 +184,18 @@ def test_split_sequence_scanner_matches_regex_on_random_strings() -> None:
         assert core.split(text) == reference(text), repr(text)
 
 
+def test_split_sequence_scanner_matches_regex_on_ascii_words() -> None:
+    """deepseek_v3 on words of ASCII letters (read sixteen at a time) ending at every kind of character, the CJK
+    ranges among them."""
+    core, reference = _deepseek()
+    parts = [*WORD_PARTS, "中", "ひ", "ー", "abcdefghijklmnopq", "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdef"]
+    weights = [12 if part.isascii() and part.strip().isalpha() else 3 if part.isascii() else 1 for part in parts]
+    rng = random.Random(FUZZ_SEED + 8)
+    for _ in range(FUZZ_CASES // 4):
+        text = "".join(rng.choices(parts, weights, k=rng.randint(0, 30)))
+        assert core.split(text) == reference(text), repr(text)
+
+
 def test_split_sequence_scanner_matches_regex_on_hostile_runs() -> None:
     core, reference = _deepseek()
     cases = ["1" * 1000, "中" * 1000 + "1", "ひ・" * 500, " " * 2000 + "1", "\x00" * 3000, "\x00a" * 1000,

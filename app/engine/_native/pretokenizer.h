@@ -473,6 +473,18 @@ static inline int ds_ascii_punct(uint8_t b)
 
 static inline int ds_ascii_alpha(uint8_t b) { return (uint8_t)((b | 0x20) - 'a') < 26; }
 
+/* End of the run of class lm (letters and marks) from i: outside DCJK its ASCII part, A-Z and a-z, sixteen bytes at
+ * a time. */
+static inline size_t ds_letter_run(const uint8_t *s, size_t i, size_t n, uint16_t lm)
+{
+    if (lm == UT_DLM) {
+        i = ascii_letter_run(s, i, n, 0x20);
+        if (i == n || s[i] < 0x80)
+            return i;
+    }
+    return run_any(s, i, n, lm);
+}
+
 /* End of the step-3 match at i (f0, l0: the character there) in a stretch whose classes are lm and ps, or 0 if
  * no alternative matches. */
 static size_t ds_match(const uint8_t *s, size_t i, size_t n, uint16_t f0, size_t l0, uint16_t lm, uint16_t ps)
@@ -488,9 +500,9 @@ static size_t ds_match(const uint8_t *s, size_t i, size_t n, uint16_t f0, size_t
     /* [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+: a letter or mark starts the run itself (a mark taken as the prefix ends
      * the run at the same place); another allowed character needs a letter or mark of the stretch after it. */
     if (f0 & lm)
-        return run_any(s, i + l0, n, lm);
+        return ds_letter_run(s, i + l0, n, lm);
     if (!(f0 & (UT_L | ps | UT_NL)) && i + l0 < n && (char_at(s, i + l0, &l1) & lm))
-        return run_any(s, i + l0 + l1, n, lm);
+        return ds_letter_run(s, i + l0 + l1, n, lm);
     /*  ?[\p{P}\p{S}]+[\r\n]* */
     size_t start = 0;
     if (b == ' ' && i + 1 < n && (char_at(s, i + 1, &l1) & ps))
