@@ -174,7 +174,7 @@ static PyObject *nfc_apply(PyObject *text, PyObject *is_normalized, PyObject *no
     if (kind == PyUnicode_1BYTE_KIND)
         return Py_NewRef(text);
     const void *data = PyUnicode_DATA(text);
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text), at = 0, done = 0, start, end;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), at = 0, copied = 0, start, end; /* text[:copied] is in parts */
     unsigned last = 0;
     PyObject *form = NULL, *parts = NULL, *out = NULL;
     while (nfc_next_stretch(kind, data, n, &at, &last, &start, &end)) {
@@ -182,10 +182,10 @@ static PyObject *nfc_apply(PyObject *text, PyObject *is_normalized, PyObject *no
         int is_nfc = nfc_stretch_is_nfc(text, start, end, is_normalized, &form, &stretch);
         if (is_nfc < 0) {
             Py_XDECREF(stretch);
-            goto done;
+            goto finish;
         }
         if (!is_nfc) {
-            PyObject *kept = PyUnicode_Substring(text, done, start);
+            PyObject *kept = PyUnicode_Substring(text, copied, start);
             PyObject *changed = kept ? PyObject_CallOneArg(normalize, stretch) : NULL;
             Py_DECREF(stretch);
             if (changed && !PyUnicode_Check(changed))
@@ -194,11 +194,11 @@ static PyObject *nfc_apply(PyObject *text, PyObject *is_normalized, PyObject *no
                 PyList_Append(parts, kept) || PyList_Append(parts, changed)) {
                 Py_XDECREF(kept);
                 Py_XDECREF(changed);
-                goto done;
+                goto finish;
             }
             Py_DECREF(kept);
             Py_DECREF(changed);
-            done = end;
+            copied = end;
         } else {
             Py_DECREF(stretch);
         }
@@ -206,13 +206,13 @@ static PyObject *nfc_apply(PyObject *text, PyObject *is_normalized, PyObject *no
     if (!parts) {
         out = Py_NewRef(text);
     } else {
-        PyObject *rest = PyUnicode_Substring(text, done, n), *empty = rest ? PyUnicode_New(0, 0) : NULL;
+        PyObject *rest = PyUnicode_Substring(text, copied, n), *empty = rest ? PyUnicode_New(0, 0) : NULL;
         if (empty && !PyList_Append(parts, rest))
             out = PyUnicode_Join(empty, parts);
         Py_XDECREF(rest);
         Py_XDECREF(empty);
     }
-done:
+finish:
     Py_XDECREF(parts);
     Py_XDECREF(form);
     return out;
