@@ -1313,6 +1313,13 @@ static int merge_cut(const Model *m, Scratch *sc, Sym *syms, Py_ssize_t ns, cons
     return 0;
 }
 
+/* One piece cut out of a segment, syms[0..ns): a single symbol (most of them) emitted at once, without the call of
+ * merge_cut, else merge_cut. */
+static inline int emit_cut(const Model *m, Scratch *sc, Sym *syms, Py_ssize_t ns, const uint32_t *text, Emit *e,
+                           CallStats *st) {
+    return ns == 1 ? emit_one(m, sc, e, &syms[0], text) : merge_cut(m, sc, syms, ns, text, e, st);
+}
+
 /* BPE over text[0..n) (one segment); ids appended to out. A segment is merged in pieces cut where no merge can
  * ever cross (two neighbouring initial symbols that are no two adjacent characters of any mergeable piece, or one
  * that never merges): the pieces merge independently (no candidate spans a cut), one after the other into the
@@ -1354,8 +1361,7 @@ static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssi
         }
         int mergeable = cur.sym >= 0;
         if (cut && ns > 0 && (!mergeable || !prev_mergeable || !bigram_has(m, prev_cp, cp))) {
-            if ((ns == 1 ? emit_one(m, sc, &e, &syms[0], text) : merge_cut(m, sc, syms, ns, text, &e, st)) < 0)
-                return -1;
+            if (emit_cut(m, sc, syms, ns, text, &e, st) < 0) return -1;
             ns = 0;
             was_cut = 1;
         }
@@ -1364,7 +1370,7 @@ static int bpe_segment(const Model *m, Scratch *sc, const uint32_t *text, Py_ssi
         prev_mergeable = mergeable;
     }
     if (!was_cut) return merge_emit(m, sc, syms, ns, text, &e);
-    return ns == 1 ? emit_one(m, sc, &e, &syms[0], text) : merge_cut(m, sc, syms, ns, text, &e, st);
+    return emit_cut(m, sc, syms, ns, text, &e, st);
 }
 
 /* bpe_segment through the word cache (segments whose code points, all in the BMP, and ids fit a slot); cacheable:

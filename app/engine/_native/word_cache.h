@@ -67,10 +67,15 @@ static void wc_free(WordCache *c) {
     if (c) free(c->slots), free(c);
 }
 
-/* The slots a key of hash ``h`` may occupy, into ways[]: its own (the low 32 bits of ``h`` scaled to the table)
- * and the one next to it (index ^ 1) when that is inside the table; returns how many (1 or 2). */
+/* The own slot of a key of hash ``h``: the low 32 bits of ``h`` scaled to the table. */
+static inline size_t wc_slot_index(const WordCache *c, uint64_t h) {
+    return (size_t)(((uint64_t)(uint32_t)h * c->nslots) >> 32);
+}
+
+/* The slots a key of hash ``h`` may occupy, into ways[]: its own (wc_slot_index) and the one next to it (index ^ 1)
+ * when that is inside the table; returns how many (1 or 2). */
 static inline int wc_ways(const WordCache *c, uint64_t h, void *ways[2]) {
-    size_t i = (size_t)(((uint64_t)(uint32_t)h * c->nslots) >> 32);
+    size_t i = wc_slot_index(c, h);
     ways[0] = c->slots + i * c->slot_size;
     if ((i ^ 1) >= c->nslots) return 1;
     ways[1] = c->slots + (i ^ 1) * c->slot_size;
@@ -199,7 +204,7 @@ static inline int wc_seg_hash(const uint32_t *t, Py_ssize_t n, size_t slot_size,
 
 /* Start loading the first slot a segment of hash h may sit in. */
 static inline void wc_seg_prefetch(const WordCache *c, uint64_t h) {
-    __builtin_prefetch(c->slots + (size_t)(((uint64_t)(uint32_t)h * c->nslots) >> 32) * c->slot_size);
+    __builtin_prefetch(c->slots + wc_slot_index(c, h) * c->slot_size);
 }
 
 /* For a segment about to be looked up: 1 if ``c`` may hold the segment t[0..n) (its hash into *h, and the first
