@@ -8,7 +8,8 @@ Make the other checkout with ``git worktree add /tmp/base REV`` and build it (``
 --inplace``). For each of ``--pairs`` pairs, a fresh process per checkout (``a`` then ``b``) runs, for every
 tokenizer, ``--rounds`` rounds of: a fresh instance (``load_encoding``), the peer benchmark's documents once
 (**cold**, its first pass) and again (**warm**), then its chat-sized lines once (**lines**, µs per call), this
-thread's CPU time, pinned to one CPU (:mod:`bench.peers.workloads`; the same texts as ``bench.peers.run``). Each
+thread's CPU time, pinned to one CPU (:mod:`bench.peers.workloads`; the same texts as ``bench.peers.run``, or only
+the named ``--corpora``, e.g. ``--corpora english``: a change that moves one corpus is seen there first). Each
 process prints its medians; the summary gives, per tokenizer and measure, the median over pairs of b / a (cold and
 warm in MB/s, so above 1 means b is faster; lines in µs, so below 1 means b is faster). The VM drifts by 10-30 %
 from minute to minute (docs/performance.md): alternate, and read the ratios, not single numbers.
@@ -28,14 +29,22 @@ from typing import Any
 
 
 def measure(names: list[str], rounds: int, docs_per_corpus: int, lines: int, data_dir: Path | None,
-            max_corpora: int | None) -> dict[str, dict[str, float]]:
-    """Medians of cold/warm MB/s and lines µs per call for each tokenizer, in this process (its checkout's code)."""
+            max_corpora: int | None, corpora: list[str] | None = None) -> dict[str, dict[str, float]]:
+    """Medians of cold/warm MB/s and lines µs per call for each tokenizer, in this process (its checkout's code),
+    with the documents' UTF-8 bytes (``docs_bytes``). ``corpora``: only these corpora (ValueError for a name the
+    data directory does not hold)."""
     from app.engine.registry import get_store, load_encoding
     from bench.peers import workloads
 
     texts = workloads.corpora_texts(data_dir, max_corpora)
+    if corpora:
+        unknown = sorted(set(corpora) - set(texts))
+        if unknown:
+            raise ValueError(f"unknown corpora {unknown}; known: {', '.join(texts)}")
+        texts = {name: texts[name] for name in corpora}
     docs, short = workloads.documents(texts, docs_per_corpus), workloads.lines(texts, lines)
-    mb = sum(len(d.encode("utf-8")) for d in docs) / 1e6
+    nbytes = sum(len(d.encode("utf-8")) for d in docs)
+    mb = nbytes / 1e6
     out: dict[str, dict[str, float]] = {}
     for name in names:
         runs: dict[str, list[float]] = {"cold": [], "warm": [], "lines": []}
@@ -47,14 +56,14 @@ def measure(names: list[str], rounds: int, docs_per_corpus: int, lines: int, dat
                     encode(text)
                 runs[kind].append(time.thread_time() - start)
         out[name] = {"cold": mb / statistics.median(runs["cold"]), "warm": mb / statistics.median(runs["warm"]),
-                     "lines": statistics.median(runs["lines"]) / max(1, len(short)) * 1e6}
+                     "lines": statistics.median(runs["lines"]) / max(1, len(short)) * 1e6, "docs_bytes": nbytes}
     return out
 
 
 def _child(args: argparse.Namespace) -> int:
     os.sched_setaffinity(0, {max(os.sched_getaffinity(0)) if args.cpu is None else args.cpu})
     result = measure(args.tokenizers.split(","), args.rounds, args.docs_per_corpus, args.lines, args.data_dir,
-                     args.max_corpora)
+                     args.max_corpora, args.corpora.split(",") if args.corpora else None)
     print(json.dumps(result))
     return 0
 
@@ -63,7 +72,8 @@ def _run_checkout(path: Path, args: argparse.Namespace) -> dict[str, dict[str, f
     # this file, run as a script, with the checkout first on the path: its app and bench.peers, this code
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--tokenizers", args.tokenizers,
            "--rounds", str(args.rounds), "--docs-per-corpus", str(args.docs_per_corpus), "--lines", str(args.lines)]
-    for flag, value in (("--cpu", args.cpu), ("--data-dir", args.data_dir), ("--max-corpora", args.max_corpora)):
+    for flag, value in (("--cpu", args.cpu), ("--data-dir", args.data_dir), ("--max-corpora", args.max_corpora),
+                        ("--corpora", args.corpora)):
         if value is not None:
             cmd += [flag, str(value)]
     env = {**os.environ, "PYTHONPATH": str(path)}
@@ -82,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--docs-per-corpus", type=int, default=8)
     p.add_argument("--lines", type=int, default=400)
     p.add_argument("--max-corpora", type=int, default=None)
+    p.add_argument("--corpora", default=None, help="only these corpora, comma-separated (e.g. english,ml-de)")
     p.add_argument("--cpu", type=int, default=None, help="the CPU to pin to (default: the last one allowed)")
     p.add_argument("--data-dir", type=Path, default=None, help="bench.corpora data directory")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)

@@ -251,3 +251,19 @@ def test_per_corpus_times_each_corpus_against_a_peer(data_dir: Path) -> None:
     assert [r[0] for r in rows[1:]] == ["english", "code", "ml-zh"]
     assert all(float(r[2]) > 0 and float(r[3]) > 0 and r[4].endswith("x") for r in rows[1:])
     assert "not timed" not in proc.stdout
+
+
+def test_ab_checkouts_measures_only_the_named_corpora(data_dir: Path) -> None:
+    """``--corpora``: the documents are those of the named corpora only (their bytes), and a name the data directory
+    does not hold is refused with the names it does."""
+    from bench.engine.ab_checkouts import measure
+    from bench.peers import workloads
+
+    texts = workloads.corpora_texts(data_dir, None)
+    want = sum(len(d.encode("utf-8")) for d in workloads.documents({k: texts[k] for k in ("english", "code")}, 1))
+    got = measure(["gpt2"], 1, 1, 5, data_dir, None, ["english", "code"])["gpt2"]
+    everything = measure(["gpt2"], 1, 1, 5, data_dir, None)["gpt2"]
+    assert got["docs_bytes"] == want < everything["docs_bytes"]
+    assert got["cold"] > 0 and got["warm"] > 0 and got["lines"] > 0
+    with pytest.raises(ValueError, match="unknown corpora.*known: english"):
+        measure(["gpt2"], 1, 1, 5, data_dir, None, ["no-such-corpus"])
