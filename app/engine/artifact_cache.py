@@ -55,8 +55,9 @@ log = logging.getLogger("app.engine.artifact_cache")
 #: part changes (old files are then simply never looked up again; ``cache build`` writes the new ones).
 #: 2: rank tables carry the compiled core's image (app/engine/rank_tables.py); 3: CRC-32 + length; 4: the core's image
 #: version 2 (its three-bit filter; a core refuses an older image and would rebuild its tables on every load); 5: the
-#: SentencePiece BPE model's dump version 2 (its exact bigram rows, app/engine/_native/spbpe.c).
-FORMAT_VERSION = 5
+#: SentencePiece BPE model's dump version 2 (its exact bigram rows, app/engine/_native/spbpe.c); 6: the core's hash of
+#: keys up to 8 bytes (app/engine/_native/bytes_hash.h), which places every slot of its image.
+FORMAT_VERSION = 6
 
 MAGIC = b"TKCACHE\0"
 SUFFIX = ".tkc"

@@ -478,6 +478,9 @@ static int joined_build(RankTable *t, const RankEntries *e)
 typedef struct {
     uint32_t *data;
     size_t len, cap;
+    PyObject *const *objs; /* the int objects these ids become right after (Core.id_objs), or NULL: encode_piece
+                            * prefetches an id's entry when a whole piece is one token, so ids_to_list finds it in
+                            * cache instead of missing once per first-seen id */
 } IdVec;
 
 static int vec_reserve(IdVec *v, size_t extra)
@@ -1114,9 +1117,10 @@ static int bpe_piece(const RankTable *t, const uint8_t *p, size_t n, IdVec *out,
             id[bi] = best;
             if (k < n)
                 prv[k] = bi;
-            uint32_t q = prv[bi];
+            uint32_t q = prv[bi]; /* both new candidates' filter words and slots start loading before either is read */
             uint64_t hq = q != UINT32_MAX ? rank_prefetch(t, p + q, k - q) : 0;
-            rk[bi] = k < n ? rank_lookup(t, p + bi, nxt[k] - bi) : NO_RANK;
+            uint64_t hb = k < n ? rank_prefetch(t, p + bi, nxt[k] - bi) : 0;
+            rk[bi] = k < n ? rank_lookup_after(t, p + bi, nxt[k] - bi, hb) : NO_RANK;
             if (q != UINT32_MAX)
                 rk[q] = rank_lookup_after(t, p + q, k - q, hq);
         }
@@ -1443,6 +1447,8 @@ static inline int encode_piece(const RankTable *t, PieceCache *c, CallStats *st,
         r = n == 1 ? t->byte_rank[p[0]] : t->pair_rank[((uint32_t)p[0] << 8) | p[1]];
     }
     if (r != NO_RANK) {
+        if (out->objs)
+            __builtin_prefetch(&out->objs[r]);
         out->data[out->len++] = r;
         return 0;
     }
@@ -1697,7 +1703,7 @@ static PyObject *core_run(CoreObject *self, PyObject *text, int count_only)
     const uint8_t *utf8 = text_utf8(self, text, &size);
     if (!utf8)
         return NULL;
-    IdVec out = {NULL, 0, 0};
+    IdVec out = {NULL, 0, 0, count_only ? NULL : self->id_objs};
     size_t ntokens = 0;
     int rc;
     if (size < GIL_FROM) {
