@@ -32,7 +32,7 @@ static inline uint64_t fold_mul(uint64_t a, uint64_t b)
 
 /* A 64-bit hash of p[0..n) (n >= 1); its bits are used independently (slot index, filter word and bits, tags).
  * Keys of up to 8 bytes -- nearly every BPE candidate -- take one folded multiplication of their tail and length:
- * half the instructions and latency of the mixing chain that longer keys go through (merging about 7 % faster in
+ * about half the arithmetic of the mixing chain that longer keys go through (merging about 7 % faster in
  * a harness over the 19,529 distinct merged pieces of the bench's 96 documents, o200k_base; docs/performance.md).
  * The rank table image and the trainer's tables depend on it: a change is caught by the image's probe hash, and
  * needs FORMAT_VERSION in app/engine/artifact_cache.py bumped so that cached images are rewritten. */
