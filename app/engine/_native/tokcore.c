@@ -1032,6 +1032,27 @@ static inline uint64_t heap_pop(uint64_t *heap, size_t *size)
     return top;
 }
 
+/* In bpe_piece's part lists (below): merge part i with the part after it into the token rank, then rank the two candidates
+ * that changed -- i with its new successor, its predecessor with i -- whose filter words and slots both start
+ * loading before either is read. Returns the predecessor (UINT32_MAX: none). */
+static inline uint32_t merge_part(const RankTable *t, const uint8_t *p, size_t n, uint32_t *nxt, uint32_t *prv,
+                                  uint32_t *rk, uint32_t *id, uint32_t i, uint32_t rank)
+{
+    uint32_t j = nxt[i], k = nxt[j];
+    rk[j] = NO_RANK; /* part j disappears */
+    nxt[i] = k;
+    id[i] = rank;
+    if (k < n)
+        prv[k] = i;
+    uint32_t q = prv[i];
+    uint64_t hq = q != UINT32_MAX ? rank_prefetch(t, p + q, k - q) : 0;
+    uint64_t hi = k < n ? rank_prefetch(t, p + i, nxt[k] - i) : 0;
+    rk[i] = k < n ? rank_lookup_after(t, p + i, nxt[k] - i, hi) : NO_RANK;
+    if (q != UINT32_MAX)
+        rk[q] = rank_lookup_after(t, p + q, k - q, hq);
+    return q;
+}
+
 /* Merge the piece p[0..n) (n >= 2) from its bytes and append its ids to out (capacity reserved by the caller):
  * BPE proper, even when the piece is itself a token (the whole-token shortcut is the caller's, for whole pieces).
  * Returns 0, or -1 when out of memory.
@@ -1112,17 +1133,7 @@ static int bpe_piece(const RankTable *t, const uint8_t *p, size_t n, IdVec *out,
             }
             if (best == NO_RANK)
                 break;
-            uint32_t k = nxt[nxt[bi]]; /* merge bi with its successor; the merged part ends at k */
-            nxt[bi] = k;
-            id[bi] = best;
-            if (k < n)
-                prv[k] = bi;
-            uint32_t q = prv[bi]; /* both new candidates' filter words and slots start loading before either is read */
-            uint64_t hq = q != UINT32_MAX ? rank_prefetch(t, p + q, k - q) : 0;
-            uint64_t hb = k < n ? rank_prefetch(t, p + bi, nxt[k] - bi) : 0;
-            rk[bi] = k < n ? rank_lookup_after(t, p + bi, nxt[k] - bi, hb) : NO_RANK;
-            if (q != UINT32_MAX)
-                rk[q] = rank_lookup_after(t, p + q, k - q, hq);
+            merge_part(t, p, n, nxt, prv, rk, id, bi, best);
         }
     } else {
         uint64_t s_heap[3 * SMALL_PARTS * 8];
@@ -1144,24 +1155,11 @@ static int bpe_piece(const RankTable *t, const uint8_t *p, size_t n, IdVec *out,
             uint32_t i = (uint32_t)key;
             if (rk[i] != rank)
                 continue; /* stale: the part at i was merged away or changed since this candidate was pushed */
-            uint32_t j = nxt[i], k = nxt[j];
-            rk[j] = NO_RANK; /* part j disappears */
-            nxt[i] = k;
-            id[i] = rank;
-            if (k < n)
-                prv[k] = i;
-            uint32_t q = prv[i];
-            uint64_t hq = q != UINT32_MAX ? rank_prefetch(t, p + q, k - q) : 0;
-            uint32_t r = k < n ? rank_lookup(t, p + i, nxt[k] - i) : NO_RANK;
-            rk[i] = r;
-            if (r != NO_RANK)
-                heap_push(heap, &hsize, ((uint64_t)r << 32) | i);
-            if (q != UINT32_MAX) {
-                r = rank_lookup_after(t, p + q, k - q, hq);
-                rk[q] = r;
-                if (r != NO_RANK)
-                    heap_push(heap, &hsize, ((uint64_t)r << 32) | q);
-            }
+            uint32_t q = merge_part(t, p, n, nxt, prv, rk, id, i, rank);
+            if (rk[i] != NO_RANK)
+                heap_push(heap, &hsize, ((uint64_t)rk[i] << 32) | i);
+            if (q != UINT32_MAX && rk[q] != NO_RANK)
+                heap_push(heap, &hsize, ((uint64_t)rk[q] << 32) | q);
         }
         if (heap != s_heap)
             PyMem_RawFree(heap);
